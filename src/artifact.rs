@@ -1,0 +1,240 @@
+//! The format-independent model of a model file: what every command works on.
+//!
+//! An [`Artifact`] holds exactly what the structural identity covers (format, GGUF version,
+//! metadata, tensor descriptors) plus a [`Layout`] of physical facts (sizes, offsets, truncation)
+//! that are reported but never hashed.
+
+use std::collections::BTreeMap;
+
+/// Which container a file is, detected from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    Gguf,
+    Safetensors,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Gguf => "gguf",
+            Format::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// A 32-bit float kept as its bit pattern, so that equality, hashing and the canonical
+/// form never depend on float semantics (NaN payloads, -0.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct F32Bits(pub u32);
+
+/// A 64-bit float kept as its bit pattern (see [`F32Bits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct F64Bits(pub u64);
+
+impl F32Bits {
+    pub fn value(self) -> f32 {
+        f32::from_bits(self.0)
+    }
+}
+
+impl F64Bits {
+    pub fn value(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+/// A metadata value. GGUF uses every variant; safetensors metadata is always `String`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    U64(u64),
+    I64(i64),
+    F32(F32Bits),
+    F64(F64Bits),
+    Bool(bool),
+    String(String),
+    Array(Array),
+}
+
+/// A homogeneous array, stored by element type so that a 262,144-entry vocabulary costs one
+/// allocation per string rather than one enum per element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Array {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F32(Vec<F32Bits>),
+    F64(Vec<F64Bits>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    /// Arrays of arrays; each inner array carries its own element type.
+    Array(Vec<Array>),
+}
+
+impl Value {
+    /// The GGUF type name of the value ("u32", "f32", "string", "array", ...).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::U8(_) => "u8",
+            Value::I8(_) => "i8",
+            Value::U16(_) => "u16",
+            Value::I16(_) => "i16",
+            Value::U32(_) => "u32",
+            Value::I32(_) => "i32",
+            Value::U64(_) => "u64",
+            Value::I64(_) => "i64",
+            Value::F32(_) => "f32",
+            Value::F64(_) => "f64",
+            Value::Bool(_) => "bool",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl Array {
+    pub fn len(&self) -> usize {
+        match self {
+            Array::U8(v) => v.len(),
+            Array::I8(v) => v.len(),
+            Array::U16(v) => v.len(),
+            Array::I16(v) => v.len(),
+            Array::U32(v) => v.len(),
+            Array::I32(v) => v.len(),
+            Array::U64(v) => v.len(),
+            Array::I64(v) => v.len(),
+            Array::F32(v) => v.len(),
+            Array::F64(v) => v.len(),
+            Array::Bool(v) => v.len(),
+            Array::String(v) => v.len(),
+            Array::Array(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type name ("string", "f32", "array", ...).
+    pub fn element_type_name(&self) -> &'static str {
+        match self {
+            Array::U8(_) => "u8",
+            Array::I8(_) => "i8",
+            Array::U16(_) => "u16",
+            Array::I16(_) => "i16",
+            Array::U32(_) => "u32",
+            Array::I32(_) => "i32",
+            Array::U64(_) => "u64",
+            Array::I64(_) => "i64",
+            Array::F32(_) => "f32",
+            Array::F64(_) => "f64",
+            Array::Bool(_) => "bool",
+            Array::String(_) => "string",
+            Array::Array(_) => "array",
+        }
+    }
+
+    /// Element `index` as a standalone value (for display of array heads).
+    pub fn get(&self, index: usize) -> Option<Value> {
+        Some(match self {
+            Array::U8(v) => Value::U8(*v.get(index)?),
+            Array::I8(v) => Value::I8(*v.get(index)?),
+            Array::U16(v) => Value::U16(*v.get(index)?),
+            Array::I16(v) => Value::I16(*v.get(index)?),
+            Array::U32(v) => Value::U32(*v.get(index)?),
+            Array::I32(v) => Value::I32(*v.get(index)?),
+            Array::U64(v) => Value::U64(*v.get(index)?),
+            Array::I64(v) => Value::I64(*v.get(index)?),
+            Array::F32(v) => Value::F32(*v.get(index)?),
+            Array::F64(v) => Value::F64(*v.get(index)?),
+            Array::Bool(v) => Value::Bool(*v.get(index)?),
+            Array::String(v) => Value::String(v.get(index)?.clone()),
+            Array::Array(v) => Value::Array(v.get(index)?.clone()),
+        })
+    }
+}
+
+/// One tensor as the structural identity sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// GGUF: lowercase ggml type name ("q4_k"); safetensors: lowercased dtype ("f8_e4m3").
+    pub dtype: &'static str,
+    /// Dimensions exactly as stored (GGUF: ne[0] first; safetensors: row-major order).
+    pub shape: Vec<u64>,
+    pub byte_length: u64,
+    /// Offset of the tensor's data from the start of the file. Not part of the identity.
+    pub file_offset: u64,
+}
+
+impl TensorInfo {
+    /// Number of elements (parameters); saturates instead of overflowing on hostile shapes,
+    /// which the parsers have already rejected.
+    pub fn n_elements(&self) -> u64 {
+        self.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d))
+    }
+}
+
+/// Physical facts about the file, reported by `inspect` but excluded from the identity.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Layout {
+    /// Size of the file (or of the bytes we were given) in bytes.
+    pub file_size: u64,
+    /// Bytes of header, including padding up to the start of tensor data.
+    pub header_size: u64,
+    /// Bytes of tensor data the header declares.
+    pub data_expected: u64,
+    /// Bytes of tensor data actually present (less than expected for a partial file).
+    pub data_present: u64,
+    /// GGUF alignment (`general.alignment`, default 32); None for safetensors.
+    pub alignment: Option<u64>,
+    /// GGUF only: true when the file is big-endian.
+    pub big_endian: bool,
+}
+
+impl Layout {
+    pub fn is_truncated(&self) -> bool {
+        self.data_present < self.data_expected
+    }
+}
+
+/// A parsed model file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub format: Format,
+    /// GGUF version (1, 2 or 3); None for safetensors.
+    pub gguf_version: Option<u32>,
+    pub metadata: BTreeMap<String, Value>,
+    pub tensors: BTreeMap<String, TensorInfo>,
+    pub layout: Layout,
+}
+
+impl Artifact {
+    /// Total parameter count and per-dtype counts, sorted by dtype name.
+    pub fn parameter_counts(&self) -> (u64, BTreeMap<&'static str, u64>) {
+        let mut by_dtype = BTreeMap::new();
+        let mut total = 0u64;
+        for tensor in self.tensors.values() {
+            let n = tensor.n_elements();
+            *by_dtype.entry(tensor.dtype).or_insert(0u64) += n;
+            total = total.saturating_add(n);
+        }
+        (total, by_dtype)
+    }
+}

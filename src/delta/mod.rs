@@ -1,0 +1,3 @@
+//! `.wdelta` compressed weight deltas.
+
+pub mod cli;

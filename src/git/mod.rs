@@ -1,0 +1,3 @@
+//! Git integration: textconv, external diff driver, installer, and the gix fast path.
+
+pub mod cli;

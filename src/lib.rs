@@ -1,0 +1,25 @@
+//! weight-inspect: structural identity and structural diffs of GGUF and safetensors files.
+//!
+//! The data flows read ([`formats`]) → model ([`artifact`]) → [`identity`] & [`diff`] →
+//! [`render`]. The git driver ([`git`]), policy checks ([`policy`]), CI reporting ([`ci`]) and
+//! weight deltas ([`delta`]) are adapters around that core; [`cli`] only parses arguments.
+
+pub mod artifact;
+pub mod ci;
+pub mod cli;
+pub mod delta;
+pub mod diff;
+pub mod error;
+pub mod formats;
+pub mod fsutil;
+pub mod git;
+pub mod identity;
+pub mod policy;
+pub mod read;
+pub mod render;
+
+pub use artifact::{Artifact, Format, TensorInfo, Value};
+pub use error::Error;
+
+/// Version of the JSON outputs and of the canonical form behind the structural hash.
+pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,3 @@
+//! Policy checks for model files (pre-commit hook and CI).
+
+pub mod cli;
