@@ -1,19 +1,379 @@
 //! Arguments of `delta create|apply|inspect|verify|store|restore`.
 
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::Context;
+use clap::{Subcommand, ValueEnum};
+
+use super::codec::EncodeOptions;
+use super::format::Strategy;
+use super::model::{Elem, Model};
+use super::ops::{self, OpenDelta, OutDtype, RunOptions};
+use crate::cli::{Context, write_stdout};
 use crate::error::{Error, Result};
 
 /// Compressed weight deltas (.wdelta).
 #[derive(Debug, clap::Args)]
 pub struct DeltaArgs {
-    #[arg(num_args = 0.., allow_hyphen_values = true)]
-    pub args: Vec<std::ffi::OsString>,
+    #[command(subcommand)]
+    pub command: DeltaCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeltaCommand {
+    /// Compress FINETUNED as a delta against BASE.
+    Create(CreateArgs),
+    /// Reconstruct a model from BASE and one or more deltas (verifying every parent hash).
+    Apply(ApplyArgs),
+    /// Show a delta's strategy, parent hash, tensors and compression ratio.
+    Inspect(InspectArgs),
+    /// Check that a delta (or a chain) applies to BASE.
+    Verify(VerifyArgs),
+    /// Store a model as FINETUNED.wdelta against its parent (a file, a directory or REV:path).
+    Store(StoreArgs),
+    /// Rebuild a stored model, finding its parent by hash in the repository.
+    Restore(RestoreArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StrategyArg {
+    Int4,
+    Sparse,
+    Quantized,
+}
+
+impl From<StrategyArg> for Strategy {
+    fn from(s: StrategyArg) -> Strategy {
+        match s {
+            StrategyArg::Int4 => Strategy::Int4,
+            StrategyArg::Sparse => Strategy::Sparse,
+            StrategyArg::Quantized => Strategy::Quantized,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DtypeArg {
+    /// The base tensor's dtype.
+    Base,
+    F32,
+    Bf16,
+    F16,
+    F64,
+}
+
+impl From<DtypeArg> for OutDtype {
+    fn from(d: DtypeArg) -> OutDtype {
+        match d {
+            DtypeArg::Base => OutDtype::Base,
+            DtypeArg::F32 => OutDtype::Fixed(Elem::F32),
+            DtypeArg::Bf16 => OutDtype::Fixed(Elem::BF16),
+            DtypeArg::F16 => OutDtype::Fixed(Elem::F16),
+            DtypeArg::F64 => OutDtype::Fixed(Elem::F64),
+        }
+    }
+}
+
+/// Options of the encoders.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EncodeArgs {
+    /// Compression strategy.
+    #[arg(long, value_enum, default_value_t = StrategyArg::Int4)]
+    pub strategy: StrategyArg,
+    /// int4: fraction of the entries kept as float16 outliers.
+    #[arg(long, default_value_t = 0.01)]
+    pub outlier_fraction: f64,
+    /// sparse: fraction of the entries dropped.
+    #[arg(long, default_value_t = 0.9)]
+    pub sparsity: f64,
+    /// .wdelta version to write: 1 (readable by deltatensors 0.2.0) or 2.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub format_version: u32,
+}
+
+impl EncodeArgs {
+    pub fn options(&self) -> EncodeOptions {
+        EncodeOptions {
+            strategy: self.strategy.into(),
+            sparsity: self.sparsity,
+            outlier_fraction: self.outlier_fraction,
+            version: self.format_version,
+        }
+    }
+}
+
+/// Options of every long-running command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Worker threads (0: one per core). The output does not depend on it.
+    #[arg(long, default_value_t = 0, env = "WEIGHT_INSPECT_THREADS")]
+    pub threads: usize,
+}
+
+impl RunArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            threads: self.threads,
+            progress: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// Base model: a safetensors file or a sharded directory.
+    #[arg(long)]
+    pub base: PathBuf,
+    /// Deltas applied to BASE first (in order): the new delta is against their reconstruction.
+    #[arg(long, num_args = 1..)]
+    pub chain: Vec<PathBuf>,
+    /// Fine-tuned model: a safetensors file or a sharded directory.
+    pub finetuned: PathBuf,
+    /// Output .wdelta file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub encode: EncodeArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    /// Base model: a safetensors file or a sharded directory.
+    #[arg(long)]
+    pub base: PathBuf,
+    /// The delta to apply (after the --chain ones, if any).
+    pub delta: Option<PathBuf>,
+    /// A lineage of deltas applied in order, each verified against the previous result.
+    #[arg(long, num_args = 1..)]
+    pub chain: Vec<PathBuf>,
+    /// Output safetensors file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// dtype of the reconstructed tensors.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
+    pub dtype: DtypeArg,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// A .wdelta file.
+    pub delta: PathBuf,
+    /// Machine-readable output (schema 1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Base model: a safetensors file or a sharded directory.
+    #[arg(long)]
+    pub base: PathBuf,
+    /// The delta to verify (after the --chain ones, if any).
+    pub delta: Option<PathBuf>,
+    /// A lineage of deltas, verified link by link.
+    #[arg(long, num_args = 1..)]
+    pub chain: Vec<PathBuf>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// The model to store: a safetensors file or a sharded directory.
+    pub finetuned: PathBuf,
+    /// Its parent: a safetensors file or directory, a .wdelta, or REV:path in this repository.
+    #[arg(long)]
+    pub parent: String,
+    /// Output (default: FINETUNED.wdelta beside it).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub encode: EncodeArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// The stored .wdelta.
+    pub delta: PathBuf,
+    /// Where its parent is (a file, a directory or REV:path); default: search the repository.
+    #[arg(long)]
+    pub parent: Option<String>,
+    /// Output safetensors file (default: DELTA without its .wdelta suffix).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// dtype of the reconstructed tensors.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
+    pub dtype: DtypeArg,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 impl DeltaArgs {
-    pub fn run(self, _ctx: &Context) -> Result<ExitCode> {
-        Err(Error::Other("delta is not implemented yet".into()))
+    pub fn run(self, ctx: &Context) -> Result<ExitCode> {
+        match self.command {
+            DeltaCommand::Create(a) => create(a),
+            DeltaCommand::Apply(a) => apply(a),
+            DeltaCommand::Inspect(a) => inspect(a, ctx),
+            DeltaCommand::Verify(a) => verify(a),
+            DeltaCommand::Store(a) => store(a),
+            DeltaCommand::Restore(a) => restore(a),
+        }
     }
+}
+
+fn say(text: String) -> Result<ExitCode> {
+    write_stdout(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open_all(paths: &[PathBuf]) -> Result<Vec<OpenDelta>> {
+    paths.iter().map(|p| OpenDelta::open(p)).collect()
+}
+
+fn lineage(chain: &[PathBuf], delta: Option<&PathBuf>) -> Result<Vec<PathBuf>> {
+    let mut all = chain.to_vec();
+    all.extend(delta.cloned());
+    if all.is_empty() {
+        return Err(Error::Other(
+            "give a .wdelta file to apply, or a lineage with --chain".into(),
+        ));
+    }
+    Ok(all)
+}
+
+fn created_summary(out: &Path, c: &ops::Created) -> String {
+    let ratio = if c.file_bytes > 0 {
+        c.dense_bytes as f64 / c.file_bytes as f64
+    } else {
+        0.0
+    };
+    format!(
+        "wrote {}: {} tensors, {} bytes ({ratio:.2}x smaller than the fine-tuned weights)\nparent hash: {}\n",
+        out.display(),
+        c.tensors,
+        c.file_bytes,
+        c.parent_hash
+    )
+}
+
+fn create(a: CreateArgs) -> Result<ExitCode> {
+    let base = Model::open(&a.base)?;
+    let ft = Model::open(&a.finetuned)?;
+    let links = open_all(&a.chain)?;
+    let c = ops::create(
+        &base,
+        &links,
+        &ft,
+        &a.output,
+        &a.encode.options(),
+        &a.run.options(),
+    )?;
+    say(created_summary(&a.output, &c))
+}
+
+fn apply(a: ApplyArgs) -> Result<ExitCode> {
+    let paths = lineage(&a.chain, a.delta.as_ref())?;
+    let base = Model::open(&a.base)?;
+    let links = open_all(&paths)?;
+    let r = ops::apply(&base, &links, &a.output, a.dtype.into(), &a.run.options())?;
+    say(format!(
+        "wrote {}: {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
+        a.output.display(),
+        r.tensors,
+        r.file_bytes,
+        r.base_hash,
+        links.len(),
+        if links.len() == 1 { "" } else { "s" }
+    ))
+}
+
+fn inspect(a: InspectArgs, _ctx: &Context) -> Result<ExitCode> {
+    let d = OpenDelta::open(&a.delta)?;
+    if a.json {
+        let mut s = super::describe_json_parsed(&d.file);
+        s.push('\n');
+        say(s)
+    } else {
+        say(format!(
+            "file: {}\n{}",
+            a.delta.display(),
+            super::describe_parsed(&d.file)
+        ))
+    }
+}
+
+fn verify(a: VerifyArgs) -> Result<ExitCode> {
+    let paths = lineage(&a.chain, a.delta.as_ref())?;
+    let base = Model::open(&a.base)?;
+    let links = open_all(&paths)?;
+    match ops::verify_lineage(&base, &links, false, &a.run.options()) {
+        Ok(v) => {
+            let mut s = format!("ok: base {} has hash {}\n", a.base.display(), v.base_hash);
+            for (i, l) in links.iter().enumerate() {
+                s.push_str(&format!(
+                    "ok: {} applies (parent hash {})\n",
+                    l.path.display(),
+                    if i == 0 {
+                        &v.base_hash
+                    } else {
+                        &v.link_hashes[i - 1]
+                    }
+                ));
+            }
+            say(s)
+        }
+        Err(e) => {
+            eprintln!("weight-inspect: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn store(a: StoreArgs) -> Result<ExitCode> {
+    let out = a.output.clone().unwrap_or_else(|| {
+        let mut s = a.finetuned.as_os_str().to_os_string();
+        s.push(".wdelta");
+        PathBuf::from(s)
+    });
+    let c = super::store::store(
+        &a.finetuned,
+        &a.parent,
+        &out,
+        &a.encode.options(),
+        &a.run.options(),
+    )?;
+    say(created_summary(&out, &c))
+}
+
+fn restore(a: RestoreArgs) -> Result<ExitCode> {
+    let out = match &a.output {
+        Some(o) => o.clone(),
+        None => {
+            let name = a.delta.to_string_lossy();
+            match name.strip_suffix(".wdelta") {
+                Some(stem) if !stem.is_empty() => PathBuf::from(stem),
+                _ => {
+                    return Err(Error::Other(format!(
+                        "{}: the name does not end in .wdelta; give the output with -o",
+                        a.delta.display()
+                    )));
+                }
+            }
+        }
+    };
+    let r = super::store::restore(
+        &a.delta,
+        a.parent.as_deref(),
+        &out,
+        a.dtype.into(),
+        &a.run.options(),
+    )?;
+    say(r)
 }

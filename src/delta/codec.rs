@@ -1,0 +1,556 @@
+//! Encoding and decoding of one tensor's delta: pure functions over f32 slices.
+//!
+//! The numerics follow deltatensors 0.2.0 (numpy 2 semantics) operation by operation, so that
+//! files move between the two and decode bit for bit alike:
+//! - float32 arithmetic where numpy computes in float32 (arrays combined with Python floats are
+//!   float32 under NEP 50), float64 where numpy has Python floats;
+//! - round half to even (`np.round`), float16 conversions rounding to nearest even, directly
+//!   from float64 where numpy converts a Python float;
+//! - row means of the quantized strategy with numpy's pairwise summation.
+//!
+//! Top-k selection (`argpartition` in the reference) is the one place where the reference is
+//! not deterministic on ties; here ties in magnitude go to the lower index.
+
+use half::f16;
+
+use super::format::{
+    ArrayDtype, OwnedArray, Params, Strategy, TensorArrays, TensorEntry, index_iter,
+    quantized_cols, quantized_rows,
+};
+
+/// What to encode with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EncodeOptions {
+    pub strategy: Strategy,
+    /// sparse: fraction of entries dropped, in [0, 1).
+    pub sparsity: f64,
+    /// int4: fraction of entries kept as float16 outliers, in [0, 1].
+    pub outlier_fraction: f64,
+    /// File format version (1 or 2); changes the int4 layout and index width.
+    pub version: u32,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions {
+            strategy: Strategy::Int4,
+            sparsity: 0.9,
+            outlier_fraction: 0.01,
+            version: 1,
+        }
+    }
+}
+
+/// sparse: k = max(1, floor(n (1 - sparsity))), at most n.
+pub fn sparse_k(n: u64, sparsity: f64) -> u64 {
+    (((n as f64) * (1.0 - sparsity)) as u64).max(1).min(n)
+}
+
+/// int4: max(1, floor(n f)), at most n (the reference cannot encode an empty tensor).
+pub fn int4_outliers(n: u64, outlier_fraction: f64) -> u64 {
+    (((n as f64) * outlier_fraction) as u64).max(1).min(n)
+}
+
+/// The header entry of a tensor of `shape`: every size in it follows from the shape and the
+/// options alone, which lets the header be written before any data is read.
+pub fn entry_for(shape: &[u64], opts: &EncodeOptions, base_dtype: Option<&str>) -> TensorEntry {
+    let n = shape.iter().product::<u64>();
+    let params = match opts.strategy {
+        Strategy::Sparse => Params::Sparse {
+            sparsity: opts.sparsity,
+        },
+        Strategy::Quantized => Params::Quantized {
+            n_elements: n,
+            n_cols: quantized_cols(shape),
+        },
+        Strategy::Int4 => Params::Int4 {
+            outlier_fraction: opts.outlier_fraction,
+            n_elements: n,
+            n_outliers: int4_outliers(n, opts.outlier_fraction),
+            layout: if opts.version >= 2 { 2 } else { 1 },
+        },
+    };
+    TensorEntry {
+        shape: shape.to_vec(),
+        dtype: "float32".into(),
+        base_dtype: if opts.version >= 2 {
+            base_dtype.map(str::to_string)
+        } else {
+            None
+        },
+        params,
+    }
+}
+
+/// Encodes the delta of one tensor (row-major, `delta.len()` = product of `shape`).
+pub fn encode(delta: &[f32], shape: &[u64], opts: &EncodeOptions) -> Vec<OwnedArray> {
+    debug_assert_eq!(delta.len() as u64, shape.iter().product::<u64>());
+    match opts.strategy {
+        Strategy::Sparse => encode_sparse(delta, opts.sparsity),
+        Strategy::Quantized => encode_quantized(delta, shape),
+        Strategy::Int4 => encode_int4(delta, opts.outlier_fraction, opts.version),
+    }
+}
+
+fn array(field: &'static str, dtype: ArrayDtype, len: usize, data: Vec<u8>) -> OwnedArray {
+    OwnedArray {
+        field,
+        dtype,
+        shape: vec![len as u64],
+        data,
+    }
+}
+
+fn indices_array(field: &'static str, idx: &[usize], wide: bool) -> OwnedArray {
+    if wide {
+        let data = idx.iter().flat_map(|&i| (i as i64).to_le_bytes()).collect();
+        array(field, ArrayDtype::Int64, idx.len(), data)
+    } else {
+        let data = idx.iter().flat_map(|&i| (i as i32).to_le_bytes()).collect();
+        array(field, ArrayDtype::Int32, idx.len(), data)
+    }
+}
+
+fn f16_array(field: &'static str, vals: impl ExactSizeIterator<Item = f16>) -> OwnedArray {
+    let len = vals.len();
+    let data = vals.flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    array(field, ArrayDtype::Float16, len, data)
+}
+
+fn encode_sparse(delta: &[f32], sparsity: f64) -> Vec<OwnedArray> {
+    let k = sparse_k(delta.len() as u64, sparsity) as usize;
+    let idx = top_k_indices(delta, k);
+    let values: Vec<u8> = idx.iter().flat_map(|&i| delta[i].to_le_bytes()).collect();
+    vec![
+        indices_array("indices", &idx, true),
+        array("values", ArrayDtype::Float32, idx.len(), values),
+    ]
+}
+
+fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
+    let rows = quantized_rows(shape) as usize;
+    let cols = quantized_cols(shape) as usize;
+    let mut scales = Vec::with_capacity(rows);
+    let mut abs = vec![0f32; cols.min(delta.len())];
+    for r in 0..rows {
+        if cols == 0 {
+            scales.push(f16::ZERO);
+            continue;
+        }
+        let row = &delta[r * cols..(r + 1) * cols];
+        for (a, &x) in abs.iter_mut().zip(row) {
+            *a = x.abs();
+        }
+        // np.mean(float32, axis=1): pairwise float32 sum, divided by the count.
+        let mean = (pairwise_sum(&abs) as f64 / cols as f64) as f32;
+        scales.push(f16::from_f32(mean));
+    }
+    let packed = pack_signs(delta);
+    vec![
+        f16_array("scales", scales.into_iter()),
+        array("packed_signs", ArrayDtype::Uint8, packed.len(), packed),
+    ]
+}
+
+/// MSB-first bits, 1 for x >= 0 (also for -0.0 and NaN, as `np.sign` then `signs == 0 -> 1`).
+fn pack_signs(delta: &[f32]) -> Vec<u8> {
+    delta
+        .chunks(8)
+        .map(|c| {
+            let mut b = 0u8;
+            for (j, &x) in c.iter().enumerate() {
+                if !(x < 0.0) {
+                    b |= 0x80 >> j;
+                }
+            }
+            b
+        })
+        .collect()
+}
+
+/// numpy's pairwise summation of float32 (`@TYPE@_pairwise_sum`, blocks of 128, 8 lanes).
+pub fn pairwise_sum(a: &[f32]) -> f32 {
+    let n = a.len();
+    if n < 8 {
+        let mut res = 0f32;
+        for &x in a {
+            res += x;
+        }
+        res
+    } else if n <= 128 {
+        let mut r = [0f32; 8];
+        r.copy_from_slice(&a[..8]);
+        let mut i = 8;
+        while i < n - (n % 8) {
+            for j in 0..8 {
+                r[j] += a[i + j];
+            }
+            i += 8;
+        }
+        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        while i < n {
+            res += a[i];
+            i += 1;
+        }
+        res
+    } else {
+        let mut n2 = n / 2;
+        n2 -= n2 % 8;
+        pairwise_sum(&a[..n2]) + pairwise_sum(&a[n2..])
+    }
+}
+
+/// Scale and zero point of the int4 strategy, and the float32 values quantization uses.
+struct Int4Params {
+    scale: f16,
+    zero_point: f16,
+    /// v1 quantization: float32(min) and float32(range), range computed in float64.
+    min32: f32,
+    range32: f32,
+    flat: bool,
+}
+
+fn int4_params(min: f64, max: f64) -> Int4Params {
+    let range = max - min;
+    if range < 1e-8 {
+        Int4Params {
+            scale: f16::ONE,
+            zero_point: f16_from_f64(min),
+            min32: min as f32,
+            range32: range as f32,
+            flat: true,
+        }
+    } else {
+        Int4Params {
+            scale: f16_from_f64(range / 15.0),
+            zero_point: f16_from_f64(min),
+            min32: min as f32,
+            range32: range as f32,
+            flat: false,
+        }
+    }
+}
+
+#[inline]
+fn quantize(x: f32, offset: f32, range: f32) -> u8 {
+    // (x - min) / range * 15, rounded half to even, clipped; NaN becomes 0 like numpy's cast.
+    ((x - offset) / range * 15.0)
+        .round_ties_even()
+        .clamp(0.0, 15.0) as u8
+}
+
+fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
+    let n = delta.len();
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    let idx = top_k_indices(delta, k);
+
+    // min and max of the non-outliers, as numpy's min/max (NaN propagates).
+    let mut lo = f32::INFINITY;
+    let mut hi = f32::NEG_INFINITY;
+    let mut nan = false;
+    let mut any = false;
+    for_each_non_outlier(delta, &idx, |_, x| {
+        any = true;
+        if x.is_nan() {
+            nan = true;
+        }
+        if x < lo {
+            lo = x;
+        }
+        if x > hi {
+            hi = x;
+        }
+    });
+    let (min, max) = if !any {
+        (0.0, 0.0)
+    } else if nan {
+        (f64::NAN, f64::NAN)
+    } else {
+        (lo as f64, hi as f64)
+    };
+    let p = int4_params(min, max);
+
+    let packed = if version >= 2 {
+        // All n values against the stored float16 scale and zero point; outliers get 0.
+        let (offset, range) = v2_quant_params(p.scale, p.zero_point);
+        let mut q = vec![0u8; n];
+        if !p.flat {
+            for_each_non_outlier(delta, &idx, |i, x| q[i] = quantize(x, offset, range));
+        }
+        pack_nibbles(&q)
+    } else {
+        let mut q = Vec::with_capacity(n - idx.len());
+        for_each_non_outlier(delta, &idx, |_, x| {
+            q.push(if p.flat {
+                0
+            } else {
+                quantize(x, p.min32, p.range32)
+            })
+        });
+        pack_nibbles(&q)
+    };
+
+    let wide = version < 2 || n > i32::MAX as usize;
+    vec![
+        indices_array("outlier_idx", &idx, wide),
+        f16_array("outlier_vals", idx.iter().map(|&i| f16::from_f32(delta[i]))),
+        f16_array("scale", std::iter::once(p.scale)),
+        f16_array("zero_point", std::iter::once(p.zero_point)),
+        array("packed", ArrayDtype::Uint8, packed.len(), packed),
+    ]
+}
+
+/// Version 2 quantizes against what decoding uses: zero point float32(zp) and a range of
+/// float32(float64(scale) * 15).
+fn v2_quant_params(scale: f16, zero_point: f16) -> (f32, f32) {
+    (zero_point.to_f32(), (scale.to_f64() * 15.0) as f32)
+}
+
+/// Calls `f(i, x)` for every position not in the ascending `outliers`.
+fn for_each_non_outlier(delta: &[f32], outliers: &[usize], mut f: impl FnMut(usize, f32)) {
+    let mut start = 0;
+    for &o in outliers.iter().chain(std::iter::once(&delta.len())) {
+        for (i, &x) in delta[start..o].iter().enumerate() {
+            f(start + i, x);
+        }
+        start = o + 1;
+    }
+}
+
+/// Two values per byte, high nibble first, an odd count padded with a zero nibble.
+fn pack_nibbles(q: &[u8]) -> Vec<u8> {
+    q.chunks(2)
+        .map(|c| (c[0] << 4) | (c.get(1).copied().unwrap_or(0) & 0x0f))
+        .collect()
+}
+
+/// Indices of the `k` largest magnitudes, ascending (NaN counts as largest, as in numpy's
+/// sort order); ties at the threshold go to the lowest indices. Radix selection on the bit
+/// pattern of |x| (monotonic in the magnitude): two histogram passes and one collecting pass.
+pub fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
+    let n = x.len();
+    if k == 0 {
+        return Vec::new();
+    }
+    if k >= n {
+        return (0..n).collect();
+    }
+    let key = |v: f32| v.to_bits() & 0x7fff_ffff;
+    let mut hist = vec![0u64; 1 << 16];
+    for &v in x {
+        hist[(key(v) >> 16) as usize] += 1;
+    }
+    let mut above = 0u64;
+    let mut bucket = 0usize;
+    for b in (0..1usize << 16).rev() {
+        if above + hist[b] >= k as u64 {
+            bucket = b;
+            break;
+        }
+        above += hist[b];
+    }
+    hist.iter_mut().for_each(|h| *h = 0);
+    for &v in x {
+        let kk = key(v);
+        if (kk >> 16) as usize == bucket {
+            hist[(kk & 0xffff) as usize] += 1;
+        }
+    }
+    let mut threshold = 0u32;
+    let mut ties = 0u64;
+    for lo in (0..1usize << 16).rev() {
+        if above + hist[lo] >= k as u64 {
+            threshold = ((bucket as u32) << 16) | lo as u32;
+            ties = k as u64 - above;
+            break;
+        }
+        above += hist[lo];
+    }
+    let mut out = Vec::with_capacity(k);
+    for (i, &v) in x.iter().enumerate() {
+        let kk = key(v);
+        if kk > threshold {
+            out.push(i);
+        } else if kk == threshold && ties > 0 {
+            out.push(i);
+            ties -= 1;
+        }
+    }
+    out
+}
+
+/// float64 to float16 with a single rounding to nearest even, as numpy's
+/// `npy_double_to_half` (converting through float32 could round twice). Rounding to float32
+/// "to odd" first keeps the sticky information, and float32 has enough spare bits.
+pub fn f16_from_f64(x: f64) -> f16 {
+    let t = x as f32;
+    if !t.is_finite() || t as f64 == x {
+        return f16::from_f32(t);
+    }
+    let mut bits = t.to_bits();
+    // Truncate toward zero, then mark inexactness in the lowest bit.
+    if (t as f64).abs() > x.abs() {
+        bits -= 1;
+    }
+    bits |= 1;
+    f16::from_f32(f32::from_bits(bits))
+}
+
+/// Decodes the delta of one tensor into `out` (length = product of the entry's shape, which
+/// the caller has checked against the base). The file was validated on read: lengths, dtypes
+/// and ascending in-range indices.
+pub fn decode(entry: &TensorEntry, arrays: &TensorArrays<'_>, out: &mut [f32]) {
+    let n = out.len();
+    let f = &arrays.fields;
+    match entry.params {
+        Params::Sparse { .. } => {
+            out.fill(0.0);
+            let values = f[1].data.chunks_exact(4).map(f32_le);
+            for (i, v) in index_iter(f[0].dtype, f[0].data).zip(values) {
+                out[i as usize] = v;
+            }
+        }
+        Params::Quantized { n_cols, .. } => {
+            if n_cols == 0 || n == 0 {
+                return;
+            }
+            let cols = n_cols as usize;
+            let scales: Vec<f32> = f[0]
+                .data
+                .chunks_exact(2)
+                .map(|c| f16_le(c).to_f32())
+                .collect();
+            let signs = f[1].data;
+            for (r, row) in out.chunks_mut(cols).enumerate() {
+                let s = scales[r];
+                for (c, o) in row.iter_mut().enumerate() {
+                    let i = r * cols + c;
+                    let bit = signs[i >> 3] & (0x80 >> (i & 7));
+                    // signs (+-1.0) * scale: -1.0 * s flips the sign bit only.
+                    *o = if bit != 0 { s } else { -s };
+                }
+            }
+        }
+        Params::Int4 { layout, .. } => {
+            let scale = f16_le(f[2].data);
+            let zero = f16_le(f[3].data);
+            let lut = dequant_table(scale, zero);
+            let packed = f[4].data;
+            let nibble = |j: usize| {
+                let b = packed[j >> 1];
+                if j & 1 == 0 { b >> 4 } else { b & 0x0f }
+            };
+            let outliers: Vec<usize> = index_iter(f[0].dtype, f[0].data)
+                .map(|i| i as usize)
+                .collect();
+            if layout >= 2 {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = lut[nibble(i) as usize];
+                }
+            } else {
+                let mut j = 0;
+                for_each_position(n, &outliers, |i| {
+                    out[i] = lut[nibble(j) as usize];
+                    j += 1;
+                });
+            }
+            let vals = f[1].data.chunks_exact(2).map(|c| f16_le(c).to_f32());
+            for (&i, v) in outliers.iter().zip(vals) {
+                out[i] = v;
+            }
+        }
+    }
+}
+
+/// q / 15 * float32(float64(scale) * 15) + float32(zero_point), all in float32, for q in 0..16:
+/// `quantized / 15.0 * (scale * 15.0) + zero_point` in the reference.
+pub fn dequant_table(scale: f16, zero_point: f16) -> [f32; 16] {
+    let s15 = (scale.to_f64() * 15.0) as f32;
+    let zp = zero_point.to_f32();
+    let mut t = [0f32; 16];
+    for (q, v) in t.iter_mut().enumerate() {
+        *v = (q as f32 / 15.0f32) * s15 + zp;
+    }
+    t
+}
+
+fn for_each_position(n: usize, outliers: &[usize], mut f: impl FnMut(usize)) {
+    let mut start = 0;
+    for &o in outliers.iter().chain(std::iter::once(&n)) {
+        for i in start..o {
+            f(i);
+        }
+        start = o + 1;
+    }
+}
+
+fn f32_le(c: &[u8]) -> f32 {
+    f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+}
+
+fn f16_le(c: &[u8]) -> f16 {
+    f16::from_bits(u16::from_le_bytes([c[0], c[1]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_breaks_ties_by_index() {
+        let x = [1.0, -3.0, 3.0, 0.5, 3.0, f32::NAN];
+        assert_eq!(top_k_indices(&x, 1), vec![5]);
+        assert_eq!(top_k_indices(&x, 3), vec![1, 2, 5]);
+        assert_eq!(top_k_indices(&x, 4), vec![1, 2, 4, 5]);
+        assert_eq!(top_k_indices(&x, 6), (0..6).collect::<Vec<_>>());
+        assert!(top_k_indices(&x, 0).is_empty());
+    }
+
+    #[test]
+    fn f16_from_f64_rounds_once() {
+        // Halfway between two f16 values in f32, but above it in f64: must round up.
+        let lo = f16::from_f32(1.0).to_f64();
+        let ulp = 2f64.powi(-10);
+        let x = lo + ulp / 2.0 + 1e-12;
+        assert_eq!(f16_from_f64(x), f16::from_f64(lo + ulp));
+        assert_eq!(f16_from_f64(lo + ulp / 2.0), f16::from_f32(1.0));
+        assert_eq!(f16_from_f64(0.1).to_bits(), 0x2e66);
+        assert_eq!(f16_from_f64(-1e9), f16::NEG_INFINITY);
+    }
+
+    #[test]
+    fn roundtrips_are_close() {
+        let delta: Vec<f32> = (0..1000)
+            .map(|i| ((i * 7919) % 997) as f32 * 1e-5 - 5e-3)
+            .collect();
+        for version in [1, 2] {
+            for strategy in [Strategy::Sparse, Strategy::Quantized, Strategy::Int4] {
+                let opts = EncodeOptions {
+                    strategy,
+                    version,
+                    ..Default::default()
+                };
+                let shape = [10u64, 100];
+                let entry = entry_for(&shape, &opts, Some("float32"));
+                let arrays = encode(&delta, &shape, &opts);
+                let refs = TensorArrays {
+                    fields: arrays
+                        .iter()
+                        .map(|a| super::super::format::ArrayRef {
+                            dtype: a.dtype,
+                            data: &a.data,
+                        })
+                        .collect(),
+                };
+                let mut out = vec![0f32; delta.len()];
+                decode(&entry, &refs, &mut out);
+                let max_err = delta
+                    .iter()
+                    .zip(&out)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                assert!(max_err <= 5.1e-3, "{strategy:?} v{version}: {max_err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,1140 @@
+//! The `.wdelta` container: magic, version, JSON header, array records, SHA-256 trailer.
+//!
+//! Layout (every integer little-endian):
+//! `b"wdelta\0"`, u32 version, u32 header length H, H bytes of JSON, array records, and the
+//! SHA-256 of everything before the last 32 bytes. A record is: u32 + tensor name, u32 + field
+//! name, u32 + numpy dtype name, u32 ndim, ndim x u64 dims, u64 byte count, raw bytes.
+//!
+//! Reading checks the checksum before anything else, then validates the header against the rules
+//! of each strategy and indexes the records by (tensor, field), so records may come in any order.
+//! Nothing is allocated from a count read in the file: lengths are checked against the bytes that
+//! are actually there first.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io::Write;
+
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+pub const MAGIC: &[u8; 7] = b"wdelta\0";
+/// Bytes before the JSON header: magic, version, header length.
+pub const PREAMBLE_LEN: usize = 7 + 4 + 4;
+pub const CHECKSUM_LEN: usize = 32;
+/// Versions this implementation reads and writes.
+pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
+/// JSON headers larger than this are rejected before parsing (a model with a million tensors
+/// stays far below it).
+const MAX_HEADER_LEN: usize = 512 << 20;
+
+/// Whether `bytes` start like a `.wdelta` file (magic only; nothing is validated).
+pub fn is_wdelta(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// Compression strategy of one tensor (and the default of a file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Strategy {
+    Sparse,
+    Quantized,
+    Int4,
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Sparse => "sparse",
+            Strategy::Quantized => "quantized",
+            Strategy::Int4 => "int4",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Strategy> {
+        match s {
+            "sparse" => Some(Strategy::Sparse),
+            "quantized" => Some(Strategy::Quantized),
+            "int4" => Some(Strategy::Int4),
+            _ => None,
+        }
+    }
+
+    /// The array fields of the strategy, in the order the reference writes them.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            Strategy::Sparse => &["indices", "values"],
+            Strategy::Quantized => &["scales", "packed_signs"],
+            Strategy::Int4 => &[
+                "outlier_idx",
+                "outlier_vals",
+                "scale",
+                "zero_point",
+                "packed",
+            ],
+        }
+    }
+}
+
+/// Element type of an array record, named as numpy names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrayDtype {
+    Int64,
+    Int32,
+    Float32,
+    Float16,
+    Uint8,
+}
+
+impl ArrayDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArrayDtype::Int64 => "int64",
+            ArrayDtype::Int32 => "int32",
+            ArrayDtype::Float32 => "float32",
+            ArrayDtype::Float16 => "float16",
+            ArrayDtype::Uint8 => "uint8",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ArrayDtype> {
+        match s {
+            "int64" => Some(ArrayDtype::Int64),
+            "int32" => Some(ArrayDtype::Int32),
+            "float32" => Some(ArrayDtype::Float32),
+            "float16" => Some(ArrayDtype::Float16),
+            "uint8" => Some(ArrayDtype::Uint8),
+            _ => None,
+        }
+    }
+
+    pub fn size(self) -> u64 {
+        match self {
+            ArrayDtype::Int64 => 8,
+            ArrayDtype::Int32 | ArrayDtype::Float32 => 4,
+            ArrayDtype::Float16 => 2,
+            ArrayDtype::Uint8 => 1,
+        }
+    }
+}
+
+/// Strategy-specific scalars of a tensor entry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Params {
+    Sparse {
+        sparsity: f64,
+    },
+    Quantized {
+        n_elements: u64,
+        n_cols: u64,
+    },
+    Int4 {
+        outlier_fraction: f64,
+        n_elements: u64,
+        n_outliers: u64,
+        /// 1: `packed` holds the non-outliers only; 2: all elements.
+        layout: u32,
+    },
+}
+
+impl Params {
+    pub fn strategy(&self) -> Strategy {
+        match self {
+            Params::Sparse { .. } => Strategy::Sparse,
+            Params::Quantized { .. } => Strategy::Quantized,
+            Params::Int4 { .. } => Strategy::Int4,
+        }
+    }
+}
+
+/// One entry of the header's `tensors` map.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorEntry {
+    pub shape: Vec<u64>,
+    /// dtype of the delta as the reference records it (always "float32" when written here).
+    pub dtype: String,
+    /// Version 2: dtype of the base tensor ("float32", "bfloat16", "float16", "float64").
+    pub base_dtype: Option<String>,
+    pub params: Params,
+}
+
+impl TensorEntry {
+    pub fn strategy(&self) -> Strategy {
+        self.params.strategy()
+    }
+
+    /// Number of elements of the shape (1 for a scalar); None on overflow.
+    pub fn n_elements(&self) -> Option<u64> {
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+}
+
+/// The parsed JSON header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub parent_hash: String,
+    pub strategy: Strategy,
+    /// Sorted by name.
+    pub tensors: BTreeMap<String, TensorEntry>,
+}
+
+/// Where one array record lies and what it declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub dtype: ArrayDtype,
+    pub shape: Vec<u64>,
+    /// Offset of the raw bytes in the file.
+    pub data_offset: usize,
+    pub data_len: usize,
+    /// Offset of the record (its tensor-name length) in the file.
+    pub record_offset: usize,
+    /// Bytes of the whole record, framing included.
+    pub record_len: usize,
+}
+
+impl Record {
+    pub fn len(&self) -> usize {
+        self.data_len / self.dtype.size() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data_len == 0
+    }
+}
+
+/// Every way a `.wdelta` file can be rejected; each names where and what was expected.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FormatError {
+    #[error(
+        "file is {len} bytes, shorter than the smallest .wdelta ({min} bytes: magic, version, \
+         header length, checksum)"
+    )]
+    TooShort { len: usize, min: usize },
+    #[error("not a .wdelta file: first bytes {found:?}, expected the magic \"wdelta\\0\"")]
+    BadMagic { found: String },
+    #[error(
+        "checksum mismatch: the last 32 bytes say SHA-256 {stored}, the content hashes to \
+         {actual}; the file is corrupted or truncated"
+    )]
+    ChecksumMismatch { stored: String, actual: String },
+    #[error("unsupported .wdelta version {version} at offset 7 (supported: 1, 2)")]
+    UnsupportedVersion { version: u32 },
+    #[error(
+        "header length {declared} at offset 11 exceeds the {available} bytes before the checksum"
+    )]
+    HeaderTooLong { declared: usize, available: usize },
+    #[error("header (offset {PREAMBLE_LEN}) is not valid UTF-8 JSON: {message}")]
+    HeaderJson { message: String },
+    #[error("header key {key}: {expected}")]
+    HeaderField { key: String, expected: String },
+    #[error("record at offset {offset}: {what} needs {needed} bytes, only {available} remain")]
+    RecordTruncated {
+        offset: usize,
+        what: &'static str,
+        needed: u64,
+        available: usize,
+    },
+    #[error("record at offset {offset}: {what} is not valid UTF-8")]
+    RecordUtf8 { offset: usize, what: &'static str },
+    #[error("record at offset {offset} ({tensor}/{field}): unknown dtype {dtype:?}")]
+    RecordDtype {
+        offset: usize,
+        tensor: String,
+        field: String,
+        dtype: String,
+    },
+    #[error(
+        "record at offset {offset} ({tensor}/{field}): byte count {byte_count} does not match \
+         shape {shape:?} of {dtype} ({expected} bytes)"
+    )]
+    RecordSize {
+        offset: usize,
+        tensor: String,
+        field: String,
+        dtype: &'static str,
+        shape: Vec<u64>,
+        byte_count: u64,
+        expected: String,
+    },
+    #[error("record at offset {offset}: duplicate array {tensor}/{field}")]
+    DuplicateRecord {
+        offset: usize,
+        tensor: String,
+        field: String,
+    },
+    #[error("record at offset {offset}: array {tensor}/{field} is not referenced by the header")]
+    UnreferencedRecord {
+        offset: usize,
+        tensor: String,
+        field: String,
+    },
+    #[error("tensor {tensor}: array {field} referenced by the header has no record")]
+    MissingRecord { tensor: String, field: String },
+    #[error("tensor {tensor}: array {field} has dtype {found}, expected {expected}")]
+    ArrayDtype {
+        tensor: String,
+        field: String,
+        found: &'static str,
+        expected: String,
+    },
+    #[error("tensor {tensor}: array {field} has {found} elements, expected {expected}")]
+    ArrayLength {
+        tensor: String,
+        field: String,
+        found: u64,
+        expected: String,
+    },
+    #[error("tensor {tensor}: {field}[{position}] = {value} is {problem}")]
+    BadIndex {
+        tensor: String,
+        field: String,
+        position: usize,
+        value: i64,
+        problem: String,
+    },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------------
+
+/// A validated `.wdelta` file: its header and the index of its records. It does not hold the
+/// bytes (often a memory map owned beside it); methods that read arrays take them again.
+#[derive(Debug, Clone)]
+pub struct WdeltaFile {
+    pub version: u32,
+    pub header: Header,
+    /// Bytes of the JSON header.
+    pub header_len: usize,
+    pub records: HashMap<(String, String), Record>,
+    pub file_len: usize,
+}
+
+impl WdeltaFile {
+    /// Parses and validates a whole file: checksum first, then header and record framing, then
+    /// each tensor's arrays against its strategy.
+    pub fn parse(bytes: &[u8]) -> Result<WdeltaFile, FormatError> {
+        check_preamble(bytes)?;
+        verify_checksum(bytes)?;
+        Self::parse_verified(bytes)
+    }
+
+    /// Like [`WdeltaFile::parse`] for bytes whose checksum the caller has already verified.
+    pub fn parse_verified(bytes: &[u8]) -> Result<WdeltaFile, FormatError> {
+        check_preamble(bytes)?;
+        let version = read_version(bytes)?;
+        let body_end = bytes.len() - CHECKSUM_LEN;
+        let header_len = u32_at(bytes, 11) as usize;
+        let available = body_end - PREAMBLE_LEN;
+        if header_len > available || header_len > MAX_HEADER_LEN {
+            return Err(FormatError::HeaderTooLong {
+                declared: header_len,
+                available,
+            });
+        }
+        let header_bytes = &bytes[PREAMBLE_LEN..PREAMBLE_LEN + header_len];
+        let header = parse_header(header_bytes, version)?;
+        let records = index_records(bytes, PREAMBLE_LEN + header_len, body_end)?;
+        let file = WdeltaFile {
+            version,
+            header,
+            header_len,
+            records,
+            file_len: bytes.len(),
+        };
+        file.validate(bytes)?;
+        Ok(file)
+    }
+
+    /// The raw bytes of one array.
+    pub fn data<'a>(&self, bytes: &'a [u8], record: &Record) -> &'a [u8] {
+        &bytes[record.data_offset..record.data_offset + record.data_len]
+    }
+
+    pub fn record(&self, tensor: &str, field: &str) -> Result<&Record, FormatError> {
+        self.records
+            .get(&(tensor.to_string(), field.to_string()))
+            .ok_or_else(|| FormatError::MissingRecord {
+                tensor: tensor.to_string(),
+                field: field.to_string(),
+            })
+    }
+
+    /// The arrays of one tensor, ready for [`crate::delta::codec::decode`].
+    pub fn arrays<'a>(
+        &self,
+        bytes: &'a [u8],
+        tensor: &str,
+    ) -> Result<TensorArrays<'a>, FormatError> {
+        let entry = self
+            .header
+            .tensors
+            .get(tensor)
+            .ok_or_else(|| FormatError::HeaderField {
+                key: format!("tensors.{tensor}"),
+                expected: "a tensor entry".into(),
+            })?;
+        let mut fields = Vec::new();
+        for &field in entry.strategy().fields() {
+            let r = self.record(tensor, field)?;
+            fields.push(ArrayRef {
+                dtype: r.dtype,
+                data: self.data(bytes, r),
+            });
+        }
+        Ok(TensorArrays { fields })
+    }
+
+    /// Bytes of the records of one tensor, framing included.
+    pub fn tensor_bytes(&self, tensor: &str) -> u64 {
+        match self.header.tensors.get(tensor) {
+            Some(entry) => entry
+                .strategy()
+                .fields()
+                .iter()
+                .filter_map(|f| self.records.get(&(tensor.to_string(), f.to_string())))
+                .map(|r| r.record_len as u64)
+                .sum(),
+            None => 0,
+        }
+    }
+
+    /// The byte range of a tensor's records (they are adjacent when written here or by the
+    /// reference; otherwise the range spans what lies between).
+    pub fn tensor_span(&self, tensor: &str) -> Option<(usize, usize)> {
+        let entry = self.header.tensors.get(tensor)?;
+        let mut lo = usize::MAX;
+        let mut hi = 0;
+        for f in entry.strategy().fields() {
+            let r = self.records.get(&(tensor.to_string(), f.to_string()))?;
+            lo = lo.min(r.record_offset);
+            hi = hi.max(r.record_offset + r.record_len);
+        }
+        Some((lo, hi - lo))
+    }
+
+    fn validate(&self, bytes: &[u8]) -> Result<(), FormatError> {
+        for ((tensor, field), r) in &self.records {
+            let referenced = self
+                .header
+                .tensors
+                .get(tensor)
+                .is_some_and(|e| e.strategy().fields().contains(&field.as_str()));
+            if !referenced {
+                return Err(FormatError::UnreferencedRecord {
+                    offset: r.record_offset,
+                    tensor: tensor.clone(),
+                    field: field.clone(),
+                });
+            }
+        }
+        for (name, entry) in &self.header.tensors {
+            self.validate_tensor(bytes, name, entry)?;
+        }
+        Ok(())
+    }
+
+    fn validate_tensor(
+        &self,
+        bytes: &[u8],
+        name: &str,
+        entry: &TensorEntry,
+    ) -> Result<(), FormatError> {
+        let n = entry.n_elements().ok_or_else(|| FormatError::HeaderField {
+            key: format!("tensors.{name}.shape"),
+            expected: "dimensions whose product fits in 64 bits".into(),
+        })?;
+        let get = |field: &str| self.record(name, field);
+        let dtype_err = |field: &str, r: &Record, expected: &str| FormatError::ArrayDtype {
+            tensor: name.to_string(),
+            field: field.to_string(),
+            found: r.dtype.name(),
+            expected: expected.to_string(),
+        };
+        let len_err = |field: &str, found: usize, expected: String| FormatError::ArrayLength {
+            tensor: name.to_string(),
+            field: field.to_string(),
+            found: found as u64,
+            expected,
+        };
+        match entry.params {
+            Params::Sparse { .. } => {
+                let idx = get("indices")?;
+                let vals = get("values")?;
+                if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
+                    return Err(dtype_err("indices", idx, "int64 or int32"));
+                }
+                if vals.dtype != ArrayDtype::Float32 {
+                    return Err(dtype_err("values", vals, "float32"));
+                }
+                if idx.len() as u64 > n {
+                    return Err(len_err("indices", idx.len(), format!("at most {n}")));
+                }
+                if vals.len() != idx.len() {
+                    return Err(len_err(
+                        "values",
+                        vals.len(),
+                        format!("{} (as many as indices)", idx.len()),
+                    ));
+                }
+                check_indices(name, "indices", idx.dtype, self.data(bytes, idx), n)?;
+            }
+            Params::Quantized { n_elements, n_cols } => {
+                if n_elements != n {
+                    return Err(FormatError::HeaderField {
+                        key: format!("tensors.{name}.n_elements"),
+                        expected: format!("{n} (the product of the shape), found {n_elements}"),
+                    });
+                }
+                let want_cols = quantized_cols(&entry.shape);
+                if n_cols != want_cols {
+                    return Err(FormatError::HeaderField {
+                        key: format!("tensors.{name}.n_cols"),
+                        expected: format!("{want_cols} (the product of shape[1:]), found {n_cols}"),
+                    });
+                }
+                let scales = get("scales")?;
+                let signs = get("packed_signs")?;
+                if scales.dtype != ArrayDtype::Float16 {
+                    return Err(dtype_err("scales", scales, "float16"));
+                }
+                if signs.dtype != ArrayDtype::Uint8 {
+                    return Err(dtype_err("packed_signs", signs, "uint8"));
+                }
+                let rows = quantized_rows(&entry.shape);
+                if scales.len() as u64 != rows {
+                    return Err(len_err(
+                        "scales",
+                        scales.len(),
+                        format!("{rows} (one per row)"),
+                    ));
+                }
+                let want = n.div_ceil(8);
+                if signs.len() as u64 != want {
+                    return Err(len_err("packed_signs", signs.len(), format!("{want}")));
+                }
+            }
+            Params::Int4 {
+                n_elements,
+                n_outliers,
+                layout,
+                ..
+            } => {
+                if n_elements != n {
+                    return Err(FormatError::HeaderField {
+                        key: format!("tensors.{name}.n_elements"),
+                        expected: format!("{n} (the product of the shape), found {n_elements}"),
+                    });
+                }
+                if n_outliers > n {
+                    return Err(FormatError::HeaderField {
+                        key: format!("tensors.{name}.n_outliers"),
+                        expected: format!("at most n_elements ({n}), found {n_outliers}"),
+                    });
+                }
+                let idx = get("outlier_idx")?;
+                let vals = get("outlier_vals")?;
+                let scale = get("scale")?;
+                let zero = get("zero_point")?;
+                let packed = get("packed")?;
+                if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
+                    return Err(dtype_err("outlier_idx", idx, "int64 or int32"));
+                }
+                for (field, r) in [
+                    ("outlier_vals", vals),
+                    ("scale", scale),
+                    ("zero_point", zero),
+                ] {
+                    if r.dtype != ArrayDtype::Float16 {
+                        return Err(dtype_err(field, r, "float16"));
+                    }
+                }
+                if packed.dtype != ArrayDtype::Uint8 {
+                    return Err(dtype_err("packed", packed, "uint8"));
+                }
+                if idx.len() as u64 != n_outliers {
+                    return Err(len_err(
+                        "outlier_idx",
+                        idx.len(),
+                        format!("{n_outliers} (n_outliers)"),
+                    ));
+                }
+                if vals.len() as u64 != n_outliers {
+                    return Err(len_err(
+                        "outlier_vals",
+                        vals.len(),
+                        format!("{n_outliers} (n_outliers)"),
+                    ));
+                }
+                if scale.len() != 1 {
+                    return Err(len_err("scale", scale.len(), "1".into()));
+                }
+                if zero.len() != 1 {
+                    return Err(len_err("zero_point", zero.len(), "1".into()));
+                }
+                let quantized = if layout == 1 { n - n_outliers } else { n };
+                let want = quantized.div_ceil(2);
+                if packed.len() as u64 != want {
+                    return Err(len_err(
+                        "packed",
+                        packed.len(),
+                        format!("{want} (two 4-bit values per byte for {quantized} values)"),
+                    ));
+                }
+                check_indices(name, "outlier_idx", idx.dtype, self.data(bytes, idx), n)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Rows of the quantized strategy: shape[0] for 2-D and up, else 1.
+pub fn quantized_rows(shape: &[u64]) -> u64 {
+    if shape.len() > 1 { shape[0] } else { 1 }
+}
+
+/// Columns of the quantized strategy: the product of shape[1:], or n for 0-D and 1-D.
+pub fn quantized_cols(shape: &[u64]) -> u64 {
+    if shape.len() > 1 {
+        shape[1..].iter().fold(1u64, |a, &d| a.saturating_mul(d))
+    } else {
+        shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))
+    }
+}
+
+/// Indices must be strictly ascending and below `n`: decoding relies on it.
+fn check_indices(
+    tensor: &str,
+    field: &str,
+    dtype: ArrayDtype,
+    data: &[u8],
+    n: u64,
+) -> Result<(), FormatError> {
+    let mut prev: i64 = -1;
+    let bad = |position: usize, value: i64, problem: String| FormatError::BadIndex {
+        tensor: tensor.to_string(),
+        field: field.to_string(),
+        position,
+        value,
+        problem,
+    };
+    for (position, value) in index_iter(dtype, data).enumerate() {
+        if value < 0 || value as u64 >= n {
+            return Err(bad(position, value, format!("outside 0..{n}")));
+        }
+        if value <= prev {
+            return Err(bad(
+                position,
+                value,
+                format!("not above the previous index {prev} (indices must be strictly ascending)"),
+            ));
+        }
+        prev = value;
+    }
+    Ok(())
+}
+
+/// Iterates an int64 or int32 index array.
+pub fn index_iter(dtype: ArrayDtype, data: &[u8]) -> Box<dyn Iterator<Item = i64> + '_> {
+    match dtype {
+        ArrayDtype::Int32 => Box::new(
+            data.chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+        ),
+        _ => Box::new(
+            data.chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("chunk of 8"))),
+        ),
+    }
+}
+
+/// Borrowed raw bytes of one array.
+#[derive(Debug, Clone, Copy)]
+pub struct ArrayRef<'a> {
+    pub dtype: ArrayDtype,
+    pub data: &'a [u8],
+}
+
+/// The arrays of one tensor in the order of [`Strategy::fields`].
+#[derive(Debug, Clone)]
+pub struct TensorArrays<'a> {
+    pub fields: Vec<ArrayRef<'a>>,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn check_preamble(bytes: &[u8]) -> Result<(), FormatError> {
+    let min = PREAMBLE_LEN + CHECKSUM_LEN;
+    if !bytes.starts_with(MAGIC) {
+        let head = &bytes[..bytes.len().min(7)];
+        return Err(FormatError::BadMagic {
+            found: String::from_utf8_lossy(head).into_owned(),
+        });
+    }
+    if bytes.len() < min {
+        return Err(FormatError::TooShort {
+            len: bytes.len(),
+            min,
+        });
+    }
+    Ok(())
+}
+
+fn read_version(bytes: &[u8]) -> Result<u32, FormatError> {
+    let version = u32_at(bytes, 7);
+    if !SUPPORTED_VERSIONS.contains(&version) {
+        return Err(FormatError::UnsupportedVersion { version });
+    }
+    Ok(version)
+}
+
+/// Checks the SHA-256 trailer of a whole file.
+pub fn verify_checksum(bytes: &[u8]) -> Result<(), FormatError> {
+    check_preamble(bytes)?;
+    let (body, stored) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
+    let actual = sha256(body);
+    if actual.as_slice() != stored {
+        return Err(FormatError::ChecksumMismatch {
+            stored: hex(stored),
+            actual: hex(&actual),
+        });
+    }
+    Ok(())
+}
+
+/// SHA-256 of `bytes`, hashed in parallel-free 16 MiB steps (sha2 uses SHA-NI when present).
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(bytes);
+    h.finalize().into()
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn parse_header(bytes: &[u8], version: u32) -> Result<Header, FormatError> {
+    let json: Json = serde_json::from_slice(bytes).map_err(|e| FormatError::HeaderJson {
+        message: e.to_string(),
+    })?;
+    let field = |key: &str, expected: &str| FormatError::HeaderField {
+        key: key.to_string(),
+        expected: expected.to_string(),
+    };
+    let obj = json
+        .as_object()
+        .ok_or_else(|| field("(top level)", "a JSON object"))?;
+    let parent_hash = obj
+        .get("parent_hash")
+        .and_then(Json::as_str)
+        .ok_or_else(|| field("parent_hash", "a string (SHA-256 hex of the parent model)"))?
+        .to_string();
+    let strategy = obj
+        .get("strategy")
+        .and_then(Json::as_str)
+        .and_then(Strategy::parse)
+        .ok_or_else(|| field("strategy", "\"sparse\", \"quantized\" or \"int4\""))?;
+    let tensors_json = obj
+        .get("tensors")
+        .and_then(Json::as_object)
+        .ok_or_else(|| field("tensors", "an object mapping tensor names to entries"))?;
+    let mut tensors = BTreeMap::new();
+    for (name, entry) in tensors_json {
+        tensors.insert(name.clone(), parse_entry(name, entry, version)?);
+    }
+    Ok(Header {
+        parent_hash,
+        strategy,
+        tensors,
+    })
+}
+
+fn parse_entry(name: &str, json: &Json, version: u32) -> Result<TensorEntry, FormatError> {
+    let key = |k: &str| format!("tensors.{name}.{k}");
+    let field = |k: &str, expected: &str| FormatError::HeaderField {
+        key: key(k),
+        expected: expected.to_string(),
+    };
+    let obj = json.as_object().ok_or_else(|| FormatError::HeaderField {
+        key: format!("tensors.{name}"),
+        expected: "an object".into(),
+    })?;
+    let strategy = obj
+        .get("strategy")
+        .and_then(Json::as_str)
+        .and_then(Strategy::parse)
+        .ok_or_else(|| field("strategy", "\"sparse\", \"quantized\" or \"int4\""))?;
+    let shape = obj
+        .get("shape")
+        .and_then(Json::as_array)
+        .and_then(|dims| dims.iter().map(Json::as_u64).collect::<Option<Vec<u64>>>())
+        .ok_or_else(|| field("shape", "a list of non-negative integers"))?;
+    if shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .is_none()
+    {
+        return Err(field("shape", "dimensions whose product fits in 64 bits"));
+    }
+    let dtype = obj
+        .get("dtype")
+        .and_then(Json::as_str)
+        .ok_or_else(|| field("dtype", "a string"))?
+        .to_string();
+    let base_dtype = match obj.get("base_dtype") {
+        None => None,
+        Some(v) => Some(
+            v.as_str()
+                .ok_or_else(|| field("base_dtype", "a string"))?
+                .to_string(),
+        ),
+    };
+    let uint = |k: &str| {
+        obj.get(k)
+            .and_then(Json::as_u64)
+            .ok_or_else(|| field(k, "a non-negative integer"))
+    };
+    let float = |k: &str, default: f64| match obj.get(k) {
+        None => Ok(default),
+        Some(v) => v.as_f64().ok_or_else(|| field(k, "a number")),
+    };
+    for &f in strategy.fields() {
+        let ok = obj
+            .get(f)
+            .and_then(Json::as_object)
+            .and_then(|o| o.get("_ref"))
+            .and_then(Json::as_str)
+            == Some(f);
+        if !ok {
+            return Err(field(f, &format!("{{\"_ref\": \"{f}\"}}")));
+        }
+    }
+    let params = match strategy {
+        Strategy::Sparse => Params::Sparse {
+            sparsity: float("sparsity", 0.9)?,
+        },
+        Strategy::Quantized => Params::Quantized {
+            n_elements: uint("n_elements")?,
+            n_cols: uint("n_cols")?,
+        },
+        Strategy::Int4 => {
+            let layout = match obj.get("int4_layout") {
+                None => version,
+                Some(v) => match v.as_u64() {
+                    Some(1) => 1,
+                    Some(2) => 2,
+                    _ => return Err(field("int4_layout", "1 or 2")),
+                },
+            };
+            Params::Int4 {
+                outlier_fraction: float("outlier_fraction", 0.01)?,
+                n_elements: uint("n_elements")?,
+                n_outliers: uint("n_outliers")?,
+                layout,
+            }
+        }
+    };
+    Ok(TensorEntry {
+        shape,
+        dtype,
+        base_dtype,
+        params,
+    })
+}
+
+fn index_records(
+    bytes: &[u8],
+    start: usize,
+    end: usize,
+) -> Result<HashMap<(String, String), Record>, FormatError> {
+    let mut records = HashMap::new();
+    let mut pos = start;
+    while pos < end {
+        let record_offset = pos;
+        let mut cur = Cursor {
+            bytes,
+            pos,
+            end,
+            record: record_offset,
+        };
+        let tensor = cur.string("tensor name")?;
+        let field = cur.string("field name")?;
+        let dtype_name = cur.string("dtype")?;
+        let dtype = ArrayDtype::parse(&dtype_name).ok_or_else(|| FormatError::RecordDtype {
+            offset: record_offset,
+            tensor: tensor.clone(),
+            field: field.clone(),
+            dtype: dtype_name.clone(),
+        })?;
+        let ndim = cur.u32("ndim")? as u64;
+        // Each dimension takes 8 bytes, so a hostile ndim fails here before any allocation.
+        cur.need(ndim.saturating_mul(8), "dimensions")?;
+        let shape: Vec<u64> = (0..ndim).map(|_| cur.u64_unchecked()).collect();
+        let byte_count = cur.u64("byte count")?;
+        let expected = shape
+            .iter()
+            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+        if expected != Some(byte_count) {
+            return Err(FormatError::RecordSize {
+                offset: record_offset,
+                tensor,
+                field,
+                dtype: dtype.name(),
+                shape,
+                byte_count,
+                expected: expected.map_or("overflow".into(), |e| e.to_string()),
+            });
+        }
+        cur.need(byte_count, "array data")?;
+        let data_offset = cur.pos;
+        let data_len = byte_count as usize;
+        pos = data_offset + data_len;
+        let key = (tensor, field);
+        if records.contains_key(&key) {
+            return Err(FormatError::DuplicateRecord {
+                offset: record_offset,
+                tensor: key.0,
+                field: key.1,
+            });
+        }
+        records.insert(
+            key,
+            Record {
+                dtype,
+                shape,
+                data_offset,
+                data_len,
+                record_offset,
+                record_len: pos - record_offset,
+            },
+        );
+    }
+    Ok(records)
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    end: usize,
+    record: usize,
+}
+
+impl Cursor<'_> {
+    fn need(&self, n: u64, what: &'static str) -> Result<(), FormatError> {
+        let available = self.end - self.pos;
+        if n > available as u64 {
+            return Err(FormatError::RecordTruncated {
+                offset: self.record,
+                what,
+                needed: n,
+                available,
+            });
+        }
+        Ok(())
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, FormatError> {
+        self.need(4, what)?;
+        let v = u32_at(self.bytes, self.pos);
+        self.pos += 4;
+        Ok(v)
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, FormatError> {
+        self.need(8, what)?;
+        Ok(self.u64_unchecked())
+    }
+
+    fn u64_unchecked(&mut self) -> u64 {
+        let v = u64::from_le_bytes(self.bytes[self.pos..self.pos + 8].try_into().expect("8"));
+        self.pos += 8;
+        v
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, FormatError> {
+        let len = self.u32(what)? as u64;
+        self.need(len, what)?;
+        let s = &self.bytes[self.pos..self.pos + len as usize];
+        self.pos += len as usize;
+        std::str::from_utf8(s)
+            .map(str::to_string)
+            .map_err(|_| FormatError::RecordUtf8 {
+                offset: self.record,
+                what,
+            })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------------
+
+/// One array to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedArray {
+    pub field: &'static str,
+    pub dtype: ArrayDtype,
+    pub shape: Vec<u64>,
+    pub data: Vec<u8>,
+}
+
+/// Serializes the JSON header. Keys come in the order the reference writes them (strategy,
+/// shape, dtype, scalars, array references), tensors sorted by name; version 2 adds
+/// `base_dtype` and, for int4, `int4_layout`.
+pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
+    let mut s = String::new();
+    s.push_str("{\"parent_hash\":");
+    s.push_str(&json_str(&header.parent_hash));
+    s.push_str(",\"strategy\":");
+    s.push_str(&json_str(header.strategy.name()));
+    s.push_str(",\"tensors\":{");
+    for (i, (name, e)) in header.tensors.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&json_str(name));
+        s.push_str(":{\"strategy\":");
+        s.push_str(&json_str(e.strategy().name()));
+        s.push_str(",\"shape\":[");
+        let dims: Vec<String> = e.shape.iter().map(u64::to_string).collect();
+        s.push_str(&dims.join(","));
+        s.push_str("],\"dtype\":");
+        s.push_str(&json_str(&e.dtype));
+        if version >= 2
+            && let Some(b) = &e.base_dtype
+        {
+            s.push_str(",\"base_dtype\":");
+            s.push_str(&json_str(b));
+        }
+        match &e.params {
+            Params::Sparse { sparsity } => {
+                let _ = write!(s, ",\"sparsity\":{}", json_f64(*sparsity));
+            }
+            Params::Quantized { n_elements, n_cols } => {
+                let _ = write!(s, ",\"n_elements\":{n_elements},\"n_cols\":{n_cols}");
+            }
+            Params::Int4 {
+                outlier_fraction,
+                n_elements,
+                n_outliers,
+                layout,
+            } => {
+                let _ = write!(
+                    s,
+                    ",\"outlier_fraction\":{},\"n_elements\":{n_elements},\"n_outliers\":{n_outliers}",
+                    json_f64(*outlier_fraction)
+                );
+                if version >= 2 {
+                    let _ = write!(s, ",\"int4_layout\":{layout}");
+                }
+            }
+        }
+        for f in e.strategy().fields() {
+            let _ = write!(s, ",\"{f}\":{{\"_ref\":\"{f}\"}}");
+        }
+        s.push('}');
+    }
+    s.push_str("}}");
+    s.into_bytes()
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// Floats as JSON numbers; integral values keep a ".0" as Python writes them.
+fn json_f64(v: f64) -> String {
+    if !v.is_finite() {
+        return "null".into();
+    }
+    let s = serde_json::to_string(&v).expect("finite floats serialize");
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// Bytes of one record's framing before its data.
+pub fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + tensor.len());
+    for s in [tensor, array.field, array.dtype.name()] {
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.extend_from_slice(&(array.shape.len() as u32).to_le_bytes());
+    for d in &array.shape {
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    out.extend_from_slice(&(array.data.len() as u64).to_le_bytes());
+    out
+}
+
+/// Streams a `.wdelta` file: the preamble and header first, then records as they come; every
+/// byte also feeds the checksum, which [`WdeltaWriter::finish`] appends.
+pub struct WdeltaWriter<W: Write> {
+    out: W,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl<W: Write> WdeltaWriter<W> {
+    pub fn new(out: W, header: &Header, version: u32) -> std::io::Result<Self> {
+        let json = header_json(header, version);
+        let mut w = WdeltaWriter {
+            out,
+            hasher: Sha256::new(),
+            written: 0,
+        };
+        w.put(MAGIC)?;
+        w.put(&version.to_le_bytes())?;
+        let len = u32::try_from(json.len()).map_err(|_| {
+            std::io::Error::other(format!(
+                "JSON header of {} bytes does not fit the u32 length field",
+                json.len()
+            ))
+        })?;
+        w.put(&len.to_le_bytes())?;
+        w.put(&json)?;
+        Ok(w)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        self.out.write_all(bytes)
+    }
+
+    pub fn record(&mut self, tensor: &str, array: &OwnedArray) -> std::io::Result<()> {
+        self.put(&record_prefix(tensor, array))?;
+        self.put(&array.data)
+    }
+
+    /// Appends the checksum; returns the total file length.
+    pub fn finish(mut self) -> std::io::Result<(W, u64)> {
+        let digest = self.hasher.finalize();
+        self.out.write_all(&digest)?;
+        Ok((self.out, self.written + CHECKSUM_LEN as u64))
+    }
+}
+
+/// Writes a whole file into memory (for small deltas and tests).
+pub fn write_to_vec(
+    header: &Header,
+    version: u32,
+    arrays: &BTreeMap<String, Vec<OwnedArray>>,
+) -> Vec<u8> {
+    let mut w = WdeltaWriter::new(Vec::new(), header, version).expect("writing to a Vec");
+    for (name, list) in arrays {
+        for a in list {
+            w.record(name, a).expect("writing to a Vec");
+        }
+    }
+    w.finish().expect("writing to a Vec").0
+}

@@ -1,0 +1,443 @@
+//! Model weights as the delta commands read them: a safetensors file or a sharded directory
+//! (`model.safetensors.index.json`), parsed by the core parser and memory-mapped. Tensors are
+//! converted to float32 chunk by chunk and the pages read are released behind, so the resident
+//! memory stays near the tensors being worked on, never the whole model.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use sha2::{Digest, Sha256};
+
+use crate::artifact::{Format, Value};
+use crate::error::{Error, Result};
+
+/// Element types a delta can be computed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elem {
+    F64,
+    F32,
+    F16,
+    BF16,
+}
+
+impl Elem {
+    /// From the core's lowercased safetensors dtype.
+    pub fn from_safetensors(dtype: &str) -> Option<Elem> {
+        match dtype {
+            "f64" => Some(Elem::F64),
+            "f32" => Some(Elem::F32),
+            "f16" => Some(Elem::F16),
+            "bf16" => Some(Elem::BF16),
+            _ => None,
+        }
+    }
+
+    /// numpy's name, as `base_dtype` records it.
+    pub fn numpy_name(self) -> &'static str {
+        match self {
+            Elem::F64 => "float64",
+            Elem::F32 => "float32",
+            Elem::F16 => "float16",
+            Elem::BF16 => "bfloat16",
+        }
+    }
+
+    pub fn from_numpy_name(s: &str) -> Option<Elem> {
+        match s {
+            "float64" => Some(Elem::F64),
+            "float32" => Some(Elem::F32),
+            "float16" => Some(Elem::F16),
+            "bfloat16" => Some(Elem::BF16),
+            _ => None,
+        }
+    }
+
+    /// The safetensors header name.
+    pub fn safetensors_name(self) -> &'static str {
+        match self {
+            Elem::F64 => "F64",
+            Elem::F32 => "F32",
+            Elem::F16 => "F16",
+            Elem::BF16 => "BF16",
+        }
+    }
+
+    pub fn size(self) -> usize {
+        match self {
+            Elem::F64 => 8,
+            Elem::F32 => 4,
+            Elem::F16 | Elem::BF16 => 2,
+        }
+    }
+
+    /// Converts little-endian elements to float32 (float64 rounds to nearest, the others are
+    /// exact).
+    pub fn to_f32(self, raw: &[u8], out: &mut [f32]) {
+        debug_assert_eq!(raw.len(), out.len() * self.size());
+        match self {
+            Elem::F32 => {
+                for (o, c) in out.iter_mut().zip(raw.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+            Elem::BF16 => {
+                for (o, c) in out.iter_mut().zip(raw.chunks_exact(2)) {
+                    *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
+                }
+            }
+            Elem::F16 => {
+                for (o, c) in out.iter_mut().zip(raw.chunks_exact(2)) {
+                    *o = half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32();
+                }
+            }
+            Elem::F64 => {
+                for (o, c) in out.iter_mut().zip(raw.chunks_exact(8)) {
+                    *o = f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32;
+                }
+            }
+        }
+    }
+
+    /// Converts float32 to this type, rounding to nearest even, appending little-endian bytes.
+    pub fn from_f32(self, vals: &[f32], out: &mut Vec<u8>) {
+        out.reserve(vals.len() * self.size());
+        match self {
+            Elem::F32 => {
+                for v in vals {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            Elem::BF16 => {
+                for v in vals {
+                    out.extend_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes());
+                }
+            }
+            Elem::F16 => {
+                for v in vals {
+                    out.extend_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes());
+                }
+            }
+            Elem::F64 => {
+                for v in vals {
+                    out.extend_from_slice(&(*v as f64).to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// Where one tensor's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSource {
+    pub shard: usize,
+    /// The core's lowercased safetensors dtype ("f32", "bf16", "i64", ...).
+    pub dtype: &'static str,
+    pub elem: Option<Elem>,
+    pub shape: Vec<u64>,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl TensorSource {
+    pub fn n_elements(&self) -> usize {
+        self.shape.iter().product::<u64>() as usize
+    }
+}
+
+#[derive(Debug)]
+struct Shard {
+    path: PathBuf,
+    map: Option<Mmap>,
+}
+
+/// A safetensors model: one file or the shards of a directory.
+#[derive(Debug)]
+pub struct Model {
+    pub path: PathBuf,
+    pub tensors: BTreeMap<String, TensorSource>,
+    /// `__metadata__` of the file (of the first shard for a directory).
+    pub metadata: BTreeMap<String, String>,
+    shards: Vec<Shard>,
+}
+
+/// Bytes converted or hashed per step before the pages behind are released.
+const CHUNK_BYTES: usize = 8 << 20;
+
+impl Model {
+    /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
+    /// an index, every `*.safetensors` file in it).
+    pub fn open(path: &Path) -> Result<Model> {
+        if path.is_dir() {
+            return Self::open_dir(path);
+        }
+        let mut model = Model {
+            path: path.to_path_buf(),
+            tensors: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            shards: Vec::new(),
+        };
+        model.add_shard(path, None)?;
+        Ok(model)
+    }
+
+    fn open_dir(dir: &Path) -> Result<Model> {
+        let index_path = dir.join("model.safetensors.index.json");
+        let mut model = Model {
+            path: dir.to_path_buf(),
+            tensors: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            shards: Vec::new(),
+        };
+        if index_path.exists() {
+            let text = std::fs::read(&index_path).map_err(|e| Error::io(&index_path, e))?;
+            let json: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+                Error::Other(format!("{}: invalid JSON: {e}", index_path.display()))
+            })?;
+            let map = json
+                .get("weight_map")
+                .and_then(|m| m.as_object())
+                .ok_or_else(|| {
+                    Error::Other(format!(
+                        "{}: expected an object \"weight_map\" mapping tensor names to shard files",
+                        index_path.display()
+                    ))
+                })?;
+            let mut by_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (name, file) in map {
+                let file = file.as_str().ok_or_else(|| {
+                    Error::Other(format!(
+                        "{}: weight_map.{name} should be a file name",
+                        index_path.display()
+                    ))
+                })?;
+                if file.contains('/') || file.contains('\\') || file == ".." {
+                    return Err(Error::Other(format!(
+                        "{}: weight_map.{name} = {file:?} is not a file name in the directory",
+                        index_path.display()
+                    )));
+                }
+                by_file
+                    .entry(file.to_string())
+                    .or_default()
+                    .push(name.clone());
+            }
+            for (file, names) in &by_file {
+                model.add_shard(&dir.join(file), Some(names))?;
+            }
+        } else {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map_err(|e| Error::io(dir, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(Error::Other(format!(
+                    "{}: a directory without model.safetensors.index.json nor *.safetensors files",
+                    dir.display()
+                )));
+            }
+            for f in &files {
+                model.add_shard(f, None)?;
+            }
+        }
+        Ok(model)
+    }
+
+    fn add_shard(&mut self, path: &Path, expected: Option<&Vec<String>>) -> Result<()> {
+        let artifact = crate::read::read_file(path)?;
+        if artifact.format != Format::Safetensors {
+            return Err(Error::Other(format!(
+                "{}: a {} file; delta works on safetensors models",
+                path.display(),
+                artifact.format.name()
+            )));
+        }
+        if artifact.layout.is_truncated() {
+            return Err(Error::Other(format!(
+                "{}: truncated: {} bytes of tensor data present, the header declares {}",
+                path.display(),
+                artifact.layout.data_present,
+                artifact.layout.data_expected
+            )));
+        }
+        if let Some(names) = expected {
+            for n in names {
+                if !artifact.tensors.contains_key(n) {
+                    return Err(Error::Other(format!(
+                        "{}: the index maps tensor {n} to this shard, which does not contain it",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        let shard = self.shards.len();
+        for (name, info) in &artifact.tensors {
+            if let Some(names) = expected
+                && !names.contains(name)
+            {
+                continue;
+            }
+            if let Some(prev) = self.tensors.get(name) {
+                return Err(Error::Other(format!(
+                    "{}: tensor {name} is also in {}",
+                    path.display(),
+                    self.shards[prev.shard].path.display()
+                )));
+            }
+            self.tensors.insert(
+                name.clone(),
+                TensorSource {
+                    shard,
+                    dtype: info.dtype,
+                    elem: Elem::from_safetensors(info.dtype),
+                    shape: info.shape.clone(),
+                    offset: info.file_offset as usize,
+                    len: info.byte_length as usize,
+                },
+            );
+        }
+        if shard == 0 {
+            for (k, v) in &artifact.metadata {
+                if let Value::String(s) = v {
+                    self.metadata.insert(k.clone(), s.clone());
+                }
+            }
+        }
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        // SAFETY: the file is only read; a concurrent writer could change what we read (as with
+        // any read), which the parent hash check and checksums are there to catch.
+        let map = if len == 0 {
+            None
+        } else {
+            Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
+        };
+        self.shards.push(Shard {
+            path: path.to_path_buf(),
+            map,
+        });
+        Ok(())
+    }
+
+    pub fn shard_path(&self, t: &TensorSource) -> &Path {
+        &self.shards[t.shard].path
+    }
+
+    /// The raw stored bytes of a tensor.
+    pub fn raw(&self, t: &TensorSource) -> &[u8] {
+        match &self.shards[t.shard].map {
+            Some(m) => &m[t.offset..t.offset + t.len],
+            None => &[],
+        }
+    }
+
+    /// Lets the kernel drop the pages of `raw(t)[start..start+len]` from this process (they stay
+    /// in the page cache). Only a hint: failures are ignored.
+    pub fn release(&self, t: &TensorSource, start: usize, len: usize) {
+        if let Some(m) = &self.shards[t.shard].map
+            && len > 0
+        {
+            // SAFETY: the map is read-only and file-backed: dropped pages are read again from
+            // the file if touched, so no content can change.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, t.offset + start, len)
+            };
+        }
+    }
+
+    /// Element type of a tensor, or an error naming it.
+    pub fn elem(&self, name: &str, t: &TensorSource) -> Result<Elem> {
+        t.elem.ok_or_else(|| {
+            Error::Other(format!(
+                "{}: tensor {name} has dtype {}; deltas are computed over f32, bf16, f16 and f64 \
+                 tensors only",
+                self.shard_path(t).display(),
+                t.dtype
+            ))
+        })
+    }
+
+    /// Calls `f(start, values)` with consecutive float32 chunks of a tensor, releasing the
+    /// pages read behind.
+    pub fn for_each_f32_chunk(
+        &self,
+        name: &str,
+        t: &TensorSource,
+        mut f: impl FnMut(usize, &[f32]),
+    ) -> Result<()> {
+        let elem = self.elem(name, t)?;
+        let raw = self.raw(t);
+        let per_chunk = CHUNK_BYTES / elem.size();
+        let mut buf = vec![0f32; per_chunk.min(t.n_elements())];
+        for (ci, chunk) in raw.chunks(per_chunk * elem.size()).enumerate() {
+            let n = chunk.len() / elem.size();
+            elem.to_f32(chunk, &mut buf[..n]);
+            f(ci * per_chunk, &buf[..n]);
+            self.release(t, ci * per_chunk * elem.size(), chunk.len());
+        }
+        Ok(())
+    }
+
+    /// A whole tensor as float32.
+    pub fn load_f32(&self, name: &str, t: &TensorSource) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; t.n_elements()];
+        self.for_each_f32_chunk(name, t, |start, vals| {
+            out[start..start + vals.len()].copy_from_slice(vals);
+        })?;
+        Ok(out)
+    }
+
+    /// Feeds name and raw bytes of a tensor to `hasher` (the parent hash's unit).
+    pub fn hash_tensor(&self, name: &str, t: &TensorSource, hasher: &mut Sha256) {
+        hasher.update(name.as_bytes());
+        let raw = self.raw(t);
+        for (ci, chunk) in raw.chunks(CHUNK_BYTES).enumerate() {
+            hasher.update(chunk);
+            self.release(t, ci * CHUNK_BYTES, chunk.len());
+        }
+    }
+
+    /// The parent hash of this model: SHA-256 over each tensor's name and raw stored bytes, in
+    /// name order (the reference's `hash_state_dict` over the stored arrays; bfloat16 is hashed
+    /// as its 16-bit patterns). `tick` is called with the bytes hashed so far.
+    pub fn parent_hash(&self, mut tick: impl FnMut(u64)) -> String {
+        let mut h = Sha256::new();
+        for (name, t) in &self.tensors {
+            self.hash_tensor(name, t, &mut h);
+            tick(t.len as u64);
+        }
+        super::format::hex(&h.finalize())
+    }
+
+    /// Total bytes of tensor data.
+    pub fn data_bytes(&self) -> u64 {
+        self.tensors.values().map(|t| t.len as u64).sum()
+    }
+}
+
+/// Describes how two models' tensor lists differ (names, shapes); empty when they match.
+pub fn structure_differences(a: &Model, b: &Model) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, t) in &a.tensors {
+        match b.tensors.get(name) {
+            None => out.push(format!("only in {}: {name}", a.path.display())),
+            Some(u) if u.shape != t.shape => out.push(format!(
+                "shape of {name}: {:?} in {}, {:?} in {}",
+                t.shape,
+                a.path.display(),
+                u.shape,
+                b.path.display()
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in b.tensors.keys() {
+        if !a.tensors.contains_key(name) {
+            out.push(format!("only in {}: {name}", b.path.display()));
+        }
+    }
+    out
+}
