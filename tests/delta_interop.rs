@@ -1,0 +1,312 @@
+//! Interoperability with deltatensors 0.2.0 (the reference, from PyPI): files it writes decode
+//! here bit for bit as it decodes them; files written here are read by it and reconstruct to
+//! the same values; parent hashes agree.
+
+mod common;
+
+use std::path::Path;
+
+use common::{run, run_python, stderr, stdout};
+use weight_inspect::delta::model::Model;
+use weight_inspect::delta::ops::OpenDelta;
+
+/// Shapes covering 2-D, 3-D, odd 1-D, a single element and a scalar.
+const SHAPES: &str = "64x48,33,1,3x5x7,7x9,scalar";
+/// The reference cannot encode a tensor of one element with int4 (min of an empty array).
+const SHAPES_INT4: &str = "64x48,33,3x5x7,7x9,2";
+
+fn pair(dir: &Path, shapes: &str, dtype: &str, seed: u32, steps: u32) {
+    run_python(
+        "delta_ref.py",
+        &[
+            "make-pair",
+            dir.to_str().unwrap(),
+            "--shapes",
+            shapes,
+            "--dtype",
+            dtype,
+            "--seed",
+            &seed.to_string(),
+            "--steps",
+            &steps.to_string(),
+        ],
+    );
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Every tensor of a safetensors file as (name, raw bytes, dtype).
+fn tensors(path: &Path) -> Vec<(String, Vec<u8>, &'static str)> {
+    let m = Model::open(path).unwrap();
+    m.tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), m.raw(t).to_vec(), t.dtype))
+        .collect()
+}
+
+fn assert_same_tensors(a: &Path, b: &Path) {
+    let ta = tensors(a);
+    let tb = tensors(b);
+    assert_eq!(ta.len(), tb.len(), "{} vs {}", a.display(), b.display());
+    for ((na, ba, da), (nb, bb, db)) in ta.iter().zip(&tb) {
+        assert_eq!(na, nb);
+        assert_eq!(da, db, "dtype of {na}");
+        assert!(ba == bb, "tensor {na} differs between {} and {}", a.display(), b.display());
+    }
+}
+
+fn ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// (strategy, extra reference args, extra CLI args)
+fn variants() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
+    vec![
+        ("sparse", vec![], vec![]),
+        ("sparse", vec!["--sparsity", "0.5"], vec!["--sparsity", "0.5"]),
+        ("quantized", vec![], vec![]),
+        ("int4", vec![], vec![]),
+        (
+            "int4",
+            vec!["--outlier-fraction", "0.1"],
+            vec!["--outlier-fraction", "0.1"],
+        ),
+    ]
+}
+
+#[test]
+fn reference_files_decode_bit_for_bit_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (strategy, ref_args, _)) in variants().into_iter().enumerate() {
+        let dir = tmp.path().join(format!("v{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let shapes = if strategy == "int4" { SHAPES_INT4 } else { SHAPES };
+        pair(&dir, shapes, "f32", i as u32, 1);
+        let base = dir.join("base.safetensors");
+        let ft = dir.join("ft1.safetensors");
+        let wd = dir.join("ref.wdelta");
+        let mut args = vec!["create", s(&base), s(&ft), s(&wd), strategy];
+        args.extend(ref_args.iter());
+        run_python("delta_ref.py", &args);
+        let decoded = dir.join("decoded.safetensors");
+        run_python("delta_ref.py", &["decode", s(&wd), s(&decoded)]);
+
+        // Decode here, tensor by tensor, and compare bit patterns.
+        let delta = OpenDelta::open(&wd).unwrap();
+        let reference = Model::open(&decoded).unwrap();
+        assert_eq!(delta.file.version, 1);
+        for (name, t) in &reference.tensors {
+            let mine = delta.decode(name, t.n_elements()).unwrap();
+            let theirs = reference.load_f32(name, t).unwrap();
+            assert_eq!(mine.len(), theirs.len());
+            for (k, (a, b)) in mine.iter().zip(&theirs).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{strategy} {ref_args:?}: {name}[{k}]: {a} here, {b} in deltatensors"
+                );
+            }
+        }
+
+        // Parent hashes agree.
+        let base_model = Model::open(&base).unwrap();
+        assert_eq!(delta.parent_hash(), base_model.parent_hash(|_| {}));
+
+        // And the CLI reconstructs what the reference reconstructs.
+        let mine = dir.join("mine.safetensors");
+        ok(&run(&[
+            "delta", "apply", "--base", s(&base), s(&wd), "-o", s(&mine), "--dtype", "f32",
+        ]));
+        let theirs = dir.join("theirs.safetensors");
+        run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
+        assert_same_tensors(&mine, &theirs);
+    }
+}
+
+#[test]
+fn files_written_here_are_read_by_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (strategy, _, cli_args)) in variants().into_iter().enumerate() {
+        let dir = tmp.path().join(format!("v{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Here a single-element tensor is fine with int4 too.
+        pair(&dir, SHAPES, "f32", 100 + i as u32, 1);
+        let base = dir.join("base.safetensors");
+        let ft = dir.join("ft1.safetensors");
+        let wd = dir.join("mine.wdelta");
+        let mut args = vec![
+            "delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd), "--strategy", strategy,
+        ];
+        args.extend(cli_args.iter());
+        ok(&run(&args));
+
+        // The reference verifies the parent hash while loading, then reconstructs.
+        let theirs = dir.join("theirs.safetensors");
+        run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
+        let mine = dir.join("mine.safetensors");
+        ok(&run(&[
+            "delta", "apply", "--base", s(&base), s(&wd), "-o", s(&mine), "--dtype", "f32",
+        ]));
+        assert_same_tensors(&mine, &theirs);
+
+        // The parent hash is the reference's hash of the base.
+        let h = run_python("delta_ref.py", &["hash", s(&base)]);
+        let delta = OpenDelta::open(&wd).unwrap();
+        assert_eq!(delta.parent_hash(), String::from_utf8_lossy(&h.stdout).trim());
+    }
+}
+
+#[test]
+fn encoder_matches_the_reference_without_ties() {
+    // With random float32 deltas (no ties in magnitude) the reference's argpartition and the
+    // selection here agree, so the files must decode to identical values.
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (strategy, ref_args, cli_args)) in variants().into_iter().enumerate() {
+        let dir = tmp.path().join(format!("v{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        pair(&dir, SHAPES_INT4, "f32", 200 + i as u32, 1);
+        let base = dir.join("base.safetensors");
+        let ft = dir.join("ft1.safetensors");
+        let theirs_wd = dir.join("ref.wdelta");
+        let mut args = vec!["create", s(&base), s(&ft), s(&theirs_wd), strategy];
+        args.extend(ref_args.iter());
+        run_python("delta_ref.py", &args);
+        let mine_wd = dir.join("mine.wdelta");
+        let mut args = vec![
+            "delta", "create", "--base", s(&base), s(&ft), "-o", s(&mine_wd), "--strategy",
+            strategy,
+        ];
+        args.extend(cli_args.iter());
+        ok(&run(&args));
+        let a = OpenDelta::open(&theirs_wd).unwrap();
+        let b = OpenDelta::open(&mine_wd).unwrap();
+        for (name, e) in &a.file.header.tensors {
+            let n = e.n_elements().unwrap() as usize;
+            let x = a.decode(name, n).unwrap();
+            let y = b.decode(name, n).unwrap();
+            let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+            let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(xb, yb, "{strategy} {cli_args:?}: {name}");
+        }
+        assert_eq!(a.file.header, b.file.header, "{strategy}: headers");
+    }
+}
+
+#[test]
+fn bf16_base_hashes_raw_bits_and_reconstructs_in_bf16() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    pair(dir, SHAPES, "bf16", 7, 1);
+    let base = dir.join("base.safetensors");
+    let ft = dir.join("ft1.safetensors");
+    for strategy in ["int4", "sparse", "quantized"] {
+        let wd = dir.join(format!("{strategy}.wdelta"));
+        ok(&run(&[
+            "delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd), "--strategy", strategy,
+        ]));
+        let h = run_python("delta_ref.py", &["hash", s(&base)]);
+        let delta = OpenDelta::open(&wd).unwrap();
+        assert_eq!(delta.parent_hash(), String::from_utf8_lossy(&h.stdout).trim());
+        let mine = dir.join(format!("{strategy}.mine.safetensors"));
+        ok(&run(&["delta", "apply", "--base", s(&base), s(&wd), "-o", s(&mine)]));
+        let theirs = dir.join(format!("{strategy}.theirs.safetensors"));
+        run_python("delta_ref.py", &["apply-bf16", s(&wd), s(&base), s(&theirs)]);
+        assert_same_tensors(&mine, &theirs);
+    }
+}
+
+#[test]
+fn chains_agree_with_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    pair(dir, SHAPES_INT4, "f32", 11, 2);
+    let base = dir.join("base.safetensors");
+    let ft1 = dir.join("ft1.safetensors");
+    let ft2 = dir.join("ft2.safetensors");
+    let a = dir.join("a.wdelta");
+    let b = dir.join("b.wdelta");
+    ok(&run(&["delta", "create", "--base", s(&base), s(&ft1), "-o", s(&a)]));
+    ok(&run(&[
+        "delta", "create", "--base", s(&base), "--chain", s(&a), "-o", s(&b), s(&ft2),
+    ]));
+    let mine = dir.join("mine.safetensors");
+    ok(&run(&[
+        "delta", "apply", "--base", s(&base), "--chain", s(&a), s(&b), "-o", s(&mine),
+        "--dtype", "f32",
+    ]));
+    // load_delta_chain verifies every link's parent hash the reference's way.
+    let theirs = dir.join("theirs.safetensors");
+    run_python(
+        "delta_ref.py",
+        &["load-chain", s(&base), s(&theirs), s(&a), s(&b)],
+    );
+    assert_same_tensors(&mine, &theirs);
+
+    // Out of order: the second link does not fit the base.
+    let out = run(&[
+        "delta", "apply", "--base", s(&base), "--chain", s(&b), s(&a), "-o",
+        s(&dir.join("bad.safetensors")),
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("wrong parent"), "{}", stderr(&out));
+    assert!(!dir.join("bad.safetensors").exists());
+}
+
+#[test]
+fn version_2_is_more_accurate_and_rejected_by_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    pair(dir, "128x64,333", "f32", 5, 1);
+    let base = dir.join("base.safetensors");
+    let ft = dir.join("ft1.safetensors");
+    let v1 = dir.join("v1.wdelta");
+    let v2 = dir.join("v2.wdelta");
+    ok(&run(&["delta", "create", "--base", s(&base), s(&ft), "-o", s(&v1)]));
+    ok(&run(&[
+        "delta", "create", "--base", s(&base), s(&ft), "-o", s(&v2), "--format-version", "2",
+    ]));
+    let d2 = OpenDelta::open(&v2).unwrap();
+    assert_eq!(d2.file.version, 2);
+    for e in d2.file.header.tensors.values() {
+        assert_eq!(e.base_dtype.as_deref(), Some("float32"));
+    }
+    let run_opts = weight_inspect::delta::ops::RunOptions::default();
+    let bm = Model::open(&base).unwrap();
+    let fm = Model::open(&ft).unwrap();
+    let e1 = weight_inspect::delta::ops::reconstruction_error(
+        &bm,
+        &OpenDelta::open(&v1).unwrap(),
+        &fm,
+        &run_opts,
+    )
+    .unwrap();
+    let e2 = weight_inspect::delta::ops::reconstruction_error(&bm, &d2, &fm, &run_opts).unwrap();
+    assert!(
+        e2.rms_error <= e1.rms_error,
+        "v2 rms {} > v1 rms {}",
+        e2.rms_error,
+        e1.rms_error
+    );
+    // deltatensors 0.2.0 reads version 1 only and says so.
+    let out = std::process::Command::new(common::python())
+        .arg(common::repo_root().join("scripts/delta_ref.py"))
+        .args(["load", s(&v2), s(&base), s(&dir.join("x.safetensors"))])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Unsupported .wdelta version 2"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mine = dir.join("mine.safetensors");
+    ok(&run(&["delta", "apply", "--base", s(&base), s(&v2), "-o", s(&mine)]));
+}
+
