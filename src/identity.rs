@@ -194,3 +194,89 @@ impl Serialize for CanonicalArray<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::artifact::{F32Bits, F64Bits, Format, Layout};
+
+    fn artifact(metadata: Vec<(&str, Value)>) -> Artifact {
+        Artifact {
+            format: Format::Gguf,
+            gguf_version: Some(3),
+            metadata: metadata
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            tensors: BTreeMap::from([(
+                "w".to_owned(),
+                TensorInfo {
+                    dtype: "q4_k",
+                    shape: vec![256, 2],
+                    byte_length: 288,
+                    file_offset: 4096,
+                },
+            )]),
+            layout: Layout::default(),
+        }
+    }
+
+    #[test]
+    fn floats_are_encoded_by_bit_pattern() {
+        let a = artifact(vec![
+            ("d", Value::F64(F64Bits(2.0f64.to_bits()))),
+            ("f", Value::F32(F32Bits(3.0f32.to_bits()))),
+        ]);
+        assert_eq!(
+            String::from_utf8(canonical_json(&a)).unwrap(),
+            r#"{"format":"gguf","gguf_version":3,"metadata":{"d":4611686018427387904,"f":"f32:1077936128"},"tensors":{"w":{"byte_length":288,"dtype":"q4_k","shape":[256,2]}}}"#
+        );
+    }
+
+    #[test]
+    fn strings_escape_exactly_the_control_characters() {
+        let a = artifact(vec![(
+            "s",
+            Value::String("\"\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}/é😀".into()),
+        )]);
+        let json = String::from_utf8(canonical_json(&a)).unwrap();
+        assert!(
+            json.contains(r#""s":"\"\\\b\f\n\r\t\u0001\u001f"#),
+            "{json}"
+        );
+        assert!(json.contains("\u{7f}/é😀\""), "{json}");
+    }
+
+    #[test]
+    fn keys_sort_by_utf8_bytes_and_integers_keep_full_range() {
+        let a = artifact(vec![
+            ("b", Value::U64(u64::MAX)),
+            ("a.z", Value::I64(i64::MIN)),
+            ("B", Value::Bool(true)),
+            (
+                "é",
+                Value::Array(Array::Array(vec![
+                    Array::U8(vec![1]),
+                    Array::String(vec![]),
+                ])),
+            ),
+        ]);
+        let json = String::from_utf8(canonical_json(&a)).unwrap();
+        assert!(
+            json.contains(
+                r#"{"B":true,"a.z":-9223372036854775808,"b":18446744073709551615,"é":[[1],[]]}"#
+            ),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn hash_is_sha256_of_canonical_json() {
+        let a = artifact(vec![("k", Value::String("v".into()))]);
+        let expected = hex(&Sha256::digest(canonical_json(&a)));
+        assert_eq!(structural_hash(&a), expected);
+        assert_eq!(expected.len(), 64);
+    }
+}
