@@ -12,6 +12,8 @@ Commands:
       deltatensors.load_delta(WDELTA, base) (verifies the parent hash), saved as float32.
   load-chain BASE OUT WDELTA...
       deltatensors.load_delta_chain with the base as a state dict, saved as float32.
+  shard MODEL DIR N
+      splits MODEL into N shards in DIR with model.safetensors.index.json.
   hash MODEL
       deltatensors.hash_state_dict of the model (bf16 hashed as its raw 16-bit patterns).
   apply-bf16 WDELTA BASE OUT
@@ -169,6 +171,23 @@ def apply_bf16(args):
     write_bf16(args.out, out)
 
 
+def shard(args):
+    """Splits a float32/float16 safetensors file into a directory of shards with an index."""
+    import os
+    tensors = load_file(args.model)
+    names = sorted(tensors)
+    os.makedirs(args.dir, exist_ok=True)
+    weight_map = {}
+    for k in range(args.n):
+        part = names[k::args.n]
+        fname = f"model-{k + 1:05d}-of-{args.n:05d}.safetensors"
+        save_file({n: tensors[n] for n in part}, f"{args.dir}/{fname}", metadata={"format": "pt"})
+        for n in part:
+            weight_map[n] = fname
+    with open(f"{args.dir}/model.safetensors.index.json", "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -209,6 +228,11 @@ def main():
     a.add_argument("base")
     a.add_argument("out")
     a.set_defaults(fn=apply_bf16)
+    a = sub.add_parser("shard")
+    a.add_argument("model")
+    a.add_argument("dir")
+    a.add_argument("n", type=int)
+    a.set_defaults(fn=shard)
     args = p.parse_args()
     args.fn(args)
 

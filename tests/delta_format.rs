@@ -1,0 +1,384 @@
+//! The .wdelta container's safety rules (checksum, truncation, versions, hostile records),
+//! wrong bases, atomic outputs, determinism across thread counts, sharded models, inspect.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{bin, run, run_python, stderr, stdout};
+use weight_inspect::delta::codec::{self, EncodeOptions};
+use weight_inspect::delta::format::{
+    self, FormatError, Header, OwnedArray, Strategy, WdeltaFile, write_to_vec,
+};
+use weight_inspect::delta::model::Model;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ok(out: &std::process::Output) {
+    assert!(out.status.success(), "failed: {}\n{}", stdout(out), stderr(out));
+}
+
+fn pair(dir: &Path, shapes: &str, seed: u32, steps: u32) {
+    run_python(
+        "delta_ref.py",
+        &[
+            "make-pair",
+            s(dir),
+            "--shapes",
+            shapes,
+            "--seed",
+            &seed.to_string(),
+            "--steps",
+            &steps.to_string(),
+        ],
+    );
+}
+
+/// A small file holding one tensor per strategy (version 1 or 2), built with the library.
+fn small_file(version: u32) -> Vec<u8> {
+    let mut tensors = BTreeMap::new();
+    let mut arrays: BTreeMap<String, Vec<OwnedArray>> = BTreeMap::new();
+    for (i, strategy) in [Strategy::Int4, Strategy::Quantized, Strategy::Sparse]
+        .into_iter()
+        .enumerate()
+    {
+        let opts = EncodeOptions {
+            strategy,
+            version,
+            outlier_fraction: 0.1,
+            ..Default::default()
+        };
+        let shape = [3u64, 5];
+        let delta: Vec<f32> = (0..15).map(|k| ((k * 7 + i) % 11) as f32 * 1e-3 - 4e-3).collect();
+        let name = format!("t{i}");
+        tensors.insert(name.clone(), codec::entry_for(&shape, &opts, Some("float32")));
+        arrays.insert(name, codec::encode(&delta, &shape, &opts));
+    }
+    let header = Header {
+        parent_hash: "ab".repeat(32),
+        strategy: Strategy::Int4,
+        tensors,
+    };
+    write_to_vec(&header, version, &arrays)
+}
+
+fn reseal(bytes: &mut Vec<u8>) {
+    let n = bytes.len() - 32;
+    let digest = format::sha256(&bytes[..n]);
+    bytes[n..].copy_from_slice(&digest);
+}
+
+#[test]
+fn every_single_byte_flip_is_rejected() {
+    for version in [1, 2] {
+        let good = small_file(version);
+        WdeltaFile::parse(&good).unwrap();
+        for at in 0..good.len() {
+            for mask in [0x01u8, 0x80, 0xff] {
+                let mut bad = good.clone();
+                bad[at] ^= mask;
+                let err = WdeltaFile::parse(&bad).expect_err("a flipped byte must be rejected");
+                if at >= 7 {
+                    assert!(
+                        matches!(err, FormatError::ChecksumMismatch { .. }),
+                        "flip at {at}: {err}"
+                    );
+                } else {
+                    assert!(matches!(err, FormatError::BadMagic { .. }), "flip at {at}: {err}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_truncation_is_rejected() {
+    let good = small_file(1);
+    for len in 0..good.len() {
+        assert!(WdeltaFile::parse(&good[..len]).is_err(), "prefix of {len} bytes accepted");
+    }
+}
+
+#[test]
+fn unsupported_versions_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bytes = small_file(1);
+    bytes[7..11].copy_from_slice(&3u32.to_le_bytes());
+    reseal(&mut bytes);
+    assert_eq!(
+        WdeltaFile::parse(&bytes).unwrap_err(),
+        FormatError::UnsupportedVersion { version: 3 }
+    );
+    let path = tmp.path().join("v3.wdelta");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = run(&["delta", "inspect", s(&path)]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("unsupported .wdelta version 3"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("v3.wdelta"), "{}", stderr(&out));
+}
+
+#[test]
+fn hostile_records_fail_cleanly() {
+    let good = small_file(1);
+    let h = u32::from_le_bytes(good[11..15].try_into().unwrap()) as usize;
+    let records = 15 + h;
+    // A record claiming 2^32-1 dimensions, or a huge byte count, with a valid checksum.
+    let mut bad = good.clone();
+    let name_len = u32::from_le_bytes(bad[records..records + 4].try_into().unwrap()) as usize;
+    let mut p = records + 4 + name_len;
+    let field_len = u32::from_le_bytes(bad[p..p + 4].try_into().unwrap()) as usize;
+    p += 4 + field_len;
+    let dtype_len = u32::from_le_bytes(bad[p..p + 4].try_into().unwrap()) as usize;
+    p += 4 + dtype_len;
+    bad[p..p + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    reseal(&mut bad);
+    assert!(matches!(
+        WdeltaFile::parse(&bad),
+        Err(FormatError::RecordTruncated { .. })
+    ));
+    // A header length beyond the file.
+    let mut bad = good.clone();
+    bad[11..15].copy_from_slice(&u32::MAX.to_le_bytes());
+    reseal(&mut bad);
+    assert!(matches!(
+        WdeltaFile::parse(&bad),
+        Err(FormatError::HeaderTooLong { .. })
+    ));
+    // Duplicate records: the file with its records written twice.
+    let mut dup = good[..good.len() - 32].to_vec();
+    dup.extend_from_slice(&good[records..good.len() - 32]);
+    dup.extend_from_slice(&[0; 32]);
+    reseal(&mut dup);
+    assert!(matches!(
+        WdeltaFile::parse(&dup),
+        Err(FormatError::DuplicateRecord { .. })
+    ));
+}
+
+#[test]
+fn records_may_come_in_any_order() {
+    let good = small_file(2);
+    let parsed = WdeltaFile::parse(&good).unwrap();
+    // Rebuild the record section in reverse order.
+    let mut recs: Vec<_> = parsed.records.values().cloned().collect();
+    recs.sort_by_key(|r| std::cmp::Reverse(r.record_offset));
+    let records_start = 15 + parsed.header_len;
+    let mut shuffled = good[..records_start].to_vec();
+    for r in &recs {
+        shuffled.extend_from_slice(&good[r.record_offset..r.record_offset + r.record_len]);
+    }
+    shuffled.extend_from_slice(&[0; 32]);
+    reseal(&mut shuffled);
+    let other = WdeltaFile::parse(&shuffled).unwrap();
+    for (name, e) in &parsed.header.tensors {
+        let n = e.n_elements().unwrap() as usize;
+        let mut a = vec![0f32; n];
+        let mut b = vec![0f32; n];
+        codec::decode(e, &parsed.arrays(&good, name).unwrap(), &mut a);
+        codec::decode(e, &other.arrays(&shuffled, name).unwrap(), &mut b);
+        assert_eq!(a, b, "{name}");
+    }
+}
+
+#[test]
+fn wrong_base_is_rejected_with_both_hashes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("a")).unwrap();
+    std::fs::create_dir_all(d.join("b")).unwrap();
+    pair(&d.join("a"), "16x8,5", 1, 1);
+    pair(&d.join("b"), "16x8,5", 2, 1);
+    let base = d.join("a/base.safetensors");
+    let other = d.join("b/base.safetensors");
+    let wd = d.join("x.wdelta");
+    ok(&run(&["delta", "create", "--base", s(&base), s(&d.join("a/ft1.safetensors")), "-o", s(&wd)]));
+    let good_hash = Model::open(&base).unwrap().parent_hash(|_| {});
+    let bad_hash = Model::open(&other).unwrap().parent_hash(|_| {});
+    let out_path = d.join("out.safetensors");
+    let out = run(&["delta", "apply", "--base", s(&other), s(&wd), "-o", s(&out_path)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains(&good_hash) && err.contains(&bad_hash), "{err}");
+    assert!(!out_path.exists());
+    let out = run(&["delta", "verify", "--base", s(&other), s(&wd)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&bad_hash));
+    let out = run(&["delta", "verify", "--base", s(&base), s(&wd)]);
+    ok(&out);
+    assert!(stdout(&out).contains(&good_hash));
+}
+
+#[test]
+fn mismatched_models_list_the_differences() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("a")).unwrap();
+    std::fs::create_dir_all(d.join("b")).unwrap();
+    pair(&d.join("a"), "16x8,5,3", 1, 1);
+    pair(&d.join("b"), "16x4,5", 2, 1);
+    let out = run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&d.join("a/base.safetensors")),
+        s(&d.join("b/ft1.safetensors")),
+        "-o",
+        s(&d.join("x.wdelta")),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("shape of layer0.weight: [16, 8]"), "{err}");
+    assert!(err.contains("layer2.weight"), "{err}");
+    assert!(!d.join("x.wdelta").exists());
+}
+
+#[test]
+fn outputs_do_not_depend_on_the_thread_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    pair(d, "64x48,33,1,3x5x7,7x9,200x10,17,300", 3, 1);
+    let base = d.join("base.safetensors");
+    let ft = d.join("ft1.safetensors");
+    for strategy in ["int4", "sparse", "quantized"] {
+        for version in ["1", "2"] {
+            let mut files = Vec::new();
+            for threads in ["1", "2", "3", "8"] {
+                let wd = d.join(format!("{strategy}{version}-{threads}.wdelta"));
+                ok(&run(&[
+                    "delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd), "--strategy",
+                    strategy, "--format-version", version, "--threads", threads,
+                ]));
+                let out = d.join(format!("{strategy}{version}-{threads}.safetensors"));
+                ok(&run(&[
+                    "delta", "apply", "--base", s(&base), s(&wd), "-o", s(&out), "--threads",
+                    threads,
+                ]));
+                files.push((std::fs::read(&wd).unwrap(), std::fs::read(&out).unwrap()));
+            }
+            for f in &files[1..] {
+                assert!(f == &files[0], "{strategy} v{version}: outputs differ by thread count");
+            }
+        }
+    }
+}
+
+#[test]
+fn sharded_directories_work_like_single_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    pair(d, "64x48,33,1,3x5x7,7x9", 4, 1);
+    let base = d.join("base.safetensors");
+    let ft = d.join("ft1.safetensors");
+    run_python("delta_ref.py", &["shard", s(&base), s(&d.join("base-sharded")), "3"]);
+    run_python("delta_ref.py", &["shard", s(&ft), s(&d.join("ft-sharded")), "2"]);
+    let single = Model::open(&base).unwrap().parent_hash(|_| {});
+    let sharded = Model::open(&d.join("base-sharded")).unwrap().parent_hash(|_| {});
+    assert_eq!(single, sharded);
+    let a = d.join("a.wdelta");
+    let b = d.join("b.wdelta");
+    ok(&run(&["delta", "create", "--base", s(&base), s(&ft), "-o", s(&a)]));
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&d.join("base-sharded")),
+        s(&d.join("ft-sharded")),
+        "-o",
+        s(&b),
+    ]));
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let o1 = d.join("o1.safetensors");
+    let o2 = d.join("o2.safetensors");
+    ok(&run(&["delta", "apply", "--base", s(&base), s(&a), "-o", s(&o1)]));
+    ok(&run(&["delta", "apply", "--base", s(&d.join("base-sharded")), s(&a), "-o", s(&o2)]));
+    let m1 = Model::open(&o1).unwrap();
+    let m2 = Model::open(&o2).unwrap();
+    for (name, t) in &m1.tensors {
+        assert_eq!(m1.raw(t), m2.raw(&m2.tensors[name]), "{name}");
+    }
+}
+
+#[test]
+fn inspect_text_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    pair(d, "64x48,33", 5, 1);
+    let wd = d.join("x.wdelta");
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&d.join("base.safetensors")),
+        s(&d.join("ft1.safetensors")),
+        "-o",
+        s(&wd),
+        "--format-version",
+        "2",
+    ]));
+    let out = run(&["delta", "inspect", s(&wd)]);
+    ok(&out);
+    let text = stdout(&out);
+    assert!(text.contains("format: wdelta version 2"), "{text}");
+    assert!(text.contains("strategy: int4"), "{text}");
+    assert!(text.contains("tensor layer0.weight: int4 [64, 48]"), "{text}");
+    assert!(text.contains("compression ratio: "), "{text}");
+    let out = run(&["delta", "inspect", "--json", s(&wd)]);
+    ok(&out);
+    let json = stdout(&out);
+    assert!(json.starts_with("{\"schema\":1,"), "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["version"], 2);
+    assert_eq!(v["tensors"][1]["shape"], serde_json::json!([33]));
+    assert_eq!(v["tensors"][1]["base_dtype"], "float32");
+    // describe() is what the core's inspect/textconv show for a .wdelta.
+    let bytes = std::fs::read(&wd).unwrap();
+    assert!(weight_inspect::delta::is_wdelta(&bytes));
+    let described = weight_inspect::delta::describe(&bytes).unwrap();
+    assert!(text.ends_with(&described));
+}
+
+#[test]
+fn killing_apply_mid_write_leaves_no_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Large enough that apply takes a while in a debug build.
+    pair(d, "2048x2048,2048x2048,2048x2048,2048x2048", 6, 1);
+    let base = d.join("base.safetensors");
+    let wd = d.join("x.wdelta");
+    ok(&run(&[
+        "delta", "create", "--base", s(&base), s(&d.join("ft1.safetensors")), "-o", s(&wd),
+        "--strategy", "sparse",
+    ]));
+    let outdir = d.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    let out_path = outdir.join("model.safetensors");
+    let mut child = Command::new(bin())
+        .args(["delta", "apply", "--base", s(&base), s(&wd), "-o", s(&out_path), "--threads", "1"])
+        .spawn()
+        .unwrap();
+    // Wait for the temporary file to appear, then kill the process while it writes.
+    let start = Instant::now();
+    let mut saw_temp = false;
+    while start.elapsed() < Duration::from_secs(60) {
+        let temp_exists = std::fs::read_dir(&outdir)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
+        if temp_exists {
+            saw_temp = true;
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(saw_temp, "apply finished before it could be interrupted");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!out_path.exists(), "an interrupted apply left {}", out_path.display());
+}
