@@ -20,7 +20,12 @@ fn s(p: &Path) -> &str {
 }
 
 fn ok(out: &std::process::Output) {
-    assert!(out.status.success(), "failed: {}\n{}", stdout(out), stderr(out));
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        stdout(out),
+        stderr(out)
+    );
 }
 
 fn pair(dir: &Path, shapes: &str, seed: u32, steps: u32) {
@@ -54,9 +59,14 @@ fn small_file(version: u32) -> Vec<u8> {
             ..Default::default()
         };
         let shape = [3u64, 5];
-        let delta: Vec<f32> = (0..15).map(|k| ((k * 7 + i) % 11) as f32 * 1e-3 - 4e-3).collect();
+        let delta: Vec<f32> = (0..15)
+            .map(|k| ((k * 7 + i) % 11) as f32 * 1e-3 - 4e-3)
+            .collect();
         let name = format!("t{i}");
-        tensors.insert(name.clone(), codec::entry_for(&shape, &opts, Some("float32")));
+        tensors.insert(
+            name.clone(),
+            codec::entry_for(&shape, &opts, Some("float32")),
+        );
         arrays.insert(name, codec::encode(&delta, &shape, &opts));
     }
     let header = Header {
@@ -67,7 +77,7 @@ fn small_file(version: u32) -> Vec<u8> {
     write_to_vec(&header, version, &arrays)
 }
 
-fn reseal(bytes: &mut Vec<u8>) {
+fn reseal(bytes: &mut [u8]) {
     let n = bytes.len() - 32;
     let digest = format::sha256(&bytes[..n]);
     bytes[n..].copy_from_slice(&digest);
@@ -89,7 +99,10 @@ fn every_single_byte_flip_is_rejected() {
                         "flip at {at}: {err}"
                     );
                 } else {
-                    assert!(matches!(err, FormatError::BadMagic { .. }), "flip at {at}: {err}");
+                    assert!(
+                        matches!(err, FormatError::BadMagic { .. }),
+                        "flip at {at}: {err}"
+                    );
                 }
             }
         }
@@ -100,7 +113,10 @@ fn every_single_byte_flip_is_rejected() {
 fn every_truncation_is_rejected() {
     let good = small_file(1);
     for len in 0..good.len() {
-        assert!(WdeltaFile::parse(&good[..len]).is_err(), "prefix of {len} bytes accepted");
+        assert!(
+            WdeltaFile::parse(&good[..len]).is_err(),
+            "prefix of {len} bytes accepted"
+        );
     }
 }
 
@@ -118,7 +134,11 @@ fn unsupported_versions_are_named() {
     std::fs::write(&path, &bytes).unwrap();
     let out = run(&["delta", "inspect", s(&path)]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("unsupported .wdelta version 3"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unsupported .wdelta version 3"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stderr(&out).contains("v3.wdelta"), "{}", stderr(&out));
 }
 
@@ -196,11 +216,27 @@ fn wrong_base_is_rejected_with_both_hashes() {
     let base = d.join("a/base.safetensors");
     let other = d.join("b/base.safetensors");
     let wd = d.join("x.wdelta");
-    ok(&run(&["delta", "create", "--base", s(&base), s(&d.join("a/ft1.safetensors")), "-o", s(&wd)]));
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&d.join("a/ft1.safetensors")),
+        "-o",
+        s(&wd),
+    ]));
     let good_hash = Model::open(&base).unwrap().parent_hash(|_| {});
     let bad_hash = Model::open(&other).unwrap().parent_hash(|_| {});
     let out_path = d.join("out.safetensors");
-    let out = run(&["delta", "apply", "--base", s(&other), s(&wd), "-o", s(&out_path)]);
+    let out = run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&other),
+        s(&wd),
+        "-o",
+        s(&out_path),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains(&good_hash) && err.contains(&bad_hash), "{err}");
@@ -250,18 +286,39 @@ fn outputs_do_not_depend_on_the_thread_count() {
             for threads in ["1", "2", "3", "8"] {
                 let wd = d.join(format!("{strategy}{version}-{threads}.wdelta"));
                 ok(&run(&[
-                    "delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd), "--strategy",
-                    strategy, "--format-version", version, "--threads", threads,
+                    "delta",
+                    "create",
+                    "--base",
+                    s(&base),
+                    s(&ft),
+                    "-o",
+                    s(&wd),
+                    "--strategy",
+                    strategy,
+                    "--format-version",
+                    version,
+                    "--threads",
+                    threads,
                 ]));
                 let out = d.join(format!("{strategy}{version}-{threads}.safetensors"));
                 ok(&run(&[
-                    "delta", "apply", "--base", s(&base), s(&wd), "-o", s(&out), "--threads",
+                    "delta",
+                    "apply",
+                    "--base",
+                    s(&base),
+                    s(&wd),
+                    "-o",
+                    s(&out),
+                    "--threads",
                     threads,
                 ]));
                 files.push((std::fs::read(&wd).unwrap(), std::fs::read(&out).unwrap()));
             }
             for f in &files[1..] {
-                assert!(f == &files[0], "{strategy} v{version}: outputs differ by thread count");
+                assert!(
+                    f == &files[0],
+                    "{strategy} v{version}: outputs differ by thread count"
+                );
             }
         }
     }
@@ -274,14 +331,30 @@ fn sharded_directories_work_like_single_files() {
     pair(d, "64x48,33,1,3x5x7,7x9", 4, 1);
     let base = d.join("base.safetensors");
     let ft = d.join("ft1.safetensors");
-    run_python("delta_ref.py", &["shard", s(&base), s(&d.join("base-sharded")), "3"]);
-    run_python("delta_ref.py", &["shard", s(&ft), s(&d.join("ft-sharded")), "2"]);
+    run_python(
+        "delta_ref.py",
+        &["shard", s(&base), s(&d.join("base-sharded")), "3"],
+    );
+    run_python(
+        "delta_ref.py",
+        &["shard", s(&ft), s(&d.join("ft-sharded")), "2"],
+    );
     let single = Model::open(&base).unwrap().parent_hash(|_| {});
-    let sharded = Model::open(&d.join("base-sharded")).unwrap().parent_hash(|_| {});
+    let sharded = Model::open(&d.join("base-sharded"))
+        .unwrap()
+        .parent_hash(|_| {});
     assert_eq!(single, sharded);
     let a = d.join("a.wdelta");
     let b = d.join("b.wdelta");
-    ok(&run(&["delta", "create", "--base", s(&base), s(&ft), "-o", s(&a)]));
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&ft),
+        "-o",
+        s(&a),
+    ]));
     ok(&run(&[
         "delta",
         "create",
@@ -294,8 +367,24 @@ fn sharded_directories_work_like_single_files() {
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     let o1 = d.join("o1.safetensors");
     let o2 = d.join("o2.safetensors");
-    ok(&run(&["delta", "apply", "--base", s(&base), s(&a), "-o", s(&o1)]));
-    ok(&run(&["delta", "apply", "--base", s(&d.join("base-sharded")), s(&a), "-o", s(&o2)]));
+    ok(&run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&a),
+        "-o",
+        s(&o1),
+    ]));
+    ok(&run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&d.join("base-sharded")),
+        s(&a),
+        "-o",
+        s(&o2),
+    ]));
     let m1 = Model::open(&o1).unwrap();
     let m2 = Model::open(&o2).unwrap();
     for (name, t) in &m1.tensors {
@@ -325,7 +414,10 @@ fn inspect_text_and_json() {
     let text = stdout(&out);
     assert!(text.contains("format: wdelta version 2"), "{text}");
     assert!(text.contains("strategy: int4"), "{text}");
-    assert!(text.contains("tensor layer0.weight: int4 [64, 48]"), "{text}");
+    assert!(
+        text.contains("tensor layer0.weight: int4 [64, 48]"),
+        "{text}"
+    );
     assert!(text.contains("compression ratio: "), "{text}");
     let out = run(&["delta", "inspect", "--json", s(&wd)]);
     ok(&out);
@@ -351,14 +443,31 @@ fn killing_apply_mid_write_leaves_no_output() {
     let base = d.join("base.safetensors");
     let wd = d.join("x.wdelta");
     ok(&run(&[
-        "delta", "create", "--base", s(&base), s(&d.join("ft1.safetensors")), "-o", s(&wd),
-        "--strategy", "sparse",
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&d.join("ft1.safetensors")),
+        "-o",
+        s(&wd),
+        "--strategy",
+        "sparse",
     ]));
     let outdir = d.join("out");
     std::fs::create_dir_all(&outdir).unwrap();
     let out_path = outdir.join("model.safetensors");
     let mut child = Command::new(bin())
-        .args(["delta", "apply", "--base", s(&base), s(&wd), "-o", s(&out_path), "--threads", "1"])
+        .args([
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&out_path),
+            "--threads",
+            "1",
+        ])
         .spawn()
         .unwrap();
     // Wait for the temporary file to appear, then kill the process while it writes.
@@ -380,5 +489,9 @@ fn killing_apply_mid_write_leaves_no_output() {
     assert!(saw_temp, "apply finished before it could be interrupted");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(!out_path.exists(), "an interrupted apply left {}", out_path.display());
+    assert!(
+        !out_path.exists(),
+        "an interrupted apply left {}",
+        out_path.display()
+    );
 }

@@ -53,7 +53,12 @@ fn assert_same_tensors(a: &Path, b: &Path) {
     for ((na, ba, da), (nb, bb, db)) in ta.iter().zip(&tb) {
         assert_eq!(na, nb);
         assert_eq!(da, db, "dtype of {na}");
-        assert!(ba == bb, "tensor {na} differs between {} and {}", a.display(), b.display());
+        assert!(
+            ba == bb,
+            "tensor {na} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
     }
 }
 
@@ -70,7 +75,11 @@ fn ok(out: &std::process::Output) {
 fn variants() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
     vec![
         ("sparse", vec![], vec![]),
-        ("sparse", vec!["--sparsity", "0.5"], vec!["--sparsity", "0.5"]),
+        (
+            "sparse",
+            vec!["--sparsity", "0.5"],
+            vec!["--sparsity", "0.5"],
+        ),
         ("quantized", vec![], vec![]),
         ("int4", vec![], vec![]),
         (
@@ -87,7 +96,11 @@ fn reference_files_decode_bit_for_bit_here() {
     for (i, (strategy, ref_args, _)) in variants().into_iter().enumerate() {
         let dir = tmp.path().join(format!("v{i}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let shapes = if strategy == "int4" { SHAPES_INT4 } else { SHAPES };
+        let shapes = if strategy == "int4" {
+            SHAPES_INT4
+        } else {
+            SHAPES
+        };
         pair(&dir, shapes, "f32", i as u32, 1);
         let base = dir.join("base.safetensors");
         let ft = dir.join("ft1.safetensors");
@@ -122,7 +135,15 @@ fn reference_files_decode_bit_for_bit_here() {
         // And the CLI reconstructs what the reference reconstructs.
         let mine = dir.join("mine.safetensors");
         ok(&run(&[
-            "delta", "apply", "--base", s(&base), s(&wd), "-o", s(&mine), "--dtype", "f32",
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&mine),
+            "--dtype",
+            "f32",
         ]));
         let theirs = dir.join("theirs.safetensors");
         run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
@@ -142,7 +163,15 @@ fn files_written_here_are_read_by_the_reference() {
         let ft = dir.join("ft1.safetensors");
         let wd = dir.join("mine.wdelta");
         let mut args = vec![
-            "delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd), "--strategy", strategy,
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&wd),
+            "--strategy",
+            strategy,
         ];
         args.extend(cli_args.iter());
         ok(&run(&args));
@@ -152,14 +181,25 @@ fn files_written_here_are_read_by_the_reference() {
         run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
         let mine = dir.join("mine.safetensors");
         ok(&run(&[
-            "delta", "apply", "--base", s(&base), s(&wd), "-o", s(&mine), "--dtype", "f32",
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&mine),
+            "--dtype",
+            "f32",
         ]));
         assert_same_tensors(&mine, &theirs);
 
         // The parent hash is the reference's hash of the base.
         let h = run_python("delta_ref.py", &["hash", s(&base)]);
         let delta = OpenDelta::open(&wd).unwrap();
-        assert_eq!(delta.parent_hash(), String::from_utf8_lossy(&h.stdout).trim());
+        assert_eq!(
+            delta.parent_hash(),
+            String::from_utf8_lossy(&h.stdout).trim()
+        );
     }
 }
 
@@ -180,7 +220,14 @@ fn encoder_matches_the_reference_without_ties() {
         run_python("delta_ref.py", &args);
         let mine_wd = dir.join("mine.wdelta");
         let mut args = vec![
-            "delta", "create", "--base", s(&base), s(&ft), "-o", s(&mine_wd), "--strategy",
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&mine_wd),
+            "--strategy",
             strategy,
         ];
         args.extend(cli_args.iter());
@@ -209,15 +256,37 @@ fn bf16_base_hashes_raw_bits_and_reconstructs_in_bf16() {
     for strategy in ["int4", "sparse", "quantized"] {
         let wd = dir.join(format!("{strategy}.wdelta"));
         ok(&run(&[
-            "delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd), "--strategy", strategy,
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&wd),
+            "--strategy",
+            strategy,
         ]));
         let h = run_python("delta_ref.py", &["hash", s(&base)]);
         let delta = OpenDelta::open(&wd).unwrap();
-        assert_eq!(delta.parent_hash(), String::from_utf8_lossy(&h.stdout).trim());
+        assert_eq!(
+            delta.parent_hash(),
+            String::from_utf8_lossy(&h.stdout).trim()
+        );
         let mine = dir.join(format!("{strategy}.mine.safetensors"));
-        ok(&run(&["delta", "apply", "--base", s(&base), s(&wd), "-o", s(&mine)]));
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&mine),
+        ]));
         let theirs = dir.join(format!("{strategy}.theirs.safetensors"));
-        run_python("delta_ref.py", &["apply-bf16", s(&wd), s(&base), s(&theirs)]);
+        run_python(
+            "delta_ref.py",
+            &["apply-bf16", s(&wd), s(&base), s(&theirs)],
+        );
         assert_same_tensors(&mine, &theirs);
     }
 }
@@ -232,14 +301,39 @@ fn chains_agree_with_the_reference() {
     let ft2 = dir.join("ft2.safetensors");
     let a = dir.join("a.wdelta");
     let b = dir.join("b.wdelta");
-    ok(&run(&["delta", "create", "--base", s(&base), s(&ft1), "-o", s(&a)]));
     ok(&run(&[
-        "delta", "create", "--base", s(&base), "--chain", s(&a), "-o", s(&b), s(&ft2),
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&ft1),
+        "-o",
+        s(&a),
+    ]));
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        "--chain",
+        s(&a),
+        "-o",
+        s(&b),
+        s(&ft2),
     ]));
     let mine = dir.join("mine.safetensors");
     ok(&run(&[
-        "delta", "apply", "--base", s(&base), "--chain", s(&a), s(&b), "-o", s(&mine),
-        "--dtype", "f32",
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        "--chain",
+        s(&a),
+        s(&b),
+        "-o",
+        s(&mine),
+        "--dtype",
+        "f32",
     ]));
     // load_delta_chain verifies every link's parent hash the reference's way.
     let theirs = dir.join("theirs.safetensors");
@@ -251,7 +345,14 @@ fn chains_agree_with_the_reference() {
 
     // Out of order: the second link does not fit the base.
     let out = run(&[
-        "delta", "apply", "--base", s(&base), "--chain", s(&b), s(&a), "-o",
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        "--chain",
+        s(&b),
+        s(&a),
+        "-o",
         s(&dir.join("bad.safetensors")),
     ]);
     assert!(!out.status.success());
@@ -268,9 +369,25 @@ fn version_2_is_more_accurate_and_rejected_by_the_reference() {
     let ft = dir.join("ft1.safetensors");
     let v1 = dir.join("v1.wdelta");
     let v2 = dir.join("v2.wdelta");
-    ok(&run(&["delta", "create", "--base", s(&base), s(&ft), "-o", s(&v1)]));
     ok(&run(&[
-        "delta", "create", "--base", s(&base), s(&ft), "-o", s(&v2), "--format-version", "2",
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&ft),
+        "-o",
+        s(&v1),
+    ]));
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&ft),
+        "-o",
+        s(&v2),
+        "--format-version",
+        "2",
     ]));
     let d2 = OpenDelta::open(&v2).unwrap();
     assert_eq!(d2.file.version, 2);
@@ -307,6 +424,13 @@ fn version_2_is_more_accurate_and_rejected_by_the_reference() {
         String::from_utf8_lossy(&out.stderr)
     );
     let mine = dir.join("mine.safetensors");
-    ok(&run(&["delta", "apply", "--base", s(&base), s(&v2), "-o", s(&mine)]));
+    ok(&run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&v2),
+        "-o",
+        s(&mine),
+    ]));
 }
-

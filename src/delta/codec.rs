@@ -159,7 +159,7 @@ fn pack_signs(delta: &[f32]) -> Vec<u8> {
         .map(|c| {
             let mut b = 0u8;
             for (j, &x) in c.iter().enumerate() {
-                if !(x < 0.0) {
+                if x >= 0.0 || x.is_nan() {
                     b |= 0x80 >> j;
                 }
             }

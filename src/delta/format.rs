@@ -244,15 +244,15 @@ pub enum FormatError {
         dtype: String,
     },
     #[error(
-        "record at offset {offset} ({tensor}/{field}): byte count {byte_count} does not match \
-         shape {shape:?} of {dtype} ({expected} bytes)"
+        "record at offset {offset} ({array}): byte count {byte_count} does not match shape \
+         {shape} of {dtype} ({expected} bytes)"
     )]
     RecordSize {
         offset: usize,
-        tensor: String,
-        field: String,
+        /// "tensor/field"
+        array: String,
         dtype: &'static str,
-        shape: Vec<u64>,
+        shape: String,
         byte_count: u64,
         expected: String,
     },
@@ -883,10 +883,9 @@ fn index_records(
         if expected != Some(byte_count) {
             return Err(FormatError::RecordSize {
                 offset: record_offset,
-                tensor,
-                field,
+                array: format!("{tensor}/{field}"),
                 dtype: dtype.name(),
-                shape,
+                shape: format!("{shape:?}"),
                 byte_count,
                 expected: expected.map_or("overflow".into(), |e| e.to_string()),
             });
