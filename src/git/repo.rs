@@ -84,9 +84,18 @@ pub fn read_blob(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option
 
 /// The index's stage-0 entry of `path`: its blob id.
 pub fn staged_id(repo: &gix::Repository, path: &str) -> Result<Option<ObjectId>> {
+    staged_id_at(repo, path, gix::index::entry::Stage::Unconflicted)
+}
+
+/// The blob id of `path` at `stage` of the index (1 base, 2 ours, 3 theirs during a merge).
+pub fn staged_id_at(
+    repo: &gix::Repository,
+    path: &str,
+    stage: gix::index::entry::Stage,
+) -> Result<Option<ObjectId>> {
     let index = open_index(repo)?;
     Ok(index
-        .entry_by_path_and_stage(path.into(), gix::index::entry::Stage::Unconflicted)
+        .entry_by_path_and_stage(path.into(), stage)
         .filter(|e| is_file_mode(e.mode))
         .map(|e| e.id))
 }
