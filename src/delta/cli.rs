@@ -155,6 +155,9 @@ pub struct ApplyArgs {
     /// dtype of the reconstructed tensors.
     #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
     pub dtype: DtypeArg,
+    /// Flush the output to disk before renaming it into place (durable across a power loss).
+    #[arg(long)]
+    pub fsync: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -211,6 +214,9 @@ pub struct RestoreArgs {
     /// dtype of the reconstructed tensors.
     #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
     pub dtype: DtypeArg,
+    /// Flush the output to disk before renaming it into place (durable across a power loss).
+    #[arg(long)]
+    pub fsync: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -282,7 +288,14 @@ fn apply(a: ApplyArgs) -> Result<ExitCode> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
     let base = Model::open(&a.base)?;
     let links = open_all(&paths)?;
-    let r = ops::apply(&base, &links, &a.output, a.dtype.into(), &a.run.options())?;
+    let r = ops::apply(
+        &base,
+        &links,
+        &a.output,
+        a.dtype.into(),
+        a.fsync,
+        &a.run.options(),
+    )?;
     say(format!(
         "wrote {}: {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
         a.output.display(),
@@ -373,6 +386,7 @@ fn restore(a: RestoreArgs) -> Result<ExitCode> {
         a.parent.as_deref(),
         &out,
         a.dtype.into(),
+        a.fsync,
         &a.run.options(),
     )?;
     say(r)

@@ -234,9 +234,34 @@ fn int4_params(min: f64, max: f64) -> Int4Params {
 #[inline]
 fn quantize(x: f32, offset: f32, range: f32) -> u8 {
     // (x - min) / range * 15, rounded half to even, clipped; NaN becomes 0 like numpy's cast.
-    ((x - offset) / range * 15.0)
-        .round_ties_even()
-        .clamp(0.0, 15.0) as u8
+    round_half_even_small(((x - offset) / range * 15.0).clamp(-1.0, 16.0)).clamp(0.0, 15.0) as u8
+}
+
+/// Round half to even for |x| < 2^22, by adding and removing 1.5 x 2^23 (the addition rounds
+/// in the default mode, to nearest even); two additions where `round_ties_even` may call libm.
+/// Clipping to [-1, 16] before rounding does not change the result clipped to [0, 15].
+#[inline]
+fn round_half_even_small(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC) - MAGIC
+}
+
+fn quantize_into(src: &[f32], offset: f32, range: f32, dst: &mut [u8]) {
+    for (d, &x) in dst.iter_mut().zip(src) {
+        *d = quantize(x, offset, range);
+    }
+}
+
+/// Two values per byte, high nibble first, an odd count padded with a zero nibble.
+fn pack_nibbles(q: &[u8]) -> Vec<u8> {
+    let mut out: Vec<u8> = q
+        .chunks_exact(2)
+        .map(|c| (c[0] << 4) | (c[1] & 0x0f))
+        .collect();
+    if let [last] = q.chunks_exact(2).remainder() {
+        out.push(last << 4);
+    }
+    out
 }
 
 fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
@@ -248,20 +273,15 @@ fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedA
     let mut lo = f32::INFINITY;
     let mut hi = f32::NEG_INFINITY;
     let mut nan = false;
-    let mut any = false;
-    for_each_non_outlier(delta, &idx, |_, x| {
-        any = true;
-        if x.is_nan() {
-            nan = true;
-        }
-        if x < lo {
-            lo = x;
-        }
-        if x > hi {
-            hi = x;
+    for_each_segment(delta, &idx, |seg| {
+        // Written so that it vectorizes: plain comparisons, NaN tracked apart.
+        for &x in seg {
+            nan |= x.is_nan();
+            lo = if x < lo { x } else { lo };
+            hi = if x > hi { x } else { hi };
         }
     });
-    let (min, max) = if !any {
+    let (min, max) = if idx.len() == n {
         (0.0, 0.0)
     } else if nan {
         (f64::NAN, f64::NAN)
@@ -271,22 +291,26 @@ fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedA
     let p = int4_params(min, max);
 
     let packed = if version >= 2 {
-        // All n values against the stored float16 scale and zero point; outliers get 0.
+        // All n positions against the stored float16 scale and zero point; outliers get 0.
         let (offset, range) = v2_quant_params(p.scale, p.zero_point);
         let mut q = vec![0u8; n];
         if !p.flat {
-            for_each_non_outlier(delta, &idx, |i, x| q[i] = quantize(x, offset, range));
+            let mut start = 0;
+            for_each_segment(delta, &idx, |seg| {
+                quantize_into(seg, offset, range, &mut q[start..start + seg.len()]);
+                start += seg.len() + 1;
+            });
         }
         pack_nibbles(&q)
     } else {
-        let mut q = Vec::with_capacity(n - idx.len());
-        for_each_non_outlier(delta, &idx, |_, x| {
-            q.push(if p.flat {
-                0
-            } else {
-                quantize(x, p.min32, p.range32)
-            })
-        });
+        let mut q = vec![0u8; n - idx.len()];
+        if !p.flat {
+            let mut start = 0;
+            for_each_segment(delta, &idx, |seg| {
+                quantize_into(seg, p.min32, p.range32, &mut q[start..start + seg.len()]);
+                start += seg.len();
+            });
+        }
         pack_nibbles(&q)
     };
 
@@ -306,22 +330,14 @@ fn v2_quant_params(scale: f16, zero_point: f16) -> (f32, f32) {
     (zero_point.to_f32(), (scale.to_f64() * 15.0) as f32)
 }
 
-/// Calls `f(i, x)` for every position not in the ascending `outliers`.
-fn for_each_non_outlier(delta: &[f32], outliers: &[usize], mut f: impl FnMut(usize, f32)) {
+/// Calls `f` with the runs of values between the ascending `outliers` (one run more than
+/// there are outliers; runs may be empty).
+fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])) {
     let mut start = 0;
     for &o in outliers.iter().chain(std::iter::once(&delta.len())) {
-        for (i, &x) in delta[start..o].iter().enumerate() {
-            f(start + i, x);
-        }
+        f(&delta[start..o]);
         start = o + 1;
     }
-}
-
-/// Two values per byte, high nibble first, an odd count padded with a zero nibble.
-fn pack_nibbles(q: &[u8]) -> Vec<u8> {
-    q.chunks(2)
-        .map(|c| (c[0] << 4) | (c.get(1).copied().unwrap_or(0) & 0x0f))
-        .collect()
 }
 
 /// Indices of the `k` largest magnitudes, ascending (NaN counts as largest, as in numpy's
@@ -400,65 +416,145 @@ pub fn f16_from_f64(x: f64) -> f16 {
 /// the caller has checked against the base). The file was validated on read: lengths, dtypes
 /// and ascending in-range indices.
 pub fn decode(entry: &TensorEntry, arrays: &TensorArrays<'_>, out: &mut [f32]) {
-    let n = out.len();
-    let f = &arrays.fields;
-    match entry.params {
-        Params::Sparse { .. } => {
-            out.fill(0.0);
-            let values = f[1].data.chunks_exact(4).map(f32_le);
-            for (i, v) in index_iter(f[0].dtype, f[0].data).zip(values) {
-                out[i as usize] = v;
+    Decoder::new(entry, arrays).fill(out);
+}
+
+/// Streaming decoder: [`Decoder::fill`] writes the next values of the delta, so a tensor can be
+/// decoded chunk by chunk without holding it whole.
+pub struct Decoder<'a> {
+    kind: DecoderKind<'a>,
+    /// Position of the next value.
+    pos: usize,
+}
+
+enum DecoderKind<'a> {
+    Sparse {
+        idx: Vec<usize>,
+        vals: &'a [u8],
+        next: usize,
+    },
+    Quantized {
+        cols: usize,
+        scales: &'a [u8],
+        signs: &'a [u8],
+    },
+    Int4 {
+        lut: [f32; 16],
+        packed: &'a [u8],
+        outliers: Vec<usize>,
+        vals: &'a [u8],
+        /// Next outlier.
+        next: usize,
+        /// Layout 1: nibble index of the next non-outlier.
+        nibble: usize,
+        all_positions: bool,
+    },
+}
+
+impl<'a> Decoder<'a> {
+    pub fn new(entry: &TensorEntry, arrays: &TensorArrays<'a>) -> Decoder<'a> {
+        let f = &arrays.fields;
+        let kind = match entry.params {
+            Params::Sparse { .. } => DecoderKind::Sparse {
+                idx: index_iter(f[0].dtype, f[0].data)
+                    .map(|i| i as usize)
+                    .collect(),
+                vals: f[1].data,
+                next: 0,
+            },
+            Params::Quantized { n_cols, .. } => DecoderKind::Quantized {
+                cols: n_cols as usize,
+                scales: f[0].data,
+                signs: f[1].data,
+            },
+            Params::Int4 { layout, .. } => DecoderKind::Int4 {
+                lut: dequant_table(f16_le(f[2].data), f16_le(f[3].data)),
+                packed: f[4].data,
+                outliers: index_iter(f[0].dtype, f[0].data)
+                    .map(|i| i as usize)
+                    .collect(),
+                vals: f[1].data,
+                next: 0,
+                nibble: 0,
+                all_positions: layout >= 2,
+            },
+        };
+        Decoder { kind, pos: 0 }
+    }
+
+    /// Writes the next `out.len()` values.
+    pub fn fill(&mut self, out: &mut [f32]) {
+        let start = self.pos;
+        let end = start + out.len();
+        match &mut self.kind {
+            DecoderKind::Sparse { idx, vals, next } => {
+                out.fill(0.0);
+                while *next < idx.len() && idx[*next] < end {
+                    out[idx[*next] - start] = f32_le(&vals[*next * 4..]);
+                    *next += 1;
+                }
             }
-        }
-        Params::Quantized { n_cols, .. } => {
-            if n_cols == 0 || n == 0 {
-                return;
-            }
-            let cols = n_cols as usize;
-            let scales: Vec<f32> = f[0]
-                .data
-                .chunks_exact(2)
-                .map(|c| f16_le(c).to_f32())
-                .collect();
-            let signs = f[1].data;
-            for (r, row) in out.chunks_mut(cols).enumerate() {
-                let s = scales[r];
-                for (c, o) in row.iter_mut().enumerate() {
-                    let i = r * cols + c;
+            DecoderKind::Quantized {
+                cols,
+                scales,
+                signs,
+            } => {
+                if *cols == 0 {
+                    return;
+                }
+                let mut i = start;
+                for o in out.iter_mut() {
+                    let s = f16_le(&scales[(i / *cols) * 2..]).to_f32();
                     let bit = signs[i >> 3] & (0x80 >> (i & 7));
                     // signs (+-1.0) * scale: -1.0 * s flips the sign bit only.
                     *o = if bit != 0 { s } else { -s };
+                    i += 1;
+                }
+            }
+            DecoderKind::Int4 {
+                lut,
+                packed,
+                outliers,
+                vals,
+                next,
+                nibble,
+                all_positions,
+            } => {
+                let nib = |j: usize| {
+                    let b = packed[j >> 1];
+                    (if j & 1 == 0 { b >> 4 } else { b & 0x0f }) as usize
+                };
+                if *all_positions {
+                    for (k, o) in out.iter_mut().enumerate() {
+                        *o = lut[nib(start + k)];
+                    }
+                    while *next < outliers.len() && outliers[*next] < end {
+                        out[outliers[*next] - start] = f16_le(&vals[*next * 2..]).to_f32();
+                        *next += 1;
+                    }
+                } else {
+                    let mut i = start;
+                    while i < end {
+                        let stop = if *next < outliers.len() {
+                            outliers[*next].min(end)
+                        } else {
+                            end
+                        };
+                        for o in &mut out[i - start..stop - start] {
+                            *o = lut[nib(*nibble)];
+                            *nibble += 1;
+                        }
+                        i = stop;
+                        if i < end {
+                            out[i - start] = f16_le(&vals[*next * 2..]).to_f32();
+                            *next += 1;
+                            i += 1;
+                        }
+                    }
                 }
             }
         }
-        Params::Int4 { layout, .. } => {
-            let scale = f16_le(f[2].data);
-            let zero = f16_le(f[3].data);
-            let lut = dequant_table(scale, zero);
-            let packed = f[4].data;
-            let nibble = |j: usize| {
-                let b = packed[j >> 1];
-                if j & 1 == 0 { b >> 4 } else { b & 0x0f }
-            };
-            let outliers: Vec<usize> = index_iter(f[0].dtype, f[0].data)
-                .map(|i| i as usize)
-                .collect();
-            if layout >= 2 {
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = lut[nibble(i) as usize];
-                }
-            } else {
-                let mut j = 0;
-                for_each_position(n, &outliers, |i| {
-                    out[i] = lut[nibble(j) as usize];
-                    j += 1;
-                });
-            }
-            let vals = f[1].data.chunks_exact(2).map(|c| f16_le(c).to_f32());
-            for (&i, v) in outliers.iter().zip(vals) {
-                out[i] = v;
-            }
-        }
+        self.pos = end;
     }
 }
 
@@ -472,16 +568,6 @@ pub fn dequant_table(scale: f16, zero_point: f16) -> [f32; 16] {
         *v = (q as f32 / 15.0f32) * s15 + zp;
     }
     t
-}
-
-fn for_each_position(n: usize, outliers: &[usize], mut f: impl FnMut(usize)) {
-    let mut start = 0;
-    for &o in outliers.iter().chain(std::iter::once(&n)) {
-        for i in start..o {
-            f(i);
-        }
-        start = o + 1;
-    }
 }
 
 fn f32_le(c: &[u8]) -> f32 {

@@ -100,28 +100,29 @@ impl Elem {
         }
     }
 
-    /// Converts float32 to this type, rounding to nearest even, appending little-endian bytes.
-    pub fn from_f32(self, vals: &[f32], out: &mut Vec<u8>) {
-        out.reserve(vals.len() * self.size());
+    /// Converts float32 to this type (rounding to nearest even) as little-endian bytes into
+    /// `out`, which holds exactly `vals.len() * self.size()` bytes.
+    pub fn from_f32(self, vals: &[f32], out: &mut [u8]) {
+        debug_assert_eq!(out.len(), vals.len() * self.size());
         match self {
             Elem::F32 => {
-                for v in vals {
-                    out.extend_from_slice(&v.to_le_bytes());
+                for (o, v) in out.chunks_exact_mut(4).zip(vals) {
+                    o.copy_from_slice(&v.to_le_bytes());
                 }
             }
             Elem::BF16 => {
-                for v in vals {
-                    out.extend_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes());
+                for (o, v) in out.chunks_exact_mut(2).zip(vals) {
+                    o.copy_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes());
                 }
             }
             Elem::F16 => {
-                for v in vals {
-                    out.extend_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes());
+                for (o, v) in out.chunks_exact_mut(2).zip(vals) {
+                    o.copy_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes());
                 }
             }
             Elem::F64 => {
-                for v in vals {
-                    out.extend_from_slice(&(*v as f64).to_le_bytes());
+                for (o, v) in out.chunks_exact_mut(8).zip(vals) {
+                    o.copy_from_slice(&(*v as f64).to_le_bytes());
                 }
             }
         }
@@ -162,8 +163,10 @@ pub struct Model {
     shards: Vec<Shard>,
 }
 
-/// Bytes converted or hashed per step before the pages behind are released.
+/// Bytes hashed per step before the pages behind are released.
 const CHUNK_BYTES: usize = 8 << 20;
+/// Elements converted per step.
+pub const CHUNK_ELEMS: usize = 1 << 20;
 
 impl Model {
     /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
@@ -360,33 +363,29 @@ impl Model {
         })
     }
 
-    /// Calls `f(start, values)` with consecutive float32 chunks of a tensor, releasing the
-    /// pages read behind.
-    pub fn for_each_f32_chunk(
+    /// Converts elements `start..start + out.len()` of a tensor to float32 into `out`, then
+    /// releases the pages read.
+    pub fn read_f32_into(
         &self,
         name: &str,
         t: &TensorSource,
-        mut f: impl FnMut(usize, &[f32]),
+        start: usize,
+        out: &mut [f32],
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
-        let raw = self.raw(t);
-        let per_chunk = CHUNK_BYTES / elem.size();
-        let mut buf = vec![0f32; per_chunk.min(t.n_elements())];
-        for (ci, chunk) in raw.chunks(per_chunk * elem.size()).enumerate() {
-            let n = chunk.len() / elem.size();
-            elem.to_f32(chunk, &mut buf[..n]);
-            f(ci * per_chunk, &buf[..n]);
-            self.release(t, ci * per_chunk * elem.size(), chunk.len());
-        }
+        let size = elem.size();
+        let raw = &self.raw(t)[start * size..(start + out.len()) * size];
+        elem.to_f32(raw, out);
+        self.release(t, start * size, raw.len());
         Ok(())
     }
 
     /// A whole tensor as float32.
     pub fn load_f32(&self, name: &str, t: &TensorSource) -> Result<Vec<f32>> {
         let mut out = vec![0f32; t.n_elements()];
-        self.for_each_f32_chunk(name, t, |start, vals| {
-            out[start..start + vals.len()].copy_from_slice(vals);
-        })?;
+        for (ci, chunk) in out.chunks_mut(CHUNK_ELEMS).enumerate() {
+            self.read_f32_into(name, t, ci * CHUNK_ELEMS, chunk)?;
+        }
         Ok(out)
     }
 

@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -13,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::codec::{self, EncodeOptions};
 use super::format::{self, FormatError, Header, OwnedArray, WdeltaFile, WdeltaWriter};
-use super::model::{Elem, Model, structure_differences};
+use super::model::{CHUNK_ELEMS, Elem, Model, structure_differences};
 use super::pipeline::ordered_parallel;
 use super::safetensors_out::{self, OutTensor};
 use crate::error::{Error, Result};
@@ -163,6 +162,21 @@ impl OpenDelta {
         Ok(out)
     }
 
+    /// A streaming decoder of one tensor's delta.
+    pub fn decoder(&self, name: &str) -> Result<codec::Decoder<'_>> {
+        let entry = self.file.header.tensors.get(name).ok_or_else(|| {
+            Error::Other(format!(
+                "{}: no tensor {name} in the delta",
+                self.path.display()
+            ))
+        })?;
+        let arrays = self
+            .file
+            .arrays(self.bytes(), name)
+            .map_err(|e| format_error(&self.path, e))?;
+        Ok(codec::Decoder::new(entry, &arrays))
+    }
+
     fn release(&self, name: &str) {
         if let (Bytes::Map(m), Some((start, len))) = (&self.bytes, self.file.tensor_span(name)) {
             // SAFETY: read-only file-backed map: released pages are read again if touched.
@@ -234,14 +248,54 @@ pub fn f32_bytes(v: &[f32]) -> Cow<'_, [u8]> {
 /// base + each link's delta, in float32, as the reference reconstructs (`base + delta`).
 fn reconstruct(base: &Model, links: &[OpenDelta], name: &str) -> Result<Vec<f32>> {
     let t = &base.tensors[name];
-    let mut v = base.load_f32(name, t)?;
-    for link in links {
-        let d = link.decode(name, v.len())?;
-        for (a, b) in v.iter_mut().zip(&d) {
-            *a += *b;
-        }
+    let mut v = vec![0f32; t.n_elements()];
+    let mut r = Reconstructor::new(base, links, name)?;
+    for chunk in v.chunks_mut(CHUNK_ELEMS) {
+        r.next(chunk)?;
     }
     Ok(v)
+}
+
+/// Reconstructs a tensor chunk by chunk: base values plus each link's decoded delta.
+struct Reconstructor<'a> {
+    base: &'a Model,
+    name: &'a str,
+    t: &'a super::model::TensorSource,
+    decoders: Vec<codec::Decoder<'a>>,
+    pos: usize,
+    buf: Vec<f32>,
+}
+
+impl<'a> Reconstructor<'a> {
+    fn new(base: &'a Model, links: &'a [OpenDelta], name: &'a str) -> Result<Self> {
+        let t = &base.tensors[name];
+        let decoders = links
+            .iter()
+            .map(|l| l.decoder(name))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Reconstructor {
+            base,
+            name,
+            t,
+            decoders,
+            pos: 0,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Writes the next `out.len()` reconstructed values.
+    fn next(&mut self, out: &mut [f32]) -> Result<()> {
+        self.base.read_f32_into(self.name, self.t, self.pos, out)?;
+        self.buf.resize(out.len(), 0.0);
+        for d in &mut self.decoders {
+            d.fill(&mut self.buf);
+            for (a, b) in out.iter_mut().zip(&self.buf) {
+                *a += *b;
+            }
+        }
+        self.pos += out.len();
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -381,17 +435,16 @@ pub fn create(
     }
     check_elems(base)?;
     check_elems(ft)?;
-    let parent_hash = if links.is_empty() {
-        let bar = run.bar(base.data_bytes(), "hashing");
-        let h = base.parent_hash(|n| bar.inc(n));
-        bar.finish_and_clear();
-        h
+    // Without a chain, the base is hashed on its own thread while the deltas are computed;
+    // records wait in memory until the hash, which the header starts with, is known.
+    let known = if links.is_empty() {
+        None
     } else {
         let v = verify_lineage(base, links, true, run)?;
-        v.link_hashes.last().cloned().unwrap_or_default()
+        Some(v.link_hashes.last().cloned().unwrap_or_default())
     };
-    let header = Header {
-        parent_hash: parent_hash.clone(),
+    let header_for = |parent_hash: String| Header {
+        parent_hash,
         strategy: enc.strategy,
         tensors: base
             .tensors
@@ -405,35 +458,64 @@ pub fn create(
     let names: Vec<&String> = base.tensors.keys().collect();
     let bar = run.bar(ft.data_bytes(), "creating");
     let mut file_bytes = 0;
-    write_with(out, |w| {
-        let mut writer =
-            WdeltaWriter::new(w, &header, enc.version).map_err(|e| Error::io(out, e))?;
-        ordered_parallel(
-            names.len(),
-            run.threads(),
-            |i| {
-                let name = names[i];
-                let tf = &ft.tensors[name.as_str()];
-                let mut d = reconstruct(base, links, name)?;
-                ft.for_each_f32_chunk(name, tf, |start, vals| {
-                    for (p, f) in d[start..start + vals.len()].iter_mut().zip(vals) {
-                        *p = *f - *p;
+    let mut parent_hash = known.clone().unwrap_or_default();
+    std::thread::scope(|s| {
+        let mut hasher = known
+            .is_none()
+            .then(|| s.spawn(|| base.parent_hash(|_| {})));
+        write_with(out, |w| {
+            let mut parent = known.clone();
+            let mut late = LateWriter {
+                out: Some(w),
+                writer: None,
+                pending: Vec::new(),
+            };
+            ordered_parallel(
+                names.len(),
+                run.threads(),
+                |i| {
+                    let name = names[i];
+                    let tf = &ft.tensors[name.as_str()];
+                    let mut d = reconstruct(base, links, name)?;
+                    let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
+                    for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
+                        let f = &mut buf[..chunk.len()];
+                        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, f)?;
+                        for (p, f) in chunk.iter_mut().zip(f.iter()) {
+                            *p = *f - *p;
+                        }
                     }
-                })?;
-                let t = &base.tensors[name.as_str()];
-                Ok((tf.len as u64, codec::encode(&d, &t.shape, enc)))
-            },
-            |i, (len, arrays): (u64, Vec<OwnedArray>)| {
-                for a in &arrays {
-                    writer.record(names[i], a).map_err(|e| Error::io(out, e))?;
-                }
-                bar.inc(len);
-                Ok(())
-            },
-        )?;
-        let (_, total) = writer.finish().map_err(|e| Error::io(out, e))?;
-        file_bytes = total;
-        Ok(())
+                    let t = &base.tensors[name.as_str()];
+                    Ok((tf.len as u64, codec::encode(&d, &t.shape, enc)))
+                },
+                |i, (len, arrays): (u64, Vec<OwnedArray>)| {
+                    if parent.is_none() && hasher.as_ref().is_some_and(|h| h.is_finished()) {
+                        parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+                    }
+                    late.pending.push((i, arrays));
+                    let header = match late.writer {
+                        None => parent.clone().map(&header_for),
+                        Some(_) => None,
+                    };
+                    late.flush(header.as_ref(), enc.version, &names, out)?;
+                    bar.inc(len);
+                    Ok(())
+                },
+            )?;
+            if parent.is_none() {
+                parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+            }
+            let header = header_for(parent.clone().unwrap_or_default());
+            late.flush(Some(&header), enc.version, &names, out)?;
+            let writer = late.writer;
+            let (_, total) = writer
+                .expect("the header is written once the hash is known")
+                .finish()
+                .map_err(|e| Error::io(out, e))?;
+            file_bytes = total;
+            parent_hash = parent.unwrap_or_default();
+            Ok(())
+        })
     })?;
     bar.finish_and_clear();
     Ok(Created {
@@ -485,6 +567,62 @@ fn write_with(
     }
 }
 
+/// Holds records until the header can be written (it starts with the parent hash).
+struct LateWriter<W: std::io::Write> {
+    out: Option<W>,
+    writer: Option<WdeltaWriter<W>>,
+    pending: Vec<(usize, Vec<OwnedArray>)>,
+}
+
+impl<W: std::io::Write> LateWriter<W> {
+    /// With a header, writes it (once) and every pending record.
+    fn flush(
+        &mut self,
+        header: Option<&Header>,
+        version: u32,
+        names: &[&String],
+        out: &Path,
+    ) -> Result<()> {
+        if self.writer.is_none()
+            && let Some(h) = header
+            && let Some(w) = self.out.take()
+        {
+            self.writer = Some(WdeltaWriter::new(w, h, version).map_err(|e| Error::io(out, e))?);
+        }
+        if let Some(wr) = &mut self.writer {
+            for (i, arrays) in self.pending.drain(..) {
+                for a in &arrays {
+                    wr.record(names[i], a).map_err(|e| Error::io(out, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `out` through a temporary file in its directory, renamed into place only when `fill`
+/// succeeds: an interrupted run leaves no partial output. Unlike
+/// [`crate::fsutil::write_atomically`] this lets `fill` write at offsets from several threads,
+/// and flushing to disk first (`sync`) is optional: a reconstruction can be made again, and
+/// waiting for gigabytes to reach the disk would dominate the run.
+fn write_output(out: &Path, sync: bool, fill: impl FnOnce(&File) -> Result<()>) -> Result<()> {
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".weight-inspect-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    fill(tmp.as_file())?;
+    if sync {
+        tmp.as_file().sync_all().map_err(|e| Error::io(out, e))?;
+    }
+    tmp.persist(out).map_err(|e| Error::io(out, e.error))?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // apply
 // ---------------------------------------------------------------------------------------------
@@ -499,17 +637,28 @@ pub struct Applied {
 
 /// Reconstructs the model at the end of `links` from `base` into the safetensors file `out`,
 /// after verifying every link.
+/// `sync` flushes the output to disk before renaming it into place.
 pub fn apply(
     base: &Model,
     links: &[OpenDelta],
     out: &Path,
     dtype: OutDtype,
+    sync: bool,
     run: &RunOptions,
 ) -> Result<Applied> {
     if links.is_empty() {
         return Err(Error::Other("no .wdelta file to apply".into()));
     }
-    let verified = verify_lineage(base, links, false, run)?;
+    // A single delta: the base is hashed on its own thread while the output is computed, and
+    // the output is renamed into place only if the hash matched. A lineage is verified first.
+    let single = links.len() == 1;
+    let mut base_hash = String::new();
+    if single {
+        check_against_base(&links[0], base)?;
+        check_elems(base)?;
+    } else {
+        base_hash = verify_lineage(base, links, false, run)?.base_hash;
+    }
     let names: Vec<&String> = base.tensors.keys().collect();
     let elems: Vec<Elem> = names
         .iter()
@@ -530,27 +679,59 @@ pub fn apply(
         .collect();
     let layout = safetensors_out::layout(&base.metadata, &tensors);
     let bar = run.bar(layout.total_len, "applying");
-    write_with(out, |w| {
-        w.write_all(&layout.header).map_err(|e| Error::io(out, e))?;
-        ordered_parallel(
-            names.len(),
-            run.threads(),
-            |i| {
-                let v = reconstruct(base, links, names[i])?;
-                let mut bytes = Vec::new();
-                elems[i].from_f32(&v, &mut bytes);
-                Ok(bytes)
-            },
-            |_, bytes: Vec<u8>| {
-                w.write_all(&bytes).map_err(|e| Error::io(out, e))?;
-                bar.inc(bytes.len() as u64);
-                Ok(())
-            },
-        )
+    std::thread::scope(|s| {
+        let hasher = single.then(|| s.spawn(|| base.parent_hash(|_| {})));
+        write_output(out, sync, |file| {
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&layout.header, 0)
+                .map_err(|e| Error::io(out, e))?;
+            // Every tensor's place in the output is known: workers write there directly, so no
+            // tensor is ever held whole and the order of completion does not matter.
+            ordered_parallel(
+                names.len(),
+                run.threads(),
+                |i| {
+                    let name = names[i].as_str();
+                    let elem = elems[i];
+                    let mut r = Reconstructor::new(base, links, name)?;
+                    let n = base.tensors[name].n_elements();
+                    let mut vals = vec![0f32; CHUNK_ELEMS.min(n)];
+                    let mut bytes = vec![0u8; vals.len() * elem.size()];
+                    let mut at = layout.offsets[i];
+                    let mut done = 0;
+                    while done < n {
+                        let len = CHUNK_ELEMS.min(n - done);
+                        r.next(&mut vals[..len])?;
+                        let b = &mut bytes[..len * elem.size()];
+                        elem.from_f32(&vals[..len], b);
+                        file.write_all_at(b, at).map_err(|e| Error::io(out, e))?;
+                        at += b.len() as u64;
+                        done += len;
+                    }
+                    Ok(tensors[i].byte_len)
+                },
+                |_, len| {
+                    bar.inc(len);
+                    Ok(())
+                },
+            )?;
+            if let Some(h) = hasher {
+                base_hash = h.join().expect("hashing thread");
+                if base_hash != links[0].parent_hash() {
+                    return Err(hash_mismatch(
+                        &links[0].path,
+                        &base.path.display().to_string(),
+                        links[0].parent_hash(),
+                        &base_hash,
+                    ));
+                }
+            }
+            Ok(())
+        })
     })?;
     bar.finish_and_clear();
     Ok(Applied {
-        base_hash: verified.base_hash,
+        base_hash,
         tensors: names.len(),
         file_bytes: layout.total_len,
     })

@@ -6,8 +6,11 @@
 //! the raw stored bytes) or itself a `.wdelta` (its hash is over the float32 reconstruction, so
 //! a stored delta can build on a stored delta: a chain, resolved link by link).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
 
 use super::codec::EncodeOptions;
 use super::model::Model;
@@ -22,34 +25,92 @@ pub struct Lineage {
     _temps: Vec<tempfile::TempPath>,
 }
 
-/// Where a parent can come from.
-enum Source {
-    /// A file or directory on disk.
-    Path(PathBuf),
-}
-
-/// A place to look for a parent by hash.
+/// A model file tracked by the repository, found by walking HEAD's history.
 struct Candidate {
+    /// "path at commit" for messages.
     label: String,
-    source: Source,
+    /// Path in the repository, `/`-separated.
+    path: String,
+    id: ObjectId,
 }
 
-/// Finds models by hash and caches what it hashed.
+impl Candidate {
+    fn is_wdelta_name(&self) -> bool {
+        self.path.to_ascii_lowercase().ends_with(".wdelta")
+    }
+}
+
+/// Finds models by hash among the repository's tracked model files, and caches what it
+/// materialized and hashed.
 struct Finder {
+    repo: Option<gix::Repository>,
     candidates: Vec<Candidate>,
-    /// Candidate label → hash of what it stands for (raw or reconstruction).
-    hashes: HashMap<String, String>,
+    /// Blob → a file holding its content (the LFS object itself, or a temporary copy).
+    files: HashMap<ObjectId, Option<PathBuf>>,
+    /// Blob → hash of the model it stands for (raw weights, or a delta's reconstruction).
+    hashes: HashMap<ObjectId, String>,
     /// Hashes being resolved, to stop a cycle of deltas naming each other.
     resolving: BTreeSet<String>,
+    temps: Vec<tempfile::TempPath>,
+    /// Tracked files whose LFS object is not present locally.
+    missing: Vec<String>,
+    /// Materialized file → the candidate it holds, for messages.
+    labels: HashMap<PathBuf, String>,
 }
 
 impl Finder {
-    fn new(candidates: Vec<Candidate>) -> Finder {
+    fn new(near: &Path) -> Finder {
+        let (repo, candidates) = match repository_candidates(near) {
+            Some((repo, c)) => (Some(repo), c),
+            None => (None, Vec::new()),
+        };
         Finder {
+            repo,
             candidates,
+            files: HashMap::new(),
             hashes: HashMap::new(),
             resolving: BTreeSet::new(),
+            temps: Vec::new(),
+            missing: Vec::new(),
+            labels: HashMap::new(),
         }
+    }
+
+    /// How to name a file in messages: its tracked path and commit when it came from git.
+    fn label(&self, path: &Path) -> String {
+        self.labels
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| path.display().to_string())
+    }
+
+    /// A file with the content of candidate `i` (None if its LFS object is not here).
+    fn file(&mut self, i: usize) -> Result<Option<PathBuf>> {
+        let id = self.candidates[i].id;
+        if let Some(f) = self.files.get(&id) {
+            return Ok(f.clone());
+        }
+        let repo = self
+            .repo
+            .as_ref()
+            .expect("candidates come from a repository");
+        let ext = if self.candidates[i].is_wdelta_name() {
+            ".wdelta"
+        } else {
+            ".safetensors"
+        };
+        let bytes = crate::git::repo::blob_bytes(repo, id)?;
+        let (file, temp) = blob_to_file(repo, bytes, ext)?;
+        match &file {
+            None => self.missing.push(self.candidates[i].label.clone()),
+            Some(p) => {
+                self.labels
+                    .insert(p.clone(), self.candidates[i].label.clone());
+            }
+        }
+        self.temps.extend(temp);
+        self.files.insert(id, file.clone());
+        Ok(file)
     }
 
     /// A lineage reconstructing the model whose hash is `hash`.
@@ -65,58 +126,122 @@ impl Finder {
     fn find_inner(&mut self, hash: &str, run: &RunOptions) -> Result<Option<Lineage>> {
         // Plain weights first: hashing raw bytes is cheaper than reconstructing.
         for i in 0..self.candidates.len() {
-            let Source::Path(path) = &self.candidates[i].source;
-            if is_wdelta_path(path) {
+            if self.candidates[i].is_wdelta_name() {
                 continue;
             }
-            let label = self.candidates[i].label.clone();
-            let h = match self.hashes.get(&label) {
+            let id = self.candidates[i].id;
+            let Some(path) = self.file(i)? else { continue };
+            let h = match self.hashes.get(&id) {
                 Some(h) => h.clone(),
                 None => {
-                    let Ok(model) = Model::open(path) else {
+                    // A tracked file that is not a readable model is no candidate.
+                    let Ok(model) = Model::open(&path) else {
                         continue;
                     };
                     let h = model.parent_hash(|_| {});
-                    self.hashes.insert(label.clone(), h.clone());
+                    self.hashes.insert(id, h.clone());
                     h
                 }
             };
             if h == hash {
                 return Ok(Some(Lineage {
-                    base: Model::open(path)?,
+                    base: Model::open(&path)?,
                     links: Vec::new(),
                     _temps: Vec::new(),
                 }));
             }
         }
         for i in 0..self.candidates.len() {
-            let Source::Path(path) = &self.candidates[i].source;
-            if !is_wdelta_path(path) {
+            if !self.candidates[i].is_wdelta_name() {
                 continue;
             }
-            let path = path.clone();
-            let label = self.candidates[i].label.clone();
-            if let Some(h) = self.hashes.get(&label)
-                && h != hash
-            {
+            let id = self.candidates[i].id;
+            if self.hashes.get(&id).is_some_and(|h| h != hash) {
                 continue;
             }
+            let Some(path) = self.file(i)? else { continue };
             let Ok(delta) = OpenDelta::open(&path) else {
                 continue;
             };
-            let Some(mut lineage) = self.find(&delta.file.header.parent_hash.clone(), run)? else {
+            let parent = delta.parent_hash().to_string();
+            let Some(mut lineage) = self.find(&parent, run)? else {
                 continue;
             };
             lineage.links.push(delta);
             let v = ops::verify_lineage(&lineage.base, &lineage.links, true, run)?;
             let h = v.link_hashes.last().cloned().unwrap_or_default();
-            self.hashes.insert(label, h.clone());
+            self.hashes.insert(id, h.clone());
             if h == hash {
                 return Ok(Some(lineage));
             }
         }
         Ok(None)
     }
+}
+
+/// Writes a blob's model content to a file: an LFS pointer leads to the local LFS object
+/// (None when it is not present), other content goes to a temporary file.
+fn blob_to_file(
+    repo: &gix::Repository,
+    bytes: Vec<u8>,
+    ext: &str,
+) -> Result<(Option<PathBuf>, Option<tempfile::TempPath>)> {
+    if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
+        return Ok((crate::git::lfs::present_object(repo, &pointer), None));
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".weight-inspect-blob-")
+        .suffix(ext)
+        .tempfile()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    tmp.write_all(&bytes)
+        .and_then(|_| tmp.flush())
+        .map_err(|e| Error::io(tmp.path(), e))?;
+    let path = tmp.into_temp_path();
+    Ok((Some(path.to_path_buf()), Some(path)))
+}
+
+/// The repository around `near` and the model files (`*.safetensors`, `*.wdelta`) its HEAD and
+/// HEAD's history track, newest first, one per distinct blob. None outside a repository.
+fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>)> {
+    let dir = match near.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let repo = crate::git::repo::open_repo(&dir).ok()?;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    if let Ok(head) = repo.head_id()
+        && let Ok(walk) = head.ancestors().all()
+    {
+        for info in walk.flatten() {
+            let Ok(commit) = repo.find_commit(info.id) else {
+                continue;
+            };
+            let Ok(tree) = commit.tree() else { continue };
+            let mut rec = gix::traverse::tree::Recorder::default();
+            if tree.traverse().breadthfirst(&mut rec).is_err() {
+                continue;
+            }
+            for e in rec.records {
+                let path = e.filepath.to_string();
+                let lower = path.to_ascii_lowercase();
+                if !e.mode.is_blob()
+                    || !(lower.ends_with(".safetensors") || lower.ends_with(".wdelta"))
+                    || !seen.insert(e.oid)
+                {
+                    continue;
+                }
+                let short = info.id.to_hex_with_len(10).to_string();
+                out.push(Candidate {
+                    label: format!("{path} at {short}"),
+                    path,
+                    id: e.oid,
+                });
+            }
+        }
+    }
+    Some((repo, out))
 }
 
 fn is_wdelta_path(path: &Path) -> bool {
@@ -130,22 +255,50 @@ fn is_wdelta_path(path: &Path) -> bool {
         && super::format::is_wdelta(&head)
 }
 
-/// Materializes a parent given on the command line: a path, or REV:path in the repository.
-fn materialize(spec: &str) -> Result<(Source, Vec<tempfile::TempPath>)> {
+/// The file a parent given on the command line names: a path, or REV:path in the repository
+/// (an LFS pointer leads to the local LFS object).
+fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::TempPath>)> {
     let path = PathBuf::from(spec);
     if path.exists() {
-        return Ok((Source::Path(path), Vec::new()));
+        return Ok((path, Vec::new()));
     }
-    Err(Error::Other(format!(
-        "{spec}: no such file or directory (REV:path needs the git integration)"
-    )))
+    let Some((rev, file)) = spec.split_once(':') else {
+        return Err(Error::io(
+            &path,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+        ));
+    };
+    let own;
+    let repo = match &finder.repo {
+        Some(r) => r,
+        None => {
+            let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+            own = crate::git::repo::open_repo(&cwd)?;
+            &own
+        }
+    };
+    let file = file.trim_start_matches("./").trim_start_matches('/');
+    let rev = if rev.is_empty() { "HEAD" } else { rev };
+    let bytes = crate::git::repo::read_blob(repo, rev, file)?
+        .ok_or_else(|| Error::Other(format!("{spec}: {rev} has no file {file}")))?;
+    let ext = if file.to_ascii_lowercase().ends_with(".wdelta") {
+        ".wdelta"
+    } else {
+        ".safetensors"
+    };
+    match blob_to_file(repo, bytes, ext)? {
+        (Some(p), temp) => Ok((p, temp.into_iter().collect())),
+        (None, _) => Err(Error::Other(format!(
+            "{spec}: an LFS pointer whose object is not in the local LFS store (run `git lfs \
+             fetch` for {rev})"
+        ))),
+    }
 }
 
 /// The lineage of the model `spec` names (a plain model, or a `.wdelta` whose own parent is
 /// found among `finder`'s candidates).
 fn resolve(spec: &str, finder: &mut Finder, run: &RunOptions) -> Result<Lineage> {
-    let (source, temps) = materialize(spec)?;
-    let Source::Path(path) = source;
+    let (path, temps) = materialize(spec, finder)?;
     if !is_wdelta_path(&path) {
         return Ok(Lineage {
             base: Model::open(&path)?,
@@ -154,26 +307,36 @@ fn resolve(spec: &str, finder: &mut Finder, run: &RunOptions) -> Result<Lineage>
         });
     }
     let delta = OpenDelta::open(&path)?;
-    let parent = delta.file.header.parent_hash.clone();
+    let parent = delta.parent_hash().to_string();
     let mut lineage = finder
         .find(&parent, run)?
-        .ok_or_else(|| not_found(&path, &parent))?;
+        .ok_or_else(|| not_found(&path, &parent, finder))?;
     lineage.links.push(delta);
     lineage._temps.extend(temps);
     Ok(lineage)
 }
 
-fn not_found(delta: &Path, hash: &str) -> Error {
-    Error::Other(format!(
-        "{}: no model with the parent hash {hash} was found among the repository's tracked \
-         model files (HEAD and history); give it with --parent FILE|REV:path",
+fn not_found(delta: &Path, hash: &str, finder: &Finder) -> Error {
+    let searched = if finder.repo.is_none() {
+        "not inside a git repository, so there was nothing to search".to_string()
+    } else {
+        format!(
+            "searched {} tracked model files at HEAD and in its history",
+            finder.candidates.len()
+        )
+    };
+    let mut msg = format!(
+        "{}: no model with the parent hash {hash} was found ({searched}); give the parent with \
+         --parent FILE|REV:path",
         delta.display()
-    ))
-}
-
-/// The candidates of the repository around `near` (empty outside a repository).
-fn repository_candidates(_near: &Path) -> Result<Vec<Candidate>> {
-    Ok(Vec::new())
+    );
+    if !finder.missing.is_empty() {
+        msg.push_str(&format!(
+            "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
+            finder.missing.join(", ")
+        ));
+    }
+    Error::Other(msg)
 }
 
 /// `delta store`: writes the delta of `finetuned` against the model `parent` names.
@@ -185,7 +348,7 @@ pub fn store(
     run: &RunOptions,
 ) -> Result<Created> {
     let ft = Model::open(finetuned)?;
-    let mut finder = Finder::new(repository_candidates(finetuned)?);
+    let mut finder = Finder::new(finetuned);
     let lineage = resolve(parent, &mut finder, run)?;
     ops::create(&lineage.base, &lineage.links, &ft, out, enc, run)
 }
@@ -196,26 +359,24 @@ pub fn restore(
     parent: Option<&str>,
     out: &Path,
     dtype: OutDtype,
+    sync: bool,
     run: &RunOptions,
 ) -> Result<String> {
     let d = OpenDelta::open(delta)?;
+    let mut finder = Finder::new(delta);
     let mut lineage = match parent {
-        Some(spec) => {
-            let mut finder = Finder::new(repository_candidates(delta)?);
-            resolve(spec, &mut finder, run)?
-        }
+        Some(spec) => resolve(spec, &mut finder, run)?,
         None => {
-            let mut finder = Finder::new(repository_candidates(delta)?);
             let hash = d.parent_hash().to_string();
             finder
                 .find(&hash, run)?
-                .ok_or_else(|| not_found(delta, &hash))?
+                .ok_or_else(|| not_found(delta, &hash, &finder))?
         }
     };
     lineage.links.push(d);
-    let r = ops::apply(&lineage.base, &lineage.links, out, dtype, run)?;
-    let mut chain = vec![lineage.base.path.display().to_string()];
-    chain.extend(lineage.links.iter().map(|l| l.path.display().to_string()));
+    let r = ops::apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
+    let mut chain = vec![finder.label(&lineage.base.path)];
+    chain.extend(lineage.links.iter().map(|l| finder.label(&l.path)));
     Ok(format!(
         "wrote {}: {} tensors, {} bytes\nlineage: {}\n",
         out.display(),

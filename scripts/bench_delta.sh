@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Benchmarks `weight-inspect delta` against deltatensors 0.2.0 on a generated model pair.
+#
+#   scripts/bench_delta.sh            # ~494M parameters (Qwen2.5-0.5B shapes), float32
+#   SCALE=0.1 scripts/bench_delta.sh  # a tenth of it, for a quick run
+#
+# Writes into bench-work/ (git-ignored): the pair (2 x 2 GB at scale 1), the deltas, the
+# reconstructions, and results.md with wall time and peak RSS of whole processes
+# (/usr/bin/time), plus the reconstruction error of each strategy. deltatensors runs through
+# its numpy API (save_delta / load_delta + safetensors.numpy): its streaming *_from_paths
+# functions need torch, which the test environment does not install. Each command runs once
+# after a warm-up read of its inputs, so both sides read from the page cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCALE="${SCALE:-1.0}"
+WORK="${WORK:-bench-work}"
+PY="${WEIGHT_INSPECT_PYTHON:-.venv/bin/python}"
+RUNS="${RUNS:-1}"
+mkdir -p "$WORK"
+cargo build --release --quiet
+WI="$PWD/target/release/weight-inspect"
+RESULTS="$WORK/results.md"
+
+if [ ! -f "$WORK/base.safetensors" ] || [ "$(cat "$WORK/scale" 2>/dev/null)" != "$SCALE" ]; then
+    "$PY" scripts/delta_bench.py gen "$WORK" --scale "$SCALE"
+    echo "$SCALE" > "$WORK/scale"
+fi
+B="$WORK/base.safetensors"
+F="$WORK/ft.safetensors"
+
+# numpy with OpenBLAS's own kernel choice (see the environment notes), for the reference only.
+ref() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" scripts/delta_bench.py "$@"; }
+
+# measure LABEL CMD...: appends "LABEL wall_s peak_rss_mb" to $WORK/times, best of $RUNS.
+measure() {
+    local label="$1"; shift
+    local best=""
+    for _ in $(seq "$RUNS"); do
+        cat "$B" "$F" > /dev/null
+        /usr/bin/time -f "%e %M" -o "$WORK/time.tmp" "$@" > /dev/null
+        read -r wall rss < "$WORK/time.tmp"
+        if [ -z "$best" ] || awk "BEGIN{exit !($wall < ${best%% *})}"; then best="$wall $rss"; fi
+    done
+    echo "$label ${best%% *} $(( ${best##* } / 1024 ))" | tee -a "$WORK/times"
+}
+
+: > "$WORK/times"
+measure "ours-create-int4" "$WI" delta create --base "$B" "$F" -o "$WORK/ours.wdelta" --strategy int4
+measure "ref-create-int4" ref ref-create "$B" "$F" "$WORK/ref.wdelta" int4
+measure "ours-apply-int4" "$WI" delta apply --base "$B" "$WORK/ours.wdelta" -o "$WORK/ours.safetensors"
+measure "ref-apply-int4" ref ref-apply "$WORK/ref.wdelta" "$B" "$WORK/ref.safetensors"
+
+# Reconstruction error per strategy (and format version for int4).
+: > "$WORK/errors"
+for variant in "int4 1" "int4 2" "sparse 1" "quantized 1"; do
+    set -- $variant
+    wd="$WORK/err-$1-v$2.wdelta"
+    "$WI" delta create --base "$B" "$F" -o "$wd" --strategy "$1" --format-version "$2" > /dev/null
+    "$WI" delta apply --base "$B" "$wd" -o "$WORK/err.safetensors" --dtype f32 > /dev/null
+    size=$(stat -c %s "$wd")
+    echo "$1 v$2 $size $(ref error "$B" "$F" "$WORK/err.safetensors")" | tee -a "$WORK/errors"
+    rm -f "$WORK/err.safetensors"
+done
+
+{
+    echo "scale $SCALE, $(nproc) cores, $(date -u +%Y-%m-%d)"
+    echo
+    echo "| step | weight-inspect | deltatensors 0.2.0 | speed-up | memory ratio |"
+    echo "| --- | --- | --- | --- | --- |"
+    for step in create-int4 apply-int4; do
+        read -r _ ow orss < <(grep "^ours-$step " "$WORK/times")
+        read -r _ rw rrss < <(grep "^ref-$step " "$WORK/times")
+        awk -v s="$step" -v ow="$ow" -v orss="$orss" -v rw="$rw" -v rrss="$rrss" 'BEGIN {
+            printf "| %s | %.2f s, %d MB | %.2f s, %d MB | %.1fx | %.2f |\n", s, ow, orss, rw, rrss, rw / ow, orss / rrss }'
+    done
+    echo
+    echo "| strategy | file bytes | max err / max delta | RMS err / RMS delta |"
+    echo "| --- | --- | --- | --- |"
+    while read -r strat ver size json; do
+        "$PY" -c 'import json,sys; d=json.loads(sys.argv[4]); print(f"| {sys.argv[1]} {sys.argv[2]} | {sys.argv[3]} | {d[\"max_err_over_max_delta\"]:.4f} | {d[\"rms_err_over_rms_delta\"]:.4f} |")' "$strat" "$ver" "$size" "$json"
+    done < "$WORK/errors"
+} > "$RESULTS"
+cat "$RESULTS"
