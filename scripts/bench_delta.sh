@@ -30,7 +30,7 @@ B="$WORK/base.safetensors"
 F="$WORK/ft.safetensors"
 
 # numpy with OpenBLAS's own kernel choice (see the environment notes), for the reference only.
-ref() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" scripts/delta_bench.py "$@"; }
+REF=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" scripts/delta_bench.py)
 
 # measure LABEL CMD...: appends "LABEL wall_s peak_rss_mb" to $WORK/times, best of $RUNS.
 measure() {
@@ -38,18 +38,22 @@ measure() {
     local best=""
     for _ in $(seq "$RUNS"); do
         cat "$B" "$F" > /dev/null
-        /usr/bin/time -f "%e %M" -o "$WORK/time.tmp" "$@" > /dev/null
-        read -r wall rss < "$WORK/time.tmp"
+        rm -f "$WORK/ours.safetensors" "$WORK/ref.safetensors"
+        /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.tmp" "$@" > /dev/null
+        read -r wall rss user sys < "$WORK/time.tmp"
+        echo "  $label: wall $wall s, user $user s, sys $sys s, peak RSS $(( rss / 1024 )) MB" >&2
         if [ -z "$best" ] || awk "BEGIN{exit !($wall < ${best%% *})}"; then best="$wall $rss"; fi
     done
     echo "$label ${best%% *} $(( ${best##* } / 1024 ))" | tee -a "$WORK/times"
 }
 
 : > "$WORK/times"
+rm -f "$WORK"/ours.* "$WORK"/ref.*
 measure "ours-create-int4" "$WI" delta create --base "$B" "$F" -o "$WORK/ours.wdelta" --strategy int4
-measure "ref-create-int4" ref ref-create "$B" "$F" "$WORK/ref.wdelta" int4
+measure "ref-create-int4" "${REF[@]}" ref-create "$B" "$F" "$WORK/ref.wdelta" int4
+rm -f "$WORK/ours.safetensors"
 measure "ours-apply-int4" "$WI" delta apply --base "$B" "$WORK/ours.wdelta" -o "$WORK/ours.safetensors"
-measure "ref-apply-int4" ref ref-apply "$WORK/ref.wdelta" "$B" "$WORK/ref.safetensors"
+measure "ref-apply-int4" "${REF[@]}" ref-apply "$WORK/ref.wdelta" "$B" "$WORK/ref.safetensors"
 
 # Reconstruction error per strategy (and format version for int4).
 : > "$WORK/errors"
@@ -59,7 +63,7 @@ for variant in "int4 1" "int4 2" "sparse 1" "quantized 1"; do
     "$WI" delta create --base "$B" "$F" -o "$wd" --strategy "$1" --format-version "$2" > /dev/null
     "$WI" delta apply --base "$B" "$wd" -o "$WORK/err.safetensors" --dtype f32 > /dev/null
     size=$(stat -c %s "$wd")
-    echo "$1 v$2 $size $(ref error "$B" "$F" "$WORK/err.safetensors")" | tee -a "$WORK/errors"
+    echo "$1 v$2 $size $("${REF[@]}" error "$B" "$F" "$WORK/err.safetensors")" | tee -a "$WORK/errors"
     rm -f "$WORK/err.safetensors"
 done
 
@@ -78,7 +82,12 @@ done
     echo "| strategy | file bytes | max err / max delta | RMS err / RMS delta |"
     echo "| --- | --- | --- | --- |"
     while read -r strat ver size json; do
-        "$PY" -c 'import json,sys; d=json.loads(sys.argv[4]); print(f"| {sys.argv[1]} {sys.argv[2]} | {sys.argv[3]} | {d[\"max_err_over_max_delta\"]:.4f} | {d[\"rms_err_over_rms_delta\"]:.4f} |")' "$strat" "$ver" "$size" "$json"
+        "$PY" - "$strat" "$ver" "$size" "$json" <<'PYEOF'
+import json, sys
+d = json.loads(sys.argv[4])
+m, r = d["max_err_over_max_delta"], d["rms_err_over_rms_delta"]
+print(f"| {sys.argv[1]} {sys.argv[2]} | {sys.argv[3]} | {m:.4f} | {r:.4f} |")
+PYEOF
     done < "$WORK/errors"
 } > "$RESULTS"
 cat "$RESULTS"

@@ -233,8 +233,58 @@ fn int4_params(min: f64, max: f64) -> Int4Params {
 
 #[inline]
 fn quantize(x: f32, offset: f32, range: f32) -> u8 {
-    // (x - min) / range * 15, rounded half to even, clipped; NaN becomes 0 like numpy's cast.
-    round_half_even_small(((x - offset) / range * 15.0).clamp(-1.0, 16.0)).clamp(0.0, 15.0) as u8
+    // (x - min) / range * 15, rounded half to even, clipped to [0, 15]; NaN gives 0 (numpy's
+    // cast of NaN on x86). `max` and `min` drop a NaN operand, so the result is finite.
+    let v = round_half_even_small(((x - offset) / range * 15.0).max(-1.0).min(16.0));
+    let v = v.max(0.0).min(15.0);
+    // SAFETY: v is finite and in [0, 15], representable as i32.
+    unsafe { v.to_int_unchecked::<i32>() as u8 }
+}
+
+/// min, max and whether a NaN was seen, over 8 lanes so that the loop vectorizes.
+struct MinMax {
+    lo: [f32; 8],
+    hi: [f32; 8],
+    nan: [bool; 8],
+}
+
+impl MinMax {
+    fn new() -> Self {
+        MinMax {
+            lo: [f32::INFINITY; 8],
+            hi: [f32::NEG_INFINITY; 8],
+            nan: [false; 8],
+        }
+    }
+
+    fn update(&mut self, seg: &[f32]) {
+        let mut chunks = seg.chunks_exact(8);
+        for c in &mut chunks {
+            for j in 0..8 {
+                let x = c[j];
+                self.lo[j] = if x < self.lo[j] { x } else { self.lo[j] };
+                self.hi[j] = if x > self.hi[j] { x } else { self.hi[j] };
+                self.nan[j] |= x.is_nan();
+            }
+        }
+        for (j, &x) in chunks.remainder().iter().enumerate() {
+            self.lo[j] = if x < self.lo[j] { x } else { self.lo[j] };
+            self.hi[j] = if x > self.hi[j] { x } else { self.hi[j] };
+            self.nan[j] |= x.is_nan();
+        }
+    }
+
+    fn finish(&self) -> (f32, f32, bool) {
+        let lo = self
+            .lo
+            .iter()
+            .fold(f32::INFINITY, |a, &b| if b < a { b } else { a });
+        let hi = self
+            .hi
+            .iter()
+            .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
+        (lo, hi, self.nan.iter().any(|&b| b))
+    }
 }
 
 /// Round half to even for |x| < 2^22, by adding and removing 1.5 x 2^23 (the addition rounds
@@ -246,22 +296,65 @@ fn round_half_even_small(x: f32) -> f32 {
     (x + MAGIC) - MAGIC
 }
 
-fn quantize_into(src: &[f32], offset: f32, range: f32, dst: &mut [u8]) {
-    for (d, &x) in dst.iter_mut().zip(src) {
-        *d = quantize(x, offset, range);
-    }
+/// Packs 4-bit values two per byte, high nibble first, as they come.
+struct NibblePacker {
+    out: Vec<u8>,
+    /// A high nibble waiting for its low one.
+    pending: Option<u8>,
 }
 
-/// Two values per byte, high nibble first, an odd count padded with a zero nibble.
-fn pack_nibbles(q: &[u8]) -> Vec<u8> {
-    let mut out: Vec<u8> = q
-        .chunks_exact(2)
-        .map(|c| (c[0] << 4) | (c[1] & 0x0f))
-        .collect();
-    if let [last] = q.chunks_exact(2).remainder() {
-        out.push(last << 4);
+impl NibblePacker {
+    fn with_capacity(values: usize) -> Self {
+        NibblePacker {
+            out: Vec::with_capacity(values.div_ceil(2)),
+            pending: None,
+        }
     }
-    out
+
+    fn push(&mut self, q: u8) {
+        match self.pending.take() {
+            None => self.pending = Some(q << 4),
+            Some(h) => self.out.push(h | (q & 0x0f)),
+        }
+    }
+
+    fn zeros(&mut self, count: usize) {
+        let mut count = count;
+        if count > 0 && self.pending.is_some() {
+            self.push(0);
+            count -= 1;
+        }
+        self.out.extend(std::iter::repeat_n(0, count / 2));
+        if count % 2 == 1 {
+            self.push(0);
+        }
+    }
+
+    /// Quantizes and packs a run of values (pairs at a time, so that the loop vectorizes).
+    fn quantize(&mut self, seg: &[f32], offset: f32, range: f32) {
+        let mut seg = seg;
+        if self.pending.is_some()
+            && let Some((&x, rest)) = seg.split_first()
+        {
+            self.push(quantize(x, offset, range));
+            seg = rest;
+        }
+        let pairs = seg.chunks_exact(2);
+        let rest = pairs.remainder();
+        self.out.extend(
+            pairs.map(|c| (quantize(c[0], offset, range) << 4) | quantize(c[1], offset, range)),
+        );
+        if let [x] = rest {
+            self.push(quantize(*x, offset, range));
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if let Some(h) = self.pending {
+            self.out.push(h);
+        }
+        self.out
+    }
 }
 
 fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
@@ -270,17 +363,9 @@ fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedA
     let idx = top_k_indices(delta, k);
 
     // min and max of the non-outliers, as numpy's min/max (NaN propagates).
-    let mut lo = f32::INFINITY;
-    let mut hi = f32::NEG_INFINITY;
-    let mut nan = false;
-    for_each_segment(delta, &idx, |seg| {
-        // Written so that it vectorizes: plain comparisons, NaN tracked apart.
-        for &x in seg {
-            nan |= x.is_nan();
-            lo = if x < lo { x } else { lo };
-            hi = if x > hi { x } else { hi };
-        }
-    });
+    let mut mm = MinMax::new();
+    for_each_segment(delta, &idx, |seg| mm.update(seg));
+    let (lo, hi, nan) = mm.finish();
     let (min, max) = if idx.len() == n {
         (0.0, 0.0)
     } else if nan {
@@ -293,25 +378,30 @@ fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedA
     let packed = if version >= 2 {
         // All n positions against the stored float16 scale and zero point; outliers get 0.
         let (offset, range) = v2_quant_params(p.scale, p.zero_point);
-        let mut q = vec![0u8; n];
-        if !p.flat {
-            let mut start = 0;
-            for_each_segment(delta, &idx, |seg| {
-                quantize_into(seg, offset, range, &mut q[start..start + seg.len()]);
-                start += seg.len() + 1;
-            });
-        }
-        pack_nibbles(&q)
+        let mut w = NibblePacker::with_capacity(n);
+        let mut first = true;
+        for_each_segment(delta, &idx, |seg| {
+            if !first {
+                w.push(0);
+            }
+            first = false;
+            if p.flat {
+                w.zeros(seg.len());
+            } else {
+                w.quantize(seg, offset, range);
+            }
+        });
+        w.finish()
     } else {
-        let mut q = vec![0u8; n - idx.len()];
-        if !p.flat {
-            let mut start = 0;
-            for_each_segment(delta, &idx, |seg| {
-                quantize_into(seg, p.min32, p.range32, &mut q[start..start + seg.len()]);
-                start += seg.len();
-            });
-        }
-        pack_nibbles(&q)
+        let mut w = NibblePacker::with_capacity(n - idx.len());
+        for_each_segment(delta, &idx, |seg| {
+            if p.flat {
+                w.zeros(seg.len());
+            } else {
+                w.quantize(seg, p.min32, p.range32);
+            }
+        });
+        w.finish()
     };
 
     let wide = version < 2 || n > i32::MAX as usize;
@@ -520,14 +610,8 @@ impl<'a> Decoder<'a> {
                 nibble,
                 all_positions,
             } => {
-                let nib = |j: usize| {
-                    let b = packed[j >> 1];
-                    (if j & 1 == 0 { b >> 4 } else { b & 0x0f }) as usize
-                };
                 if *all_positions {
-                    for (k, o) in out.iter_mut().enumerate() {
-                        *o = lut[nib(start + k)];
-                    }
+                    unpack_run(lut, packed, start, out);
                     while *next < outliers.len() && outliers[*next] < end {
                         out[outliers[*next] - start] = f16_le(&vals[*next * 2..]).to_f32();
                         *next += 1;
@@ -540,10 +624,8 @@ impl<'a> Decoder<'a> {
                         } else {
                             end
                         };
-                        for o in &mut out[i - start..stop - start] {
-                            *o = lut[nib(*nibble)];
-                            *nibble += 1;
-                        }
+                        unpack_run(lut, packed, *nibble, &mut out[i - start..stop - start]);
+                        *nibble += stop - i;
                         i = stop;
                         if i < end {
                             out[i - start] = f16_le(&vals[*next * 2..]).to_f32();
@@ -555,6 +637,29 @@ impl<'a> Decoder<'a> {
             }
         }
         self.pos = end;
+    }
+}
+
+/// Dequantizes the nibbles `first..first + out.len()` of `packed` into `out`, a byte (two
+/// values) at a time.
+fn unpack_run(lut: &[f32; 16], packed: &[u8], first: usize, out: &mut [f32]) {
+    let mut j = first;
+    let mut o = 0;
+    if j & 1 == 1 && !out.is_empty() {
+        out[0] = lut[(packed[j >> 1] & 0x0f) as usize];
+        j += 1;
+        o = 1;
+    }
+    let pairs = (out.len() - o) / 2;
+    let bytes = &packed[j >> 1..(j >> 1) + pairs];
+    for (pair, &b) in out[o..o + 2 * pairs].chunks_exact_mut(2).zip(bytes) {
+        pair[0] = lut[(b >> 4) as usize];
+        pair[1] = lut[(b & 0x0f) as usize];
+    }
+    o += 2 * pairs;
+    j += 2 * pairs;
+    if o < out.len() {
+        out[o] = lut[(packed[j >> 1] >> 4) as usize];
     }
 }
 

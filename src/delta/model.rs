@@ -166,7 +166,7 @@ pub struct Model {
 /// Bytes hashed per step before the pages behind are released.
 const CHUNK_BYTES: usize = 8 << 20;
 /// Elements converted per step.
-pub const CHUNK_ELEMS: usize = 1 << 20;
+pub const CHUNK_ELEMS: usize = 1 << 16;
 
 impl Model {
     /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
@@ -374,9 +374,18 @@ impl Model {
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
         let size = elem.size();
-        let raw = &self.raw(t)[start * size..(start + out.len()) * size];
-        elem.to_f32(raw, out);
-        self.release(t, start * size, raw.len());
+        let (from, to) = (start * size, (start + out.len()) * size);
+        elem.to_f32(&self.raw(t)[from..to], out);
+        // Release in large steps: each release interrupts the other threads (TLB shootdown).
+        let done_before = from / CHUNK_BYTES * CHUNK_BYTES;
+        let done_now = if to == t.len {
+            to
+        } else {
+            to / CHUNK_BYTES * CHUNK_BYTES
+        };
+        if done_now > done_before {
+            self.release(t, done_before, done_now - done_before);
+        }
         Ok(())
     }
 

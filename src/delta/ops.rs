@@ -108,6 +108,9 @@ impl OpenDelta {
         // SAFETY: read-only map; the checksum catches a file changing under us.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         let parsed = Self::verify_and_parse(path, &map)?;
+        // Checksumming touched every page; tensors are read again one at a time.
+        // SAFETY: read-only file-backed map: released pages are read again if touched.
+        let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
         Ok(OpenDelta {
             path: path.to_path_buf(),
             file: parsed,
@@ -246,14 +249,17 @@ pub fn f32_bytes(v: &[f32]) -> Cow<'_, [u8]> {
 }
 
 /// base + each link's delta, in float32, as the reference reconstructs (`base + delta`).
-fn reconstruct(base: &Model, links: &[OpenDelta], name: &str) -> Result<Vec<f32>> {
-    let t = &base.tensors[name];
-    let mut v = vec![0f32; t.n_elements()];
+fn reconstruct_into(base: &Model, links: &[OpenDelta], name: &str, out: &mut [f32]) -> Result<()> {
     let mut r = Reconstructor::new(base, links, name)?;
-    for chunk in v.chunks_mut(CHUNK_ELEMS) {
+    for chunk in out.chunks_mut(CHUNK_ELEMS) {
         r.next(chunk)?;
     }
-    Ok(v)
+    Ok(())
+}
+
+thread_local! {
+    /// Per-worker buffer for a tensor's delta in `create`.
+    static DELTA_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Reconstructs a tensor chunk by chunk: base values plus each link's decoded delta.
@@ -476,7 +482,15 @@ pub fn create(
                 |i| {
                     let name = names[i];
                     let tf = &ft.tensors[name.as_str()];
-                    let mut d = reconstruct(base, links, name)?;
+                    let n = tf.n_elements();
+                    // The delta buffer is reused across tensors: fresh gigabyte allocations
+                    // cost a page fault per 4 KiB.
+                    let mut scratch = DELTA_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+                    if scratch.len() < n {
+                        scratch.resize(n, 0.0);
+                    }
+                    let d = &mut scratch[..n];
+                    reconstruct_into(base, links, name, d)?;
                     let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
                     for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
                         let f = &mut buf[..chunk.len()];
@@ -486,7 +500,9 @@ pub fn create(
                         }
                     }
                     let t = &base.tensors[name.as_str()];
-                    Ok((tf.len as u64, codec::encode(&d, &t.shape, enc)))
+                    let arrays = codec::encode(d, &t.shape, enc);
+                    DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+                    Ok((tf.len as u64, arrays))
                 },
                 |i, (len, arrays): (u64, Vec<OwnedArray>)| {
                     if parent.is_none() && hasher.as_ref().is_some_and(|h| h.is_finished()) {
