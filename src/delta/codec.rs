@@ -232,6 +232,8 @@ fn int4_params(min: f64, max: f64) -> Int4Params {
 }
 
 #[inline]
+// `clamp` would keep a NaN; `max`/`min` drop it, which is what makes the cast below sound.
+#[allow(clippy::manual_clamp)]
 fn quantize(x: f32, offset: f32, range: f32) -> u8 {
     // (x - min) / range * 15, rounded half to even, clipped to [0, 15]; NaN gives 0 (numpy's
     // cast of NaN on x86). `max` and `min` drop a NaN operand, so the result is finite.
@@ -257,6 +259,8 @@ impl MinMax {
         }
     }
 
+    // Lane-wise indexing is what lets the compiler keep 8 independent min/max lanes.
+    #[allow(clippy::needless_range_loop)]
     fn update(&mut self, seg: &[f32]) {
         let mut chunks = seg.chunks_exact(8);
         for c in &mut chunks {
@@ -592,13 +596,11 @@ impl<'a> Decoder<'a> {
                 if *cols == 0 {
                     return;
                 }
-                let mut i = start;
-                for o in out.iter_mut() {
+                for (i, o) in (start..).zip(out.iter_mut()) {
                     let s = f16_le(&scales[(i / *cols) * 2..]).to_f32();
                     let bit = signs[i >> 3] & (0x80 >> (i & 7));
                     // signs (+-1.0) * scale: -1.0 * s flips the sign bit only.
                     *o = if bit != 0 { s } else { -s };
-                    i += 1;
                 }
             }
             DecoderKind::Int4 {
