@@ -118,11 +118,20 @@ pub struct Settings {
 }
 
 /// A setting together with the rule it came from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Sourced<'a, T> {
     pub value: &'a T,
     pub rule: &'a Rule,
 }
+
+// Manual impls: derive would require `T: Copy`, but only references are copied.
+impl<T> Clone for Sourced<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Sourced<'_, T> {}
 
 /// The settings in force for one path, merged from every matching rule in file order.
 #[derive(Debug, Clone, Default)]

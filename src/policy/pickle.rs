@@ -502,7 +502,7 @@ impl Scanner {
                     self.push(None);
                 }
                 // EXT1/2/4: a global from the copyreg extension registry, named only by code.
-                0x82 | 0x83 | 0x84 => {
+                0x82..=0x84 => {
                     let width = match op {
                         0x82 => 1,
                         0x83 => 2,
