@@ -418,27 +418,28 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// Tensor type names the structural identity uses: GGUF ggml types and safetensors dtypes,
-/// lowercased.
-pub const KNOWN_DTYPES: &[&str] = &[
-    // ggml (GGUF)
-    "f32", "f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k",
-    "q6_k", "q8_k", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
-    "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16", "tq1_0", "tq2_0", "mxfp4",
-    // safetensors
-    "bool", "u8", "u16", "u32", "u64", "f8_e5m2", "f8_e4m3", "f8_e8m0", "f4", "f6_e2m3", "f6_e3m2",
-    "c64",
-];
+/// Whether `name` is a tensor type name of the structural identity: a GGUF ggml type or a
+/// safetensors dtype, lowercased (the core's tables decide).
+pub fn known_dtype(name: &str) -> bool {
+    crate::formats::gguf::ggml_type_by_name(name).is_some()
+        || crate::formats::safetensors::dtype_file_name(name).is_some()
+}
 
 fn dtype_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
     let names = Vec::<String>::deserialize(d)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let lower = name.to_ascii_lowercase();
-        if !KNOWN_DTYPES.contains(&lower.as_str()) {
+        if !known_dtype(&lower) {
+            let ggml: Vec<&str> = crate::formats::gguf::GGML_TYPES
+                .iter()
+                .flatten()
+                .map(|t| t.name)
+                .collect();
             return Err(de::Error::custom(format!(
-                "unknown dtype {name:?}; expected one of {}",
-                KNOWN_DTYPES.join(", ")
+                "unknown dtype {name:?}; expected a GGUF type ({}) or a safetensors dtype \
+                 (bf16, f8_e4m3, u8, ...), as `weight-inspect inspect` prints them",
+                ggml.join(", ")
             )));
         }
         out.push(lower);

@@ -70,10 +70,14 @@ impl PickleReport {
             if self.imports_omitted > 0 {
                 out.push_str(&format!(" and {} more", self.imports_omitted));
             }
-            let unexpected = self.unexpected_imports();
+            let unexpected: Vec<String> = self
+                .unexpected_imports()
+                .into_iter()
+                .map(with_os_alias)
+                .collect();
             if !unexpected.is_empty() {
                 out.push_str(&format!(
-                    "; not needed by a state dict: {}",
+                    "; suspicious (not needed by a tensor state dict): {}",
                     unexpected.join(", ")
                 ));
             }
@@ -82,6 +86,14 @@ impl PickleReport {
             out.push_str(&format!(" (scan incomplete: {why})"));
         }
         out
+    }
+}
+
+/// CPython pickles `os.system` as `posix.system` (or `nt.system`): say which it is.
+fn with_os_alias(name: &str) -> String {
+    match name.split_once('.') {
+        Some(("posix" | "nt", attr)) => format!("{name} (os.{attr})"),
+        _ => name.to_string(),
     }
 }
 
