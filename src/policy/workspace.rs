@@ -102,12 +102,27 @@ impl Workspace {
         }
     }
 
-    /// How to name a file in messages: relative to the current directory when below it.
+    /// How to name a file in messages: relative to the current directory when that is
+    /// within the root (`../.weight-inspect.toml` from a subdirectory), else absolute.
     pub fn display(&self, path: &Path) -> String {
         let abs = normalize(&self.cwd.join(path));
-        match abs.strip_prefix(&self.cwd) {
-            Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
-            _ => abs.display().to_string(),
+        if !abs.starts_with(&self.root) || !self.cwd.starts_with(&self.root) {
+            return abs.display().to_string();
+        }
+        let common = abs
+            .components()
+            .zip(self.cwd.components())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut rel = PathBuf::new();
+        for _ in self.cwd.components().skip(common) {
+            rel.push("..");
+        }
+        rel.extend(abs.components().skip(common));
+        if rel.as_os_str().is_empty() {
+            ".".into()
+        } else {
+            rel.display().to_string()
         }
     }
 
