@@ -187,7 +187,9 @@ impl TensorInfo {
     /// Number of elements (parameters); saturates instead of overflowing on hostile shapes,
     /// which the parsers have already rejected.
     pub fn n_elements(&self) -> u64 {
-        self.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d))
+        self.shape
+            .iter()
+            .fold(1u64, |acc, &d| acc.saturating_mul(d))
     }
 }
 

@@ -26,7 +26,9 @@ pub struct DriverArgs {
 
 impl DriverArgs {
     pub fn run(self, _ctx: &Context) -> Result<ExitCode> {
-        Err(Error::Other("git-diff-driver is not implemented yet".into()))
+        Err(Error::Other(
+            "git-diff-driver is not implemented yet".into(),
+        ))
     }
 }
 
@@ -39,7 +41,9 @@ pub struct GitArgs {
 
 impl GitArgs {
     pub fn run(self, _ctx: &Context) -> Result<ExitCode> {
-        Err(Error::Other("git subcommands are not implemented yet".into()))
+        Err(Error::Other(
+            "git subcommands are not implemented yet".into(),
+        ))
     }
 }
 

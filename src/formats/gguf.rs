@@ -1,0 +1,668 @@
+//! GGUF versions 1–3, little- and big-endian.
+//!
+//! Only the header is read: magic, version, counts, metadata, tensor descriptors. Checks follow
+//! ggml's `gguf_init_from_file`: known tensor types, at most 4 dimensions, element counts that
+//! fit in i64, the first dimension a multiple of the block size, a power-of-two
+//! `general.alignment` (u32, default 32), and tensor offsets that are aligned and contiguous.
+//! Every count is checked against the bytes that remain before anything is allocated for it.
+
+use std::collections::BTreeMap;
+
+use crate::artifact::{Array, Artifact, F32Bits, F64Bits, Format, Layout, TensorInfo, Value};
+
+pub const MAGIC: &[u8; 4] = b"GGUF";
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// ggml's GGML_MAX_DIMS.
+pub const MAX_DIMS: u32 = 4;
+/// Arrays of arrays deeper than this are refused (real files nest at most 2 levels).
+pub const MAX_NESTING: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    #[error("unable to parse GGUF header: the file starts with {found:?}, expected \"GGUF\"")]
+    BadMagic { found: String },
+    #[error(
+        "unable to parse GGUF header: unsupported version {version} at offset 4, expected 1, 2 or 3"
+    )]
+    UnsupportedVersion { version: u32 },
+    #[error(
+        "unable to parse GGUF header: unexpected end of file at offset {offset} reading {what}: \
+         need {needed} bytes, {available} present"
+    )]
+    UnexpectedEof {
+        offset: u64,
+        what: String,
+        needed: u64,
+        available: u64,
+    },
+    #[error(
+        "unable to parse GGUF header: {what} at offset {offset} is {count}, but the {remaining} \
+         remaining bytes hold at most {max}"
+    )]
+    CountTooLarge {
+        offset: u64,
+        what: String,
+        count: u64,
+        remaining: u64,
+        max: u64,
+    },
+    #[error("unable to parse GGUF header: {what} at offset {offset} is not valid UTF-8")]
+    InvalidUtf8 { offset: u64, what: String },
+    #[error(
+        "unable to parse GGUF header: metadata key {key:?}: unknown value type {type_id} at \
+         offset {offset}, expected 0-12"
+    )]
+    UnknownValueType {
+        offset: u64,
+        key: String,
+        type_id: u32,
+    },
+    #[error(
+        "unable to parse GGUF header: metadata key {key:?}: bool byte {byte} at offset {offset}, \
+         expected 0 or 1"
+    )]
+    InvalidBool { offset: u64, key: String, byte: u8 },
+    #[error(
+        "unable to parse GGUF header: metadata key {key:?}: arrays nested deeper than \
+         {MAX_NESTING} levels at offset {offset}"
+    )]
+    NestingTooDeep { offset: u64, key: String },
+    #[error("unable to parse GGUF header: duplicate metadata key {key:?} at offset {offset}")]
+    DuplicateKey { offset: u64, key: String },
+    #[error("unable to parse GGUF header: duplicate tensor name {name:?} at offset {offset}")]
+    DuplicateTensor { offset: u64, name: String },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: {n_dims} dimensions at offset {offset}, \
+         expected at most {MAX_DIMS}"
+    )]
+    TooManyDimensions {
+        offset: u64,
+        name: String,
+        n_dims: u32,
+    },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: element count of shape {shape:?} exceeds \
+         the largest ggml supports (2^63-1)"
+    )]
+    ElementCountOverflow { name: String, shape: Vec<u64> },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: type {type_id} at offset {offset} was \
+         removed from ggml"
+    )]
+    RemovedTensorType {
+        offset: u64,
+        name: String,
+        type_id: u32,
+    },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: unknown type {type_id} at offset \
+         {offset}, expected 0-42"
+    )]
+    UnknownTensorType {
+        offset: u64,
+        name: String,
+        type_id: u32,
+    },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: first dimension {ne0} is not a multiple \
+         of the {dtype} block size {block_size}"
+    )]
+    BlockMisaligned {
+        name: String,
+        ne0: u64,
+        dtype: &'static str,
+        block_size: u64,
+    },
+    #[error("unable to parse GGUF header: general.alignment must be of type u32, found {found}")]
+    AlignmentType { found: &'static str },
+    #[error("unable to parse GGUF header: general.alignment is {value}, expected a power of two")]
+    BadAlignment { value: u32 },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: data offset {data_offset} is not a \
+         multiple of the alignment {alignment}"
+    )]
+    MisalignedOffset {
+        name: String,
+        data_offset: u64,
+        alignment: u64,
+    },
+    #[error(
+        "unable to parse GGUF header: tensor {name:?}: data offset {data_offset}, expected \
+         {expected} (tensors are stored in order, each padded to the alignment {alignment})"
+    )]
+    OffsetMismatch {
+        name: String,
+        data_offset: u64,
+        expected: u64,
+        alignment: u64,
+    },
+    #[error("unable to parse GGUF header: the tensor data section size overflows 64 bits")]
+    DataSizeOverflow,
+}
+
+type Result<T> = std::result::Result<T, GgufError>;
+
+/// A ggml tensor type: id, name, elements per block, bytes per block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GgmlType {
+    pub id: u32,
+    pub name: &'static str,
+    pub block_size: u64,
+    pub type_size: u64,
+}
+
+const fn t(id: u32, name: &'static str, block_size: u64, type_size: u64) -> Option<GgmlType> {
+    Some(GgmlType {
+        id,
+        name,
+        block_size,
+        type_size,
+    })
+}
+
+/// ggml's type table, indexed by id; `None` marks ids that ggml removed.
+pub const GGML_TYPES: [Option<GgmlType>; 43] = [
+    t(0, "f32", 1, 4),
+    t(1, "f16", 1, 2),
+    t(2, "q4_0", 32, 18),
+    t(3, "q4_1", 32, 20),
+    None, // q4_2, removed
+    None, // q4_3, removed
+    t(6, "q5_0", 32, 22),
+    t(7, "q5_1", 32, 24),
+    t(8, "q8_0", 32, 34),
+    t(9, "q8_1", 32, 36),
+    t(10, "q2_k", 256, 84),
+    t(11, "q3_k", 256, 110),
+    t(12, "q4_k", 256, 144),
+    t(13, "q5_k", 256, 176),
+    t(14, "q6_k", 256, 210),
+    t(15, "q8_k", 256, 292),
+    t(16, "iq2_xxs", 256, 66),
+    t(17, "iq2_xs", 256, 74),
+    t(18, "iq3_xxs", 256, 98),
+    t(19, "iq1_s", 256, 50),
+    t(20, "iq4_nl", 32, 18),
+    t(21, "iq3_s", 256, 110),
+    t(22, "iq2_s", 256, 82),
+    t(23, "iq4_xs", 256, 136),
+    t(24, "i8", 1, 1),
+    t(25, "i16", 1, 2),
+    t(26, "i32", 1, 4),
+    t(27, "i64", 1, 8),
+    t(28, "f64", 1, 8),
+    t(29, "iq1_m", 256, 56),
+    t(30, "bf16", 1, 2),
+    None, // q4_0_4_4, removed
+    None, // q4_0_4_8, removed
+    None, // q4_0_8_8, removed
+    t(34, "tq1_0", 256, 54),
+    t(35, "tq2_0", 256, 66),
+    None, // iq4_nl_4_4, removed
+    None, // iq4_nl_4_8, removed
+    None, // iq4_nl_8_8, removed
+    t(39, "mxfp4", 32, 17),
+    t(40, "nvfp4", 64, 36),
+    t(41, "q1_0", 128, 18),
+    t(42, "q2_0", 64, 18),
+];
+
+/// Looks a ggml type up by name ("q4_k").
+pub fn ggml_type_by_name(name: &str) -> Option<GgmlType> {
+    GGML_TYPES
+        .iter()
+        .flatten()
+        .find(|t| t.name == name)
+        .copied()
+}
+
+/// GGUF metadata value type ids.
+mod value_type {
+    pub const U8: u32 = 0;
+    pub const I8: u32 = 1;
+    pub const U16: u32 = 2;
+    pub const I16: u32 = 3;
+    pub const U32: u32 = 4;
+    pub const I32: u32 = 5;
+    pub const F32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const U64: u32 = 10;
+    pub const I64: u32 = 11;
+    pub const F64: u32 = 12;
+}
+
+/// A bounds-checked reader over the header bytes in the file's byte order.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    big_endian: bool,
+    /// Version 1 stores counts and lengths as u32; later versions as u64.
+    wide_counts: bool,
+}
+
+macro_rules! read_number {
+    ($fn_name:ident, $ty:ty) => {
+        fn $fn_name(&mut self, what: &dyn Fn() -> String) -> Result<$ty> {
+            let raw = self.take(std::mem::size_of::<$ty>(), what)?;
+            let raw = raw.try_into().expect("length checked by take");
+            Ok(if self.big_endian {
+                <$ty>::from_be_bytes(raw)
+            } else {
+                <$ty>::from_le_bytes(raw)
+            })
+        }
+    };
+}
+
+impl<'a> Cursor<'a> {
+    fn offset(&self) -> u64 {
+        self.pos as u64
+    }
+
+    fn remaining(&self) -> u64 {
+        (self.bytes.len() - self.pos) as u64
+    }
+
+    fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+        if self.bytes.len() - self.pos < n {
+            return Err(GgufError::UnexpectedEof {
+                offset: self.offset(),
+                what: what(),
+                needed: n as u64,
+                available: self.remaining(),
+            });
+        }
+        let out = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    read_number!(u8, u8);
+    read_number!(i8, i8);
+    read_number!(u16, u16);
+    read_number!(i16, i16);
+    read_number!(u32, u32);
+    read_number!(i32, i32);
+    read_number!(u64, u64);
+    read_number!(i64, i64);
+
+    /// A count or length: u32 in version 1, u64 after.
+    fn count(&mut self, what: &dyn Fn() -> String) -> Result<u64> {
+        if self.wide_counts {
+            self.u64(what)
+        } else {
+            self.u32(what).map(u64::from)
+        }
+    }
+
+    /// A count of items that each take at least `min_item_size` bytes: refused when the rest
+    /// of the header cannot hold that many, so no allocation is ever sized by a lie.
+    fn bounded_count(&mut self, min_item_size: u64, what: &dyn Fn() -> String) -> Result<usize> {
+        let offset = self.offset();
+        let count = self.count(what)?;
+        let remaining = self.remaining();
+        let max = remaining / min_item_size.max(1);
+        if count > max {
+            return Err(GgufError::CountTooLarge {
+                offset,
+                what: what(),
+                count,
+                remaining,
+                max,
+            });
+        }
+        Ok(count as usize)
+    }
+
+    fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
+        let len = self.bounded_count(1, what)?;
+        let offset = self.offset();
+        let raw = self.take(len, what)?;
+        match std::str::from_utf8(raw) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(_) => Err(GgufError::InvalidUtf8 {
+                offset,
+                what: what(),
+            }),
+        }
+    }
+
+    fn string_len_size(&self) -> u64 {
+        if self.wide_counts { 8 } else { 4 }
+    }
+}
+
+/// Parses a GGUF file given as its bytes (or a prefix holding at least the whole header).
+pub fn parse(bytes: &[u8]) -> Result<Artifact> {
+    let mut cur = Cursor {
+        bytes,
+        pos: 0,
+        big_endian: false,
+        wide_counts: true,
+    };
+    let magic = cur.take(4, &|| "the magic".into())?;
+    if magic != MAGIC {
+        return Err(GgufError::BadMagic {
+            found: String::from_utf8_lossy(magic).into_owned(),
+        });
+    }
+    let mut version = cur.u32(&|| "the version".into())?;
+    // A big-endian file read as little-endian shows its version in the high 16 bits.
+    if version != 0 && version & 0xFFFF == 0 {
+        cur.big_endian = true;
+        version = version.swap_bytes();
+    }
+    if !(1..=3).contains(&version) {
+        return Err(GgufError::UnsupportedVersion { version });
+    }
+    cur.wide_counts = version >= 2;
+
+    let tensor_count_offset = cur.offset();
+    let tensor_count = cur.count(&|| "the tensor count".into())?;
+    let kv_count = cur.bounded_count(cur.string_len_size() + 4 + 1, &|| {
+        "the metadata key-value count".into()
+    })?;
+
+    let mut metadata = BTreeMap::new();
+    for index in 0..kv_count {
+        let key_offset = cur.offset();
+        let key = cur.string(&|| format!("metadata key #{index}"))?;
+        let type_id = cur.u32(&|| format!("the value type of metadata key {key:?}"))?;
+        let value = read_value(&mut cur, &key, type_id, 0)?;
+        if metadata.contains_key(&key) {
+            return Err(GgufError::DuplicateKey {
+                offset: key_offset,
+                key,
+            });
+        }
+        metadata.insert(key, value);
+    }
+
+    let alignment = match metadata.get("general.alignment") {
+        None => DEFAULT_ALIGNMENT,
+        Some(Value::U32(a)) if a.is_power_of_two() => u64::from(*a),
+        Some(Value::U32(a)) => return Err(GgufError::BadAlignment { value: *a }),
+        Some(other) => {
+            return Err(GgufError::AlignmentType {
+                found: other.type_name(),
+            });
+        }
+    };
+
+    // Each tensor descriptor takes at least: name length, n_dims, type, offset.
+    let min_tensor_size = cur.string_len_size() + 4 + 4 + 8;
+    let remaining = cur.remaining();
+    if tensor_count > remaining / min_tensor_size {
+        return Err(GgufError::CountTooLarge {
+            offset: tensor_count_offset,
+            what: "the tensor count".into(),
+            count: tensor_count,
+            remaining,
+            max: remaining / min_tensor_size,
+        });
+    }
+
+    let mut tensors = BTreeMap::new();
+    let mut in_file_order = Vec::with_capacity(tensor_count as usize);
+    for index in 0..tensor_count {
+        let name_offset = cur.offset();
+        let name = cur.string(&|| format!("the name of tensor #{index}"))?;
+        let dims_offset = cur.offset();
+        let n_dims = cur.u32(&|| format!("the dimension count of tensor {name:?}"))?;
+        if n_dims > MAX_DIMS {
+            return Err(GgufError::TooManyDimensions {
+                offset: dims_offset,
+                name,
+                n_dims,
+            });
+        }
+        let mut shape = Vec::with_capacity(n_dims as usize);
+        for d in 0..n_dims {
+            shape.push(cur.count(&|| format!("dimension {d} of tensor {name:?}"))?);
+        }
+        let type_offset = cur.offset();
+        let type_id = cur.u32(&|| format!("the type of tensor {name:?}"))?;
+        let ggml_type = match GGML_TYPES.get(type_id as usize) {
+            Some(Some(t)) => *t,
+            Some(None) => {
+                return Err(GgufError::RemovedTensorType {
+                    offset: type_offset,
+                    name,
+                    type_id,
+                });
+            }
+            None => {
+                return Err(GgufError::UnknownTensorType {
+                    offset: type_offset,
+                    name,
+                    type_id,
+                });
+            }
+        };
+        let data_offset = cur.u64(&|| format!("the data offset of tensor {name:?}"))?;
+        let byte_length = tensor_byte_length(&name, &shape, ggml_type)?;
+        if tensors.contains_key(&name) {
+            return Err(GgufError::DuplicateTensor {
+                offset: name_offset,
+                name,
+            });
+        }
+        in_file_order.push((name.clone(), data_offset, byte_length));
+        tensors.insert(
+            name,
+            TensorInfo {
+                dtype: ggml_type.name,
+                shape,
+                byte_length,
+                file_offset: data_offset,
+            },
+        );
+    }
+
+    // As ggml: offsets are aligned and each tensor starts where the previous one, padded, ends.
+    let mut expected = 0u64;
+    let mut data_expected = 0u64;
+    for (name, data_offset, byte_length) in &in_file_order {
+        if data_offset % alignment != 0 {
+            return Err(GgufError::MisalignedOffset {
+                name: name.clone(),
+                data_offset: *data_offset,
+                alignment,
+            });
+        }
+        if *data_offset != expected {
+            return Err(GgufError::OffsetMismatch {
+                name: name.clone(),
+                data_offset: *data_offset,
+                expected,
+                alignment,
+            });
+        }
+        // The last tensor's padding is optional in practice, so data ends at its last byte.
+        data_expected = expected
+            .checked_add(*byte_length)
+            .ok_or(GgufError::DataSizeOverflow)?;
+        expected = align_up(data_expected, alignment).ok_or(GgufError::DataSizeOverflow)?;
+    }
+
+    let header_end = cur.offset();
+    let data_start = align_up(header_end, alignment).ok_or(GgufError::DataSizeOverflow)?;
+    for tensor in tensors.values_mut() {
+        tensor.file_offset = tensor.file_offset.saturating_add(data_start);
+    }
+    let file_size = bytes.len() as u64;
+    let data_present = file_size.saturating_sub(data_start).min(data_expected);
+    Ok(Artifact {
+        format: Format::Gguf,
+        gguf_version: Some(version),
+        metadata,
+        tensors,
+        layout: Layout {
+            file_size,
+            header_size: data_start,
+            data_expected,
+            data_present,
+            alignment: Some(alignment),
+            big_endian: cur.big_endian,
+        },
+    })
+}
+
+fn align_up(offset: u64, alignment: u64) -> Option<u64> {
+    Some(offset.checked_add(alignment - 1)? / alignment * alignment)
+}
+
+/// Bytes of a tensor as ggml computes them: n_elements / block_size * type_size.
+fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: GgmlType) -> Result<u64> {
+    let overflow = || GgufError::ElementCountOverflow {
+        name: name.to_owned(),
+        shape: shape.to_vec(),
+    };
+    let n_elements = shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(overflow)?;
+    let ne0 = shape.first().copied().unwrap_or(1);
+    if ne0 % ggml_type.block_size != 0 {
+        return Err(GgufError::BlockMisaligned {
+            name: name.to_owned(),
+            ne0,
+            dtype: ggml_type.name,
+            block_size: ggml_type.block_size,
+        });
+    }
+    (n_elements / ggml_type.block_size)
+        .checked_mul(ggml_type.type_size)
+        .ok_or_else(overflow)
+}
+
+/// Smallest encoding of one element of each value type, for bounding counts.
+fn min_value_size(type_id: u32, cur: &Cursor) -> u64 {
+    match type_id {
+        value_type::U8 | value_type::I8 | value_type::BOOL => 1,
+        value_type::U16 | value_type::I16 => 2,
+        value_type::U32 | value_type::I32 | value_type::F32 => 4,
+        value_type::U64 | value_type::I64 | value_type::F64 => 8,
+        value_type::STRING => cur.string_len_size(),
+        // element type + count
+        _ => 4 + cur.string_len_size(),
+    }
+}
+
+fn read_value(cur: &mut Cursor, key: &str, type_id: u32, depth: usize) -> Result<Value> {
+    let what = || format!("the value of metadata key {key:?}");
+    Ok(match type_id {
+        value_type::U8 => Value::U8(cur.u8(&what)?),
+        value_type::I8 => Value::I8(cur.i8(&what)?),
+        value_type::U16 => Value::U16(cur.u16(&what)?),
+        value_type::I16 => Value::I16(cur.i16(&what)?),
+        value_type::U32 => Value::U32(cur.u32(&what)?),
+        value_type::I32 => Value::I32(cur.i32(&what)?),
+        value_type::U64 => Value::U64(cur.u64(&what)?),
+        value_type::I64 => Value::I64(cur.i64(&what)?),
+        value_type::F32 => Value::F32(F32Bits(cur.u32(&what)?)),
+        value_type::F64 => Value::F64(F64Bits(cur.u64(&what)?)),
+        value_type::BOOL => Value::Bool(read_bool(cur, key)?),
+        value_type::STRING => Value::String(cur.string(&what)?),
+        value_type::ARRAY => Value::Array(read_array(cur, key, depth)?),
+        _ => {
+            return Err(GgufError::UnknownValueType {
+                offset: cur.offset().saturating_sub(4),
+                key: key.to_owned(),
+                type_id,
+            });
+        }
+    })
+}
+
+fn read_bool(cur: &mut Cursor, key: &str) -> Result<bool> {
+    let offset = cur.offset();
+    match cur.u8(&|| format!("a bool of metadata key {key:?}"))? {
+        0 => Ok(false),
+        1 => Ok(true),
+        byte => Err(GgufError::InvalidBool {
+            offset,
+            key: key.to_owned(),
+            byte,
+        }),
+    }
+}
+
+fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
+    if depth >= MAX_NESTING {
+        return Err(GgufError::NestingTooDeep {
+            offset: cur.offset(),
+            key: key.to_owned(),
+        });
+    }
+    let type_offset = cur.offset();
+    let elem_type = cur.u32(&|| format!("the element type of array {key:?}"))?;
+    if elem_type > value_type::F64 {
+        return Err(GgufError::UnknownValueType {
+            offset: type_offset,
+            key: key.to_owned(),
+            type_id: elem_type,
+        });
+    }
+    let what = || format!("the length of array {key:?}");
+    let len = cur.bounded_count(min_value_size(elem_type, cur), &what)?;
+    let item = || format!("an element of array {key:?}");
+
+    macro_rules! numbers {
+        ($variant:ident, $read:ident) => {{
+            let mut out = Vec::with_capacity(len);
+            for _ in 0..len {
+                out.push(cur.$read(&item)?);
+            }
+            Array::$variant(out)
+        }};
+    }
+    Ok(match elem_type {
+        value_type::U8 => numbers!(U8, u8),
+        value_type::I8 => numbers!(I8, i8),
+        value_type::U16 => numbers!(U16, u16),
+        value_type::I16 => numbers!(I16, i16),
+        value_type::U32 => numbers!(U32, u32),
+        value_type::I32 => numbers!(I32, i32),
+        value_type::U64 => numbers!(U64, u64),
+        value_type::I64 => numbers!(I64, i64),
+        value_type::F32 => {
+            let mut out = Vec::with_capacity(len);
+            for _ in 0..len {
+                out.push(F32Bits(cur.u32(&item)?));
+            }
+            Array::F32(out)
+        }
+        value_type::F64 => {
+            let mut out = Vec::with_capacity(len);
+            for _ in 0..len {
+                out.push(F64Bits(cur.u64(&item)?));
+            }
+            Array::F64(out)
+        }
+        value_type::BOOL => {
+            let mut out = Vec::with_capacity(len);
+            for _ in 0..len {
+                out.push(read_bool(cur, key)?);
+            }
+            Array::Bool(out)
+        }
+        value_type::STRING => {
+            let mut out = Vec::with_capacity(len);
+            for _ in 0..len {
+                out.push(cur.string(&item)?);
+            }
+            Array::String(out)
+        }
+        _ => {
+            let mut out = Vec::with_capacity(len);
+            for _ in 0..len {
+                out.push(read_array(cur, key, depth + 1)?);
+            }
+            Array::Array(out)
+        }
+    })
+}

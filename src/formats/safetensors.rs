@@ -1,0 +1,361 @@
+//! safetensors: an 8-byte little-endian header length N, N bytes of UTF-8 JSON, then the data.
+//!
+//! Validation follows the safetensors crate: the header is at most 100,000,000 bytes, starts
+//! with `{` (trailing whitespace padding allowed), tensor data is contiguous from offset 0 with
+//! no gap or overlap, every tensor spans exactly its computed size, and the data ends exactly
+//! where the file ends. Unlike a plain JSON map, duplicate keys are an error.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use crate::artifact::{Artifact, Format, Layout, TensorInfo, Value};
+
+pub const MAX_HEADER_SIZE: u64 = 100_000_000;
+const METADATA_KEY: &str = "__metadata__";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SafetensorsError {
+    #[error("file is {file_len} bytes, too short for the 8-byte header length")]
+    MissingHeaderLength { file_len: u64 },
+    #[error("header length {header_len} (bytes 0-7) exceeds the limit of {MAX_HEADER_SIZE} bytes")]
+    HeaderTooLarge { header_len: u64 },
+    #[error(
+        "header length {header_len} (bytes 0-7) runs past the end of the file ({file_len} bytes): \
+         the header is incomplete"
+    )]
+    HeaderIncomplete { header_len: u64, file_len: u64 },
+    #[error("invalid safetensors JSON header: byte {offset} is not valid UTF-8")]
+    InvalidUtf8 { offset: u64 },
+    #[error("invalid safetensors JSON header: expected '{{' at offset 8, found {found:?}")]
+    InvalidHeaderStart { found: char },
+    #[error(
+        "invalid safetensors JSON header: {message} (header line {line}, column {column}; the \
+         header starts at offset 8)"
+    )]
+    InvalidJson {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    #[error(
+        "tensor {name:?}: unknown dtype {dtype:?}, expected one of BOOL, F4, F6_E2M3, F6_E3M2, \
+         U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, \
+         U32, F32, C64, F64, I64, U64"
+    )]
+    UnknownDtype { name: String, dtype: String },
+    #[error("tensor {name:?}: data_offsets [{begin}, {end}] end before they begin")]
+    ReversedOffsets { name: String, begin: u64, end: u64 },
+    #[error(
+        "tensor {name:?}: data begins at {begin}, expected {expected} (tensor data must be \
+         contiguous from 0, with no gap or overlap)"
+    )]
+    NonContiguous {
+        name: String,
+        begin: u64,
+        expected: u64,
+    },
+    #[error("tensor {name:?}: element count of shape {shape:?} overflows 64 bits")]
+    ShapeOverflow { name: String, shape: Vec<u64> },
+    #[error("tensor {name:?}: {n_elements} elements of {bits}-bit {dtype} do not fill whole bytes")]
+    MisalignedSlice {
+        name: String,
+        n_elements: u64,
+        bits: u64,
+        dtype: &'static str,
+    },
+    #[error(
+        "tensor {name:?}: shape {shape:?} of {dtype} needs {expected} bytes, but data_offsets \
+         [{begin}, {end}] span {found}"
+    )]
+    SizeMismatch {
+        name: String,
+        shape: Vec<u64>,
+        dtype: &'static str,
+        expected: u64,
+        begin: u64,
+        end: u64,
+        found: u64,
+    },
+    #[error(
+        "the data section holds {found} bytes but the tensors end at {expected}: {extra} bytes \
+         after the last tensor"
+    )]
+    TrailingBytes {
+        found: u64,
+        expected: u64,
+        extra: u64,
+    },
+}
+
+/// The dtypes of the safetensors format: (name in the file, name in the identity, bits).
+const DTYPES: &[(&str, &str, u64)] = &[
+    ("BOOL", "bool", 8),
+    ("F4", "f4", 4),
+    ("F6_E2M3", "f6_e2m3", 6),
+    ("F6_E3M2", "f6_e3m2", 6),
+    ("U8", "u8", 8),
+    ("I8", "i8", 8),
+    ("F8_E5M2", "f8_e5m2", 8),
+    ("F8_E4M3", "f8_e4m3", 8),
+    ("F8_E8M0", "f8_e8m0", 8),
+    ("F8_E4M3FNUZ", "f8_e4m3fnuz", 8),
+    ("F8_E5M2FNUZ", "f8_e5m2fnuz", 8),
+    ("I16", "i16", 16),
+    ("U16", "u16", 16),
+    ("F16", "f16", 16),
+    ("BF16", "bf16", 16),
+    ("I32", "i32", 32),
+    ("U32", "u32", 32),
+    ("F32", "f32", 32),
+    ("C64", "c64", 64),
+    ("F64", "f64", 64),
+    ("I64", "i64", 64),
+    ("U64", "u64", 64),
+];
+
+/// Looks up a dtype as written in a file ("BF16"): its identity name and bit width.
+pub fn dtype_info(name: &str) -> Option<(&'static str, u64)> {
+    DTYPES
+        .iter()
+        .find(|(file_name, _, _)| *file_name == name)
+        .map(|&(_, id_name, bits)| (id_name, bits))
+}
+
+/// The name of an identity dtype ("bf16") as written in files ("BF16").
+pub fn dtype_file_name(identity_name: &str) -> Option<&'static str> {
+    DTYPES
+        .iter()
+        .find(|(_, id_name, _)| *id_name == identity_name)
+        .map(|&(file_name, _, _)| file_name)
+}
+
+/// Parses a safetensors file given as its bytes (or a prefix holding at least the header).
+pub fn parse(bytes: &[u8]) -> Result<Artifact, SafetensorsError> {
+    let file_len = bytes.len() as u64;
+    let Some(len_bytes) = bytes.get(..8) else {
+        return Err(SafetensorsError::MissingHeaderLength { file_len });
+    };
+    let header_len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
+    if header_len > MAX_HEADER_SIZE {
+        return Err(SafetensorsError::HeaderTooLarge { header_len });
+    }
+    let data_start = 8 + header_len;
+    if data_start > file_len {
+        return Err(SafetensorsError::HeaderIncomplete {
+            header_len,
+            file_len,
+        });
+    }
+    let header_bytes = &bytes[8..data_start as usize];
+    let header = std::str::from_utf8(header_bytes).map_err(|e| SafetensorsError::InvalidUtf8 {
+        offset: 8 + e.valid_up_to() as u64,
+    })?;
+    match header.chars().next() {
+        Some('{') => {}
+        found => {
+            return Err(SafetensorsError::InvalidHeaderStart {
+                found: found.unwrap_or('\0'),
+            });
+        }
+    }
+    let raw: RawHeader =
+        serde_json::from_str(header).map_err(|e| SafetensorsError::InvalidJson {
+            message: strip_position(&e.to_string()),
+            line: e.line(),
+            column: e.column(),
+        })?;
+
+    let mut entries = Vec::with_capacity(raw.tensors.len());
+    for (name, entry) in raw.tensors {
+        let Some((dtype, bits)) = dtype_info(&entry.dtype) else {
+            return Err(SafetensorsError::UnknownDtype {
+                name,
+                dtype: entry.dtype,
+            });
+        };
+        let (begin, end) = entry.data_offsets;
+        if end < begin {
+            return Err(SafetensorsError::ReversedOffsets { name, begin, end });
+        }
+        entries.push((name, dtype, bits, entry.shape, begin, end));
+    }
+    // Physical order decides contiguity; the identity itself is keyed by name.
+    entries.sort_by_key(|e| (e.4, e.5));
+
+    let mut tensors = BTreeMap::new();
+    let mut expected_begin = 0u64;
+    for (name, dtype, bits, shape, begin, end) in entries {
+        if begin != expected_begin {
+            return Err(SafetensorsError::NonContiguous {
+                name,
+                begin,
+                expected: expected_begin,
+            });
+        }
+        let n_elements = shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| SafetensorsError::ShapeOverflow {
+                name: name.clone(),
+                shape: shape.clone(),
+            })?;
+        let n_bits =
+            n_elements
+                .checked_mul(bits)
+                .ok_or_else(|| SafetensorsError::ShapeOverflow {
+                    name: name.clone(),
+                    shape: shape.clone(),
+                })?;
+        if n_bits % 8 != 0 {
+            return Err(SafetensorsError::MisalignedSlice {
+                name,
+                n_elements,
+                bits,
+                dtype,
+            });
+        }
+        let byte_length = n_bits / 8;
+        if end - begin != byte_length {
+            return Err(SafetensorsError::SizeMismatch {
+                name,
+                shape,
+                dtype,
+                expected: byte_length,
+                begin,
+                end,
+                found: end - begin,
+            });
+        }
+        expected_begin = end;
+        tensors.insert(
+            name,
+            TensorInfo {
+                dtype,
+                shape,
+                byte_length,
+                file_offset: data_start + begin,
+            },
+        );
+    }
+
+    let data_present = file_len - data_start;
+    if data_present > expected_begin {
+        return Err(SafetensorsError::TrailingBytes {
+            found: data_present,
+            expected: expected_begin,
+            extra: data_present - expected_begin,
+        });
+    }
+    let metadata = raw
+        .metadata
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    Ok(Artifact {
+        format: Format::Safetensors,
+        gguf_version: None,
+        metadata,
+        tensors,
+        layout: Layout {
+            file_size: file_len,
+            header_size: data_start,
+            data_expected: expected_begin,
+            data_present,
+            alignment: None,
+            big_endian: false,
+        },
+    })
+}
+
+/// serde_json appends " at line L column C"; we report those as fields of our own.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RawTensor {
+    dtype: String,
+    shape: Vec<u64>,
+    data_offsets: (u64, u64),
+}
+
+/// The header object: `__metadata__` plus tensors, rejecting duplicate keys at every level.
+struct RawHeader {
+    metadata: BTreeMap<String, String>,
+    tensors: Vec<(String, RawTensor)>,
+}
+
+impl<'de> de::Deserialize<'de> for RawHeader {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct HeaderVisitor;
+        impl<'de> Visitor<'de> for HeaderVisitor {
+            type Value = RawHeader;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object of tensors and an optional __metadata__ object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawHeader, A::Error> {
+                let mut seen = HashSet::new();
+                let mut metadata = None;
+                let mut tensors = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(de::Error::custom(format_args!(
+                            "duplicate key {key:?} (a tensor or __metadata__ may appear only once)"
+                        )));
+                    }
+                    if key == METADATA_KEY {
+                        metadata = Some(map.next_value::<UniqueStringMap>()?.0);
+                    } else {
+                        let tensor: RawTensor = map
+                            .next_value()
+                            .map_err(|e| de::Error::custom(format_args!("tensor {key:?}: {e}")))?;
+                        tensors.push((key, tensor));
+                    }
+                }
+                Ok(RawHeader {
+                    metadata: metadata.unwrap_or_default(),
+                    tensors,
+                })
+            }
+        }
+        deserializer.deserialize_map(HeaderVisitor)
+    }
+}
+
+/// `__metadata__`: a string→string map whose keys must be unique.
+struct UniqueStringMap(BTreeMap<String, String>);
+
+impl<'de> de::Deserialize<'de> for UniqueStringMap {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MapVisitor;
+        impl<'de> Visitor<'de> for MapVisitor {
+            type Value = UniqueStringMap;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("__metadata__ as an object of string values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UniqueStringMap, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: String = map.next_value().map_err(|e| {
+                        de::Error::custom(format_args!(
+                            "__metadata__ value of {key:?} must be a string: {e}"
+                        ))
+                    })?;
+                    if out.contains_key(&key) {
+                        return Err(de::Error::custom(format_args!(
+                            "duplicate key {key:?} in __metadata__"
+                        )));
+                    }
+                    out.insert(key, value);
+                }
+                Ok(UniqueStringMap(out))
+            }
+        }
+        deserializer.deserialize_map(MapVisitor)
+    }
+}

@@ -1,0 +1,397 @@
+//! Schema-1 JSON: every document starts with `"schema": 1`, then the spec's field names.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::SCHEMA_VERSION;
+use crate::artifact::{Array, Artifact, TensorInfo, Value};
+use crate::diff::{Change, DiffCounts, StructuralDiff};
+use crate::identity::{structural_hash, value_digest};
+
+/// Arrays up to this length are included in full; longer ones as length, head and digest.
+const FULL_ARRAY_ITEMS: usize = 16;
+const ARRAY_HEAD_ITEMS: usize = 8;
+
+#[derive(Serialize)]
+struct IdDoc {
+    schema: u32,
+    format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gguf_version: Option<u32>,
+    structural_hash: String,
+    tensor_count: usize,
+    metadata_count: usize,
+}
+
+fn id_doc(artifact: &Artifact) -> IdDoc {
+    IdDoc {
+        schema: SCHEMA_VERSION,
+        format: artifact.format.name(),
+        gguf_version: artifact.gguf_version,
+        structural_hash: structural_hash(artifact),
+        tensor_count: artifact.tensors.len(),
+        metadata_count: artifact.metadata.len(),
+    }
+}
+
+pub fn id(artifact: &Artifact) -> String {
+    to_string(&id_doc(artifact))
+}
+
+#[derive(Serialize)]
+struct InspectDoc<'a> {
+    schema: u32,
+    format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gguf_version: Option<u32>,
+    structural_hash: String,
+    tensor_count: usize,
+    metadata_count: usize,
+    file_size: u64,
+    header_size: u64,
+    truncated: bool,
+    data_bytes_present: u64,
+    data_bytes_expected: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alignment: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    big_endian: Option<bool>,
+    parameters: Parameters,
+    metadata: MetadataJson<'a>,
+    tensors: Vec<TensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct Parameters {
+    total: u64,
+    by_dtype: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+struct TensorJson<'a> {
+    name: &'a str,
+    dtype: &'static str,
+    shape: &'a [u64],
+    byte_length: u64,
+    offset: u64,
+}
+
+pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
+    let (total, by_dtype) = artifact.parameter_counts();
+    let layout = &artifact.layout;
+    let doc = InspectDoc {
+        schema: SCHEMA_VERSION,
+        format: artifact.format.name(),
+        gguf_version: artifact.gguf_version,
+        structural_hash: structural_hash(artifact),
+        tensor_count: artifact.tensors.len(),
+        metadata_count: artifact.metadata.len(),
+        file_size: layout.file_size,
+        header_size: layout.header_size,
+        truncated: layout.is_truncated(),
+        data_bytes_present: layout.data_present,
+        data_bytes_expected: layout.data_expected,
+        alignment: layout.alignment,
+        big_endian: artifact.gguf_version.map(|_| layout.big_endian),
+        parameters: Parameters { total, by_dtype },
+        metadata: MetadataJson {
+            entries: artifact.metadata.iter().collect(),
+            full_arrays,
+        },
+        tensors: artifact
+            .tensors
+            .iter()
+            .map(|(name, t)| TensorJson {
+                name,
+                dtype: t.dtype,
+                shape: &t.shape,
+                byte_length: t.byte_length,
+                offset: t.file_offset,
+            })
+            .collect(),
+    };
+    to_string(&doc)
+}
+
+struct MetadataJson<'a> {
+    entries: Vec<(&'a String, &'a Value)>,
+    full_arrays: bool,
+}
+
+impl Serialize for MetadataJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.entries.len()))?;
+        for (key, value) in &self.entries {
+            map.serialize_entry(key, &TypedValue(value, self.full_arrays))?;
+        }
+        map.end()
+    }
+}
+
+/// `{"type": "u32", "value": 7}`; arrays `{"type":"array","element_type","length","values"}`,
+/// or with `head` and `digest` instead of `values` when long and not requested in full.
+struct TypedValue<'a>(&'a Value, bool);
+
+impl Serialize for TypedValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (value, full) = (self.0, self.1);
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", value.type_name())?;
+        match value {
+            Value::Array(array) => {
+                map.serialize_entry("element_type", array.element_type_name())?;
+                map.serialize_entry("length", &array.len())?;
+                if full || array.len() <= FULL_ARRAY_ITEMS {
+                    map.serialize_entry("values", &PlainArray(array, None))?;
+                } else {
+                    map.serialize_entry("head", &PlainArray(array, Some(ARRAY_HEAD_ITEMS)))?;
+                    map.serialize_entry("digest", &value_digest(value))?;
+                }
+            }
+            scalar => map.serialize_entry("value", &PlainValue(scalar))?,
+        }
+        map.end()
+    }
+}
+
+/// A value as natural JSON (floats as numbers; NaN and infinities as strings).
+struct PlainValue<'a>(&'a Value);
+
+impl Serialize for PlainValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::U8(v) => s.serialize_u8(*v),
+            Value::I8(v) => s.serialize_i8(*v),
+            Value::U16(v) => s.serialize_u16(*v),
+            Value::I16(v) => s.serialize_i16(*v),
+            Value::U32(v) => s.serialize_u32(*v),
+            Value::I32(v) => s.serialize_i32(*v),
+            Value::U64(v) => s.serialize_u64(*v),
+            Value::I64(v) => s.serialize_i64(*v),
+            Value::F32(v) => float(s, f64::from(v.value()), Some(v.value())),
+            Value::F64(v) => float(s, v.value(), None),
+            Value::Bool(v) => s.serialize_bool(*v),
+            Value::String(v) => s.serialize_str(v),
+            Value::Array(a) => PlainArray(a, None).serialize(s),
+        }
+    }
+}
+
+fn float<S: Serializer>(s: S, value: f64, as_f32: Option<f32>) -> Result<S::Ok, S::Error> {
+    if value.is_finite() {
+        match as_f32 {
+            // Shortest text that round-trips the f32 ("0.1", not "0.10000000149011612").
+            Some(v) => s.serialize_f32(v),
+            None => s.serialize_f64(value),
+        }
+    } else if value.is_nan() {
+        s.serialize_str("nan")
+    } else if value > 0.0 {
+        s.serialize_str("inf")
+    } else {
+        s.serialize_str("-inf")
+    }
+}
+
+struct PlainArray<'a>(&'a Array, Option<usize>);
+
+impl Serialize for PlainArray<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let n = self.1.map_or(self.0.len(), |limit| limit.min(self.0.len()));
+        s.collect_seq((0..n).filter_map(|i| self.0.get(i)).map(OwnedPlain))
+    }
+}
+
+struct OwnedPlain(Value);
+
+impl Serialize for OwnedPlain {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        PlainValue(&self.0).serialize(s)
+    }
+}
+
+#[derive(Serialize)]
+struct Side {
+    format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gguf_version: Option<u32>,
+    structural_hash: String,
+    tensor_count: usize,
+    metadata_count: usize,
+}
+
+#[derive(Serialize)]
+struct DiffDoc<'a> {
+    schema: u32,
+    identical: bool,
+    format_equal: bool,
+    old: Side,
+    new: Side,
+    counts: DiffCounts,
+    metadata: Sections<'a, Value>,
+    tensors: Sections<'a, TensorInfo>,
+}
+
+struct Sections<'a, T> {
+    added: Vec<(&'a str, &'a T)>,
+    removed: Vec<(&'a str, &'a T)>,
+    changed: Vec<(&'a str, &'a T, &'a T)>,
+}
+
+impl<'a, T> Sections<'a, T> {
+    fn collect(items: impl Iterator<Item = (&'a str, &'a Change<T>)>) -> Self {
+        let mut s = Sections {
+            added: vec![],
+            removed: vec![],
+            changed: vec![],
+        };
+        for (name, change) in items {
+            match change {
+                Change::Added(v) => s.added.push((name, v)),
+                Change::Removed(v) => s.removed.push((name, v)),
+                Change::Changed(a, b) => s.changed.push((name, a, b)),
+            }
+        }
+        s
+    }
+}
+
+/// How a diff item renders in JSON.
+trait DiffItemJson {
+    fn write<M: SerializeMap>(&self, map: &mut M, key: &str) -> Result<(), M::Error>;
+    fn write_pair<M: SerializeMap>(
+        &self,
+        new: &Self,
+        map: &mut M,
+        key: &str,
+    ) -> Result<(), M::Error>;
+}
+
+impl DiffItemJson for Value {
+    fn write<M: SerializeMap>(&self, map: &mut M, key: &str) -> Result<(), M::Error> {
+        map.serialize_entry(key, &TypedValue(self, false))
+    }
+    fn write_pair<M: SerializeMap>(
+        &self,
+        new: &Self,
+        map: &mut M,
+        key: &str,
+    ) -> Result<(), M::Error> {
+        map.serialize_entry(
+            key,
+            &OldNew {
+                old: TypedValue(self, false),
+                new: TypedValue(new, false),
+            },
+        )
+    }
+}
+
+impl DiffItemJson for TensorInfo {
+    fn write<M: SerializeMap>(&self, map: &mut M, key: &str) -> Result<(), M::Error> {
+        map.serialize_entry(key, &TensorShape(self))
+    }
+    fn write_pair<M: SerializeMap>(
+        &self,
+        new: &Self,
+        map: &mut M,
+        key: &str,
+    ) -> Result<(), M::Error> {
+        map.serialize_entry(
+            key,
+            &OldNew {
+                old: TensorShape(self),
+                new: TensorShape(new),
+            },
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct OldNew<T> {
+    old: T,
+    new: T,
+}
+
+struct TensorShape<'a>(&'a TensorInfo);
+
+impl Serialize for TensorShape<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("dtype", self.0.dtype)?;
+        map.serialize_entry("shape", &self.0.shape)?;
+        map.serialize_entry("byte_length", &self.0.byte_length)?;
+        map.end()
+    }
+}
+
+impl<T: DiffItemJson> Serialize for Sections<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Group<'b, T>(&'b [(&'b str, &'b T)]);
+        impl<T: DiffItemJson> Serialize for Group<'_, T> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut map = s.serialize_map(Some(self.0.len()))?;
+                for (name, item) in self.0 {
+                    item.write(&mut map, name)?;
+                }
+                map.end()
+            }
+        }
+        struct Pairs<'b, T>(&'b [(&'b str, &'b T, &'b T)]);
+        impl<T: DiffItemJson> Serialize for Pairs<'_, T> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut map = s.serialize_map(Some(self.0.len()))?;
+                for (name, old, new) in self.0 {
+                    old.write_pair(new, &mut map, name)?;
+                }
+                map.end()
+            }
+        }
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("added", &Group(&self.added))?;
+        map.serialize_entry("removed", &Group(&self.removed))?;
+        map.serialize_entry("changed", &Pairs(&self.changed))?;
+        map.end()
+    }
+}
+
+pub fn diff(diff: &StructuralDiff) -> String {
+    let side = |format: crate::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
+        format: format.name(),
+        gguf_version: v,
+        structural_hash: hash.to_owned(),
+        tensor_count: t,
+        metadata_count: m,
+    };
+    let doc = DiffDoc {
+        schema: SCHEMA_VERSION,
+        identical: diff.is_identical(),
+        format_equal: !diff.format_changed(),
+        old: side(
+            diff.old_format,
+            diff.old_gguf_version,
+            &diff.old_hash,
+            diff.old_tensor_count,
+            diff.old_metadata_count,
+        ),
+        new: side(
+            diff.new_format,
+            diff.new_gguf_version,
+            &diff.new_hash,
+            diff.new_tensor_count,
+            diff.new_metadata_count,
+        ),
+        counts: diff.counts(),
+        metadata: Sections::collect(diff.metadata.iter().map(|m| (m.key.as_str(), &m.change))),
+        tensors: Sections::collect(diff.tensors.iter().map(|t| (t.name.as_str(), &t.change))),
+    };
+    to_string(&doc)
+}
+
+fn to_string<T: Serialize>(doc: &T) -> String {
+    let mut s = serde_json::to_string_pretty(doc).expect("JSON of plain data cannot fail");
+    s.push('\n');
+    s
+}

@@ -1,0 +1,415 @@
+//! Human-readable text: the layouts of `inspect`, `id` and `diff`.
+
+use std::fmt::Write;
+
+use crate::artifact::{Array, Artifact, TensorInfo, Value};
+use crate::diff::{Change, StructuralDiff};
+use crate::identity::{structural_hash, value_digest};
+use crate::render::Palette;
+
+/// Tensors listed by `inspect` unless `--all`.
+const INSPECT_TENSORS: usize = 5;
+/// Strings longer than this are shortened in one-line summaries.
+const MAX_STRING_CHARS: usize = 60;
+/// Arrays longer than this are summarized as `[N × type] first, second, …`.
+const MAX_ARRAY_ITEMS: usize = 8;
+/// Items shown at the head of a summarized array.
+const ARRAY_HEAD_ITEMS: usize = 3;
+
+pub fn id(artifact: &Artifact) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "format: {}", artifact.format.name());
+    if let Some(v) = artifact.gguf_version {
+        let _ = writeln!(out, "gguf_version: {v}");
+    }
+    let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
+    let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
+    let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
+    out
+}
+
+pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool) -> String {
+    let mut out = String::new();
+    let layout = &artifact.layout;
+    let _ = writeln!(out, "format: {}", artifact.format.name());
+    if let Some(v) = artifact.gguf_version {
+        let endian = if layout.big_endian {
+            " (big-endian)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "gguf_version: {v}{endian}");
+    }
+    let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
+    let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
+    let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
+    let _ = writeln!(
+        out,
+        "file_size: {} bytes ({})",
+        layout.file_size,
+        human_bytes(layout.file_size)
+    );
+    let _ = writeln!(out, "header_size: {} bytes", layout.header_size);
+    if layout.is_truncated() {
+        let _ = writeln!(
+            out,
+            "{}",
+            palette.changed(&format!(
+                "truncated: {} of {} data bytes present",
+                layout.data_present, layout.data_expected
+            ))
+        );
+    }
+    let (total, by_dtype) = artifact.parameter_counts();
+    let _ = writeln!(out, "parameters: {} total", group_digits(total));
+    for (dtype, n) in &by_dtype {
+        let _ = writeln!(out, "  {dtype}: {}", group_digits(*n));
+    }
+
+    if !artifact.metadata.is_empty() {
+        let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));
+        for (key, value) in &artifact.metadata {
+            let _ = writeln!(out, "  {key}: {}", value_summary(value));
+        }
+    }
+
+    if !artifact.tensors.is_empty() {
+        let shown = if all {
+            artifact.tensors.len()
+        } else {
+            INSPECT_TENSORS.min(artifact.tensors.len())
+        };
+        let heading = if shown == artifact.tensors.len() {
+            "Tensors:".to_string()
+        } else {
+            format!("First {shown} tensors:")
+        };
+        let _ = writeln!(out, "\n{}", palette.heading(&heading));
+        for (i, (name, tensor)) in artifact.tensors.iter().take(shown).enumerate() {
+            let _ = writeln!(out, "  {}: {name} {}", i + 1, tensor_summary(tensor));
+        }
+        if shown < artifact.tensors.len() {
+            let _ = writeln!(
+                out,
+                "  … {} more (--all lists every tensor)",
+                artifact.tensors.len() - shown
+            );
+        }
+    }
+    out
+}
+
+/// `[4096, 32000] (q4_k)`.
+pub fn tensor_summary(tensor: &TensorInfo) -> String {
+    format!("{} ({})", shape_text(&tensor.shape), tensor.dtype)
+}
+
+pub fn shape_text(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// One short line for a value: strings quoted and shortened, long arrays summarized with
+/// their length, element type and first items.
+pub fn value_summary(value: &Value) -> String {
+    match value {
+        Value::String(s) => quote_short(s),
+        Value::Array(a) => array_summary(a),
+        scalar => scalar_text(scalar),
+    }
+}
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::U8(v) => v.to_string(),
+        Value::I8(v) => v.to_string(),
+        Value::U16(v) => v.to_string(),
+        Value::I16(v) => v.to_string(),
+        Value::U32(v) => v.to_string(),
+        Value::I32(v) => v.to_string(),
+        Value::U64(v) => v.to_string(),
+        Value::I64(v) => v.to_string(),
+        Value::F32(v) => format!("{:?}", v.value()),
+        Value::F64(v) => format!("{:?}", v.value()),
+        Value::Bool(v) => v.to_string(),
+        Value::String(s) => quote_short(s),
+        Value::Array(a) => array_summary(a),
+    }
+}
+
+fn array_summary(array: &Array) -> String {
+    let len = array.len();
+    let nested = matches!(array, Array::Array(_));
+    if len <= MAX_ARRAY_ITEMS && !nested {
+        let items: Vec<String> = (0..len)
+            .filter_map(|i| array.get(i))
+            .map(|v| scalar_text(&v))
+            .collect();
+        return format!("[{}]", items.join(", "));
+    }
+    let head: Vec<String> = (0..len.min(ARRAY_HEAD_ITEMS))
+        .filter_map(|i| array.get(i))
+        .map(|v| scalar_text(&v))
+        .collect();
+    let more = if len > ARRAY_HEAD_ITEMS { ", …" } else { "" };
+    format!(
+        "[{len} × {}] {}{more}",
+        array.element_type_name(),
+        head.join(", ")
+    )
+}
+
+/// Quoted with escapes, shortened to a readable length with the full size noted.
+pub fn quote_short(s: &str) -> String {
+    let count = s.chars().count();
+    if count <= MAX_STRING_CHARS {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(MAX_STRING_CHARS).collect();
+    format!("{head:?}… ({} chars)", count)
+}
+
+/// A value as one diff line: arrays also carry a content digest, so two arrays whose first
+/// items agree still read as different.
+pub fn value_line(value: &Value) -> String {
+    match value {
+        Value::Array(a) if a.len() > MAX_ARRAY_ITEMS || matches!(a, Array::Array(_)) => {
+            format!("{} sha256:{}", array_summary(a), value_digest(value))
+        }
+        other => value_summary(other),
+    }
+}
+
+fn is_long_text(value: &Value) -> bool {
+    matches!(value, Value::String(s) if s.contains('\n') || s.chars().count() > MAX_STRING_CHARS)
+}
+
+pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", palette.heading("Structural Identity:"));
+    let _ = writeln!(out, "  format equal: {}", !diff.format_changed());
+    let _ = writeln!(out, "  hash equal: {}", diff.is_identical());
+    let _ = writeln!(
+        out,
+        "  tensor count equal: {}",
+        diff.old_tensor_count == diff.new_tensor_count
+    );
+    let _ = writeln!(
+        out,
+        "  metadata count equal: {}",
+        diff.old_metadata_count == diff.new_metadata_count
+    );
+    if diff.format_changed() {
+        let _ = writeln!(
+            out,
+            "  format: {} -> {} (different formats: metadata keys and tensor names follow \
+             different conventions)",
+            diff.old_format.name(),
+            diff.new_format.name()
+        );
+    }
+    if diff.old_gguf_version != diff.new_gguf_version
+        && diff.old_gguf_version.is_some()
+        && diff.new_gguf_version.is_some()
+    {
+        let v = |v: Option<u32>| v.map_or("-".into(), |v| v.to_string());
+        let _ = writeln!(
+            out,
+            "  gguf_version: {} -> {}",
+            v(diff.old_gguf_version),
+            v(diff.new_gguf_version)
+        );
+    }
+    let _ = writeln!(out, "  old: {}", diff.old_hash);
+    let _ = writeln!(out, "  new: {}", diff.new_hash);
+
+    if diff.is_identical() {
+        let _ = writeln!(out, "\nNo structural differences.");
+        return out;
+    }
+
+    if !diff.metadata.is_empty() {
+        let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));
+        for m in &diff.metadata {
+            write_metadata_change(&mut out, &m.key, &m.change, palette);
+        }
+    }
+    if !diff.tensors.is_empty() {
+        let _ = writeln!(out, "\n{}", palette.heading("Tensors:"));
+        for t in &diff.tensors {
+            write_tensor_change(&mut out, &t.name, &t.change, palette);
+        }
+    }
+    let c = diff.counts();
+    let _ = writeln!(
+        out,
+        "\nSummary: metadata +{} -{} ~{}, tensors +{} -{} ~{}",
+        c.metadata_added,
+        c.metadata_removed,
+        c.metadata_changed,
+        c.tensors_added,
+        c.tensors_removed,
+        c.tensors_changed
+    );
+    out
+}
+
+fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, palette: &Palette) {
+    match change {
+        Change::Added(v) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                palette.added(&format!("  + {key}: {}", value_line(v)))
+            );
+        }
+        Change::Removed(v) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                palette.removed(&format!("  - {key}: {}", value_line(v)))
+            );
+        }
+        Change::Changed(a, b) if is_long_text(a) || is_long_text(b) => {
+            let _ = writeln!(out, "{}", palette.changed(&format!("  ~ {key}:")));
+            write_text_diff(
+                out,
+                a.as_str().unwrap_or(""),
+                b.as_str().unwrap_or(""),
+                palette,
+            );
+        }
+        Change::Changed(a, b) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                palette.changed(&format!(
+                    "  ~ {key}: {} -> {}",
+                    value_line(a),
+                    value_line(b)
+                ))
+            );
+            if let (Value::Array(x), Value::Array(y)) = (a, b)
+                && let Some(note) = first_array_difference(x, y)
+            {
+                let _ = writeln!(out, "      {note}");
+            }
+        }
+    }
+}
+
+/// Where two arrays first differ: a changed vocabulary is found, not just flagged.
+fn first_array_difference(a: &Array, b: &Array) -> Option<String> {
+    if a.element_type_name() != b.element_type_name() {
+        return Some(format!(
+            "element type: {} -> {}",
+            a.element_type_name(),
+            b.element_type_name()
+        ));
+    }
+    let n = a.len().min(b.len());
+    for i in 0..n {
+        let (x, y) = (a.get(i)?, b.get(i)?);
+        if x != y {
+            return Some(format!(
+                "first difference at index {i}: {} -> {}",
+                value_summary(&x),
+                value_summary(&y)
+            ));
+        }
+    }
+    (a.len() != b.len()).then(|| format!("length: {} -> {}", a.len(), b.len()))
+}
+
+/// Line diff of a long string (e.g. `tokenizer.chat_template`), two lines of context.
+fn write_text_diff(out: &mut String, old: &str, new: &str, palette: &Palette) {
+    let text_diff = similar::TextDiff::from_lines(old, new);
+    for group in text_diff.grouped_ops(2) {
+        let _ = writeln!(out, "{}", palette.dim("      @@"));
+        for op in group {
+            for change in text_diff.iter_changes(&op) {
+                let line = change.value().trim_end_matches(['\n', '\r']);
+                let text = match change.tag() {
+                    similar::ChangeTag::Delete => palette.removed(&format!("      -{line}")),
+                    similar::ChangeTag::Insert => palette.added(&format!("      +{line}")),
+                    similar::ChangeTag::Equal => format!("       {line}"),
+                };
+                let _ = writeln!(out, "{text}");
+            }
+        }
+    }
+}
+
+fn write_tensor_change(
+    out: &mut String,
+    name: &str,
+    change: &Change<TensorInfo>,
+    palette: &Palette,
+) {
+    match change {
+        Change::Added(t) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                palette.added(&format!("  + {name} {}", tensor_summary(t)))
+            );
+        }
+        Change::Removed(t) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                palette.removed(&format!("  - {name} {}", tensor_summary(t)))
+            );
+        }
+        Change::Changed(a, b) => {
+            let _ = writeln!(out, "{}", palette.changed(&format!("  ~ {name}:")));
+            if a.dtype != b.dtype {
+                let _ = writeln!(out, "      dtype: {} -> {}", a.dtype, b.dtype);
+            }
+            if a.shape != b.shape {
+                let _ = writeln!(
+                    out,
+                    "      shape: {} -> {}",
+                    shape_text(&a.shape),
+                    shape_text(&b.shape)
+                );
+            }
+            if a.byte_length != b.byte_length {
+                let _ = writeln!(
+                    out,
+                    "      byte_length: {} -> {}",
+                    a.byte_length, b.byte_length
+                );
+            }
+        }
+    }
+}
+
+/// 1234567 -> "1,234,567".
+pub fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// 1536 -> "1.5 KiB".
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
