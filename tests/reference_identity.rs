@@ -141,9 +141,24 @@ fn vocab262k_matches_the_python_reference() {
     let out = run(&["inspect", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
+    for (key, summary) in [
+        ("tokenizer.ggml.tokens:", "[262144 × string]"),
+        ("tokenizer.ggml.scores:", "[262144 × f32]"),
+        ("tokenizer.ggml.token_type:", "[262144 × i32]"),
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains(key) && l.contains(summary)),
+            "inspect should summarize {key} as {summary}:\n{text}"
+        );
+    }
+    // The chat template is shortened, with its length noted.
+    let template = text
+        .lines()
+        .find(|l| l.contains("tokenizer.chat_template:"))
+        .unwrap();
     assert!(
-        text.contains("262144 × string"),
-        "inspect should summarize the vocabulary:\n{text}"
+        template.len() < 200 && template.contains("6396"),
+        "{template}"
     );
     assert!(
         text.len() < 64 * 1024,
