@@ -273,14 +273,25 @@ fn write_f32_bits(out: &mut impl Sink, bits: u32) {
     out.put(b"\"")
 }
 
+#[inline]
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
 /// A JSON string with the schema-1 escapes. Most strings need none and are copied whole.
 fn write_str(out: &mut impl Sink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.put(b"\"");
+    // A non-short-circuiting scan vectorizes; most strings need no escape at all.
+    if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
+        if !needs_escape(b) {
             continue;
         }
         out.put(&bytes[start..i]);

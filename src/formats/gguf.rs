@@ -319,7 +319,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
-        let len = self.bounded_count(1, what)?;
+        let len = self.bounded_count(1, &|| format!("the length of {}", what()))?;
         let offset = self.offset();
         let raw = self.take(len, what)?;
         match std::str::from_utf8(raw) {
@@ -673,7 +673,7 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     let mut ends = Vec::with_capacity(len);
     let mut joined = Vec::new();
     for _ in 0..len {
-        let str_len = cur.bounded_count(1, &item)?;
+        let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
         file_offsets.push(cur.offset());
         let raw = cur.take(str_len, &item)?;
         joined.extend_from_slice(raw);
