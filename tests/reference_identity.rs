@@ -189,11 +189,8 @@ fn golden_vectors() {
         assert_eq!(our_hash(&fixture(name)), hash, "{name}: structural hash");
         assert_eq!(r.canonical, canonical, "{name}: Python reference");
     }
-    // docs/SPEC-golden.md (merged into docs/SPEC.md) quotes the same vectors.
-    let spec = ["docs/SPEC.md", "docs/SPEC-golden.md"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(repo_root().join(p)).ok())
-        .collect::<String>();
+    // docs/SPEC.md quotes the same vectors.
+    let spec = std::fs::read_to_string(repo_root().join("docs/SPEC.md")).unwrap();
     for (name, vector) in &golden {
         let hash = vector["structural_hash"].as_str().unwrap();
         let canonical = vector["canonical"].as_str().unwrap();
