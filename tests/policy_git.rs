@@ -333,3 +333,24 @@ fn check_without_paths_covers_tracked_files_only() {
         combined(&out)
     );
 }
+
+#[test]
+fn a_large_model_blob_without_lfs_is_judged_from_a_prefix() {
+    // 32 MiB of model bytes in git objects: read through a prefix, not inflated whole.
+    let repo = TestRepo::new(true);
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.fixtures(json!({"models/big.gguf": {
+        "kind": "gguf", "kv": {"general.name": "big"},
+        "tensors": [["token_embd.weight", "f16", [4096, 4096]], ["output.weight", "q4_k", [2, 256]]],
+    }}));
+    repo.git(&["add", "."]);
+    let out = repo.wi(&["check", "--staged"]);
+    let text = common::stdout(&out);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert!(text.contains("models/big.gguf: require_lfs: expected an LFS pointer in git; found a regular git blob (the blob holds the file's 3355"), "{text}");
+    assert!(text.contains("models/big.gguf: allowed_dtypes: expected only f32, f16, q8_0; found q4_k in 1 tensor (output.weight)"), "{text}");
+    assert!(
+        text.contains("2 violations in 1 of 1 file checked"),
+        "{text}"
+    );
+}

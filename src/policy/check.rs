@@ -18,10 +18,11 @@ use crate::artifact::{Artifact, Value};
 use crate::error::{Error, Result};
 use crate::git::lfs::{self, Pointer};
 
-/// Staged blobs larger than this are not loaded whole: a prefix of [`BLOB_PREFIX`] bytes
-/// (enough for any header) is read through `git cat-file` instead.
-const MAX_BLOB_IN_MEMORY: u64 = 256 << 20;
-const BLOB_PREFIX: u64 = 256 << 20;
+/// Blobs larger than this (model bytes committed without LFS) are not inflated whole: a
+/// prefix is streamed from `git cat-file`, growing through [`BLOB_PREFIXES`] until the model
+/// header parses.
+const MAX_BLOB_IN_MEMORY: u64 = 16 << 20;
+const BLOB_PREFIXES: [u64; 3] = [4 << 20, 64 << 20, 256 << 20];
 
 /// One broken rule for one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -541,12 +542,25 @@ fn map_file(file: &Path) -> Result<Body<'static>> {
     Ok(Body::Map(map))
 }
 
-/// A blob's content: whole when it fits [`MAX_BLOB_IN_MEMORY`], else a prefix streamed from
-/// `git cat-file` (gix would inflate the whole object into memory).
+/// A blob's content: whole when it fits [`MAX_BLOB_IN_MEMORY`], else a prefix long enough
+/// for the model header (gix would inflate the whole object into memory).
 fn blob_body(repo: &gix::Repository, id: ObjectId, size: u64) -> Result<Body<'static>> {
     if size <= MAX_BLOB_IN_MEMORY {
         return Ok(Body::Bytes(crate::git::repo::blob_bytes(repo, id)?));
     }
+    let mut prefix = Vec::new();
+    for limit in BLOB_PREFIXES {
+        prefix = blob_prefix(repo, id, limit)?;
+        let header_complete = crate::formats::detect(&prefix).is_none()
+            || crate::read::read_bytes(Path::new(""), &prefix).is_ok();
+        if header_complete || prefix.len() as u64 >= size {
+            break;
+        }
+    }
+    Ok(Body::Bytes(prefix))
+}
+
+fn blob_prefix(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<Vec<u8>> {
     let mut child = std::process::Command::new("git")
         .arg("--git-dir")
         .arg(repo.git_dir())
@@ -560,13 +574,13 @@ fn blob_body(repo: &gix::Repository, id: ObjectId, size: u64) -> Result<Body<'st
         .stdout
         .take()
         .expect("piped")
-        .take(BLOB_PREFIX)
+        .take(limit)
         .read_to_end(&mut prefix);
     // The rest of the blob is not needed; stop git instead of draining gigabytes.
     let _ = child.kill();
     let _ = child.wait();
     read.map_err(|e| Error::Other(format!("blob {id}: reading from git cat-file: {e}")))?;
-    Ok(Body::Bytes(prefix))
+    Ok(prefix)
 }
 
 /// Whether `.gitattributes` sends `path` through the LFS filter (for files not yet staged).

@@ -738,4 +738,12 @@ required_metadata = { general.architecture = "llama", "general.name" = "x", n = 
         assert!(glob.is_match(literal));
         assert!(!glob.is_match("weird/a.gguf"));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = parse(&text);
+            let _ = parse(&format!("[[rules]]\npaths = [\"{}\"]\n", text.replace(['"', '\\', '\n'], "")));
+        }
+    }
 }

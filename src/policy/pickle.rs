@@ -818,4 +818,19 @@ mod tests {
         let zip = stored_zip(&[("readme.txt", b"hello")]);
         assert!(sniff(&zip).is_none());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(body in proptest::collection::vec(proptest::num::u8::ANY, 0..512), head in 0usize..4) {
+            let prefixes: [&[u8]; 4] = [b"", b"\x80\x02", b"\x80\x04\x95", b"PK\x03\x04"];
+            let mut bytes = prefixes[head].to_vec();
+            bytes.extend_from_slice(&body);
+            let _ = sniff(&bytes);
+            // A real archive with a garbage data.pkl, cut anywhere.
+            let zip = stored_zip(&[("archive/data.pkl", &body)]);
+            for cut in [zip.len(), zip.len() / 2, 31] {
+                let _ = sniff(&zip[..cut.min(zip.len())]);
+            }
+        }
+    }
 }
