@@ -144,6 +144,7 @@ fn run(command: Command, ctx: &Context) -> Result<ExitCode> {
             } else {
                 crate::render::text::inspect(&artifact, &ctx.palette(), args.all)
             };
+            exit_without_freeing(artifact);
             print(&out)
         }
         Command::Id(args) => {
@@ -159,6 +160,7 @@ fn run(command: Command, ctx: &Context) -> Result<ExitCode> {
             } else {
                 crate::render::text::id(&artifact)
             };
+            exit_without_freeing(artifact);
             print(&out)
         }
         Command::Diff(args) => {
@@ -186,6 +188,12 @@ fn run(command: Command, ctx: &Context) -> Result<ExitCode> {
         Command::Ci(args) => args.run(ctx),
         Command::Delta(args) => args.run(ctx),
     }
+}
+
+/// The process ends right after printing: freeing a 262,144-token vocabulary string by string
+/// would cost more than parsing it, and the OS reclaims the memory at once anyway.
+fn exit_without_freeing<T>(value: T) {
+    std::mem::forget(value);
 }
 
 fn print(text: &str) -> Result<ExitCode> {

@@ -3,47 +3,45 @@
 //! The canonical JSON is one object without whitespace whose keys are sorted by their UTF-8
 //! bytes at every level: `format`, `gguf_version` (GGUF only), `metadata`, `tensors` (each
 //! `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is the JSON integer
-//! of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings use serde_json's
-//! escaping, which is exactly the contract: `"` `\` and \b \f \n \r \t short, other control
-//! characters as lowercase \u00xx, everything else raw. docs/SPEC.md is the full statement.
+//! of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings escape `"` `\`,
+//! \b \f \n \r \t short and other control characters as lowercase \u00xx; everything else is
+//! raw. docs/SPEC.md is the full statement.
+//!
+//! The writer is our own rather than serde_json's because the hash of a 262,144-token
+//! vocabulary is on the hot path and most strings need no escaping at all; the tests check that
+//! it writes exactly what serde_json's compact output writes.
 
-use std::io::{self, Write};
-
-use serde::Serialize;
-use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use sha2::{Digest, Sha256};
 
-use crate::artifact::{Array, Artifact, TensorInfo, Value};
+use crate::artifact::{Array, Artifact, Value};
 
 /// Lowercase hex SHA-256 of the canonical JSON.
 pub fn structural_hash(artifact: &Artifact) -> String {
-    let mut hasher = HashWriter(Sha256::new());
-    {
-        // Buffered so SHA-256 sees large blocks rather than one call per token.
-        let mut out = io::BufWriter::with_capacity(1 << 16, &mut hasher);
-        serde_json::to_writer(&mut out, &Canonical(artifact)).expect("hashing cannot fail");
-        out.flush().expect("hashing cannot fail");
-    }
-    hex(&hasher.0.finalize())
+    let mut sink = HashSink::new();
+    write_artifact(&mut sink, artifact);
+    hex(&sink.finish())
 }
 
 /// The canonical JSON bytes whose SHA-256 is the structural hash.
 pub fn canonical_json(artifact: &Artifact) -> Vec<u8> {
-    serde_json::to_vec(&Canonical(artifact)).expect("canonical JSON cannot fail")
+    let mut out = Vec::new();
+    write_artifact(&mut out, artifact);
+    out
 }
 
 /// The canonical JSON of a single metadata value (as it appears inside the artifact's).
 pub fn canonical_value_json(value: &Value) -> Vec<u8> {
-    serde_json::to_vec(&CanonicalValue(value)).expect("canonical JSON cannot fail")
+    let mut out = Vec::new();
+    write_value(&mut out, value);
+    out
 }
 
 /// Short content digest of a value: the first 16 hex digits of the SHA-256 of its canonical
 /// JSON. Lets a 262,144-entry vocabulary show as one comparable token.
 pub fn value_digest(value: &Value) -> String {
-    let mut hasher = HashWriter(Sha256::new());
-    serde_json::to_writer(io::BufWriter::new(&mut hasher), &CanonicalValue(value))
-        .expect("hashing cannot fail");
-    let mut digest = hex(&hasher.0.finalize());
+    let mut sink = HashSink::new();
+    write_value(&mut sink, value);
+    let mut digest = hex(&sink.finish());
     digest.truncate(16);
     digest
 }
@@ -58,139 +56,277 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-struct HashWriter(Sha256);
+/// Where canonical JSON goes: memory, or SHA-256 through a buffer. Writing cannot fail, and
+/// small appends stay inlined (a vocabulary is a million of them).
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
 
-impl Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 }
 
-struct Canonical<'a>(&'a Artifact);
+struct HashSink {
+    buf: Vec<u8>,
+    hasher: Sha256,
+}
 
-impl Serialize for Canonical<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let artifact = self.0;
-        let mut map = serializer.serialize_map(None)?;
-        // Keys in UTF-8 byte order.
-        map.serialize_entry("format", artifact.format.name())?;
-        if let Some(version) = artifact.gguf_version {
-            map.serialize_entry("gguf_version", &version)?;
+const HASH_CHUNK: usize = 1 << 16;
+
+impl HashSink {
+    fn new() -> Self {
+        HashSink {
+            buf: Vec::with_capacity(HASH_CHUNK * 2),
+            hasher: Sha256::new(),
         }
-        map.serialize_entry("metadata", &CanonicalMetadata(artifact))?;
-        map.serialize_entry("tensors", &CanonicalTensors(artifact))?;
-        map.end()
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.hasher.update(&self.buf);
+        self.hasher.finalize().to_vec()
     }
 }
 
-struct CanonicalMetadata<'a>(&'a Artifact);
-
-impl Serialize for CanonicalMetadata<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // BTreeMap<String, _> iterates in byte order of the keys.
-        let mut map = serializer.serialize_map(Some(self.0.metadata.len()))?;
-        for (key, value) in &self.0.metadata {
-            map.serialize_entry(key, &CanonicalValue(value))?;
-        }
-        map.end()
-    }
-}
-
-struct CanonicalTensors<'a>(&'a Artifact);
-
-impl Serialize for CanonicalTensors<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.tensors.len()))?;
-        for (name, tensor) in &self.0.tensors {
-            map.serialize_entry(name, &CanonicalTensor(tensor))?;
-        }
-        map.end()
-    }
-}
-
-struct CanonicalTensor<'a>(&'a TensorInfo);
-
-impl Serialize for CanonicalTensor<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("byte_length", &self.0.byte_length)?;
-        map.serialize_entry("dtype", self.0.dtype)?;
-        map.serialize_entry("shape", &self.0.shape)?;
-        map.end()
-    }
-}
-
-struct CanonicalValue<'a>(&'a Value);
-
-impl Serialize for CanonicalValue<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::U8(v) => s.serialize_u8(*v),
-            Value::I8(v) => s.serialize_i8(*v),
-            Value::U16(v) => s.serialize_u16(*v),
-            Value::I16(v) => s.serialize_i16(*v),
-            Value::U32(v) => s.serialize_u32(*v),
-            Value::I32(v) => s.serialize_i32(*v),
-            Value::U64(v) => s.serialize_u64(*v),
-            Value::I64(v) => s.serialize_i64(*v),
-            Value::F32(v) => serialize_f32_bits(v.0, s),
-            Value::F64(v) => s.serialize_u64(v.0),
-            Value::Bool(v) => s.serialize_bool(*v),
-            Value::String(v) => s.serialize_str(v),
-            Value::Array(a) => CanonicalArray(a).serialize(s),
+impl Sink for HashSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= HASH_CHUNK {
+            self.hash_chunk();
         }
     }
 }
 
-/// `"f32:<bits>"`, formatted on the stack: vocabularies carry hundreds of thousands of scores.
-fn serialize_f32_bits<S: Serializer>(bits: u32, s: S) -> Result<S::Ok, S::Error> {
-    let mut buf = [0u8; 16];
-    let mut cursor = io::Cursor::new(&mut buf[..]);
-    write!(cursor, "f32:{bits}").expect("16 bytes hold f32:4294967295");
-    let len = cursor.position() as usize;
-    s.serialize_str(std::str::from_utf8(&buf[..len]).expect("ASCII"))
-}
-
-struct F32Item(u32);
-
-impl Serialize for F32Item {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serialize_f32_bits(self.0, s)
+impl HashSink {
+    #[inline(never)]
+    fn hash_chunk(&mut self) {
+        self.hasher.update(&self.buf);
+        self.buf.clear();
     }
 }
 
-struct CanonicalArray<'a>(&'a Array);
+fn write_artifact(out: &mut impl Sink, artifact: &Artifact) {
+    // Keys in UTF-8 byte order: format < gguf_version < metadata < tensors.
+    out.put(b"{\"format\":");
+    write_str(out, artifact.format.name());
+    if let Some(version) = artifact.gguf_version {
+        out.put(b",\"gguf_version\":");
+        write_int(out, version);
+    }
+    out.put(b",\"metadata\":{");
+    // BTreeMap<String, _> iterates in byte order of the keys.
+    for (i, (key, value)) in artifact.metadata.iter().enumerate() {
+        if i > 0 {
+            out.put(b",");
+        }
+        write_str(out, key);
+        out.put(b":");
+        write_value(out, value);
+    }
+    out.put(b"},\"tensors\":{");
+    for (i, (name, tensor)) in artifact.tensors.iter().enumerate() {
+        if i > 0 {
+            out.put(b",");
+        }
+        write_str(out, name);
+        out.put(b":{\"byte_length\":");
+        write_int(out, tensor.byte_length);
+        out.put(b",\"dtype\":");
+        write_str(out, tensor.dtype);
+        out.put(b",\"shape\":");
+        write_items(out, &tensor.shape, |out, d| write_int(out, *d));
+        out.put(b"}");
+    }
+    out.put(b"}}")
+}
 
-impl Serialize for CanonicalArray<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        fn seq<S: Serializer, T: Serialize>(
-            s: S,
-            items: impl ExactSizeIterator<Item = T>,
-        ) -> Result<S::Ok, S::Error> {
-            let mut out = s.serialize_seq(Some(items.len()))?;
-            for item in items {
-                out.serialize_element(&item)?;
-            }
-            out.end()
+fn write_value(out: &mut impl Sink, value: &Value) {
+    match value {
+        Value::U8(v) => write_int(out, *v),
+        Value::I8(v) => write_int(out, *v),
+        Value::U16(v) => write_int(out, *v),
+        Value::I16(v) => write_int(out, *v),
+        Value::U32(v) => write_int(out, *v),
+        Value::I32(v) => write_int(out, *v),
+        Value::U64(v) => write_int(out, *v),
+        Value::I64(v) => write_int(out, *v),
+        Value::F32(v) => write_f32_bits(out, v.0),
+        Value::F64(v) => write_int(out, v.0),
+        Value::Bool(v) => out.put(if *v { b"true" } else { b"false" }),
+        Value::String(v) => write_str(out, v),
+        Value::Array(a) => write_array(out, a),
+    }
+}
+
+fn write_array(out: &mut impl Sink, array: &Array) {
+    match array {
+        Array::U8(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::I8(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::U16(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::I16(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::U32(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::I32(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::U64(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::I64(v) => write_items(out, v, |o, x| write_int(o, *x)),
+        Array::F32(v) => write_items(out, v, |o, x| write_f32_bits(o, x.0)),
+        Array::F64(v) => write_items(out, v, |o, x| write_int(o, x.0)),
+        Array::Bool(v) => write_items(out, v, |o, x| o.put(if *x { b"true" } else { b"false" })),
+        Array::String(v) => write_items(out, v, |o, x| write_str(o, x)),
+        Array::Array(v) => write_items(out, v, |o, x| write_array(o, x)),
+    }
+}
+
+fn write_items<W: Sink, T>(out: &mut W, items: &[T], mut write_item: impl FnMut(&mut W, &T)) {
+    out.put(b"[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.put(b",");
         }
-        match self.0 {
-            Array::U8(v) => seq(s, v.iter()),
-            Array::I8(v) => seq(s, v.iter()),
-            Array::U16(v) => seq(s, v.iter()),
-            Array::I16(v) => seq(s, v.iter()),
-            Array::U32(v) => seq(s, v.iter()),
-            Array::I32(v) => seq(s, v.iter()),
-            Array::U64(v) => seq(s, v.iter()),
-            Array::I64(v) => seq(s, v.iter()),
-            Array::F32(v) => seq(s, v.iter().map(|x| F32Item(x.0))),
-            Array::F64(v) => seq(s, v.iter().map(|x| x.0)),
-            Array::Bool(v) => seq(s, v.iter()),
-            Array::String(v) => seq(s, v.iter()),
-            Array::Array(v) => seq(s, v.iter().map(CanonicalArray)),
+        write_item(out, item);
+    }
+    out.put(b"]")
+}
+
+fn write_int(out: &mut impl Sink, n: impl itoa::Integer) {
+    out.put(itoa::Buffer::new().format(n).as_bytes())
+}
+
+/// `"f32:<bits>"`.
+fn write_f32_bits(out: &mut impl Sink, bits: u32) {
+    out.put(b"\"f32:");
+    write_int(out, bits);
+    out.put(b"\"")
+}
+
+/// A JSON string with the schema-1 escapes. Most strings need none and are copied whole.
+fn write_str(out: &mut impl Sink, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.put(b"\"");
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
         }
+        out.put(&bytes[start..i]);
+        match b {
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
+            0x08 => out.put(b"\\b"),
+            0x0c => out.put(b"\\f"),
+            b'\n' => out.put(b"\\n"),
+            b'\r' => out.put(b"\\r"),
+            b'\t' => out.put(b"\\t"),
+            _ => out.put(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 15) as usize],
+            ]),
+        }
+        start = i + 1;
+    }
+    out.put(&bytes[start..]);
+    out.put(b"\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::artifact::{F32Bits, F64Bits, Format, Layout, TensorInfo};
+
+    fn artifact(metadata: Vec<(&str, Value)>) -> Artifact {
+        Artifact {
+            format: Format::Gguf,
+            gguf_version: Some(3),
+            metadata: metadata
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            tensors: BTreeMap::from([(
+                "w".to_owned(),
+                TensorInfo {
+                    dtype: "q4_k",
+                    shape: vec![256, 2],
+                    byte_length: 288,
+                    file_offset: 4096,
+                },
+            )]),
+            layout: Layout::default(),
+        }
+    }
+
+    #[test]
+    fn floats_are_encoded_by_bit_pattern() {
+        let a = artifact(vec![
+            ("d", Value::F64(F64Bits(2.0f64.to_bits()))),
+            ("f", Value::F32(F32Bits(3.0f32.to_bits()))),
+        ]);
+        assert_eq!(
+            String::from_utf8(canonical_json(&a)).unwrap(),
+            r#"{"format":"gguf","gguf_version":3,"metadata":{"d":4611686018427387904,"f":"f32:1077936128"},"tensors":{"w":{"byte_length":288,"dtype":"q4_k","shape":[256,2]}}}"#
+        );
+    }
+
+    #[test]
+    fn strings_escape_exactly_the_control_characters() {
+        let a = artifact(vec![(
+            "s",
+            Value::String("\"\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}/é😀".into()),
+        )]);
+        let json = String::from_utf8(canonical_json(&a)).unwrap();
+        assert!(
+            json.contains(r#""s":"\"\\\b\f\n\r\t\u0001\u001f"#),
+            "{json}"
+        );
+        assert!(json.contains("\u{7f}/é😀\""), "{json}");
+    }
+
+    #[test]
+    fn keys_sort_by_utf8_bytes_and_integers_keep_full_range() {
+        let a = artifact(vec![
+            ("b", Value::U64(u64::MAX)),
+            ("a.z", Value::I64(i64::MIN)),
+            ("B", Value::Bool(true)),
+            (
+                "é",
+                Value::Array(Array::Array(vec![
+                    Array::U8(vec![1]),
+                    Array::String(vec![]),
+                ])),
+            ),
+        ]);
+        let json = String::from_utf8(canonical_json(&a)).unwrap();
+        assert!(
+            json.contains(
+                r#"{"B":true,"a.z":-9223372036854775808,"b":18446744073709551615,"é":[[1],[]]}"#
+            ),
+            "{json}"
+        );
+    }
+
+    proptest::proptest! {
+        /// The schema-1 string rules are serde_json's compact output, byte for byte.
+        #[test]
+        fn strings_are_written_as_serde_json_writes_them(s in "\\PC*|[\\x00-\\x7f]*") {
+            let mut ours = Vec::new();
+            write_str(&mut ours, &s);
+            proptest::prop_assert_eq!(ours, serde_json::to_vec(&s).unwrap());
+        }
+    }
+
+    #[test]
+    fn hash_is_sha256_of_canonical_json() {
+        let a = artifact(vec![("k", Value::String("v".into()))]);
+        let expected = hex(&Sha256::digest(canonical_json(&a)));
+        assert_eq!(structural_hash(&a), expected);
+        assert_eq!(expected.len(), 64);
     }
 }

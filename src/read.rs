@@ -56,10 +56,10 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
 /// A file path, or `REV:path` resolved through git when no such file exists.
 pub fn load(spec: &str) -> Result<Artifact> {
     let path = Path::new(spec);
-    if !path.exists() {
-        if let Some(result) = crate::git::cli::read_rev_path(spec) {
-            return result;
-        }
+    if !path.exists()
+        && let Some(result) = crate::git::cli::read_rev_path(spec)
+    {
+        return result;
     }
     read_file(path)
 }

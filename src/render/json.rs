@@ -15,7 +15,7 @@ const FULL_ARRAY_ITEMS: usize = 16;
 const ARRAY_HEAD_ITEMS: usize = 8;
 
 #[derive(Serialize)]
-struct IdDoc<'a> {
+struct IdDoc {
     schema: u32,
     format: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -23,11 +23,9 @@ struct IdDoc<'a> {
     structural_hash: String,
     tensor_count: usize,
     metadata_count: usize,
-    #[serde(skip)]
-    _artifact: std::marker::PhantomData<&'a ()>,
 }
 
-fn id_doc(artifact: &Artifact) -> IdDoc<'_> {
+fn id_doc(artifact: &Artifact) -> IdDoc {
     IdDoc {
         schema: SCHEMA_VERSION,
         format: artifact.format.name(),
@@ -35,7 +33,6 @@ fn id_doc(artifact: &Artifact) -> IdDoc<'_> {
         structural_hash: structural_hash(artifact),
         tensor_count: artifact.tensors.len(),
         metadata_count: artifact.metadata.len(),
-        _artifact: std::marker::PhantomData,
     }
 }
 

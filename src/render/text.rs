@@ -289,10 +289,10 @@ fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, pa
                     value_line(b)
                 ))
             );
-            if let (Value::Array(x), Value::Array(y)) = (a, b) {
-                if let Some(note) = first_array_difference(x, y) {
-                    let _ = writeln!(out, "      {note}");
-                }
+            if let (Value::Array(x), Value::Array(y)) = (a, b)
+                && let Some(note) = first_array_difference(x, y)
+            {
+                let _ = writeln!(out, "      {note}");
             }
         }
     }
@@ -390,7 +390,7 @@ pub fn group_digits(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
