@@ -340,10 +340,17 @@ mod tests {
         assert_eq!(inline_array(&short).as_deref(), Some("[1, 2, 3]"));
         let long = Array::String((0..1000).map(|i| format!("tok{i}")).collect());
         assert_eq!(inline_array(&long), None);
-        let mut changed = long.clone();
-        if let Array::String(v) = &mut changed {
-            v[500] = "other".into();
-        }
+        let changed = Array::String(
+            (0..1000)
+                .map(|i| {
+                    if i == 500 {
+                        "other".to_owned()
+                    } else {
+                        format!("tok{i}")
+                    }
+                })
+                .collect(),
+        );
         let line = |a: &Array| {
             let mut out = String::new();
             render_metadata(&mut out, "tokenizer.ggml.tokens", &Value::Array(a.clone()));
