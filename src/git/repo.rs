@@ -84,9 +84,18 @@ pub fn read_blob(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option
 
 /// The index's stage-0 entry of `path`: its blob id.
 pub fn staged_id(repo: &gix::Repository, path: &str) -> Result<Option<ObjectId>> {
+    staged_id_at(repo, path, gix::index::entry::Stage::Unconflicted)
+}
+
+/// The blob id of `path` at `stage` of the index (1 base, 2 ours, 3 theirs during a merge).
+pub fn staged_id_at(
+    repo: &gix::Repository,
+    path: &str,
+    stage: gix::index::entry::Stage,
+) -> Result<Option<ObjectId>> {
     let index = open_index(repo)?;
     Ok(index
-        .entry_by_path_and_stage(path.into(), gix::index::entry::Stage::Unconflicted)
+        .entry_by_path_and_stage(path.into(), stage)
         .filter(|e| is_file_mode(e.mode))
         .map(|e| e.id))
 }
@@ -259,7 +268,14 @@ pub fn changed_model_files_filtered(
     head: Option<&str>,
     filter: &PathFilter,
 ) -> Result<Vec<FileChange>> {
-    let base_tree = resolve_tree(repo, base)?;
+    let base_tree = match resolve_tree(repo, base) {
+        Ok(tree) => tree,
+        // Before the first commit, `git diff` compares the index with nothing.
+        Err(_) if base == "HEAD" && head.is_none() && head_is_unborn(repo) => {
+            ObjectId::empty_tree(repo.object_hash())
+        }
+        Err(e) => return Err(e),
+    };
     let mut changes = match head {
         Some(head) => {
             let head_tree = resolve_tree(repo, head)?;
@@ -282,11 +298,17 @@ pub fn changed_model_files_filtered(
     Ok(changes)
 }
 
+fn head_is_unborn(repo: &gix::Repository) -> bool {
+    repo.head().is_ok_and(|head| head.is_unborn())
+}
+
 type TreeEntries = BTreeMap<String, (gix::objs::tree::EntryMode, ObjectId)>;
 
 fn tree_entries(repo: &gix::Repository, id: Option<ObjectId>) -> Result<TreeEntries> {
     let mut out = BTreeMap::new();
-    let Some(id) = id else { return Ok(out) };
+    let Some(id) = id.filter(|id| !id.is_empty_tree()) else {
+        return Ok(out);
+    };
     let tree = repo.find_tree(id).map_err(|e| object_error(id, e))?;
     let decoded = tree.decode().map_err(|e| object_error(id, e))?;
     for entry in decoded.entries {
@@ -460,6 +482,33 @@ fn diff_tree_worktree(
     // Paths of BASE the index no longer tracks were deleted (even if an untracked file remains).
     for (path, id) in base {
         out.push(blob_change(&path, Some(id), None));
+    }
+    // A moved file's stat data no longer matches (the rename changed its ctime), so its id is
+    // unknown: compare it with the removed blobs to find an exact rename. Sizes are checked
+    // first, so only a candidate of equal size is hashed.
+    let removed: Vec<ObjectId> = out
+        .iter()
+        .filter(|c| c.status == Status::Removed)
+        .filter_map(|c| c.old_id)
+        .collect();
+    if !removed.is_empty() {
+        for change in out.iter_mut() {
+            if change.status != Status::Added || change.new_id.is_some() {
+                continue;
+            }
+            let Some(file) = change.new_worktree.clone() else {
+                continue;
+            };
+            let Ok(len) = std::fs::metadata(&file).map(|m| m.len()) else {
+                continue;
+            };
+            for id in &removed {
+                if worktree_matches_blob(repo, *id, &file, len)? {
+                    change.new_id = Some(*id);
+                    break;
+                }
+            }
+        }
     }
     Ok(out)
 }
@@ -682,6 +731,37 @@ pub fn model_side_from_file(repo: Option<&gix::Repository>, file: &Path) -> Mode
         return from_bytes(file, &bytes, None);
     }
     from_path(file, meta.len(), None, None)
+}
+
+/// Like [`model_side_from_file`], opening a repository only when `file` is an LFS pointer:
+/// the one of the current directory (where git runs drivers), else the one holding `file`.
+pub fn model_side_of_file(file: &Path) -> ModelSide {
+    let Some(pointer) = read_pointer_file(file) else {
+        return model_side_from_file(None, file);
+    };
+    let dirs = [Some(Path::new(".")), file.parent()];
+    for dir in dirs.into_iter().flatten() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(repo) = open_repo(dir)
+            && lfs::present_object(&repo, &pointer).is_some()
+        {
+            return from_pointer(Some(&repo), pointer);
+        }
+    }
+    ModelSide::Absent { pointer }
+}
+
+/// The LFS pointer in `file`, if it holds one (only small files are read).
+pub fn read_pointer_file(file: &Path) -> Option<Pointer> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
+        return None;
+    }
+    Pointer::parse(&std::fs::read(file).ok()?)
 }
 
 fn from_pointer(repo: Option<&gix::Repository>, pointer: Pointer) -> ModelSide {
