@@ -1,0 +1,239 @@
+//! `weight-inspect git-diff-driver`: git's external diff protocol (`diff.<driver>.command`),
+//! and the per-file rendering shared with `weight-inspect git diff`.
+//!
+//! git calls the driver with
+//! `path old-file old-hex old-mode new-file new-hex new-mode` (7 arguments), two more
+//! (`new-path`, the rename/similarity message) for a rename, or just `path` for an unmerged
+//! path. Added and deleted sides are `/dev/null`. git aborts the whole diff when the driver
+//! exits with anything but 0, so every problem becomes a note in the output.
+
+use std::ffi::OsString;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use super::repo::{self, ModelSide};
+use crate::diff::StructuralDiff;
+use crate::render::Palette;
+
+/// The arguments of one external diff call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    Unmerged {
+        path: String,
+    },
+    Pair {
+        path: String,
+        old_file: PathBuf,
+        old_hex: String,
+        new_file: PathBuf,
+        new_hex: String,
+        /// The new path of a rename (9-argument form).
+        new_path: Option<String>,
+    },
+}
+
+impl Invocation {
+    /// Interprets git's arguments; None when they follow none of git's forms.
+    pub fn parse(args: &[OsString]) -> Option<Invocation> {
+        let text = |i: usize| args[i].to_string_lossy().into_owned();
+        match args.len() {
+            1 => Some(Invocation::Unmerged { path: text(0) }),
+            7 | 9 => Some(Invocation::Pair {
+                path: text(0),
+                old_file: PathBuf::from(&args[1]),
+                old_hex: text(2),
+                new_file: PathBuf::from(&args[4]),
+                new_hex: text(5),
+                new_path: (args.len() == 9).then(|| text(7)),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Whether git is showing our output through its pager (or the output is a terminal).
+pub fn color_wanted(ctx: &crate::cli::Context) -> bool {
+    use std::io::IsTerminal;
+    let pager = std::env::var_os("GIT_PAGER_IN_USE").is_some_and(|v| {
+        let v = v.to_string_lossy().to_ascii_lowercase();
+        !v.is_empty() && v != "0" && v != "false"
+    });
+    ctx.color_enabled(std::io::stdout().is_terminal() || pager)
+}
+
+/// Runs one external diff call and returns its output. Never fails: problems are notes.
+pub fn run(args: &[OsString], color: bool) -> String {
+    let outcome = std::panic::catch_unwind(|| run_inner(args, color));
+    outcome.unwrap_or_else(|_| {
+        "weight-inspect: failed unexpectedly on this file; see `git diff --no-ext-diff`\n".into()
+    })
+}
+
+fn run_inner(args: &[OsString], color: bool) -> String {
+    match Invocation::parse(args) {
+        None => format!(
+            "weight-inspect git-diff-driver: expected git's 1, 7 or 9 arguments, got {}\n",
+            args.len()
+        ),
+        Some(Invocation::Unmerged { path }) => format!(
+            "{}\nunmerged: resolve the conflict first; compare the sides with \
+             `weight-inspect diff :2:{path} :3:{path}`\n",
+            header(color, Some(&path), Some(&path))
+        ),
+        Some(Invocation::Pair {
+            path,
+            old_file,
+            old_hex,
+            new_file,
+            new_hex,
+            new_path,
+        }) => {
+            // git runs the driver in the top-level directory; needed only for LFS pointers
+            // (GIT_LFS_SKIP_SMUDGE=1 hands us pointers instead of content).
+            let repo = repo::open_repo(Path::new(".")).ok();
+            let side = |file: &Path| {
+                (file != Path::new("/dev/null"))
+                    .then(|| repo::model_side_from_file(repo.as_ref(), file))
+            };
+            let old = side(&old_file);
+            let new = side(&new_file);
+            let new_path = new_path.unwrap_or_else(|| path.clone());
+            let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
+            render_change(
+                color,
+                old.as_ref().map(|_| path.as_str()),
+                new.as_ref().map(|_| new_path.as_str()),
+                old.as_ref(),
+                new.as_ref(),
+                blobs_differ,
+            )
+        }
+    }
+}
+
+/// The header line naming the file: `weight-inspect a/old b/new`, with `/dev/null` for a
+/// missing side.
+pub fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>) -> String {
+    let old = old_path.map_or("/dev/null".to_owned(), |p| format!("a/{p}"));
+    let new = new_path.map_or("/dev/null".to_owned(), |p| format!("b/{p}"));
+    let text = match (old_path, new_path) {
+        (Some(o), Some(n)) if o != n => format!("weight-inspect {old} {new} (renamed)"),
+        _ => format!("weight-inspect {old} {new}"),
+    };
+    if color {
+        format!("\x1b[1m{text}\x1b[0m")
+    } else {
+        text
+    }
+}
+
+/// The rendering of one changed file: header, then the structural diff of two models, a
+/// summary of an added or removed model, or notes for sides that are not parsed models.
+/// `blobs_differ` tells whether the files' bytes differ (to explain an empty structural diff).
+pub fn render_change(
+    color: bool,
+    old_path: Option<&str>,
+    new_path: Option<&str>,
+    old: Option<&ModelSide>,
+    new: Option<&ModelSide>,
+    blobs_differ: bool,
+) -> String {
+    let palette = &Palette::new(color);
+    let mut out = header(color, old_path, new_path);
+    out.push('\n');
+    match (old, new) {
+        (Some(ModelSide::Model { artifact: a, .. }), Some(ModelSide::Model { artifact: b, .. })) => {
+            let diff = StructuralDiff::between(a, b);
+            if diff.is_identical() {
+                let _ = writeln!(
+                    out,
+                    "structure identical (structural hash {}){}",
+                    diff.old_hash,
+                    if blobs_differ {
+                        "; the files differ only in tensor data or layout"
+                    } else {
+                        ""
+                    }
+                );
+            } else {
+                push_block(&mut out, &crate::render::text::diff(&diff, palette));
+            }
+        }
+        (None, Some(side)) => push_side(&mut out, palette, "new file", side),
+        (Some(side), None) => push_side(&mut out, palette, "deleted file", side),
+        (Some(o), Some(n)) => {
+            push_note(&mut out, "old", o);
+            push_note(&mut out, "new", n);
+        }
+        (None, None) => {}
+    }
+    out
+}
+
+fn push_side(out: &mut String, palette: &Palette, what: &str, side: &ModelSide) {
+    match side.artifact() {
+        Some(artifact) => {
+            let _ = writeln!(out, "{what}:");
+            push_block(out, &crate::render::text::inspect(artifact, palette, false));
+        }
+        None => push_note(out, what, side),
+    }
+}
+
+fn push_note(out: &mut String, label: &str, side: &ModelSide) {
+    match (side.artifact(), side.note()) {
+        (Some(artifact), _) => {
+            let _ = writeln!(
+                out,
+                "{label}: {} model, structural hash {}",
+                artifact.format.name(),
+                crate::identity::structural_hash(artifact)
+            );
+        }
+        (None, Some(note)) => {
+            let _ = writeln!(out, "{label}: {note}");
+        }
+        (None, None) => {}
+    }
+}
+
+fn push_block(out: &mut String, text: &str) {
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn parses_gits_argument_forms() {
+        assert_eq!(
+            Invocation::parse(&os(&["m.gguf"])),
+            Some(Invocation::Unmerged {
+                path: "m.gguf".into()
+            })
+        );
+        let seven = os(&["m.gguf", "/tmp/a", "abc", "100644", "m.gguf", "def", "100644"]);
+        match Invocation::parse(&seven) {
+            Some(Invocation::Pair { new_path, new_file, .. }) => {
+                assert_eq!(new_path, None);
+                assert_eq!(new_file, PathBuf::from("m.gguf"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut nine = seven.clone();
+        nine.extend(os(&["n.gguf", "similarity index 100%\n"]));
+        match Invocation::parse(&nine) {
+            Some(Invocation::Pair { new_path, .. }) => assert_eq!(new_path.as_deref(), Some("n.gguf")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Invocation::parse(&os(&["a", "b"])), None);
+    }
+}

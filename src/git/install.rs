@@ -1,0 +1,557 @@
+//! `weight-inspect git install|uninstall`: the `diff.weight-inspect.*` config and the
+//! attributes that route `*.gguf` and `*.safetensors` to it.
+//!
+//! Config is written with the real `git config` (it knows every config file's quirks).
+//! Attributes coexist with Git LFS: `*.gguf filter=lfs diff=lfs merge=lfs -text` stays, and our
+//! `*.gguf diff=weight-inspect` goes after it, because for each attribute the last matching line
+//! wins. The changes are idempotent, and uninstall removes exactly the lines and keys added.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::GitError;
+use crate::error::Result;
+
+/// The diff driver's name: `diff.weight-inspect.*`, `diff=weight-inspect`.
+pub const DRIVER: &str = "weight-inspect";
+
+const COMMENT: &str =
+    "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)";
+const RULES: [&str; 2] = [
+    "*.gguf diff=weight-inspect",
+    "*.safetensors diff=weight-inspect",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// This repository's config and its top-level `.gitattributes`.
+    Repository,
+    /// `~/.gitconfig` and the global attributes file (`core.attributesFile`, else
+    /// `$XDG_CONFIG_HOME/git/attributes`).
+    Global,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Textconv,
+    External,
+    Both,
+}
+
+impl Mode {
+    fn textconv(self) -> bool {
+        matches!(self, Mode::Textconv | Mode::Both)
+    }
+    fn external(self) -> bool {
+        matches!(self, Mode::External | Mode::Both)
+    }
+}
+
+/// Where the changes go.
+struct Target {
+    scope: Scope,
+    /// Directory to run `git config` in.
+    dir: PathBuf,
+    attributes: PathBuf,
+}
+
+impl Target {
+    fn resolve(cwd: &Path, scope: Scope) -> Result<Target> {
+        match scope {
+            Scope::Repository => {
+                let repo = super::repo::open_repo(cwd)?;
+                let root = repo
+                    .workdir()
+                    .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?
+                    .to_owned();
+                Ok(Target {
+                    scope,
+                    attributes: root.join(".gitattributes"),
+                    dir: root,
+                })
+            }
+            Scope::Global => Ok(Target {
+                scope,
+                attributes: global_attributes_file(cwd)?,
+                dir: cwd.to_owned(),
+            }),
+        }
+    }
+
+    fn scope_flag(&self) -> &'static str {
+        match self.scope {
+            Scope::Repository => "--local",
+            Scope::Global => "--global",
+        }
+    }
+
+    fn git(&self, args: &[&str]) -> Result<std::process::Output> {
+        let mut all = vec!["config", self.scope_flag()];
+        all.extend_from_slice(args);
+        let output = Command::new("git")
+            .args(&all)
+            .current_dir(&self.dir)
+            .output()
+            .map_err(|e| GitError::Command {
+                args: all.join(" "),
+                message: format!("cannot run git: {e}"),
+            })?;
+        Ok(output)
+    }
+
+    fn get(&self, key: &str) -> Result<Option<String>> {
+        let out = self.git(&["--get", key])?;
+        match out.status.code() {
+            Some(0) => Ok(Some(
+                String::from_utf8_lossy(&out.stdout)
+                    .trim_end_matches('\n')
+                    .to_owned(),
+            )),
+            Some(1) => Ok(None),
+            _ => Err(command_error(&["config", "--get", key], &out)),
+        }
+    }
+
+    fn set(&self, key: &str, value: &str) -> Result<()> {
+        let out = self.git(&[key, value])?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(command_error(&["config", key, value], &out))
+        }
+    }
+
+    fn unset(&self, key: &str) -> Result<()> {
+        let out = self.git(&["--unset-all", key])?;
+        // 5: the key was not set, which is what we want.
+        if out.status.success() || out.status.code() == Some(5) {
+            Ok(())
+        } else {
+            Err(command_error(&["config", "--unset-all", key], &out))
+        }
+    }
+
+    /// `git config --unset` leaves an empty `[diff "weight-inspect"]` header behind.
+    fn remove_section_if_empty(&self) -> Result<()> {
+        let pattern = format!("^diff\\.{}\\.", DRIVER.replace('-', "\\-"));
+        let out = self.git(&["--get-regexp", &pattern])?;
+        if out.status.code() == Some(1) {
+            // Fails harmlessly when there is no header left.
+            let _ = self.git(&["--remove-section", &format!("diff.{DRIVER}")])?;
+        }
+        Ok(())
+    }
+
+    fn config_name(&self) -> &'static str {
+        match self.scope {
+            Scope::Repository => "repository config",
+            Scope::Global => "global config",
+        }
+    }
+}
+
+fn command_error(args: &[&str], out: &std::process::Output) -> crate::Error {
+    GitError::Command {
+        args: args.join(" "),
+        message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    }
+    .into()
+}
+
+/// The global attributes file git reads: `core.attributesFile`, else
+/// `$XDG_CONFIG_HOME/git/attributes`, else `~/.config/git/attributes`.
+fn global_attributes_file(cwd: &Path) -> Result<PathBuf> {
+    let out = Command::new("git")
+        .args(["config", "--global", "--get", "core.attributesFile"])
+        .current_dir(cwd)
+        .output()
+        .map_err(|e| GitError::Command {
+            args: "config --global --get core.attributesFile".into(),
+            message: format!("cannot run git: {e}"),
+        })?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if out.status.success() {
+        let value = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !value.is_empty() {
+            return Ok(match (value.strip_prefix("~/"), &home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => PathBuf::from(value),
+            });
+        }
+    }
+    if let Some(xdg) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("git/attributes"));
+    }
+    match home {
+        Some(home) => Ok(home.join(".config/git/attributes")),
+        None => Err(GitError::Usage(
+            "neither HOME nor XDG_CONFIG_HOME is set: cannot locate the global attributes file"
+                .into(),
+        )
+        .into()),
+    }
+}
+
+/// How we invoke ourselves from git: `weight-inspect` when that is this program on PATH,
+/// else the absolute path of this executable, quoted for the shell git runs commands with.
+fn program() -> String {
+    let exe = std::env::current_exe().ok();
+    let exe_canonical = exe.as_ref().and_then(|e| e.canonicalize().ok());
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("weight-inspect"))
+            .find(|candidate| candidate.is_file())
+    });
+    if let (Some(found), Some(exe)) = (on_path, &exe_canonical)
+        && found.canonicalize().ok().as_ref() == Some(exe)
+    {
+        return "weight-inspect".into();
+    }
+    match exe_canonical.or(exe) {
+        Some(path) => shell_quote(&path.to_string_lossy()),
+        None => "weight-inspect".into(),
+    }
+}
+
+fn shell_quote(text: &str) -> String {
+    let plain = text
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@".contains(&b));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The config keys of a mode and their values.
+fn wanted_config(mode: Mode, program: &str) -> Vec<(String, String, bool)> {
+    vec![
+        (
+            format!("diff.{DRIVER}.textconv"),
+            format!("{program} textconv"),
+            mode.textconv(),
+        ),
+        (
+            format!("diff.{DRIVER}.cachetextconv"),
+            "true".to_owned(),
+            mode.textconv(),
+        ),
+        (
+            format!("diff.{DRIVER}.command"),
+            format!("{program} git-diff-driver"),
+            mode.external(),
+        ),
+    ]
+}
+
+/// Installs the driver; returns a report of what changed (or that nothing did).
+pub fn install(cwd: &Path, scope: Scope, mode: Mode) -> Result<String> {
+    let target = Target::resolve(cwd, scope)?;
+    let program = program();
+    let mut report = String::new();
+    for (key, value, wanted) in wanted_config(mode, &program) {
+        let current = target.get(&key)?;
+        if wanted {
+            if current.as_deref() != Some(value.as_str()) {
+                target.set(&key, &value)?;
+                let _ = writeln!(report, "set {key} = {value} ({})", target.config_name());
+            }
+        } else if current.as_deref() == Some(value.as_str()) {
+            // Switching modes: drop the other mode's key we installed earlier.
+            target.unset(&key)?;
+            let _ = writeln!(report, "unset {key} ({})", target.config_name());
+        }
+    }
+    target.remove_section_if_empty()?;
+    let attributes = read_attributes(&target.attributes)?;
+    let (updated, change) = add_rules(&attributes.text);
+    if let Some(change) = change {
+        write_attributes(&target.attributes, &updated)?;
+        for rule in RULES {
+            let _ = writeln!(
+                report,
+                "{change} `{rule}` in {}",
+                target.attributes.display()
+            );
+        }
+    }
+    if report.is_empty() {
+        let _ = writeln!(
+            report,
+            "weight-inspect is already installed as git's diff driver; nothing changed"
+        );
+    } else if scope == Scope::Repository && change.is_some() {
+        let _ = writeln!(
+            report,
+            "commit .gitattributes to share the attributes (each clone still needs \
+             `weight-inspect git install` or `--global` for the config)"
+        );
+    }
+    if scope == Scope::Global {
+        warn_if_shadowed(cwd, &mut report);
+    }
+    Ok(report)
+}
+
+/// Removes what [`install`] added: our config keys (and the then-empty section) and our
+/// attribute lines.
+pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
+    let target = Target::resolve(cwd, scope)?;
+    let mut report = String::new();
+    for (key, _, _) in wanted_config(Mode::Both, "") {
+        if target.get(&key)?.is_some() {
+            target.unset(&key)?;
+            let _ = writeln!(report, "unset {key} ({})", target.config_name());
+        }
+    }
+    target.remove_section_if_empty()?;
+    let attributes = read_attributes(&target.attributes)?;
+    if attributes.exists {
+        let (updated, removed) = remove_rules(&attributes.text);
+        if removed > 0 {
+            if updated.trim().is_empty() {
+                std::fs::remove_file(&target.attributes).map_err(|e| GitError::Io {
+                    path: target.attributes.clone(),
+                    source: e,
+                })?;
+                let _ = writeln!(
+                    report,
+                    "removed {} (it held only weight-inspect's lines)",
+                    target.attributes.display()
+                );
+            } else {
+                write_attributes(&target.attributes, &updated)?;
+                let _ = writeln!(
+                    report,
+                    "removed {removed} weight-inspect line{} from {}",
+                    if removed == 1 { "" } else { "s" },
+                    target.attributes.display()
+                );
+            }
+        }
+    }
+    if report.is_empty() {
+        let _ = writeln!(report, "weight-inspect is not installed; nothing changed");
+    }
+    Ok(report)
+}
+
+/// Repository attributes take precedence over the global file, so a repository whose
+/// `.gitattributes` sets `diff=lfs` for model files hides a global install.
+fn warn_if_shadowed(cwd: &Path, report: &mut String) {
+    let Ok(repo) = super::repo::open_repo(cwd) else {
+        return;
+    };
+    let Some(root) = repo.workdir() else { return };
+    let Ok(text) = std::fs::read_to_string(root.join(".gitattributes")) else {
+        return;
+    };
+    let (_, change) = add_rules(&text);
+    let shadowed = change.is_some()
+        && text
+            .lines()
+            .any(|l| sets_diff_for_models(l) && !is_our_line(l));
+    if shadowed {
+        let _ = writeln!(
+            report,
+            "warning: {} sets the diff attribute of model files and takes precedence over \
+             global attributes; run `weight-inspect git install` in this repository",
+            root.join(".gitattributes").display()
+        );
+    }
+}
+
+struct Attributes {
+    text: String,
+    exists: bool,
+}
+
+fn read_attributes(path: &Path) -> Result<Attributes> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Attributes {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            exists: true,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Attributes {
+            text: String::new(),
+            exists: false,
+        }),
+        Err(e) => Err(GitError::Io {
+            path: path.to_owned(),
+            source: e,
+        }
+        .into()),
+    }
+}
+
+fn write_attributes(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| GitError::Io {
+            path: dir.to_owned(),
+            source: e,
+        })?;
+    }
+    crate::fsutil::write_bytes_atomically(path, text.as_bytes())
+}
+
+fn is_our_line(line: &str) -> bool {
+    let line = line.trim();
+    line == COMMENT || RULES.contains(&line)
+}
+
+/// Whether an attributes line sets `diff` (directly or through the `binary` macro) for a
+/// pattern that can match a model file.
+fn sets_diff_for_models(line: &str) -> bool {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') || line.starts_with("[attr]") {
+        return false;
+    }
+    let mut tokens = line.split_whitespace();
+    let Some(pattern) = tokens.next() else {
+        return false;
+    };
+    let sets_diff = tokens.any(|t| {
+        matches!(t, "diff" | "-diff" | "!diff" | "binary") || t.starts_with("diff=")
+    });
+    sets_diff && pattern_may_match_models(pattern)
+}
+
+fn pattern_may_match_models(pattern: &str) -> bool {
+    let pattern = pattern.trim_matches('"');
+    let name = pattern.rsplit('/').next().unwrap_or(pattern);
+    if name.is_empty() {
+        return false;
+    }
+    let samples = ["model.gguf", "model.safetensors"];
+    if name.contains(['*', '?', '[']) {
+        return globset::Glob::new(name)
+            .map(|g| {
+                let m = g.compile_matcher();
+                samples.iter().any(|s| m.is_match(s))
+            })
+            .unwrap_or(true);
+    }
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".gguf") || lower.ends_with(".safetensors")
+}
+
+/// Adds our block at the end unless it is already there and no later line overrides `diff`
+/// for model files. Returns the new text and what happened ("added"/"moved"), or None when
+/// nothing changed.
+fn add_rules(text: &str) -> (String, Option<&'static str>) {
+    let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let lines: Vec<&str> = text.lines().collect();
+    let first_rule = lines
+        .iter()
+        .position(|l| RULES.contains(&l.trim()));
+    let all_present = RULES.iter().all(|r| lines.iter().any(|l| l.trim() == *r));
+    if let Some(first) = first_rule
+        && all_present
+    {
+        let overridden = lines[first..]
+            .iter()
+            .any(|l| !is_our_line(l) && sets_diff_for_models(l));
+        if !overridden {
+            return (text.to_owned(), None);
+        }
+    }
+    let existed = first_rule.is_some();
+    let mut out = if existed {
+        // Take our old lines out; the others keep their order.
+        let mut kept = String::with_capacity(text.len() + 128);
+        for line in lines.iter().filter(|l| !is_our_line(l)) {
+            kept.push_str(line);
+            kept.push_str(eol);
+        }
+        kept
+    } else {
+        // Leave the user's bytes alone, only completing a missing final newline.
+        let mut kept = text.to_owned();
+        if !kept.is_empty() && !kept.ends_with('\n') {
+            kept.push_str(eol);
+        }
+        kept
+    };
+    out.push_str(COMMENT);
+    out.push_str(eol);
+    for rule in RULES {
+        out.push_str(rule);
+        out.push_str(eol);
+    }
+    (out, Some(if existed { "moved to the end" } else { "added" }))
+}
+
+/// Removes our lines; returns the new text and how many lines were removed.
+fn remove_rules(text: &str) -> (String, usize) {
+    let mut out = String::with_capacity(text.len());
+    let mut removed = 0;
+    for line in text.split_inclusive('\n') {
+        if is_our_line(line) {
+            removed += 1;
+        } else {
+            out.push_str(line);
+        }
+    }
+    (out, removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LFS: &str = "*.gguf filter=lfs diff=lfs merge=lfs -text\n";
+
+    #[test]
+    fn adds_after_lfs_lines_and_is_idempotent() {
+        let (once, change) = add_rules(LFS);
+        assert_eq!(change, Some("added"));
+        assert!(once.starts_with(LFS));
+        assert!(once.ends_with("*.safetensors diff=weight-inspect\n"));
+        let (twice, change) = add_rules(&once);
+        assert_eq!(change, None);
+        assert_eq!(twice, once);
+        let (removed, n) = remove_rules(&once);
+        assert_eq!(n, 3);
+        assert_eq!(removed, LFS);
+    }
+
+    #[test]
+    fn moves_the_block_below_a_later_lfs_line() {
+        let (installed, _) = add_rules("");
+        let later = format!("{installed}{LFS}");
+        let (moved, change) = add_rules(&later);
+        assert_eq!(change, Some("moved to the end"));
+        assert!(moved.starts_with(LFS));
+        assert_eq!(add_rules(&moved).1, None);
+        // Unrelated later lines do not trigger a move.
+        let unrelated = format!("{installed}*.png binary\n*.txt text\n");
+        assert_eq!(add_rules(&unrelated).1, None);
+    }
+
+    #[test]
+    fn keeps_crlf_and_a_missing_final_newline() {
+        let (out, _) = add_rules("*.bin -text\r\n*.x binary");
+        assert!(out.starts_with("*.bin -text\r\n*.x binary\r\n# weight-inspect"));
+        assert!(out.ends_with("diff=weight-inspect\r\n"));
+    }
+
+    #[test]
+    fn recognizes_patterns_that_match_models() {
+        assert!(sets_diff_for_models("*.gguf filter=lfs diff=lfs"));
+        assert!(sets_diff_for_models("models/** -diff"));
+        assert!(sets_diff_for_models("big.safetensors binary"));
+        assert!(!sets_diff_for_models("*.png binary"));
+        assert!(!sets_diff_for_models("*.gguf filter=lfs"));
+        assert!(!sets_diff_for_models("# *.gguf diff=lfs"));
+    }
+
+    #[test]
+    fn quotes_paths_for_the_shell() {
+        assert_eq!(shell_quote("/usr/bin/weight-inspect"), "/usr/bin/weight-inspect");
+        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
+    }
+}

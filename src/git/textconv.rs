@@ -1,0 +1,427 @@
+//! `weight-inspect textconv FILE`: a stable line rendering of a model for
+//! `diff.<driver>.textconv`, so that git's own line diff, colors, word-diff and pagers show
+//! exactly what changed.
+//!
+//! Rules that keep the diff readable:
+//! - one line per metadata key and one per tensor, sorted by name; nothing that shifts when
+//!   something else changes (no data offsets);
+//! - long arrays are one line with their length and a short content hash, so a changed
+//!   vocabulary is one changed line;
+//! - long strings (chat templates) span indented lines split at newlines and at stable
+//!   delimiters, so their edits diff line by line, and git's default hunk header names the key.
+//!
+//! Textconv must never make `git diff` fail: every problem becomes a note in the output.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::lfs::{self, Pointer};
+use super::repo::{self, ModelSide};
+use crate::artifact::{Array, Value};
+use crate::{Artifact, Format};
+
+/// First line of every rendering; bump when the rendering changes so cached conversions
+/// (`cachetextconv`) of old and new versions are told apart in a diff.
+pub const HEADER: &str = "weight-inspect textconv 1";
+
+/// Arrays up to this many elements (and [`INLINE_WIDTH`] characters) are shown in full.
+const INLINE_ELEMENTS: usize = 16;
+const INLINE_WIDTH: usize = 160;
+/// Strings longer than this, or with a newline, span lines.
+const INLINE_STRING: usize = 120;
+/// A continuation line is split after a delimiter once it is this long...
+const SPLIT_MIN: usize = 40;
+/// ...and unconditionally at this length (counted in characters).
+const SPLIT_MAX: usize = 400;
+
+/// Renders `file` (a model, an LFS pointer to one, or anything else). Never fails.
+pub fn render_file(file: &Path) -> String {
+    let outcome = std::panic::catch_unwind(|| render_file_inner(file));
+    outcome.unwrap_or_else(|_| {
+        format!("{HEADER}\nerror: weight-inspect failed unexpectedly on this file\n")
+    })
+}
+
+fn render_file_inner(file: &Path) -> String {
+    let size = std::fs::metadata(file).map(|m| m.len()).ok();
+    let looks_like_pointer = size.is_some_and(|s| s < lfs::MAX_POINTER_SIZE as u64)
+        && std::fs::read(file)
+            .ok()
+            .and_then(|b| Pointer::parse(&b))
+            .is_some();
+    // git runs textconv in the top-level directory of the work tree.
+    let repo = if looks_like_pointer {
+        repo::open_repo(Path::new(".")).ok()
+    } else {
+        None
+    };
+    let side = repo::model_side_from_file(repo.as_ref(), file);
+    let mut out = render_side(&side, size, file);
+    if looks_like_pointer && repo.is_none() && matches!(side, ModelSide::Absent { .. }) {
+        out.push_str("note: not inside a git repository, so the LFS store was not searched\n");
+    }
+    out
+}
+
+/// Renders one side. `size` is the size of the file git handed us (for pointers, the
+/// pointer's size is shown instead); `file` is only used to strip its temporary path from
+/// error messages, which would otherwise differ on every run.
+pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
+    let mut out = String::new();
+    out.push_str(HEADER);
+    out.push('\n');
+    if let Some(pointer) = side.pointer() {
+        let _ = writeln!(out, "lfs-object: sha256:{} {} bytes", pointer.oid, pointer.size);
+    }
+    match side {
+        ModelSide::Model { artifact, lfs } => {
+            let size = lfs.as_ref().map(|p| p.size).or(size);
+            render_artifact(&mut out, artifact, size);
+        }
+        ModelSide::Absent { .. } => {
+            out.push_str(
+                "content: not present locally (run `git lfs fetch` or `git lfs pull`; if git \
+                 cached this text, clear it with `git update-ref -d \
+                 refs/notes/textconv/weight-inspect`)\n",
+            );
+        }
+        ModelSide::NotModel { size, sha256, .. } => {
+            let _ = writeln!(
+                out,
+                "content: not a GGUF or safetensors file, {size} bytes, sha256:{sha256}"
+            );
+        }
+        ModelSide::Invalid { size, error, .. } => {
+            let _ = writeln!(out, "content: unreadable model file, {size} bytes");
+            let _ = writeln!(out, "error: {}", stable_message(error, file));
+        }
+    }
+    out
+}
+
+/// Error messages name the file; git's temporary file names change on every run.
+fn stable_message(message: &str, file: &Path) -> String {
+    let full = file.display().to_string();
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if full.is_empty() {
+        message.to_owned()
+    } else {
+        message.replace(&full, &name)
+    }
+}
+
+/// The rendering of a parsed model: header lines, then metadata and tensors.
+pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>) {
+    match (artifact.format, artifact.gguf_version) {
+        (Format::Gguf, Some(v)) => {
+            let _ = writeln!(out, "format: gguf v{v}");
+        }
+        (format, _) => {
+            let _ = writeln!(out, "format: {}", format.name());
+        }
+    }
+    let _ = writeln!(
+        out,
+        "structural-hash: {}",
+        crate::identity::structural_hash(artifact)
+    );
+    let (total, by_dtype) = artifact.parameter_counts();
+    let _ = writeln!(out, "metadata-keys: {}", artifact.metadata.len());
+    let _ = writeln!(out, "tensors: {}", artifact.tensors.len());
+    let _ = writeln!(out, "parameters: {total}");
+    for (dtype, count) in &by_dtype {
+        let tensors = artifact
+            .tensors
+            .values()
+            .filter(|t| t.dtype == *dtype)
+            .count();
+        let _ = writeln!(
+            out,
+            "parameters-{dtype}: {count} in {tensors} tensor{}",
+            plural(tensors)
+        );
+    }
+    if let Some(size) = size {
+        let _ = writeln!(out, "file-size: {size} bytes");
+    }
+    if artifact.layout.is_truncated() {
+        let _ = writeln!(
+            out,
+            "truncated: {} of {} bytes of tensor data present",
+            artifact.layout.data_present, artifact.layout.data_expected
+        );
+    }
+    for (key, value) in &artifact.metadata {
+        render_metadata(out, key, value);
+    }
+    for (name, tensor) in &artifact.tensors {
+        let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "tensor {name}: {} [{}] {} bytes",
+            tensor.dtype,
+            shape.join(", "),
+            tensor.byte_length
+        );
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn render_metadata(out: &mut String, key: &str, value: &Value) {
+    match value {
+        Value::String(s) if s.contains('\n') || s.chars().count() > INLINE_STRING => {
+            let lines = s.split('\n').count();
+            let _ = writeln!(
+                out,
+                "meta {key}: string, {} bytes, {lines} line{}",
+                s.len(),
+                if lines == 1 { "" } else { "s" },
+            );
+            for line in s.split('\n') {
+                for segment in split_long_line(line) {
+                    let text = escape_controls(segment);
+                    if text.is_empty() {
+                        out.push_str("    |\n");
+                    } else {
+                        let _ = writeln!(out, "    | {text}");
+                    }
+                }
+            }
+        }
+        Value::Array(array) => {
+            let _ = write!(
+                out,
+                "meta {key}: array[{}; {}]",
+                array_type(array),
+                array.len()
+            );
+            match inline_array(array) {
+                Some(text) => {
+                    let _ = writeln!(out, " = {text}");
+                }
+                None => {
+                    let _ = writeln!(out, " sha256:{}", &hex(&array_digest(array))[..12]);
+                }
+            }
+        }
+        scalar => {
+            let _ = writeln!(
+                out,
+                "meta {key}: {} = {}",
+                scalar.type_name(),
+                scalar_text(scalar)
+            );
+        }
+    }
+}
+
+/// `string`, `u32`, or `array` with the inner type for nested arrays.
+fn array_type(array: &Array) -> String {
+    match array {
+        Array::Array(inner) => match inner.first() {
+            Some(first) if inner.iter().all(|a| a.element_type_name() == first.element_type_name()) => {
+                format!("array[{}]", first.element_type_name())
+            }
+            _ => "array".to_owned(),
+        },
+        other => other.element_type_name().to_owned(),
+    }
+}
+
+fn inline_array(array: &Array) -> Option<String> {
+    if array.len() > INLINE_ELEMENTS {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(array.len());
+    for i in 0..array.len() {
+        let element = array.get(i)?;
+        let text = match &element {
+            Value::Array(inner) => inline_array(inner)?,
+            Value::String(s) => format!("{s:?}"),
+            other => scalar_text(other),
+        };
+        parts.push(text);
+    }
+    let text = format!("[{}]", parts.join(", "));
+    (text.chars().count() <= INLINE_WIDTH).then_some(text)
+}
+
+/// A scalar's value; floats in the shortest form that round-trips, NaNs with their bits
+/// (payloads differ in the structural hash, so they must differ here too).
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::U8(v) => v.to_string(),
+        Value::I8(v) => v.to_string(),
+        Value::U16(v) => v.to_string(),
+        Value::I16(v) => v.to_string(),
+        Value::U32(v) => v.to_string(),
+        Value::I32(v) => v.to_string(),
+        Value::U64(v) => v.to_string(),
+        Value::I64(v) => v.to_string(),
+        Value::F32(v) if v.value().is_nan() => format!("NaN(0x{:08x})", v.0),
+        Value::F64(v) if v.value().is_nan() => format!("NaN(0x{:016x})", v.0),
+        Value::F32(v) => format!("{:?}", v.value()),
+        Value::F64(v) => format!("{:?}", v.value()),
+        Value::Bool(v) => v.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(a) => format!("array[{}; {}]", a.element_type_name(), a.len()),
+    }
+}
+
+/// Splits a long line after stable delimiters (template tags, sentence ends), so an edit
+/// changes only the pieces around it; pieces are at least [`SPLIT_MIN`] characters unless the
+/// line ends, and at most [`SPLIT_MAX`].
+fn split_long_line(line: &str) -> Vec<&str> {
+    const DELIMITERS: [&str; 4] = ["%}", "}}", ". ", "; "];
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut chars = 0;
+    let mut iter = line.char_indices().peekable();
+    while let Some((i, c)) = iter.next() {
+        chars += 1;
+        let end = i + c.len_utf8();
+        let at_delimiter = chars >= SPLIT_MIN
+            && DELIMITERS.iter().any(|d| line[start..end].ends_with(d));
+        if (at_delimiter || chars >= SPLIT_MAX) && iter.peek().is_some() {
+            pieces.push(&line[start..end]);
+            start = end;
+            chars = 0;
+        }
+    }
+    pieces.push(&line[start..]);
+    pieces
+}
+
+/// Control characters (tabs, carriage returns, escapes) shown as escapes, so every output
+/// line is one visible line.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A digest of an array's content and element type (a stable encoding of our own: type tag,
+/// length, then each element; strings length-prefixed).
+fn array_digest(array: &Array) -> impl AsRef<[u8]> {
+    let mut hasher = Sha256::new();
+    feed_array(&mut hasher, array);
+    hasher.finalize()
+}
+
+fn feed_array(h: &mut Sha256, array: &Array) {
+    h.update(array.element_type_name().as_bytes());
+    h.update([0]);
+    h.update((array.len() as u64).to_le_bytes());
+    match array {
+        Array::U8(v) => h.update(v),
+        Array::I8(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::U16(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::I16(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::U32(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::I32(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::U64(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::I64(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
+        Array::F32(v) => v.iter().for_each(|x| h.update(x.0.to_le_bytes())),
+        Array::F64(v) => v.iter().for_each(|x| h.update(x.0.to_le_bytes())),
+        Array::Bool(v) => v.iter().for_each(|x| h.update([u8::from(*x)])),
+        Array::String(v) => v.iter().for_each(|s| {
+            h.update((s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }),
+        Array::Array(v) => v.iter().for_each(|inner| feed_array(h, inner)),
+    }
+}
+
+fn hex(bytes: impl AsRef<[u8]>) -> String {
+    bytes.as_ref().iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_split_at_delimiters_and_rejoin() {
+        let line = "{% for m in messages %}{{ m.role }}: {{ m.content }}{% endfor %}".repeat(8);
+        let pieces = split_long_line(&line);
+        assert!(pieces.len() > 2);
+        assert_eq!(pieces.concat(), line);
+        assert!(pieces.iter().all(|p| p.chars().count() <= SPLIT_MAX));
+        // An edit near the start leaves the later pieces as they were.
+        let edited = line.replacen("m.role", "m.author", 1);
+        let after = split_long_line(&edited);
+        assert_eq!(pieces[pieces.len() - 3..], after[after.len() - 3..]);
+    }
+
+    #[test]
+    fn hard_split_without_delimiters_respects_char_boundaries() {
+        let line = "é".repeat(1000);
+        let pieces = split_long_line(&line);
+        assert_eq!(pieces.concat(), line);
+        assert!(pieces.iter().all(|p| p.chars().count() <= SPLIT_MAX));
+    }
+
+    #[test]
+    fn short_arrays_inline_long_arrays_hashed() {
+        let short = Array::U32(vec![1, 2, 3]);
+        assert_eq!(inline_array(&short).as_deref(), Some("[1, 2, 3]"));
+        let long = Array::String((0..1000).map(|i| format!("tok{i}")).collect());
+        assert_eq!(inline_array(&long), None);
+        let mut changed = long.clone();
+        if let Array::String(v) = &mut changed {
+            v[500] = "other".into();
+        }
+        assert_ne!(hex(array_digest(&long)), hex(array_digest(&changed)));
+        // Same bytes, different element type: different digest.
+        assert_ne!(
+            hex(array_digest(&Array::U8(vec![1, 0]))),
+            hex(array_digest(&Array::I8(vec![1, 0])))
+        );
+    }
+
+    #[test]
+    fn multiline_strings_span_indented_lines() {
+        let mut out = String::new();
+        render_metadata(
+            &mut out,
+            "tokenizer.chat_template",
+            &Value::String("line one\n\tline two\n".into()),
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("meta tokenizer.chat_template: string, 19 bytes, 3 lines"));
+        assert_eq!(lines[1..], ["    | line one", "    | \\tline two", "    |"]);
+    }
+
+    #[test]
+    fn scalars_keep_their_type() {
+        let mut out = String::new();
+        render_metadata(&mut out, "a", &Value::U32(7));
+        render_metadata(&mut out, "b", &Value::String("x \"y\"".into()));
+        render_metadata(
+            &mut out,
+            "c",
+            &Value::F32(crate::artifact::F32Bits(0.1f32.to_bits())),
+        );
+        assert_eq!(
+            out,
+            "meta a: u32 = 7\nmeta b: string = \"x \\\"y\\\"\"\nmeta c: f32 = 0.1\n"
+        );
+    }
+}
