@@ -142,7 +142,10 @@ pub fn render_change(
     let mut out = header(color, old_path, new_path);
     out.push('\n');
     match (old, new) {
-        (Some(ModelSide::Model { artifact: a, .. }), Some(ModelSide::Model { artifact: b, .. })) => {
+        (
+            Some(ModelSide::Model { artifact: a, .. }),
+            Some(ModelSide::Model { artifact: b, .. }),
+        ) => {
             let diff = StructuralDiff::between(a, b);
             if diff.is_identical() {
                 let _ = writeln!(
@@ -220,9 +223,13 @@ mod tests {
                 path: "m.gguf".into()
             })
         );
-        let seven = os(&["m.gguf", "/tmp/a", "abc", "100644", "m.gguf", "def", "100644"]);
+        let seven = os(&[
+            "m.gguf", "/tmp/a", "abc", "100644", "m.gguf", "def", "100644",
+        ]);
         match Invocation::parse(&seven) {
-            Some(Invocation::Pair { new_path, new_file, .. }) => {
+            Some(Invocation::Pair {
+                new_path, new_file, ..
+            }) => {
                 assert_eq!(new_path, None);
                 assert_eq!(new_file, PathBuf::from("m.gguf"));
             }
@@ -231,7 +238,9 @@ mod tests {
         let mut nine = seven.clone();
         nine.extend(os(&["n.gguf", "similarity index 100%\n"]));
         match Invocation::parse(&nine) {
-            Some(Invocation::Pair { new_path, .. }) => assert_eq!(new_path.as_deref(), Some("n.gguf")),
+            Some(Invocation::Pair { new_path, .. }) => {
+                assert_eq!(new_path.as_deref(), Some("n.gguf"))
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(Invocation::parse(&os(&["a", "b"])), None);

@@ -414,9 +414,8 @@ fn sets_diff_for_models(line: &str) -> bool {
     let Some(pattern) = tokens.next() else {
         return false;
     };
-    let sets_diff = tokens.any(|t| {
-        matches!(t, "diff" | "-diff" | "!diff" | "binary") || t.starts_with("diff=")
-    });
+    let sets_diff = tokens
+        .any(|t| matches!(t, "diff" | "-diff" | "!diff" | "binary") || t.starts_with("diff="));
     sets_diff && pattern_may_match_models(pattern)
 }
 
@@ -445,9 +444,7 @@ fn pattern_may_match_models(pattern: &str) -> bool {
 fn add_rules(text: &str) -> (String, Option<&'static str>) {
     let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let lines: Vec<&str> = text.lines().collect();
-    let first_rule = lines
-        .iter()
-        .position(|l| RULES.contains(&l.trim()));
+    let first_rule = lines.iter().position(|l| RULES.contains(&l.trim()));
     let all_present = RULES.iter().all(|r| lines.iter().any(|l| l.trim() == *r));
     if let Some(first) = first_rule
         && all_present
@@ -482,7 +479,10 @@ fn add_rules(text: &str) -> (String, Option<&'static str>) {
         out.push_str(rule);
         out.push_str(eol);
     }
-    (out, Some(if existed { "moved to the end" } else { "added" }))
+    (
+        out,
+        Some(if existed { "moved to the end" } else { "added" }),
+    )
 }
 
 /// Removes our lines; returns the new text and how many lines were removed.
@@ -551,7 +551,10 @@ mod tests {
 
     #[test]
     fn quotes_paths_for_the_shell() {
-        assert_eq!(shell_quote("/usr/bin/weight-inspect"), "/usr/bin/weight-inspect");
+        assert_eq!(
+            shell_quote("/usr/bin/weight-inspect"),
+            "/usr/bin/weight-inspect"
+        );
         assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
     }
 }

@@ -470,6 +470,33 @@ fn diff_tree_worktree(
     for (path, id) in base {
         out.push(blob_change(&path, Some(id), None));
     }
+    // A moved file's stat data no longer matches (the rename changed its ctime), so its id is
+    // unknown: compare it with the removed blobs to find an exact rename. Sizes are checked
+    // first, so only a candidate of equal size is hashed.
+    let removed: Vec<ObjectId> = out
+        .iter()
+        .filter(|c| c.status == Status::Removed)
+        .filter_map(|c| c.old_id)
+        .collect();
+    if !removed.is_empty() {
+        for change in out.iter_mut() {
+            if change.status != Status::Added || change.new_id.is_some() {
+                continue;
+            }
+            let Some(file) = change.new_worktree.clone() else {
+                continue;
+            };
+            let Ok(len) = std::fs::metadata(&file).map(|m| m.len()) else {
+                continue;
+            };
+            for id in &removed {
+                if worktree_matches_blob(repo, *id, &file, len)? {
+                    change.new_id = Some(*id);
+                    break;
+                }
+            }
+        }
+    }
     Ok(out)
 }
 

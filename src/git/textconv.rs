@@ -15,8 +15,6 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
-
 use super::lfs::{self, Pointer};
 use super::repo::{self, ModelSide};
 use crate::artifact::{Array, Value};
@@ -31,7 +29,9 @@ const INLINE_ELEMENTS: usize = 16;
 const INLINE_WIDTH: usize = 160;
 /// Strings longer than this, or with a newline, span lines.
 const INLINE_STRING: usize = 120;
-/// A continuation line is split after a delimiter once it is this long...
+/// Only lines longer than this are split (most template lines stay whole)...
+const SPLIT_OVER: usize = 200;
+/// ...after a delimiter once a piece is this long...
 const SPLIT_MIN: usize = 40;
 /// ...and unconditionally at this length (counted in characters).
 const SPLIT_MAX: usize = 400;
@@ -73,7 +73,11 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
     out.push_str(HEADER);
     out.push('\n');
     if let Some(pointer) = side.pointer() {
-        let _ = writeln!(out, "lfs-object: sha256:{} {} bytes", pointer.oid, pointer.size);
+        let _ = writeln!(
+            out,
+            "lfs-object: sha256:{} {} bytes",
+            pointer.oid, pointer.size
+        );
     }
     match side {
         ModelSide::Model { artifact, lfs } => {
@@ -178,13 +182,9 @@ fn plural(n: usize) -> &'static str {
 fn render_metadata(out: &mut String, key: &str, value: &Value) {
     match value {
         Value::String(s) if s.contains('\n') || s.chars().count() > INLINE_STRING => {
-            let lines = s.split('\n').count();
-            let _ = writeln!(
-                out,
-                "meta {key}: string, {} bytes, {lines} line{}",
-                s.len(),
-                if lines == 1 { "" } else { "s" },
-            );
+            // No sizes here: this line stays unchanged when the text changes, so git's default
+            // hunk header (the nearest unindented line) names the key of an edited template.
+            let _ = writeln!(out, "meta {key}: string, long text:");
             for line in s.split('\n') {
                 for segment in split_long_line(line) {
                     let text = escape_controls(segment);
@@ -208,7 +208,8 @@ fn render_metadata(out: &mut String, key: &str, value: &Value) {
                     let _ = writeln!(out, " = {text}");
                 }
                 None => {
-                    let _ = writeln!(out, " sha256:{}", &hex(&array_digest(array))[..12]);
+                    // The core's digest of the value's canonical JSON (16 hex digits).
+                    let _ = writeln!(out, " sha256:{}", crate::identity::value_digest(value));
                 }
             }
         }
@@ -227,7 +228,11 @@ fn render_metadata(out: &mut String, key: &str, value: &Value) {
 fn array_type(array: &Array) -> String {
     match array {
         Array::Array(inner) => match inner.first() {
-            Some(first) if inner.iter().all(|a| a.element_type_name() == first.element_type_name()) => {
+            Some(first)
+                if inner
+                    .iter()
+                    .all(|a| a.element_type_name() == first.element_type_name()) =>
+            {
                 format!("array[{}]", first.element_type_name())
             }
             _ => "array".to_owned(),
@@ -276,11 +281,14 @@ fn scalar_text(value: &Value) -> String {
     }
 }
 
-/// Splits a long line after stable delimiters (template tags, sentence ends), so an edit
-/// changes only the pieces around it; pieces are at least [`SPLIT_MIN`] characters unless the
-/// line ends, and at most [`SPLIT_MAX`].
+/// Splits a line longer than [`SPLIT_OVER`] bytes after stable delimiters (template tags,
+/// sentence ends), so an edit changes only the pieces around it; pieces are at least
+/// [`SPLIT_MIN`] characters unless the line ends, and at most [`SPLIT_MAX`].
 fn split_long_line(line: &str) -> Vec<&str> {
     const DELIMITERS: [&str; 4] = ["%}", "}}", ". ", "; "];
+    if line.len() <= SPLIT_OVER {
+        return vec![line];
+    }
     let mut pieces = Vec::new();
     let mut start = 0;
     let mut chars = 0;
@@ -288,8 +296,8 @@ fn split_long_line(line: &str) -> Vec<&str> {
     while let Some((i, c)) = iter.next() {
         chars += 1;
         let end = i + c.len_utf8();
-        let at_delimiter = chars >= SPLIT_MIN
-            && DELIMITERS.iter().any(|d| line[start..end].ends_with(d));
+        let at_delimiter =
+            chars >= SPLIT_MIN && DELIMITERS.iter().any(|d| line[start..end].ends_with(d));
         if (at_delimiter || chars >= SPLIT_MAX) && iter.peek().is_some() {
             pieces.push(&line[start..end]);
             start = end;
@@ -314,45 +322,6 @@ fn escape_controls(text: &str) -> String {
     out
 }
 
-/// A digest of an array's content and element type (a stable encoding of our own: type tag,
-/// length, then each element; strings length-prefixed).
-fn array_digest(array: &Array) -> impl AsRef<[u8]> {
-    let mut hasher = Sha256::new();
-    feed_array(&mut hasher, array);
-    hasher.finalize()
-}
-
-fn feed_array(h: &mut Sha256, array: &Array) {
-    h.update(array.element_type_name().as_bytes());
-    h.update([0]);
-    h.update((array.len() as u64).to_le_bytes());
-    match array {
-        Array::U8(v) => h.update(v),
-        Array::I8(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::U16(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::I16(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::U32(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::I32(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::U64(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::I64(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-        Array::F32(v) => v.iter().for_each(|x| h.update(x.0.to_le_bytes())),
-        Array::F64(v) => v.iter().for_each(|x| h.update(x.0.to_le_bytes())),
-        Array::Bool(v) => v.iter().for_each(|x| h.update([u8::from(*x)])),
-        Array::String(v) => v.iter().for_each(|s| {
-            h.update((s.len() as u64).to_le_bytes());
-            h.update(s.as_bytes());
-        }),
-        Array::Array(v) => v.iter().for_each(|inner| feed_array(h, inner)),
-    }
-}
-
-fn hex(bytes: impl AsRef<[u8]>) -> String {
-    bytes.as_ref().iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,6 +333,10 @@ mod tests {
         assert!(pieces.len() > 2);
         assert_eq!(pieces.concat(), line);
         assert!(pieces.iter().all(|p| p.chars().count() <= SPLIT_MAX));
+        assert_eq!(
+            split_long_line("{% if x %}{{ y }}{% endif %}"),
+            ["{% if x %}{{ y }}{% endif %}"]
+        );
         // An edit near the start leaves the later pieces as they were.
         let edited = line.replacen("m.role", "m.author", 1);
         let after = split_long_line(&edited);
@@ -388,12 +361,13 @@ mod tests {
         if let Array::String(v) = &mut changed {
             v[500] = "other".into();
         }
-        assert_ne!(hex(array_digest(&long)), hex(array_digest(&changed)));
-        // Same bytes, different element type: different digest.
-        assert_ne!(
-            hex(array_digest(&Array::U8(vec![1, 0]))),
-            hex(array_digest(&Array::I8(vec![1, 0])))
-        );
+        let line = |a: &Array| {
+            let mut out = String::new();
+            render_metadata(&mut out, "tokenizer.ggml.tokens", &Value::Array(a.clone()));
+            out
+        };
+        assert!(line(&long).starts_with("meta tokenizer.ggml.tokens: array[string; 1000] sha256:"));
+        assert_ne!(line(&long), line(&changed));
     }
 
     #[test]
@@ -405,7 +379,7 @@ mod tests {
             &Value::String("line one\n\tline two\n".into()),
         );
         let lines: Vec<&str> = out.lines().collect();
-        assert!(lines[0].starts_with("meta tokenizer.chat_template: string, 19 bytes, 3 lines"));
+        assert_eq!(lines[0], "meta tokenizer.chat_template: string, long text:");
         assert_eq!(lines[1..], ["    | line one", "    | \\tline two", "    |"]);
     }
 

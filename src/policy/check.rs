@@ -102,17 +102,19 @@ pub enum Storage {
 }
 
 /// The model bytes of a subject.
-enum Body {
+enum Body<'a> {
     Map(memmap2::Mmap),
     Bytes(Vec<u8>),
+    Borrowed(&'a [u8]),
     Empty,
 }
 
-impl Body {
+impl Body<'_> {
     fn bytes(&self) -> &[u8] {
         match self {
             Body::Map(m) => m,
             Body::Bytes(b) => b,
+            Body::Borrowed(b) => b,
             Body::Empty => &[],
         }
     }
@@ -254,13 +256,28 @@ pub fn is_model(subject: &Subject<'_>) -> Result<bool> {
     Ok(crate::formats::detect(body.bytes()).is_some())
 }
 
+/// Like [`check_blob`] for a blob named by id: a large blob is not loaded into memory (its
+/// header tells a pointer from content, and only a prefix is read for the structure).
+pub fn check_blob_id(
+    policy: &Policy,
+    repo: &gix::Repository,
+    path: &str,
+    id: ObjectId,
+) -> Result<Vec<Violation>> {
+    let subject = Subject {
+        path: path.to_string(),
+        origin: Origin::Blob { repo, id },
+    };
+    Ok(evaluate(policy, &subject)?.unwrap_or_default())
+}
+
 struct Evaluation<'s, 'r> {
     subject: &'s Subject<'r>,
     stored: Option<Stored>,
     violations: Vec<Violation>,
 }
 
-impl Evaluation<'_, '_> {
+impl<'s, 'r> Evaluation<'s, 'r> {
     fn path(&self) -> &str {
         &self.subject.path
     }
@@ -442,10 +459,11 @@ impl Evaluation<'_, '_> {
     }
 
     /// The model bytes: the file, the LFS object a pointer names, or the blob.
-    fn body(&mut self) -> Result<Body> {
+    fn body(&mut self) -> Result<Body<'s>> {
         let path = self.path().to_string();
         let stored_pointer = self.stored()?.and_then(|s| s.pointer.clone());
-        match &self.subject.origin {
+        let subject: &'s Subject<'r> = self.subject;
+        match &subject.origin {
             Origin::Blob { repo, id } => match stored_pointer {
                 Some(p) => lfs_body(Some(repo), &path, &p),
                 None => {
@@ -458,7 +476,7 @@ impl Evaluation<'_, '_> {
             },
             Origin::BlobBytes { repo, bytes } => match stored_pointer {
                 Some(p) => lfs_body(*repo, &path, &p),
-                None => Ok(Body::Bytes(bytes.to_vec())),
+                None => Ok(Body::Borrowed(bytes)),
             },
             Origin::Worktree { repo, file, .. } => match worktree_pointer(file)? {
                 Some(p) => lfs_body(*repo, &path, &p),
@@ -495,7 +513,11 @@ fn worktree_pointer(file: &Path) -> Result<Option<Pointer>> {
     Ok(Pointer::parse(&bytes))
 }
 
-fn lfs_body(repo: Option<&gix::Repository>, path: &str, pointer: &Pointer) -> Result<Body> {
+fn lfs_body(
+    repo: Option<&gix::Repository>,
+    path: &str,
+    pointer: &Pointer,
+) -> Result<Body<'static>> {
     let object = repo.and_then(|r| lfs::present_object(r, pointer));
     match object {
         Some(object) => map_file(&object),
@@ -507,7 +529,7 @@ fn lfs_body(repo: Option<&gix::Repository>, path: &str, pointer: &Pointer) -> Re
     }
 }
 
-fn map_file(file: &Path) -> Result<Body> {
+fn map_file(file: &Path) -> Result<Body<'static>> {
     let f = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
     let len = f.metadata().map_err(|e| Error::io(file, e))?.len();
     if len == 0 {
@@ -521,7 +543,7 @@ fn map_file(file: &Path) -> Result<Body> {
 
 /// A blob's content: whole when it fits [`MAX_BLOB_IN_MEMORY`], else a prefix streamed from
 /// `git cat-file` (gix would inflate the whole object into memory).
-fn blob_body(repo: &gix::Repository, id: ObjectId, size: u64) -> Result<Body> {
+fn blob_body(repo: &gix::Repository, id: ObjectId, size: u64) -> Result<Body<'static>> {
     if size <= MAX_BLOB_IN_MEMORY {
         return Ok(Body::Bytes(crate::git::repo::blob_bytes(repo, id)?));
     }

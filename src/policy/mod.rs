@@ -18,7 +18,7 @@ pub mod workspace;
 
 use std::path::{Path, PathBuf};
 
-pub use check::{Origin, Subject, Violation, check_blob, evaluate};
+pub use check::{Origin, Subject, Violation, check_blob, check_blob_id, evaluate};
 pub use config::{Policy, PolicyError, load_policy};
 pub use report::{CheckReport, FileError};
 

@@ -130,7 +130,10 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
     let mut streams = 0usize;
     let mut incomplete = None;
     // Legacy torch.save: magic, protocol, sys_info, the object, storage keys, then raw data.
-    while streams < MAX_STREAMS && bytes.get(pos) == Some(&0x80) {
+    while streams < MAX_STREAMS
+        && bytes.get(pos) == Some(&0x80)
+        && matches!(bytes.get(pos + 1), Some(2..=5))
+    {
         match scan.run(bytes, pos) {
             Ok(end) => {
                 streams += 1;
@@ -141,7 +144,11 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
                 if streams == 0 && scan.opcodes < 3 {
                     return None;
                 }
-                incomplete = Some(err);
+                // After a complete pickle, what follows may be raw storage bytes that merely
+                // start like one; the imports seen on the way are kept either way.
+                if streams == 0 {
+                    incomplete = Some(err);
+                }
                 break;
             }
         }
@@ -721,6 +728,18 @@ mod tests {
         let r = sniff(bytes).unwrap();
         assert_eq!(r.imports, vec!["posix.system"]);
         assert!(r.incomplete.as_deref().unwrap().contains("past the end"));
+    }
+
+    #[test]
+    fn raw_storage_after_the_pickles_is_not_scanned_as_pickle() {
+        let mut b = DICT_P2.to_vec();
+        b.extend_from_slice(b"\x80\x02\xff\xff raw storage bytes");
+        let r = sniff(&b).unwrap();
+        assert!(r.incomplete.is_none(), "{r:?}");
+        // A second stream that imports before breaking still reports its import.
+        let mut b = DICT_P2.to_vec();
+        b.extend_from_slice(b"\x80\x02cos\nsystem\n\xff");
+        assert_eq!(sniff(&b).unwrap().imports, vec!["os.system"]);
     }
 
     #[test]

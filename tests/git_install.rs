@@ -1,0 +1,269 @@
+//! `weight-inspect git install|uninstall` with the real git and git-lfs: what lands in the
+//! config and the attributes, coexistence with LFS, idempotency, exact removal.
+
+mod git_support;
+
+use git_support::*;
+
+const BLOCK: &str =
+    "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)
+*.gguf diff=weight-inspect
+*.safetensors diff=weight-inspect
+";
+
+fn wi_ok(repo: &Repo, args: &[&str]) -> String {
+    let out = repo.wi(args);
+    assert_success(&format!("weight-inspect {args:?}"), &out);
+    stdout(&out)
+}
+
+/// `git check-attr` for a model path: the attribute's value as git sees it.
+fn attr(repo: &Repo, name: &str, path: &str) -> String {
+    let out = repo.ok(&["check-attr", name, "--", path]);
+    out.trim()
+        .rsplit(": ")
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn local_config(repo: &Repo) -> String {
+    repo.ok(&["config", "--local", "--list"])
+}
+
+fn program() -> String {
+    bin().canonicalize().unwrap().display().to_string()
+}
+
+#[test]
+fn fresh_repository() {
+    let repo = Repo::new();
+    let report = wi_ok(&repo, &["git", "install"]);
+    assert_contains(
+        &report,
+        &[
+            "set diff.weight-inspect.textconv = ",
+            "set diff.weight-inspect.cachetextconv = true",
+            "set diff.weight-inspect.command = ",
+            "added `*.gguf diff=weight-inspect`",
+            "added `*.safetensors diff=weight-inspect`",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path(".gitattributes")).unwrap(),
+        BLOCK
+    );
+    let p = program();
+    assert_eq!(
+        repo.ok(&["config", "diff.weight-inspect.textconv"]).trim(),
+        format!("{p} textconv")
+    );
+    assert_eq!(
+        repo.ok(&["config", "diff.weight-inspect.command"]).trim(),
+        format!("{p} git-diff-driver")
+    );
+    assert_eq!(
+        repo.ok(&["config", "--bool", "diff.weight-inspect.cachetextconv"])
+            .trim(),
+        "true"
+    );
+    assert_eq!(attr(&repo, "diff", "m.gguf"), "weight-inspect");
+    assert_eq!(attr(&repo, "diff", "dir/w.safetensors"), "weight-inspect");
+    assert_eq!(attr(&repo, "diff", "readme.md"), "unspecified");
+
+    // Second run: nothing changes, byte for byte.
+    let config = local_config(&repo);
+    let raw_config = std::fs::read(repo.path(".git/config")).unwrap();
+    let again = wi_ok(&repo, &["git", "install"]);
+    assert_eq!(
+        again,
+        "weight-inspect is already installed as git's diff driver; nothing changed\n"
+    );
+    assert_eq!(local_config(&repo), config);
+    assert_eq!(std::fs::read(repo.path(".git/config")).unwrap(), raw_config);
+    assert_eq!(
+        std::fs::read_to_string(repo.path(".gitattributes")).unwrap(),
+        BLOCK
+    );
+
+    // Uninstall: the attributes file we created is gone, and so is the config section.
+    let before = {
+        let fresh = Repo::new();
+        std::fs::read_to_string(fresh.path(".git/config")).unwrap()
+    };
+    let report = wi_ok(&repo, &["git", "uninstall"]);
+    assert_contains(
+        &report,
+        &[
+            "unset diff.weight-inspect.textconv",
+            "unset diff.weight-inspect.command",
+            "removed ",
+        ],
+    );
+    assert!(!repo.path(".gitattributes").exists());
+    let config_text = std::fs::read_to_string(repo.path(".git/config")).unwrap();
+    assert!(!config_text.contains("weight-inspect"), "{config_text}");
+    assert_eq!(config_text, before);
+    assert_eq!(
+        wi_ok(&repo, &["git", "uninstall"]),
+        "weight-inspect is not installed; nothing changed\n"
+    );
+}
+
+#[test]
+fn repository_with_lfs_attributes() {
+    let repo = Repo::with_lfs();
+    // Something else of the user's in the file, and in the diff section's neighbourhood.
+    let mut original = std::fs::read_to_string(repo.path(".gitattributes")).unwrap();
+    assert!(original.contains("*.gguf filter=lfs diff=lfs merge=lfs -text"));
+    original.push_str("*.txt text eol=lf\n");
+    std::fs::write(repo.path(".gitattributes"), &original).unwrap();
+    repo.ok(&["config", "diff.other.textconv", "cat"]);
+    let lfs_filter = repo.ok(&["config", "filter.lfs.clean"]);
+
+    wi_ok(&repo, &["git", "install"]);
+    let installed = std::fs::read_to_string(repo.path(".gitattributes")).unwrap();
+    assert_eq!(installed, format!("{original}{BLOCK}"));
+    // Both attributes apply: LFS keeps storing the file, we diff it.
+    assert_eq!(attr(&repo, "diff", "m.gguf"), "weight-inspect");
+    assert_eq!(attr(&repo, "filter", "m.gguf"), "lfs");
+    assert_eq!(attr(&repo, "merge", "m.gguf"), "lfs");
+    assert_eq!(attr(&repo, "diff", "x.safetensors"), "weight-inspect");
+
+    // Idempotent.
+    let config = local_config(&repo);
+    assert_contains(&wi_ok(&repo, &["git", "install"]), &["nothing changed"]);
+    assert_eq!(local_config(&repo), config);
+    assert_eq!(
+        std::fs::read_to_string(repo.path(".gitattributes")).unwrap(),
+        installed
+    );
+
+    // A later `git lfs track` appends a line that would win; install again moves our block.
+    repo.ok(&["lfs", "track", "models/*.gguf"]);
+    assert_eq!(attr(&repo, "diff", "models/m.gguf"), "lfs");
+    let report = wi_ok(&repo, &["git", "install"]);
+    assert_contains(&report, &["moved to the end `*.gguf diff=weight-inspect`"]);
+    assert_eq!(attr(&repo, "diff", "models/m.gguf"), "weight-inspect");
+    assert_eq!(attr(&repo, "filter", "models/m.gguf"), "lfs");
+    let moved = std::fs::read_to_string(repo.path(".gitattributes")).unwrap();
+    assert!(moved.ends_with(BLOCK), "{moved}");
+
+    // Uninstall removes exactly our lines and keys.
+    wi_ok(&repo, &["git", "uninstall"]);
+    let after = std::fs::read_to_string(repo.path(".gitattributes")).unwrap();
+    assert_eq!(
+        after,
+        format!("{original}models/*.gguf filter=lfs diff=lfs merge=lfs -text\n")
+    );
+    assert_eq!(attr(&repo, "diff", "m.gguf"), "lfs");
+    assert_eq!(repo.ok(&["config", "diff.other.textconv"]).trim(), "cat");
+    assert_eq!(repo.ok(&["config", "filter.lfs.clean"]), lfs_filter);
+    assert!(
+        repo.git(&["config", "--get-regexp", "^diff\\.weight-inspect\\."])
+            .status
+            .code()
+            == Some(1)
+    );
+}
+
+#[test]
+fn modes_textconv_only_external_only_and_switching() {
+    let repo = Repo::new();
+    let report = wi_ok(&repo, &["git", "install", "--textconv"]);
+    assert_lacks(&report, &["command"]);
+    assert!(
+        repo.git(&["config", "diff.weight-inspect.command"])
+            .status
+            .code()
+            == Some(1)
+    );
+    assert_eq!(
+        repo.ok(&["config", "diff.weight-inspect.cachetextconv"])
+            .trim(),
+        "true"
+    );
+
+    let report = wi_ok(&repo, &["git", "install", "--external"]);
+    assert_contains(
+        &report,
+        &[
+            "set diff.weight-inspect.command",
+            "unset diff.weight-inspect.textconv",
+            "unset diff.weight-inspect.cachetextconv",
+        ],
+    );
+    assert!(
+        repo.git(&["config", "diff.weight-inspect.textconv"])
+            .status
+            .code()
+            == Some(1)
+    );
+    // Attributes were already in place.
+    assert_lacks(&report, &["added `"]);
+
+    let both = repo.wi(&["git", "install", "--textconv", "--external"]);
+    assert!(!both.status.success(), "the two flags conflict");
+}
+
+#[test]
+fn global_install_and_precedence_warning() {
+    let repo = Repo::with_lfs();
+    let report = wi_ok(&repo, &["git", "install", "--global"]);
+    let global_attributes = repo.home.join(".config/git/attributes");
+    assert_eq!(std::fs::read_to_string(&global_attributes).unwrap(), BLOCK);
+    let gitconfig = std::fs::read_to_string(repo.home.join(".gitconfig")).unwrap();
+    assert_contains(
+        &gitconfig,
+        &[
+            "[diff \"weight-inspect\"]",
+            "textconv = ",
+            "cachetextconv = true",
+        ],
+    );
+    // The repository's own .gitattributes (diff=lfs) wins over global attributes.
+    assert_contains(
+        &report,
+        &["warning:", "takes precedence over global attributes"],
+    );
+    assert_eq!(attr(&repo, "diff", "m.gguf"), "lfs");
+    // A repository without LFS attributes uses the global install.
+    let plain = Repo::new();
+    let mut cmd = plain.git_cmd_in(&plain.dir, &["check-attr", "diff", "--", "m.gguf"]);
+    cmd.env("HOME", &repo.home)
+        .env("XDG_CONFIG_HOME", repo.home.join(".config"));
+    let out = cmd.output().unwrap();
+    assert_contains(&stdout(&out), &["diff: weight-inspect"]);
+
+    // core.attributesFile is honored.
+    let custom = repo.home.join("my-attributes");
+    std::fs::write(&custom, "*.bin binary\n").unwrap();
+    repo.ok(&[
+        "config",
+        "--global",
+        "core.attributesFile",
+        custom.to_str().unwrap(),
+    ]);
+    wi_ok(&repo, &["git", "install", "--global"]);
+    assert_eq!(
+        std::fs::read_to_string(&custom).unwrap(),
+        format!("*.bin binary\n{BLOCK}")
+    );
+
+    wi_ok(&repo, &["git", "uninstall", "--global"]);
+    assert_eq!(std::fs::read_to_string(&custom).unwrap(), "*.bin binary\n");
+    let gitconfig = std::fs::read_to_string(repo.home.join(".gitconfig")).unwrap();
+    assert!(!gitconfig.contains("weight-inspect"), "{gitconfig}");
+}
+
+#[test]
+fn install_outside_a_repository_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["git", "install"])
+        .current_dir(dir.path())
+        .env("GIT_CEILING_DIRECTORIES", dir.path().parent().unwrap());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_contains(&stderr(&out), &["not inside a git repository"]);
+}
