@@ -97,7 +97,7 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
             level: policy_level,
             file: Some(e.path.clone()),
             title: "weight-inspect: cannot check".into(),
-            message: e.message.clone(),
+            message: super::report::reason(e).to_owned(),
         });
     }
     if report.fail_on == FailOn::Change {
@@ -128,10 +128,16 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
                 file: Some(f.path().to_owned()),
                 title: "weight-inspect: structure not compared".into(),
                 message: format!(
-                    "the LFS object of the {} side is not present locally; the summary shows \
+                    "the LFS object of the {} is not present locally; the summary shows \
                      the LFS oid and size only (check out with `lfs: true`, and `git lfs \
                      fetch` the base commit's objects, to compare structures)",
-                    absent.join(" and ")
+                    if absent.len() == 2 {
+                        "old and new sides"
+                    } else if absent[0] == "old" {
+                        "old side"
+                    } else {
+                        "new side"
+                    }
                 ),
             });
         }
@@ -170,7 +176,11 @@ pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     }
     let (shown, rest) = of_level.split_at(MAX_PER_LEVEL - 1);
     let mut out: Vec<Annotation> = shown.iter().map(|a| (*a).clone()).collect();
-    let mut lines: Vec<String> = rest.iter().take(MAX_GROUPED_LINES).map(|a| a.line()).collect();
+    let mut lines: Vec<String> = rest
+        .iter()
+        .take(MAX_GROUPED_LINES)
+        .map(|a| a.line())
+        .collect();
     if rest.len() > MAX_GROUPED_LINES {
         lines.push(format!(
             "… and {} more (see the job summary)",

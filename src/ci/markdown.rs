@@ -31,8 +31,15 @@ pub fn render(report: &CiReport, budget: usize) -> String {
     let header = header(report);
     if !w.push(&header) {
         // Not even the header fits: a one-line note if possible, else nothing.
-        let line = format!("weight-inspect: {} (summary omitted: {LIMIT_NOTE})\n", report.summary_line());
-        return if line.len() <= budget { line } else { String::new() };
+        let line = format!(
+            "weight-inspect: {} (summary omitted: {LIMIT_NOTE})\n",
+            report.summary_line()
+        );
+        return if line.len() <= budget {
+            line
+        } else {
+            String::new()
+        };
     }
     files_table(&mut w, report);
     violations_table(&mut w, report);
@@ -241,7 +248,11 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             return;
         }
         for e in &report.unchecked {
-            let row = format!("| {} | {} |\n", cell_code(&e.path), cell_text(&e.message));
+            let row = format!(
+                "| {} | {} |\n",
+                cell_code(&e.path),
+                cell_text(super::report::reason(e))
+            );
             if !w.push(&row) {
                 w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));
                 return;
@@ -309,11 +320,7 @@ fn cut_at_line(text: &str, max: usize) -> &str {
 /// A code fence longer than any backtick run in `body` (model metadata may hold Markdown,
 /// e.g. a chat template with ``` in it).
 fn fence_for(body: &str) -> String {
-    let longest = body
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     "`".repeat(longest.max(2) + 1)
 }
 

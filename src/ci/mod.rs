@@ -31,8 +31,8 @@ pub struct CiArgs {
     /// Head revision.
     #[arg(long, value_name = "REV", default_value = "HEAD")]
     pub head: String,
-    /// Policy file applied to the head side [default: .weight-inspect.toml at the root of
-    /// the work tree, if it exists].
+    /// Policy file applied to the head side [default: .weight-inspect.toml as committed in
+    /// the head revision, if it has one].
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Append the Markdown report to FILE (in Actions: $GITHUB_STEP_SUMMARY); `-` prints it.
@@ -65,7 +65,7 @@ impl CiArgs {
             Some(base) => base,
             None => default_base(std::env::var("GITHUB_BASE_REF").ok().as_deref()),
         };
-        let policy = load_policy(&repo, &cwd, self.policy.as_deref())?;
+        let policy = load_policy(&repo, &cwd, self.policy.as_deref(), &self.head)?;
         let options = report::Options {
             base: &base,
             head: &self.head,
@@ -114,33 +114,38 @@ pub fn default_base(github_base_ref: Option<&str>) -> String {
     }
 }
 
-/// The policy named by `--policy` (an error if missing), else `.weight-inspect.toml` at the
-/// work-tree root when it exists, else none.
+/// The policy named by `--policy` (a file; an error if missing), else `.weight-inspect.toml`
+/// as committed in `head` when it has one (the work tree may be another commit, or none).
 fn load_policy(
     repo: &gix::Repository,
     cwd: &Path,
     arg: Option<&Path>,
+    head: &str,
 ) -> Result<Option<report::LoadedPolicy>> {
-    let root = repo
-        .workdir()
-        .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_owned()));
-    let (path, shown) = match arg {
-        Some(p) => (cwd.join(p), p.display().to_string()),
-        None => {
-            let Some(root) = &root else { return Ok(None) };
-            let path = root.join(crate::policy::config::POLICY_FILE);
-            if !path.exists() {
-                return Ok(None);
-            }
-            (path, crate::policy::config::POLICY_FILE.to_owned())
-        }
+    const POLICY_FILE: &str = crate::policy::config::POLICY_FILE;
+    let Some(arg) = arg else {
+        let Some(bytes) = crate::git::repo::read_blob(repo, head, POLICY_FILE)? else {
+            return Ok(None);
+        };
+        let shown = format!("{head}:{POLICY_FILE}");
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::Other(format!("{shown}: not UTF-8 text")))?;
+        let policy = crate::policy::Policy::parse(Path::new(POLICY_FILE), &text)?;
+        return Ok(Some(report::LoadedPolicy {
+            policy,
+            shown: POLICY_FILE.to_owned(),
+            repo_path: Some(POLICY_FILE.to_owned()),
+        }));
     };
+    let shown = arg.display().to_string();
+    let path = cwd.join(arg);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&shown, e))?;
-    let policy = crate::policy::Policy::parse(Path::new(&shown), &text)?;
-    // The policy's path in the repository, to tell whether the pull request changes it.
-    let repo_path = root.as_ref().and_then(|root| {
+    let policy = crate::policy::Policy::parse(arg, &text)?;
+    // The policy's path in the repository, to tell whether the change touches it.
+    let repo_path = repo.workdir().and_then(|root| {
+        let root = root.canonicalize().ok()?;
         let abs = path.canonicalize().ok()?;
-        let rel = abs.strip_prefix(root).ok()?;
+        let rel = abs.strip_prefix(&root).ok()?;
         let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
         Some(parts?.join("/"))
     });
@@ -155,7 +160,8 @@ fn load_policy(
 /// (the file may already hold another tool's summary of the same step).
 fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
     let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let budget = markdown::SUMMARY_LIMIT.saturating_sub(usize::try_from(existing).unwrap_or(usize::MAX));
+    let budget =
+        markdown::SUMMARY_LIMIT.saturating_sub(usize::try_from(existing).unwrap_or(usize::MAX));
     let text = markdown::render(report, budget);
     let mut file = std::fs::OpenOptions::new()
         .create(true)

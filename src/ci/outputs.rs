@@ -139,7 +139,11 @@ pub fn output_lines(report: &CiReport, json_path: Option<&Path>) -> Result<Strin
     let mut out = String::new();
     push_output(&mut out, "changed-files", &report.files.len().to_string());
     push_output(&mut out, "violations", &report.violations.len().to_string());
-    push_output(&mut out, "failed", if report.failed() { "true" } else { "false" });
+    push_output(
+        &mut out,
+        "failed",
+        if report.failed() { "true" } else { "false" },
+    );
     if let Some(path) = json_path {
         let abs = absolute(path)?;
         push_output(&mut out, "report", &abs.to_string_lossy());

@@ -412,7 +412,11 @@ impl CiReport {
     pub fn summary_line(&self) -> String {
         let mut out = format!(
             "{} between {} and {}",
-            plural(self.files.len(), "model file changed", "model files changed"),
+            plural(
+                self.files.len(),
+                "model file changed",
+                "model files changed"
+            ),
             self.base.short(),
             self.head.short()
         );
@@ -467,11 +471,19 @@ impl CiReport {
                 out.push('\n');
             }
             for e in &self.unchecked {
-                let _ = writeln!(out, "{}: cannot check: {}", e.path, e.message);
+                let _ = writeln!(out, "{}: cannot check: {}", e.path, reason(e));
             }
         }
         out
     }
+}
+
+/// Why the policy could not judge a file, without the path its message starts with.
+pub fn reason(e: &FileError) -> &str {
+    e.message
+        .strip_prefix(e.path.as_str())
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(&e.message)
 }
 
 pub fn plural(n: usize, one: &str, many: &str) -> String {
