@@ -172,13 +172,13 @@ impl FileEntry {
             }
         }
         // Without both structures, the LFS pointers still tell whether the content changed.
-        if self.diff.is_none() {
-            if let (Some(a), Some(b)) = (pointer(&self.old), pointer(&self.new)) {
-                if a == b {
-                    let _ = writeln!(out, "LFS object unchanged: {a}");
-                } else {
-                    let _ = writeln!(out, "LFS object: {a} -> {b}");
-                }
+        if self.diff.is_none()
+            && let (Some(a), Some(b)) = (pointer(&self.old), pointer(&self.new))
+        {
+            if a == b {
+                let _ = writeln!(out, "LFS object unchanged: {a}");
+            } else {
+                let _ = writeln!(out, "LFS object: {a} -> {b}");
             }
         }
         out
