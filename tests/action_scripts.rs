@@ -370,12 +370,14 @@ fn install_plan_names_the_cache() {
 // ---------------------------------------------------------------- ensure-base.sh
 
 /// A "remote" repository: main c1 -> c2 -> c4, pr branches from c2 with c3. c2 holds a model
-/// and the policy; c3 turns the model's first tensor into q8_0 (a violation).
+/// and the policy; c3 turns the model's first tensor into q8_0 (a violation). As on GitHub,
+/// refs/pull/1/merge is the merge of pr into the current main (parents c4, c3).
 struct Remote {
     dir: tempfile::TempDir,
     c2: String,
     c3: String,
     c4: String,
+    merge: String,
 }
 
 fn remote(runner: &Runner) -> Remote {
@@ -402,7 +404,47 @@ fn remote(runner: &Runner) -> Remote {
     std::fs::write(d.join("README"), "two\n").unwrap();
     runner.git(d, &["commit", "-q", "-am", "c4"]);
     let c4 = runner.git(d, &["rev-parse", "HEAD"]);
-    Remote { dir, c2, c3, c4 }
+    runner.git(d, &["checkout", "-q", "--detach", &c4]);
+    runner.git(d, &["merge", "-q", "--no-ff", "-m", "Merge pr", "pr"]);
+    let merge = runner.git(d, &["rev-parse", "HEAD"]);
+    runner.git(d, &["update-ref", "refs/pull/1/merge", &merge]);
+    runner.git(d, &["checkout", "-q", "main"]);
+    Remote {
+        dir,
+        c2,
+        c3,
+        c4,
+        merge,
+    }
+}
+
+/// What actions/checkout does on a pull_request event: fetch the merge ref one commit deep
+/// and check it out detached.
+fn merge_checkout(runner: &Runner, remote: &Remote, name: &str) -> PathBuf {
+    let work = runner.path(name);
+    std::fs::create_dir_all(&work).unwrap();
+    runner.git(&work, &["init", "-q", "."]);
+    runner.git(
+        &work,
+        &["remote", "add", "origin", &file_url(remote.dir.path())],
+    );
+    runner.git(
+        &work,
+        &[
+            "fetch",
+            "-q",
+            "--no-tags",
+            "--depth=1",
+            "origin",
+            "+refs/pull/1/merge:refs/remotes/pull/1/merge",
+        ],
+    );
+    runner.git(
+        &work,
+        &["checkout", "-q", "--detach", "refs/remotes/pull/1/merge"],
+    );
+    assert_eq!(runner.git(&work, &["rev-parse", "HEAD"]), remote.merge);
+    work
 }
 
 /// `actions/checkout` with its default fetch-depth 1: a shallow clone of the pr branch.
@@ -471,6 +513,44 @@ fn ensure_base_fetches_the_pull_request_base_into_a_shallow_clone() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(common::stdout(&out), expected);
     assert!(!common::stderr(&out).contains("fetching"), "{}", text(&out));
+}
+
+#[test]
+fn ensure_base_takes_the_first_parent_of_the_pull_request_merge_commit() {
+    let runner = Runner::new();
+    let remote = remote(&runner);
+    let work = merge_checkout(&runner, &remote, "merge");
+    // The event's base.sha is stale (main moved on to c4 since): the merge commit knows better.
+    let out = runner.script(
+        "ensure-base.sh",
+        &work,
+        &[
+            ("WI_PR_BASE_SHA", &remote.c2),
+            ("WI_PR_HEAD_SHA", &remote.c3),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        common::stdout(&out),
+        format!("base={}\nhead={}\n", remote.c4, remote.merge)
+    );
+    assert!(has_commit(&runner, &work, &remote.c4));
+
+    // The pull request's head checked out instead (ref: head.sha): base.sha it is.
+    let work = shallow_clone(&runner, &remote, "head");
+    let out = runner.script(
+        "ensure-base.sh",
+        &work,
+        &[
+            ("WI_PR_BASE_SHA", &remote.c2),
+            ("WI_PR_HEAD_SHA", &remote.c3),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        common::stdout(&out),
+        format!("base={}\nhead={}\n", remote.c2, remote.c3)
+    );
 }
 
 #[test]
@@ -612,9 +692,9 @@ fn step<'a>(result: &'a Value, id: &str) -> &'a Value {
 fn the_action_runs_on_a_shallow_pull_request_checkout() {
     let runner = Runner::new();
     let remote = remote(&runner);
-    let work = shallow_clone(&runner, &remote, "work");
+    let work = merge_checkout(&runner, &remote, "work");
     let bin = common::bin();
-    let event = json!({"pull_request": {"base": {"sha": remote.c4}}});
+    let event = json!({"pull_request": {"base": {"sha": remote.c2}, "head": {"sha": remote.c3}}});
     let result = run_action(
         &runner,
         &work,
@@ -638,7 +718,7 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
     );
     let base = step(&result, "base");
     assert_eq!(base["outputs"]["base"], remote.c4.as_str(), "{all}");
-    assert_eq!(base["outputs"]["head"], remote.c3.as_str(), "{all}");
+    assert_eq!(base["outputs"]["head"], remote.merge.as_str(), "{all}");
 
     // The violation fails the step, after the summary and outputs are written.
     let report = step(&result, "report");

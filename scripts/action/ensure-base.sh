@@ -5,7 +5,11 @@
 #
 # The base, first match wins:
 #   WI_BASE_INPUT     the action's `base` input (a commit id or a ref name)
-#   WI_PR_BASE_SHA    github.event.pull_request.base.sha
+#   the merge commit  on a pull request, when the head is GitHub's merge commit (second parent
+#                     WI_PR_HEAD_SHA, as actions/checkout checks out by default): its first
+#                     parent, the base GitHub merged into (pull_request.base.sha goes stale when
+#                     the base branch moves on)
+#   WI_PR_BASE_SHA    github.event.pull_request.base.sha (the pull request head checked out)
 #   GITHUB_BASE_REF   the pull request's target branch (fetched as refs/remotes/REMOTE/BRANCH)
 #   WI_PUSH_BEFORE    github.event.before (the tip before a push; all zeros for a new branch)
 #   otherwise         the first parent of the head commit
@@ -77,9 +81,16 @@ git rev-parse --git-dir >/dev/null 2>&1 || die "$(pwd) is not a git repository (
 
 head_sha=$(ensure "$head_rev" input)
 
+# The parents recorded in the head commit (known even when a shallow clone lacks them).
+# (`read -a`, not mapfile: macOS runners have bash 3.2.)
+parent_list=$(git cat-file commit "$head_sha" | sed -n '/^$/q; s/^parent //p' | tr '\n' ' ')
+read -r -a parents <<<"$parent_list" || true
+
 zeros='^0+$'
 if [ -n "${WI_BASE_INPUT:-}" ]; then
     base_sha=$(ensure "$WI_BASE_INPUT" input)
+elif [ -n "${WI_PR_HEAD_SHA:-}" ] && [ "${#parents[@]}" -eq 2 ] && [ "${parents[1]}" = "$WI_PR_HEAD_SHA" ]; then
+    base_sha=$(ensure "${parents[0]}" input)
 elif [ -n "${WI_PR_BASE_SHA:-}" ]; then
     base_sha=$(ensure "$WI_PR_BASE_SHA" input)
 elif [ -n "${GITHUB_BASE_REF:-}" ]; then
