@@ -400,6 +400,72 @@ mod tests {
         assert_eq!(fence_for("a ```` b"), "`````");
     }
 
+    fn report(files: usize) -> CiReport {
+        use crate::git::repo::{FileChange, Status};
+        let rev = |r: &str| super::super::report::Rev {
+            rev: r.into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        };
+        let id = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
+        CiReport {
+            base: rev("main"),
+            head: rev("HEAD"),
+            fail_on: super::super::FailOn::Violation,
+            policy: None,
+            policy_changed: false,
+            files: (0..files)
+                .map(|i| FileEntry {
+                    change: FileChange {
+                        status: Status::Added,
+                        old_path: None,
+                        new_path: Some(format!("models/{i:04}|x`.gguf")),
+                        old_id: None,
+                        new_id: Some(id),
+                        new_worktree: None,
+                    },
+                    old: None,
+                    new: Some(ModelSide::NotModel {
+                        size: 10,
+                        sha256: "ab".repeat(32),
+                        lfs: None,
+                    }),
+                    diff: None,
+                })
+                .collect(),
+            checked: 0,
+            violations: Vec::new(),
+            unchecked: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn never_exceeds_the_budget() {
+        let r = report(200);
+        let whole = render(&r, SUMMARY_LIMIT);
+        assert_eq!(whole.matches("<details>").count(), 200);
+        assert!(
+            whole.contains("| added | ``models/0007\\|x`.gguf`` | ? |"),
+            "{whole}"
+        );
+        for budget in [0, 10, 100, 300, 2500, 4000, 10_000, 40_000, 60_000] {
+            let text = render(&r, budget);
+            assert!(text.len() <= budget, "{budget}: {} bytes", text.len());
+            assert_eq!(
+                text.matches("<details>").count(),
+                text.matches("</details>").count(),
+                "{budget}"
+            );
+        }
+        let cut = render(&r, 10_000);
+        assert!(
+            cut.contains(" more files not listed: GitHub accepts at most 1 MiB"),
+            "{cut}"
+        );
+        let cut = render(&r, 60_000);
+        assert!(cut.contains("_The structural diffs of "), "{cut}");
+        assert!(render(&r, 300).starts_with("weight-inspect: 200 model files changed"));
+    }
+
     #[test]
     fn cuts_at_line_ends_and_char_boundaries() {
         assert_eq!(cut_at_line("ab\ncd\nef\n", 7), "ab\ncd\n");
