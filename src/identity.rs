@@ -17,9 +17,47 @@ use crate::artifact::{Array, Artifact, Value};
 
 /// Lowercase hex SHA-256 of the canonical JSON.
 pub fn structural_hash(artifact: &Artifact) -> String {
-    let mut sink = HashSink::new();
-    write_artifact(&mut sink, artifact);
-    hex(&sink.finish())
+    if metadata_items(artifact) < PIPELINE_MIN_ITEMS {
+        let mut sink = HashSink::new();
+        write_artifact(&mut sink, artifact);
+        return hex(&sink.finish());
+    }
+    // Large vocabularies: write the JSON on this thread while another hashes finished chunks,
+    // so SHA-256 overlaps with the writing instead of following it.
+    std::thread::scope(|scope| {
+        let (chunks, received) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let hashing = scope.spawn(move || {
+            let mut hasher = Sha256::new();
+            for chunk in received {
+                hasher.update(&chunk);
+            }
+            hasher.finalize()
+        });
+        let mut sink = ChunkSink {
+            buf: Vec::with_capacity(HASH_CHUNK * 2),
+            chunks,
+        };
+        write_artifact(&mut sink, artifact);
+        let ChunkSink { buf, chunks } = sink;
+        // A send fails only if the hashing thread died, which join() reports below.
+        let _ = chunks.send(buf);
+        drop(chunks);
+        hex(&hashing.join().expect("the hashing thread does not panic"))
+    })
+}
+
+/// Metadata array items from which hashing runs on a second thread.
+const PIPELINE_MIN_ITEMS: usize = 50_000;
+
+fn metadata_items(artifact: &Artifact) -> usize {
+    artifact
+        .metadata
+        .values()
+        .map(|v| match v {
+            Value::Array(a) => a.len(),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The canonical JSON bytes whose SHA-256 is the structural hash.
@@ -100,6 +138,31 @@ impl Sink for HashSink {
     }
 }
 
+/// Hands full chunks to the hashing thread.
+struct ChunkSink {
+    buf: Vec<u8>,
+    chunks: std::sync::mpsc::SyncSender<Vec<u8>>,
+}
+
+impl Sink for ChunkSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= HASH_CHUNK {
+            self.send_chunk();
+        }
+    }
+}
+
+impl ChunkSink {
+    #[inline(never)]
+    fn send_chunk(&mut self) {
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(HASH_CHUNK * 2));
+        // If the hashing thread is gone, join() in structural_hash reports why.
+        let _ = self.chunks.send(full);
+    }
+}
+
 impl HashSink {
     #[inline(never)]
     fn hash_chunk(&mut self) {
@@ -174,7 +237,16 @@ fn write_array(out: &mut impl Sink, array: &Array) {
         Array::F32(v) => write_items(out, v, |o, x| write_f32_bits(o, x.0)),
         Array::F64(v) => write_items(out, v, |o, x| write_int(o, x.0)),
         Array::Bool(v) => write_items(out, v, |o, x| o.put(if *x { b"true" } else { b"false" })),
-        Array::String(v) => write_items(out, v, |o, x| write_str(o, x)),
+        Array::String(v) => {
+            out.put(b"[");
+            for (i, item) in v.iter().enumerate() {
+                if i > 0 {
+                    out.put(b",");
+                }
+                write_str(out, item);
+            }
+            out.put(b"]");
+        }
         Array::Array(v) => write_items(out, v, |o, x| write_array(o, x)),
     }
 }
@@ -201,14 +273,25 @@ fn write_f32_bits(out: &mut impl Sink, bits: u32) {
     out.put(b"\"")
 }
 
+#[inline]
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
 /// A JSON string with the schema-1 escapes. Most strings need none and are copied whole.
 fn write_str(out: &mut impl Sink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.put(b"\"");
+    // A non-short-circuiting scan vectorizes; most strings need no escape at all.
+    if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
+        if !needs_escape(b) {
             continue;
         }
         out.put(&bytes[start..i]);
@@ -299,7 +382,7 @@ mod tests {
                 "é",
                 Value::Array(Array::Array(vec![
                     Array::U8(vec![1]),
-                    Array::String(vec![]),
+                    Array::String(Default::default()),
                 ])),
             ),
         ]);
@@ -320,6 +403,19 @@ mod tests {
             write_str(&mut ours, &s);
             proptest::prop_assert_eq!(ours, serde_json::to_vec(&s).unwrap());
         }
+    }
+
+    #[test]
+    fn pipelined_hash_equals_hash_of_canonical_json() {
+        let tokens: crate::artifact::StringArray = (0..PIPELINE_MIN_ITEMS + 7)
+            .map(|i| format!("tok{i}\n"))
+            .collect();
+        let a = artifact(vec![("tokens", Value::Array(Array::String(tokens)))]);
+        assert!(metadata_items(&a) >= PIPELINE_MIN_ITEMS);
+        assert_eq!(
+            structural_hash(&a),
+            hex(&Sha256::digest(canonical_json(&a)))
+        );
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! `language: rust`) through `pre-commit try-repo` on a repository with good and bad files.
 //!
 //! pre-commit builds the hook with `cargo install --path .` in a fresh store for every
-//! try-repo run; CARGO_TARGET_DIR points that build at a directory under target/ so a rerun
-//! recompiles only this crate, not its dependencies.
+//! try-repo run (try-repo ignores PRE_COMMIT_HOME's cache). So that a rerun does not rebuild
+//! the dependencies, CARGO_TARGET_DIR points that build at a directory under target/; and the
+//! release profile is overridden (no LTO, opt-level 0) through cargo's environment
+//! configuration, which only makes the test's build faster.
 
 mod common;
 mod policy_support;
@@ -78,6 +80,9 @@ forbid_formats = ["pickle"]
             "never",
         ])
         .env("CARGO_TARGET_DIR", shared_target("policy-pre-commit-build"))
+        .env("CARGO_PROFILE_RELEASE_LTO", "false")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
         .env("PRE_COMMIT_HOME", shared_target("policy-pre-commit-home"))
         // Only the binary pre-commit builds, not the one of this test run.
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());

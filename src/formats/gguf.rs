@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::artifact::{Array, Artifact, F32Bits, F64Bits, Format, Layout, TensorInfo, Value};
+use crate::artifact::{
+    Array, Artifact, F32Bits, F64Bits, Format, Layout, StringArray, TensorInfo, Value,
+};
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
 pub const DEFAULT_ALIGNMENT: u64 = 32;
@@ -317,7 +319,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
-        let len = self.bounded_count(1, what)?;
+        let len = self.bounded_count(1, &|| format!("the length of {}", what()))?;
         let offset = self.offset();
         let raw = self.take(len, what)?;
         match std::str::from_utf8(raw) {
@@ -661,36 +663,31 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
     })
 }
 
-/// Reads `len` strings, validating their UTF-8 in one pass: vocabularies hold hundreds of
-/// thousands of short strings, and one validation over all of them is several times faster than
-/// one per string. An ASCII NUL between the strings keeps the check exact: no multi-byte
+/// Reads `len` strings into one buffer, validating their UTF-8 in one pass: vocabularies hold
+/// hundreds of thousands of short strings, and one validation over all of them is several times
+/// faster than one per string. The NUL after each string keeps the check exact: no multi-byte
 /// sequence can run across it, so the joined text is valid exactly when every string is.
-fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<Vec<String>> {
+fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
     let item = || format!("an element of array {key:?}");
-    let mut spans = Vec::with_capacity(len);
+    let mut file_offsets = Vec::with_capacity(len);
+    let mut ends = Vec::with_capacity(len);
     let mut joined = Vec::new();
     for _ in 0..len {
-        let str_len = cur.bounded_count(1, &item)?;
-        let offset = cur.offset();
+        let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
+        file_offsets.push(cur.offset());
         let raw = cur.take(str_len, &item)?;
-        spans.push((joined.len(), offset));
         joined.extend_from_slice(raw);
+        ends.push(joined.len());
         joined.push(0);
     }
-    let text = match simdutf8::compat::from_utf8(&joined) {
-        Ok(text) => text,
-        Err(e) => {
-            let bad = spans.partition_point(|&(start, _)| start <= e.valid_up_to()) - 1;
-            return Err(GgufError::InvalidUtf8 {
-                offset: spans[bad].1,
-                what: format!("element {bad} of array {key:?}"),
-            });
-        }
-    };
-    let mut out = Vec::with_capacity(len);
-    for (i, &(start, _)) in spans.iter().enumerate() {
-        let end = spans.get(i + 1).map_or(joined.len(), |&(next, _)| next) - 1;
-        out.push(text[start..end].to_owned());
+    if let Err(e) = simdutf8::compat::from_utf8(&joined) {
+        let bad = ends.partition_point(|&end| end < e.valid_up_to());
+        return Err(GgufError::InvalidUtf8 {
+            offset: file_offsets[bad],
+            what: format!("element {bad} of array {key:?}"),
+        });
     }
-    Ok(out)
+    // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.
+    let text = unsafe { String::from_utf8_unchecked(joined) };
+    Ok(StringArray::from_parts(text, ends))
 }
