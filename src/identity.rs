@@ -26,19 +26,24 @@ pub fn structural_hash(artifact: &Artifact) -> String {
     // so SHA-256 overlaps with the writing instead of following it.
     std::thread::scope(|scope| {
         let (chunks, received) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        // Hashed buffers come back for reuse: fresh 128 KiB buffers would each be new pages.
+        let (recycle, recycled) = std::sync::mpsc::channel::<Vec<u8>>();
         let hashing = scope.spawn(move || {
             let mut hasher = Sha256::new();
-            for chunk in received {
+            for mut chunk in received {
                 hasher.update(&chunk);
+                chunk.clear();
+                let _ = recycle.send(chunk);
             }
             hasher.finalize()
         });
         let mut sink = ChunkSink {
             buf: Vec::with_capacity(HASH_CHUNK * 2),
             chunks,
+            recycled,
         };
         write_artifact(&mut sink, artifact);
-        let ChunkSink { buf, chunks } = sink;
+        let ChunkSink { buf, chunks, .. } = sink;
         // A send fails only if the hashing thread died, which join() reports below.
         let _ = chunks.send(buf);
         drop(chunks);
@@ -142,6 +147,7 @@ impl Sink for HashSink {
 struct ChunkSink {
     buf: Vec<u8>,
     chunks: std::sync::mpsc::SyncSender<Vec<u8>>,
+    recycled: std::sync::mpsc::Receiver<Vec<u8>>,
 }
 
 impl Sink for ChunkSink {
@@ -157,7 +163,11 @@ impl Sink for ChunkSink {
 impl ChunkSink {
     #[inline(never)]
     fn send_chunk(&mut self) {
-        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(HASH_CHUNK * 2));
+        let next = self
+            .recycled
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(HASH_CHUNK * 2));
+        let full = std::mem::replace(&mut self.buf, next);
         // If the hashing thread is gone, join() in structural_hash reports why.
         let _ = self.chunks.send(full);
     }
@@ -226,29 +236,59 @@ fn write_value(out: &mut impl Sink, value: &Value) {
 
 fn write_array(out: &mut impl Sink, array: &Array) {
     match array {
-        Array::U8(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I8(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::U16(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I16(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::U32(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I32(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::U64(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I64(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::F32(v) => write_items(out, v, |o, x| write_f32_bits(o, x.0)),
-        Array::F64(v) => write_items(out, v, |o, x| write_int(o, x.0)),
+        Array::U8(v) => write_int_items(out, v, |x| x),
+        Array::I8(v) => write_int_items(out, v, |x| x),
+        Array::U16(v) => write_int_items(out, v, |x| x),
+        Array::I16(v) => write_int_items(out, v, |x| x),
+        Array::U32(v) => write_int_items(out, v, |x| x),
+        Array::I32(v) => write_int_items(out, v, |x| x),
+        Array::U64(v) => write_int_items(out, v, |x| x),
+        Array::I64(v) => write_int_items(out, v, |x| x),
+        Array::F64(v) => write_int_items(out, v, |x| x.0),
+        Array::F32(v) => {
+            out.put(b"[");
+            let mut digits = itoa::Buffer::new();
+            for (i, x) in v.iter().enumerate() {
+                // `,"f32:4294967295"` at most: one append per element.
+                let mut item = [0u8; 24];
+                let prefix: &[u8] = if i > 0 { b",\"f32:" } else { b"\"f32:" };
+                let digits = digits.format(x.0).as_bytes();
+                let mut n = prefix.len();
+                item[..n].copy_from_slice(prefix);
+                item[n..n + digits.len()].copy_from_slice(digits);
+                n += digits.len();
+                item[n] = b'"';
+                out.put(&item[..n + 1]);
+            }
+            out.put(b"]");
+        }
         Array::Bool(v) => write_items(out, v, |o, x| o.put(if *x { b"true" } else { b"false" })),
         Array::String(v) => {
             out.put(b"[");
             for (i, item) in v.iter().enumerate() {
-                if i > 0 {
-                    out.put(b",");
-                }
-                write_str(out, item);
+                out.put(if i > 0 { b",\"" } else { b"\"" });
+                write_str_content(out, item);
+                out.put(b"\"");
             }
             out.put(b"]");
         }
         Array::Array(v) => write_items(out, v, |o, x| write_array(o, x)),
     }
+}
+
+/// Integers with their separating comma in one append each.
+fn write_int_items<T: Copy, I: itoa::Integer>(out: &mut impl Sink, items: &[T], int: fn(T) -> I) {
+    out.put(b"[");
+    let mut digits = itoa::Buffer::new();
+    for (i, &x) in items.iter().enumerate() {
+        let mut item = [0u8; 24];
+        let digits = digits.format(int(x)).as_bytes();
+        let start = usize::from(i > 0);
+        item[0] = b',';
+        item[start..start + digits.len()].copy_from_slice(digits);
+        out.put(&item[..start + digits.len()]);
+    }
+    out.put(b"]");
 }
 
 fn write_items<W: Sink, T>(out: &mut W, items: &[T], mut write_item: impl FnMut(&mut W, &T)) {
@@ -280,13 +320,18 @@ fn needs_escape(b: u8) -> bool {
 
 /// A JSON string with the schema-1 escapes. Most strings need none and are copied whole.
 fn write_str(out: &mut impl Sink, s: &str) {
+    out.put(b"\"");
+    write_str_content(out, s);
+    out.put(b"\"");
+}
+
+/// The escaped content of a JSON string, without its quotes.
+fn write_str_content(out: &mut impl Sink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
-    out.put(b"\"");
     // A non-short-circuiting scan vectorizes; most strings need no escape at all.
     if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
         out.put(bytes);
-        out.put(b"\"");
         return;
     }
     let mut start = 0;
@@ -315,7 +360,6 @@ fn write_str(out: &mut impl Sink, s: &str) {
         start = i + 1;
     }
     out.put(&bytes[start..]);
-    out.put(b"\"")
 }
 
 #[cfg(test)]

@@ -613,38 +613,38 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
     let len = cur.bounded_count(min_value_size(elem_type, cur), &what)?;
     let item = || format!("an element of array {key:?}");
 
+    // Numbers are decoded from one slice: a vocabulary's scores and token types are hundreds
+    // of thousands of elements. bounded_count guaranteed that `len` of them fit.
     macro_rules! numbers {
-        ($variant:ident, $read:ident) => {{
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(cur.$read(&item)?);
-            }
-            Array::$variant(out)
+        ($variant:ident, $ty:ty, $wrap:expr) => {{
+            const N: usize = std::mem::size_of::<$ty>();
+            let raw = cur.take(len * N, &item)?;
+            let big_endian = cur.big_endian;
+            Array::$variant(
+                raw.chunks_exact(N)
+                    .map(|chunk| {
+                        let bytes: [u8; N] = chunk.try_into().expect("chunks of N bytes");
+                        $wrap(if big_endian {
+                            <$ty>::from_be_bytes(bytes)
+                        } else {
+                            <$ty>::from_le_bytes(bytes)
+                        })
+                    })
+                    .collect(),
+            )
         }};
     }
     Ok(match elem_type {
-        value_type::U8 => numbers!(U8, u8),
-        value_type::I8 => numbers!(I8, i8),
-        value_type::U16 => numbers!(U16, u16),
-        value_type::I16 => numbers!(I16, i16),
-        value_type::U32 => numbers!(U32, u32),
-        value_type::I32 => numbers!(I32, i32),
-        value_type::U64 => numbers!(U64, u64),
-        value_type::I64 => numbers!(I64, i64),
-        value_type::F32 => {
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(F32Bits(cur.u32(&item)?));
-            }
-            Array::F32(out)
-        }
-        value_type::F64 => {
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(F64Bits(cur.u64(&item)?));
-            }
-            Array::F64(out)
-        }
+        value_type::U8 => numbers!(U8, u8, |x| x),
+        value_type::I8 => numbers!(I8, i8, |x| x),
+        value_type::U16 => numbers!(U16, u16, |x| x),
+        value_type::I16 => numbers!(I16, i16, |x| x),
+        value_type::U32 => numbers!(U32, u32, |x| x),
+        value_type::I32 => numbers!(I32, i32, |x| x),
+        value_type::U64 => numbers!(U64, u64, |x| x),
+        value_type::I64 => numbers!(I64, i64, |x| x),
+        value_type::F32 => numbers!(F32, u32, F32Bits),
+        value_type::F64 => numbers!(F64, u64, F64Bits),
         value_type::BOOL => {
             let mut out = Vec::with_capacity(len);
             for _ in 0..len {
