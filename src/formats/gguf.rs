@@ -669,12 +669,11 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
 /// sequence can run across it, so the joined text is valid exactly when every string is.
 fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
     let item = || format!("an element of array {key:?}");
-    let mut file_offsets = Vec::with_capacity(len);
+    let array_start = cur.pos;
     let mut ends = Vec::with_capacity(len);
     let mut joined = Vec::new();
     for _ in 0..len {
         let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
-        file_offsets.push(cur.offset());
         let raw = cur.take(str_len, &item)?;
         joined.extend_from_slice(raw);
         ends.push(joined.len());
@@ -683,11 +682,29 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     if let Err(e) = simdutf8::compat::from_utf8(&joined) {
         let bad = ends.partition_point(|&end| end < e.valid_up_to());
         return Err(GgufError::InvalidUtf8 {
-            offset: file_offsets[bad],
+            offset: string_offset(cur, array_start, bad),
             what: format!("element {bad} of array {key:?}"),
         });
     }
     // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.
     let text = unsafe { String::from_utf8_unchecked(joined) };
     Ok(StringArray::from_parts(text, ends))
+}
+
+/// File offset of string `index` of an array whose strings start at `array_start`: walked
+/// again only to report an error, so the happy path keeps no per-string offsets.
+fn string_offset(cur: &Cursor, array_start: usize, index: usize) -> u64 {
+    let mut walk = Cursor {
+        bytes: cur.bytes,
+        pos: array_start,
+        big_endian: cur.big_endian,
+        wide_counts: cur.wide_counts,
+    };
+    for _ in 0..index {
+        let Ok(len) = walk.count(&String::new) else {
+            break;
+        };
+        walk.pos = walk.pos.saturating_add(len as usize);
+    }
+    walk.pos as u64 + walk.string_len_size()
 }
