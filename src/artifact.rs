@@ -76,7 +76,7 @@ pub enum Array {
     F32(Vec<F32Bits>),
     F64(Vec<F64Bits>),
     Bool(Vec<bool>),
-    String(Vec<String>),
+    String(StringArray),
     /// Arrays of arrays; each inner array carries its own element type.
     Array(Vec<Array>),
 }
@@ -165,9 +165,73 @@ impl Array {
             Array::F32(v) => Value::F32(*v.get(index)?),
             Array::F64(v) => Value::F64(*v.get(index)?),
             Array::Bool(v) => Value::Bool(*v.get(index)?),
-            Array::String(v) => Value::String(v.get(index)?.clone()),
+            Array::String(v) => Value::String(v.get(index)?.to_owned()),
             Array::Array(v) => Value::Array(v.get(index)?.clone()),
         })
+    }
+}
+
+/// An array of strings in one buffer: a 262,144-token vocabulary is one allocation, not
+/// 262,144. Each string is followed by a NUL separator in `text` (the GGUF reader validates all
+/// strings in one UTF-8 pass thanks to it); `ends[i]` is where string `i` ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StringArray {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl StringArray {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// From text holding each string followed by a NUL, and the end of each string in it.
+    pub(crate) fn from_parts(text: String, ends: Vec<usize>) -> Self {
+        debug_assert!(ends.iter().all(|&e| text.as_bytes().get(e) == Some(&0)));
+        StringArray { text, ends }
+    }
+
+    pub fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+        self.text.push('\0');
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, index: usize) -> Option<&str> {
+        let end = *self.ends.get(index)?;
+        let start = match index {
+            0 => 0,
+            i => self.ends[i - 1] + 1,
+        };
+        Some(&self.text[start..end])
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.get(i).expect("index below len"))
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for StringArray {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
+        let mut out = StringArray::new();
+        for s in iter {
+            out.push(s.as_ref());
+        }
+        out
+    }
+}
+
+impl From<Vec<String>> for StringArray {
+    fn from(strings: Vec<String>) -> Self {
+        strings.into_iter().collect()
     }
 }
 

@@ -17,9 +17,52 @@ use crate::artifact::{Array, Artifact, Value};
 
 /// Lowercase hex SHA-256 of the canonical JSON.
 pub fn structural_hash(artifact: &Artifact) -> String {
-    let mut sink = HashSink::new();
-    write_artifact(&mut sink, artifact);
-    hex(&sink.finish())
+    if metadata_items(artifact) < PIPELINE_MIN_ITEMS {
+        let mut sink = HashSink::new();
+        write_artifact(&mut sink, artifact);
+        return hex(&sink.finish());
+    }
+    // Large vocabularies: write the JSON on this thread while another hashes finished chunks,
+    // so SHA-256 overlaps with the writing instead of following it.
+    std::thread::scope(|scope| {
+        let (chunks, received) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        // Hashed buffers come back for reuse: fresh 128 KiB buffers would each be new pages.
+        let (recycle, recycled) = std::sync::mpsc::channel::<Vec<u8>>();
+        let hashing = scope.spawn(move || {
+            let mut hasher = Sha256::new();
+            for mut chunk in received {
+                hasher.update(&chunk);
+                chunk.clear();
+                let _ = recycle.send(chunk);
+            }
+            hasher.finalize()
+        });
+        let mut sink = ChunkSink {
+            buf: Vec::with_capacity(HASH_CHUNK * 2),
+            chunks,
+            recycled,
+        };
+        write_artifact(&mut sink, artifact);
+        let ChunkSink { buf, chunks, .. } = sink;
+        // A send fails only if the hashing thread died, which join() reports below.
+        let _ = chunks.send(buf);
+        drop(chunks);
+        hex(&hashing.join().expect("the hashing thread does not panic"))
+    })
+}
+
+/// Metadata array items from which hashing runs on a second thread.
+const PIPELINE_MIN_ITEMS: usize = 50_000;
+
+fn metadata_items(artifact: &Artifact) -> usize {
+    artifact
+        .metadata
+        .values()
+        .map(|v| match v {
+            Value::Array(a) => a.len(),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The canonical JSON bytes whose SHA-256 is the structural hash.
@@ -100,6 +143,36 @@ impl Sink for HashSink {
     }
 }
 
+/// Hands full chunks to the hashing thread.
+struct ChunkSink {
+    buf: Vec<u8>,
+    chunks: std::sync::mpsc::SyncSender<Vec<u8>>,
+    recycled: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl Sink for ChunkSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= HASH_CHUNK {
+            self.send_chunk();
+        }
+    }
+}
+
+impl ChunkSink {
+    #[inline(never)]
+    fn send_chunk(&mut self) {
+        let next = self
+            .recycled
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(HASH_CHUNK * 2));
+        let full = std::mem::replace(&mut self.buf, next);
+        // If the hashing thread is gone, join() in structural_hash reports why.
+        let _ = self.chunks.send(full);
+    }
+}
+
 impl HashSink {
     #[inline(never)]
     fn hash_chunk(&mut self) {
@@ -163,20 +236,59 @@ fn write_value(out: &mut impl Sink, value: &Value) {
 
 fn write_array(out: &mut impl Sink, array: &Array) {
     match array {
-        Array::U8(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I8(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::U16(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I16(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::U32(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I32(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::U64(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::I64(v) => write_items(out, v, |o, x| write_int(o, *x)),
-        Array::F32(v) => write_items(out, v, |o, x| write_f32_bits(o, x.0)),
-        Array::F64(v) => write_items(out, v, |o, x| write_int(o, x.0)),
+        Array::U8(v) => write_int_items(out, v, |x| x),
+        Array::I8(v) => write_int_items(out, v, |x| x),
+        Array::U16(v) => write_int_items(out, v, |x| x),
+        Array::I16(v) => write_int_items(out, v, |x| x),
+        Array::U32(v) => write_int_items(out, v, |x| x),
+        Array::I32(v) => write_int_items(out, v, |x| x),
+        Array::U64(v) => write_int_items(out, v, |x| x),
+        Array::I64(v) => write_int_items(out, v, |x| x),
+        Array::F64(v) => write_int_items(out, v, |x| x.0),
+        Array::F32(v) => {
+            out.put(b"[");
+            let mut digits = itoa::Buffer::new();
+            for (i, x) in v.iter().enumerate() {
+                // `,"f32:4294967295"` at most: one append per element.
+                let mut item = [0u8; 24];
+                let prefix: &[u8] = if i > 0 { b",\"f32:" } else { b"\"f32:" };
+                let digits = digits.format(x.0).as_bytes();
+                let mut n = prefix.len();
+                item[..n].copy_from_slice(prefix);
+                item[n..n + digits.len()].copy_from_slice(digits);
+                n += digits.len();
+                item[n] = b'"';
+                out.put(&item[..n + 1]);
+            }
+            out.put(b"]");
+        }
         Array::Bool(v) => write_items(out, v, |o, x| o.put(if *x { b"true" } else { b"false" })),
-        Array::String(v) => write_items(out, v, |o, x| write_str(o, x)),
+        Array::String(v) => {
+            out.put(b"[");
+            for (i, item) in v.iter().enumerate() {
+                out.put(if i > 0 { b",\"" } else { b"\"" });
+                write_str_content(out, item);
+                out.put(b"\"");
+            }
+            out.put(b"]");
+        }
         Array::Array(v) => write_items(out, v, |o, x| write_array(o, x)),
     }
+}
+
+/// Integers with their separating comma in one append each.
+fn write_int_items<T: Copy, I: itoa::Integer>(out: &mut impl Sink, items: &[T], int: fn(T) -> I) {
+    out.put(b"[");
+    let mut digits = itoa::Buffer::new();
+    for (i, &x) in items.iter().enumerate() {
+        let mut item = [0u8; 24];
+        let digits = digits.format(int(x)).as_bytes();
+        let start = usize::from(i > 0);
+        item[0] = b',';
+        item[start..start + digits.len()].copy_from_slice(digits);
+        out.put(&item[..start + digits.len()]);
+    }
+    out.put(b"]");
 }
 
 fn write_items<W: Sink, T>(out: &mut W, items: &[T], mut write_item: impl FnMut(&mut W, &T)) {
@@ -201,14 +313,30 @@ fn write_f32_bits(out: &mut impl Sink, bits: u32) {
     out.put(b"\"")
 }
 
+#[inline]
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
 /// A JSON string with the schema-1 escapes. Most strings need none and are copied whole.
 fn write_str(out: &mut impl Sink, s: &str) {
+    out.put(b"\"");
+    write_str_content(out, s);
+    out.put(b"\"");
+}
+
+/// The escaped content of a JSON string, without its quotes.
+fn write_str_content(out: &mut impl Sink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
-    out.put(b"\"");
+    // A non-short-circuiting scan vectorizes; most strings need no escape at all.
+    if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
+        out.put(bytes);
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
+        if !needs_escape(b) {
             continue;
         }
         out.put(&bytes[start..i]);
@@ -232,7 +360,6 @@ fn write_str(out: &mut impl Sink, s: &str) {
         start = i + 1;
     }
     out.put(&bytes[start..]);
-    out.put(b"\"")
 }
 
 #[cfg(test)]
@@ -299,7 +426,7 @@ mod tests {
                 "é",
                 Value::Array(Array::Array(vec![
                     Array::U8(vec![1]),
-                    Array::String(vec![]),
+                    Array::String(Default::default()),
                 ])),
             ),
         ]);
@@ -320,6 +447,19 @@ mod tests {
             write_str(&mut ours, &s);
             proptest::prop_assert_eq!(ours, serde_json::to_vec(&s).unwrap());
         }
+    }
+
+    #[test]
+    fn pipelined_hash_equals_hash_of_canonical_json() {
+        let tokens: crate::artifact::StringArray = (0..PIPELINE_MIN_ITEMS + 7)
+            .map(|i| format!("tok{i}\n"))
+            .collect();
+        let a = artifact(vec![("tokens", Value::Array(Array::String(tokens)))]);
+        assert!(metadata_items(&a) >= PIPELINE_MIN_ITEMS);
+        assert_eq!(
+            structural_hash(&a),
+            hex(&Sha256::digest(canonical_json(&a)))
+        );
     }
 
     #[test]

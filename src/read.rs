@@ -53,12 +53,16 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
     }
 }
 
-/// A file path, or `REV:path` resolved through git when no such file exists.
+/// A file path, or `REV:path` resolved through git when no such file exists. A work-tree file
+/// that is an LFS pointer (a checkout with `GIT_LFS_SKIP_SMUDGE=1`) reads as the model it
+/// points to, from the local LFS store.
 pub fn load(spec: &str) -> Result<Artifact> {
     let path = Path::new(spec);
-    if !path.exists()
-        && let Some(result) = crate::git::cli::read_rev_path(spec)
-    {
+    if !path.exists() {
+        if let Some(result) = crate::git::cli::read_rev_path(spec) {
+            return result;
+        }
+    } else if let Some(result) = crate::git::cli::read_lfs_pointer_file(path) {
         return result;
     }
     read_file(path)

@@ -760,3 +760,20 @@ fn pathspecs_limit_the_fast_path() {
     assert_contains(&outside, &["a/model.gguf"]);
     assert_lacks(&outside, &["deep"]);
 }
+
+#[test]
+fn before_the_first_commit_the_index_is_compared_with_nothing() {
+    let repo = Repo::with_lfs();
+    make_model(&repo.path("model.gguf"), &gguf_v1());
+    repo.ok(&["add", "model.gguf"]);
+    let out = repo.wi(&["git", "diff"]);
+    assert_success("weight-inspect git diff without commits", &out);
+    assert_contains(
+        &stdout(&out),
+        &["weight-inspect /dev/null b/model.gguf", "new file:"],
+    );
+    // A revision that does not exist is still an error.
+    let bad = repo.wi(&["git", "diff", "nope"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_contains(&stderr(&bad), &["nope: cannot resolve revision"]);
+}

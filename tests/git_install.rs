@@ -267,3 +267,41 @@ fn install_outside_a_repository_fails_clearly() {
     assert_eq!(out.status.code(), Some(2));
     assert_contains(&stderr(&out), &["not inside a git repository"]);
 }
+
+#[test]
+fn warns_when_git_cannot_write_the_textconv_cache() {
+    let repo = Repo::new();
+    // No identity and no guessing: git cannot create the notes commit of the cache.
+    repo.ok(&["config", "user.useConfigOnly", "true"]);
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(args).current_dir(&repo.dir);
+        repo.isolate(&mut cmd);
+        for var in [
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "GIT_COMMITTER_NAME",
+            "GIT_COMMITTER_EMAIL",
+            "EMAIL",
+        ] {
+            cmd.env_remove(var);
+        }
+        let out = cmd.output().unwrap();
+        assert_success("weight-inspect git install", &out);
+        stdout(&out)
+    };
+    assert_contains(
+        &run(&["git", "install"]),
+        &[
+            "warning: git has no committer identity",
+            "cachetextconv false",
+        ],
+    );
+    // The external driver alone needs no cache.
+    let repo2_report = run(&["git", "install", "--external"]);
+    assert_lacks(&repo2_report, &["committer identity"]);
+    // With an identity, no warning.
+    repo.ok(&["config", "user.name", "t"]);
+    repo.ok(&["config", "user.email", "t@t"]);
+    assert_lacks(&run(&["git", "install"]), &["committer identity"]);
+}

@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::artifact::{Array, Artifact, F32Bits, F64Bits, Format, Layout, TensorInfo, Value};
+use crate::artifact::{
+    Array, Artifact, F32Bits, F64Bits, Format, Layout, StringArray, TensorInfo, Value,
+};
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
 pub const DEFAULT_ALIGNMENT: u64 = 32;
@@ -317,7 +319,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
-        let len = self.bounded_count(1, what)?;
+        let len = self.bounded_count(1, &|| format!("the length of {}", what()))?;
         let offset = self.offset();
         let raw = self.take(len, what)?;
         match std::str::from_utf8(raw) {
@@ -611,38 +613,38 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
     let len = cur.bounded_count(min_value_size(elem_type, cur), &what)?;
     let item = || format!("an element of array {key:?}");
 
+    // Numbers are decoded from one slice: a vocabulary's scores and token types are hundreds
+    // of thousands of elements. bounded_count guaranteed that `len` of them fit.
     macro_rules! numbers {
-        ($variant:ident, $read:ident) => {{
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(cur.$read(&item)?);
-            }
-            Array::$variant(out)
+        ($variant:ident, $ty:ty, $wrap:expr) => {{
+            const N: usize = std::mem::size_of::<$ty>();
+            let raw = cur.take(len * N, &item)?;
+            let big_endian = cur.big_endian;
+            Array::$variant(
+                raw.chunks_exact(N)
+                    .map(|chunk| {
+                        let bytes: [u8; N] = chunk.try_into().expect("chunks of N bytes");
+                        $wrap(if big_endian {
+                            <$ty>::from_be_bytes(bytes)
+                        } else {
+                            <$ty>::from_le_bytes(bytes)
+                        })
+                    })
+                    .collect(),
+            )
         }};
     }
     Ok(match elem_type {
-        value_type::U8 => numbers!(U8, u8),
-        value_type::I8 => numbers!(I8, i8),
-        value_type::U16 => numbers!(U16, u16),
-        value_type::I16 => numbers!(I16, i16),
-        value_type::U32 => numbers!(U32, u32),
-        value_type::I32 => numbers!(I32, i32),
-        value_type::U64 => numbers!(U64, u64),
-        value_type::I64 => numbers!(I64, i64),
-        value_type::F32 => {
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(F32Bits(cur.u32(&item)?));
-            }
-            Array::F32(out)
-        }
-        value_type::F64 => {
-            let mut out = Vec::with_capacity(len);
-            for _ in 0..len {
-                out.push(F64Bits(cur.u64(&item)?));
-            }
-            Array::F64(out)
-        }
+        value_type::U8 => numbers!(U8, u8, |x| x),
+        value_type::I8 => numbers!(I8, i8, |x| x),
+        value_type::U16 => numbers!(U16, u16, |x| x),
+        value_type::I16 => numbers!(I16, i16, |x| x),
+        value_type::U32 => numbers!(U32, u32, |x| x),
+        value_type::I32 => numbers!(I32, i32, |x| x),
+        value_type::U64 => numbers!(U64, u64, |x| x),
+        value_type::I64 => numbers!(I64, i64, |x| x),
+        value_type::F32 => numbers!(F32, u32, F32Bits),
+        value_type::F64 => numbers!(F64, u64, F64Bits),
         value_type::BOOL => {
             let mut out = Vec::with_capacity(len);
             for _ in 0..len {
@@ -661,36 +663,48 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
     })
 }
 
-/// Reads `len` strings, validating their UTF-8 in one pass: vocabularies hold hundreds of
-/// thousands of short strings, and one validation over all of them is several times faster than
-/// one per string. An ASCII NUL between the strings keeps the check exact: no multi-byte
+/// Reads `len` strings into one buffer, validating their UTF-8 in one pass: vocabularies hold
+/// hundreds of thousands of short strings, and one validation over all of them is several times
+/// faster than one per string. The NUL after each string keeps the check exact: no multi-byte
 /// sequence can run across it, so the joined text is valid exactly when every string is.
-fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<Vec<String>> {
+fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
     let item = || format!("an element of array {key:?}");
-    let mut spans = Vec::with_capacity(len);
+    let array_start = cur.pos;
+    let mut ends = Vec::with_capacity(len);
     let mut joined = Vec::new();
     for _ in 0..len {
-        let str_len = cur.bounded_count(1, &item)?;
-        let offset = cur.offset();
+        let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
         let raw = cur.take(str_len, &item)?;
-        spans.push((joined.len(), offset));
         joined.extend_from_slice(raw);
+        ends.push(joined.len());
         joined.push(0);
     }
-    let text = match simdutf8::compat::from_utf8(&joined) {
-        Ok(text) => text,
-        Err(e) => {
-            let bad = spans.partition_point(|&(start, _)| start <= e.valid_up_to()) - 1;
-            return Err(GgufError::InvalidUtf8 {
-                offset: spans[bad].1,
-                what: format!("element {bad} of array {key:?}"),
-            });
-        }
-    };
-    let mut out = Vec::with_capacity(len);
-    for (i, &(start, _)) in spans.iter().enumerate() {
-        let end = spans.get(i + 1).map_or(joined.len(), |&(next, _)| next) - 1;
-        out.push(text[start..end].to_owned());
+    if let Err(e) = simdutf8::compat::from_utf8(&joined) {
+        let bad = ends.partition_point(|&end| end < e.valid_up_to());
+        return Err(GgufError::InvalidUtf8 {
+            offset: string_offset(cur, array_start, bad),
+            what: format!("element {bad} of array {key:?}"),
+        });
     }
-    Ok(out)
+    // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.
+    let text = unsafe { String::from_utf8_unchecked(joined) };
+    Ok(StringArray::from_parts(text, ends))
+}
+
+/// File offset of string `index` of an array whose strings start at `array_start`: walked
+/// again only to report an error, so the happy path keeps no per-string offsets.
+fn string_offset(cur: &Cursor, array_start: usize, index: usize) -> u64 {
+    let mut walk = Cursor {
+        bytes: cur.bytes,
+        pos: array_start,
+        big_endian: cur.big_endian,
+        wide_counts: cur.wide_counts,
+    };
+    for _ in 0..index {
+        let Ok(len) = walk.count(&String::new) else {
+            break;
+        };
+        walk.pos = walk.pos.saturating_add(len as usize);
+    }
+    walk.pos as u64 + walk.string_len_size()
 }

@@ -346,3 +346,19 @@ fn read_rev_path_inner(spec: &str, rev: &str, path: &str) -> Result<crate::Artif
         ))),
     }
 }
+
+/// Reads a work-tree file that is an LFS pointer (a checkout with `GIT_LFS_SKIP_SMUDGE=1`) as
+/// the model it points to, from the local LFS store. None when `path` is not a pointer file.
+/// For `crate::read::load`, so that `inspect`/`diff` accept such files.
+pub fn read_lfs_pointer_file(path: &Path) -> Option<Result<crate::Artifact>> {
+    repo::read_pointer_file(path)?;
+    let label = path.display().to_string();
+    Some(match repo::model_side_of_file(path) {
+        ModelSide::Model { artifact, .. } => Ok(*artifact),
+        ModelSide::Invalid { error, .. } => Err(Error::Other(error)),
+        other => Err(Error::Other(format!(
+            "{label}: {}",
+            other.note().unwrap_or_default()
+        ))),
+    })
+}

@@ -88,12 +88,10 @@ fn run_inner(args: &[OsString], color: bool) -> String {
             new_hex,
             new_path,
         }) => {
-            // git runs the driver in the top-level directory; needed only for LFS pointers
-            // (GIT_LFS_SKIP_SMUDGE=1 hands us pointers instead of content).
-            let repo = repo::open_repo(Path::new(".")).ok();
+            // A repository is opened only for LFS pointers (GIT_LFS_SKIP_SMUDGE=1 hands us
+            // pointers instead of content).
             let side = |file: &Path| {
-                (file != Path::new("/dev/null"))
-                    .then(|| repo::model_side_from_file(repo.as_ref(), file))
+                (file != Path::new("/dev/null")).then(|| repo::model_side_of_file(file))
             };
             let old = side(&old_file);
             let new = side(&new_file);

@@ -292,7 +292,22 @@ pub fn install(cwd: &Path, scope: Scope, mode: Mode) -> Result<String> {
     if scope == Scope::Global {
         warn_if_shadowed(cwd, &mut report);
     }
+    if mode.textconv() && !has_committer_identity(&target.dir) {
+        let _ = writeln!(
+            report,
+            "warning: git has no committer identity here; it needs one to store cached textconv              output (refs/notes/textconv/{DRIVER}), and `git diff`/`git log -p` fail without it.              Set user.name and user.email, or run              `git config diff.{DRIVER}.cachetextconv false`"
+        );
+    }
     Ok(report)
+}
+
+/// Whether git can name a committer (the textconv cache is a notes commit).
+fn has_committer_identity(dir: &Path) -> bool {
+    Command::new("git")
+        .args(["var", "GIT_COMMITTER_IDENT"])
+        .current_dir(dir)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Removes what [`install`] added: our config keys (and the then-empty section) and our

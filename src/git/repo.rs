@@ -268,7 +268,14 @@ pub fn changed_model_files_filtered(
     head: Option<&str>,
     filter: &PathFilter,
 ) -> Result<Vec<FileChange>> {
-    let base_tree = resolve_tree(repo, base)?;
+    let base_tree = match resolve_tree(repo, base) {
+        Ok(tree) => tree,
+        // Before the first commit, `git diff` compares the index with nothing.
+        Err(_) if base == "HEAD" && head.is_none() && head_is_unborn(repo) => {
+            ObjectId::empty_tree(repo.object_hash())
+        }
+        Err(e) => return Err(e),
+    };
     let mut changes = match head {
         Some(head) => {
             let head_tree = resolve_tree(repo, head)?;
@@ -291,11 +298,17 @@ pub fn changed_model_files_filtered(
     Ok(changes)
 }
 
+fn head_is_unborn(repo: &gix::Repository) -> bool {
+    repo.head().is_ok_and(|head| head.is_unborn())
+}
+
 type TreeEntries = BTreeMap<String, (gix::objs::tree::EntryMode, ObjectId)>;
 
 fn tree_entries(repo: &gix::Repository, id: Option<ObjectId>) -> Result<TreeEntries> {
     let mut out = BTreeMap::new();
-    let Some(id) = id else { return Ok(out) };
+    let Some(id) = id.filter(|id| !id.is_empty_tree()) else {
+        return Ok(out);
+    };
     let tree = repo.find_tree(id).map_err(|e| object_error(id, e))?;
     let decoded = tree.decode().map_err(|e| object_error(id, e))?;
     for entry in decoded.entries {
@@ -718,6 +731,37 @@ pub fn model_side_from_file(repo: Option<&gix::Repository>, file: &Path) -> Mode
         return from_bytes(file, &bytes, None);
     }
     from_path(file, meta.len(), None, None)
+}
+
+/// Like [`model_side_from_file`], opening a repository only when `file` is an LFS pointer:
+/// the one of the current directory (where git runs drivers), else the one holding `file`.
+pub fn model_side_of_file(file: &Path) -> ModelSide {
+    let Some(pointer) = read_pointer_file(file) else {
+        return model_side_from_file(None, file);
+    };
+    let dirs = [Some(Path::new(".")), file.parent()];
+    for dir in dirs.into_iter().flatten() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(repo) = open_repo(dir)
+            && lfs::present_object(&repo, &pointer).is_some()
+        {
+            return from_pointer(Some(&repo), pointer);
+        }
+    }
+    ModelSide::Absent { pointer }
+}
+
+/// The LFS pointer in `file`, if it holds one (only small files are read).
+pub fn read_pointer_file(file: &Path) -> Option<Pointer> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
+        return None;
+    }
+    Pointer::parse(&std::fs::read(file).ok()?)
 }
 
 fn from_pointer(repo: Option<&gix::Repository>, pointer: Pointer) -> ModelSide {

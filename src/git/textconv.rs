@@ -15,7 +15,6 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::lfs::{self, Pointer};
 use super::repo::{self, ModelSide};
 use crate::artifact::{Array, Value};
 use crate::{Artifact, Format};
@@ -46,23 +45,7 @@ pub fn render_file(file: &Path) -> String {
 
 fn render_file_inner(file: &Path) -> String {
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
-    let looks_like_pointer = size.is_some_and(|s| s < lfs::MAX_POINTER_SIZE as u64)
-        && std::fs::read(file)
-            .ok()
-            .and_then(|b| Pointer::parse(&b))
-            .is_some();
-    // git runs textconv in the top-level directory of the work tree.
-    let repo = if looks_like_pointer {
-        repo::open_repo(Path::new(".")).ok()
-    } else {
-        None
-    };
-    let side = repo::model_side_from_file(repo.as_ref(), file);
-    let mut out = render_side(&side, size, file);
-    if looks_like_pointer && repo.is_none() && matches!(side, ModelSide::Absent { .. }) {
-        out.push_str("note: not inside a git repository, so the LFS store was not searched\n");
-    }
-    out
+    render_side(&repo::model_side_of_file(file), size, file)
 }
 
 /// Renders one side. `size` is the size of the file git handed us (for pointers, the
@@ -357,10 +340,17 @@ mod tests {
         assert_eq!(inline_array(&short).as_deref(), Some("[1, 2, 3]"));
         let long = Array::String((0..1000).map(|i| format!("tok{i}")).collect());
         assert_eq!(inline_array(&long), None);
-        let mut changed = long.clone();
-        if let Array::String(v) = &mut changed {
-            v[500] = "other".into();
-        }
+        let changed = Array::String(
+            (0..1000)
+                .map(|i| {
+                    if i == 500 {
+                        "other".to_owned()
+                    } else {
+                        format!("tok{i}")
+                    }
+                })
+                .collect(),
+        );
         let line = |a: &Array| {
             let mut out = String::new();
             render_metadata(&mut out, "tokenizer.ggml.tokens", &Value::Array(a.clone()));

@@ -77,5 +77,8 @@ pub fn require_tool(name: &str) {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    assert!(ok, "`{name}` is required by this test: run the tests with scripts/test, which installs it");
+    assert!(
+        ok,
+        "`{name}` is required by this test: run the tests with scripts/test, which installs it"
+    );
 }

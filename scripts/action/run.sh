@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs `weight-inspect ci` for the GitHub Action: the summary goes to $GITHUB_STEP_SUMMARY,
+# the outputs to $GITHUB_OUTPUT, the JSON report to $RUNNER_TEMP, annotations to the log.
+#
+# Inputs (environment): WI_BIN (the binary), WI_BASE and WI_HEAD (commits), WI_POLICY (a
+# policy file, or empty for .weight-inspect.toml when it exists), WI_FAIL_ON
+# (violation|change|never), WI_PATHS (paths, directories or globs, one per line).
+# Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
+set -euo pipefail
+
+: "${WI_BIN:?WI_BIN must name the weight-inspect binary}"
+: "${WI_BASE:?WI_BASE must name the base commit}"
+
+report_dir=${RUNNER_TEMP:-${TMPDIR:-/tmp}}
+args=(ci --base "$WI_BASE" --head "${WI_HEAD:-HEAD}" --fail-on "${WI_FAIL_ON:-violation}"
+    --annotations --json "$report_dir/weight-inspect-${GITHUB_ACTION:-report}.json")
+if [ -n "${WI_POLICY:-}" ]; then
+    args+=(--policy "$WI_POLICY")
+fi
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    args+=(--summary "$GITHUB_STEP_SUMMARY")
+fi
+if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    args+=(--outputs "$GITHUB_OUTPUT")
+fi
+args+=(--)
+while IFS= read -r line; do
+    # Trim surrounding blanks; skip empty lines.
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line%"${line##*[![:space:]]}"}"
+    if [ -n "$line" ]; then
+        args+=("$line")
+    fi
+done <<<"${WI_PATHS:-}"
+
+exec "$WI_BIN" --color never "${args[@]}"

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Independent reference implementation of weight-inspect's structural identity (schema 1).
+
+    reference_identity.py FILE...              one JSON line per file:
+                                               {"file", "canonical", "structural_hash"}
+    reference_identity.py --canonical FILE     the canonical JSON bytes alone, plus "\\n"
+                                               (what `weight-inspect id --canonical` prints)
+
+Shares no code with weight-inspect. Parsing is done by the formats' own Python packages:
+gguf-py's GGUFReader for GGUF v2/v3 (either byte order), the safetensors package for safetensors
+(safe_open validates the file and gives __metadata__; dtype/shape/offsets come from a json parse
+of the header). gguf-py cannot read GGUF v1, so v1 has a small struct-based reader here.
+
+The canonical form (see docs/SPEC.md): one JSON object, no whitespace, keys sorted by UTF-8
+bytes, {"format", "gguf_version" (GGUF only), "metadata", "tensors": {name: {"byte_length",
+"dtype", "shape"}}}; integers as JSON integers, f64 as the integer of its bit pattern, f32 as
+"f32:<bit pattern as u32>", strings escaped minimally (checked below against our own escaper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFValueType
+from safetensors import safe_open
+
+VT = GGUFValueType
+
+# ggml's type table: gguf-py's GGML_QUANT_SIZES with two documented differences.
+TYPES: dict[int, tuple[str, int, int]] = {
+    int(t): (t.name.lower(), *GGML_QUANT_SIZES[t]) for t in GGMLQuantizationType
+}
+# gguf-py 0.19 says 40 bytes per q8_1 block; ggml's block_q8_1 is 2 x f16 + 32 x i8 = 36 bytes.
+TYPES[int(GGMLQuantizationType.Q8_1)] = ("q8_1", 32, 36)
+# ggml type 42 postdates gguf-py 0.19.
+TYPES[42] = ("q2_0", 64, 18)
+
+
+class Invalid(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Canonical JSON
+
+
+def escape_reference(s: str) -> str:
+    """The string escaping rule of the canonical form, written out independently of json."""
+    short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    out = []
+    for ch in s:
+        if ch in short:
+            out.append(short[ch])
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def check_strings(value: Any) -> None:
+    """Asserts json.dumps escapes every string (key or value) exactly as the rule says."""
+    if isinstance(value, str):
+        got = json.dumps(value, ensure_ascii=False)
+        if got != escape_reference(value):
+            raise AssertionError(f"json.dumps escapes {value!r} as {got}, rule says {escape_reference(value)}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_strings(k)
+            check_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            check_strings(v)
+
+
+def canonical(doc: dict[str, Any]) -> bytes:
+    check_strings(doc)
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    # Python orders keys by code point; for valid Unicode that is the UTF-8 byte order.
+    return text.encode("utf-8")
+
+
+def f32_bits(raw: bytes) -> str:
+    return f"f32:{int.from_bytes(raw, 'little')}"
+
+
+def f64_bits(raw: bytes) -> int:
+    return int.from_bytes(raw, "little")
+
+
+def tensor_entry(name: str, type_id: int, dims: list[int]) -> dict[str, Any]:
+    if type_id not in TYPES:
+        raise Invalid(f"tensor {name!r}: unknown ggml type {type_id}")
+    type_name, block, size = TYPES[type_id]
+    n = 1
+    for d in dims:
+        n *= d
+    if dims and dims[0] % block != 0:
+        raise Invalid(f"tensor {name!r}: ne[0]={dims[0]} is not a multiple of the {type_name} block size {block}")
+    return {"byte_length": n // block * size, "dtype": type_name, "shape": dims}
+
+
+# --------------------------------------------------------------------------------------------
+# GGUF v2/v3 through gguf-py
+
+
+class HeaderOnlyReader(GGUFReader):
+    """GGUFReader without its tensor-data step, which needs the whole file and gguf-py's type
+    enum: we only need the tensor infos, and must handle partial files and type 42."""
+
+    def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
+        self.tensor_infos = []
+        for field in fields:
+            _name_len, name_data, _n_dims, dims, raw_dtype, _offset = field.parts
+            self.tensor_infos.append((bytes(name_data).decode("utf-8"), int(raw_dtype[0]), [int(d) for d in dims]))
+
+
+def np_scalar_bytes_le(arr: np.ndarray) -> bytes:
+    """The little-endian bytes of a one-element array of either byte order."""
+    big = arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and sys.byteorder == "big")
+    raw = arr.tobytes()
+    return raw[::-1] if big else raw
+
+
+def gguf_value(parts: list[np.ndarray], i: int, vtype: int) -> tuple[Any, int]:
+    """Decodes one value from a ReaderField's parts starting at index i; returns (value, next i).
+
+    gguf-py's ReaderField.contents() flattens arrays of arrays, so walk the raw parts instead:
+    a string is [length, bytes], a scalar one part, an array [element type, count, items...].
+    """
+    if vtype == VT.STRING:
+        return bytes(parts[i + 1]).decode("utf-8"), i + 2
+    if vtype == VT.ARRAY:
+        itype, count = int(parts[i][0]), int(parts[i + 1][0])
+        i += 2
+        items = []
+        for _ in range(count):
+            item, i = gguf_value(parts, i, itype)
+            items.append(item)
+        return items, i
+    part = parts[i]
+    if vtype == VT.FLOAT32:
+        return f32_bits(np_scalar_bytes_le(part)), i + 1
+    if vtype == VT.FLOAT64:
+        return f64_bits(np_scalar_bytes_le(part)), i + 1
+    if vtype == VT.BOOL:
+        return bool(part[0]), i + 1
+    return int(part[0]), i + 1
+
+
+def gguf_doc_gguf_py(path: Path) -> dict[str, Any]:
+    reader = HeaderOnlyReader(path)
+    version = int(reader.fields["GGUF.version"].parts[0][0])
+    metadata = {}
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF."):  # gguf-py's pseudo-fields for the header
+            continue
+        value, end = gguf_value(field.parts, 3, int(field.parts[2][0]))
+        assert end == len(field.parts), name
+        metadata[name] = value
+    tensors = {}
+    for name, type_id, dims in reader.tensor_infos:
+        if name in tensors:
+            raise Invalid(f"duplicate tensor {name!r}")
+        tensors[name] = tensor_entry(name, type_id, dims)
+    return {"format": "gguf", "gguf_version": version, "metadata": metadata, "tensors": tensors}
+
+
+# --------------------------------------------------------------------------------------------
+# GGUF v1 (gguf-py reads only v2 and v3): u32 counts, string lengths, array lengths and dims.
+
+
+class V1Reader:
+    SCALARS = {
+        VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
+        VT.FLOAT32: "f", VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT64: "d", VT.BOOL: "?",
+    }
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            raise Invalid(f"v1 header ends early at offset {self.pos}")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self.take(4))[0]
+
+    def string(self) -> str:
+        return self.take(self.u32()).decode("utf-8")
+
+    def value(self, vtype: int) -> Any:
+        if vtype == VT.STRING:
+            return self.string()
+        if vtype == VT.ARRAY:
+            itype, count = self.u32(), self.u32()
+            return [self.value(itype) for _ in range(count)]
+        fmt = self.SCALARS[VT(vtype)]
+        raw = self.take(struct.calcsize(fmt))
+        if vtype == VT.FLOAT32:
+            return f32_bits(raw)
+        if vtype == VT.FLOAT64:
+            return f64_bits(raw)
+        return struct.unpack("<" + fmt, raw)[0]
+
+
+def gguf_doc_v1(data: bytes) -> dict[str, Any]:
+    r = V1Reader(data)
+    r.take(8)  # magic, version
+    n_tensors, n_kv = r.u32(), r.u32()
+    metadata = {}
+    for _ in range(n_kv):
+        key = r.string()
+        if key in metadata:
+            raise Invalid(f"duplicate key {key!r}")
+        metadata[key] = r.value(r.u32())
+    tensors = {}
+    for _ in range(n_tensors):
+        name = r.string()
+        dims = [r.u32() for _ in range(r.u32())]
+        type_id = r.u32()
+        r.take(8)  # offset
+        if name in tensors:
+            raise Invalid(f"duplicate tensor {name!r}")
+        tensors[name] = tensor_entry(name, type_id, dims)
+    return {"format": "gguf", "gguf_version": 1, "metadata": metadata, "tensors": tensors}
+
+
+def gguf_doc(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    le_version, be_version = struct.unpack("<I", head[4:8])[0], struct.unpack(">I", head[4:8])[0]
+    if le_version == 1:
+        return gguf_doc_v1(path.read_bytes())
+    if be_version == 1:
+        raise Invalid("big-endian GGUF v1 does not exist")
+    return gguf_doc_gguf_py(path)
+
+
+# --------------------------------------------------------------------------------------------
+# safetensors
+
+
+def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise Invalid(f"duplicate JSON key {k!r}")
+        out[k] = v
+    return out
+
+
+def safetensors_doc(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"), object_pairs_hook=no_duplicates)
+    metadata = header.pop("__metadata__", None)
+    tensors = {}
+    data_end = 0
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        data_end = max(data_end, end)
+        tensors[name] = {"byte_length": end - begin, "dtype": info["dtype"].lower(), "shape": info["shape"]}
+
+    # Let the safetensors package validate the file and read __metadata__. A partial download
+    # (header complete, data cut short) is padded in a temporary copy, since safe_open insists
+    # on the whole file and the identity does not depend on the data.
+    expected_size = 8 + n + data_end
+    with tempfile.TemporaryDirectory() as tmp:
+        target = path
+        if os.path.getsize(path) < expected_size:
+            target = Path(tmp) / path.name
+            shutil.copyfile(path, target)
+            with open(target, "r+b") as f:
+                f.truncate(expected_size)
+        with safe_open(str(target), framework="numpy") as st:
+            package_metadata = st.metadata()
+            package_names = set(st.keys())
+    if package_metadata != metadata:
+        raise AssertionError(f"safetensors package metadata {package_metadata!r} != header {metadata!r}")
+    if package_names != set(tensors):
+        raise AssertionError("safetensors package sees other tensors than the header lists")
+    return {"format": "safetensors", "metadata": metadata or {}, "tensors": tensors}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def identity(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    doc = gguf_doc(path) if magic == b"GGUF" else safetensors_doc(path)
+    return canonical(doc)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--canonical", action="store_true", help="print only the canonical JSON of one file")
+    parser.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args()
+    if args.canonical:
+        if len(args.files) != 1:
+            parser.error("--canonical takes one file")
+        sys.stdout.buffer.write(identity(args.files[0]) + b"\n")
+        return 0
+    for path in args.files:
+        text = identity(path)
+        line = {"file": str(path), "canonical": text.decode("utf-8"), "structural_hash": hashlib.sha256(text).hexdigest()}
+        print(json.dumps(line, ensure_ascii=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+//! GitHub workflow-command annotations (`::error file=…,title=…::message`).
+//!
+//! GitHub shows at most 10 error and 10 warning annotations per step and drops the rest
+//! silently, so beyond that the last shown annotation of each level groups the remaining ones
+//! and says how many there are. Escaping follows the Actions toolkit
+//! ([`crate::policy::report::escape_data`] / [`escape_property`]).
+
+use super::report::{CiReport, FailOn};
+use crate::git::repo::ModelSide;
+use crate::policy::report::{escape_data, escape_property};
+
+/// Annotations GitHub shows per level and step.
+pub const MAX_PER_LEVEL: usize = 10;
+
+/// Lines of a grouped annotation's message before it, too, is cut short.
+const MAX_GROUPED_LINES: usize = 50;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Error,
+    Warning,
+}
+
+impl Level {
+    fn command(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            Level::Error => "errors",
+            Level::Warning => "warnings",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Annotation {
+    pub level: Level,
+    pub file: Option<String>,
+    pub title: String,
+    pub message: String,
+}
+
+impl Annotation {
+    /// The workflow command, one line.
+    pub fn command(&self) -> String {
+        let mut props = Vec::new();
+        if let Some(file) = &self.file {
+            props.push(format!("file={}", escape_property(file)));
+        }
+        props.push(format!("title={}", escape_property(&self.title)));
+        format!(
+            "::{} {}::{}\n",
+            self.level.command(),
+            props.join(","),
+            escape_data(&self.message)
+        )
+    }
+
+    /// The annotation as one line of a grouped message.
+    fn line(&self) -> String {
+        let message = self.message.replace(['\r', '\n'], " ");
+        match &self.file {
+            Some(file) => format!("{file}: {}: {message}", self.title),
+            None => format!("{}: {message}", self.title),
+        }
+    }
+}
+
+/// Every annotation the report calls for, errors first.
+pub fn collect(report: &CiReport) -> Vec<Annotation> {
+    // With --fail-on never nothing fails the job, so nothing is shown as an error.
+    let policy_level = if report.fail_on == FailOn::Never {
+        Level::Warning
+    } else {
+        Level::Error
+    };
+    let policy = report.policy.as_deref().unwrap_or_default();
+    let mut all = Vec::new();
+    for v in &report.violations {
+        all.push(Annotation {
+            level: policy_level,
+            file: Some(v.path.clone()),
+            title: format!("weight-inspect: {}", v.rule),
+            message: format!(
+                "expected {}; found {} ({policy}:{})",
+                v.expected, v.found, v.policy_line
+            ),
+        });
+    }
+    for e in &report.unchecked {
+        all.push(Annotation {
+            level: policy_level,
+            file: Some(e.path.clone()),
+            title: "weight-inspect: cannot check".into(),
+            message: super::report::reason(e).to_owned(),
+        });
+    }
+    if report.fail_on == FailOn::Change {
+        for f in &report.files {
+            all.push(Annotation {
+                level: Level::Error,
+                file: Some(f.path().to_owned()),
+                title: format!("weight-inspect: model {}", f.change.status.name()),
+                message: format!(
+                    "{}: {} -> {} ({}); --fail-on change fails on any changed model file",
+                    f.format(),
+                    super::report::short_hash(f.old.as_ref()),
+                    super::report::short_hash(f.new.as_ref()),
+                    super::report::counts_text(f.counts())
+                ),
+            });
+        }
+    }
+    for f in &report.files {
+        let absent: Vec<&str> = [("old", &f.old), ("new", &f.new)]
+            .into_iter()
+            .filter(|(_, s)| matches!(s, Some(ModelSide::Absent { .. })))
+            .map(|(label, _)| label)
+            .collect();
+        if !absent.is_empty() {
+            all.push(Annotation {
+                level: Level::Warning,
+                file: Some(f.path().to_owned()),
+                title: "weight-inspect: structure not compared".into(),
+                message: format!(
+                    "the LFS object of the {} is not present locally; the summary shows \
+                     the LFS oid and size only (check out with `lfs: true`, and `git lfs \
+                     fetch` the base commit's objects, to compare structures)",
+                    if absent.len() == 2 {
+                        "old and new sides"
+                    } else if absent[0] == "old" {
+                        "old side"
+                    } else {
+                        "new side"
+                    }
+                ),
+            });
+        }
+    }
+    if report.policy_changed {
+        all.push(Annotation {
+            level: Level::Warning,
+            file: Some(policy.to_owned()),
+            title: "weight-inspect: policy changed".into(),
+            message: "this change modifies the policy file itself; its new version was applied"
+                .into(),
+        });
+    }
+    all.sort_by_key(|a| a.level != Level::Error);
+    all
+}
+
+/// The workflow commands, at most [`MAX_PER_LEVEL`] per level.
+pub fn render(report: &CiReport) -> String {
+    let all = collect(report);
+    let mut out = String::new();
+    for level in [Level::Error, Level::Warning] {
+        let of_level: Vec<&Annotation> = all.iter().filter(|a| a.level == level).collect();
+        for a in limit(&of_level, level) {
+            out.push_str(&a.command());
+        }
+    }
+    out
+}
+
+/// The annotations of one level as GitHub will show them: all of them up to the limit, else
+/// the first ones and one that groups the rest.
+pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
+    if of_level.len() <= MAX_PER_LEVEL {
+        return of_level.iter().map(|a| (*a).clone()).collect();
+    }
+    let (shown, rest) = of_level.split_at(MAX_PER_LEVEL - 1);
+    let mut out: Vec<Annotation> = shown.iter().map(|a| (*a).clone()).collect();
+    let mut lines: Vec<String> = rest
+        .iter()
+        .take(MAX_GROUPED_LINES)
+        .map(|a| a.line())
+        .collect();
+    if rest.len() > MAX_GROUPED_LINES {
+        lines.push(format!(
+            "… and {} more (see the job summary)",
+            rest.len() - MAX_GROUPED_LINES
+        ));
+    }
+    out.push(Annotation {
+        level,
+        file: None,
+        title: format!("weight-inspect: {} more {}", rest.len(), level.plural()),
+        message: format!(
+            "GitHub shows {MAX_PER_LEVEL} {} per step; the other {}:\n{}",
+            level.plural(),
+            rest.len(),
+            lines.join("\n")
+        ),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann(i: usize) -> Annotation {
+        Annotation {
+            level: Level::Error,
+            file: Some(format!("m/{i}.gguf")),
+            title: "weight-inspect: allowed_dtypes".into(),
+            message: format!("found q4_k {i}"),
+        }
+    }
+
+    #[test]
+    fn commands_escape_properties_and_data() {
+        let a = Annotation {
+            level: Level::Warning,
+            file: Some("a,b:c%.gguf".into()),
+            title: "t: x".into(),
+            message: "50% done\r\nnext: a,b".into(),
+        };
+        assert_eq!(
+            a.command(),
+            "::warning file=a%2Cb%3Ac%25.gguf,title=t%3A x::50%25 done%0D%0Anext: a,b\n"
+        );
+    }
+
+    #[test]
+    fn more_than_ten_are_grouped() {
+        let all: Vec<Annotation> = (0..13).map(ann).collect();
+        let refs: Vec<&Annotation> = all.iter().collect();
+        let shown = limit(&refs, Level::Error);
+        assert_eq!(shown.len(), 10);
+        assert_eq!(shown[8], all[8]);
+        assert_eq!(shown[9].title, "weight-inspect: 4 more errors");
+        assert!(shown[9].message.ends_with(
+            "\nm/9.gguf: weight-inspect: allowed_dtypes: found q4_k 9\nm/10.gguf: weight-inspect: allowed_dtypes: found q4_k 10\nm/11.gguf: weight-inspect: allowed_dtypes: found q4_k 11\nm/12.gguf: weight-inspect: allowed_dtypes: found q4_k 12"
+        ));
+        let ten: Vec<&Annotation> = refs[..10].to_vec();
+        assert_eq!(limit(&ten, Level::Error).len(), 10);
+    }
+}

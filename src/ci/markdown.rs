@@ -1,0 +1,475 @@
+//! The job summary: a table of the changed model files, the policy violations, and a
+//! collapsible structural diff per file, kept under the size GitHub accepts.
+//!
+//! GitHub drops a step summary larger than 1 MiB altogether, so every section is appended
+//! piece by piece against a byte budget; what does not fit is replaced by a note saying how
+//! much was left out and where to find it (the JSON report has everything).
+
+use std::fmt::Write;
+
+use super::report::{CiReport, Counts, FileEntry, counts_text, plural, short_hash, side_size};
+use crate::git::repo::ModelSide;
+use crate::render::text::human_bytes;
+
+/// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
+pub const SUMMARY_LIMIT: usize = 1024 * 1024;
+
+/// Bytes kept free while appending, for the notes that close truncated sections.
+const RESERVE: usize = 2048;
+
+/// The smallest truncated diff worth showing; below this the file's section is left out.
+const MIN_PARTIAL: usize = 1024;
+
+const LIMIT_NOTE: &str = "GitHub accepts at most 1 MiB per step summary";
+
+/// The Markdown report, at most `budget` bytes long.
+pub fn render(report: &CiReport, budget: usize) -> String {
+    let mut w = Budgeted {
+        out: String::new(),
+        budget,
+    };
+    let header = header(report);
+    if !w.push(&header) {
+        // Not even the header fits: a one-line note if possible, else nothing.
+        let line = format!(
+            "weight-inspect: {} (summary omitted: {LIMIT_NOTE})\n",
+            report.summary_line()
+        );
+        return if line.len() <= budget {
+            line
+        } else {
+            String::new()
+        };
+    }
+    files_table(&mut w, report);
+    violations_table(&mut w, report);
+    details(&mut w, report);
+    w.out
+}
+
+struct Budgeted {
+    out: String,
+    budget: usize,
+}
+
+impl Budgeted {
+    /// Appends `s` if it fits with [`RESERVE`] bytes to spare.
+    fn push(&mut self, s: &str) -> bool {
+        if self.room() >= s.len() {
+            self.out.push_str(s);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// What may still be appended before the reserve.
+    fn room(&self) -> usize {
+        self.budget.saturating_sub(self.out.len() + RESERVE)
+    }
+
+    /// Appends a closing note from the reserve (dropped if even that is exhausted).
+    fn note(&mut self, s: &str) {
+        if self.out.len() + s.len() <= self.budget {
+            self.out.push_str(s);
+        }
+    }
+}
+
+fn header(report: &CiReport) -> String {
+    let mut out = String::from("## weight-inspect: model changes\n\n");
+    let rev = |r: &super::report::Rev| {
+        if r.rev == r.commit {
+            code(r.short())
+        } else {
+            format!("{} ({})", code(r.short()), code(&r.rev))
+        }
+    };
+    if report.files.is_empty() {
+        let _ = writeln!(
+            out,
+            "No GGUF or safetensors file changed between {} and {}.",
+            rev(&report.base),
+            rev(&report.head)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "**{}** between {} and {}.",
+            plural(
+                report.files.len(),
+                "model file changed",
+                "model files changed"
+            ),
+            rev(&report.base),
+            rev(&report.head)
+        );
+    }
+    out.push('\n');
+    match &report.policy {
+        None => out.push_str(
+            "No policy file (`.weight-inspect.toml`): structural report only, nothing checked.\n",
+        ),
+        Some(policy) => {
+            let _ = write!(
+                out,
+                "Policy {}: **{}** in {} of {} checked",
+                code(policy),
+                plural(report.violations.len(), "violation", "violations"),
+                report.failing_files(),
+                plural(report.checked, "file", "files")
+            );
+            if !report.unchecked.is_empty() {
+                let _ = write!(
+                    out,
+                    "; **{}** could not be checked",
+                    plural(report.unchecked.len(), "file", "files")
+                );
+            }
+            out.push_str(".\n");
+        }
+    }
+    if report.failed() {
+        let _ = writeln!(
+            out,
+            "\n**This fails the job** (`fail-on: {}`).",
+            report.fail_on.name()
+        );
+    }
+    if report.policy_changed {
+        let _ = writeln!(
+            out,
+            "\n> [!WARNING]\n> This change modifies the policy file {} itself; the new version \
+             was applied.",
+            code(report.policy.as_deref().unwrap_or_default())
+        );
+    }
+    out
+}
+
+fn files_table(w: &mut Budgeted, report: &CiReport) {
+    if report.files.is_empty() {
+        return;
+    }
+    let head = "\n| Status | File | Format | Structural hash (old → new) | Tensors +/−/~ \
+                | Metadata +/−/~ | Size (old → new) |\n\
+                | --- | --- | --- | --- | --- | --- | --- |\n";
+    if !w.push(head) {
+        w.note(&format!(
+            "\n_The table of {} is left out: {LIMIT_NOTE}; see the JSON report._\n",
+            plural(report.files.len(), "file", "files")
+        ));
+        return;
+    }
+    for (i, f) in report.files.iter().enumerate() {
+        if !w.push(&file_row(f)) {
+            w.note(&format!(
+                "\n_{} not listed: {LIMIT_NOTE}; the JSON report lists every file._\n",
+                plural(report.files.len() - i, "more file", "more files")
+            ));
+            return;
+        }
+    }
+}
+
+fn file_row(f: &FileEntry) -> String {
+    let file = match (&f.change.old_path, &f.change.new_path) {
+        (Some(a), Some(b)) if a != b => format!("{} → {}", cell_code(a), cell_code(b)),
+        _ => cell_code(f.path()),
+    };
+    let hash = |s: Option<&ModelSide>| match s {
+        None => "—".to_owned(),
+        Some(ModelSide::Absent { .. }) => format!("{} (not fetched)", cell_code(&short_hash(s))),
+        Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
+        Some(_) => cell_code(&short_hash(s)),
+    };
+    let size = |s: Option<&ModelSide>| s.map_or("—".to_owned(), |s| human_bytes(side_size(s)));
+    let (tensors, metadata) = match f.counts() {
+        Counts::Known(c) => (
+            format!(
+                "+{} −{} ~{}",
+                c.tensors_added, c.tensors_removed, c.tensors_changed
+            ),
+            format!(
+                "+{} −{} ~{}",
+                c.metadata_added, c.metadata_removed, c.metadata_changed
+            ),
+        ),
+        Counts::Unknown => ("?".to_owned(), "?".to_owned()),
+    };
+    format!(
+        "| {} | {file} | {} | {} → {} | {tensors} | {metadata} | {} → {} |\n",
+        f.change.status.name(),
+        cell_text(&f.format()),
+        hash(f.old.as_ref()),
+        hash(f.new.as_ref()),
+        size(f.old.as_ref()),
+        size(f.new.as_ref()),
+    )
+}
+
+fn violations_table(w: &mut Budgeted, report: &CiReport) {
+    let Some(policy) = &report.policy else { return };
+    if !report.violations.is_empty() {
+        let head = "\n### Policy violations\n\n| File | Rule | Expected | Found | Policy |\n\
+                    | --- | --- | --- | --- | --- |\n";
+        if !w.push(head) {
+            w.note(&format!(
+                "\n_{} not listed: {LIMIT_NOTE}; see the annotations and the JSON report._\n",
+                plural(report.violations.len(), "violation", "violations")
+            ));
+            return;
+        }
+        for (i, v) in report.violations.iter().enumerate() {
+            let row = format!(
+                "| {} | {} | {} | {} | {} |\n",
+                cell_code(&v.path),
+                cell_code(v.rule),
+                cell_text(&v.expected),
+                cell_text(&v.found),
+                cell_code(&format!("{policy}:{}", v.policy_line))
+            );
+            if !w.push(&row) {
+                w.note(&format!(
+                    "\n_{} not listed: {LIMIT_NOTE}; see the JSON report._\n",
+                    plural(
+                        report.violations.len() - i,
+                        "more violation",
+                        "more violations"
+                    )
+                ));
+                return;
+            }
+        }
+    }
+    if !report.unchecked.is_empty() {
+        let head = "\n### Files the policy could not check\n\n| File | Reason |\n| --- | --- |\n";
+        if !w.push(head) {
+            return;
+        }
+        for e in &report.unchecked {
+            let row = format!(
+                "| {} | {} |\n",
+                cell_code(&e.path),
+                cell_text(super::report::reason(e))
+            );
+            if !w.push(&row) {
+                w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));
+                return;
+            }
+        }
+    }
+}
+
+fn details(w: &mut Budgeted, report: &CiReport) {
+    if report.files.is_empty() || !w.push("\n### Structural diffs\n") {
+        return;
+    }
+    for (i, f) in report.files.iter().enumerate() {
+        let summary = format!(
+            "\n<details>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
+            html(f.path()),
+            f.change.status.name(),
+            counts_text(f.counts())
+        );
+        let body = f.details();
+        let fence = fence_for(&body);
+        let whole = format!("{summary}{fence}text\n{body}{fence}\n\n</details>\n");
+        if w.push(&whole) {
+            continue;
+        }
+        // Show the head of this diff if a useful part of it fits, then stop.
+        let mut left = report.files.len() - i;
+        let tail = format!(
+            "{fence}\n\n_Truncated: {LIMIT_NOTE}. The JSON report has the whole diff._\n\n</details>\n"
+        );
+        let overhead = summary.len() + fence.len() + "text\n".len() + tail.len();
+        if w.room() >= overhead + MIN_PARTIAL {
+            let shown = cut_at_line(&body, w.room() - overhead);
+            w.push(&format!("{summary}{fence}text\n{shown}{tail}"));
+            left -= 1;
+        }
+        if left > 0 {
+            w.note(&format!(
+                "\n_The structural diffs of {} are left out: {LIMIT_NOTE}. The JSON report \
+                 (step output `report`) has every diff; `weight-inspect diff BASE:path \
+                 HEAD:path` prints one._\n",
+                plural(left, "more file", "more files")
+            ));
+        }
+        return;
+    }
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends at a line end (or at a
+/// character boundary when the first line alone is longer).
+fn cut_at_line(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    match text[..end].rfind('\n') {
+        Some(nl) => &text[..=nl],
+        None => &text[..end],
+    }
+}
+
+/// A code fence longer than any backtick run in `body` (model metadata may hold Markdown,
+/// e.g. a chat template with ``` in it).
+fn fence_for(body: &str) -> String {
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
+/// An inline code span holding `s` literally, safe inside a table cell.
+pub fn cell_code(s: &str) -> String {
+    code(s).replace('|', "\\|")
+}
+
+/// An inline code span holding `s` literally: the delimiter is longer than any backtick run
+/// inside, and line breaks are shown as `\n` (a code span cannot hold them).
+pub fn code(s: &str) -> String {
+    let s = s.replace('\r', "\\r").replace('\n', "\\n");
+    let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let ticks = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{s}{pad}{ticks}")
+}
+
+/// Text in a table cell: HTML and Markdown syntax escaped, line breaks as `<br>`.
+pub fn cell_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\n' => out.push_str("<br>"),
+            '\r' => {}
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text inside HTML (the `<summary>` of a section).
+pub fn html(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_spans_hold_backticks_and_pipes() {
+        assert_eq!(code("a.gguf"), "`a.gguf`");
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("`x"), "`` `x ``");
+        assert_eq!(cell_code("a|b"), "`a\\|b`");
+        assert_eq!(code("a\nb"), "`a\\nb`");
+    }
+
+    #[test]
+    fn cell_text_escapes_markup() {
+        assert_eq!(
+            cell_text("q4_k <b>|x|\nnext"),
+            "q4\\_k &lt;b&gt;\\|x\\|<br>next"
+        );
+    }
+
+    #[test]
+    fn fences_outgrow_the_content() {
+        assert_eq!(fence_for("plain"), "```");
+        assert_eq!(fence_for("a ```` b"), "`````");
+    }
+
+    fn report(files: usize) -> CiReport {
+        use crate::git::repo::{FileChange, Status};
+        let rev = |r: &str| super::super::report::Rev {
+            rev: r.into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        };
+        let id = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
+        CiReport {
+            base: rev("main"),
+            head: rev("HEAD"),
+            fail_on: super::super::FailOn::Violation,
+            policy: None,
+            policy_changed: false,
+            files: (0..files)
+                .map(|i| FileEntry {
+                    change: FileChange {
+                        status: Status::Added,
+                        old_path: None,
+                        new_path: Some(format!("models/{i:04}|x`.gguf")),
+                        old_id: None,
+                        new_id: Some(id),
+                        new_worktree: None,
+                    },
+                    old: None,
+                    new: Some(ModelSide::NotModel {
+                        size: 10,
+                        sha256: "ab".repeat(32),
+                        lfs: None,
+                    }),
+                    diff: None,
+                })
+                .collect(),
+            checked: 0,
+            violations: Vec::new(),
+            unchecked: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn never_exceeds_the_budget() {
+        let r = report(200);
+        let whole = render(&r, SUMMARY_LIMIT);
+        assert_eq!(whole.matches("<details>").count(), 200);
+        assert!(
+            whole.contains("| added | ``models/0007\\|x`.gguf`` | ? |"),
+            "{whole}"
+        );
+        for budget in [0, 10, 100, 300, 2500, 4000, 10_000, 40_000, 60_000] {
+            let text = render(&r, budget);
+            assert!(text.len() <= budget, "{budget}: {} bytes", text.len());
+            assert_eq!(
+                text.matches("<details>").count(),
+                text.matches("</details>").count(),
+                "{budget}"
+            );
+        }
+        let cut = render(&r, 10_000);
+        assert!(
+            cut.contains(" more files not listed: GitHub accepts at most 1 MiB"),
+            "{cut}"
+        );
+        let cut = render(&r, 60_000);
+        assert!(cut.contains("_The structural diffs of "), "{cut}");
+        assert!(render(&r, 300).starts_with("weight-inspect: 200 model files changed"));
+    }
+
+    #[test]
+    fn cuts_at_line_ends_and_char_boundaries() {
+        assert_eq!(cut_at_line("ab\ncd\nef\n", 7), "ab\ncd\n");
+        assert_eq!(cut_at_line("ab\n", 10), "ab\n");
+        assert_eq!(cut_at_line("éé", 3), "é");
+    }
+}

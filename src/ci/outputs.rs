@@ -1,0 +1,201 @@
+//! The machine-readable results: the JSON report (schema 1) and the step outputs appended
+//! to `$GITHUB_OUTPUT`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::report::{CiReport, Counts, FailOn, Rev, side_size};
+use crate::diff::DiffCounts;
+use crate::error::{Error, Result};
+use crate::git::repo::ModelSide;
+use crate::policy::{FileError, Violation};
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    schema: u32,
+    base: &'a Rev,
+    head: &'a Rev,
+    fail_on: FailOn,
+    failed: bool,
+    /// None when there is no policy file.
+    policy: Option<&'a str>,
+    policy_changed: bool,
+    changed_files: usize,
+    violation_count: usize,
+    /// Files the policy judged.
+    checked: usize,
+    files: Vec<JsonFile<'a>>,
+    violations: &'a [Violation],
+    unchecked: &'a [FileError],
+}
+
+#[derive(Serialize)]
+struct JsonFile<'a> {
+    status: &'static str,
+    old_path: Option<&'a str>,
+    new_path: Option<&'a str>,
+    format: String,
+    old: Option<JsonSide>,
+    new: Option<JsonSide>,
+    /// None when a side is not a readable model.
+    counts: Option<DiffCounts>,
+    /// The core's structural diff (schema 1) when both sides are models.
+    diff: Option<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct JsonSide {
+    /// "model", "absent" (LFS object not present locally), "not-model" or "invalid".
+    kind: &'static str,
+    format: Option<&'static str>,
+    structural_hash: Option<String>,
+    lfs_oid: Option<String>,
+    size: u64,
+    note: Option<String>,
+}
+
+impl JsonSide {
+    fn of(side: &ModelSide) -> JsonSide {
+        let kind = match side {
+            ModelSide::Model { .. } => "model",
+            ModelSide::Absent { .. } => "absent",
+            ModelSide::NotModel { .. } => "not-model",
+            ModelSide::Invalid { .. } => "invalid",
+        };
+        let artifact = side.artifact();
+        JsonSide {
+            kind,
+            format: artifact.map(|a| a.format.name()),
+            structural_hash: artifact.map(crate::identity::structural_hash),
+            lfs_oid: side.pointer().map(|p| p.oid.clone()),
+            size: side_size(side),
+            note: side.note(),
+        }
+    }
+}
+
+/// The report as JSON (schema 1), pretty-printed.
+pub fn json(report: &CiReport) -> Result<String> {
+    let files = report
+        .files
+        .iter()
+        .map(|f| {
+            Ok(JsonFile {
+                status: f.change.status.name(),
+                old_path: f.change.old_path.as_deref(),
+                new_path: f.change.new_path.as_deref(),
+                format: f.format(),
+                old: f.old.as_ref().map(JsonSide::of),
+                new: f.new.as_ref().map(JsonSide::of),
+                counts: match f.counts() {
+                    Counts::Known(c) => Some(c),
+                    Counts::Unknown => None,
+                },
+                diff: match &f.diff {
+                    Some(d) => Some(
+                        serde_json::from_str(&crate::render::json::diff(d))
+                            .map_err(|e| Error::Other(format!("structural diff JSON: {e}")))?,
+                    ),
+                    None => None,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let doc = JsonReport {
+        schema: crate::SCHEMA_VERSION,
+        base: &report.base,
+        head: &report.head,
+        fail_on: report.fail_on,
+        failed: report.failed(),
+        policy: report.policy.as_deref(),
+        policy_changed: report.policy_changed,
+        changed_files: report.files.len(),
+        violation_count: report.violations.len(),
+        checked: report.checked,
+        files,
+        violations: &report.violations,
+        unchecked: &report.unchecked,
+    };
+    let mut s = serde_json::to_string_pretty(&doc)
+        .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Writes the JSON report to `path` (atomically; missing directories are created).
+pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
+    let text = json(report)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    crate::fsutil::write_bytes_atomically(path, text.as_bytes())
+}
+
+/// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed` and,
+/// with a JSON report, `report` (its absolute path).
+pub fn output_lines(report: &CiReport, json_path: Option<&Path>) -> Result<String> {
+    let mut out = String::new();
+    push_output(&mut out, "changed-files", &report.files.len().to_string());
+    push_output(&mut out, "violations", &report.violations.len().to_string());
+    push_output(
+        &mut out,
+        "failed",
+        if report.failed() { "true" } else { "false" },
+    );
+    if let Some(path) = json_path {
+        let abs = absolute(path)?;
+        push_output(&mut out, "report", &abs.to_string_lossy());
+    }
+    Ok(out)
+}
+
+/// Appends the step outputs to `path` (the file GitHub gives each step; appending is its
+/// protocol, so other outputs of the step are kept).
+pub fn append_outputs(path: &Path, report: &CiReport, json_path: Option<&Path>) -> Result<()> {
+    let text = output_lines(report, json_path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    file.write_all(text.as_bytes())
+        .and_then(|_| file.flush())
+        .map_err(|e| Error::io(path, e))
+}
+
+/// `name=value`, or the multi-line form `name<<DELIMITER` when the value holds a line break.
+fn push_output(out: &mut String, name: &str, value: &str) {
+    if !value.contains(['\n', '\r']) {
+        out.push_str(&format!("{name}={value}\n"));
+        return;
+    }
+    let mut delimiter = String::from("WEIGHT_INSPECT_EOF");
+    while value.contains(&delimiter) {
+        delimiter.push('_');
+    }
+    out.push_str(&format!("{name}<<{delimiter}\n{value}\n{delimiter}\n"));
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_owned());
+    }
+    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+    Ok(cwd.join(path))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn multi_line_values_use_a_delimiter_not_in_the_value() {
+        let mut out = String::new();
+        super::push_output(&mut out, "a", "1");
+        super::push_output(&mut out, "b", "x\nWEIGHT_INSPECT_EOF");
+        assert_eq!(
+            out,
+            "a=1\nb<<WEIGHT_INSPECT_EOF_\nx\nWEIGHT_INSPECT_EOF\nWEIGHT_INSPECT_EOF_\n"
+        );
+    }
+}

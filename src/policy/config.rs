@@ -1,0 +1,749 @@
+//! The policy file (`.weight-inspect.toml`): parsing, validation and per-path rule merging.
+//!
+//! Every mistake in the file is an error that names the file, line and column: TOML syntax,
+//! unknown keys (`deny_unknown_fields`), wrong value types, and semantic errors (bad globs,
+//! hashes that are not 64 hex digits, unknown dtypes or formats), which are raised while
+//! deserializing so that the toml crate attaches the value's span to them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::error::{Error, Result};
+
+/// Name of the policy file at the repository root.
+pub const POLICY_FILE: &str = ".weight-inspect.toml";
+
+/// A policy file that could not be used, located by line and column.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}\n{snippet}")]
+    Invalid {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+        snippet: String,
+    },
+    #[error("{path}: {message}")]
+    InvalidNoSpan { path: String, message: String },
+}
+
+impl From<PolicyError> for Error {
+    fn from(e: PolicyError) -> Self {
+        Error::Other(e.to_string())
+    }
+}
+
+/// A parsed, validated policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The file it was read from, as given (used in messages).
+    pub source: PathBuf,
+    pub rules: Vec<Rule>,
+}
+
+/// One `[[rules]]` entry.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// 1-based position among the rules.
+    pub number: usize,
+    /// Line of the rule's first key in the policy file.
+    pub line: usize,
+    pub paths: Vec<String>,
+    pub exclude: Vec<String>,
+    matcher: GlobSet,
+    excluder: GlobSet,
+    pub settings: Settings,
+}
+
+impl Rule {
+    pub fn matches(&self, path: &str) -> bool {
+        self.matcher.is_match(path) && !self.excluder.is_match(path)
+    }
+}
+
+/// Formats `forbid_formats` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FormatName {
+    Pickle,
+    Gguf,
+    Safetensors,
+}
+
+impl FormatName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FormatName::Pickle => "pickle",
+            FormatName::Gguf => "gguf",
+            FormatName::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// A metadata value required by `required_metadata`, as written in the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expected {
+    /// The key must exist, with any value.
+    Present,
+    /// The key must exist with this value.
+    Equals(toml::Value),
+}
+
+/// The checks of one rule. Every key is optional; when several rules match a path, each key
+/// takes its value from the last matching rule that sets it.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub allowed_dtypes: Option<Vec<String>>,
+    pub denied_dtypes: Option<Vec<String>>,
+    pub expected_hash: Option<String>,
+    pub required_metadata: Option<BTreeMap<String, Expected>>,
+    pub forbidden_metadata: Option<Vec<String>>,
+    pub max_tensors: Option<u64>,
+    pub max_parameters: Option<u64>,
+    pub max_file_size: Option<u64>,
+    pub require_lfs: Option<bool>,
+    pub forbid_formats: Option<Vec<FormatName>>,
+}
+
+/// A setting together with the rule it came from.
+#[derive(Debug)]
+pub struct Sourced<'a, T> {
+    pub value: &'a T,
+    pub rule: &'a Rule,
+}
+
+// Manual impls: derive would require `T: Copy`, but only references are copied.
+impl<T> Clone for Sourced<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Sourced<'_, T> {}
+
+/// The settings in force for one path, merged from every matching rule in file order.
+#[derive(Debug, Clone, Default)]
+pub struct Effective<'a> {
+    pub allowed_dtypes: Option<Sourced<'a, Vec<String>>>,
+    pub denied_dtypes: Option<Sourced<'a, Vec<String>>>,
+    pub expected_hash: Option<Sourced<'a, String>>,
+    pub required_metadata: Option<Sourced<'a, BTreeMap<String, Expected>>>,
+    pub forbidden_metadata: Option<Sourced<'a, Vec<String>>>,
+    pub max_tensors: Option<Sourced<'a, u64>>,
+    pub max_parameters: Option<Sourced<'a, u64>>,
+    pub max_file_size: Option<Sourced<'a, u64>>,
+    pub require_lfs: Option<Sourced<'a, bool>>,
+    pub forbid_formats: Option<Sourced<'a, Vec<FormatName>>>,
+}
+
+impl Effective<'_> {
+    /// Whether a check needs the parsed GGUF/safetensors structure.
+    pub fn needs_structure(&self) -> bool {
+        self.allowed_dtypes.is_some()
+            || self.denied_dtypes.is_some()
+            || self.expected_hash.is_some()
+            || self.required_metadata.is_some()
+            || self.forbidden_metadata.is_some()
+            || self.max_tensors.is_some()
+            || self.max_parameters.is_some()
+    }
+
+    /// Names of the keys that need the parsed structure (for messages).
+    pub fn structural_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        for (set, name) in [
+            (self.allowed_dtypes.is_some(), "allowed_dtypes"),
+            (self.denied_dtypes.is_some(), "denied_dtypes"),
+            (self.expected_hash.is_some(), "expected_hash"),
+            (self.required_metadata.is_some(), "required_metadata"),
+            (self.forbidden_metadata.is_some(), "forbidden_metadata"),
+            (self.max_tensors.is_some(), "max_tensors"),
+            (self.max_parameters.is_some(), "max_parameters"),
+        ] {
+            if set {
+                keys.push(name);
+            }
+        }
+        keys
+    }
+}
+
+impl Policy {
+    /// Reads and validates a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Policy::parse(path, &text)
+    }
+
+    /// Parses policy text; `path` is only used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim_end().to_string();
+            match e.span() {
+                Some(span) => invalid(path, text, span.start, message),
+                None => PolicyError::InvalidNoSpan {
+                    path: path.display().to_string(),
+                    message,
+                },
+            }
+        })?;
+        let mut rules = Vec::with_capacity(raw.rules.len());
+        for (i, raw_rule) in raw.rules.into_iter().enumerate() {
+            let span = raw_rule.span();
+            let raw_rule = raw_rule.into_inner();
+            let line = line_column(text, span.start).0;
+            if raw_rule.paths.get_ref().is_empty() {
+                return Err(invalid(
+                    path,
+                    text,
+                    raw_rule.paths.span().start,
+                    "`paths` must list at least one glob".into(),
+                ));
+            }
+            let (paths, matcher) = glob_set(path, text, &raw_rule.paths)?;
+            let (exclude, excluder) = match &raw_rule.exclude {
+                Some(ex) => glob_set(path, text, ex)?,
+                None => (Vec::new(), GlobSet::empty()),
+            };
+            rules.push(Rule {
+                number: i + 1,
+                line,
+                paths,
+                exclude,
+                matcher,
+                excluder,
+                settings: raw_rule.settings(),
+            });
+        }
+        Ok(Policy {
+            source: path.to_path_buf(),
+            rules,
+        })
+    }
+
+    /// Whether any rule covers `path` (repository-relative, `/`-separated).
+    pub fn covers(&self, path: &str) -> bool {
+        self.rules.iter().any(|r| r.matches(path))
+    }
+
+    /// The merged settings for `path`, or None when no rule matches it.
+    pub fn effective(&self, path: &str) -> Option<Effective<'_>> {
+        let mut eff = Effective::default();
+        let mut matched = false;
+        for rule in self.rules.iter().filter(|r| r.matches(path)) {
+            matched = true;
+            let s = &rule.settings;
+            macro_rules! take {
+                ($($field:ident),*) => {$(
+                    if let Some(value) = &s.$field {
+                        eff.$field = Some(Sourced { value, rule });
+                    }
+                )*};
+            }
+            take!(
+                allowed_dtypes,
+                denied_dtypes,
+                expected_hash,
+                required_metadata,
+                forbidden_metadata,
+                max_tensors,
+                max_parameters,
+                max_file_size,
+                require_lfs,
+                forbid_formats
+            );
+        }
+        matched.then_some(eff)
+    }
+}
+
+/// Reads a policy file (the entry point for other commands, e.g. `ci`).
+pub fn load_policy(path: &Path) -> Result<Policy> {
+    Ok(Policy::load(path)?)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    rules: Vec<toml::Spanned<RawRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    paths: toml::Spanned<Vec<toml::Spanned<String>>>,
+    #[serde(default)]
+    exclude: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
+    #[serde(default, deserialize_with = "dtype_list")]
+    allowed_dtypes: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "dtype_list")]
+    denied_dtypes: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "hash_hex")]
+    expected_hash: Option<String>,
+    #[serde(default, deserialize_with = "metadata_requirements")]
+    required_metadata: Option<BTreeMap<String, Expected>>,
+    #[serde(default)]
+    forbidden_metadata: Option<Vec<String>>,
+    #[serde(default)]
+    max_tensors: Option<u64>,
+    #[serde(default)]
+    max_parameters: Option<u64>,
+    #[serde(default, deserialize_with = "byte_size")]
+    max_file_size: Option<u64>,
+    #[serde(default)]
+    require_lfs: Option<bool>,
+    #[serde(default)]
+    forbid_formats: Option<Vec<FormatName>>,
+}
+
+impl RawRule {
+    fn settings(&self) -> Settings {
+        Settings {
+            allowed_dtypes: self.allowed_dtypes.clone(),
+            denied_dtypes: self.denied_dtypes.clone(),
+            expected_hash: self.expected_hash.clone(),
+            required_metadata: self.required_metadata.clone(),
+            forbidden_metadata: self.forbidden_metadata.clone(),
+            max_tensors: self.max_tensors,
+            max_parameters: self.max_parameters,
+            max_file_size: self.max_file_size,
+            require_lfs: self.require_lfs,
+            forbid_formats: self.forbid_formats.clone(),
+        }
+    }
+}
+
+fn glob_set(
+    path: &Path,
+    text: &str,
+    globs: &toml::Spanned<Vec<toml::Spanned<String>>>,
+) -> Result<(Vec<String>, GlobSet), PolicyError> {
+    let mut builder = GlobSetBuilder::new();
+    let mut patterns = Vec::new();
+    for glob in globs.get_ref() {
+        let pattern = glob.get_ref();
+        let compiled = compile_glob(pattern)
+            .map_err(|message| invalid(path, text, glob.span().start, message))?;
+        builder.add(compiled);
+        patterns.push(pattern.clone());
+    }
+    let set = builder
+        .build()
+        .map_err(|e| invalid(path, text, globs.span().start, format!("bad glob set: {e}")))?;
+    Ok((patterns, set))
+}
+
+/// Globs match repository-relative paths with `/` separators; `*` stays within one directory
+/// and `**` crosses directories, as in .gitignore.
+pub fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
+    if pattern.is_empty() {
+        return Err("empty glob".into());
+    }
+    if pattern.starts_with('/') || pattern.starts_with("./") {
+        return Err(format!(
+            "glob {pattern:?} must be relative to the repository root, without a leading \"/\" or \"./\""
+        ));
+    }
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("bad glob {pattern:?}: {}", e.kind()))
+}
+
+/// Escapes glob metacharacters so that `path` matches only itself.
+pub fn escape_glob(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '!') {
+            out.push('[');
+            out.push(c);
+            out.push(']');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn invalid(path: &Path, text: &str, offset: usize, message: String) -> PolicyError {
+    let (line, column) = line_column(text, offset);
+    let content = text
+        .split('\n')
+        .nth(line - 1)
+        .unwrap_or("")
+        .trim_end_matches('\r');
+    let gutter = line.to_string().len();
+    let caret_pad = content
+        .char_indices()
+        .take_while(|(i, _)| *i < column - 1)
+        .map(|(_, c)| if c == '\t' { '\t' } else { ' ' })
+        .collect::<String>();
+    let snippet = format!(
+        "{:gutter$} |\n{line} | {content}\n{:gutter$} | {caret_pad}^",
+        "", ""
+    );
+    PolicyError::Invalid {
+        path: path.display().to_string(),
+        line,
+        column,
+        message,
+        snippet,
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// Whether `name` is a tensor type name of the structural identity: a GGUF ggml type or a
+/// safetensors dtype, lowercased (the core's tables decide).
+pub fn known_dtype(name: &str) -> bool {
+    crate::formats::gguf::ggml_type_by_name(name).is_some()
+        || crate::formats::safetensors::dtype_file_name(name).is_some()
+}
+
+fn dtype_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let lower = name.to_ascii_lowercase();
+        if !known_dtype(&lower) {
+            let ggml: Vec<&str> = crate::formats::gguf::GGML_TYPES
+                .iter()
+                .flatten()
+                .map(|t| t.name)
+                .collect();
+            return Err(de::Error::custom(format!(
+                "unknown dtype {name:?}; expected a GGUF type ({}) or a safetensors dtype \
+                 (bf16, f8_e4m3, u8, ...), as `weight-inspect inspect` prints them",
+                ggml.join(", ")
+            )));
+        }
+        out.push(lower);
+    }
+    Ok(Some(out))
+}
+
+fn hash_hex<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(de::Error::custom(format!(
+            "expected_hash must be a structural hash of 64 hex digits (as printed by \
+             `weight-inspect id`), found {s:?}"
+        )));
+    }
+    Ok(Some(s.to_ascii_lowercase()))
+}
+
+/// `max_file_size`: bytes as an integer, or a string with a unit ("5 GB", "512MiB", "1.5GiB").
+fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a size in bytes (integer) or a string like \"5 GB\" or \"512 MiB\"")
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("a size cannot be negative ({v})")))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            parse_size(v).ok_or_else(|| {
+                E::custom(format!(
+                    "bad size {v:?}: expected a number and a unit among B, KB, MB, GB, TB \
+                     (powers of 1000) and KiB, MiB, GiB, TiB (powers of 1024)"
+                ))
+            })
+        }
+    }
+    d.deserialize_any(V).map(Some)
+}
+
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = (s[..split].trim(), s[split..].trim());
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "mb" => 1000_u64.pow(2),
+        "gb" => 1000_u64.pow(3),
+        "tb" => 1000_u64.pow(4),
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return None,
+    };
+    if number.is_empty() || number.matches('.').count() > 1 {
+        return None;
+    }
+    if let Ok(n) = number.parse::<u64>() {
+        return n.checked_mul(multiplier);
+    }
+    let value = number.parse::<f64>().ok()? * multiplier as f64;
+    (value.is_finite() && value >= 0.0 && value < u64::MAX as f64).then(|| value.round() as u64)
+}
+
+/// `required_metadata`: an array of keys that must exist, or a table of key = required value.
+/// Dotted keys (`general.architecture = "llama"`) are TOML nested tables; they are flattened
+/// back into the dotted metadata key.
+fn metadata_requirements<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, Expected>>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = BTreeMap<String, Expected>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array of metadata keys, or a table of metadata key = required value")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = seq.next_element::<String>()? {
+                out.insert(key, Expected::Present);
+            }
+            Ok(out)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, toml::Value>()? {
+                flatten(key, value, &mut out).map_err(de::Error::custom)?;
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(V).map(Some)
+}
+
+fn flatten(
+    key: String,
+    value: toml::Value,
+    out: &mut BTreeMap<String, Expected>,
+) -> std::result::Result<(), String> {
+    match value {
+        toml::Value::Table(table) => {
+            if table.is_empty() {
+                return Err(format!("required_metadata: `{key}` has an empty table"));
+            }
+            for (k, v) in table {
+                flatten(format!("{key}.{k}"), v, out)?;
+            }
+            Ok(())
+        }
+        toml::Value::Datetime(_) => Err(format!(
+            "required_metadata: `{key}` is a date-time; metadata values are strings, numbers, \
+             booleans or arrays"
+        )),
+        other => {
+            out.insert(key, Expected::Equals(other));
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(Path::new("p.toml"), text)
+    }
+
+    fn err(text: &str) -> (usize, usize, String) {
+        match parse(text).unwrap_err() {
+            PolicyError::Invalid {
+                line,
+                column,
+                message,
+                ..
+            } => (line, column, message),
+            other => panic!("no location: {other}"),
+        }
+    }
+
+    const EXAMPLE: &str = r#"
+[[rules]]
+paths = ["models/**/*.gguf"]
+allowed_dtypes = ["f32", "f16", "q8_0"]
+require_lfs = true
+
+[[rules]]
+paths = ["models/base.safetensors"]
+expected_hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+required_metadata = { format = "pt" }
+forbid_formats = ["pickle"]
+"#;
+
+    #[test]
+    fn issue_example_parses() {
+        let p = parse(EXAMPLE).unwrap();
+        assert_eq!(p.rules.len(), 2);
+        assert_eq!(p.rules[0].line, 2);
+        assert_eq!(p.rules[1].line, 7);
+        let e = p.effective("models/a/b.gguf").unwrap();
+        assert_eq!(e.allowed_dtypes.unwrap().value, &vec!["f32", "f16", "q8_0"]);
+        assert!(*e.require_lfs.unwrap().value);
+        assert!(p.effective("models/base.gguf").is_some());
+        assert!(p.effective("other/base.gguf").is_none());
+        let e = p.effective("models/base.safetensors").unwrap();
+        assert_eq!(
+            e.required_metadata.unwrap().value.get("format"),
+            Some(&Expected::Equals(toml::Value::String("pt".into())))
+        );
+        assert_eq!(e.forbid_formats.unwrap().value, &vec![FormatName::Pickle]);
+    }
+
+    #[test]
+    fn star_does_not_cross_directories() {
+        let p = parse("[[rules]]\npaths = [\"models/*.gguf\"]\n").unwrap();
+        assert!(p.covers("models/a.gguf"));
+        assert!(!p.covers("models/x/a.gguf"));
+        let p = parse("[[rules]]\npaths = [\"**/*.gguf\"]\n").unwrap();
+        assert!(p.covers("a.gguf"));
+        assert!(p.covers("x/y/a.gguf"));
+    }
+
+    #[test]
+    fn later_rules_win_per_key() {
+        let p = parse(
+            r#"
+[[rules]]
+paths = ["**/*.gguf"]
+require_lfs = true
+max_tensors = 10
+[[rules]]
+paths = ["small/*.gguf"]
+require_lfs = false
+"#,
+        )
+        .unwrap();
+        let e = p.effective("small/a.gguf").unwrap();
+        assert!(!*e.require_lfs.unwrap().value);
+        assert_eq!(e.require_lfs.unwrap().rule.number, 2);
+        assert_eq!(*e.max_tensors.unwrap().value, 10);
+        assert_eq!(e.max_tensors.unwrap().rule.number, 1);
+    }
+
+    #[test]
+    fn exclude() {
+        let p = parse("[[rules]]\npaths = [\"**\"]\nexclude = [\"tmp/**\"]\n").unwrap();
+        assert!(p.covers("a/b"));
+        assert!(!p.covers("tmp/b"));
+    }
+
+    #[test]
+    fn dotted_metadata_keys_flatten() {
+        let p = parse(
+            r#"
+[[rules]]
+paths = ["*.gguf"]
+required_metadata = { general.architecture = "llama", "general.name" = "x", n = 3 }
+"#,
+        )
+        .unwrap();
+        let e = p.effective("a.gguf").unwrap();
+        let keys: Vec<_> = e.required_metadata.unwrap().value.keys().cloned().collect();
+        assert_eq!(keys, ["general.architecture", "general.name", "n"]);
+        let p = parse("[[rules]]\npaths = [\"*\"]\nrequired_metadata = [\"a.b\"]\n").unwrap();
+        assert_eq!(
+            p.rules[0].settings.required_metadata.as_ref().unwrap()["a.b"],
+            Expected::Present
+        );
+    }
+
+    #[test]
+    fn errors_have_line_and_column() {
+        assert_eq!(err("[[rules]]\npaths = [\"a\"\n").0, 2);
+        let (l, c, m) = err("[[rules]]\npaths = [\"a\"]\nalowed_dtypes = [\"f16\"]\n");
+        assert_eq!((l, c), (3, 1));
+        assert!(m.contains("alowed_dtypes"), "{m}");
+        let (l, c, m) = err("[[rules]]\npaths = [\"a\", \"b[\"]\n");
+        assert_eq!((l, c), (2, 15));
+        assert!(m.contains("b["), "{m}");
+        let (l, _, m) = err("[[rules]]\npaths = [\"a\"]\nmax_tensors = \"ten\"\n");
+        assert_eq!(l, 3);
+        assert!(m.contains("u64") || m.contains("integer"), "{m}");
+        let (l, c, m) = err("[[rules]]\npaths = [\"a\"]\nexpected_hash = \"abc\"\n");
+        assert_eq!((l, c), (3, 17));
+        assert!(m.contains("64 hex"), "{m}");
+        let (l, _, m) = err("[[rules]]\npaths = [\"a\"]\nallowed_dtypes = [\"q4k\"]\n");
+        assert_eq!(l, 3);
+        assert!(m.contains("q4k"), "{m}");
+        let (l, _, m) = err("[[rules]]\npaths = [\"a\"]\nforbid_formats = [\"onnx\"]\n");
+        assert_eq!(l, 3);
+        assert!(m.contains("onnx"), "{m}");
+        let (l, _, _) = err("[rules]\npaths = [\"a\"]\n");
+        assert_eq!(l, 1);
+        let (l, _, m) = err("[[rules]]\nallowed_dtypes = [\"f16\"]\n");
+        assert_eq!(l, 1);
+        assert!(m.contains("paths"), "{m}");
+        let (l, _, m) = err("[[rules]]\npaths = []\n");
+        assert_eq!(l, 2);
+        assert!(m.contains("at least one"), "{m}");
+        let (l, _, _) = err("unknown = 1\n");
+        assert_eq!(l, 1);
+        let (l, _, m) = err("[[rules]]\npaths = [\"a\"]\nmax_file_size = \"5 parsecs\"\n");
+        assert_eq!(l, 3);
+        assert!(m.contains("parsecs"), "{m}");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("5 GB"), Some(5_000_000_000));
+        assert_eq!(parse_size("512MiB"), Some(512 << 20));
+        assert_eq!(parse_size("1.5 GiB"), Some(3 << 29));
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size("1.2.3 GB"), None);
+        assert_eq!(parse_size("99999999999 TiB"), None);
+        let p = parse("[[rules]]\npaths = [\"a\"]\nmax_file_size = \"2 KiB\"\n").unwrap();
+        assert_eq!(p.rules[0].settings.max_file_size, Some(2048));
+        let p = parse("[[rules]]\npaths = [\"a\"]\nmax_file_size = 7\n").unwrap();
+        assert_eq!(p.rules[0].settings.max_file_size, Some(7));
+    }
+
+    #[test]
+    fn escaped_paths_match_only_themselves() {
+        let literal = "weird/[a]*?{b}.gguf";
+        let glob = compile_glob(&escape_glob(literal))
+            .unwrap()
+            .compile_matcher();
+        assert!(glob.is_match(literal));
+        assert!(!glob.is_match("weird/a.gguf"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = parse(&text);
+            let _ = parse(&format!("[[rules]]\npaths = [\"{}\"]\n", text.replace(['"', '\\', '\n'], "")));
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! `hook install` / `hook uninstall`: the native git pre-commit hook.
+//!
+//! The hook is the script shipped as `hooks/pre-commit`, embedded at build time so that both
+//! are always the same. A hook that is not ours is never overwritten silently: `--chain` moves
+//! it to `pre-commit.chained`, which our script runs first; `--force` replaces it (keeping a
+//! copy as `pre-commit.backup`).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The hook script (identical to `hooks/pre-commit` in the repository).
+pub const HOOK_SCRIPT: &str = include_str!("../../hooks/pre-commit");
+
+/// The line that identifies our hook.
+const MARKER: &str = "# weight-inspect pre-commit hook";
+
+const CHAINED: &str = "pre-commit.chained";
+const BACKUP: &str = "pre-commit.backup";
+
+/// What `install` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Installed {
+    /// No hook was there.
+    New,
+    /// Our hook was there; it now has the current script.
+    Updated,
+    /// A foreign hook was moved to `pre-commit.chained` and runs first.
+    Chained(PathBuf),
+    /// A foreign hook was replaced; its copy is at this path.
+    Replaced(PathBuf),
+}
+
+/// git's hooks directory for the repository around `dir` (honors `core.hooksPath` and
+/// linked worktrees).
+pub fn hooks_dir(dir: &Path) -> Result<PathBuf> {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["rev-parse", "--git-path", "hooks"])
+        .output()
+        .map_err(|e| Error::Other(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Other(format!(
+            "{}: not inside a git repository ({})",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let rel = String::from_utf8_lossy(&out.stdout)
+        .trim_end_matches('\n')
+        .to_string();
+    Ok(dir.join(rel))
+}
+
+fn is_ours(path: &Path) -> Result<bool> {
+    let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    Ok(String::from_utf8_lossy(&text)
+        .lines()
+        .take(5)
+        .any(|l| l.trim_end() == MARKER))
+}
+
+fn write_hook(path: &Path) -> Result<()> {
+    crate::fsutil::write_bytes_atomically(path, HOOK_SCRIPT.as_bytes())?;
+    make_executable(path)
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| Error::io(path, e))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_path: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Installs the hook into `hooks`. A foreign hook is an error unless `chain` or `force`.
+pub fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
+    std::fs::create_dir_all(hooks).map_err(|e| Error::io(hooks, e))?;
+    let hook = hooks.join("pre-commit");
+    let existing = std::fs::symlink_metadata(&hook).is_ok();
+    if !existing {
+        write_hook(&hook)?;
+        return Ok(Installed::New);
+    }
+    if is_ours(&hook)? {
+        write_hook(&hook)?;
+        return Ok(Installed::Updated);
+    }
+    if chain {
+        let chained = hooks.join(CHAINED);
+        if std::fs::symlink_metadata(&chained).is_ok() {
+            return Err(Error::Other(format!(
+                "{}: cannot chain the existing pre-commit hook, {} already exists",
+                hook.display(),
+                chained.display()
+            )));
+        }
+        std::fs::rename(&hook, &chained).map_err(|e| Error::io(&hook, e))?;
+        write_hook(&hook)?;
+        return Ok(Installed::Chained(chained));
+    }
+    if force {
+        let backup = hooks.join(BACKUP);
+        std::fs::rename(&hook, &backup).map_err(|e| Error::io(&hook, e))?;
+        write_hook(&hook)?;
+        return Ok(Installed::Replaced(backup));
+    }
+    Err(Error::Other(format!(
+        "{}: a pre-commit hook that is not weight-inspect's already exists; rerun with --chain \
+         to keep it (it will run first) or --force to replace it",
+        hook.display()
+    )))
+}
+
+/// Removes our hook, restoring a chained one. A foreign hook is left alone (error).
+pub fn uninstall(hooks: &Path) -> Result<String> {
+    let hook = hooks.join("pre-commit");
+    if std::fs::symlink_metadata(&hook).is_err() {
+        return Ok(format!("no pre-commit hook at {}", hook.display()));
+    }
+    if !is_ours(&hook)? {
+        return Err(Error::Other(format!(
+            "{}: this pre-commit hook is not weight-inspect's; left in place",
+            hook.display()
+        )));
+    }
+    std::fs::remove_file(&hook).map_err(|e| Error::io(&hook, e))?;
+    let chained = hooks.join(CHAINED);
+    if std::fs::symlink_metadata(&chained).is_ok() {
+        std::fs::rename(&chained, &hook).map_err(|e| Error::io(&chained, e))?;
+        return Ok(format!(
+            "removed the weight-inspect hook; restored the previous hook at {}",
+            hook.display()
+        ));
+    }
+    Ok(format!("removed {}", hook.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_chain_force_uninstall() {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = dir.path();
+        assert_eq!(install(hooks, false, false).unwrap(), Installed::New);
+        assert_eq!(
+            std::fs::read_to_string(hooks.join("pre-commit")).unwrap(),
+            HOOK_SCRIPT
+        );
+        assert_eq!(install(hooks, false, false).unwrap(), Installed::Updated);
+        uninstall(hooks).unwrap();
+        assert!(!hooks.join("pre-commit").exists());
+
+        std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\necho mine\n").unwrap();
+        let err = install(hooks, false, false).unwrap_err().to_string();
+        assert!(err.contains("--chain"), "{err}");
+        assert!(matches!(
+            install(hooks, true, false).unwrap(),
+            Installed::Chained(_)
+        ));
+        assert_eq!(
+            std::fs::read_to_string(hooks.join(CHAINED)).unwrap(),
+            "#!/bin/sh\necho mine\n"
+        );
+        uninstall(hooks).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(hooks.join("pre-commit")).unwrap(),
+            "#!/bin/sh\necho mine\n"
+        );
+        assert!(matches!(
+            install(hooks, false, true).unwrap(),
+            Installed::Replaced(_)
+        ));
+        assert!(hooks.join(BACKUP).exists());
+        assert!(uninstall(hooks).is_ok());
+    }
+}

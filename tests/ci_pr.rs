@@ -1,0 +1,617 @@
+//! `weight-inspect ci` end to end, in temporary repositories with real git and git-lfs: a
+//! pull-request-like branch that modifies, adds, removes and renames models; the Markdown
+//! summary, annotations parsed back, grouping beyond GitHub's limit, step outputs, the JSON
+//! report, the 1 MiB summary limit, LFS objects that are not present locally.
+
+mod common;
+mod policy_support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use policy_support::{TestRepo, code, combined, gguf};
+use serde_json::json;
+
+const POLICY: &str = r#"[[rules]]
+paths = ["models/**"]
+allowed_dtypes = ["f32", "f16"]
+"#;
+
+/// main: models/a.gguf, models/old.gguf, models/move.safetensors (LFS for *.gguf) and the
+/// policy; branch pr: a.gguf gets a q8_0 tensor, one more tensor and a new name (a violation),
+/// `models/v2,rc:50%.gguf` is added (clean, with characters that need escaping), old.gguf
+/// removed, move.safetensors renamed.
+fn pr_repo() -> TestRepo {
+    let repo = TestRepo::new(true);
+    repo.git(&["lfs", "track", "*.gguf"]);
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.fixtures(json!({
+        "models/a.gguf": gguf(&["f16", "f16"], json!({"general.name": "a"})),
+        "models/old.gguf": gguf(&["f32"], json!({})),
+        "models/move.safetensors": {"kind": "safetensors", "tensors": [["w", "float32", [2, 2]]]},
+    }));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo.fixtures(json!({
+        "models/a.gguf": gguf(&["q8_0", "f16", "f16"], json!({"general.name": "a2"})),
+        "models/v2,rc:50%.gguf": gguf(&["f16"], json!({})),
+    }));
+    repo.git(&["rm", "-q", "models/old.gguf"]);
+    repo.git(&["mv", "models/move.safetensors", "models/moved.safetensors"]);
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "pr"]);
+    repo
+}
+
+/// The LFS oid of the pointer stored for `path` in `rev`.
+fn lfs_oid(repo: &TestRepo, rev: &str, path: &str) -> String {
+    let pointer = common::stdout(&repo.git(&["cat-file", "blob", &format!("{rev}:{path}")]));
+    pointer
+        .lines()
+        .find_map(|l| l.strip_prefix("oid sha256:"))
+        .unwrap_or_else(|| panic!("{rev}:{path} is not an LFS pointer: {pointer}"))
+        .to_owned()
+}
+
+fn rev(repo: &TestRepo, rev: &str) -> String {
+    common::stdout(&repo.git(&["rev-parse", rev]))
+        .trim()
+        .to_owned()
+}
+
+/// A parsed workflow command: `::command k=v,k=v::message`, unescaped as the runner does.
+#[derive(Debug)]
+struct Command {
+    command: String,
+    props: BTreeMap<String, String>,
+    message: String,
+}
+
+fn unescape_data(s: &str) -> String {
+    s.replace("%0D", "\r")
+        .replace("%0A", "\n")
+        .replace("%25", "%")
+}
+
+fn unescape_property(s: &str) -> String {
+    s.replace("%0D", "\r")
+        .replace("%0A", "\n")
+        .replace("%3A", ":")
+        .replace("%2C", ",")
+        .replace("%25", "%")
+}
+
+/// Parses the workflow commands of a log. Property values must hold no raw `,` or `:` (the
+/// split would break them): parsing them back is the check of their escaping.
+fn commands(log: &str) -> Vec<Command> {
+    log.lines()
+        .filter_map(|line| line.strip_prefix("::"))
+        .map(|rest| {
+            let (head, message) = rest.split_once("::").expect("command ends with ::");
+            let (command, props) = head.split_once(' ').unwrap_or((head, ""));
+            let props = props
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').expect("property is k=v");
+                    (k.to_owned(), unescape_property(v))
+                })
+                .collect();
+            Command {
+                command: command.to_owned(),
+                props,
+                message: unescape_data(message),
+            }
+        })
+        .collect()
+}
+
+/// Runs `ci` with every output into `out` (summary.md, outputs.txt, report.json).
+fn run_ci(repo: &TestRepo, out: &Path, extra: &[&str]) -> std::process::Output {
+    let summary = out.join("summary.md");
+    let outputs = out.join("outputs.txt");
+    let json = out.join("report.json");
+    let mut args = vec![
+        "ci",
+        "--summary",
+        summary.to_str().unwrap(),
+        "--outputs",
+        outputs.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    repo.wi(&args)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+const EXPECTED_SUMMARY: &str = r#"## weight-inspect: model changes
+
+**4 model files changed** between `BASE` (`main`) and `HEAD` (`pr`).
+
+Policy `.weight-inspect.toml`: **1 violation** in 1 of 3 files checked.
+
+**This fails the job** (`fail-on: violation`).
+
+| Status | File | Format | Structural hash (old → new) | Tensors +/−/~ | Metadata +/−/~ | Size (old → new) |
+| --- | --- | --- | --- | --- | --- | --- |
+| modified | `models/a.gguf` | gguf | `ba51f27b83d7` → `cf889b95ea66` | +1 −0 ~1 | +0 −0 ~1 | 2.2 KiB → 2.8 KiB |
+| renamed | `models/move.safetensors` → `models/moved.safetensors` | safetensors | `50b1b837fb2f` → `50b1b837fb2f` | +0 −0 ~0 | +0 −0 ~0 | 88 B → 88 B |
+| removed | `models/old.gguf` | gguf | `3fae55a215e3` → — | +0 −1 ~0 | +0 −1 ~0 | 2.1 KiB → — |
+| added | `models/v2,rc:50%.gguf` | gguf | — → `f4c25edd1213` | +1 −0 ~0 | +1 −0 ~0 | — → 1.1 KiB |
+
+### Policy violations
+
+| File | Rule | Expected | Found | Policy |
+| --- | --- | --- | --- | --- |
+| `models/a.gguf` | `allowed_dtypes` | only f32, f16 | q8\_0 in 1 tensor (blk.0.weight) | `.weight-inspect.toml:1` |
+"#;
+
+#[test]
+fn pull_request_report_end_to_end() {
+    let repo = pr_repo();
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(
+        &repo,
+        out.path(),
+        &["--base", "main", "--head", "pr", "--annotations"],
+    );
+    let log = combined(&run);
+    assert_eq!(code(&run), 1, "{log}");
+
+    // The Markdown: the table and violations exactly, then one collapsible diff per file.
+    let (base, head) = (rev(&repo, "main"), rev(&repo, "pr"));
+    let summary = read(&out.path().join("summary.md"))
+        .replace(&base[..12], "BASE")
+        .replace(&head[..12], "HEAD");
+    assert!(summary.starts_with(EXPECTED_SUMMARY), "{summary}");
+    let details = &summary[EXPECTED_SUMMARY.len()..];
+    assert!(details.starts_with("\n### Structural diffs\n"), "{details}");
+    assert_eq!(details.matches("<details>").count(), 4, "{details}");
+    assert_eq!(details.matches("</details>").count(), 4, "{details}");
+    assert!(
+        details.contains(
+            "<summary><code>models/a.gguf</code>: modified, tensors +1 −0 ~1, metadata +0 −0 ~1</summary>\n\n```text\nStructural Identity:\n"
+        ),
+        "{details}"
+    );
+    for line in [
+        "  ~ general.name: \"a\" -> \"a2\"",
+        "  ~ blk.0.weight:\n      dtype: f16 -> q8_0",
+        "  + blk.2.weight [256, 2] (f16)",
+        "<summary><code>models/moved.safetensors</code>: renamed, tensors +0 −0 ~0, metadata +0 −0 ~0</summary>\n\n```text\nstructure identical (structural hash 50b1b837fb2f",
+        "<summary><code>models/old.gguf</code>: removed, tensors +0 −1 ~0, metadata +0 −1 ~0</summary>\n\n```text\ndeleted file:\nformat: gguf\n",
+        "<summary><code>models/v2,rc:50%.gguf</code>: added, tensors +1 −0 ~0, metadata +1 −0 ~0</summary>\n\n```text\nnew file:\nformat: gguf\n",
+    ] {
+        assert!(details.contains(line), "missing {line:?} in\n{details}");
+    }
+
+    // The annotation, parsed back.
+    let stdout = common::stdout(&run);
+    let cmds = commands(&stdout);
+    assert_eq!(cmds.len(), 1, "{stdout}");
+    assert_eq!(cmds[0].command, "error");
+    assert_eq!(cmds[0].props["file"], "models/a.gguf");
+    assert_eq!(cmds[0].props["title"], "weight-inspect: allowed_dtypes");
+    assert_eq!(
+        cmds[0].message,
+        "expected only f32, f16; found q8_0 in 1 tensor (blk.0.weight) (.weight-inspect.toml:1)"
+    );
+    assert!(
+        stdout.contains("\nweight-inspect: 4 model files changed between "),
+        "{stdout}"
+    );
+
+    // Step outputs and the JSON report.
+    let report_path = out.path().join("report.json");
+    assert_eq!(
+        read(&out.path().join("outputs.txt")),
+        format!(
+            "changed-files=4\nviolations=1\nfailed=true\nreport={}\n",
+            report_path.display()
+        )
+    );
+    let text = read(&report_path);
+    assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report["base"]["commit"], base.as_str());
+    assert_eq!(report["head"]["commit"], head.as_str());
+    assert_eq!(report["changed_files"], 4);
+    assert_eq!(report["violation_count"], 1);
+    assert_eq!(report["failed"], true);
+    let files = report["files"].as_array().unwrap();
+    let statuses: Vec<&str> = files
+        .iter()
+        .map(|f| f["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["modified", "renamed", "removed", "added"],
+        "{text}"
+    );
+    assert_eq!(files[0]["old"]["kind"], "model");
+    assert_eq!(files[0]["counts"]["tensors_added"], 1);
+    assert_eq!(files[0]["diff"]["counts"]["tensors_changed"], 1);
+    assert!(
+        files[0]["old"]["lfs_oid"].is_string(),
+        "LFS-tracked: {text}"
+    );
+    assert_eq!(files[1]["old_path"], "models/move.safetensors");
+    assert_eq!(files[1]["new_path"], "models/moved.safetensors");
+    assert_eq!(report["violations"][0]["rule"], "allowed_dtypes");
+}
+
+#[test]
+fn annotations_escape_paths_and_group_beyond_ten() {
+    let repo = TestRepo::new(false);
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.fixtures(json!({"models/keep.gguf": gguf(&["f16"], json!({}))}));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    // 13 violating files, the first one with every character a property must escape.
+    let mut spec = serde_json::Map::new();
+    spec.insert("models/00,a:b%c.gguf".into(), gguf(&["q4_k"], json!({})));
+    for i in 1..13 {
+        spec.insert(format!("models/{i:02}.gguf"), gguf(&["q4_k"], json!({})));
+    }
+    repo.fixtures(serde_json::Value::Object(spec));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "pr"]);
+
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "HEAD^", "--annotations"]);
+    let stdout = common::stdout(&run);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let cmds = commands(&stdout);
+    assert_eq!(cmds.len(), 10, "GitHub shows 10 errors per step:\n{stdout}");
+    assert!(cmds.iter().all(|c| c.command == "error"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "::error file=models/00%2Ca%3Ab%25c.gguf,title=weight-inspect%3A allowed_dtypes::"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(cmds[0].props["file"], "models/00,a:b%c.gguf");
+    for (i, c) in cmds[1..9].iter().enumerate() {
+        assert_eq!(c.props["file"], format!("models/{:02}.gguf", i + 1));
+    }
+    let grouped = &cmds[9];
+    assert!(!grouped.props.contains_key("file"), "{grouped:?}");
+    assert_eq!(grouped.props["title"], "weight-inspect: 4 more errors");
+    let lines: Vec<&str> = grouped.message.lines().collect();
+    assert_eq!(
+        lines[0], "GitHub shows 10 errors per step; the other 4:",
+        "{grouped:?}"
+    );
+    assert_eq!(lines.len(), 5, "{grouped:?}");
+    for (line, i) in lines[1..].iter().zip(9..13) {
+        assert!(
+            line.starts_with(&format!(
+                "models/{i:02}.gguf: weight-inspect: allowed_dtypes: expected only f32, f16; found q4_k"
+            )),
+            "{line}"
+        );
+    }
+    // The summary lists every violation.
+    let summary = read(&out.path().join("summary.md"));
+    assert_eq!(
+        summary.matches("| `allowed_dtypes` |").count(),
+        13,
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| added | `models/00,a:b%c.gguf` |"),
+        "{summary}"
+    );
+    assert!(read(&out.path().join("outputs.txt")).contains("violations=13\n"));
+
+    // With --fail-on never the same findings are warnings and the run passes.
+    let run = repo.wi(&[
+        "ci",
+        "--base",
+        "HEAD^",
+        "--annotations",
+        "--fail-on",
+        "never",
+    ]);
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    let cmds = commands(&common::stdout(&run));
+    assert_eq!(cmds.len(), 10);
+    assert!(cmds.iter().all(|c| c.command == "warning"));
+    assert_eq!(cmds[9].props["title"], "weight-inspect: 4 more warnings");
+}
+
+/// Writes a safetensors file with `n` one-element tensors with long names.
+fn many_tensors(path: &Path, n: usize, prefix: &str) {
+    let script = r#"
+import sys
+import numpy as np
+from safetensors.numpy import save_file
+path, n, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+save_file({f"{prefix}.layers.{i:06d}.self_attn.q_proj.lora_adapter.weight": np.zeros([1], dtype=np.float32) for i in range(n)}, path)
+"#;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let out = std::process::Command::new(common::python())
+        .arg("-c")
+        .arg(script)
+        .arg(path)
+        .arg(n.to_string())
+        .arg(prefix)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{}", common::stderr(&out));
+}
+
+#[test]
+fn a_summary_over_one_mib_is_truncated() {
+    const LIMIT: usize = 1024 * 1024;
+    let repo = TestRepo::new(false);
+    many_tensors(&repo.path().join("models/big.safetensors"), 1, "model");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    // 30,000 added tensors: about 2 MB of structural diff for big.safetensors alone.
+    many_tensors(&repo.path().join("models/big.safetensors"), 30_000, "model");
+    many_tensors(&repo.path().join("models/next.safetensors"), 3, "other");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "pr"]);
+
+    let out = tempfile::tempdir().unwrap();
+    // The step's summary file may already hold another tool's report.
+    let earlier = format!("# Earlier step output\n\n{}\n", "x".repeat(100_000));
+    std::fs::write(out.path().join("summary.md"), &earlier).unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "HEAD^"]);
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    let whole = read(&out.path().join("summary.md"));
+    assert!(whole.len() <= LIMIT, "{} bytes", whole.len());
+    assert!(
+        whole.len() > LIMIT - 8 * 1024,
+        "uses the room: {} bytes",
+        whole.len()
+    );
+    let summary = whole.strip_prefix(&earlier).expect("appended");
+    // Both files are in the table; the first diff is cut at a line, the second left out.
+    assert!(
+        summary.contains("| modified | `models/big.safetensors` | safetensors |"),
+        "{}",
+        &summary[..2000]
+    );
+    assert!(summary.contains("| added | `models/next.safetensors` | safetensors |"));
+    assert!(summary.contains("<summary><code>models/big.safetensors</code>: modified, tensors +29999 −0 ~0, metadata +0 −0 ~0</summary>"));
+    assert!(!summary.contains("<summary><code>models/next.safetensors</code>"));
+    let tail = &summary[summary.len() - 600..];
+    assert!(
+        tail.contains("+ model.layers.0")
+            && tail.contains(
+                "```\n\n_Truncated: GitHub accepts at most 1 MiB per step summary. The JSON report has the whole diff._\n\n</details>\n"
+            )
+            && tail.ends_with(
+                "\n_The structural diffs of 1 more file are left out: GitHub accepts at most 1 MiB per step summary. The JSON report (step output `report`) has every diff; `weight-inspect diff BASE:path HEAD:path` prints one._\n"
+            ),
+        "{tail}"
+    );
+    assert_eq!(summary.matches("<details>").count(), 1);
+    assert_eq!(summary.matches("</details>").count(), 1);
+    // The cut falls between lines: the last diff line is whole.
+    let code_end = summary.rfind("\n```\n").unwrap();
+    let last_line = summary[..code_end].rsplit('\n').next().unwrap();
+    assert!(
+        last_line.ends_with(".self_attn.q_proj.lora_adapter.weight [1] (f32)"),
+        "{last_line}"
+    );
+    // The JSON report is not limited.
+    let report: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    let added = report["files"][0]["diff"]["tensors"]["added"]
+        .as_object()
+        .unwrap();
+    assert_eq!(added.len(), 29_999);
+}
+
+#[test]
+fn absent_lfs_objects_show_oid_and_size_changes() {
+    let origin = pr_repo();
+    // A clone that skipped LFS downloads: every pointer's object is absent.
+    let clone = TestRepo::new(true);
+    let mut cmd = clone.command("git");
+    cmd.env("GIT_LFS_SKIP_SMUDGE", "1").args([
+        "fetch",
+        "-q",
+        origin.path().to_str().unwrap(),
+        "main:refs/remotes/o/main",
+        "pr:refs/remotes/o/pr",
+    ]);
+    let fetched = cmd.output().unwrap();
+    assert!(fetched.status.success(), "{}", combined(&fetched));
+    assert!(!clone.path().join(".git/lfs/objects").exists());
+
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(
+        &clone,
+        out.path(),
+        &["--base", "o/main", "--head", "o/pr", "--annotations"],
+    );
+    let stdout = common::stdout(&run);
+    // allowed_dtypes needs the structure of a.gguf: the policy cannot judge it, which fails.
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let summary = read(&out.path().join("summary.md"));
+    let a_old = lfs_oid(&origin, "main", "models/a.gguf");
+    let a_new = lfs_oid(&origin, "pr", "models/a.gguf");
+    assert!(
+        summary.contains(&format!(
+            "| modified | `models/a.gguf` | ? | `lfs:{}` (not fetched) → `lfs:{}` (not fetched) | ? | ? | 2.2 KiB → 2.8 KiB |",
+            &a_old[..8],
+            &a_new[..8]
+        )),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!(
+            "LFS object: sha256:{a_old} (2272 bytes) -> sha256:{a_new} (2880 bytes)"
+        )),
+        "{summary}"
+    );
+    assert!(
+        summary
+            .contains("is not present locally; to compare structures, check out with `lfs: true`")
+    );
+    assert!(
+        summary.contains("### Files the policy could not check"),
+        "{summary}"
+    );
+    // Safetensors files are not in LFS here: their structure is still compared.
+    assert!(summary.contains("| renamed | `models/move.safetensors` → `models/moved.safetensors` | safetensors | `50b1b837fb2f` → `50b1b837fb2f` |"));
+
+    let cmds = commands(&stdout);
+    let titles: Vec<(&str, &str, &str)> = cmds
+        .iter()
+        .map(|c| {
+            (
+                c.command.as_str(),
+                c.props["title"].as_str(),
+                c.props["file"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            ("error", "weight-inspect: cannot check", "models/a.gguf"),
+            (
+                "error",
+                "weight-inspect: cannot check",
+                "models/v2,rc:50%.gguf"
+            ),
+            (
+                "warning",
+                "weight-inspect: structure not compared",
+                "models/a.gguf"
+            ),
+            (
+                "warning",
+                "weight-inspect: structure not compared",
+                "models/old.gguf"
+            ),
+            (
+                "warning",
+                "weight-inspect: structure not compared",
+                "models/v2,rc:50%.gguf"
+            ),
+        ],
+        "{stdout}"
+    );
+    assert!(
+        cmds[2]
+            .message
+            .starts_with("the LFS object of the old and new sides is not present locally")
+    );
+    assert!(
+        cmds[3]
+            .message
+            .starts_with("the LFS object of the old side is")
+    );
+}
+
+#[test]
+fn fail_on_modes_and_paths() {
+    // No policy file: only --fail-on change fails, and only for files within PATHS.
+    let repo = TestRepo::new(false);
+    repo.fixtures(json!({
+        "models/a.gguf": gguf(&["f16"], json!({})),
+        "other/b.gguf": gguf(&["f16"], json!({})),
+    }));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    repo.fixtures(json!({"other/b.gguf": gguf(&["f32"], json!({}))}));
+    repo.git(&["commit", "-q", "-am", "change b"]);
+
+    let run = repo.wi(&["ci", "--annotations"]);
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    let stdout = common::stdout(&run);
+    assert!(
+        stdout.starts_with("modified  other/b.gguf  gguf  "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("; no policy file\n"), "{stdout}");
+    assert!(commands(&stdout).is_empty(), "{stdout}");
+
+    let run = repo.wi(&["ci", "--annotations", "--fail-on", "change"]);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let cmds = commands(&common::stdout(&run));
+    assert_eq!(cmds.len(), 1);
+    assert_eq!(cmds[0].props["title"], "weight-inspect: model modified");
+    assert_eq!(cmds[0].props["file"], "other/b.gguf");
+    assert!(cmds[0].message.contains("tensors +0 −0 ~1"), "{cmds:?}");
+
+    let run = repo.wi(&["ci", "--fail-on", "change", "--", "models"]);
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    assert!(common::stdout(&run).starts_with("weight-inspect: 0 model files changed"));
+
+    // Nothing changed: a short summary.
+    let run = repo.wi(&["ci", "--base", "HEAD", "--summary", "-"]);
+    assert_eq!(code(&run), 0);
+    assert!(common::stdout(&run).contains("No GGUF or safetensors file changed between "));
+
+    // A revision that is not there: an error naming it, with the shallow-clone hint.
+    let run = repo.wi(&["ci", "--base", "0123456789abcdef0123456789abcdef01234567"]);
+    assert_eq!(code(&run), 2);
+    assert!(
+        common::stderr(&run).contains(
+            "fetch it first (`git fetch --depth=1 origin 0123456789abcdef0123456789abcdef01234567`)"
+        ),
+        "{}",
+        combined(&run)
+    );
+}
+
+#[test]
+fn the_policy_covers_other_files_and_its_own_changes() {
+    let repo = TestRepo::new(false);
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    // The pull request adds a pickle and relaxes nothing but touches the policy.
+    repo.write(
+        ".weight-inspect.toml",
+        format!("{POLICY}\n[[rules]]\npaths = [\"**/*.bin\"]\nforbid_formats = [\"pickle\"]\n"),
+    );
+    repo.fixtures(json!({"weights/evil.bin": {"kind": "os_system"}}));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "pr"]);
+
+    let run = repo.wi(&["ci", "--annotations"]);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let cmds = commands(&common::stdout(&run));
+    assert_eq!(cmds.len(), 2, "{}", combined(&run));
+    assert_eq!(cmds[0].command, "error");
+    assert_eq!(cmds[0].props["file"], "weights/evil.bin");
+    assert_eq!(cmds[0].props["title"], "weight-inspect: forbid_formats");
+    assert!(cmds[0].message.contains("os.system"), "{cmds:?}");
+    assert_eq!(cmds[1].command, "warning");
+    assert_eq!(cmds[1].props["file"], ".weight-inspect.toml");
+    assert_eq!(cmds[1].props["title"], "weight-inspect: policy changed");
+
+    let run = repo.wi(&["ci", "--summary", "-"]);
+    let summary = common::stdout(&run);
+    assert!(
+        summary.contains("No GGUF or safetensors file changed"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("**1 violation** in 1 of 1 file checked"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| `weights/evil.bin` | `forbid_formats` |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(
+            "> [!WARNING]\n> This change modifies the policy file `.weight-inspect.toml` itself"
+        ),
+        "{summary}"
+    );
+}

@@ -1,0 +1,403 @@
+//! Behaviour of the core commands (inspect, id, diff) on the committed fixtures: exit codes,
+//! schema-1 JSON, color switches, and what inspect reports. Assertions are on content, not on
+//! cosmetic spacing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{bin, fixture, run, stderr, stdout};
+
+fn f(name: &str) -> String {
+    fixture(name).to_str().unwrap().to_owned()
+}
+
+fn code(out: &Output) -> Option<i32> {
+    out.status.code()
+}
+
+/// Runs with the given environment, NO_COLOR removed unless set here.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).env_remove("NO_COLOR");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// `{"schema": 1, ...` with any whitespace.
+fn starts_with_schema_1(text: &str) -> bool {
+    let compact: String = text
+        .chars()
+        .take(64)
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    compact.starts_with("{\"schema\":1,")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    let text = stdout(out);
+    assert!(
+        starts_with_schema_1(&text),
+        "JSON output must start with {{\"schema\": 1: {text}"
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A safetensors file from header text and data.
+fn st(dir: &Path, name: &str, header: &str, data: &[u8]) -> PathBuf {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// diff
+
+#[test]
+fn diff_of_a_file_with_itself_exits_0() {
+    let out = run(&["diff", &f("all-types.gguf"), &f("all-types.gguf")]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let out = run(&[
+        "diff",
+        "--json",
+        &f("all-dtypes.safetensors"),
+        &f("all-dtypes.safetensors"),
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(doc["identical"], true);
+}
+
+#[test]
+fn diff_ignores_byte_order_of_json_keys_padding_and_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = st(
+        dir.path(),
+        "a.safetensors",
+        r#"{"__metadata__":{"x":"1","y":"2"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}}"#,
+        &[1; 9],
+    );
+    let b = st(
+        dir.path(),
+        "b.safetensors",
+        r#"{"b":{"data_offsets":[8,9],"shape":[1],"dtype":"U8"},"w":{"shape":[2],"dtype":"F32","data_offsets":[0,8]},"__metadata__":{"y":"2","x":"1"}}        "#,
+        &[2; 9],
+    );
+    let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code(&out), Some(0), "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn diff_of_different_files_exits_1_and_names_the_changes() {
+    let out = run(&["diff", &f("golden-minimal.gguf"), &f("golden-types.gguf")]);
+    assert_eq!(code(&out), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in ["u8", "string", "array", "q4_k"] {
+        assert!(
+            text.contains(needle),
+            "diff should mention {needle}:\n{text}"
+        );
+    }
+    // Tensor w removed, n and q added.
+    assert!(
+        text.lines().any(|l| l.contains('-') && l.contains(" w ")),
+        "{text}"
+    );
+
+    let out = run(&[
+        "diff",
+        "--json",
+        &f("golden-minimal.gguf"),
+        &f("golden-types.gguf"),
+    ]);
+    assert_eq!(code(&out), Some(1));
+    let doc = json(&out);
+    assert_eq!(doc["identical"], false);
+    assert_eq!(doc["format_equal"], true);
+}
+
+/// Little- and big-endian renderings of the same content differ only by general.alignment
+/// (the big-endian fixture sets it to 64).
+#[test]
+fn diff_across_byte_order_shows_only_the_alignment_key() {
+    let out = run(&[
+        "diff",
+        "--json",
+        &f("all-types.gguf"),
+        &f("big-endian.gguf"),
+    ]);
+    assert_eq!(code(&out), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("general.alignment"), "{text}");
+    let out = run(&["diff", &f("all-types.gguf"), &f("big-endian.gguf")]);
+    let text = stdout(&out);
+    let changes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['+', '-', '~']))
+        .collect();
+    assert_eq!(
+        changes.len(),
+        1,
+        "expected one change (general.alignment):\n{text}"
+    );
+    assert!(
+        changes[0].contains("general.alignment") && changes[0].contains("64"),
+        "{text}"
+    );
+}
+
+#[test]
+fn diff_of_gguf_and_safetensors_says_the_formats_differ() {
+    let out = run(&["diff", &f("golden-minimal.gguf"), &f("golden.safetensors")]);
+    assert_eq!(code(&out), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("gguf -> safetensors"), "{text}");
+    let out = run(&[
+        "diff",
+        "--json",
+        &f("golden-minimal.gguf"),
+        &f("golden.safetensors"),
+    ]);
+    assert_eq!(code(&out), Some(1));
+    let doc = json(&out);
+    assert_eq!(doc["format_equal"], false);
+    assert_eq!(doc["identical"], false);
+}
+
+#[test]
+fn diff_errors_exit_2_and_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.gguf");
+    let out = run(&["diff", &f("golden-minimal.gguf"), missing.to_str().unwrap()]);
+    assert_eq!(code(&out), Some(2));
+    assert!(stderr(&out).contains("missing.gguf"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+
+    let broken = dir.path().join("broken.gguf");
+    std::fs::write(&broken, b"GGUF\x03\x00\x00\x00\x01").unwrap();
+    let out = run(&["diff", broken.to_str().unwrap(), &f("golden-minimal.gguf")]);
+    assert_eq!(code(&out), Some(2));
+    assert!(stderr(&out).contains("broken.gguf"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unable to parse GGUF header"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(&[
+        "diff",
+        "--json",
+        missing.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), Some(2));
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON outputs
+
+#[test]
+fn every_json_output_starts_with_schema_1() {
+    for args in [
+        vec!["id", "--json", "GOLDEN"],
+        vec!["inspect", "--json", "GOLDEN"],
+        vec!["inspect", "--json", "--full-arrays", "GOLDEN"],
+        vec!["diff", "--json", "GOLDEN", "GOLDEN"],
+    ] {
+        for file in [
+            "golden-types.gguf",
+            "golden.safetensors",
+            "v1.gguf",
+            "big-endian.gguf",
+        ] {
+            let path = f(file);
+            let args: Vec<&str> = args
+                .iter()
+                .map(|a| if *a == "GOLDEN" { path.as_str() } else { a })
+                .collect();
+            let out = run(&args);
+            assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+            json(&out);
+        }
+    }
+}
+
+#[test]
+fn id_text_and_json_agree() {
+    let out = run(&["id", &f("golden-types.gguf")]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let doc = json(&run(&["id", "--json", &f("golden-types.gguf")]));
+    let hash = doc["structural_hash"].as_str().unwrap();
+    assert_eq!(hash.len(), 64);
+    assert!(text.contains(hash), "{text}");
+    assert_eq!(doc["format"], "gguf");
+    assert_eq!(doc["gguf_version"], 3);
+    let st = json(&run(&["id", "--json", &f("golden.safetensors")]));
+    assert_eq!(st["format"], "safetensors");
+    assert!(st.get("gguf_version").is_none(), "{st}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Color
+
+fn has_ansi(out: &Output) -> bool {
+    stdout(out).contains('\x1b')
+}
+
+#[test]
+fn color_always_colors_and_never_or_no_color_does_not() {
+    let diff_args = ["diff", &f("golden-minimal.gguf"), &f("golden-types.gguf")];
+    let inspect_args = ["inspect", &f("truncated.gguf")];
+    for args in [&diff_args[..], &inspect_args[..]] {
+        let always: Vec<&str> = ["--color", "always"]
+            .iter()
+            .copied()
+            .chain(args.iter().copied())
+            .collect();
+        let never: Vec<&str> = ["--color", "never"]
+            .iter()
+            .copied()
+            .chain(args.iter().copied())
+            .collect();
+        assert!(has_ansi(&run_env(&always, &[])), "--color always: {args:?}");
+        // An explicit --color always wins over NO_COLOR.
+        assert!(
+            has_ansi(&run_env(&always, &[("NO_COLOR", "1")])),
+            "--color always with NO_COLOR: {args:?}"
+        );
+        assert!(!has_ansi(&run_env(&never, &[])), "--color never: {args:?}");
+        // Not a terminal (a pipe): auto means no color, with or without NO_COLOR.
+        assert!(!has_ansi(&run_env(args, &[])), "auto on a pipe: {args:?}");
+        assert!(
+            !has_ansi(&run_env(args, &[("NO_COLOR", "1")])),
+            "NO_COLOR: {args:?}"
+        );
+    }
+    // JSON is never colored.
+    let out = run_env(
+        &[
+            "--color",
+            "always",
+            "diff",
+            "--json",
+            &f("golden-minimal.gguf"),
+            &f("golden-types.gguf"),
+        ],
+        &[],
+    );
+    assert!(!has_ansi(&out));
+    let out = run_env(
+        &[
+            "--color",
+            "always",
+            "id",
+            "--canonical",
+            &f("golden-types.gguf"),
+        ],
+        &[],
+    );
+    assert!(!has_ansi(&out));
+}
+
+// ---------------------------------------------------------------------------------------------
+// inspect
+
+fn line_with<'a>(text: &'a str, needles: &[&str]) -> Option<&'a str> {
+    text.lines().find(|l| needles.iter().all(|n| l.contains(n)))
+}
+
+#[test]
+fn inspect_reports_parameters_per_dtype_and_total_and_file_size() {
+    let out = run(&["inspect", &f("golden-types.gguf")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // q: 256 q4_k parameters; n: 6 f32 parameters.
+    assert!(line_with(&text, &["262", "total"]).is_some(), "{text}");
+    assert!(line_with(&text, &["q4_k", "256"]).is_some(), "{text}");
+    assert!(line_with(&text, &["f32", "6"]).is_some(), "{text}");
+    assert!(
+        line_with(&text, &["672"]).is_some(),
+        "file size 672 bytes:\n{text}"
+    );
+    assert!(text.contains("gguf"), "{text}");
+
+    let doc = json(&run(&["inspect", "--json", &f("golden-types.gguf")]));
+    assert_eq!(doc["parameters"]["total"], 262);
+    assert_eq!(doc["parameters"]["by_dtype"]["q4_k"], 256);
+    assert_eq!(doc["parameters"]["by_dtype"]["f32"], 6);
+    assert_eq!(doc["file_size"], 672);
+    assert_eq!(doc["truncated"], false);
+
+    let doc = json(&run(&["inspect", "--json", &f("no-metadata.safetensors")]));
+    // 24 f32 + 0 f32 + 4 f16 + 1 i64 (a scalar) + 3 u8.
+    assert_eq!(doc["parameters"]["total"], 32);
+    assert_eq!(doc["parameters"]["by_dtype"]["f32"], 24);
+    assert_eq!(doc["parameters"]["by_dtype"]["i64"], 1);
+}
+
+#[test]
+fn inspect_summarizes_long_arrays() {
+    let out = run(&["inspect", &f("all-types.gguf")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = line_with(&text, &["test.arr.string:"]).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("[9 × string]"), "{line}");
+    // Short arrays in full.
+    let line = line_with(&text, &["test.arr.uint8:"]).unwrap();
+    assert!(line.contains("255"), "{line}");
+    // No line runs away with a long value.
+    assert!(text.lines().all(|l| l.chars().count() < 200), "{text}");
+}
+
+#[test]
+fn inspect_notes_truncated_files() {
+    for file in ["truncated.gguf", "truncated.safetensors"] {
+        let out = run(&["inspect", &f(file)]);
+        assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        // Two 256-byte tensors, the last 100 bytes cut.
+        assert!(
+            text.contains("truncated: 412 of 512 data bytes present"),
+            "{file}:\n{text}"
+        );
+        let doc = json(&run(&["inspect", "--json", &f(file)]));
+        assert_eq!(doc["truncated"], true);
+        assert_eq!(doc["data_bytes_present"], 412);
+        assert_eq!(doc["data_bytes_expected"], 512);
+    }
+    let text = stdout(&run(&["inspect", &f("golden-types.gguf")]));
+    assert!(!text.contains("truncated"), "{text}");
+}
+
+#[test]
+fn inspect_lists_first_tensors_unless_all() {
+    let short = stdout(&run(&["inspect", &f("quant-types.gguf")]));
+    let all = stdout(&run(&["inspect", "--all", &f("quant-types.gguf")]));
+    let tensor_lines = |t: &str| t.lines().filter(|l| l.contains(" t.")).count();
+    assert_eq!(tensor_lines(&all), 35, "{all}");
+    assert!(tensor_lines(&short) < 35, "{short}");
+    assert!(
+        short.contains("--all"),
+        "a shortened listing should say how to see all:\n{short}"
+    );
+}
+
+#[test]
+fn inspect_shows_versions_and_byte_order() {
+    let v1 = stdout(&run(&["inspect", &f("v1.gguf")]));
+    assert!(line_with(&v1, &["version", "1"]).is_some(), "{v1}");
+    let be = stdout(&run(&["inspect", &f("big-endian.gguf")]));
+    assert!(be.contains("big-endian"), "{be}");
+    let doc = json(&run(&["inspect", "--json", &f("big-endian.gguf")]));
+    assert_eq!(doc["big_endian"], true);
+    assert_eq!(doc["alignment"], 64);
+    let doc = json(&run(&["inspect", "--json", &f("v2.gguf")]));
+    assert_eq!(doc["gguf_version"], 2);
+}

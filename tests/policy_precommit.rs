@@ -1,0 +1,110 @@
+//! The real pre-commit framework runs this repository's hook (`.pre-commit-hooks.yaml`,
+//! `language: rust`) through `pre-commit try-repo` on a repository with good and bad files.
+//!
+//! pre-commit builds the hook with `cargo install --path .` in a fresh store for every
+//! try-repo run (try-repo ignores PRE_COMMIT_HOME's cache). So that a rerun does not rebuild
+//! the dependencies, CARGO_TARGET_DIR points that build at a directory under target/; and the
+//! release profile is overridden (no LTO, opt-level 0) through cargo's environment
+//! configuration, which only makes the test's build faster.
+
+mod common;
+mod policy_support;
+
+use std::path::PathBuf;
+
+use policy_support::{TestRepo, code, combined, gguf, shared_target};
+use serde_json::json;
+
+/// CARGO_HOME/RUSTUP_HOME as the outer cargo sees them (the test repo has its own HOME).
+fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"));
+    let dir = |var: &str, default: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(default))
+    };
+    vec![
+        ("CARGO_HOME", dir("CARGO_HOME", ".cargo")),
+        ("RUSTUP_HOME", dir("RUSTUP_HOME", ".rustup")),
+    ]
+}
+
+#[test]
+fn pre_commit_try_repo_runs_the_hook() {
+    let python = common::python();
+    let version = std::process::Command::new(&python)
+        .args(["-m", "pre_commit", "--version"])
+        .output()
+        .expect("python runs");
+    assert!(
+        version.status.success(),
+        "the pre-commit framework is required (scripts/test installs it)"
+    );
+    let root = common::repo_root();
+    assert!(
+        root.join(".git").exists(),
+        "{}: try-repo needs this repository as a git checkout",
+        root.display()
+    );
+
+    let repo = TestRepo::new(false);
+    repo.write(
+        ".weight-inspect.toml",
+        r#"
+[[rules]]
+paths = ["models/*.gguf"]
+allowed_dtypes = ["f16", "f32"]
+
+[[rules]]
+paths = ["**/*.{bin,pt,pth,ckpt}"]
+forbid_formats = ["pickle"]
+"#,
+    );
+    repo.fixtures(json!({
+        "models/good.gguf": gguf(&["f16"], json!({})),
+        "models/bad.gguf": gguf(&["q4_k"], json!({})),
+        "weights/evil.pt": {"kind": "torch_zip", "evil": true},
+        "weights/clean.bin": gguf(&["f16"], json!({})),
+    }));
+    repo.write("notes.txt", "not a model\n");
+    repo.git(&["add", "."]);
+
+    let mut cmd = repo.command(&python);
+    cmd.args(["-m", "pre_commit", "try-repo"])
+        .arg(&root)
+        .args([
+            "weight-inspect",
+            "--all-files",
+            "--verbose",
+            "--color",
+            "never",
+        ])
+        .env("CARGO_TARGET_DIR", shared_target("policy-pre-commit-build"))
+        .env("CARGO_PROFILE_RELEASE_LTO", "false")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env("PRE_COMMIT_HOME", shared_target("policy-pre-commit-home"))
+        // Only the binary pre-commit builds, not the one of this test run.
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (var, dir) in toolchain_homes() {
+        cmd.env(var, dir);
+    }
+    let out = cmd.output().expect("pre-commit runs");
+    let text = combined(&out);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(text.contains("weight-inspect policy check"), "{text}");
+    assert!(text.contains("Failed"), "{text}");
+    assert!(
+        text.contains("models/bad.gguf: allowed_dtypes: expected only f16, f32; found q4_k"),
+        "{text}"
+    );
+    assert!(text.contains("weights/evil.pt: forbid_formats"), "{text}");
+    assert!(text.contains("posix.system (os.system)"), "{text}");
+    assert!(!text.contains("models/good.gguf:"), "{text}");
+    assert!(!text.contains("weights/clean.bin:"), "{text}");
+    // notes.txt does not match the hook's `files` pattern; the four models do.
+    assert!(
+        text.contains("2 violations in 2 of 4 files checked against .weight-inspect.toml"),
+        "{text}"
+    );
+}
