@@ -241,6 +241,28 @@ fn wrong_base_is_rejected_with_both_hashes() {
     let err = stderr(&out);
     assert!(err.contains(&good_hash) && err.contains(&bad_hash), "{err}");
     assert!(!out_path.exists());
+    // A corrupted delta: apply (which checks the checksum alongside its work) writes nothing.
+    let mut bytes = std::fs::read(&wd).unwrap();
+    let at = bytes.len() - 40;
+    bytes[at] ^= 0x10;
+    let corrupt = d.join("corrupt.wdelta");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let out = run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&corrupt),
+        "-o",
+        s(&out_path),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("checksum mismatch"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!out_path.exists());
     let out = run(&["delta", "verify", "--base", s(&other), s(&wd)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains(&bad_hash));

@@ -287,7 +287,11 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
 fn apply(a: ApplyArgs) -> Result<ExitCode> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
     let base = Model::open(&a.base)?;
-    let links = open_all(&paths)?;
+    // The checksums are verified alongside the work (before the output is renamed into place).
+    let links = paths
+        .iter()
+        .map(|p| OpenDelta::open_deferred(p))
+        .collect::<Result<Vec<_>>>()?;
     let r = ops::apply(
         &base,
         &links,

@@ -82,6 +82,8 @@ pub struct OpenDelta {
     pub path: PathBuf,
     pub file: WdeltaFile,
     bytes: Bytes,
+    /// Opened with [`OpenDelta::open_deferred`]: the checksum is still to be verified.
+    pub checksum_pending: bool,
 }
 
 impl std::fmt::Debug for OpenDelta {
@@ -100,6 +102,18 @@ pub fn format_error(path: &Path, e: FormatError) -> Error {
 
 impl OpenDelta {
     pub fn open(path: &Path) -> Result<OpenDelta> {
+        Self::open_with(path, false)
+    }
+
+    /// Opens with the structure validated but the checksum left to
+    /// [`OpenDelta::verify_checksum`], which `apply` runs alongside its work (the output is
+    /// renamed into place only after it passed). A structure error is reported as a checksum
+    /// mismatch when the checksum does not match either.
+    pub fn open_deferred(path: &Path) -> Result<OpenDelta> {
+        Self::open_with(path, true)
+    }
+
+    fn open_with(path: &Path, defer: bool) -> Result<OpenDelta> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if len == 0 {
@@ -107,7 +121,17 @@ impl OpenDelta {
         }
         // SAFETY: read-only map; the checksum catches a file changing under us.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let parsed = Self::verify_and_parse(path, &map)?;
+        let parsed = if defer {
+            match WdeltaFile::parse_verified(&map) {
+                Ok(p) => p,
+                Err(e) => {
+                    format::verify_checksum(&map).map_err(|c| format_error(path, c))?;
+                    return Err(format_error(path, e));
+                }
+            }
+        } else {
+            Self::verify_and_parse(path, &map)?
+        };
         // Checksumming touched every page; tensors are read again one at a time.
         // SAFETY: read-only file-backed map: released pages are read again if touched.
         let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
@@ -115,7 +139,40 @@ impl OpenDelta {
             path: path.to_path_buf(),
             file: parsed,
             bytes: Bytes::Map(map),
+            checksum_pending: defer,
         })
+    }
+
+    /// Verifies the SHA-256 trailer, releasing the pages read behind.
+    pub fn verify_checksum(&self) -> Result<()> {
+        let bytes = self.bytes();
+        let (body, stored) = bytes.split_at(bytes.len() - format::CHECKSUM_LEN);
+        let mut h = Sha256::new();
+        const STEP: usize = 8 << 20;
+        for (i, chunk) in body.chunks(STEP).enumerate() {
+            h.update(chunk);
+            if let Bytes::Map(m) = &self.bytes {
+                // SAFETY: read-only file-backed map: released pages are read again if touched.
+                let _ = unsafe {
+                    m.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        i * STEP,
+                        chunk.len(),
+                    )
+                };
+            }
+        }
+        let actual = h.finalize();
+        if actual.as_slice() != stored {
+            return Err(format_error(
+                &self.path,
+                FormatError::ChecksumMismatch {
+                    stored: format::hex(stored),
+                    actual: format::hex(&actual),
+                },
+            ));
+        }
+        Ok(())
     }
 
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<OpenDelta> {
@@ -124,6 +181,7 @@ impl OpenDelta {
             path: path.to_path_buf(),
             file: parsed,
             bytes: Bytes::Owned(bytes),
+            checksum_pending: false,
         })
     }
 
@@ -669,6 +727,11 @@ pub fn apply(
     // the output is renamed into place only if the hash matched. A lineage is verified first.
     let single = links.len() == 1;
     let mut base_hash = String::new();
+    if !single {
+        for l in links.iter().filter(|l| l.checksum_pending) {
+            l.verify_checksum()?;
+        }
+    }
     if single {
         check_against_base(&links[0], base)?;
         check_elems(base)?;
@@ -697,6 +760,8 @@ pub fn apply(
     let bar = run.bar(layout.total_len, "applying");
     std::thread::scope(|s| {
         let hasher = single.then(|| s.spawn(|| base.parent_hash(|_| {})));
+        let checksum =
+            (single && links[0].checksum_pending).then(|| s.spawn(|| links[0].verify_checksum()));
         write_output(out, sync, |file| {
             use std::os::unix::fs::FileExt;
             file.write_all_at(&layout.header, 0)
@@ -731,6 +796,9 @@ pub fn apply(
                     Ok(())
                 },
             )?;
+            if let Some(c) = checksum {
+                c.join().expect("checksum thread")?;
+            }
             if let Some(h) = hasher {
                 base_hash = h.join().expect("hashing thread");
                 if base_hash != links[0].parent_hash() {
