@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of the git integration (docs/PERFORMANCE-git.md): a repository with a 1 GB
+# Benchmark of the git integration (docs/PERFORMANCE.md): a repository with a 1 GB
 # LFS-tracked GGUF model changed between two commits, diffed by
 #   weight-inspect git diff HEAD~1 HEAD      (gix, LFS pointer -> local object, header only)
 # versus

@@ -708,3 +708,55 @@ fn string_offset(cur: &Cursor, array_start: usize, index: usize) -> u64 {
     }
     walk.pos as u64 + walk.string_len_size()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string_array_file(items: &[&[u8]]) -> (Vec<u8>, Vec<u64>) {
+        let mut f = Vec::new();
+        f.extend_from_slice(MAGIC);
+        f.extend_from_slice(&3u32.to_le_bytes());
+        f.extend_from_slice(&0u64.to_le_bytes()); // tensors
+        f.extend_from_slice(&1u64.to_le_bytes()); // metadata
+        f.extend_from_slice(&(4u64).to_le_bytes());
+        f.extend_from_slice(b"toks");
+        f.extend_from_slice(&value_type::ARRAY.to_le_bytes());
+        f.extend_from_slice(&value_type::STRING.to_le_bytes());
+        f.extend_from_slice(&(items.len() as u64).to_le_bytes());
+        let mut offsets = Vec::new();
+        for item in items {
+            f.extend_from_slice(&(item.len() as u64).to_le_bytes());
+            offsets.push(f.len() as u64);
+            f.extend_from_slice(item);
+        }
+        (f, offsets)
+    }
+
+    #[test]
+    fn invalid_utf8_in_a_string_array_names_the_element_and_its_offset() {
+        let (file, offsets) = string_array_file(&[b"ok", b"\xe2\x96", b"x\xff", b"fine"]);
+        match parse(&file) {
+            Err(GgufError::InvalidUtf8 { offset, what }) => {
+                assert_eq!(offset, offsets[1]);
+                assert!(what.contains("element 1"), "{what}");
+            }
+            other => panic!("expected InvalidUtf8, got {other:?}"),
+        }
+        let (file, offsets) = string_array_file(&[b"ok", b"", b"x\xff"]);
+        match parse(&file) {
+            Err(GgufError::InvalidUtf8 { offset, .. }) => assert_eq!(offset, offsets[2]),
+            other => panic!("expected InvalidUtf8, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn string_arrays_keep_embedded_nuls_and_empty_strings() {
+        let (file, _) = string_array_file(&[b"a\0b", b"", "é".as_bytes()]);
+        let artifact = parse(&file).unwrap();
+        let Some(Value::Array(Array::String(tokens))) = artifact.metadata.get("toks") else {
+            panic!("no string array");
+        };
+        assert_eq!(tokens.iter().collect::<Vec<_>>(), ["a\0b", "", "é"]);
+    }
+}
