@@ -1,6 +1,7 @@
 //! Command-line arguments. Each command parses its arguments here and hands off to the library.
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -138,6 +139,9 @@ pub fn main() -> ExitCode {
 fn run(command: Command, ctx: &Context) -> Result<ExitCode> {
     match command {
         Command::Inspect(args) => {
+            if let Some(delta) = crate::read::map_if_wdelta(Path::new(&args.file))? {
+                return describe_wdelta(&args.file, &delta, args.json);
+            }
             let artifact = crate::read::load(&args.file)?;
             let out = if args.json {
                 crate::render::json::inspect(&artifact, args.full_arrays)
@@ -148,6 +152,9 @@ fn run(command: Command, ctx: &Context) -> Result<ExitCode> {
             print(&out)
         }
         Command::Id(args) => {
+            if let Some(delta) = crate::read::map_if_wdelta(Path::new(&args.file))? {
+                return describe_wdelta(&args.file, &delta, args.json);
+            }
             let artifact = crate::read::load(&args.file)?;
             if args.canonical {
                 let mut bytes = crate::identity::canonical_json(&artifact);
@@ -188,6 +195,21 @@ fn run(command: Command, ctx: &Context) -> Result<ExitCode> {
         Command::Ci(args) => args.run(ctx),
         Command::Delta(args) => args.run(ctx),
     }
+}
+
+/// A `.wdelta` has no structural identity of schema 1: it is described (version, strategy,
+/// parent hash, tensors) instead.
+fn describe_wdelta(name: &str, bytes: &[u8], json: bool) -> Result<ExitCode> {
+    let described = if json {
+        crate::delta::describe_json(bytes)
+    } else {
+        crate::delta::describe(bytes)
+    };
+    let mut out = described.map_err(|e| Error::Other(format!("{name}: {e}")))?;
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    print(&out)
 }
 
 /// The process ends right after printing: freeing a 262,144-token vocabulary string by string

@@ -78,3 +78,20 @@ fn describe_start(bytes: &[u8]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A `.wdelta` file (recognized by its magic), mapped whole: `inspect`, `id` and `textconv`
+/// describe deltas rather than parse them as models. None for anything else.
+pub fn map_if_wdelta(path: &Path) -> Result<Option<memmap2::Mmap>> {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok(None);
+    };
+    let mut magic = [0u8; 8];
+    let n = file.read(&mut magic).map_err(|e| Error::io(path, e))?;
+    if !crate::delta::format::is_wdelta(&magic[..n]) {
+        return Ok(None);
+    }
+    // SAFETY: read-only map, dropped by the caller after describing the file.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    Ok(Some(map))
+}

@@ -44,6 +44,16 @@ pub fn render_file(file: &Path) -> String {
 }
 
 fn render_file_inner(file: &Path) -> String {
+    if let Ok(Some(delta)) = crate::read::map_if_wdelta(file) {
+        return match crate::delta::describe(&delta) {
+            Ok(text) => format!("{HEADER}\n{text}"),
+            Err(e) => format!(
+                "{HEADER}\ncontent: unreadable .wdelta file, {} bytes\nerror: {}\n",
+                delta.len(),
+                stable_message(&e.to_string(), file)
+            ),
+        };
+    }
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
     render_side(&repo::model_side_of_file(file), size, file)
 }

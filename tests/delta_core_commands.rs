@@ -1,0 +1,86 @@
+//! The core commands (`inspect`, `id`, `textconv`) describe `.wdelta` files, so `git diff`
+//! shows delta headers.
+
+mod common;
+
+use common::{python, run_in, stdout};
+
+fn make_delta(dir: &std::path::Path) {
+    let status = std::process::Command::new(python())
+        .current_dir(dir)
+        .args([
+            "-c",
+            "import numpy as np\n\
+             from safetensors.numpy import save_file\n\
+             rng = np.random.default_rng(0)\n\
+             a = {'w': rng.standard_normal((8, 16)).astype(np.float32)}\n\
+             save_file(a, 'base.safetensors')\n\
+             save_file({'w': a['w'] + np.float32(0.01)}, 'tuned.safetensors')\n",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = run_in(
+        Some(dir),
+        &[
+            "delta",
+            "create",
+            "--base",
+            "base.safetensors",
+            "tuned.safetensors",
+            "-o",
+            "d.wdelta",
+        ],
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+}
+
+#[test]
+fn inspect_id_and_textconv_describe_a_delta() {
+    let dir = tempfile::tempdir().unwrap();
+    make_delta(dir.path());
+    let parent = {
+        let out = run_in(
+            Some(dir.path()),
+            &["delta", "inspect", "--json", "d.wdelta"],
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["parent_hash"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(parent.len(), 64);
+
+    let inspect = run_in(Some(dir.path()), &["inspect", "d.wdelta"]);
+    assert!(inspect.status.success());
+    assert!(stdout(&inspect).contains("format: wdelta version 1"));
+    assert!(stdout(&inspect).contains(&parent));
+    assert!(stdout(&inspect).contains("tensor w: int4 [8, 16]"));
+
+    let id = run_in(Some(dir.path()), &["id", "--json", "d.wdelta"]);
+    let json: serde_json::Value = serde_json::from_slice(&id.stdout).unwrap();
+    assert_eq!(json["schema"], 1);
+    assert_eq!(json["format"], "wdelta");
+    assert_eq!(json["parent_hash"], parent.as_str());
+
+    let textconv = run_in(Some(dir.path()), &["textconv", "d.wdelta"]);
+    assert!(textconv.status.success());
+    assert!(stdout(&textconv).starts_with("weight-inspect textconv 1\nformat: wdelta"));
+}
+
+#[test]
+fn a_corrupt_delta_is_an_error_for_inspect_and_a_note_for_textconv() {
+    let dir = tempfile::tempdir().unwrap();
+    make_delta(dir.path());
+    let path = dir.path().join("d.wdelta");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+
+    let inspect = run_in(Some(dir.path()), &["inspect", "d.wdelta"]);
+    assert_eq!(inspect.status.code(), Some(2));
+    assert!(common::stderr(&inspect).contains("d.wdelta"));
+
+    let textconv = run_in(Some(dir.path()), &["textconv", "d.wdelta"]);
+    assert_eq!(textconv.status.code(), Some(0));
+    assert!(stdout(&textconv).contains("unreadable .wdelta file"));
+}
