@@ -252,25 +252,13 @@ fn inline_array(array: &Array) -> Option<String> {
     (text.chars().count() <= INLINE_WIDTH).then_some(text)
 }
 
-/// A scalar's value; floats in the shortest form that round-trips, NaNs with their bits
-/// (payloads differ in the structural hash, so they must differ here too).
+/// A scalar's value: the core's one-line form (NaNs with their bits, since payloads differ in
+/// the structural hash).
 fn scalar_text(value: &Value) -> String {
     match value {
-        Value::U8(v) => v.to_string(),
-        Value::I8(v) => v.to_string(),
-        Value::U16(v) => v.to_string(),
-        Value::I16(v) => v.to_string(),
-        Value::U32(v) => v.to_string(),
-        Value::I32(v) => v.to_string(),
-        Value::U64(v) => v.to_string(),
-        Value::I64(v) => v.to_string(),
-        Value::F32(v) if v.value().is_nan() => format!("NaN(0x{:08x})", v.0),
-        Value::F64(v) if v.value().is_nan() => format!("NaN(0x{:016x})", v.0),
-        Value::F32(v) => format!("{:?}", v.value()),
-        Value::F64(v) => format!("{:?}", v.value()),
-        Value::Bool(v) => v.to_string(),
         Value::String(s) => format!("{s:?}"),
         Value::Array(a) => format!("array[{}; {}]", a.element_type_name(), a.len()),
+        scalar => crate::render::text::scalar_text(scalar),
     }
 }
 

@@ -119,7 +119,9 @@ pub fn value_summary(value: &Value) -> String {
     }
 }
 
-fn scalar_text(value: &Value) -> String {
+/// A scalar's value; floats in the shortest form that round-trips, NaNs with their bits
+/// (payloads differ in the structural hash, so they must differ here too).
+pub fn scalar_text(value: &Value) -> String {
     match value {
         Value::U8(v) => v.to_string(),
         Value::I8(v) => v.to_string(),
@@ -129,6 +131,8 @@ fn scalar_text(value: &Value) -> String {
         Value::I32(v) => v.to_string(),
         Value::U64(v) => v.to_string(),
         Value::I64(v) => v.to_string(),
+        Value::F32(v) if v.value().is_nan() => format!("NaN(0x{:08x})", v.0),
+        Value::F64(v) if v.value().is_nan() => format!("NaN(0x{:016x})", v.0),
         Value::F32(v) => format!("{:?}", v.value()),
         Value::F64(v) => format!("{:?}", v.value()),
         Value::Bool(v) => v.to_string(),
