@@ -134,20 +134,11 @@ impl FileEntry {
         let mut out = String::new();
         let blobs_differ = self.change.old_id != self.change.new_id;
         if let Some(diff) = &self.diff {
-            if diff.is_identical() {
-                let _ = writeln!(
-                    out,
-                    "structure identical (structural hash {}){}",
-                    diff.old_hash,
-                    if blobs_differ {
-                        "; the files differ only in tensor data or layout"
-                    } else {
-                        ""
-                    }
-                );
-            } else {
-                out.push_str(&crate::render::text::diff(diff, &palette));
-            }
+            out.push_str(&crate::render::text::diff_or_identical(
+                diff,
+                &palette,
+                blobs_differ,
+            ));
         } else {
             match (&self.old, &self.new) {
                 (None, Some(new)) => match new.artifact() {

@@ -145,20 +145,10 @@ pub fn render_change(
             Some(ModelSide::Model { artifact: b, .. }),
         ) => {
             let diff = StructuralDiff::between(a, b);
-            if diff.is_identical() {
-                let _ = writeln!(
-                    out,
-                    "structure identical (structural hash {}){}",
-                    diff.old_hash,
-                    if blobs_differ {
-                        "; the files differ only in tensor data or layout"
-                    } else {
-                        ""
-                    }
-                );
-            } else {
-                push_block(&mut out, &crate::render::text::diff(&diff, palette));
-            }
+            push_block(
+                &mut out,
+                &crate::render::text::diff_or_identical(&diff, palette, blobs_differ),
+            );
         }
         (None, Some(side)) => push_side(&mut out, palette, "new file", side),
         (Some(side), None) => push_side(&mut out, palette, "deleted file", side),

@@ -258,6 +258,23 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     out
 }
 
+/// The diff of two versions of a file: the structural diff, or one line saying the structure
+/// is identical (and, when the bytes differ, that only tensor data or layout changed).
+pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ: bool) -> String {
+    if !diff.is_identical() {
+        return self::diff(diff, palette);
+    }
+    format!(
+        "structure identical (structural hash {}){}\n",
+        diff.old_hash,
+        if bytes_differ {
+            "; the files differ only in tensor data or layout"
+        } else {
+            ""
+        }
+    )
+}
+
 fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, palette: &Palette) {
     match change {
         Change::Added(v) => {
