@@ -207,16 +207,7 @@ impl OpenDelta {
 
     /// Decodes one tensor's delta (`n` = its element count, checked against the base).
     pub fn decode(&self, name: &str, n: usize) -> Result<Vec<f32>> {
-        let entry = self.file.header.tensors.get(name).ok_or_else(|| {
-            Error::Other(format!(
-                "{}: no tensor {name} in the delta",
-                self.path.display()
-            ))
-        })?;
-        let arrays = self
-            .file
-            .arrays(self.bytes(), name)
-            .map_err(|e| format_error(&self.path, e))?;
+        let (entry, arrays) = self.tensor(name)?;
         let mut out = vec![0f32; n];
         codec::decode(entry, &arrays, &mut out);
         self.release(name);
@@ -225,6 +216,12 @@ impl OpenDelta {
 
     /// A streaming decoder of one tensor's delta.
     pub fn decoder(&self, name: &str) -> Result<codec::Decoder<'_>> {
+        let (entry, arrays) = self.tensor(name)?;
+        Ok(codec::Decoder::new(entry, &arrays))
+    }
+
+    /// One tensor's header entry and its array records.
+    fn tensor(&self, name: &str) -> Result<(&format::TensorEntry, format::TensorArrays<'_>)> {
         let entry = self.file.header.tensors.get(name).ok_or_else(|| {
             Error::Other(format!(
                 "{}: no tensor {name} in the delta",
@@ -235,7 +232,7 @@ impl OpenDelta {
             .file
             .arrays(self.bytes(), name)
             .map_err(|e| format_error(&self.path, e))?;
-        Ok(codec::Decoder::new(entry, &arrays))
+        Ok((entry, arrays))
     }
 
     fn release(&self, name: &str) {

@@ -258,54 +258,25 @@ impl<'a, T> Sections<'a, T> {
     }
 }
 
-/// How a diff item renders in JSON.
+/// How a diff item renders in JSON: through a serializable view of it.
 trait DiffItemJson {
-    fn write<M: SerializeMap>(&self, map: &mut M, key: &str) -> Result<(), M::Error>;
-    fn write_pair<M: SerializeMap>(
-        &self,
-        new: &Self,
-        map: &mut M,
-        key: &str,
-    ) -> Result<(), M::Error>;
+    type View<'a>: Serialize
+    where
+        Self: 'a;
+    fn view(&self) -> Self::View<'_>;
 }
 
 impl DiffItemJson for Value {
-    fn write<M: SerializeMap>(&self, map: &mut M, key: &str) -> Result<(), M::Error> {
-        map.serialize_entry(key, &TypedValue(self, false))
-    }
-    fn write_pair<M: SerializeMap>(
-        &self,
-        new: &Self,
-        map: &mut M,
-        key: &str,
-    ) -> Result<(), M::Error> {
-        map.serialize_entry(
-            key,
-            &OldNew {
-                old: TypedValue(self, false),
-                new: TypedValue(new, false),
-            },
-        )
+    type View<'a> = TypedValue<'a>;
+    fn view(&self) -> TypedValue<'_> {
+        TypedValue(self, false)
     }
 }
 
 impl DiffItemJson for TensorInfo {
-    fn write<M: SerializeMap>(&self, map: &mut M, key: &str) -> Result<(), M::Error> {
-        map.serialize_entry(key, &TensorShape(self))
-    }
-    fn write_pair<M: SerializeMap>(
-        &self,
-        new: &Self,
-        map: &mut M,
-        key: &str,
-    ) -> Result<(), M::Error> {
-        map.serialize_entry(
-            key,
-            &OldNew {
-                old: TensorShape(self),
-                new: TensorShape(new),
-            },
-        )
+    type View<'a> = TensorShape<'a>;
+    fn view(&self) -> TensorShape<'_> {
+        TensorShape(self)
     }
 }
 
@@ -334,7 +305,7 @@ impl<T: DiffItemJson> Serialize for Sections<'_, T> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut map = s.serialize_map(Some(self.0.len()))?;
                 for (name, item) in self.0 {
-                    item.write(&mut map, name)?;
+                    map.serialize_entry(name, &item.view())?;
                 }
                 map.end()
             }
@@ -344,7 +315,11 @@ impl<T: DiffItemJson> Serialize for Sections<'_, T> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut map = s.serialize_map(Some(self.0.len()))?;
                 for (name, old, new) in self.0 {
-                    old.write_pair(new, &mut map, name)?;
+                    let pair = OldNew {
+                        old: old.view(),
+                        new: new.view(),
+                    };
+                    map.serialize_entry(name, &pair)?;
                 }
                 map.end()
             }
