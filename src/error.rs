@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::formats::gguf::GgufError;
 use crate::formats::safetensors::SafetensorsError;
+use crate::formats::wdelta::WdeltaError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -24,6 +25,12 @@ pub enum Error {
         path: PathBuf,
         #[source]
         source: SafetensorsError,
+    },
+    #[error("{path}: invalid .wdelta: {source}")]
+    Wdelta {
+        path: PathBuf,
+        #[source]
+        source: Box<WdeltaError>,
     },
     #[error(
         "{path}: not a GGUF or safetensors file (first bytes {first_bytes}); expected the magic \

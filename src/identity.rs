@@ -20,7 +20,7 @@ pub fn structural_hash(artifact: &Artifact) -> String {
     if metadata_items(artifact) < PIPELINE_MIN_ITEMS {
         let mut sink = HashSink::new();
         write_artifact(&mut sink, artifact);
-        return hex(&sink.finish());
+        return crate::digest::hex(&sink.finish());
     }
     // Large vocabularies: write the JSON on this thread while another hashes finished chunks,
     // so SHA-256 overlaps with the writing instead of following it.
@@ -47,7 +47,7 @@ pub fn structural_hash(artifact: &Artifact) -> String {
         // A send fails only if the hashing thread died, which join() reports below.
         let _ = chunks.send(buf);
         drop(chunks);
-        hex(&hashing.join().expect("the hashing thread does not panic"))
+        crate::digest::hex(&hashing.join().expect("the hashing thread does not panic"))
     })
 }
 
@@ -84,19 +84,9 @@ pub fn canonical_value_json(value: &Value) -> Vec<u8> {
 pub fn value_digest(value: &Value) -> String {
     let mut sink = HashSink::new();
     write_value(&mut sink, value);
-    let mut digest = hex(&sink.finish());
+    let mut digest = crate::digest::hex(&sink.finish());
     digest.truncate(16);
     digest
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
 }
 
 /// Where canonical JSON goes: memory, or SHA-256 through a buffer. Writing cannot fail, and
@@ -368,6 +358,7 @@ mod tests {
 
     use super::*;
     use crate::artifact::{F32Bits, F64Bits, Format, Layout, TensorInfo};
+    use crate::digest::hex;
 
     fn artifact(metadata: Vec<(&str, Value)>) -> Artifact {
         Artifact {

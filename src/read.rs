@@ -5,6 +5,7 @@ use std::path::Path;
 use crate::artifact::{Artifact, Format};
 use crate::error::{Error, Result};
 use crate::formats;
+use crate::formats::wdelta::WdeltaFile;
 
 /// Reads a model file. The file is memory-mapped, so only the pages of the header are read
 /// even for a multi-gigabyte model.
@@ -53,19 +54,44 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
     }
 }
 
-/// A file path, or `REV:path` resolved through git when no such file exists. A work-tree file
-/// that is an LFS pointer (a checkout with `GIT_LFS_SKIP_SMUDGE=1`) reads as the model it
-/// points to, from the local LFS store.
-pub fn load(spec: &str) -> Result<Artifact> {
-    let path = Path::new(spec);
-    if !path.exists() {
-        if let Some(result) = crate::git::cli::read_rev_path(spec) {
-            return result;
-        }
-    } else if let Some(result) = crate::git::cli::read_lfs_pointer_file(path) {
-        return result;
+/// What some bytes turned out to be.
+#[derive(Debug)]
+pub enum Classified {
+    Model(Box<Artifact>),
+    /// The magic bytes of a model format, but the header does not parse.
+    Invalid {
+        format: Format,
+        error: Error,
+    },
+    /// Neither GGUF nor safetensors.
+    Unknown,
+}
+
+/// Detects the format of `bytes` and parses them when they are a model (`path` only names the
+/// file in errors).
+pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Classified {
+    let Some(format) = formats::detect(bytes) else {
+        return Classified::Unknown;
+    };
+    match read_bytes(path, bytes) {
+        Ok(artifact) => Classified::Model(Box::new(artifact)),
+        Err(error) => Classified::Invalid { format, error },
     }
-    read_file(path)
+}
+
+/// [`classify_bytes`] for a file on disk, of which only the header pages are read.
+pub fn classify_file(path: &Path) -> Classified {
+    match read_file(path) {
+        Ok(artifact) => Classified::Model(Box::new(artifact)),
+        Err(Error::UnknownFormat { .. }) => Classified::Unknown,
+        Err(error) => {
+            let format = match &error {
+                Error::Safetensors { .. } => Format::Safetensors,
+                _ => Format::Gguf,
+            };
+            Classified::Invalid { format, error }
+        }
+    }
 }
 
 fn describe_start(bytes: &[u8]) -> String {
@@ -79,19 +105,24 @@ fn describe_start(bytes: &[u8]) -> String {
         .join(" ")
 }
 
-/// A `.wdelta` file (recognized by its magic), mapped whole: `inspect`, `id` and `textconv`
-/// describe deltas rather than parse them as models. None for anything else.
-pub fn map_if_wdelta(path: &Path) -> Result<Option<memmap2::Mmap>> {
+/// A `.wdelta` file (recognized by its magic), parsed and validated: `inspect`, `id` and
+/// `textconv` describe deltas rather than parse them as models. None for anything else.
+pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
     use std::io::Read;
     let Ok(mut file) = std::fs::File::open(path) else {
         return Ok(None);
     };
     let mut magic = [0u8; 8];
     let n = file.read(&mut magic).map_err(|e| Error::io(path, e))?;
-    if !crate::delta::format::is_wdelta(&magic[..n]) {
+    if !formats::wdelta::is_wdelta(&magic[..n]) {
         return Ok(None);
     }
-    // SAFETY: read-only map, dropped by the caller after describing the file.
+    // SAFETY: read-only map, dropped before returning.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-    Ok(Some(map))
+    WdeltaFile::parse(&map)
+        .map(Some)
+        .map_err(|source| Error::Wdelta {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
 }

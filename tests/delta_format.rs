@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use common::{bin, run, run_python, stderr, stdout};
 use weight_inspect::delta::codec::{self, EncodeOptions};
-use weight_inspect::delta::format::{
-    self, FormatError, Header, OwnedArray, Strategy, WdeltaFile, write_to_vec,
-};
 use weight_inspect::delta::model::Model;
+use weight_inspect::formats::wdelta::{
+    self as format, Header, OwnedArray, Strategy, WdeltaError as FormatError, WdeltaFile,
+    write_to_vec,
+};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -451,8 +452,8 @@ fn inspect_text_and_json() {
     assert_eq!(v["tensors"][1]["base_dtype"], "float32");
     // describe() is what the core's inspect/textconv show for a .wdelta.
     let bytes = std::fs::read(&wd).unwrap();
-    assert!(weight_inspect::delta::is_wdelta(&bytes));
-    let described = weight_inspect::delta::describe(&bytes).unwrap();
+    assert!(weight_inspect::formats::wdelta::is_wdelta(&bytes));
+    let described = weight_inspect::render::wdelta::describe(&WdeltaFile::parse(&bytes).unwrap());
     assert!(text.ends_with(&described));
 }
 

@@ -6,7 +6,7 @@
 //! ([`crate::policy::report::escape_data`] / [`escape_property`]).
 
 use super::report::{CiReport, FailOn};
-use crate::git::repo::ModelSide;
+use crate::git::ModelSide;
 use crate::policy::report::{escape_data, escape_property};
 
 /// Annotations GitHub shows per level and step.

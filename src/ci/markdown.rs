@@ -7,8 +7,8 @@
 
 use std::fmt::Write;
 
-use super::report::{CiReport, Counts, FileEntry, counts_text, plural, short_hash, side_size};
-use crate::git::repo::ModelSide;
+use super::report::{CiReport, Counts, FileEntry, counts_text, plural, short_hash};
+use crate::git::ModelSide;
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
@@ -183,7 +183,7 @@ fn file_row(f: &FileEntry) -> String {
         Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
         Some(_) => cell_code(&short_hash(s)),
     };
-    let size = |s: Option<&ModelSide>| s.map_or("—".to_owned(), |s| human_bytes(side_size(s)));
+    let size = |s: Option<&ModelSide>| s.map_or("—".to_owned(), |s| human_bytes(s.size()));
     let (tensors, metadata) = match f.counts() {
         Counts::Known(c) => (
             format!(
@@ -401,7 +401,7 @@ mod tests {
     }
 
     fn report(files: usize) -> CiReport {
-        use crate::git::repo::{FileChange, Status};
+        use crate::git::{FileChange, Status};
         let rev = |r: &str| super::super::report::Rev {
             rev: r.into(),
             commit: "0123456789abcdef0123456789abcdef01234567".into(),

@@ -1,6 +1,6 @@
 //! `weight-inspect ci`: pull-request reports for GitHub Actions.
 //!
-//! One run compares two commits: the model files that changed ([`crate::git::repo`]), the
+//! One run compares two commits: the model files that changed ([`crate::git::changes`]), the
 //! structural diff of each, and the policy ([`crate::policy`]) applied to the head side. The
 //! results go to a Markdown job summary ([`markdown`]), workflow-command annotations
 //! ([`annotations`]), step outputs and a JSON report ([`outputs`]). The action's shell
@@ -13,96 +13,11 @@ pub mod outputs;
 pub mod report;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 
-use crate::cli::{Context, write_stdout};
 use crate::error::{Error, Result};
 
 pub use report::{CiReport, FailOn};
-
-/// Report structural changes and policy violations between two commits (exit 0 pass,
-/// 1 failed per --fail-on, 2 error).
-#[derive(Debug, clap::Args)]
-pub struct CiArgs {
-    /// Base revision [default: origin/$GITHUB_BASE_REF when that is set, else HEAD^].
-    #[arg(long, value_name = "REV")]
-    pub base: Option<String>,
-    /// Head revision.
-    #[arg(long, value_name = "REV", default_value = "HEAD")]
-    pub head: String,
-    /// Policy file applied to the head side [default: .weight-inspect.toml as committed in
-    /// the head revision, if it has one].
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-    /// Append the Markdown report to FILE (in Actions: $GITHUB_STEP_SUMMARY); `-` prints it.
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
-    /// Print GitHub workflow-command annotations (::error, ::warning) instead of plain
-    /// violation lines.
-    #[arg(long)]
-    pub annotations: bool,
-    /// What fails the run (exit 1): policy violations, any changed model file, or nothing.
-    #[arg(long, value_enum, default_value_t = FailOn::Violation)]
-    pub fail_on: FailOn,
-    /// Append step outputs to FILE (in Actions: $GITHUB_OUTPUT): changed-files, violations,
-    /// failed, report.
-    #[arg(long, value_name = "FILE")]
-    pub outputs: Option<PathBuf>,
-    /// Write the full report as JSON (schema 1) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Only these paths: files, directories or globs, relative to the repository root.
-    #[arg(value_name = "PATHS")]
-    pub paths: Vec<String>,
-}
-
-impl CiArgs {
-    pub fn run(self, _ctx: &Context) -> Result<ExitCode> {
-        let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-        let repo = crate::git::repo::open_repo(&cwd)?;
-        let base = match self.base {
-            Some(base) => base,
-            None => default_base(std::env::var("GITHUB_BASE_REF").ok().as_deref()),
-        };
-        let policy = load_policy(&repo, &cwd, self.policy.as_deref(), &self.head)?;
-        let options = report::Options {
-            base: &base,
-            head: &self.head,
-            paths: &self.paths,
-            fail_on: self.fail_on,
-        };
-        let report = CiReport::collect(&repo, policy, &options)?;
-
-        if let Some(path) = &self.json {
-            outputs::write_json(path, &report)?;
-        }
-        let summary_to_stdout = self.summary.as_deref() == Some(Path::new("-"));
-        match &self.summary {
-            Some(_) if summary_to_stdout => {
-                write_stdout(markdown::render(&report, markdown::SUMMARY_LIMIT).as_bytes())?;
-            }
-            Some(path) => append_summary(path, &report)?,
-            None => {}
-        }
-        if let Some(path) = &self.outputs {
-            outputs::append_outputs(path, &report, self.json.as_deref())?;
-        }
-        if !summary_to_stdout {
-            let mut out = report.text_lines(!self.annotations);
-            if self.annotations {
-                out.push_str(&annotations::render(&report));
-            }
-            out.push_str(&format!("weight-inspect: {}\n", report.summary_line()));
-            write_stdout(out.as_bytes())?;
-        }
-        Ok(if report.failed() {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        })
-    }
-}
 
 /// The base when none is given: the pull request's target branch as fetched by
 /// `actions/checkout`, else the first parent (the commit before a push, or the base side of a
@@ -116,7 +31,7 @@ pub fn default_base(github_base_ref: Option<&str>) -> String {
 
 /// The policy named by `--policy` (a file; an error if missing), else `.weight-inspect.toml`
 /// as committed in `head` when it has one (the work tree may be another commit, or none).
-fn load_policy(
+pub fn load_policy(
     repo: &gix::Repository,
     cwd: &Path,
     arg: Option<&Path>,
@@ -124,7 +39,7 @@ fn load_policy(
 ) -> Result<Option<report::LoadedPolicy>> {
     const POLICY_FILE: &str = crate::policy::config::POLICY_FILE;
     let Some(arg) = arg else {
-        let Some(bytes) = crate::git::repo::read_blob(repo, head, POLICY_FILE)? else {
+        let Some(bytes) = crate::git::objects::read_blob(repo, head, POLICY_FILE)? else {
             return Ok(None);
         };
         let shown = format!("{head}:{POLICY_FILE}");
@@ -158,7 +73,7 @@ fn load_policy(
 
 /// Appends the Markdown to the summary file, within what GitHub accepts for one step
 /// (the file may already hold another tool's summary of the same step).
-fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
+pub fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
     let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let budget =
         markdown::SUMMARY_LIMIT.saturating_sub(usize::try_from(existing).unwrap_or(usize::MAX));

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::report::{CiReport, Counts, FailOn, Rev, side_size};
+use super::report::{CiReport, Counts, FailOn, Rev};
 use crate::diff::DiffCounts;
 use crate::error::{Error, Result};
-use crate::git::repo::ModelSide;
+use crate::git::ModelSide;
+use crate::git::side::SideJson;
 use crate::policy::{FileError, Violation};
 
 #[derive(Serialize)]
@@ -37,43 +38,12 @@ struct JsonFile<'a> {
     old_path: Option<&'a str>,
     new_path: Option<&'a str>,
     format: String,
-    old: Option<JsonSide>,
-    new: Option<JsonSide>,
+    old: Option<SideJson>,
+    new: Option<SideJson>,
     /// None when a side is not a readable model.
     counts: Option<DiffCounts>,
     /// The core's structural diff (schema 1) when both sides are models.
     diff: Option<serde_json::Value>,
-}
-
-#[derive(Serialize)]
-struct JsonSide {
-    /// "model", "absent" (LFS object not present locally), "not-model" or "invalid".
-    kind: &'static str,
-    format: Option<&'static str>,
-    structural_hash: Option<String>,
-    lfs_oid: Option<String>,
-    size: u64,
-    note: Option<String>,
-}
-
-impl JsonSide {
-    fn of(side: &ModelSide) -> JsonSide {
-        let kind = match side {
-            ModelSide::Model { .. } => "model",
-            ModelSide::Absent { .. } => "absent",
-            ModelSide::NotModel { .. } => "not-model",
-            ModelSide::Invalid { .. } => "invalid",
-        };
-        let artifact = side.artifact();
-        JsonSide {
-            kind,
-            format: artifact.map(|a| a.format.name()),
-            structural_hash: artifact.map(crate::identity::structural_hash),
-            lfs_oid: side.pointer().map(|p| p.oid.clone()),
-            size: side_size(side),
-            note: side.note(),
-        }
-    }
 }
 
 /// The report as JSON (schema 1), pretty-printed.
@@ -81,28 +51,20 @@ pub fn json(report: &CiReport) -> Result<String> {
     let files = report
         .files
         .iter()
-        .map(|f| {
-            Ok(JsonFile {
-                status: f.change.status.name(),
-                old_path: f.change.old_path.as_deref(),
-                new_path: f.change.new_path.as_deref(),
-                format: f.format(),
-                old: f.old.as_ref().map(JsonSide::of),
-                new: f.new.as_ref().map(JsonSide::of),
-                counts: match f.counts() {
-                    Counts::Known(c) => Some(c),
-                    Counts::Unknown => None,
-                },
-                diff: match &f.diff {
-                    Some(d) => Some(
-                        serde_json::from_str(&crate::render::json::diff(d))
-                            .map_err(|e| Error::Other(format!("structural diff JSON: {e}")))?,
-                    ),
-                    None => None,
-                },
-            })
+        .map(|f| JsonFile {
+            status: f.change.status.name(),
+            old_path: f.change.old_path.as_deref(),
+            new_path: f.change.new_path.as_deref(),
+            format: f.format(),
+            old: f.old.as_ref().map(ModelSide::json),
+            new: f.new.as_ref().map(ModelSide::json),
+            counts: match f.counts() {
+                Counts::Known(c) => Some(c),
+                Counts::Unknown => None,
+            },
+            diff: f.diff.as_ref().map(crate::render::json::diff_value),
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
     let doc = JsonReport {
         schema: crate::SCHEMA_VERSION,
         base: &report.base,

@@ -7,7 +7,9 @@ use gix::ObjectId;
 
 use crate::diff::{DiffCounts, StructuralDiff};
 use crate::error::{Error, Result};
-use crate::git::repo::{self, FileChange, ModelSide, PathFilter};
+use crate::formats::FileKind;
+use crate::git::objects::blob_id;
+use crate::git::{FileChange, ModelSide, PathFilter, Status};
 use crate::policy::check::{Origin, Subject};
 use crate::policy::{FileError, Policy, Violation};
 
@@ -246,10 +248,7 @@ pub struct CiReport {
 
 /// Model files of the structural report: GGUF and safetensors by extension.
 pub fn is_reported_path(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.rsplit_once('.').is_some_and(|(_, ext)| {
-        ext.eq_ignore_ascii_case("gguf") || ext.eq_ignore_ascii_case("safetensors")
-    })
+    FileKind::from_path(path).is_some_and(FileKind::is_model)
 }
 
 fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<Rev> {
@@ -281,8 +280,12 @@ impl CiReport {
         let base = resolve_commit(repo, options.base)?;
         let head = resolve_commit(repo, options.head)?;
         let filter = PathFilter::new(options.paths)?;
-        let changes =
-            repo::changed_model_files_filtered(repo, &base.commit, Some(&head.commit), &filter)?;
+        let changes = crate::git::changes::changed_model_files(
+            repo,
+            &base.commit,
+            Some(&head.commit),
+            &filter,
+        )?;
         let mut files = Vec::new();
         for change in changes {
             let reported = [&change.old_path, &change.new_path]
@@ -323,8 +326,8 @@ impl CiReport {
         if let Some(loaded) = &policy {
             report.policy_changed = match &loaded.repo_path {
                 Some(path) => {
-                    repo::blob_id(repo, &report.base.commit, path)?
-                        != repo::blob_id(repo, &report.head.commit, path)?
+                    blob_id(repo, &report.base.commit, path)?
+                        != blob_id(repo, &report.head.commit, path)?
                 }
                 None => false,
             };
@@ -346,20 +349,23 @@ impl CiReport {
             .iter()
             .filter_map(|f| Some((f.change.new_path.clone()?, f.change.new_id?)))
             .collect();
-        let base_tree = repo::resolve_tree(repo, &self.base.commit)?;
-        let head_tree = repo::resolve_tree(repo, &self.head.commit)?;
         let wanted = |path: &str| {
             !is_reported_path(path) && filter.matches(path) && loaded.policy.covers(path)
         };
-        let mut others = Vec::new();
-        changed_blobs(
+        let others = crate::git::changes::changed_files(
             repo,
-            Some(base_tree),
-            Some(head_tree),
-            &mut String::new(),
+            &self.base.commit,
+            Some(&self.head.commit),
             &wanted,
-            &mut others,
-        )?;
+        )?
+        .into_iter()
+        .filter(|c| c.status != Status::Removed)
+        .filter_map(|c| {
+            Some(OtherFile {
+                path: c.new_path?,
+                id: c.new_id?,
+            })
+        });
         subjects.extend(others.into_iter().map(|o| (o.path, o.id)));
         subjects.sort();
         for (path, id) in subjects {
@@ -494,18 +500,6 @@ pub fn short_hash(side: Option<&ModelSide>) -> String {
     }
 }
 
-/// The size of a side: the LFS object's size for a pointer, else the file's.
-pub fn side_size(side: &ModelSide) -> u64 {
-    if let Some(p) = side.pointer() {
-        return p.size;
-    }
-    match side {
-        ModelSide::Model { artifact, .. } => artifact.layout.file_size,
-        ModelSide::NotModel { size, .. } | ModelSide::Invalid { size, .. } => *size,
-        ModelSide::Absent { pointer } => pointer.size,
-    }
-}
-
 /// `tensors +1 −0 ~2, metadata +0 −0 ~1`, or `structure not compared`.
 pub fn counts_text(counts: Counts) -> String {
     match counts {
@@ -520,60 +514,6 @@ pub fn counts_text(counts: Counts) -> String {
         ),
         Counts::Unknown => "structure not compared".to_owned(),
     }
-}
-
-/// Blobs added or changed between two trees whose path `wanted` accepts (never descending
-/// into subtrees with equal ids).
-fn changed_blobs(
-    repo: &gix::Repository,
-    old: Option<ObjectId>,
-    new: Option<ObjectId>,
-    prefix: &mut String,
-    wanted: &dyn Fn(&str) -> bool,
-    out: &mut Vec<OtherFile>,
-) -> Result<()> {
-    if old == new {
-        return Ok(());
-    }
-    let Some(new) = new else { return Ok(()) };
-    let old_entries = tree_entries(repo, old)?;
-    for (name, (mode, id)) in tree_entries(repo, Some(new))? {
-        let len = prefix.len();
-        prefix.push_str(&name);
-        let before = old_entries.get(&name);
-        if mode.is_tree() {
-            let old_subtree = before.filter(|(m, _)| m.is_tree()).map(|(_, id)| *id);
-            prefix.push('/');
-            changed_blobs(repo, old_subtree, Some(id), prefix, wanted, out)?;
-        } else if mode.is_blob() {
-            let unchanged = before.is_some_and(|(m, old_id)| m.is_blob() && *old_id == id);
-            if !unchanged && wanted(prefix) {
-                out.push(OtherFile {
-                    path: prefix.clone(),
-                    id,
-                });
-            }
-        }
-        prefix.truncate(len);
-    }
-    Ok(())
-}
-
-type Entries = std::collections::BTreeMap<String, (gix::objs::tree::EntryMode, ObjectId)>;
-
-fn tree_entries(repo: &gix::Repository, id: Option<ObjectId>) -> Result<Entries> {
-    let mut out = Entries::new();
-    let Some(id) = id else { return Ok(out) };
-    let err = |e: &dyn std::fmt::Display| Error::Other(format!("tree {id}: cannot read ({e})"));
-    let tree = repo.find_tree(id).map_err(|e| err(&e))?;
-    let decoded = tree.decode().map_err(|e| err(&e))?;
-    for entry in decoded.entries {
-        out.insert(
-            entry.filename.to_string(),
-            (entry.mode, entry.oid.to_owned()),
-        );
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

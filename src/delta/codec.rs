@@ -13,7 +13,7 @@
 
 use half::f16;
 
-use super::format::{
+use crate::formats::wdelta::{
     ArrayDtype, OwnedArray, Params, Strategy, TensorArrays, TensorEntry, index_iter,
     quantized_cols, quantized_rows,
 };
@@ -729,7 +729,7 @@ mod tests {
                 let refs = TensorArrays {
                     fields: arrays
                         .iter()
-                        .map(|a| super::super::format::ArrayRef {
+                        .map(|a| crate::formats::wdelta::ArrayRef {
                             dtype: a.dtype,
                             data: &a.data,
                         })

@@ -417,7 +417,7 @@ impl Model {
             self.hash_tensor(name, t, &mut h);
             tick(t.len as u64);
         }
-        super::format::hex(&h.finalize())
+        crate::digest::hex(&h.finalize())
     }
 
     /// Total bytes of tensor data.

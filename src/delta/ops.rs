@@ -11,11 +11,13 @@ use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, EncodeOptions};
-use super::format::{self, FormatError, Header, OwnedArray, WdeltaFile, WdeltaWriter};
 use super::model::{CHUNK_ELEMS, Elem, Model, structure_differences};
 use super::pipeline::ordered_parallel;
 use super::safetensors_out::{self, OutTensor};
 use crate::error::{Error, Result};
+use crate::formats::wdelta::{
+    self as format, Header, OwnedArray, WdeltaError, WdeltaFile, WdeltaWriter,
+};
 
 /// How to run: threads (0 = one per core) and whether to draw a progress bar.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,7 +98,7 @@ impl std::fmt::Debug for OpenDelta {
 }
 
 /// Turns a format error into the user error, naming the file.
-pub fn format_error(path: &Path, e: FormatError) -> Error {
+pub fn format_error(path: &Path, e: WdeltaError) -> Error {
     Error::Other(format!("{}: {e}", path.display()))
 }
 
@@ -166,9 +168,9 @@ impl OpenDelta {
         if actual.as_slice() != stored {
             return Err(format_error(
                 &self.path,
-                FormatError::ChecksumMismatch {
-                    stored: format::hex(stored),
-                    actual: format::hex(&actual),
+                WdeltaError::ChecksumMismatch {
+                    stored: crate::digest::hex(stored),
+                    actual: crate::digest::hex(&actual),
                 },
             ));
         }
@@ -442,7 +444,7 @@ pub fn verify_lineage(
     bar.finish_and_clear();
     let link_hashes: Vec<String> = hashers
         .into_iter()
-        .map(|h| format::hex(&h.finalize()))
+        .map(|h| crate::digest::hex(&h.finalize()))
         .collect();
     for j in 1..links.len() {
         if links[j].parent_hash() != link_hashes[j - 1] {

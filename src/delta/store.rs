@@ -99,7 +99,7 @@ impl Finder {
         } else {
             ".safetensors"
         };
-        let bytes = crate::git::repo::blob_bytes(repo, id)?;
+        let bytes = crate::git::objects::blob_bytes(repo, id)?;
         let (file, temp) = blob_to_file(repo, bytes, ext)?;
         match &file {
             None => self.missing.push(self.candidates[i].label.clone()),
@@ -208,7 +208,7 @@ fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let repo = crate::git::repo::open_repo(&dir).ok()?;
+    let repo = crate::git::open_repo(&dir).ok()?;
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     if let Ok(head) = repo.head_id()
@@ -252,7 +252,7 @@ fn is_wdelta_path(path: &Path) -> bool {
     std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
         .is_ok()
-        && super::format::is_wdelta(&head)
+        && crate::formats::wdelta::is_wdelta(&head)
 }
 
 /// The file a parent given on the command line names: a path, or REV:path in the repository
@@ -273,13 +273,13 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
         Some(r) => r,
         None => {
             let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-            own = crate::git::repo::open_repo(&cwd)?;
+            own = crate::git::open_repo(&cwd)?;
             &own
         }
     };
     let file = file.trim_start_matches("./").trim_start_matches('/');
     let rev = if rev.is_empty() { "HEAD" } else { rev };
-    let bytes = crate::git::repo::read_blob(repo, rev, file)?
+    let bytes = crate::git::objects::read_blob(repo, rev, file)?
         .ok_or_else(|| Error::Other(format!("{spec}: {rev} has no file {file}")))?;
     let ext = if file.to_ascii_lowercase().ends_with(".wdelta") {
         ".wdelta"

@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use super::repo::{self, ModelSide};
+use super::side::{self, ModelSide};
 use crate::diff::StructuralDiff;
 use crate::render::Palette;
 
@@ -51,16 +51,6 @@ impl Invocation {
     }
 }
 
-/// Whether git is showing our output through its pager (or the output is a terminal).
-pub fn color_wanted(ctx: &crate::cli::Context) -> bool {
-    use std::io::IsTerminal;
-    let pager = std::env::var_os("GIT_PAGER_IN_USE").is_some_and(|v| {
-        let v = v.to_string_lossy().to_ascii_lowercase();
-        !v.is_empty() && v != "0" && v != "false"
-    });
-    ctx.color_enabled(std::io::stdout().is_terminal() || pager)
-}
-
 /// Runs one external diff call and returns its output. Never fails: problems are notes.
 pub fn run(args: &[OsString], color: bool) -> String {
     let outcome = std::panic::catch_unwind(|| run_inner(args, color));
@@ -91,7 +81,7 @@ fn run_inner(args: &[OsString], color: bool) -> String {
             // A repository is opened only for LFS pointers (GIT_LFS_SKIP_SMUDGE=1 hands us
             // pointers instead of content).
             let side = |file: &Path| {
-                (file != Path::new("/dev/null")).then(|| repo::model_side_of_file(file))
+                (file != Path::new("/dev/null")).then(|| side::model_side_of_file(file))
             };
             let old = side(&old_file);
             let new = side(&new_file);

@@ -2,15 +2,25 @@
 //!
 //! git hands textconv and external diff drivers the *smudged* content of a side, so for an LFS
 //! file it first writes the whole model to a temporary file. The fast path ([`repo`]) avoids
-//! that: it reads each side's blob with gix, follows LFS pointers ([`lfs`]) to the local object
-//! store and parses only the header bytes.
+//! that: it reads each side's blob with gix ([`objects`]), lists what changed with one walk
+//! ([`changes`]), follows LFS pointers ([`lfs`]) to the local object store and parses only the
+//! header bytes ([`side`]). [`resolve`] reads `REV:path` arguments for the input seam.
+//! Every git process this tool runs is started from this module ([`process`]).
 
-pub mod cli;
+pub mod changes;
 pub mod driver;
 pub mod install;
 pub mod lfs;
-pub mod repo;
+pub mod objects;
+pub mod process;
+pub mod report;
+pub mod resolve;
+pub mod side;
 pub mod textconv;
+
+pub use changes::{FileChange, PathFilter, Status};
+pub use objects::open_repo;
+pub use side::ModelSide;
 
 use std::path::PathBuf;
 
@@ -37,38 +47,18 @@ pub enum GitError {
     Command { args: String, message: String },
     #[error("{0}")]
     Usage(String),
+    /// Reading a model (or a file) the repository led to.
+    #[error(transparent)]
+    Core(#[from] crate::Error),
 }
 
+// Adapters that still speak the core's error take a git error as its message.
 impl From<GitError> for crate::Error {
     fn from(err: GitError) -> Self {
         match err {
             GitError::Io { path, source } => crate::Error::Io { path, source },
+            GitError::Core(core) => core,
             other => crate::Error::Other(other.to_string()),
         }
-    }
-}
-
-/// Whether `path` names a model file by its extension (walking trees must not read every blob;
-/// the parsers detect the actual format by magic bytes).
-pub fn is_model_path(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let Some((_, ext)) = name.rsplit_once('.') else {
-        return false;
-    };
-    ["gguf", "safetensors", "wdelta"]
-        .iter()
-        .any(|known| ext.eq_ignore_ascii_case(known))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn model_paths_by_extension() {
-        assert!(super::is_model_path("models/a.gguf"));
-        assert!(super::is_model_path("A.SafeTensors"));
-        assert!(super::is_model_path("x.wdelta"));
-        assert!(!super::is_model_path("gguf"));
-        assert!(!super::is_model_path("dir.gguf/readme.md"));
-        assert!(!super::is_model_path("model.gguf.txt"));
     }
 }

@@ -15,7 +15,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::repo::{self, ModelSide};
+use super::side::{self, ModelSide};
 use crate::artifact::{Array, Value};
 use crate::{Artifact, Format};
 
@@ -44,18 +44,23 @@ pub fn render_file(file: &Path) -> String {
 }
 
 fn render_file_inner(file: &Path) -> String {
-    if let Ok(Some(delta)) = crate::read::map_if_wdelta(file) {
-        return match crate::delta::describe(&delta) {
-            Ok(text) => format!("{HEADER}\n{text}"),
-            Err(e) => format!(
-                "{HEADER}\ncontent: unreadable .wdelta file, {} bytes\nerror: {}\n",
-                delta.len(),
-                stable_message(&e.to_string(), file)
-            ),
-        };
+    match crate::read::read_wdelta(file) {
+        Ok(None) => {}
+        Ok(Some(delta)) => return format!("{HEADER}\n{}", crate::render::wdelta::describe(&delta)),
+        Err(e) => {
+            let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+            let message = match &e {
+                crate::Error::Wdelta { source, .. } => format!("invalid .wdelta: {source}"),
+                other => other.to_string(),
+            };
+            return format!(
+                "{HEADER}\ncontent: unreadable .wdelta file, {len} bytes\nerror: {}\n",
+                stable_message(&message, file)
+            );
+        }
     }
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
-    render_side(&repo::model_side_of_file(file), size, file)
+    render_side(&side::model_side_of_file(file), size, file)
 }
 
 /// Renders one side. `size` is the size of the file git handed us (for pointers, the

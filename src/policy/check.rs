@@ -6,7 +6,6 @@
 //! structure or the format; model files are mmapped and only their header pages touched.
 
 use std::borrow::Cow;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
@@ -185,7 +184,7 @@ fn stored_blob(repo: &gix::Repository, id: ObjectId) -> Result<Stored> {
             bytes: None,
         });
     }
-    let bytes = crate::git::repo::blob_bytes(repo, id)?;
+    let bytes = crate::git::objects::blob_bytes(repo, id)?;
     Ok(Stored {
         pointer: Pointer::parse(&bytes),
         size,
@@ -412,7 +411,7 @@ impl<'s, 'r> Evaluation<'s, 'r> {
                 },
             });
         }
-        if lfs_by_attributes(repo, self.path())? {
+        if crate::git::process::lfs_by_attributes(repo, self.path())? {
             Ok(Storage::LfsByAttributes)
         } else {
             Ok(Storage::Git {
@@ -546,11 +545,11 @@ fn map_file(file: &Path) -> Result<Body<'static>> {
 /// for the model header (gix would inflate the whole object into memory).
 fn blob_body(repo: &gix::Repository, id: ObjectId, size: u64) -> Result<Body<'static>> {
     if size <= MAX_BLOB_IN_MEMORY {
-        return Ok(Body::Bytes(crate::git::repo::blob_bytes(repo, id)?));
+        return Ok(Body::Bytes(crate::git::objects::blob_bytes(repo, id)?));
     }
     let mut prefix = Vec::new();
     for limit in BLOB_PREFIXES {
-        prefix = blob_prefix(repo, id, limit)?;
+        prefix = crate::git::process::blob_prefix(repo, id, limit)?;
         let header_complete = crate::formats::detect(&prefix).is_none()
             || crate::read::read_bytes(Path::new(""), &prefix).is_ok();
         if header_complete || prefix.len() as u64 >= size {
@@ -558,53 +557,6 @@ fn blob_body(repo: &gix::Repository, id: ObjectId, size: u64) -> Result<Body<'st
         }
     }
     Ok(Body::Bytes(prefix))
-}
-
-fn blob_prefix(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<Vec<u8>> {
-    let mut child = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(repo.git_dir())
-        .args(["cat-file", "blob", &id.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| Error::Other(format!("cannot run git cat-file: {e}")))?;
-    let mut prefix = Vec::new();
-    let read = child
-        .stdout
-        .take()
-        .expect("piped")
-        .take(limit)
-        .read_to_end(&mut prefix);
-    // The rest of the blob is not needed; stop git instead of draining gigabytes.
-    let _ = child.kill();
-    let _ = child.wait();
-    read.map_err(|e| Error::Other(format!("blob {id}: reading from git cat-file: {e}")))?;
-    Ok(prefix)
-}
-
-/// Whether `.gitattributes` sends `path` through the LFS filter (for files not yet staged).
-fn lfs_by_attributes(repo: &gix::Repository, path: &str) -> Result<bool> {
-    let workdir = repo.workdir().ok_or_else(|| {
-        Error::Other(format!(
-            "{}: the repository has no work tree",
-            repo.git_dir().display()
-        ))
-    })?;
-    let out = std::process::Command::new("git")
-        .current_dir(workdir)
-        .args(["check-attr", "filter", "--", path])
-        .output()
-        .map_err(|e| Error::Other(format!("cannot run git check-attr: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::Other(format!(
-            "git check-attr filter -- {path} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .trim_end()
-        .ends_with(": filter: lfs"))
 }
 
 fn classify(path: &Path, bytes: &[u8]) -> Content {

@@ -31,26 +31,7 @@ pub enum Installed {
     Replaced(PathBuf),
 }
 
-/// git's hooks directory for the repository around `dir` (honors `core.hooksPath` and
-/// linked worktrees).
-pub fn hooks_dir(dir: &Path) -> Result<PathBuf> {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(["rev-parse", "--git-path", "hooks"])
-        .output()
-        .map_err(|e| Error::Other(format!("cannot run git: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::Other(format!(
-            "{}: not inside a git repository ({})",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let rel = String::from_utf8_lossy(&out.stdout)
-        .trim_end_matches('\n')
-        .to_string();
-    Ok(dir.join(rel))
-}
+pub use crate::git::process::hooks_dir;
 
 fn is_ours(path: &Path) -> Result<bool> {
     let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;

@@ -8,7 +8,6 @@
 //! - [`report`]: text, JSON and GitHub outputs; [`pin`]: `policy pin`; [`hook`]: `hook install`.
 
 pub mod check;
-pub mod cli;
 pub mod config;
 pub mod hook;
 pub mod pickle;

@@ -49,14 +49,13 @@ impl CheckReport {
         }
     }
 
-    /// 0 clean, 1 violations, 2 some file could not be judged.
-    pub fn exit_code(&self) -> u8 {
+    /// Clean, violations found, or an error when some file could not be judged.
+    pub fn exit(&self) -> crate::output::Exit {
+        use crate::output::Exit;
         if !self.errors.is_empty() {
-            2
-        } else if !self.violations.is_empty() {
-            1
+            Exit::Error
         } else {
-            0
+            Exit::found_if(!self.violations.is_empty())
         }
     }
 
@@ -195,13 +194,13 @@ mod tests {
         assert!(out.starts_with(
             "::error file=m/a%2Cb%3Ac.gguf,title=weight-inspect%3A allowed_dtypes::expected only f16; found q4_k in 1 tensor (x)%0Asecond line (.weight-inspect.toml:2)\n"
         ), "{out}");
-        assert_eq!(r.exit_code(), 1);
+        assert_eq!(r.exit(), crate::output::Exit::Found);
     }
 
     #[test]
     fn json_starts_with_schema() {
         let r = CheckReport::new("p".into(), false);
         assert!(json(&r).starts_with("{\n  \"schema\": 1,"));
-        assert_eq!(r.exit_code(), 0);
+        assert_eq!(r.exit(), crate::output::Exit::Clean);
     }
 }

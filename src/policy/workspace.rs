@@ -68,7 +68,7 @@ impl Workspace {
     pub fn discover(policy: Option<&Path>) -> Result<Workspace> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
         let cwd = cwd.canonicalize().unwrap_or(cwd);
-        let repo = crate::git::repo::open_repo(&cwd).ok();
+        let repo = crate::git::open_repo(&cwd).ok();
         let root = match repo.as_ref().and_then(|r| r.workdir()) {
             Some(dir) => dir.canonicalize().map_err(|e| Error::io(dir, e))?,
             None => match policy {

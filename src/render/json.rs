@@ -333,6 +333,15 @@ impl<T: DiffItemJson> Serialize for Sections<'_, T> {
 }
 
 pub fn diff(diff: &StructuralDiff) -> String {
+    to_string(&diff_doc(diff))
+}
+
+/// The structural diff as a JSON value, to embed in the reports of `git diff --json` and `ci`.
+pub fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
+    serde_json::to_value(diff_doc(diff)).expect("JSON of plain data cannot fail")
+}
+
+fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
     let side = |format: crate::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
         format: format.name(),
         gguf_version: v,
@@ -340,7 +349,7 @@ pub fn diff(diff: &StructuralDiff) -> String {
         tensor_count: t,
         metadata_count: m,
     };
-    let doc = DiffDoc {
+    DiffDoc {
         schema: SCHEMA_VERSION,
         identical: diff.is_identical(),
         format_equal: !diff.format_changed(),
@@ -361,8 +370,7 @@ pub fn diff(diff: &StructuralDiff) -> String {
         counts: diff.counts(),
         metadata: Sections::collect(diff.metadata.iter().map(|m| (m.key.as_str(), &m.change))),
         tensors: Sections::collect(diff.tensors.iter().map(|t| (t.name.as_str(), &t.change))),
-    };
-    to_string(&doc)
+    }
 }
 
 fn to_string<T: Serialize>(doc: &T) -> String {

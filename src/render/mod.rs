@@ -1,7 +1,9 @@
-//! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]).
+//! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]);
+//! descriptions of `.wdelta` files ([`wdelta`]).
 
 pub mod json;
 pub mod text;
+pub mod wdelta;
 
 use owo_colors::OwoColorize;
 

@@ -204,7 +204,7 @@ impl Record {
 
 /// Every way a `.wdelta` file can be rejected; each names where and what was expected.
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum FormatError {
+pub enum WdeltaError {
     #[error(
         "file is {len} bytes, shorter than the smallest .wdelta ({min} bytes: magic, version, \
          header length, checksum)"
@@ -313,21 +313,21 @@ pub struct WdeltaFile {
 impl WdeltaFile {
     /// Parses and validates a whole file: checksum first, then header and record framing, then
     /// each tensor's arrays against its strategy.
-    pub fn parse(bytes: &[u8]) -> Result<WdeltaFile, FormatError> {
+    pub fn parse(bytes: &[u8]) -> Result<WdeltaFile, WdeltaError> {
         check_preamble(bytes)?;
         verify_checksum(bytes)?;
         Self::parse_verified(bytes)
     }
 
     /// Like [`WdeltaFile::parse`] for bytes whose checksum the caller has already verified.
-    pub fn parse_verified(bytes: &[u8]) -> Result<WdeltaFile, FormatError> {
+    pub fn parse_verified(bytes: &[u8]) -> Result<WdeltaFile, WdeltaError> {
         check_preamble(bytes)?;
         let version = read_version(bytes)?;
         let body_end = bytes.len() - CHECKSUM_LEN;
         let header_len = u32_at(bytes, 11) as usize;
         let available = body_end - PREAMBLE_LEN;
         if header_len > available || header_len > MAX_HEADER_LEN {
-            return Err(FormatError::HeaderTooLong {
+            return Err(WdeltaError::HeaderTooLong {
                 declared: header_len,
                 available,
             });
@@ -351,10 +351,10 @@ impl WdeltaFile {
         &bytes[record.data_offset..record.data_offset + record.data_len]
     }
 
-    pub fn record(&self, tensor: &str, field: &str) -> Result<&Record, FormatError> {
+    pub fn record(&self, tensor: &str, field: &str) -> Result<&Record, WdeltaError> {
         self.records
             .get(&(tensor.to_string(), field.to_string()))
-            .ok_or_else(|| FormatError::MissingRecord {
+            .ok_or_else(|| WdeltaError::MissingRecord {
                 tensor: tensor.to_string(),
                 field: field.to_string(),
             })
@@ -365,12 +365,12 @@ impl WdeltaFile {
         &self,
         bytes: &'a [u8],
         tensor: &str,
-    ) -> Result<TensorArrays<'a>, FormatError> {
+    ) -> Result<TensorArrays<'a>, WdeltaError> {
         let entry = self
             .header
             .tensors
             .get(tensor)
-            .ok_or_else(|| FormatError::HeaderField {
+            .ok_or_else(|| WdeltaError::HeaderField {
                 key: format!("tensors.{tensor}"),
                 expected: "a tensor entry".into(),
             })?;
@@ -413,7 +413,7 @@ impl WdeltaFile {
         Some((lo, hi - lo))
     }
 
-    fn validate(&self, bytes: &[u8]) -> Result<(), FormatError> {
+    fn validate(&self, bytes: &[u8]) -> Result<(), WdeltaError> {
         for ((tensor, field), r) in &self.records {
             let referenced = self
                 .header
@@ -421,7 +421,7 @@ impl WdeltaFile {
                 .get(tensor)
                 .is_some_and(|e| e.strategy().fields().contains(&field.as_str()));
             if !referenced {
-                return Err(FormatError::UnreferencedRecord {
+                return Err(WdeltaError::UnreferencedRecord {
                     offset: r.record_offset,
                     tensor: tensor.clone(),
                     field: field.clone(),
@@ -439,19 +439,19 @@ impl WdeltaFile {
         bytes: &[u8],
         name: &str,
         entry: &TensorEntry,
-    ) -> Result<(), FormatError> {
-        let n = entry.n_elements().ok_or_else(|| FormatError::HeaderField {
+    ) -> Result<(), WdeltaError> {
+        let n = entry.n_elements().ok_or_else(|| WdeltaError::HeaderField {
             key: format!("tensors.{name}.shape"),
             expected: "dimensions whose product fits in 64 bits".into(),
         })?;
         let get = |field: &str| self.record(name, field);
-        let dtype_err = |field: &str, r: &Record, expected: &str| FormatError::ArrayDtype {
+        let dtype_err = |field: &str, r: &Record, expected: &str| WdeltaError::ArrayDtype {
             tensor: name.to_string(),
             field: field.to_string(),
             found: r.dtype.name(),
             expected: expected.to_string(),
         };
-        let len_err = |field: &str, found: usize, expected: String| FormatError::ArrayLength {
+        let len_err = |field: &str, found: usize, expected: String| WdeltaError::ArrayLength {
             tensor: name.to_string(),
             field: field.to_string(),
             found: found as u64,
@@ -481,14 +481,14 @@ impl WdeltaFile {
             }
             Params::Quantized { n_elements, n_cols } => {
                 if n_elements != n {
-                    return Err(FormatError::HeaderField {
+                    return Err(WdeltaError::HeaderField {
                         key: format!("tensors.{name}.n_elements"),
                         expected: format!("{n} (the product of the shape), found {n_elements}"),
                     });
                 }
                 let want_cols = quantized_cols(&entry.shape);
                 if n_cols != want_cols {
-                    return Err(FormatError::HeaderField {
+                    return Err(WdeltaError::HeaderField {
                         key: format!("tensors.{name}.n_cols"),
                         expected: format!("{want_cols} (the product of shape[1:]), found {n_cols}"),
                     });
@@ -521,13 +521,13 @@ impl WdeltaFile {
                 ..
             } => {
                 if n_elements != n {
-                    return Err(FormatError::HeaderField {
+                    return Err(WdeltaError::HeaderField {
                         key: format!("tensors.{name}.n_elements"),
                         expected: format!("{n} (the product of the shape), found {n_elements}"),
                     });
                 }
                 if n_outliers > n {
-                    return Err(FormatError::HeaderField {
+                    return Err(WdeltaError::HeaderField {
                         key: format!("tensors.{name}.n_outliers"),
                         expected: format!("at most n_elements ({n}), found {n_outliers}"),
                     });
@@ -609,9 +609,9 @@ fn check_indices(
     dtype: ArrayDtype,
     data: &[u8],
     n: u64,
-) -> Result<(), FormatError> {
+) -> Result<(), WdeltaError> {
     let mut prev: i64 = -1;
-    let bad = |position: usize, value: i64, problem: String| FormatError::BadIndex {
+    let bad = |position: usize, value: i64, problem: String| WdeltaError::BadIndex {
         tensor: tensor.to_string(),
         field: field.to_string(),
         position,
@@ -665,16 +665,16 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
-fn check_preamble(bytes: &[u8]) -> Result<(), FormatError> {
+fn check_preamble(bytes: &[u8]) -> Result<(), WdeltaError> {
     let min = PREAMBLE_LEN + CHECKSUM_LEN;
     if !bytes.starts_with(MAGIC) {
         let head = &bytes[..bytes.len().min(7)];
-        return Err(FormatError::BadMagic {
+        return Err(WdeltaError::BadMagic {
             found: String::from_utf8_lossy(head).into_owned(),
         });
     }
     if bytes.len() < min {
-        return Err(FormatError::TooShort {
+        return Err(WdeltaError::TooShort {
             len: bytes.len(),
             min,
         });
@@ -682,23 +682,23 @@ fn check_preamble(bytes: &[u8]) -> Result<(), FormatError> {
     Ok(())
 }
 
-fn read_version(bytes: &[u8]) -> Result<u32, FormatError> {
+fn read_version(bytes: &[u8]) -> Result<u32, WdeltaError> {
     let version = u32_at(bytes, 7);
     if !SUPPORTED_VERSIONS.contains(&version) {
-        return Err(FormatError::UnsupportedVersion { version });
+        return Err(WdeltaError::UnsupportedVersion { version });
     }
     Ok(version)
 }
 
 /// Checks the SHA-256 trailer of a whole file.
-pub fn verify_checksum(bytes: &[u8]) -> Result<(), FormatError> {
+pub fn verify_checksum(bytes: &[u8]) -> Result<(), WdeltaError> {
     check_preamble(bytes)?;
     let (body, stored) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
     let actual = sha256(body);
     if actual.as_slice() != stored {
-        return Err(FormatError::ChecksumMismatch {
-            stored: hex(stored),
-            actual: hex(&actual),
+        return Err(WdeltaError::ChecksumMismatch {
+            stored: crate::digest::hex(stored),
+            actual: crate::digest::hex(&actual),
         });
     }
     Ok(())
@@ -711,19 +711,11 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-fn parse_header(bytes: &[u8], version: u32) -> Result<Header, FormatError> {
-    let json: Json = serde_json::from_slice(bytes).map_err(|e| FormatError::HeaderJson {
+fn parse_header(bytes: &[u8], version: u32) -> Result<Header, WdeltaError> {
+    let json: Json = serde_json::from_slice(bytes).map_err(|e| WdeltaError::HeaderJson {
         message: e.to_string(),
     })?;
-    let field = |key: &str, expected: &str| FormatError::HeaderField {
+    let field = |key: &str, expected: &str| WdeltaError::HeaderField {
         key: key.to_string(),
         expected: expected.to_string(),
     };
@@ -755,13 +747,13 @@ fn parse_header(bytes: &[u8], version: u32) -> Result<Header, FormatError> {
     })
 }
 
-fn parse_entry(name: &str, json: &Json, version: u32) -> Result<TensorEntry, FormatError> {
+fn parse_entry(name: &str, json: &Json, version: u32) -> Result<TensorEntry, WdeltaError> {
     let key = |k: &str| format!("tensors.{name}.{k}");
-    let field = |k: &str, expected: &str| FormatError::HeaderField {
+    let field = |k: &str, expected: &str| WdeltaError::HeaderField {
         key: key(k),
         expected: expected.to_string(),
     };
-    let obj = json.as_object().ok_or_else(|| FormatError::HeaderField {
+    let obj = json.as_object().ok_or_else(|| WdeltaError::HeaderField {
         key: format!("tensors.{name}"),
         expected: "an object".into(),
     })?;
@@ -852,7 +844,7 @@ fn index_records(
     bytes: &[u8],
     start: usize,
     end: usize,
-) -> Result<HashMap<(String, String), Record>, FormatError> {
+) -> Result<HashMap<(String, String), Record>, WdeltaError> {
     let mut records = HashMap::new();
     let mut pos = start;
     while pos < end {
@@ -866,7 +858,7 @@ fn index_records(
         let tensor = cur.string("tensor name")?;
         let field = cur.string("field name")?;
         let dtype_name = cur.string("dtype")?;
-        let dtype = ArrayDtype::parse(&dtype_name).ok_or_else(|| FormatError::RecordDtype {
+        let dtype = ArrayDtype::parse(&dtype_name).ok_or_else(|| WdeltaError::RecordDtype {
             offset: record_offset,
             tensor: tensor.clone(),
             field: field.clone(),
@@ -881,7 +873,7 @@ fn index_records(
             .iter()
             .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
         if expected != Some(byte_count) {
-            return Err(FormatError::RecordSize {
+            return Err(WdeltaError::RecordSize {
                 offset: record_offset,
                 array: format!("{tensor}/{field}"),
                 dtype: dtype.name(),
@@ -896,7 +888,7 @@ fn index_records(
         pos = data_offset + data_len;
         let key = (tensor, field);
         if records.contains_key(&key) {
-            return Err(FormatError::DuplicateRecord {
+            return Err(WdeltaError::DuplicateRecord {
                 offset: record_offset,
                 tensor: key.0,
                 field: key.1,
@@ -925,10 +917,10 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    fn need(&self, n: u64, what: &'static str) -> Result<(), FormatError> {
+    fn need(&self, n: u64, what: &'static str) -> Result<(), WdeltaError> {
         let available = self.end - self.pos;
         if n > available as u64 {
-            return Err(FormatError::RecordTruncated {
+            return Err(WdeltaError::RecordTruncated {
                 offset: self.record,
                 what,
                 needed: n,
@@ -938,14 +930,14 @@ impl Cursor<'_> {
         Ok(())
     }
 
-    fn u32(&mut self, what: &'static str) -> Result<u32, FormatError> {
+    fn u32(&mut self, what: &'static str) -> Result<u32, WdeltaError> {
         self.need(4, what)?;
         let v = u32_at(self.bytes, self.pos);
         self.pos += 4;
         Ok(v)
     }
 
-    fn u64(&mut self, what: &'static str) -> Result<u64, FormatError> {
+    fn u64(&mut self, what: &'static str) -> Result<u64, WdeltaError> {
         self.need(8, what)?;
         Ok(self.u64_unchecked())
     }
@@ -956,14 +948,14 @@ impl Cursor<'_> {
         v
     }
 
-    fn string(&mut self, what: &'static str) -> Result<String, FormatError> {
+    fn string(&mut self, what: &'static str) -> Result<String, WdeltaError> {
         let len = self.u32(what)? as u64;
         self.need(len, what)?;
         let s = &self.bytes[self.pos..self.pos + len as usize];
         self.pos += len as usize;
         std::str::from_utf8(s)
             .map(str::to_string)
-            .map_err(|_| FormatError::RecordUtf8 {
+            .map_err(|_| WdeltaError::RecordUtf8 {
                 offset: self.record,
                 what,
             })

@@ -1,126 +1,18 @@
-//! Repository access with gix: open, resolve `REV:path`, read blobs, list the model files that
-//! changed between two trees or between a tree and the work tree, and turn a side into an
-//! [`Artifact`] without smudging (LFS pointers lead to the local object store, of which only
-//! the header pages are read).
+//! The one change walk: which files differ between two trees, or between a tree and the work
+//! tree (through the index, like `git diff REV`), restricted by a path predicate, with exact
+//! renames paired by blob id. `git diff`, `ci` and `delta store` all list files through it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
-use sha2::{Digest, Sha256};
 
+use super::GitError;
 use super::lfs::{self, Pointer};
-use super::{GitError, is_model_path};
-use crate::Artifact;
-use crate::error::Result;
+use super::objects::{blob_bytes, is_file_mode, object_error, open_index, resolve_tree};
 
-/// Opens the repository git would use from `dir`: `GIT_DIR` (set by git for the programs it
-/// runs) if present, else discovery upwards from `dir`.
-pub fn open_repo(dir: &Path) -> Result<gix::Repository> {
-    gix::discover_with_environment_overrides(dir).map_err(|e| {
-        GitError::Open {
-            dir: dir.to_owned(),
-            message: e.to_string(),
-        }
-        .into()
-    })
-}
-
-fn rev_error(rev: &str, e: impl ToString) -> crate::Error {
-    GitError::Revision {
-        rev: rev.to_owned(),
-        message: e.to_string(),
-    }
-    .into()
-}
-
-fn object_error(what: impl ToString, e: impl ToString) -> crate::Error {
-    GitError::Object {
-        what: what.to_string(),
-        message: e.to_string(),
-    }
-    .into()
-}
-
-/// The tree of `rev` (a commit, tag or tree).
-pub fn resolve_tree(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
-    let object = repo
-        .rev_parse_single(rev)
-        .map_err(|e| rev_error(rev, e))?
-        .object()
-        .map_err(|e| rev_error(rev, e))?;
-    let tree = object.peel_to_tree().map_err(|e| rev_error(rev, e))?;
-    Ok(tree.id)
-}
-
-/// The blob id and mode of `path` (relative to the repository root, `/`-separated) in `rev`,
-/// or None if `rev` has no such file.
-pub fn blob_id(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<ObjectId>> {
-    let tree_id = resolve_tree(repo, rev)?;
-    let tree = repo
-        .find_tree(tree_id)
-        .map_err(|e| object_error(format!("{rev}^{{tree}}"), e))?;
-    let entry = tree
-        .lookup_entry_by_path(Path::new(path))
-        .map_err(|e| object_error(format!("{rev}:{path}"), e))?;
-    Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
-}
-
-/// The content of the blob `id`.
-pub fn blob_bytes(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>> {
-    let mut blob = repo.find_blob(id).map_err(|e| object_error(id, e))?;
-    Ok(blob.take_data())
-}
-
-/// The content of `path` in `rev` (git's blob: an LFS pointer for LFS-tracked files), or None
-/// if `rev` has no such file.
-pub fn read_blob(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<Vec<u8>>> {
-    match blob_id(repo, rev, path)? {
-        Some(id) => blob_bytes(repo, id).map(Some),
-        None => Ok(None),
-    }
-}
-
-/// The index's stage-0 entry of `path`: its blob id.
-pub fn staged_id(repo: &gix::Repository, path: &str) -> Result<Option<ObjectId>> {
-    staged_id_at(repo, path, gix::index::entry::Stage::Unconflicted)
-}
-
-/// The blob id of `path` at `stage` of the index (1 base, 2 ours, 3 theirs during a merge).
-pub fn staged_id_at(
-    repo: &gix::Repository,
-    path: &str,
-    stage: gix::index::entry::Stage,
-) -> Result<Option<ObjectId>> {
-    let index = open_index(repo)?;
-    Ok(index
-        .entry_by_path_and_stage(path.into(), stage)
-        .filter(|e| is_file_mode(e.mode))
-        .map(|e| e.id))
-}
-
-/// The content of `path` as staged in the index (stage 0), or None if it is not staged.
-pub fn staged_blob(repo: &gix::Repository, path: &str) -> Result<Option<Vec<u8>>> {
-    match staged_id(repo, path)? {
-        Some(id) => blob_bytes(repo, id).map(Some),
-        None => Ok(None),
-    }
-}
-
-fn open_index(repo: &gix::Repository) -> Result<gix::worktree::Index> {
-    repo.index_or_empty().map_err(|e| {
-        GitError::Index {
-            path: repo.index_path(),
-            message: e.to_string(),
-        }
-        .into()
-    })
-}
-
-fn is_file_mode(mode: gix::index::entry::Mode) -> bool {
-    mode == gix::index::entry::Mode::FILE || mode == gix::index::entry::Mode::FILE_EXECUTABLE
-}
+type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// How a model file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -163,39 +55,6 @@ impl FileChange {
             .as_deref()
             .or(self.old_path.as_deref())
             .unwrap_or_default()
-    }
-
-    /// The old side as a model, or None for an added file.
-    pub fn old_side(&self, repo: &gix::Repository, old_rev: &str) -> Result<Option<ModelSide>> {
-        match (&self.old_id, &self.old_path) {
-            (Some(id), Some(path)) => {
-                let bytes = blob_bytes(repo, *id)?;
-                Ok(Some(model_artifact_from_blob(
-                    repo,
-                    &bytes,
-                    &format!("{old_rev}:{path}"),
-                )))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// The new side as a model, or None for a removed file.
-    pub fn new_side(&self, repo: &gix::Repository, new_rev: &str) -> Result<Option<ModelSide>> {
-        if let Some(file) = &self.new_worktree {
-            return Ok(Some(model_side_from_file(Some(repo), file)));
-        }
-        match (&self.new_id, &self.new_path) {
-            (Some(id), Some(path)) => {
-                let bytes = blob_bytes(repo, *id)?;
-                Ok(Some(model_artifact_from_blob(
-                    repo,
-                    &bytes,
-                    &format!("{new_rev}:{path}"),
-                )))
-            }
-            _ => Ok(None),
-        }
     }
 }
 
@@ -251,22 +110,26 @@ impl PathFilter {
 }
 
 /// Model files (by extension) that differ between the trees of `base` and `head`, or between
-/// `base` and the work tree (through the index, like `git diff base`) when `head` is None.
-/// Sorted by path; removed+added pairs with the same blob id become renames.
+/// `base` and the work tree when `head` is None; see [`changed_files`].
 pub fn changed_model_files(
     repo: &gix::Repository,
     base: &str,
     head: Option<&str>,
+    filter: &PathFilter,
 ) -> Result<Vec<FileChange>> {
-    changed_model_files_filtered(repo, base, head, &PathFilter::default())
+    changed_files(repo, base, head, &|path| {
+        crate::formats::FileKind::from_path(path).is_some() && filter.matches(path)
+    })
 }
 
-/// [`changed_model_files`] restricted to the paths `filter` accepts.
-pub fn changed_model_files_filtered(
+/// Files whose path `select` accepts that differ between the trees of `base` and `head`, or
+/// between `base` and the work tree (through the index, like `git diff base`) when `head` is
+/// None. Sorted by path; removed+added pairs with the same blob id become renames.
+pub fn changed_files(
     repo: &gix::Repository,
     base: &str,
     head: Option<&str>,
-    filter: &PathFilter,
+    select: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<FileChange>> {
     let base_tree = match resolve_tree(repo, base) {
         Ok(tree) => tree,
@@ -286,16 +149,73 @@ pub fn changed_model_files_filtered(
                 Some(base_tree),
                 Some(head_tree),
                 &mut prefix,
-                filter,
+                select,
                 &mut raw,
             )?;
             raw
         }
-        None => diff_tree_worktree(repo, base_tree, filter)?,
+        None => diff_tree_worktree(repo, base_tree, select)?,
     };
     pair_renames(&mut changes);
     changes.sort_by(|a, b| a.path().cmp(b.path()).then(a.status.cmp(&b.status)));
     Ok(changes)
+}
+
+/// Every blob under `tree` whose path `select` accepts, by path.
+pub fn tree_files(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    select: &dyn Fn(&str) -> bool,
+) -> Result<BTreeMap<String, ObjectId>> {
+    let mut all = Vec::new();
+    let mut prefix = String::new();
+    diff_trees(repo, Some(tree), None, &mut prefix, select, &mut all)?;
+    Ok(all
+        .into_iter()
+        .filter_map(|c| Some((c.old_path?, c.old_id?)))
+        .collect())
+}
+
+/// A file found in history: its path, the commit it was seen in (the newest), its blob.
+#[derive(Debug, Clone)]
+pub struct HistoryFile {
+    pub path: String,
+    pub commit: ObjectId,
+    pub id: ObjectId,
+}
+
+/// The files whose path `select` accepts in HEAD and every commit before it, newest first, one
+/// per distinct blob. Unreadable commits or trees are passed over (a shallow clone ends early).
+pub fn files_in_history(repo: &gix::Repository, select: &dyn Fn(&str) -> bool) -> Vec<HistoryFile> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let Ok(head) = repo.head_id() else {
+        return out;
+    };
+    let Ok(walk) = head.ancestors().all() else {
+        return out;
+    };
+    for info in walk.flatten() {
+        let Ok(tree) = repo
+            .find_commit(info.id)
+            .and_then(|c| c.tree_id().map(|t| t.detach()))
+        else {
+            continue;
+        };
+        let Ok(files) = tree_files(repo, tree, select) else {
+            continue;
+        };
+        for (path, id) in files {
+            if seen.insert(id) {
+                out.push(HistoryFile {
+                    path,
+                    commit: info.id,
+                    id,
+                });
+            }
+        }
+    }
+    out
 }
 
 fn head_is_unborn(repo: &gix::Repository) -> bool {
@@ -326,7 +246,7 @@ fn diff_trees(
     old: Option<ObjectId>,
     new: Option<ObjectId>,
     prefix: &mut String,
-    filter: &PathFilter,
+    select: &dyn Fn(&str) -> bool,
     out: &mut Vec<FileChange>,
 ) -> Result<()> {
     if old == new {
@@ -348,7 +268,7 @@ fn diff_trees(
         let (old_tree, new_tree) = (subtree(o), subtree(n));
         if old_tree.is_some() || new_tree.is_some() {
             prefix.push('/');
-            diff_trees(repo, old_tree, new_tree, prefix, filter, out)?;
+            diff_trees(repo, old_tree, new_tree, prefix, select, out)?;
             prefix.truncate(len);
             prefix.push_str(name);
         }
@@ -356,7 +276,7 @@ fn diff_trees(
             e.filter(|(m, _)| m.is_blob()).map(|(_, id)| *id)
         };
         let (old_blob, new_blob) = (blob(o), blob(n));
-        if old_blob != new_blob && is_model_path(prefix) && filter.matches(prefix) {
+        if old_blob != new_blob && select(prefix) {
             out.push(blob_change(prefix, old_blob, new_blob));
         }
         prefix.truncate(len);
@@ -380,33 +300,18 @@ fn blob_change(path: &str, old: Option<ObjectId>, new: Option<ObjectId>) -> File
     }
 }
 
-/// Every model blob under `tree`, by path.
-fn model_blobs(
-    repo: &gix::Repository,
-    tree: ObjectId,
-    filter: &PathFilter,
-) -> Result<BTreeMap<String, ObjectId>> {
-    let mut all = Vec::new();
-    let mut prefix = String::new();
-    diff_trees(repo, Some(tree), None, &mut prefix, filter, &mut all)?;
-    Ok(all
-        .into_iter()
-        .filter_map(|c| Some((c.old_path?, c.old_id?)))
-        .collect())
-}
-
-/// `git diff BASE` for model files: BASE's tree against the work tree, using the index for the
+/// `git diff BASE`: BASE's tree against the work tree, using the index for the
 /// set of tracked paths and its stat data to skip unchanged files without reading them.
 fn diff_tree_worktree(
     repo: &gix::Repository,
     base_tree: ObjectId,
-    filter: &PathFilter,
+    select: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<FileChange>> {
     let workdir = repo
         .workdir()
         .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?
         .to_owned();
-    let mut base = model_blobs(repo, base_tree, filter)?;
+    let mut base = tree_files(repo, base_tree, select)?;
     let index = open_index(repo)?;
     let stat_options = repo.stat_options().map_err(|e| GitError::Index {
         path: repo.index_path(),
@@ -416,7 +321,7 @@ fn diff_tree_worktree(
     let mut seen_conflict = std::collections::HashSet::new();
     for entry in index.entries() {
         let path = entry.path(&index).to_string();
-        if !is_model_path(&path) || !filter.matches(&path) || !is_file_mode(entry.mode) {
+        if !select(&path) || !is_file_mode(entry.mode) {
             continue;
         }
         let conflicted = entry.stage() != gix::index::entry::Stage::Unconflicted;
@@ -439,8 +344,7 @@ fn diff_tree_worktree(
                 return Err(GitError::Io {
                     path: file,
                     source: e,
-                }
-                .into());
+                });
             }
         };
         let Some(meta) = meta.filter(|_| !skip_worktree) else {
@@ -528,7 +432,11 @@ fn worktree_matches_blob(
             if file_len == bytes.len() as u64 && read_prefix(file, bytes.len() + 1)? == bytes {
                 return Ok(true);
             }
-            return Ok(file_len == pointer.size && sha256_file(file)? == pointer.oid);
+            return Ok(file_len == pointer.size
+                && crate::digest::sha256_file(file).map_err(|source| GitError::Io {
+                    path: file.to_owned(),
+                    source,
+                })? == pointer.oid);
         }
     }
     if header.size() != file_len {
@@ -563,37 +471,6 @@ fn read_prefix(file: &Path, limit: usize) -> Result<Vec<u8>> {
             source: e,
         })?;
     Ok(buf)
-}
-
-/// SHA-256 of a whole file, lowercase hex.
-pub fn sha256_file(file: &Path) -> Result<String> {
-    let io = |e| GitError::Io {
-        path: file.to_owned(),
-        source: e,
-    };
-    let mut f = std::fs::File::open(file).map_err(io)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Pairs removed and added files with the same blob id into renames (exact renames only, as
@@ -635,198 +512,6 @@ fn pair_renames(changes: &mut Vec<FileChange>) {
         i += 1;
         !drop[i - 1]
     });
-}
-
-/// One side of a comparison, as far as it could be read without smudging.
-#[derive(Debug, Clone)]
-pub enum ModelSide {
-    /// A parsed model; `lfs` is the pointer it was reached through, if any.
-    Model {
-        artifact: Box<Artifact>,
-        lfs: Option<Pointer>,
-    },
-    /// An LFS pointer whose object is not in the local store (not fetched, pruned, or
-    /// checked out with `GIT_LFS_SKIP_SMUDGE=1`).
-    Absent { pointer: Pointer },
-    /// Not a GGUF or safetensors file.
-    NotModel {
-        size: u64,
-        sha256: String,
-        lfs: Option<Pointer>,
-    },
-    /// Looks like a model (magic bytes) but does not parse.
-    Invalid {
-        size: u64,
-        error: String,
-        lfs: Option<Pointer>,
-    },
-}
-
-impl ModelSide {
-    pub fn artifact(&self) -> Option<&Artifact> {
-        match self {
-            ModelSide::Model { artifact, .. } => Some(artifact),
-            _ => None,
-        }
-    }
-
-    pub fn pointer(&self) -> Option<&Pointer> {
-        match self {
-            ModelSide::Model { lfs, .. }
-            | ModelSide::NotModel { lfs, .. }
-            | ModelSide::Invalid { lfs, .. } => lfs.as_ref(),
-            ModelSide::Absent { pointer } => Some(pointer),
-        }
-    }
-
-    /// One line describing a side that is not a parsed model (None for a model).
-    pub fn note(&self) -> Option<String> {
-        match self {
-            ModelSide::Model { .. } => None,
-            ModelSide::Absent { pointer } => Some(format!(
-                "LFS object sha256:{} ({} bytes) is not present locally; run `git lfs fetch` \
-                 (or `git lfs pull`) to compare its structure",
-                pointer.oid, pointer.size
-            )),
-            ModelSide::NotModel { size, sha256, .. } => Some(format!(
-                "not a GGUF or safetensors file ({size} bytes, sha256:{sha256})"
-            )),
-            ModelSide::Invalid { size, error, .. } => {
-                Some(format!("unreadable model file ({size} bytes): {error}"))
-            }
-        }
-    }
-}
-
-/// Turns git's blob for `path` (`REV:path`, used in messages) into a model side: an LFS
-/// pointer is resolved to the local object (mmapped, only its header read), anything else is
-/// parsed from the blob bytes.
-pub fn model_artifact_from_blob(repo: &gix::Repository, bytes: &[u8], path: &str) -> ModelSide {
-    if let Some(pointer) = Pointer::parse(bytes) {
-        return from_pointer(Some(repo), pointer);
-    }
-    from_bytes(Path::new(path), bytes, None)
-}
-
-/// Reads a file that may be a model, or an LFS pointer to one (a work tree checked out with
-/// `GIT_LFS_SKIP_SMUDGE=1`, or the pointer git hands a textconv when smudging is skipped).
-/// Without a repository, pointers cannot be resolved and are reported as absent.
-pub fn model_side_from_file(repo: Option<&gix::Repository>, file: &Path) -> ModelSide {
-    let meta = match std::fs::metadata(file) {
-        Ok(meta) => meta,
-        Err(e) => {
-            return ModelSide::Invalid {
-                size: 0,
-                error: format!("{}: {e}", file.display()),
-                lfs: None,
-            };
-        }
-    };
-    if meta.len() < lfs::MAX_POINTER_SIZE as u64
-        && let Ok(bytes) = std::fs::read(file)
-    {
-        if let Some(pointer) = Pointer::parse(&bytes) {
-            return from_pointer(repo, pointer);
-        }
-        return from_bytes(file, &bytes, None);
-    }
-    from_path(file, meta.len(), None, None)
-}
-
-/// Like [`model_side_from_file`], opening a repository only when `file` is an LFS pointer:
-/// the one of the current directory (where git runs drivers), else the one holding `file`.
-pub fn model_side_of_file(file: &Path) -> ModelSide {
-    let Some(pointer) = read_pointer_file(file) else {
-        return model_side_from_file(None, file);
-    };
-    let dirs = [Some(Path::new(".")), file.parent()];
-    for dir in dirs.into_iter().flatten() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        if let Ok(repo) = open_repo(dir)
-            && lfs::present_object(&repo, &pointer).is_some()
-        {
-            return from_pointer(Some(&repo), pointer);
-        }
-    }
-    ModelSide::Absent { pointer }
-}
-
-/// The LFS pointer in `file`, if it holds one (only small files are read).
-pub fn read_pointer_file(file: &Path) -> Option<Pointer> {
-    let meta = std::fs::metadata(file).ok()?;
-    if !meta.is_file() || meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
-        return None;
-    }
-    Pointer::parse(&std::fs::read(file).ok()?)
-}
-
-fn from_pointer(repo: Option<&gix::Repository>, pointer: Pointer) -> ModelSide {
-    match repo.and_then(|r| lfs::present_object(r, &pointer)) {
-        Some(object) => {
-            let size = pointer.size;
-            let sha = pointer.oid.clone();
-            from_path(&object, size, Some(sha), Some(pointer))
-        }
-        None => ModelSide::Absent { pointer },
-    }
-}
-
-fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
-    if crate::formats::detect(bytes).is_none() {
-        return ModelSide::NotModel {
-            size: bytes.len() as u64,
-            sha256: sha256_hex(bytes),
-            lfs,
-        };
-    }
-    match crate::read::read_bytes(path, bytes) {
-        Ok(artifact) => ModelSide::Model {
-            artifact: Box::new(artifact),
-            lfs,
-        },
-        Err(e) => ModelSide::Invalid {
-            size: bytes.len() as u64,
-            error: e.to_string(),
-            lfs,
-        },
-    }
-}
-
-/// Parses a file on disk (mmapped by the core, header pages only). `sha256` is known for LFS
-/// objects; otherwise it is computed only when the file turns out not to be a model.
-fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer>) -> ModelSide {
-    let head = match read_prefix(path, 64) {
-        Ok(head) => head,
-        Err(e) => {
-            return ModelSide::Invalid {
-                size,
-                error: e.to_string(),
-                lfs,
-            };
-        }
-    };
-    if crate::formats::detect(&head).is_none() {
-        let sha256 = match sha256 {
-            Some(s) => s,
-            None => sha256_file(path).unwrap_or_else(|e| format!("<{e}>")),
-        };
-        return ModelSide::NotModel { size, sha256, lfs };
-    }
-    match crate::read::read_file(path) {
-        Ok(artifact) => ModelSide::Model {
-            artifact: Box::new(artifact),
-            lfs,
-        },
-        Err(e) => ModelSide::Invalid {
-            size,
-            error: e.to_string(),
-            lfs,
-        },
-    }
 }
 
 #[cfg(test)]

@@ -2,16 +2,17 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
 
-use super::codec::EncodeOptions;
-use super::format::Strategy;
-use super::model::{Elem, Model};
-use super::ops::{self, OpenDelta, OutDtype, RunOptions};
-use crate::cli::{Context, write_stdout};
-use crate::error::{Error, Result};
+use crate::delta::codec::EncodeOptions;
+use crate::delta::model::{Elem, Model};
+use crate::delta::ops::{self, OpenDelta, OutDtype, RunOptions};
+use crate::error::Error;
+use crate::formats::wdelta::Strategy;
+use crate::output::{Exit, write_stdout};
+
+use super::Result;
 
 /// Compressed weight deltas (.wdelta).
 #[derive(Debug, clap::Args)]
@@ -221,35 +222,36 @@ pub struct RestoreArgs {
     pub run: RunArgs,
 }
 
-impl DeltaArgs {
-    pub fn run(self, ctx: &Context) -> Result<ExitCode> {
-        match self.command {
-            DeltaCommand::Create(a) => create(a),
-            DeltaCommand::Apply(a) => apply(a),
-            DeltaCommand::Inspect(a) => inspect(a, ctx),
-            DeltaCommand::Verify(a) => verify(a),
-            DeltaCommand::Store(a) => store(a),
-            DeltaCommand::Restore(a) => restore(a),
-        }
+pub fn run(args: DeltaArgs) -> Result<Exit> {
+    match args.command {
+        DeltaCommand::Create(a) => create(a),
+        DeltaCommand::Apply(a) => apply(a),
+        DeltaCommand::Inspect(a) => inspect(a),
+        DeltaCommand::Verify(a) => verify(a),
+        DeltaCommand::Store(a) => store(a),
+        DeltaCommand::Restore(a) => restore(a),
     }
 }
 
-fn say(text: String) -> Result<ExitCode> {
+fn say(text: String) -> Result<Exit> {
     write_stdout(text.as_bytes())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Clean)
 }
 
 fn open_all(paths: &[PathBuf]) -> Result<Vec<OpenDelta>> {
-    paths.iter().map(|p| OpenDelta::open(p)).collect()
+    Ok(paths
+        .iter()
+        .map(|p| OpenDelta::open(p))
+        .collect::<crate::error::Result<_>>()?)
 }
 
 fn lineage(chain: &[PathBuf], delta: Option<&PathBuf>) -> Result<Vec<PathBuf>> {
     let mut all = chain.to_vec();
     all.extend(delta.cloned());
     if all.is_empty() {
-        return Err(Error::Other(
+        return Err(super::Error::from(Error::Other(
             "give a .wdelta file to apply, or a lineage with --chain".into(),
-        ));
+        )));
     }
     Ok(all)
 }
@@ -269,7 +271,7 @@ fn created_summary(out: &Path, c: &ops::Created) -> String {
     )
 }
 
-fn create(a: CreateArgs) -> Result<ExitCode> {
+fn create(a: CreateArgs) -> Result<Exit> {
     let base = Model::open(&a.base)?;
     let ft = Model::open(&a.finetuned)?;
     let links = open_all(&a.chain)?;
@@ -284,14 +286,14 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     say(created_summary(&a.output, &c))
 }
 
-fn apply(a: ApplyArgs) -> Result<ExitCode> {
+fn apply(a: ApplyArgs) -> Result<Exit> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
     let base = Model::open(&a.base)?;
     // The checksums are verified alongside the work (before the output is renamed into place).
     let links = paths
         .iter()
         .map(|p| OpenDelta::open_deferred(p))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<crate::error::Result<Vec<_>>>()?;
     let r = ops::apply(
         &base,
         &links,
@@ -311,22 +313,22 @@ fn apply(a: ApplyArgs) -> Result<ExitCode> {
     ))
 }
 
-fn inspect(a: InspectArgs, _ctx: &Context) -> Result<ExitCode> {
+fn inspect(a: InspectArgs) -> Result<Exit> {
     let d = OpenDelta::open(&a.delta)?;
     if a.json {
-        let mut s = super::describe_json_parsed(&d.file);
+        let mut s = crate::render::wdelta::describe_json(&d.file);
         s.push('\n');
         say(s)
     } else {
         say(format!(
             "file: {}\n{}",
             a.delta.display(),
-            super::describe_parsed(&d.file)
+            crate::render::wdelta::describe(&d.file)
         ))
     }
 }
 
-fn verify(a: VerifyArgs) -> Result<ExitCode> {
+fn verify(a: VerifyArgs) -> Result<Exit> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
     let base = Model::open(&a.base)?;
     let links = open_all(&paths)?;
@@ -348,18 +350,18 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
         }
         Err(e) => {
             eprintln!("weight-inspect: {e}");
-            Ok(ExitCode::from(1))
+            Ok(Exit::Found)
         }
     }
 }
 
-fn store(a: StoreArgs) -> Result<ExitCode> {
+fn store(a: StoreArgs) -> Result<Exit> {
     let out = a.output.clone().unwrap_or_else(|| {
         let mut s = a.finetuned.as_os_str().to_os_string();
         s.push(".wdelta");
         PathBuf::from(s)
     });
-    let c = super::store::store(
+    let c = crate::delta::store::store(
         &a.finetuned,
         &a.parent,
         &out,
@@ -369,7 +371,7 @@ fn store(a: StoreArgs) -> Result<ExitCode> {
     say(created_summary(&out, &c))
 }
 
-fn restore(a: RestoreArgs) -> Result<ExitCode> {
+fn restore(a: RestoreArgs) -> Result<Exit> {
     let out = match &a.output {
         Some(o) => o.clone(),
         None => {
@@ -377,15 +379,15 @@ fn restore(a: RestoreArgs) -> Result<ExitCode> {
             match name.strip_suffix(".wdelta") {
                 Some(stem) if !stem.is_empty() => PathBuf::from(stem),
                 _ => {
-                    return Err(Error::Other(format!(
+                    return Err(super::Error::from(Error::Other(format!(
                         "{}: the name does not end in .wdelta; give the output with -o",
                         a.delta.display()
-                    )));
+                    ))));
                 }
             }
         }
     };
-    let r = super::store::restore(
+    let r = crate::delta::store::restore(
         &a.delta,
         a.parent.as_deref(),
         &out,

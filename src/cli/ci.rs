@@ -1,0 +1,85 @@
+//! `ci`: the pull-request report for GitHub Actions.
+
+use std::path::{Path, PathBuf};
+
+use crate::ci::{self, CiReport, FailOn, annotations, markdown, outputs, report};
+use crate::output::{Exit, write_stdout};
+
+use super::Result;
+
+/// Report structural changes and policy violations between two commits (exit 0 pass,
+/// 1 failed per --fail-on, 2 error).
+#[derive(Debug, clap::Args)]
+pub struct CiArgs {
+    /// Base revision [default: origin/$GITHUB_BASE_REF when that is set, else HEAD^].
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// Head revision.
+    #[arg(long, value_name = "REV", default_value = "HEAD")]
+    pub head: String,
+    /// Policy file applied to the head side [default: .weight-inspect.toml as committed in
+    /// the head revision, if it has one].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Append the Markdown report to FILE (in Actions: $GITHUB_STEP_SUMMARY); `-` prints it.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Print GitHub workflow-command annotations (::error, ::warning) instead of plain
+    /// violation lines.
+    #[arg(long)]
+    pub annotations: bool,
+    /// What fails the run (exit 1): policy violations, any changed model file, or nothing.
+    #[arg(long, value_enum, default_value_t = FailOn::Violation)]
+    pub fail_on: FailOn,
+    /// Append step outputs to FILE (in Actions: $GITHUB_OUTPUT): changed-files, violations,
+    /// failed, report.
+    #[arg(long, value_name = "FILE")]
+    pub outputs: Option<PathBuf>,
+    /// Write the full report as JSON (schema 1) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Only these paths: files, directories or globs, relative to the repository root.
+    #[arg(value_name = "PATHS")]
+    pub paths: Vec<String>,
+}
+
+pub fn run(args: CiArgs) -> Result<Exit> {
+    let cwd = super::cwd()?;
+    let repo = crate::git::open_repo(&cwd)?;
+    let base = match args.base {
+        Some(base) => base,
+        None => ci::default_base(std::env::var("GITHUB_BASE_REF").ok().as_deref()),
+    };
+    let policy = ci::load_policy(&repo, &cwd, args.policy.as_deref(), &args.head)?;
+    let options = report::Options {
+        base: &base,
+        head: &args.head,
+        paths: &args.paths,
+        fail_on: args.fail_on,
+    };
+    let report = CiReport::collect(&repo, policy, &options)?;
+
+    if let Some(path) = &args.json {
+        outputs::write_json(path, &report)?;
+    }
+    let summary_to_stdout = args.summary.as_deref() == Some(Path::new("-"));
+    match &args.summary {
+        Some(_) if summary_to_stdout => {
+            write_stdout(markdown::render(&report, markdown::SUMMARY_LIMIT).as_bytes())?;
+        }
+        Some(path) => ci::append_summary(path, &report)?,
+        None => {}
+    }
+    if let Some(path) = &args.outputs {
+        outputs::append_outputs(path, &report, args.json.as_deref())?;
+    }
+    if !summary_to_stdout {
+        let mut out = report.text_lines(!args.annotations);
+        if args.annotations {
+            out.push_str(&annotations::render(&report));
+        }
+        out.push_str(&format!("weight-inspect: {}\n", report.summary_line()));
+        write_stdout(out.as_bytes())?;
+    }
+    Ok(Exit::found_if(report.failed()))
+}

@@ -1,0 +1,111 @@
+//! `inspect`, `id` and `diff`: the core commands, on any input the input seam opens.
+
+use crate::input::{self, Opened};
+use crate::output::{ColorChoice, Exit, print, write_stdout};
+
+use super::Result;
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// Model file, or REV:path inside a git repository.
+    pub file: String,
+    /// Machine-readable output (schema 1).
+    #[arg(long)]
+    pub json: bool,
+    /// Show every tensor instead of the first few.
+    #[arg(long)]
+    pub all: bool,
+    /// With --json: include arrays in full rather than summarized.
+    #[arg(long)]
+    pub full_arrays: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IdArgs {
+    /// Model file, or REV:path inside a git repository.
+    pub file: String,
+    /// Machine-readable output (schema 1).
+    #[arg(long, conflicts_with = "canonical")]
+    pub json: bool,
+    /// Print the canonical JSON whose SHA-256 is the structural hash.
+    #[arg(long)]
+    pub canonical: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// Old side: a file, or REV:path inside a git repository.
+    pub a: String,
+    /// New side: a file, or REV:path inside a git repository.
+    pub b: String,
+    /// Machine-readable output (schema 1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
+    let artifact = match input::open(&args.file)? {
+        Opened::Model(artifact) => artifact,
+        Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
+    };
+    let out = if args.json {
+        crate::render::json::inspect(&artifact, args.full_arrays)
+    } else {
+        crate::render::text::inspect(&artifact, &color.palette(), args.all)
+    };
+    exit_without_freeing(artifact);
+    Ok(print(&out)?)
+}
+
+pub fn id(args: IdArgs) -> Result<Exit> {
+    let artifact = match input::open(&args.file)? {
+        Opened::Model(artifact) => artifact,
+        Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
+    };
+    if args.canonical {
+        let mut bytes = crate::identity::canonical_json(&artifact);
+        bytes.push(b'\n');
+        write_stdout(&bytes)?;
+        return Ok(Exit::Clean);
+    }
+    let out = if args.json {
+        crate::render::json::id(&artifact)
+    } else {
+        crate::render::text::id(&artifact)
+    };
+    exit_without_freeing(artifact);
+    Ok(print(&out)?)
+}
+
+pub fn diff(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
+    let a = input::open_model(&args.a)?;
+    let b = input::open_model(&args.b)?;
+    let diff = crate::diff::StructuralDiff::between(&a, &b);
+    let out = if args.json {
+        crate::render::json::diff(&diff)
+    } else {
+        crate::render::text::diff(&diff, &color.palette())
+    };
+    print(&out)?;
+    Ok(Exit::found_if(!diff.is_identical()))
+}
+
+/// A `.wdelta` has no structural identity of schema 1: it is described (version, strategy,
+/// parent hash, tensors) instead.
+fn describe_wdelta(delta: &input::OpenedWdelta, json: bool) -> Result<Exit> {
+    let mut out = if json {
+        crate::render::wdelta::describe_json(&delta.file)
+    } else {
+        crate::render::wdelta::describe(&delta.file)
+    };
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(print(&out)?)
+}
+
+/// The process ends right after printing: freeing a 262,144-token vocabulary string by string
+/// would cost more than parsing it, and the OS reclaims the memory at once anyway.
+fn exit_without_freeing<T>(value: T) {
+    std::mem::forget(value);
+}

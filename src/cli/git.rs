@@ -1,0 +1,131 @@
+//! The git commands: `textconv`, `git-diff-driver`, `git install|uninstall|diff`.
+
+use std::path::PathBuf;
+
+use crate::git::install::{Mode, Scope};
+use crate::output::{ColorChoice, Exit, print, write_stdout};
+
+use super::{Result, cwd};
+
+/// Render a model file (or an LFS pointer to one) as stable lines for `diff.<driver>.textconv`.
+#[derive(Debug, clap::Args)]
+pub struct TextconvArgs {
+    /// The file git hands over (a temporary copy of one side, or the work-tree file).
+    pub file: PathBuf,
+}
+
+/// Exit 0 whatever happens: a failing textconv makes the whole `git diff` fail.
+pub fn textconv(args: TextconvArgs) -> Exit {
+    let _ = write_stdout(crate::git::textconv::render_file(&args.file).as_bytes());
+    Exit::Clean
+}
+
+/// git's external diff protocol: `path old-file old-hex old-mode new-file new-hex new-mode`.
+#[derive(Debug, clap::Args)]
+pub struct DriverArgs {
+    /// The 7 (9 for a rename, 1 for an unmerged path) arguments git passes.
+    #[arg(num_args = 0.., allow_hyphen_values = true)]
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// Exit 0 whatever happens: git aborts the whole diff when its driver fails.
+pub fn diff_driver(args: DriverArgs, color: ColorChoice) -> Exit {
+    let color = color.enabled_for_git();
+    let _ = write_stdout(crate::git::driver::run(&args.args, color).as_bytes());
+    Exit::Clean
+}
+
+/// `weight-inspect git install|uninstall|diff`.
+#[derive(Debug, clap::Args)]
+pub struct GitArgs {
+    #[command(subcommand)]
+    pub command: GitCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum GitCommand {
+    /// Make weight-inspect git's diff driver for *.gguf and *.safetensors (works with LFS).
+    Install(InstallArgs),
+    /// Remove exactly what `install` added.
+    Uninstall(UninstallArgs),
+    /// Structural diff of the model files changed between two commits, or between a commit
+    /// (default HEAD) and the work tree. Reads blobs with gix and only the header of LFS
+    /// objects from the local store: nothing is smudged.
+    Diff(GitDiffArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// Configure ~/.gitconfig and the global attributes file instead of this repository.
+    #[arg(long)]
+    pub global: bool,
+    /// Only the textconv driver (line diffs in `git diff`, `git log -p`, `git show`).
+    #[arg(long, conflicts_with = "external")]
+    pub textconv: bool,
+    /// Only the external diff driver (`git diff`; `git log`/`git show` with --ext-diff).
+    #[arg(long)]
+    pub external: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UninstallArgs {
+    /// Undo a `git install --global`.
+    #[arg(long)]
+    pub global: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GitDiffArgs {
+    /// Zero revisions: HEAD against the work tree; one: REV against the work tree; two: REV
+    /// against REV.
+    #[arg(num_args = 0..=2, value_name = "REV")]
+    pub revs: Vec<String>,
+    /// Only these paths (files, directories or globs, relative to the current directory).
+    #[arg(last = true, value_name = "PATHS")]
+    pub paths: Vec<String>,
+    /// Machine-readable output (schema 1).
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 when a model file changed (like `git diff --exit-code`).
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+pub fn run(args: GitArgs, color: ColorChoice) -> Result<Exit> {
+    let scope = |global: bool| {
+        if global {
+            Scope::Global
+        } else {
+            Scope::Repository
+        }
+    };
+    match args.command {
+        GitCommand::Install(args) => {
+            let mode = match (args.textconv, args.external) {
+                (true, false) => Mode::Textconv,
+                (false, true) => Mode::External,
+                _ => Mode::Both,
+            };
+            Ok(print(&crate::git::install::install(
+                &cwd()?,
+                scope(args.global),
+                mode,
+            )?)?)
+        }
+        GitCommand::Uninstall(args) => Ok(print(&crate::git::install::uninstall(
+            &cwd()?,
+            scope(args.global),
+        )?)?),
+        GitCommand::Diff(args) => {
+            let options = crate::git::report::GitDiffOptions {
+                revs: &args.revs,
+                paths: &args.paths,
+                json: args.json,
+                color: color.enabled(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+            };
+            let out = crate::git::report::git_diff(&cwd()?, &options)?;
+            write_stdout(out.text.as_bytes())?;
+            Ok(Exit::found_if(args.exit_code && out.changed))
+        }
+    }
+}

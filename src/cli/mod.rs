@@ -1,0 +1,122 @@
+//! Command-line arguments and thin handlers: each command parses its arguments here, calls the
+//! library and prints. Library modules never import this module.
+
+mod ci;
+mod core;
+mod delta;
+mod git;
+mod policy;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::output::{ColorChoice, Exit};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "weight-inspect",
+    version,
+    about = "Structural identity and structural diffs for GGUF and safetensors model files",
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// When to color output: auto (a terminal without NO_COLOR), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show a model file's format, metadata, tensors, parameter counts and structural hash.
+    Inspect(core::InspectArgs),
+    /// Print a model file's structural identity.
+    Id(core::IdArgs),
+    /// Structural diff of two model files (exit 0 identical, 1 different, 2 error).
+    Diff(core::DiffArgs),
+    /// Stable line rendering for git's diff.<driver>.textconv (always exits 0).
+    Textconv(git::TextconvArgs),
+    /// git's external diff driver protocol (diff.<driver>.command).
+    GitDiffDriver(git::DriverArgs),
+    /// Git integration: install, uninstall, diff between revisions.
+    Git(git::GitArgs),
+    /// Check model files against the policy (.weight-inspect.toml).
+    Check(policy::CheckArgs),
+    /// Edit the policy file (pin structural hashes).
+    Policy(policy::PolicyArgs),
+    /// Install the pre-commit hook.
+    Hook(policy::HookArgs),
+    /// Pull-request report for GitHub Actions.
+    Ci(ci::CiArgs),
+    /// Compressed weight deltas (.wdelta): create, apply, inspect, verify, store, restore.
+    Delta(delta::DeltaArgs),
+}
+
+/// Any error a command can end with; each adapter's own error keeps its structure up to here
+/// (boxed: errors are rare, results are everywhere).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Error(Box<ErrorKind>);
+
+impl Error {
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0
+    }
+}
+
+impl<E: Into<ErrorKind>> From<E> for Error {
+    fn from(err: E) -> Self {
+        Error(Box::new(err.into()))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    #[error(transparent)]
+    Core(#[from] crate::Error),
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Parses the command line and runs the command. Errors print as `weight-inspect: ...`, exit 2.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command, cli.color) {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("weight-inspect: {err}");
+            Exit::Error.into()
+        }
+    }
+}
+
+fn run(command: Command, color: ColorChoice) -> Result<Exit> {
+    match command {
+        Command::Inspect(args) => core::inspect(args, color),
+        Command::Id(args) => core::id(args),
+        Command::Diff(args) => core::diff(args, color),
+        Command::Textconv(args) => Ok(git::textconv(args)),
+        Command::GitDiffDriver(args) => Ok(git::diff_driver(args, color)),
+        Command::Git(args) => git::run(args, color),
+        Command::Check(args) => policy::check(args),
+        Command::Policy(args) => policy::policy(args),
+        Command::Hook(args) => policy::hook(args),
+        Command::Ci(args) => ci::run(args),
+        Command::Delta(args) => delta::run(args),
+    }
+}
+
+/// The current directory, for commands that work on the repository around it.
+fn cwd() -> Result<std::path::PathBuf> {
+    std::env::current_dir().map_err(|e| crate::Error::io(".", e).into())
+}

@@ -1,0 +1,171 @@
+//! `check`, `policy` and `hook`: the policy commands.
+
+use std::path::PathBuf;
+
+use crate::error::Error;
+use crate::output::{Exit, print, write_stdout};
+use crate::policy::config::Policy;
+use crate::policy::report::{self, OutputFormat};
+use crate::policy::workspace::Workspace;
+
+use super::Result;
+
+/// Evaluate the policy file against model files (exit 0 clean, 1 violations, 2 error).
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Judge what is staged (the index blobs) instead of the working tree.
+    #[arg(long)]
+    pub staged: bool,
+    /// Policy file (default: .weight-inspect.toml at the repository root).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Output: one line per violation (text), JSON (schema 1), or GitHub Actions annotations.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Files or directories to check (default: every staged/tracked file a rule matches).
+    #[arg(value_name = "PATHS")]
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn check(args: CheckArgs) -> Result<Exit> {
+    let ws = Workspace::discover(args.policy.as_deref())?;
+    let (policy, shown) = load(&ws, args.policy.as_ref())?;
+    let report = crate::policy::run_check(&ws, &policy, &shown, args.staged, &args.paths)?;
+    match args.format {
+        OutputFormat::Text => {
+            let (out, err) = report::text(&report);
+            write_stdout(out.as_bytes())?;
+            eprint!("{err}");
+        }
+        OutputFormat::Json => write_stdout(report::json(&report).as_bytes())?,
+        OutputFormat::Github => write_stdout(report::github(&report).as_bytes())?,
+    }
+    Ok(report.exit())
+}
+
+/// Loads the policy named by `--policy` or found at the root; returns it and its name for
+/// messages (relative to the current directory).
+fn load(ws: &Workspace, arg: Option<&PathBuf>) -> crate::error::Result<(Policy, String)> {
+    let path = ws.policy_path(arg.map(PathBuf::as_path));
+    let shown = ws.display(&path);
+    if arg.is_none() && !path.exists() {
+        return Err(Error::Other(format!(
+            "no policy file: {shown} does not exist (create it, see docs/policy.md, or pass \
+             --policy FILE)"
+        )));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&shown, e))?;
+    Ok((Policy::parse(std::path::Path::new(&shown), &text)?, shown))
+}
+
+/// Edit or validate the policy file.
+#[derive(Debug, clap::Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Record the current structural hashes of PATHS as `expected_hash` entries (default:
+    /// refresh every path already pinned), preserving the rest of the file.
+    Pin {
+        /// Policy file (default: .weight-inspect.toml at the repository root; created if
+        /// missing).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Pin the staged versions instead of the working tree.
+        #[arg(long)]
+        staged: bool,
+        /// Model files (or directories of them) to pin.
+        #[arg(value_name = "PATHS")]
+        paths: Vec<PathBuf>,
+    },
+    /// Check that the policy file is valid (exit 0), or print where it is not (exit 2).
+    Validate {
+        /// Policy file (default: .weight-inspect.toml at the repository root).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+    },
+}
+
+pub fn policy(args: PolicyArgs) -> Result<Exit> {
+    match args.command {
+        PolicyCommand::Pin {
+            policy,
+            staged,
+            paths,
+        } => {
+            let ws = Workspace::discover(policy.as_deref())?;
+            let out = crate::policy::pin_paths(&ws, policy.as_deref(), staged, &paths)?;
+            Ok(print(&out)?)
+        }
+        PolicyCommand::Validate { policy } => {
+            let ws = Workspace::discover(policy.as_deref())?;
+            let (policy, shown) = load(&ws, policy.as_ref())?;
+            let n = policy.rules.len();
+            let out = format!(
+                "{shown}: valid, {n} {}\n",
+                if n == 1 { "rule" } else { "rules" }
+            );
+            Ok(print(&out)?)
+        }
+    }
+}
+
+/// Install or remove the native git pre-commit hook.
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    pub command: HookCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookCommand {
+    /// Write the pre-commit hook (`weight-inspect check --staged`) into the repository.
+    Install {
+        /// Keep an existing foreign hook: it is moved to pre-commit.chained and runs first.
+        #[arg(long)]
+        chain: bool,
+        /// Replace an existing foreign hook (a copy is kept as pre-commit.backup).
+        #[arg(long, conflicts_with = "chain")]
+        force: bool,
+    },
+    /// Remove the hook, restoring a chained one.
+    Uninstall,
+}
+
+pub fn hook(args: HookArgs) -> Result<Exit> {
+    let cwd = super::cwd()?;
+    let hooks = crate::git::process::hooks_dir(&cwd)?;
+    let ws = Workspace::discover(None)?;
+    let hook_shown = ws.display(&hooks.join("pre-commit"));
+    let out = match args.command {
+        HookCommand::Install { chain, force } => {
+            use crate::policy::hook::Installed;
+            let mut out = match crate::policy::hook::install(&hooks, chain, force)? {
+                Installed::New => format!("installed {hook_shown}\n"),
+                Installed::Updated => format!("updated {hook_shown}\n"),
+                Installed::Chained(p) => format!(
+                    "installed {hook_shown}; the previous hook now runs first from {}\n",
+                    ws.display(&p)
+                ),
+                Installed::Replaced(p) => format!(
+                    "replaced {hook_shown}; the previous hook is saved as {}\n",
+                    ws.display(&p)
+                ),
+            };
+            let policy = ws.policy_path(None);
+            if !policy.exists() {
+                out.push_str(&format!(
+                    "note: {} does not exist yet; commits are refused until it does (see \
+                     docs/policy.md)\n",
+                    ws.display(&policy)
+                ));
+            }
+            out
+        }
+        HookCommand::Uninstall => crate::policy::hook::uninstall(&hooks)? + "\n",
+    };
+    Ok(print(&out)?)
+}

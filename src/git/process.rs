@@ -1,0 +1,91 @@
+//! The git processes this tool starts (everything else goes through gix): `git config` for the
+//! installer, `git rev-parse --git-path hooks`, `git check-attr filter`, and `git cat-file` for
+//! a bounded prefix of a large blob (gix would inflate the whole object into memory).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use gix::ObjectId;
+
+use super::GitError;
+
+/// Runs `git ARGS` in `dir` and returns its output (whatever its exit status).
+pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| GitError::Command {
+            args: args.join(" "),
+            message: format!("cannot run git: {e}"),
+        })
+}
+
+/// The error of a git command that exited unsuccessfully, with its stderr.
+pub fn failed(args: &[&str], out: &Output) -> GitError {
+    GitError::Command {
+        args: args.join(" "),
+        message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    }
+}
+
+/// git's hooks directory for the repository around `dir` (honors `core.hooksPath` and
+/// linked worktrees).
+pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitError> {
+    let out = output(dir, &["rev-parse", "--git-path", "hooks"])?;
+    if !out.status.success() {
+        return Err(GitError::Open {
+            dir: dir.to_owned(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    let rel = String::from_utf8_lossy(&out.stdout)
+        .trim_end_matches('\n')
+        .to_string();
+    Ok(dir.join(rel))
+}
+
+/// Whether `.gitattributes` sends `path` through the LFS filter (for files not yet staged).
+pub fn lfs_by_attributes(repo: &gix::Repository, path: &str) -> Result<bool, GitError> {
+    let workdir = repo
+        .workdir()
+        .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?;
+    let args = ["check-attr", "filter", "--", path];
+    let out = output(workdir, &args)?;
+    if !out.status.success() {
+        return Err(failed(&args, &out));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .trim_end()
+        .ends_with(": filter: lfs"))
+}
+
+/// The first `limit` bytes of blob `id`, streamed from `git cat-file`, which is stopped once
+/// they are read instead of draining gigabytes.
+pub fn blob_prefix(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<Vec<u8>, GitError> {
+    let hex = id.to_string();
+    let mut child = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo.git_dir())
+        .args(["cat-file", "blob", &hex])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| GitError::Command {
+            args: format!("cat-file blob {hex}"),
+            message: format!("cannot run git: {e}"),
+        })?;
+    let mut prefix = Vec::new();
+    let read = match child.stdout.take() {
+        Some(stdout) => stdout.take(limit).read_to_end(&mut prefix),
+        None => Ok(0),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    read.map_err(|e| GitError::Object {
+        what: hex,
+        message: format!("reading from git cat-file: {e}"),
+    })?;
+    Ok(prefix)
+}

@@ -1,0 +1,126 @@
+//! `REV:path` as git spells it, resolved to a blob: `REV:path` reads a commit or tree,
+//! `:path` the index, `:N:path` one stage of a conflict. Paths are relative to the repository
+//! root unless they start with `./` or `../` (relative to the current directory, as in git).
+
+use std::path::Path;
+
+use gix::ObjectId;
+
+use super::GitError;
+use super::objects;
+
+/// A parsed `REV:path`. `rev` is empty for the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevPath {
+    /// The argument as given, for messages.
+    pub spec: String,
+    pub rev: String,
+    pub stage: gix::index::entry::Stage,
+    pub path: String,
+}
+
+impl RevPath {
+    /// Splits `spec` at its first `:`; None when it has none.
+    pub fn parse(spec: &str) -> Option<RevPath> {
+        use gix::index::entry::Stage;
+        let (rev, path) = spec.split_once(':')?;
+        // `:N:path` names an index stage (git's syntax for the sides of a conflict).
+        let (stage, path) = match (rev, path.split_once(':')) {
+            ("", Some(("1", rest))) => (Stage::Base, rest),
+            ("", Some(("2", rest))) => (Stage::Ours, rest),
+            ("", Some(("3", rest))) => (Stage::Theirs, rest),
+            ("", Some(("0", rest))) => (Stage::Unconflicted, rest),
+            _ => (Stage::Unconflicted, path),
+        };
+        Some(RevPath {
+            spec: spec.to_owned(),
+            rev: rev.to_owned(),
+            stage,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Whether it reads the index rather than a revision.
+    pub fn is_index(&self) -> bool {
+        self.rev.is_empty()
+    }
+
+    /// The path relative to the repository root, `/`-separated.
+    pub fn repo_path(&self, repo: &gix::Repository, cwd: &Path) -> String {
+        if self.path.starts_with("./") || self.path.starts_with("../") {
+            pathspecs_from_cwd(repo, cwd, std::slice::from_ref(&self.path)).remove(0)
+        } else {
+            self.path.trim_start_matches('/').to_owned()
+        }
+    }
+
+    /// The blob it names, or an error saying that the revision (or index) has no such file.
+    pub fn blob(&self, repo: &gix::Repository, cwd: &Path) -> Result<ObjectId, GitError> {
+        let path = self.repo_path(repo, cwd);
+        let id = if self.is_index() {
+            objects::staged_id_at(repo, &path, self.stage)?
+        } else {
+            objects::blob_id(repo, &self.rev, &path)?
+        };
+        id.ok_or_else(|| {
+            let place = if self.is_index() {
+                "the index"
+            } else {
+                &self.rev
+            };
+            GitError::Usage(format!("{}: {path} does not exist in {place}", self.spec))
+        })
+    }
+}
+
+/// git's pathspecs are relative to the current directory; ours to the work-tree root.
+pub fn pathspecs_from_cwd(repo: &gix::Repository, cwd: &Path, specs: &[String]) -> Vec<String> {
+    let prefix = repo
+        .workdir()
+        .and_then(|root| {
+            let root = root.canonicalize().ok()?;
+            let cwd = cwd.canonicalize().ok()?;
+            cwd.strip_prefix(&root).ok().map(Path::to_owned)
+        })
+        .unwrap_or_default();
+    specs
+        .iter()
+        .map(|spec| {
+            let mut parts: Vec<String> = prefix
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            for part in spec.split('/') {
+                match part {
+                    "" | "." => {}
+                    ".." => {
+                        parts.pop();
+                    }
+                    other => parts.push(other.to_owned()),
+                }
+            }
+            parts.join("/")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gix::index::entry::Stage;
+
+    #[test]
+    fn parses_revisions_index_and_stages() {
+        let r = RevPath::parse("HEAD~1:models/a.gguf").unwrap();
+        assert_eq!(
+            (r.rev.as_str(), r.path.as_str()),
+            ("HEAD~1", "models/a.gguf")
+        );
+        let r = RevPath::parse(":a.gguf").unwrap();
+        assert!(r.is_index());
+        assert_eq!(r.stage, Stage::Unconflicted);
+        let r = RevPath::parse(":3:a.gguf").unwrap();
+        assert_eq!((r.stage, r.path.as_str()), (Stage::Theirs, "a.gguf"));
+        assert!(RevPath::parse("plain.gguf").is_none());
+    }
+}

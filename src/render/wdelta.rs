@@ -1,0 +1,161 @@
+//! The description of a `.wdelta` file (for `inspect`, `id`, `delta inspect` and git
+//! textconv): version, strategy, parent hash, sizes, then one line per tensor in name order.
+
+use serde::Serialize;
+
+use crate::formats::wdelta::{self, Params, WdeltaFile};
+
+/// Dense size of a tensor: its element count times the size of its base dtype (float32 when
+/// the file does not record it, as in version 1).
+fn dense_bytes(entry: &wdelta::TensorEntry) -> u64 {
+    let size = match entry.base_dtype.as_deref() {
+        Some("float64") => 8,
+        Some("float16") | Some("bfloat16") => 2,
+        _ => 4,
+    };
+    entry.n_elements().unwrap_or(0).saturating_mul(size)
+}
+
+/// A stable multi-line description: version, strategy, parent hash, sizes, then one line per
+/// tensor in name order.
+pub fn describe(file: &WdeltaFile) -> String {
+    use std::fmt::Write as _;
+    let h = &file.header;
+    let dense: u64 = h.tensors.values().map(dense_bytes).sum();
+    let mut s = String::new();
+    let _ = writeln!(s, "format: wdelta version {}", file.version);
+    let _ = writeln!(s, "strategy: {}", h.strategy.name());
+    let _ = writeln!(s, "parent hash: {}", h.parent_hash);
+    let _ = writeln!(s, "tensors: {}", h.tensors.len());
+    let _ = writeln!(s, "file size: {} bytes", file.file_len);
+    let _ = writeln!(s, "dense size: {dense} bytes");
+    let _ = writeln!(
+        s,
+        "compression ratio: {}",
+        ratio_text(dense, file.file_len as u64)
+    );
+    for (name, e) in &h.tensors {
+        let dims: Vec<String> = e.shape.iter().map(u64::to_string).collect();
+        let _ = write!(
+            s,
+            "tensor {name}: {} [{}] {} bytes",
+            e.strategy().name(),
+            dims.join(", "),
+            file.tensor_bytes(name)
+        );
+        if let Some(b) = &e.base_dtype {
+            let _ = write!(s, " base {b}");
+        }
+        match e.params {
+            Params::Sparse { sparsity } => {
+                let _ = write!(s, " sparsity {sparsity}");
+            }
+            Params::Quantized { .. } => {}
+            Params::Int4 {
+                outlier_fraction,
+                n_outliers,
+                layout,
+                ..
+            } => {
+                let _ = write!(
+                    s,
+                    " outliers {n_outliers} (fraction {outlier_fraction}) layout {layout}"
+                );
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn ratio(dense: u64, file: u64) -> f64 {
+    if file == 0 {
+        0.0
+    } else {
+        dense as f64 / file as f64
+    }
+}
+
+fn ratio_text(dense: u64, file: u64) -> String {
+    format!("{:.2}x", ratio(dense, file))
+}
+
+#[derive(Serialize)]
+struct DescribeJson<'a> {
+    schema: u32,
+    format: &'static str,
+    version: u32,
+    strategy: &'static str,
+    parent_hash: &'a str,
+    file_bytes: u64,
+    dense_bytes: u64,
+    compression_ratio: f64,
+    tensors: Vec<TensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct TensorJson<'a> {
+    name: &'a str,
+    strategy: &'static str,
+    shape: &'a [u64],
+    dtype: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_dtype: Option<&'a str>,
+    n_elements: u64,
+    bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sparsity: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outlier_fraction: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    n_outliers: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    int4_layout: Option<u32>,
+}
+
+/// The description as JSON (`"schema": 1` first), one line.
+pub fn describe_json(file: &WdeltaFile) -> String {
+    let h = &file.header;
+    let dense: u64 = h.tensors.values().map(dense_bytes).sum();
+    let tensors = h
+        .tensors
+        .iter()
+        .map(|(name, e)| {
+            let (sparsity, outlier_fraction, n_outliers, int4_layout) = match e.params {
+                Params::Sparse { sparsity } => (Some(sparsity), None, None, None),
+                Params::Quantized { .. } => (None, None, None, None),
+                Params::Int4 {
+                    outlier_fraction,
+                    n_outliers,
+                    layout,
+                    ..
+                } => (None, Some(outlier_fraction), Some(n_outliers), Some(layout)),
+            };
+            TensorJson {
+                name,
+                strategy: e.strategy().name(),
+                shape: &e.shape,
+                dtype: &e.dtype,
+                base_dtype: e.base_dtype.as_deref(),
+                n_elements: e.n_elements().unwrap_or(0),
+                bytes: file.tensor_bytes(name),
+                sparsity,
+                outlier_fraction,
+                n_outliers,
+                int4_layout,
+            }
+        })
+        .collect();
+    let out = DescribeJson {
+        schema: crate::SCHEMA_VERSION,
+        format: "wdelta",
+        version: file.version,
+        strategy: h.strategy.name(),
+        parent_hash: &h.parent_hash,
+        file_bytes: file.file_len as u64,
+        dense_bytes: dense,
+        compression_ratio: (ratio(dense, file.file_len as u64) * 100.0).round() / 100.0,
+        tensors,
+    };
+    serde_json::to_string(&out).expect("serializable")
+}
