@@ -8,10 +8,9 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::GitError;
-use crate::error::Result;
+type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// The diff driver's name: `diff.weight-inspect.*`, `diff=weight-inspect`.
 pub const DRIVER: &str = "weight-inspect";
@@ -89,15 +88,7 @@ impl Target {
     fn git(&self, args: &[&str]) -> Result<std::process::Output> {
         let mut all = vec!["config", self.scope_flag()];
         all.extend_from_slice(args);
-        let output = Command::new("git")
-            .args(&all)
-            .current_dir(&self.dir)
-            .output()
-            .map_err(|e| GitError::Command {
-                args: all.join(" "),
-                message: format!("cannot run git: {e}"),
-            })?;
-        Ok(output)
+        super::process::output(&self.dir, &all)
     }
 
     fn get(&self, key: &str) -> Result<Option<String>> {
@@ -109,7 +100,7 @@ impl Target {
                     .to_owned(),
             )),
             Some(1) => Ok(None),
-            _ => Err(command_error(&["config", "--get", key], &out)),
+            _ => Err(super::process::failed(&["config", "--get", key], &out)),
         }
     }
 
@@ -118,7 +109,7 @@ impl Target {
         if out.status.success() {
             Ok(())
         } else {
-            Err(command_error(&["config", key, value], &out))
+            Err(super::process::failed(&["config", key, value], &out))
         }
     }
 
@@ -128,7 +119,10 @@ impl Target {
         if out.status.success() || out.status.code() == Some(5) {
             Ok(())
         } else {
-            Err(command_error(&["config", "--unset-all", key], &out))
+            Err(super::process::failed(
+                &["config", "--unset-all", key],
+                &out,
+            ))
         }
     }
 
@@ -151,25 +145,10 @@ impl Target {
     }
 }
 
-fn command_error(args: &[&str], out: &std::process::Output) -> crate::Error {
-    GitError::Command {
-        args: args.join(" "),
-        message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-    }
-    .into()
-}
-
 /// The global attributes file git reads: `core.attributesFile`, else
 /// `$XDG_CONFIG_HOME/git/attributes`, else `~/.config/git/attributes`.
 fn global_attributes_file(cwd: &Path) -> Result<PathBuf> {
-    let out = Command::new("git")
-        .args(["config", "--global", "--get", "core.attributesFile"])
-        .current_dir(cwd)
-        .output()
-        .map_err(|e| GitError::Command {
-            args: "config --global --get core.attributesFile".into(),
-            message: format!("cannot run git: {e}"),
-        })?;
+    let out = super::process::output(cwd, &["config", "--global", "--get", "core.attributesFile"])?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     if out.status.success() {
         let value = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -188,8 +167,7 @@ fn global_attributes_file(cwd: &Path) -> Result<PathBuf> {
         None => Err(GitError::Usage(
             "neither HOME nor XDG_CONFIG_HOME is set: cannot locate the global attributes file"
                 .into(),
-        )
-        .into()),
+        )),
     }
 }
 
@@ -303,11 +281,7 @@ pub fn install(cwd: &Path, scope: Scope, mode: Mode) -> Result<String> {
 
 /// Whether git can name a committer (the textconv cache is a notes commit).
 fn has_committer_identity(dir: &Path) -> bool {
-    Command::new("git")
-        .args(["var", "GIT_COMMITTER_IDENT"])
-        .current_dir(dir)
-        .output()
-        .is_ok_and(|o| o.status.success())
+    super::process::output(dir, &["var", "GIT_COMMITTER_IDENT"]).is_ok_and(|o| o.status.success())
 }
 
 /// Removes what [`install`] added: our config keys (and the then-empty section) and our
@@ -396,8 +370,7 @@ fn read_attributes(path: &Path) -> Result<Attributes> {
         Err(e) => Err(GitError::Io {
             path: path.to_owned(),
             source: e,
-        }
-        .into()),
+        }),
     }
 }
 
@@ -410,7 +383,10 @@ fn write_attributes(path: &Path, text: &str) -> Result<()> {
             source: e,
         })?;
     }
-    crate::fsutil::write_bytes_atomically(path, text.as_bytes())
+    Ok(crate::fsutil::write_bytes_atomically(
+        path,
+        text.as_bytes(),
+    )?)
 }
 
 fn is_our_line(line: &str) -> bool {
