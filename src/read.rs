@@ -7,9 +7,9 @@ use crate::error::{Error, Result};
 use crate::formats;
 use crate::formats::wdelta::WdeltaFile;
 
-/// Reads a model file. The file is memory-mapped, so only the pages of the header are read
-/// even for a multi-gigabyte model.
-pub fn read_file(path: &Path) -> Result<Artifact> {
+/// Opens `path` for reading a model: regular files only (a symlink is followed to one), so a
+/// device or a FIFO named like a model is refused rather than read forever.
+fn open_regular(path: &Path) -> Result<(std::fs::File, u64)> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if meta.is_dir() {
@@ -18,40 +18,111 @@ pub fn read_file(path: &Path) -> Result<Artifact> {
             std::io::Error::other("is a directory, expected a model file"),
         ));
     }
-    if meta.len() == 0 {
+    if !meta.is_file() {
+        return Err(Error::io(
+            path,
+            std::io::Error::other(
+                "is not a regular file (a device, FIFO or socket), expected a model file",
+            ),
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads a model file. The file is memory-mapped, so only the pages of the header are read
+/// even for a multi-gigabyte model. For files that may change while they are read (the ones
+/// git hands its drivers), [`read_file_buffered`] cannot fault.
+pub fn read_file(path: &Path) -> Result<Artifact> {
+    let (file, len) = open_regular(path)?;
+    if len == 0 {
         return read_bytes(path, &[]);
     }
     // SAFETY: the map is read-only and dropped before returning; a file truncated underneath
     // us is the one hazard, as with every mmap-based reader (ggml's included).
-    match unsafe { memmap2::Mmap::map(&file) } {
-        Ok(map) => read_bytes(path, &map),
-        // Pipes and special files cannot be mapped: read them whole.
-        Err(_) => {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            read_bytes(path, &bytes)
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    read_bytes(path, &map)
+}
+
+/// First read of a header: enough for most safetensors headers and GGUF files without a large
+/// vocabulary; a larger header is read on in steps that at least double.
+const FIRST_WINDOW: u64 = 1 << 20;
+
+/// Reads a model file's header with ordinary reads into a buffer, never a memory map: a file
+/// truncated or rewritten while it is read gives a parse error or a truncation note, never a
+/// SIGBUS. Only the header is read (in growing steps), whatever the size of the file.
+pub fn read_file_buffered(path: &Path) -> Result<Artifact> {
+    let (file, len) = open_regular(path)?;
+    let mut prefix = Vec::new();
+    let mut want = len.min(FIRST_WINDOW);
+    loop {
+        read_up_to(&file, &mut prefix, want).map_err(|e| Error::io(path, e))?;
+        // A file that shrank while it was read is parsed as what was there.
+        let file_len = if (prefix.len() as u64) < want {
+            prefix.len() as u64
+        } else {
+            len
+        };
+        let needed = match formats::detect(&prefix) {
+            Some(Format::Safetensors) => formats::safetensors::header_bytes_needed(&prefix)
+                .filter(|&n| n > prefix.len() as u64 && n <= file_len),
+            Some(Format::Gguf) => match formats::gguf::parse_prefix(&prefix, file_len) {
+                Ok(artifact) => return Ok(artifact),
+                Err(e) => match e.needs_more(file_len) {
+                    Some(end) => Some(end.max(prefix.len() as u64 * 2).min(file_len)),
+                    None => {
+                        return Err(Error::Gguf {
+                            path: path.to_owned(),
+                            source: e,
+                        });
+                    }
+                },
+            },
+            None => None,
+        };
+        match needed {
+            Some(n) if n > prefix.len() as u64 => want = n,
+            _ => return read_prefix_of(path, &prefix, file_len),
         }
+    }
+}
+
+/// Appends to `buf` until it holds `want` bytes of `file` or the file ends.
+fn read_up_to(file: &std::fs::File, buf: &mut Vec<u8>, want: u64) -> std::io::Result<()> {
+    use std::io::Read;
+    let missing = want.saturating_sub(buf.len() as u64);
+    let reader = file;
+    reader.take(missing).read_to_end(buf)?;
+    Ok(())
+}
+
+/// Parses `prefix`, the first bytes of a `file_len`-byte file.
+fn read_prefix_of(path: &Path, prefix: &[u8], file_len: u64) -> Result<Artifact> {
+    match formats::detect(prefix) {
+        Some(Format::Gguf) => {
+            formats::gguf::parse_prefix(prefix, file_len).map_err(|source| Error::Gguf {
+                path: path.to_owned(),
+                source,
+            })
+        }
+        Some(Format::Safetensors) => {
+            formats::safetensors::parse_prefix(prefix, file_len).map_err(|source| {
+                Error::Safetensors {
+                    path: path.to_owned(),
+                    source,
+                }
+            })
+        }
+        None => Err(Error::UnknownFormat {
+            path: path.to_owned(),
+            first_bytes: describe_start(prefix),
+        }),
     }
 }
 
 /// Parses a model file given as bytes: the whole file, or a prefix holding its header (missing
 /// tensor data is reported as truncated). `path` only names the file in errors.
 pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
-    match formats::detect(bytes) {
-        Some(Format::Gguf) => formats::gguf::parse(bytes).map_err(|source| Error::Gguf {
-            path: path.to_owned(),
-            source,
-        }),
-        Some(Format::Safetensors) => {
-            formats::safetensors::parse(bytes).map_err(|source| Error::Safetensors {
-                path: path.to_owned(),
-                source,
-            })
-        }
-        None => Err(Error::UnknownFormat {
-            path: path.to_owned(),
-            first_bytes: describe_start(bytes),
-        }),
-    }
+    read_prefix_of(path, bytes, bytes.len() as u64)
 }
 
 /// What some bytes turned out to be.
@@ -79,9 +150,10 @@ pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Classified {
     }
 }
 
-/// [`classify_bytes`] for a file on disk, of which only the header pages are read.
+/// [`classify_bytes`] for a file on disk, of which only the header is read.
+/// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
 pub fn classify_file(path: &Path) -> Classified {
-    match read_file(path) {
+    match read_file_buffered(path) {
         Ok(artifact) => Classified::Model(Box::new(artifact)),
         Err(Error::UnknownFormat { .. }) => Classified::Unknown,
         Err(error) => {
@@ -125,4 +197,78 @@ pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
             path: path.to_owned(),
             source: Box::new(source),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GGUF v3 file with one string-array metadata key of `n` strings and no tensors.
+    fn gguf_with_vocab(n: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"GGUF");
+        b.extend_from_slice(&3u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes()); // tensors
+        b.extend_from_slice(&1u64.to_le_bytes()); // metadata keys
+        let key = b"tokenizer.ggml.tokens";
+        b.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        b.extend_from_slice(key);
+        b.extend_from_slice(&9u32.to_le_bytes()); // array
+        b.extend_from_slice(&8u32.to_le_bytes()); // of strings
+        b.extend_from_slice(&(n as u64).to_le_bytes());
+        for i in 0..n {
+            let s = format!("token{i:07}");
+            b.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn buffered_reads_grow_past_the_first_window_and_agree_with_the_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.gguf");
+        let bytes = gguf_with_vocab(200_000);
+        assert!(bytes.len() as u64 > 3 * FIRST_WINDOW);
+        std::fs::write(&path, &bytes).unwrap();
+        let mapped = read_file(&path).unwrap();
+        let buffered = read_file_buffered(&path).unwrap();
+        assert_eq!(mapped, buffered);
+    }
+
+    #[test]
+    fn buffered_reads_of_a_truncated_header_fail_as_the_map_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.gguf");
+        let bytes = gguf_with_vocab(200_000);
+        std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+        let mapped = read_file(&path).unwrap_err().to_string();
+        let buffered = read_file_buffered(&path).unwrap_err().to_string();
+        assert_eq!(mapped, buffered);
+        assert!(buffered.contains("at offset 4000049"), "{buffered}");
+    }
+
+    #[test]
+    fn buffered_reads_of_safetensors_read_the_declared_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        bytes.extend_from_slice(&[0u8; 8]);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            read_file(&path).unwrap(),
+            read_file_buffered(&path).unwrap()
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_are_refused_not_read() {
+        for read in [read_file, read_file_buffered] {
+            let err = read(Path::new("/dev/zero")).unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{err}");
+        }
+    }
 }

@@ -19,6 +19,25 @@ pub const MAX_DIMS: u32 = 4;
 /// Arrays of arrays deeper than this are refused (real files nest at most 2 levels).
 pub const MAX_NESTING: usize = 64;
 
+impl GgufError {
+    /// For a parse of a prefix of a `file_len`-byte file: the prefix length at which the
+    /// failed read would have had its bytes, when the file has them (None for real errors).
+    pub fn needs_more(&self, file_len: u64) -> Option<u64> {
+        match self {
+            GgufError::UnexpectedEof {
+                offset,
+                needed,
+                available,
+                ..
+            } => {
+                let end = offset.checked_add(*needed)?;
+                (end <= file_len && *available < *needed).then_some(end)
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     #[error("unable to parse GGUF header: the file starts with {found:?}, expected \"GGUF\"")]
@@ -238,6 +257,8 @@ mod value_type {
 /// A bounds-checked reader over the header bytes in the file's byte order.
 struct Cursor<'a> {
     bytes: &'a [u8],
+    /// Size of the whole file (`bytes` may be a prefix of it): counts are bounded by it.
+    file_len: u64,
     pos: usize,
     big_endian: bool,
     /// Version 1 stores counts and lengths as u32; later versions as u64.
@@ -263,8 +284,9 @@ impl<'a> Cursor<'a> {
         self.pos as u64
     }
 
+    /// Bytes of the file after the cursor (what counts are checked against).
     fn remaining(&self) -> u64 {
-        (self.bytes.len() - self.pos) as u64
+        self.file_len.saturating_sub(self.pos as u64)
     }
 
     fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
@@ -273,7 +295,7 @@ impl<'a> Cursor<'a> {
                 offset: self.offset(),
                 what: what(),
                 needed: n as u64,
-                available: self.remaining(),
+                available: (self.bytes.len() - self.pos) as u64,
             });
         }
         let out = &self.bytes[self.pos..self.pos + n];
@@ -338,8 +360,19 @@ impl<'a> Cursor<'a> {
 
 /// Parses a GGUF file given as its bytes (or a prefix holding at least the whole header).
 pub fn parse(bytes: &[u8]) -> Result<Artifact> {
+    parse_prefix(bytes, bytes.len() as u64)
+}
+
+/// Parses the first bytes of a file of `file_len` bytes: counts are bounded by the whole file,
+/// and the header must lie within `prefix`. A header that runs past the prefix (but not past
+/// the file) ends in [`GgufError::UnexpectedEof`]; [`GgufError::needs_more`] tells a reader
+/// to read further and try again.
+pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
+    let bytes = prefix;
+    let file_len = file_len.max(bytes.len() as u64);
     let mut cur = Cursor {
         bytes,
+        file_len,
         pos: 0,
         big_endian: false,
         wide_counts: true,
@@ -494,7 +527,7 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact> {
     for tensor in tensors.values_mut() {
         tensor.file_offset = tensor.file_offset.saturating_add(data_start);
     }
-    let file_size = bytes.len() as u64;
+    let file_size = file_len;
     let data_present = file_size.saturating_sub(data_start).min(data_expected);
     Ok(Artifact {
         format: Format::Gguf,
@@ -696,6 +729,7 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
 fn string_offset(cur: &Cursor, array_start: usize, index: usize) -> u64 {
     let mut walk = Cursor {
         bytes: cur.bytes,
+        file_len: cur.file_len,
         pos: array_start,
         big_endian: cur.big_endian,
         wide_counts: cur.wide_counts,

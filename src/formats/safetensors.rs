@@ -133,7 +133,20 @@ pub fn dtype_file_name(identity_name: &str) -> Option<&'static str> {
 
 /// Parses a safetensors file given as its bytes (or a prefix holding at least the header).
 pub fn parse(bytes: &[u8]) -> Result<Artifact, SafetensorsError> {
-    let file_len = bytes.len() as u64;
+    parse_prefix(bytes, bytes.len() as u64)
+}
+
+/// Bytes a reader needs to parse the header: the 8-byte length, then the length it declares
+/// (None until the first 8 bytes are there).
+pub fn header_bytes_needed(prefix: &[u8]) -> Option<u64> {
+    let len = u64::from_le_bytes(prefix.get(..8)?.try_into().ok()?);
+    Some(8u64.saturating_add(len.min(MAX_HEADER_SIZE)))
+}
+
+/// Parses the first bytes of a file of `file_len` bytes: sizes and offsets are checked against
+/// the whole file, and the header must lie within `prefix`.
+pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, SafetensorsError> {
+    let bytes = prefix;
     let Some(len_bytes) = bytes.get(..8) else {
         return Err(SafetensorsError::MissingHeaderLength { file_len });
     };
@@ -142,10 +155,10 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact, SafetensorsError> {
         return Err(SafetensorsError::HeaderTooLarge { header_len });
     }
     let data_start = 8 + header_len;
-    if data_start > file_len {
+    if data_start > file_len || data_start > bytes.len() as u64 {
         return Err(SafetensorsError::HeaderIncomplete {
             header_len,
-            file_len,
+            file_len: file_len.min(bytes.len() as u64),
         });
     }
     let header_bytes = &bytes[8..data_start as usize];

@@ -186,6 +186,16 @@ pub fn model_side_from_file(repo: Option<&gix::Repository>, file: &Path) -> Mode
             };
         }
     };
+    if !meta.is_file() {
+        return ModelSide::Invalid {
+            size: 0,
+            error: format!(
+                "{}: is not a regular file (a device, FIFO or socket), expected a model file",
+                file.display()
+            ),
+            lfs: None,
+        };
+    }
     if meta.len() < lfs::MAX_POINTER_SIZE as u64
         && let Ok(bytes) = std::fs::read(file)
     {
