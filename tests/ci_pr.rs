@@ -28,7 +28,8 @@ fn pr_repo() -> TestRepo {
     repo.fixtures(json!({
         "models/a.gguf": gguf(&["f16", "f16"], json!({"general.name": "a"})),
         "models/old.gguf": gguf(&["f32"], json!({})),
-        "models/move.safetensors": {"kind": "safetensors", "tensors": [["w", "float32", [2, 2]]]},
+        "models/move.safetensors": {"kind": "safetensors",
+                                    "tensors": [{"name": "w", "dtype": "float32", "shape": [2, 2]}]},
     }));
     repo.git(&["add", "."]);
     repo.git(&["commit", "-q", "-m", "base"]);
@@ -327,23 +328,16 @@ fn annotations_escape_paths_and_group_beyond_ten() {
 
 /// Writes a safetensors file with `n` one-element tensors with long names.
 fn many_tensors(path: &Path, n: usize, prefix: &str) {
-    let script = r#"
-import sys
-import numpy as np
-from safetensors.numpy import save_file
-path, n, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-save_file({f"{prefix}.layers.{i:06d}.self_attn.q_proj.lora_adapter.weight": np.zeros([1], dtype=np.float32) for i in range(n)}, path)
-"#;
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let out = std::process::Command::new(common::python())
-        .arg("-c")
-        .arg(script)
-        .arg(path)
-        .arg(n.to_string())
-        .arg(prefix)
-        .output()
-        .expect("python runs");
-    assert!(out.status.success(), "{}", common::stderr(&out));
+    let tensors: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            json!({
+                "name": format!("{prefix}.layers.{i:06}.self_attn.q_proj.lora_adapter.weight"),
+                "dtype": "float32",
+                "shape": [1],
+            })
+        })
+        .collect();
+    common::models::make_model(path, &json!({"kind": "safetensors", "tensors": tensors}));
 }
 
 #[test]

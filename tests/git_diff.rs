@@ -5,6 +5,7 @@
 
 mod git_support;
 
+use git_support::common::models::make_model;
 use git_support::*;
 use serde_json::{Value, json};
 
@@ -35,7 +36,7 @@ fn template(version: u32) -> String {
 
 fn gguf_v1() -> Value {
     json!({
-        "format": "gguf",
+        "kind": "gguf",
         "metadata": {
             "general.name": "tiny v1",
             "llama.block_count": 2,
@@ -43,9 +44,9 @@ fn gguf_v1() -> Value {
             "tokenizer.chat_template": template(1),
         },
         "tensors": [
-            {"name": "tok_embd.weight", "dtype": "float32", "shape": [4, 8]},
-            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8]},
-            {"name": "blk.0.old.weight", "dtype": "float32", "shape": [2]},
+            {"name": "tok_embd.weight", "dtype": "float32", "shape": [4, 8], "fill": 1},
+            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8], "fill": 1},
+            {"name": "blk.0.old.weight", "dtype": "float32", "shape": [2], "fill": 1},
         ],
     })
 }
@@ -54,7 +55,7 @@ fn gguf_v1() -> Value {
 /// removed and one added.
 fn gguf_v2() -> Value {
     json!({
-        "format": "gguf",
+        "kind": "gguf",
         "metadata": {
             "general.name": "tiny v2",
             "llama.block_count": 2,
@@ -62,20 +63,20 @@ fn gguf_v2() -> Value {
             "tokenizer.chat_template": template(2),
         },
         "tensors": [
-            {"name": "tok_embd.weight", "dtype": "float16", "shape": [4, 8]},
-            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8]},
-            {"name": "blk.0.new.weight", "dtype": "float32", "shape": [3]},
+            {"name": "tok_embd.weight", "dtype": "float16", "shape": [4, 8], "fill": 1},
+            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8], "fill": 1},
+            {"name": "blk.0.new.weight", "dtype": "float32", "shape": [3], "fill": 1},
         ],
     })
 }
 
 fn st(note: &str, dtype: &str) -> Value {
     json!({
-        "format": "safetensors",
+        "kind": "safetensors",
         "metadata": {"format": "pt", "note": note},
         "tensors": [
-            {"name": "a", "dtype": dtype, "shape": [2, 2]},
-            {"name": "b", "dtype": "float32", "shape": [3]},
+            {"name": "a", "dtype": dtype, "shape": [2, 2], "fill": 1},
+            {"name": "b", "dtype": "float32", "shape": [3], "fill": 1},
         ],
     })
 }

@@ -30,7 +30,7 @@ fn issue_example_policy_works_as_written() {
             "models/a/ok.gguf": gguf(&["f16", "q8_0"], json!({})),
             "models/a/quant.gguf": gguf(&["q4_k", "f32"], json!({})),
             "models/base.safetensors": {"kind": "safetensors", "metadata": {"format": "pt"},
-                                        "tensors": [["w", "float16", [2, 2]]]},
+                                        "tensors": [{"name": "w", "dtype": "float16", "shape": [2, 2]}]},
         }),
     );
     let id = common::run_in(
@@ -158,9 +158,10 @@ allowed_dtypes = ["bf16", "f32"]
         policy,
         json!({
             "a.safetensors": {"kind": "safetensors", "metadata": {"format": "pt", "epoch": "3"},
-                              "tensors": [["w", "float32", [2, 2]]]},
+                              "tensors": [{"name": "w", "dtype": "float32", "shape": [2, 2]}]},
             "b.safetensors": {"kind": "safetensors", "metadata": {"format": "np"},
-                              "tensors": [["w", "float16", [2, 2]], ["v", "int8", [4]]]},
+                              "tensors": [{"name": "w", "dtype": "float16", "shape": [2, 2]},
+                                          {"name": "v", "dtype": "int8", "shape": [4]}]},
         }),
     );
     let out = check(dir.path(), &["a.safetensors"]);

@@ -340,8 +340,11 @@ fn a_large_model_blob_without_lfs_is_judged_from_a_prefix() {
     let repo = TestRepo::new(true);
     repo.write(".weight-inspect.toml", POLICY);
     repo.fixtures(json!({"models/big.gguf": {
-        "kind": "gguf", "kv": {"general.name": "big"},
-        "tensors": [["token_embd.weight", "f16", [4096, 4096]], ["output.weight", "q4_k", [2, 256]]],
+        "kind": "gguf", "metadata": {"general.name": "big"},
+        "tensors": [
+            {"name": "token_embd.weight", "dtype": "f16", "shape": [4096, 4096], "fill": "arange"},
+            {"name": "output.weight", "dtype": "q4_k", "shape": [2, 256]},
+        ],
     }}));
     repo.git(&["add", "."]);
     let out = repo.wi(&["check", "--staged"]);

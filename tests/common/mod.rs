@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: the built binary, the Python interpreter with the
-//! reference packages (gguf, safetensors, numpy, deltatensors, pre-commit), temporary dirs.
+//! reference packages (gguf, safetensors, numpy, deltatensors, pre-commit), temporary dirs; in
+//! [`models`], model files written by the reference libraries.
 #![allow(dead_code)]
+
+pub mod models;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

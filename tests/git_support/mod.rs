@@ -1,5 +1,5 @@
 //! Helpers for the git integration tests: isolated temporary repositories driven by the real
-//! `git` and `git-lfs`, and model files written by the reference Python packages.
+//! `git` and `git-lfs`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -8,54 +8,7 @@ use std::process::{Command, Output};
 #[path = "../common/mod.rs"]
 pub mod common;
 
-pub use common::{bin, python, require_tool, stderr, stdout};
-
-/// Writes a model from a JSON spec with gguf-py or safetensors:
-/// `{"format": "gguf"|"safetensors", "metadata": {...}, "tensors": [{"name", "dtype", "shape"}]}`.
-/// GGUF metadata: ints are u32, floats f32, lists arrays; `"__u64:N"` strings become u64.
-const MAKE_MODEL: &str = r#"
-import json, sys
-import numpy as np
-path, spec = sys.argv[1], json.loads(sys.argv[2])
-tensors = {t["name"]: np.full(t["shape"], t.get("fill", 1), dtype=t["dtype"]) for t in spec["tensors"]}
-if spec["format"] == "gguf":
-    import gguf
-    w = gguf.GGUFWriter(path, spec.get("arch", "llama"))
-    for key, value in spec.get("metadata", {}).items():
-        if isinstance(value, bool): w.add_bool(key, value)
-        elif isinstance(value, int): w.add_uint32(key, value)
-        elif isinstance(value, float): w.add_float32(key, value)
-        elif isinstance(value, str) and value.startswith("__u64:"): w.add_uint64(key, int(value[6:]))
-        elif isinstance(value, str): w.add_string(key, value)
-        elif isinstance(value, list): w.add_array(key, value)
-        else: raise SystemExit(f"unsupported metadata value {value!r}")
-    for name, array in tensors.items():
-        w.add_tensor(name, array)
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-else:
-    from safetensors.numpy import save_file
-    save_file(tensors, path, metadata=spec.get("metadata") or None)
-"#;
-
-/// Writes a model file at `path` from a JSON spec (see [`MAKE_MODEL`]).
-pub fn make_model(path: &Path, spec: &serde_json::Value) {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(MAKE_MODEL)
-        .arg(path)
-        .arg(spec.to_string())
-        .output()
-        .expect("failed to start python");
-    assert!(
-        out.status.success(),
-        "writing {} failed:\n{}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+pub use common::{bin, require_tool, stderr, stdout};
 
 /// A temporary repository with its own HOME, so no user or system config leaks in.
 pub struct Repo {

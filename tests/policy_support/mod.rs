@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use crate::common;
 
+pub use common::models::gguf;
+
 /// A temporary repository with its own HOME (so no user config or global hooks leak in).
 pub struct TestRepo {
     pub dir: tempfile::TempDir,
@@ -96,7 +98,7 @@ impl TestRepo {
         std::fs::read_to_string(self.path().join(rel)).unwrap()
     }
 
-    /// Writes model/pickle fixtures (see gen_fixtures.py) relative to the repository.
+    /// Writes model/pickle fixtures (see tests/common/make_models.py) relative to the repository.
     pub fn fixtures(&self, spec: serde_json::Value) {
         make_fixtures(self.path(), spec);
     }
@@ -107,30 +109,9 @@ impl TestRepo {
     }
 }
 
-/// Runs gen_fixtures.py in `dir` with the reference Python.
+/// Writes model/pickle fixtures (see tests/common/make_models.py) under `dir`.
 pub fn make_fixtures(dir: &Path, spec: serde_json::Value) {
-    let script = common::repo_root().join("tests/policy_support/gen_fixtures.py");
-    let out = Command::new(common::python())
-        .current_dir(dir)
-        .arg(script)
-        .arg(spec.to_string())
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "gen_fixtures.py failed:\n{}",
-        common::stderr(&out)
-    );
-}
-
-/// A small GGUF spec with the given tensor dtypes (shape fits every block size).
-pub fn gguf(dtypes: &[&str], kv: serde_json::Value) -> serde_json::Value {
-    let tensors: Vec<serde_json::Value> = dtypes
-        .iter()
-        .enumerate()
-        .map(|(i, d)| serde_json::json!([format!("blk.{i}.weight"), d, [2, 256]]))
-        .collect();
-    serde_json::json!({"kind": "gguf", "kv": kv, "tensors": tensors})
+    common::models::make_models(dir, &spec);
 }
 
 pub fn combined(out: &Output) -> String {
