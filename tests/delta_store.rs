@@ -6,12 +6,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{require_tool, run_in, run_python, stderr, stdout};
-use weight_inspect::delta::model::Model;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::delta::{ok, pair, s, same_tensors};
+use common::{require_tool, run_in, stderr, stdout};
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
@@ -35,27 +31,6 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
-fn ok(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
-fn same_tensors(a: &Path, b: &Path) {
-    let ma = Model::open(a).unwrap();
-    let mb = Model::open(b).unwrap();
-    assert_eq!(
-        ma.tensors.keys().collect::<Vec<_>>(),
-        mb.tensors.keys().collect::<Vec<_>>()
-    );
-    for (n, t) in &ma.tensors {
-        assert!(ma.raw(t) == mb.raw(&mb.tensors[n]), "{n} differs");
-    }
-}
-
 #[test]
 fn store_and_restore_through_git_history() {
     require_tool("git");
@@ -65,19 +40,7 @@ fn store_and_restore_through_git_history() {
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::create_dir_all(&work).unwrap();
-    run_python(
-        "delta_ref.py",
-        &[
-            "make-pair",
-            s(&work),
-            "--shapes",
-            "32x16,7,3x4x5",
-            "--seed",
-            "9",
-            "--steps",
-            "2",
-        ],
-    );
+    pair(&work, "32x16,7,3x4x5", "f32", 9, 2);
     git(&repo, &["init", "-q"]);
     git(&repo, &["lfs", "install", "--local"]);
     git(&repo, &["lfs", "track", "*.safetensors", "*.wdelta"]);

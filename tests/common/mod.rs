@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: the built binary, the Python interpreter with the
 //! reference packages (gguf, safetensors, numpy, deltatensors, pre-commit), temporary dirs; in
-//! [`models`], model files written by the reference libraries.
+//! submodules, model files written by the reference libraries ([`models`]) and the helpers of
+//! the .wdelta tests ([`delta`]).
 #![allow(dead_code)]
 
+pub mod delta;
 pub mod models;
 
 use std::path::{Path, PathBuf};
