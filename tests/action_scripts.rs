@@ -5,13 +5,13 @@
 //! tests/action_support/run_action.py. No network: only file:// URLs and local paths.
 
 mod common;
-mod policy_support;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use policy_support::gguf;
+use common::git::{Repo, git_command};
+use common::models::gguf;
 use serde_json::{Value, json};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -90,8 +90,9 @@ impl Runner {
         std::fs::read_to_string(self.path("output")).unwrap_or_default()
     }
 
+    /// Runs git in `dir` with the tests' isolated environment and the runner's HOME.
     fn git(&self, dir: &Path, args: &[&str]) -> String {
-        let out = self.command("git", dir).args(args).output().unwrap();
+        let out = git_command(&self.path("home"), dir, args).output().unwrap();
         assert!(out.status.success(), "git {args:?}: {}", text(&out));
         common::stdout(&out).trim().to_owned()
     }
@@ -373,49 +374,50 @@ fn install_plan_names_the_cache() {
 /// and the policy; c3 turns the model's first tensor into q8_0 (a violation). As on GitHub,
 /// refs/pull/1/merge is the merge of pr into the current main (parents c4, c3).
 struct Remote {
-    dir: tempfile::TempDir,
+    repo: Repo,
     c2: String,
     c3: String,
     c4: String,
     merge: String,
 }
 
-fn remote(runner: &Runner) -> Remote {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    runner.git(d, &["init", "-q", "-b", "main", "."]);
-    std::fs::write(d.join("README"), "one\n").unwrap();
-    runner.git(d, &["add", "."]);
-    runner.git(d, &["commit", "-q", "-m", "c1"]);
-    std::fs::write(
-        d.join(".weight-inspect.toml"),
+fn remote() -> Remote {
+    let repo = Repo::new();
+    repo.write("README", "one\n");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "c1"]);
+    repo.write(
+        ".weight-inspect.toml",
         "[[rules]]\npaths = [\"models/**\"]\nallowed_dtypes = [\"f16\"]\n",
-    )
-    .unwrap();
-    policy_support::make_fixtures(d, json!({"models/m.gguf": gguf(&["f16"], json!({}))}));
-    runner.git(d, &["add", "."]);
-    runner.git(d, &["commit", "-q", "-m", "c2"]);
-    let c2 = runner.git(d, &["rev-parse", "HEAD"]);
-    runner.git(d, &["checkout", "-q", "-b", "pr"]);
-    policy_support::make_fixtures(d, json!({"models/m.gguf": gguf(&["q8_0"], json!({}))}));
-    runner.git(d, &["commit", "-q", "-am", "c3"]);
-    let c3 = runner.git(d, &["rev-parse", "HEAD"]);
-    runner.git(d, &["checkout", "-q", "main"]);
-    std::fs::write(d.join("README"), "two\n").unwrap();
-    runner.git(d, &["commit", "-q", "-am", "c4"]);
-    let c4 = runner.git(d, &["rev-parse", "HEAD"]);
-    runner.git(d, &["checkout", "-q", "--detach", &c4]);
-    runner.git(d, &["merge", "-q", "--no-ff", "-m", "Merge pr", "pr"]);
-    let merge = runner.git(d, &["rev-parse", "HEAD"]);
-    runner.git(d, &["update-ref", "refs/pull/1/merge", &merge]);
-    runner.git(d, &["checkout", "-q", "main"]);
+    );
+    repo.fixtures(json!({"models/m.gguf": gguf(&["f16"], json!({}))}));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "c2"]);
+    let c2 = rev_parse(&repo);
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo.fixtures(json!({"models/m.gguf": gguf(&["q8_0"], json!({}))}));
+    repo.git(&["commit", "-q", "-am", "c3"]);
+    let c3 = rev_parse(&repo);
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write("README", "two\n");
+    repo.git(&["commit", "-q", "-am", "c4"]);
+    let c4 = rev_parse(&repo);
+    repo.git(&["checkout", "-q", "--detach", &c4]);
+    repo.git(&["merge", "-q", "--no-ff", "-m", "Merge pr", "pr"]);
+    let merge = rev_parse(&repo);
+    repo.git(&["update-ref", "refs/pull/1/merge", &merge]);
+    repo.git(&["checkout", "-q", "main"]);
     Remote {
-        dir,
+        repo,
         c2,
         c3,
         c4,
         merge,
     }
+}
+
+fn rev_parse(repo: &Repo) -> String {
+    repo.ok(&["rev-parse", "HEAD"]).trim().to_owned()
 }
 
 /// What actions/checkout does on a pull_request event: fetch the merge ref one commit deep
@@ -426,7 +428,7 @@ fn merge_checkout(runner: &Runner, remote: &Remote, name: &str) -> PathBuf {
     runner.git(&work, &["init", "-q", "."]);
     runner.git(
         &work,
-        &["remote", "add", "origin", &file_url(remote.dir.path())],
+        &["remote", "add", "origin", &file_url(&remote.repo.dir)],
     );
     runner.git(
         &work,
@@ -450,7 +452,7 @@ fn merge_checkout(runner: &Runner, remote: &Remote, name: &str) -> PathBuf {
 /// `actions/checkout` with its default fetch-depth 1: a shallow clone of the pr branch.
 fn shallow_clone(runner: &Runner, remote: &Remote, name: &str) -> PathBuf {
     let work = runner.path(name);
-    let url = file_url(remote.dir.path());
+    let url = file_url(&remote.repo.dir);
     runner.git(
         runner.tmp.path(),
         &[
@@ -471,19 +473,21 @@ fn shallow_clone(runner: &Runner, remote: &Remote, name: &str) -> PathBuf {
 }
 
 fn has_commit(runner: &Runner, work: &Path, sha: &str) -> bool {
-    runner
-        .command("git", work)
-        .args(["cat-file", "-e", &format!("{sha}^{{commit}}")])
-        .output()
-        .unwrap()
-        .status
-        .success()
+    git_command(
+        &runner.path("home"),
+        work,
+        &["cat-file", "-e", &format!("{sha}^{{commit}}")],
+    )
+    .output()
+    .unwrap()
+    .status
+    .success()
 }
 
 #[test]
 fn ensure_base_fetches_the_pull_request_base_into_a_shallow_clone() {
     let runner = Runner::new();
-    let remote = remote(&runner);
+    let remote = remote();
     let work = shallow_clone(&runner, &remote, "work");
     assert!(!has_commit(&runner, &work, &remote.c4));
 
@@ -518,7 +522,7 @@ fn ensure_base_fetches_the_pull_request_base_into_a_shallow_clone() {
 #[test]
 fn ensure_base_takes_the_first_parent_of_the_pull_request_merge_commit() {
     let runner = Runner::new();
-    let remote = remote(&runner);
+    let remote = remote();
     let work = merge_checkout(&runner, &remote, "merge");
     // The event's base.sha is stale (main moved on to c4 since): the merge commit knows better.
     let out = runner.script(
@@ -556,7 +560,7 @@ fn ensure_base_takes_the_first_parent_of_the_pull_request_merge_commit() {
 #[test]
 fn ensure_base_follows_the_base_branch_an_input_ref_or_the_parent() {
     let runner = Runner::new();
-    let remote = remote(&runner);
+    let remote = remote();
 
     // GITHUB_BASE_REF only: the branch is fetched as origin/main.
     let work = shallow_clone(&runner, &remote, "by-ref");
@@ -600,7 +604,7 @@ fn ensure_base_follows_the_base_branch_an_input_ref_or_the_parent() {
 #[test]
 fn ensure_base_fails_clearly() {
     let runner = Runner::new();
-    let remote = remote(&runner);
+    let remote = remote();
     let work = shallow_clone(&runner, &remote, "work");
     let missing = "0123456789abcdef0123456789abcdef01234567";
     let out = runner.script("ensure-base.sh", &work, &[("WI_PR_BASE_SHA", missing)]);
@@ -691,7 +695,7 @@ fn step<'a>(result: &'a Value, id: &str) -> &'a Value {
 #[test]
 fn the_action_runs_on_a_shallow_pull_request_checkout() {
     let runner = Runner::new();
-    let remote = remote(&runner);
+    let remote = remote();
     let work = merge_checkout(&runner, &remote, "work");
     let bin = common::bin();
     let event = json!({"pull_request": {"base": {"sha": remote.c2}, "head": {"sha": remote.c3}}});
@@ -769,7 +773,7 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
 #[test]
 fn the_action_installs_the_prebuilt_binary_and_honours_fail_on() {
     let runner = Runner::new();
-    let remote = remote(&runner);
+    let remote = remote();
     let work = shallow_clone(&runner, &remote, "work");
     let asset = make_asset(&runner);
     let url = file_url(&asset);

@@ -4,12 +4,13 @@
 //! report, the 1 MiB summary limit, LFS objects that are not present locally.
 
 mod common;
-mod policy_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use policy_support::{TestRepo, code, combined, gguf};
+use common::git::Repo;
+use common::models::{gguf, make_model};
+use common::{code, combined};
 use serde_json::json;
 
 const POLICY: &str = r#"[[rules]]
@@ -21,14 +22,14 @@ allowed_dtypes = ["f32", "f16"]
 /// policy; branch pr: a.gguf gets a q8_0 tensor, one more tensor and a new name (a violation),
 /// `models/v2,rc:50%.gguf` is added (clean, with characters that need escaping), old.gguf
 /// removed, move.safetensors renamed.
-fn pr_repo() -> TestRepo {
-    let repo = TestRepo::new(true);
-    repo.git(&["lfs", "track", "*.gguf"]);
+fn pr_repo() -> Repo {
+    let repo = Repo::with_lfs(&["*.gguf"]);
     repo.write(".weight-inspect.toml", POLICY);
     repo.fixtures(json!({
         "models/a.gguf": gguf(&["f16", "f16"], json!({"general.name": "a"})),
         "models/old.gguf": gguf(&["f32"], json!({})),
-        "models/move.safetensors": {"kind": "safetensors", "tensors": [["w", "float32", [2, 2]]]},
+        "models/move.safetensors": {"kind": "safetensors",
+                                    "tensors": [{"name": "w", "dtype": "float32", "shape": [2, 2]}]},
     }));
     repo.git(&["add", "."]);
     repo.git(&["commit", "-q", "-m", "base"]);
@@ -44,20 +45,8 @@ fn pr_repo() -> TestRepo {
     repo
 }
 
-/// The LFS oid of the pointer stored for `path` in `rev`.
-fn lfs_oid(repo: &TestRepo, rev: &str, path: &str) -> String {
-    let pointer = common::stdout(&repo.git(&["cat-file", "blob", &format!("{rev}:{path}")]));
-    pointer
-        .lines()
-        .find_map(|l| l.strip_prefix("oid sha256:"))
-        .unwrap_or_else(|| panic!("{rev}:{path} is not an LFS pointer: {pointer}"))
-        .to_owned()
-}
-
-fn rev(repo: &TestRepo, rev: &str) -> String {
-    common::stdout(&repo.git(&["rev-parse", rev]))
-        .trim()
-        .to_owned()
+fn rev(repo: &Repo, rev: &str) -> String {
+    repo.ok(&["rev-parse", rev]).trim().to_owned()
 }
 
 /// A parsed workflow command: `::command k=v,k=v::message`, unescaped as the runner does.
@@ -108,7 +97,7 @@ fn commands(log: &str) -> Vec<Command> {
 }
 
 /// Runs `ci` with every output into `out` (summary.md, outputs.txt, report.json).
-fn run_ci(repo: &TestRepo, out: &Path, extra: &[&str]) -> std::process::Output {
+fn run_ci(repo: &Repo, out: &Path, extra: &[&str]) -> std::process::Output {
     let summary = out.join("summary.md");
     let outputs = out.join("outputs.txt");
     let json = out.join("report.json");
@@ -247,7 +236,7 @@ fn pull_request_report_end_to_end() {
 
 #[test]
 fn annotations_escape_paths_and_group_beyond_ten() {
-    let repo = TestRepo::new(false);
+    let repo = Repo::new();
     repo.write(".weight-inspect.toml", POLICY);
     repo.fixtures(json!({"models/keep.gguf": gguf(&["f16"], json!({}))}));
     repo.git(&["add", "."]);
@@ -327,35 +316,28 @@ fn annotations_escape_paths_and_group_beyond_ten() {
 
 /// Writes a safetensors file with `n` one-element tensors with long names.
 fn many_tensors(path: &Path, n: usize, prefix: &str) {
-    let script = r#"
-import sys
-import numpy as np
-from safetensors.numpy import save_file
-path, n, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-save_file({f"{prefix}.layers.{i:06d}.self_attn.q_proj.lora_adapter.weight": np.zeros([1], dtype=np.float32) for i in range(n)}, path)
-"#;
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let out = std::process::Command::new(common::python())
-        .arg("-c")
-        .arg(script)
-        .arg(path)
-        .arg(n.to_string())
-        .arg(prefix)
-        .output()
-        .expect("python runs");
-    assert!(out.status.success(), "{}", common::stderr(&out));
+    let tensors: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            json!({
+                "name": format!("{prefix}.layers.{i:06}.self_attn.q_proj.lora_adapter.weight"),
+                "dtype": "float32",
+                "shape": [1],
+            })
+        })
+        .collect();
+    make_model(path, &json!({"kind": "safetensors", "tensors": tensors}));
 }
 
 #[test]
 fn a_summary_over_one_mib_is_truncated() {
     const LIMIT: usize = 1024 * 1024;
-    let repo = TestRepo::new(false);
-    many_tensors(&repo.path().join("models/big.safetensors"), 1, "model");
+    let repo = Repo::new();
+    many_tensors(&repo.path("models/big.safetensors"), 1, "model");
     repo.git(&["add", "."]);
     repo.git(&["commit", "-q", "-m", "base"]);
     // 30,000 added tensors: about 2 MB of structural diff for big.safetensors alone.
-    many_tensors(&repo.path().join("models/big.safetensors"), 30_000, "model");
-    many_tensors(&repo.path().join("models/next.safetensors"), 3, "other");
+    many_tensors(&repo.path("models/big.safetensors"), 30_000, "model");
+    many_tensors(&repo.path("models/next.safetensors"), 3, "other");
     repo.git(&["add", "."]);
     repo.git(&["commit", "-q", "-m", "pr"]);
 
@@ -415,18 +397,18 @@ fn a_summary_over_one_mib_is_truncated() {
 fn absent_lfs_objects_show_oid_and_size_changes() {
     let origin = pr_repo();
     // A clone that skipped LFS downloads: every pointer's object is absent.
-    let clone = TestRepo::new(true);
+    let clone = Repo::with_lfs(&[]);
     let mut cmd = clone.command("git");
     cmd.env("GIT_LFS_SKIP_SMUDGE", "1").args([
         "fetch",
         "-q",
-        origin.path().to_str().unwrap(),
+        origin.dir.to_str().unwrap(),
         "main:refs/remotes/o/main",
         "pr:refs/remotes/o/pr",
     ]);
     let fetched = cmd.output().unwrap();
     assert!(fetched.status.success(), "{}", combined(&fetched));
-    assert!(!clone.path().join(".git/lfs/objects").exists());
+    assert!(!clone.path(".git/lfs/objects").exists());
 
     let out = tempfile::tempdir().unwrap();
     let run = run_ci(
@@ -438,8 +420,8 @@ fn absent_lfs_objects_show_oid_and_size_changes() {
     // allowed_dtypes needs the structure of a.gguf: the policy cannot judge it, which fails.
     assert_eq!(code(&run), 1, "{}", combined(&run));
     let summary = read(&out.path().join("summary.md"));
-    let a_old = lfs_oid(&origin, "main", "models/a.gguf");
-    let a_new = lfs_oid(&origin, "pr", "models/a.gguf");
+    let a_old = origin.lfs_oid("main", "models/a.gguf");
+    let a_new = origin.lfs_oid("pr", "models/a.gguf");
     assert!(
         summary.contains(&format!(
             "| modified | `models/a.gguf` | ? | `lfs:{}` (not fetched) → `lfs:{}` (not fetched) | ? | ? | 2.2 KiB → 2.8 KiB |",
@@ -518,7 +500,7 @@ fn absent_lfs_objects_show_oid_and_size_changes() {
 #[test]
 fn fail_on_modes_and_paths() {
     // No policy file: only --fail-on change fails, and only for files within PATHS.
-    let repo = TestRepo::new(false);
+    let repo = Repo::new();
     repo.fixtures(json!({
         "models/a.gguf": gguf(&["f16"], json!({})),
         "other/b.gguf": gguf(&["f16"], json!({})),
@@ -569,7 +551,7 @@ fn fail_on_modes_and_paths() {
 
 #[test]
 fn the_policy_covers_other_files_and_its_own_changes() {
-    let repo = TestRepo::new(false);
+    let repo = Repo::new();
     repo.write(".weight-inspect.toml", POLICY);
     repo.git(&["add", "."]);
     repo.git(&["commit", "-q", "-m", "base"]);

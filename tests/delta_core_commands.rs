@@ -3,23 +3,21 @@
 
 mod common;
 
-use common::{python, run_in, stdout};
+use common::models::make_models;
+use common::{run_in, stdout};
+use serde_json::{Value, json};
 
 fn make_delta(dir: &std::path::Path) {
-    let status = std::process::Command::new(python())
-        .current_dir(dir)
-        .args([
-            "-c",
-            "import numpy as np\n\
-             from safetensors.numpy import save_file\n\
-             rng = np.random.default_rng(0)\n\
-             a = {'w': rng.standard_normal((8, 16)).astype(np.float32)}\n\
-             save_file(a, 'base.safetensors')\n\
-             save_file({'w': a['w'] + np.float32(0.01)}, 'tuned.safetensors')\n",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    // One normal-distributed tensor, and the same plus 0.01.
+    let w =
+        |fill: Value| json!([{"name": "w", "dtype": "float32", "shape": [8, 16], "fill": fill}]);
+    make_models(
+        dir,
+        &json!({
+            "base.safetensors": {"kind": "safetensors", "tensors": w(json!({"normal": 0}))},
+            "tuned.safetensors": {"kind": "safetensors", "tensors": w(json!({"normal": 0, "plus": 0.01}))},
+        }),
+    );
     let out = run_in(
         Some(dir),
         &[

@@ -4,10 +4,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::delta::{ok, pair, s};
 use common::{bin, run, run_python, stderr, stdout};
 use weight_inspect::delta::codec::{self, EncodeOptions};
 use weight_inspect::delta::model::Model;
@@ -15,35 +15,6 @@ use weight_inspect::formats::wdelta::{
     self as format, Header, OwnedArray, Strategy, WdeltaError as FormatError, WdeltaFile,
     write_to_vec,
 };
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
-fn pair(dir: &Path, shapes: &str, seed: u32, steps: u32) {
-    run_python(
-        "delta_ref.py",
-        &[
-            "make-pair",
-            s(dir),
-            "--shapes",
-            shapes,
-            "--seed",
-            &seed.to_string(),
-            "--steps",
-            &steps.to_string(),
-        ],
-    );
-}
 
 /// A small file holding one tensor per strategy (version 1 or 2), built with the library.
 fn small_file(version: u32) -> Vec<u8> {
@@ -212,8 +183,8 @@ fn wrong_base_is_rejected_with_both_hashes() {
     let d = tmp.path();
     std::fs::create_dir_all(d.join("a")).unwrap();
     std::fs::create_dir_all(d.join("b")).unwrap();
-    pair(&d.join("a"), "16x8,5", 1, 1);
-    pair(&d.join("b"), "16x8,5", 2, 1);
+    pair(&d.join("a"), "16x8,5", "f32", 1, 1);
+    pair(&d.join("b"), "16x8,5", "f32", 2, 1);
     let base = d.join("a/base.safetensors");
     let other = d.join("b/base.safetensors");
     let wd = d.join("x.wdelta");
@@ -278,8 +249,8 @@ fn mismatched_models_list_the_differences() {
     let d = tmp.path();
     std::fs::create_dir_all(d.join("a")).unwrap();
     std::fs::create_dir_all(d.join("b")).unwrap();
-    pair(&d.join("a"), "16x8,5,3", 1, 1);
-    pair(&d.join("b"), "16x4,5", 2, 1);
+    pair(&d.join("a"), "16x8,5,3", "f32", 1, 1);
+    pair(&d.join("b"), "16x4,5", "f32", 2, 1);
     let out = run(&[
         "delta",
         "create",
@@ -300,7 +271,7 @@ fn mismatched_models_list_the_differences() {
 fn outputs_do_not_depend_on_the_thread_count() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    pair(d, "64x48,33,1,3x5x7,7x9,200x10,17,300", 3, 1);
+    pair(d, "64x48,33,1,3x5x7,7x9,200x10,17,300", "f32", 3, 1);
     let base = d.join("base.safetensors");
     let ft = d.join("ft1.safetensors");
     for strategy in ["int4", "sparse", "quantized"] {
@@ -351,7 +322,7 @@ fn outputs_do_not_depend_on_the_thread_count() {
 fn sharded_directories_work_like_single_files() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    pair(d, "64x48,33,1,3x5x7,7x9", 4, 1);
+    pair(d, "64x48,33,1,3x5x7,7x9", "f32", 4, 1);
     let base = d.join("base.safetensors");
     let ft = d.join("ft1.safetensors");
     run_python(
@@ -419,7 +390,7 @@ fn sharded_directories_work_like_single_files() {
 fn inspect_text_and_json() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    pair(d, "64x48,33", 5, 1);
+    pair(d, "64x48,33", "f32", 5, 1);
     let wd = d.join("x.wdelta");
     ok(&run(&[
         "delta",
@@ -462,7 +433,7 @@ fn killing_apply_mid_write_leaves_no_output() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // Large enough that apply takes a while in a debug build.
-    pair(d, "2048x2048,2048x2048,2048x2048,2048x2048", 6, 1);
+    pair(d, "2048x2048,2048x2048,2048x2048,2048x2048", "f32", 6, 1);
     let base = d.join("base.safetensors");
     let wd = d.join("x.wdelta");
     ok(&run(&[

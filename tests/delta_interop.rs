@@ -4,9 +4,8 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{run, run_python, stderr, stdout};
+use common::delta::{ok, pair, s, same_tensors_and_dtypes};
+use common::{run, run_python, stderr};
 use weight_inspect::delta::model::Model;
 use weight_inspect::delta::ops::OpenDelta;
 
@@ -14,62 +13,6 @@ use weight_inspect::delta::ops::OpenDelta;
 const SHAPES: &str = "64x48,33,1,3x5x7,7x9,scalar";
 /// The reference cannot encode a tensor of one element with int4 (min of an empty array).
 const SHAPES_INT4: &str = "64x48,33,3x5x7,7x9,2";
-
-fn pair(dir: &Path, shapes: &str, dtype: &str, seed: u32, steps: u32) {
-    run_python(
-        "delta_ref.py",
-        &[
-            "make-pair",
-            dir.to_str().unwrap(),
-            "--shapes",
-            shapes,
-            "--dtype",
-            dtype,
-            "--seed",
-            &seed.to_string(),
-            "--steps",
-            &steps.to_string(),
-        ],
-    );
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Every tensor of a safetensors file as (name, raw bytes, dtype).
-fn tensors(path: &Path) -> Vec<(String, Vec<u8>, &'static str)> {
-    let m = Model::open(path).unwrap();
-    m.tensors
-        .iter()
-        .map(|(n, t)| (n.clone(), m.raw(t).to_vec(), t.dtype))
-        .collect()
-}
-
-fn assert_same_tensors(a: &Path, b: &Path) {
-    let ta = tensors(a);
-    let tb = tensors(b);
-    assert_eq!(ta.len(), tb.len(), "{} vs {}", a.display(), b.display());
-    for ((na, ba, da), (nb, bb, db)) in ta.iter().zip(&tb) {
-        assert_eq!(na, nb);
-        assert_eq!(da, db, "dtype of {na}");
-        assert!(
-            ba == bb,
-            "tensor {na} differs between {} and {}",
-            a.display(),
-            b.display()
-        );
-    }
-}
-
-fn ok(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
 
 /// (strategy, extra reference args, extra CLI args)
 fn variants() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
@@ -147,7 +90,7 @@ fn reference_files_decode_bit_for_bit_here() {
         ]));
         let theirs = dir.join("theirs.safetensors");
         run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
-        assert_same_tensors(&mine, &theirs);
+        same_tensors_and_dtypes(&mine, &theirs);
     }
 }
 
@@ -191,7 +134,7 @@ fn files_written_here_are_read_by_the_reference() {
             "--dtype",
             "f32",
         ]));
-        assert_same_tensors(&mine, &theirs);
+        same_tensors_and_dtypes(&mine, &theirs);
 
         // The parent hash is the reference's hash of the base.
         let h = run_python("delta_ref.py", &["hash", s(&base)]);
@@ -287,7 +230,7 @@ fn bf16_base_hashes_raw_bits_and_reconstructs_in_bf16() {
             "delta_ref.py",
             &["apply-bf16", s(&wd), s(&base), s(&theirs)],
         );
-        assert_same_tensors(&mine, &theirs);
+        same_tensors_and_dtypes(&mine, &theirs);
     }
 }
 
@@ -341,7 +284,7 @@ fn chains_agree_with_the_reference() {
         "delta_ref.py",
         &["load-chain", s(&base), s(&theirs), s(&a), s(&b)],
     );
-    assert_same_tensors(&mine, &theirs);
+    same_tensors_and_dtypes(&mine, &theirs);
 
     // Out of order: the second link does not fit the base.
     let out = run(&[

@@ -3,9 +3,11 @@
 //! driver (`git diff`, `--ext-diff`), and the standalone fast path (`weight-inspect git diff`,
 //! `weight-inspect diff REV:path ...`).
 
-mod git_support;
+mod common;
 
-use git_support::*;
+use common::git::{MODEL_PATTERNS, Repo};
+use common::models::make_model;
+use common::{assert_contains, assert_lacks, assert_success, bin, stderr, stdout};
 use serde_json::{Value, json};
 
 fn tokens(changed_at: Option<usize>) -> Vec<String> {
@@ -35,7 +37,7 @@ fn template(version: u32) -> String {
 
 fn gguf_v1() -> Value {
     json!({
-        "format": "gguf",
+        "kind": "gguf",
         "metadata": {
             "general.name": "tiny v1",
             "llama.block_count": 2,
@@ -43,9 +45,9 @@ fn gguf_v1() -> Value {
             "tokenizer.chat_template": template(1),
         },
         "tensors": [
-            {"name": "tok_embd.weight", "dtype": "float32", "shape": [4, 8]},
-            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8]},
-            {"name": "blk.0.old.weight", "dtype": "float32", "shape": [2]},
+            {"name": "tok_embd.weight", "dtype": "float32", "shape": [4, 8], "fill": 1},
+            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8], "fill": 1},
+            {"name": "blk.0.old.weight", "dtype": "float32", "shape": [2], "fill": 1},
         ],
     })
 }
@@ -54,7 +56,7 @@ fn gguf_v1() -> Value {
 /// removed and one added.
 fn gguf_v2() -> Value {
     json!({
-        "format": "gguf",
+        "kind": "gguf",
         "metadata": {
             "general.name": "tiny v2",
             "llama.block_count": 2,
@@ -62,20 +64,20 @@ fn gguf_v2() -> Value {
             "tokenizer.chat_template": template(2),
         },
         "tensors": [
-            {"name": "tok_embd.weight", "dtype": "float16", "shape": [4, 8]},
-            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8]},
-            {"name": "blk.0.new.weight", "dtype": "float32", "shape": [3]},
+            {"name": "tok_embd.weight", "dtype": "float16", "shape": [4, 8], "fill": 1},
+            {"name": "blk.0.attn_q.weight", "dtype": "float32", "shape": [8, 8], "fill": 1},
+            {"name": "blk.0.new.weight", "dtype": "float32", "shape": [3], "fill": 1},
         ],
     })
 }
 
 fn st(note: &str, dtype: &str) -> Value {
     json!({
-        "format": "safetensors",
+        "kind": "safetensors",
         "metadata": {"format": "pt", "note": note},
         "tensors": [
-            {"name": "a", "dtype": dtype, "shape": [2, 2]},
-            {"name": "b", "dtype": "float32", "shape": [3]},
+            {"name": "a", "dtype": dtype, "shape": [2, 2], "fill": 1},
+            {"name": "b", "dtype": "float32", "shape": [3], "fill": 1},
         ],
     })
 }
@@ -83,7 +85,11 @@ fn st(note: &str, dtype: &str) -> Value {
 /// Two commits of a GGUF and a safetensors model; LFS-tracked unless `lfs` is false. With
 /// `install`, `weight-inspect git install ARGS` runs first, so .gitattributes is committed.
 fn two_versions(lfs: bool, install_args: Option<&[&str]>) -> Repo {
-    let repo = if lfs { Repo::with_lfs() } else { Repo::new() };
+    let repo = if lfs {
+        Repo::with_lfs(MODEL_PATTERNS)
+    } else {
+        Repo::new()
+    };
     if let Some(args) = install_args {
         install(&repo, args);
     }
@@ -513,7 +519,7 @@ fn repository_without_lfs() {
 
 #[test]
 fn linked_worktree_and_custom_lfs_storage() {
-    let repo = Repo::with_lfs();
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
     // Relative to the git dir, as git-lfs resolves it.
     repo.ok(&["config", "lfs.storage", "lfs-store"]);
     // Before the first commit: the linked worktree checks out a commit, attributes included.
@@ -614,7 +620,7 @@ fn cached_textconv_is_used_the_second_time() {
 
 #[test]
 fn corrupt_and_foreign_blobs_never_fail_git() {
-    let repo = Repo::with_lfs();
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
     install(&repo, &[]);
     make_model(&repo.path("model.gguf"), &gguf_v1());
     std::fs::write(repo.path("notes.safetensors"), "just text, not a model\n").unwrap();
@@ -666,11 +672,11 @@ fn unmerged_paths_and_index_stages() {
     make_model(&repo.path("model.gguf"), &theirs);
     repo.commit_all("other");
     repo.ok(&["checkout", "-q", "main"]);
-    let merge = repo.git(&["merge", "other"]);
+    let merge = repo.try_git(&["merge", "other"]);
     assert!(!merge.status.success(), "the merge should conflict");
 
     // git hands an unmerged path to the external driver alone (one argument).
-    let diff = repo.git(&["diff", "--cached"]);
+    let diff = repo.try_git(&["diff", "--cached"]);
     assert_success("git diff --cached during a conflict", &diff);
     assert_contains(
         &stdout(&diff),
@@ -680,7 +686,7 @@ fn unmerged_paths_and_index_stages() {
         ],
     );
     // The combined diff of the work tree (conflict markers in a binary) still succeeds.
-    let combined = repo.git(&["diff"]);
+    let combined = repo.try_git(&["diff"]);
     assert_success("git diff during a conflict", &combined);
     let sides = repo.wi(&["diff", ":2:model.gguf", ":3:model.gguf"]);
     assert_eq!(sides.status.code(), Some(1), "{}", stderr(&sides));
@@ -763,7 +769,7 @@ fn pathspecs_limit_the_fast_path() {
 
 #[test]
 fn before_the_first_commit_the_index_is_compared_with_nothing() {
-    let repo = Repo::with_lfs();
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
     make_model(&repo.path("model.gguf"), &gguf_v1());
     repo.ok(&["add", "model.gguf"]);
     let out = repo.wi(&["git", "diff"]);

@@ -1,9 +1,12 @@
 //! `weight-inspect git install|uninstall` with the real git and git-lfs: what lands in the
 //! config and the attributes, coexistence with LFS, idempotency, exact removal.
 
-mod git_support;
+mod common;
 
-use git_support::*;
+use std::process::Command;
+
+use common::git::{MODEL_PATTERNS, Repo};
+use common::{assert_contains, assert_lacks, assert_success, bin, stderr, stdout};
 
 const BLOCK: &str =
     "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)
@@ -11,8 +14,17 @@ const BLOCK: &str =
 *.safetensors diff=weight-inspect
 ";
 
+/// weight-inspect in the repository with the PATH the tests were started with instead of the
+/// harness's (which puts the test binary's directory first): `git install` then configures the
+/// binary by its absolute path, which these tests expect.
+fn wi_cmd(repo: &Repo) -> Command {
+    let mut cmd = repo.command(bin());
+    cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
 fn wi_ok(repo: &Repo, args: &[&str]) -> String {
-    let out = repo.wi(args);
+    let out = wi_cmd(repo).args(args).output().unwrap();
     assert_success(&format!("weight-inspect {args:?}"), &out);
     stdout(&out)
 }
@@ -112,7 +124,7 @@ fn fresh_repository() {
 
 #[test]
 fn repository_with_lfs_attributes() {
-    let repo = Repo::with_lfs();
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
     // Something else of the user's in the file, and in the diff section's neighbourhood.
     let mut original = std::fs::read_to_string(repo.path(".gitattributes")).unwrap();
     assert!(original.contains("*.gguf filter=lfs diff=lfs merge=lfs -text"));
@@ -160,7 +172,7 @@ fn repository_with_lfs_attributes() {
     assert_eq!(repo.ok(&["config", "diff.other.textconv"]).trim(), "cat");
     assert_eq!(repo.ok(&["config", "filter.lfs.clean"]), lfs_filter);
     assert!(
-        repo.git(&["config", "--get-regexp", "^diff\\.weight-inspect\\."])
+        repo.try_git(&["config", "--get-regexp", "^diff\\.weight-inspect\\."])
             .status
             .code()
             == Some(1)
@@ -173,7 +185,7 @@ fn modes_textconv_only_external_only_and_switching() {
     let report = wi_ok(&repo, &["git", "install", "--textconv"]);
     assert_lacks(&report, &["command"]);
     assert!(
-        repo.git(&["config", "diff.weight-inspect.command"])
+        repo.try_git(&["config", "diff.weight-inspect.command"])
             .status
             .code()
             == Some(1)
@@ -194,7 +206,7 @@ fn modes_textconv_only_external_only_and_switching() {
         ],
     );
     assert!(
-        repo.git(&["config", "diff.weight-inspect.textconv"])
+        repo.try_git(&["config", "diff.weight-inspect.textconv"])
             .status
             .code()
             == Some(1)
@@ -208,7 +220,7 @@ fn modes_textconv_only_external_only_and_switching() {
 
 #[test]
 fn global_install_and_precedence_warning() {
-    let repo = Repo::with_lfs();
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
     let report = wi_ok(&repo, &["git", "install", "--global"]);
     let global_attributes = repo.home.join(".config/git/attributes");
     assert_eq!(std::fs::read_to_string(&global_attributes).unwrap(), BLOCK);
@@ -274,9 +286,8 @@ fn warns_when_git_cannot_write_the_textconv_cache() {
     // No identity and no guessing: git cannot create the notes commit of the cache.
     repo.ok(&["config", "user.useConfigOnly", "true"]);
     let run = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(args).current_dir(&repo.dir);
-        repo.isolate(&mut cmd);
+        let mut cmd = wi_cmd(&repo);
+        cmd.args(args);
         for var in [
             "GIT_AUTHOR_NAME",
             "GIT_AUTHOR_EMAIL",

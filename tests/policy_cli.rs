@@ -2,16 +2,17 @@
 //! pickle checkpoints made by Python's pickle, and policy errors with line and column.
 
 mod common;
-mod policy_support;
 
-use policy_support::{TestRepo, code, combined, gguf, make_fixtures};
+use common::git::Repo;
+use common::models::{gguf, make_models};
+use common::{code, combined};
 use serde_json::json;
 
 /// A plain directory (no git) with fixtures and a policy.
 fn dir_with(policy: &str, spec: serde_json::Value) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(".weight-inspect.toml"), policy).unwrap();
-    make_fixtures(dir.path(), spec);
+    make_models(dir.path(), &spec);
     dir
 }
 
@@ -30,7 +31,7 @@ fn issue_example_policy_works_as_written() {
             "models/a/ok.gguf": gguf(&["f16", "q8_0"], json!({})),
             "models/a/quant.gguf": gguf(&["q4_k", "f32"], json!({})),
             "models/base.safetensors": {"kind": "safetensors", "metadata": {"format": "pt"},
-                                        "tensors": [["w", "float16", [2, 2]]]},
+                                        "tensors": [{"name": "w", "dtype": "float16", "shape": [2, 2]}]},
         }),
     );
     let id = common::run_in(
@@ -66,8 +67,7 @@ forbid_formats = ["pickle"]
     );
 
     // The same files in a repository with LFS: the GGUF rule applies fully.
-    let repo = TestRepo::new(true);
-    repo.git(&["lfs", "track", "*.gguf"]);
+    let repo = Repo::with_lfs(&["*.gguf"]);
     for f in [
         "models/a/ok.gguf",
         "models/a/quant.gguf",
@@ -158,9 +158,10 @@ allowed_dtypes = ["bf16", "f32"]
         policy,
         json!({
             "a.safetensors": {"kind": "safetensors", "metadata": {"format": "pt", "epoch": "3"},
-                              "tensors": [["w", "float32", [2, 2]]]},
+                              "tensors": [{"name": "w", "dtype": "float32", "shape": [2, 2]}]},
             "b.safetensors": {"kind": "safetensors", "metadata": {"format": "np"},
-                              "tensors": [["w", "float16", [2, 2]], ["v", "int8", [4]]]},
+                              "tensors": [{"name": "w", "dtype": "float16", "shape": [2, 2]},
+                                          {"name": "v", "dtype": "int8", "shape": [4]}]},
         }),
     );
     let out = check(dir.path(), &["a.safetensors"]);
@@ -303,7 +304,7 @@ fn json_and_github_outputs() {
 #[test]
 fn policy_errors_name_file_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
-    make_fixtures(dir.path(), json!({"a.gguf": gguf(&["f16"], json!({}))}));
+    make_models(dir.path(), &json!({"a.gguf": gguf(&["f16"], json!({}))}));
     let cases: &[(&str, &str, &str)] = &[
         (
             "[[rules]]\npaths = [\"*.gguf\"\n",

@@ -2,9 +2,10 @@
 //! staged versus work-tree content, `require_lfs`, pinned hashes, hook chaining.
 
 mod common;
-mod policy_support;
 
-use policy_support::{TestRepo, code, combined, gguf};
+use common::git::Repo;
+use common::models::gguf;
+use common::{code, combined};
 use serde_json::json;
 
 const POLICY: &str = r#"# Only small, LFS-stored GGUF models.
@@ -15,9 +16,8 @@ require_lfs = true
 "#;
 
 /// A repository with LFS tracking *.gguf, the policy committed, and the hook installed.
-fn repo_with_hook() -> TestRepo {
-    let repo = TestRepo::new(true);
-    repo.git(&["lfs", "track", "*.gguf"]);
+fn repo_with_hook() -> Repo {
+    let repo = Repo::with_lfs(&["*.gguf"]);
     repo.write(".weight-inspect.toml", POLICY);
     let out = repo.wi(&["hook", "install"]);
     assert_eq!(code(&out), 0, "{}", combined(&out));
@@ -27,7 +27,7 @@ fn repo_with_hook() -> TestRepo {
     repo
 }
 
-fn commits(repo: &TestRepo) -> usize {
+fn commits(repo: &Repo) -> usize {
     let out = repo.git(&["rev-list", "--count", "HEAD"]);
     common::stdout(&out).trim().parse().unwrap()
 }
@@ -102,7 +102,7 @@ fn the_staged_version_is_judged_not_the_work_tree() {
 #[test]
 fn a_model_committed_without_lfs_trips_require_lfs() {
     // LFS is installed but *.gguf is not tracked: git would store the model bytes.
-    let repo = TestRepo::new(true);
+    let repo = Repo::with_lfs(&[]);
     repo.write(".weight-inspect.toml", POLICY);
     repo.fixtures(json!({"models/m.gguf": gguf(&["f16"], json!({}))}));
     let out = repo.wi(&["hook", "install"]);
@@ -116,9 +116,7 @@ fn a_model_committed_without_lfs_trips_require_lfs() {
     );
 
     repo.git(&["add", "."]);
-    let size = std::fs::metadata(repo.path().join("models/m.gguf"))
-        .unwrap()
-        .len();
+    let size = std::fs::metadata(repo.path("models/m.gguf")).unwrap().len();
     let out = repo.try_git(&["commit", "-m", "oops"]);
     let text = combined(&out);
     assert!(!out.status.success(), "{text}");
@@ -236,7 +234,7 @@ fn pinned_hash_mismatch_after_an_edit() {
 
 #[test]
 fn hook_install_chains_or_refuses_a_foreign_hook() {
-    let repo = TestRepo::new(false);
+    let repo = Repo::new();
     repo.write(
         ".weight-inspect.toml",
         "[[rules]]\npaths = [\"*.gguf\"]\nallowed_dtypes = [\"f16\"]\n",
@@ -248,7 +246,7 @@ fn hook_install_chains_or_refuses_a_foreign_hook() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let hook = repo.path().join(".git/hooks/pre-commit");
+        let hook = repo.path(".git/hooks/pre-commit");
         std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let out = repo.wi(&["hook", "install"]);
@@ -292,7 +290,7 @@ fn hook_install_chains_or_refuses_a_foreign_hook() {
 
 #[test]
 fn check_without_paths_covers_tracked_files_only() {
-    let repo = TestRepo::new(false);
+    let repo = Repo::new();
     repo.write(
         ".weight-inspect.toml",
         "[[rules]]\npaths = [\"**/*.gguf\"]\nallowed_dtypes = [\"f16\"]\n",
@@ -305,7 +303,7 @@ fn check_without_paths_covers_tracked_files_only() {
     // From a subdirectory: paths are still reported relative to the root.
     let out = repo
         .command(common::bin())
-        .current_dir(repo.path().join("a"))
+        .current_dir(repo.path("a"))
         .args(["check"])
         .output()
         .unwrap();
@@ -337,11 +335,14 @@ fn check_without_paths_covers_tracked_files_only() {
 #[test]
 fn a_large_model_blob_without_lfs_is_judged_from_a_prefix() {
     // 32 MiB of model bytes in git objects: read through a prefix, not inflated whole.
-    let repo = TestRepo::new(true);
+    let repo = Repo::with_lfs(&[]);
     repo.write(".weight-inspect.toml", POLICY);
     repo.fixtures(json!({"models/big.gguf": {
-        "kind": "gguf", "kv": {"general.name": "big"},
-        "tensors": [["token_embd.weight", "f16", [4096, 4096]], ["output.weight", "q4_k", [2, 256]]],
+        "kind": "gguf", "metadata": {"general.name": "big"},
+        "tensors": [
+            {"name": "token_embd.weight", "dtype": "f16", "shape": [4096, 4096], "fill": "arange"},
+            {"name": "output.weight", "dtype": "q4_k", "shape": [2, 256]},
+        ],
     }}));
     repo.git(&["add", "."]);
     let out = repo.wi(&["check", "--staged"]);

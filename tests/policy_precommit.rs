@@ -8,11 +8,12 @@
 //! configuration, which only makes the test's build faster.
 
 mod common;
-mod policy_support;
 
 use std::path::PathBuf;
 
-use policy_support::{TestRepo, code, combined, gguf, shared_target};
+use common::git::Repo;
+use common::models::gguf;
+use common::{code, combined, shared_target};
 use serde_json::json;
 
 /// CARGO_HOME/RUSTUP_HOME as the outer cargo sees them (the test repo has its own HOME).
@@ -47,7 +48,7 @@ fn pre_commit_try_repo_runs_the_hook() {
         root.display()
     );
 
-    let repo = TestRepo::new(false);
+    let repo = Repo::new();
     repo.write(
         ".weight-inspect.toml",
         r#"

@@ -1,6 +1,12 @@
 //! Helpers shared by the integration tests: the built binary, the Python interpreter with the
-//! reference packages (gguf, safetensors, numpy, deltatensors, pre-commit), temporary dirs.
+//! reference packages (gguf, safetensors, numpy, deltatensors, pre-commit), output checks; in
+//! submodules, isolated git repositories ([`git`]), model files written by the reference
+//! libraries ([`models`]) and the helpers of the .wdelta tests ([`delta`]).
 #![allow(dead_code)]
+
+pub mod delta;
+pub mod git;
+pub mod models;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -81,4 +87,51 @@ pub fn require_tool(name: &str) {
         ok,
         "`{name}` is required by this test: run the tests with scripts/test, which installs it"
     );
+}
+
+/// stdout then stderr, for failure messages and searches across both.
+pub fn combined(out: &Output) -> String {
+    format!("{}{}", stdout(out), stderr(out))
+}
+
+/// The exit code; panics if the process was killed by a signal.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+pub fn assert_success(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// Asserts `text` contains every needle, showing the whole text otherwise.
+pub fn assert_contains(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            text.contains(needle),
+            "expected {needle:?} in:\n-----\n{text}\n-----"
+        );
+    }
+}
+
+pub fn assert_lacks(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            !text.contains(needle),
+            "did not expect {needle:?} in:\n-----\n{text}\n-----"
+        );
+    }
+}
+
+/// Where the shared, reusable build outputs of the slow tests live.
+pub fn shared_target(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    target.join(name)
 }

@@ -1,0 +1,80 @@
+//! Helpers of the .wdelta tests: reference model pairs, success checks, tensor comparisons.
+
+use std::path::Path;
+use std::process::Output;
+
+use weight_inspect::delta::model::Model;
+
+use super::{run_python, stderr, stdout};
+
+/// A path as a command-line argument.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Asserts that a command succeeded, showing its output otherwise.
+pub fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// `delta_ref.py make-pair`: DIR/base.safetensors and DIR/ft1..ftSTEPS.safetensors in `dtype`
+/// (f32, f16 or bf16), each a small fine-tune-like step from the one before.
+pub fn pair(dir: &Path, shapes: &str, dtype: &str, seed: u32, steps: u32) {
+    run_python(
+        "delta_ref.py",
+        &[
+            "make-pair",
+            s(dir),
+            "--shapes",
+            shapes,
+            "--dtype",
+            dtype,
+            "--seed",
+            &seed.to_string(),
+            "--steps",
+            &steps.to_string(),
+        ],
+    );
+}
+
+/// Every tensor of a model as (name, raw bytes, dtype), in name order.
+pub fn tensors(path: &Path) -> Vec<(String, Vec<u8>, &'static str)> {
+    let m = Model::open(path).unwrap();
+    m.tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), m.raw(t).to_vec(), t.dtype))
+        .collect()
+}
+
+/// Asserts that two models have the same tensor names with the same raw bytes.
+pub fn same_tensors(a: &Path, b: &Path) {
+    compare_tensors(a, b, false);
+}
+
+/// Asserts that two models have the same tensor names, dtypes and raw bytes.
+pub fn same_tensors_and_dtypes(a: &Path, b: &Path) {
+    compare_tensors(a, b, true);
+}
+
+fn compare_tensors(a: &Path, b: &Path, dtypes: bool) {
+    let ta = tensors(a);
+    let tb = tensors(b);
+    let names = |t: &[(String, Vec<u8>, &str)]| t.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&ta), names(&tb), "{} vs {}", a.display(), b.display());
+    for ((name, bytes_a, dtype_a), (_, bytes_b, dtype_b)) in ta.iter().zip(&tb) {
+        if dtypes {
+            assert_eq!(dtype_a, dtype_b, "dtype of {name}");
+        }
+        assert!(
+            bytes_a == bytes_b,
+            "tensor {name} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
+    }
+}
