@@ -285,6 +285,12 @@ fn find_cycle(edges: &BTreeSet<(String, String)>) -> Option<Vec<String>> {
     None
 }
 
+fn assert_no_circle(edges: &BTreeSet<(String, String)>) {
+    if let Some(cycle) = find_cycle(edges) {
+        panic!("import circle: {}", cycle.join(" -> "));
+    }
+}
+
 #[test]
 fn the_core_imports_no_adapter_and_nothing_imports_the_cli() {
     let g = graph();
@@ -315,9 +321,7 @@ fn top_level_modules_import_each_other_without_a_circle() {
         .filter(|(a, b)| a[0] != b[0])
         .map(|(a, b)| (a[0].clone(), b[0].clone()))
         .collect();
-    if let Some(cycle) = find_cycle(&edges) {
-        panic!("import circle: {}", cycle.join(" -> "));
-    }
+    assert_no_circle(&edges);
 }
 
 #[test]
@@ -337,9 +341,7 @@ fn files_inside_each_folder_import_each_other_without_a_circle() {
         })
         .map(|(a, b)| (a.join("::"), b.join("::")))
         .collect();
-    if let Some(cycle) = find_cycle(&edges) {
-        panic!("import circle: {}", cycle.join(" -> "));
-    }
+    assert_no_circle(&edges);
 }
 
 #[test]

@@ -126,17 +126,7 @@ impl FileChange {
         repo: &gix::Repository,
         old_rev: &str,
     ) -> Result<Option<ModelSide>, GitError> {
-        match (&self.old_id, &self.old_path) {
-            (Some(id), Some(path)) => {
-                let bytes = blob_bytes(repo, *id)?;
-                Ok(Some(model_artifact_from_blob(
-                    repo,
-                    &bytes,
-                    &format!("{old_rev}:{path}"),
-                )))
-            }
-            _ => Ok(None),
-        }
+        blob_side(repo, self.old_id, self.old_path.as_deref(), old_rev)
     }
 
     /// The new side as a model, or None for a removed file.
@@ -148,18 +138,26 @@ impl FileChange {
         if let Some(file) = &self.new_worktree {
             return Ok(Some(model_side_from_file(Some(repo), file)));
         }
-        match (&self.new_id, &self.new_path) {
-            (Some(id), Some(path)) => {
-                let bytes = blob_bytes(repo, *id)?;
-                Ok(Some(model_artifact_from_blob(
-                    repo,
-                    &bytes,
-                    &format!("{new_rev}:{path}"),
-                )))
-            }
-            _ => Ok(None),
-        }
+        blob_side(repo, self.new_id, self.new_path.as_deref(), new_rev)
     }
+}
+
+/// The side of blob `id` at `path` in `rev` (named `REV:path` in messages), if there is one.
+fn blob_side(
+    repo: &gix::Repository,
+    id: Option<gix::ObjectId>,
+    path: Option<&str>,
+    rev: &str,
+) -> Result<Option<ModelSide>, GitError> {
+    let (Some(id), Some(path)) = (id, path) else {
+        return Ok(None);
+    };
+    let bytes = blob_bytes(repo, id)?;
+    Ok(Some(model_artifact_from_blob(
+        repo,
+        &bytes,
+        &format!("{rev}:{path}"),
+    )))
 }
 
 /// Turns git's blob for `path` (`REV:path`, used in messages) into a model side: an LFS
