@@ -12,15 +12,22 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
+use super::apply::{OutDtype, apply};
 use super::codec::EncodeOptions;
+use super::create::{Created, create};
+use super::error::DeltaError;
 use super::model::Model;
-use super::ops::{self, Created, OpenDelta, OutDtype, RunOptions};
-use crate::error::{Error, Result};
+use super::open::OpenDelta;
+use super::pipeline::RunOptions;
+use super::verify::verify_lineage;
+use crate::error::Error;
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// A model to reconstruct: root weights and the deltas to apply in order.
-pub struct Lineage {
-    pub base: Model,
-    pub links: Vec<OpenDelta>,
+struct Lineage {
+    base: Model,
+    links: Vec<OpenDelta>,
     /// Temporary files holding blobs read from git; removed when the lineage is dropped.
     _temps: Vec<tempfile::TempPath>,
 }
@@ -168,7 +175,7 @@ impl Finder {
                 continue;
             };
             lineage.links.push(delta);
-            let v = ops::verify_lineage(&lineage.base, &lineage.links, true, run)?;
+            let v = verify_lineage(&lineage.base, &lineage.links, true, run)?;
             let h = v.link_hashes.last().cloned().unwrap_or_default();
             self.hashes.insert(id, h.clone());
             if h == hash {
@@ -266,7 +273,8 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
         return Err(Error::io(
             &path,
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
-        ));
+        )
+        .into());
     };
     let own;
     let repo = match &finder.repo {
@@ -279,8 +287,13 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
     };
     let file = file.trim_start_matches("./").trim_start_matches('/');
     let rev = if rev.is_empty() { "HEAD" } else { rev };
-    let bytes = crate::git::objects::read_blob(repo, rev, file)?
-        .ok_or_else(|| Error::Other(format!("{spec}: {rev} has no file {file}")))?;
+    let bytes = crate::git::objects::read_blob(repo, rev, file)?.ok_or_else(|| {
+        DeltaError::RevHasNoFile {
+            spec: spec.to_string(),
+            rev: rev.to_string(),
+            file: file.to_string(),
+        }
+    })?;
     let ext = if file.to_ascii_lowercase().ends_with(".wdelta") {
         ".wdelta"
     } else {
@@ -288,10 +301,10 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
     };
     match blob_to_file(repo, bytes, ext)? {
         (Some(p), temp) => Ok((p, temp.into_iter().collect())),
-        (None, _) => Err(Error::Other(format!(
-            "{spec}: an LFS pointer whose object is not in the local LFS store (run `git lfs \
-             fetch` for {rev})"
-        ))),
+        (None, _) => Err(DeltaError::LfsObjectAbsent {
+            spec: spec.to_string(),
+            rev: rev.to_string(),
+        }),
     }
 }
 
@@ -316,31 +329,17 @@ fn resolve(spec: &str, finder: &mut Finder, run: &RunOptions) -> Result<Lineage>
     Ok(lineage)
 }
 
-fn not_found(delta: &Path, hash: &str, finder: &Finder) -> Error {
-    let searched = if finder.repo.is_none() {
-        "not inside a git repository, so there was nothing to search".to_string()
-    } else {
-        format!(
-            "searched {} tracked model files at HEAD and in its history",
-            finder.candidates.len()
-        )
-    };
-    let mut msg = format!(
-        "{}: no model with the parent hash {hash} was found ({searched}); give the parent with \
-         --parent FILE|REV:path",
-        delta.display()
-    );
-    if !finder.missing.is_empty() {
-        msg.push_str(&format!(
-            "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
-            finder.missing.join(", ")
-        ));
+fn not_found(delta: &Path, hash: &str, finder: &Finder) -> DeltaError {
+    DeltaError::ParentNotFound {
+        delta: delta.to_path_buf(),
+        hash: hash.to_string(),
+        searched: finder.repo.as_ref().map(|_| finder.candidates.len()),
+        absent: finder.missing.clone(),
     }
-    Error::Other(msg)
 }
 
 /// `delta store`: writes the delta of `finetuned` against the model `parent` names.
-pub fn store(
+pub(crate) fn store(
     finetuned: &Path,
     parent: &str,
     out: &Path,
@@ -350,11 +349,11 @@ pub fn store(
     let ft = Model::open(finetuned)?;
     let mut finder = Finder::new(finetuned);
     let lineage = resolve(parent, &mut finder, run)?;
-    ops::create(&lineage.base, &lineage.links, &ft, out, enc, run)
+    create(&lineage.base, &lineage.links, &ft, out, enc, run)
 }
 
 /// `delta restore`: reconstructs the model stored in `delta` into `out`.
-pub fn restore(
+pub(crate) fn restore(
     delta: &Path,
     parent: Option<&str>,
     out: &Path,
@@ -374,7 +373,7 @@ pub fn restore(
         }
     };
     lineage.links.push(d);
-    let r = ops::apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
+    let r = apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
     let mut chain = vec![finder.label(&lineage.base.path)];
     chain.extend(lineage.links.iter().map(|l| finder.label(&l.path)));
     Ok(format!(
