@@ -114,12 +114,6 @@ pub enum DeltaError {
     NoOutputName(PathBuf),
 
     // ---- finding parents in a repository ----
-    #[error("{spec}: {rev} has no file {file}")]
-    RevHasNoFile {
-        spec: String,
-        rev: String,
-        file: String,
-    },
     #[error(
         "{spec}: an LFS pointer whose object is not in the local LFS store (run `git lfs fetch` \
          for {rev})"

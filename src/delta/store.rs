@@ -6,7 +6,7 @@
 //! the raw stored bytes) or itself a `.wdelta` (its hash is over the float32 reconstruction, so
 //! a stored delta can build on a stored delta: a chain, resolved link by link).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +21,9 @@ use super::open::OpenDelta;
 use super::pipeline::RunOptions;
 use super::verify::verify_lineage;
 use crate::error::Error;
+use crate::formats::FileKind;
+use crate::git::changes::{HistoryFile, files_in_history};
+use crate::git::resolve::RevPath;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -32,19 +35,27 @@ struct Lineage {
     _temps: Vec<tempfile::TempPath>,
 }
 
-/// A model file tracked by the repository, found by walking HEAD's history.
+/// A model file tracked by the repository, found in HEAD's history.
 struct Candidate {
     /// "path at commit" for messages.
     label: String,
-    /// Path in the repository, `/`-separated.
-    path: String,
+    /// Named `*.wdelta` (else `*.safetensors`).
+    is_wdelta: bool,
     id: ObjectId,
 }
 
 impl Candidate {
-    fn is_wdelta_name(&self) -> bool {
-        self.path.to_ascii_lowercase().ends_with(".wdelta")
+    fn new(file: HistoryFile) -> Candidate {
+        Candidate {
+            label: format!("{} at {}", file.path, file.commit.to_hex_with_len(10)),
+            is_wdelta: is_wdelta_name(&file.path),
+            id: file.id,
+        }
     }
+}
+
+fn is_wdelta_name(path: &str) -> bool {
+    FileKind::from_path(path) == Some(FileKind::Wdelta)
 }
 
 /// Finds models by hash among the repository's tracked model files, and caches what it
@@ -101,7 +112,7 @@ impl Finder {
             .repo
             .as_ref()
             .expect("candidates come from a repository");
-        let ext = if self.candidates[i].is_wdelta_name() {
+        let ext = if self.candidates[i].is_wdelta {
             ".wdelta"
         } else {
             ".safetensors"
@@ -133,7 +144,7 @@ impl Finder {
     fn find_inner(&mut self, hash: &str, run: &RunOptions) -> Result<Option<Lineage>> {
         // Plain weights first: hashing raw bytes is cheaper than reconstructing.
         for i in 0..self.candidates.len() {
-            if self.candidates[i].is_wdelta_name() {
+            if self.candidates[i].is_wdelta {
                 continue;
             }
             let id = self.candidates[i].id;
@@ -159,7 +170,7 @@ impl Finder {
             }
         }
         for i in 0..self.candidates.len() {
-            if !self.candidates[i].is_wdelta_name() {
+            if !self.candidates[i].is_wdelta {
                 continue;
             }
             let id = self.candidates[i].id;
@@ -216,39 +227,17 @@ fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>
         _ => PathBuf::from("."),
     };
     let repo = crate::git::open_repo(&dir).ok()?;
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    if let Ok(head) = repo.head_id()
-        && let Ok(walk) = head.ancestors().all()
-    {
-        for info in walk.flatten() {
-            let Ok(commit) = repo.find_commit(info.id) else {
-                continue;
-            };
-            let Ok(tree) = commit.tree() else { continue };
-            let mut rec = gix::traverse::tree::Recorder::default();
-            if tree.traverse().breadthfirst(&mut rec).is_err() {
-                continue;
-            }
-            for e in rec.records {
-                let path = e.filepath.to_string();
-                let lower = path.to_ascii_lowercase();
-                if !e.mode.is_blob()
-                    || !(lower.ends_with(".safetensors") || lower.ends_with(".wdelta"))
-                    || !seen.insert(e.oid)
-                {
-                    continue;
-                }
-                let short = info.id.to_hex_with_len(10).to_string();
-                out.push(Candidate {
-                    label: format!("{path} at {short}"),
-                    path,
-                    id: e.oid,
-                });
-            }
-        }
-    }
-    Some((repo, out))
+    let is_candidate = |path: &str| {
+        matches!(
+            FileKind::from_path(path),
+            Some(FileKind::Safetensors | FileKind::Wdelta)
+        )
+    };
+    let candidates = files_in_history(&repo, &is_candidate)
+        .into_iter()
+        .map(Candidate::new)
+        .collect();
+    Some((repo, candidates))
 }
 
 fn is_wdelta_path(path: &Path) -> bool {
@@ -276,25 +265,27 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
         )
         .into());
     };
+    // Unlike git's `:path` (the index), an empty revision here means HEAD: a parent is a
+    // committed model. Hence no `RevPath::parse`, which would read `:path` and `:N:path` as the
+    // index.
+    let rev_path = RevPath {
+        spec: spec.to_string(),
+        rev: if rev.is_empty() { "HEAD" } else { rev }.to_string(),
+        stage: gix::index::entry::Stage::Unconflicted,
+        path: file.to_string(),
+    };
+    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
     let own;
     let repo = match &finder.repo {
         Some(r) => r,
         None => {
-            let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
             own = crate::git::open_repo(&cwd)?;
             &own
         }
     };
-    let file = file.trim_start_matches("./").trim_start_matches('/');
-    let rev = if rev.is_empty() { "HEAD" } else { rev };
-    let bytes = crate::git::objects::read_blob(repo, rev, file)?.ok_or_else(|| {
-        DeltaError::RevHasNoFile {
-            spec: spec.to_string(),
-            rev: rev.to_string(),
-            file: file.to_string(),
-        }
-    })?;
-    let ext = if file.to_ascii_lowercase().ends_with(".wdelta") {
+    let id = rev_path.blob(repo, &cwd)?;
+    let bytes = crate::git::objects::blob_bytes(repo, id)?;
+    let ext = if is_wdelta_name(&rev_path.path) {
         ".wdelta"
     } else {
         ".safetensors"
@@ -303,7 +294,7 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
         (Some(p), temp) => Ok((p, temp.into_iter().collect())),
         (None, _) => Err(DeltaError::LfsObjectAbsent {
             spec: spec.to_string(),
-            rev: rev.to_string(),
+            rev: rev_path.rev,
         }),
     }
 }
