@@ -4,11 +4,11 @@
 //! more accurate int4 layout. See docs/wdelta.md.
 //!
 //! [`crate::formats::wdelta`] reads and writes the container, [`codec`] encodes and decodes one
-//! tensor and [`model`] reads safetensors weights. Over whole models: [`open`] opens a `.wdelta`
-//! and checks it against a base, [`create`] makes a delta, [`apply`] rebuilds a model,
-//! [`verify`] checks a lineage of hashes and measures the reconstruction error
-//! ([`reconstruct`] is the float32 reconstruction both `create` and `apply` run), all over the
-//! ordered parallel [`pipeline`]. [`store`] keeps commits' weights as deltas in a git
+//! tensor and [`model`] reads safetensors weights. Over whole models: `open.rs` opens a
+//! `.wdelta` and checks it against a base, `create.rs` makes a delta, `apply.rs` rebuilds a
+//! model, `verify.rs` checks a lineage of hashes and measures the reconstruction error, and
+//! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
+//! ordered parallel map of `pipeline.rs`. `store.rs` keeps commits' weights as deltas in a git
 //! repository. Every failure is a [`DeltaError`].
 
 pub(crate) mod apply;

@@ -5,9 +5,9 @@
 //! SHA-256 of everything before the last 32 bytes. A record is: u32 + tensor name, u32 + field
 //! name, u32 + numpy dtype name, u32 ndim, ndim x u64 dims, u64 byte count, raw bytes.
 //!
-//! This module holds the constants and types; [`error`] names every rule a file can break,
-//! [`read`] parses and validates a file ([`WdeltaFile`]) and [`write`] writes one
-//! ([`WdeltaWriter`]).
+//! This module holds the constants and types; `error.rs` names every rule a file can break
+//! ([`WdeltaError`]), `read.rs` parses and validates a file ([`WdeltaFile`]) and `write.rs`
+//! writes one ([`WdeltaWriter`]).
 
 mod error;
 mod read;
