@@ -2,16 +2,24 @@
 //! the destination directory and renamed into place, so an interrupted run never leaves a
 //! half-written file.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// Writes `path` atomically: `fill` writes the content into a temporary file beside it, which
-/// is synced and renamed over `path` only when `fill` succeeds.
-pub fn write_atomically<F>(path: &Path, fill: F) -> Result<()>
+/// Writes `path` atomically: `fill` writes the content into a temporary file beside it (by
+/// offsets, from several threads if it likes), which gets the permissions of the file it
+/// replaces (0644 for a new file), is flushed to disk when `sync` is set, and is renamed over
+/// `path` only when `fill` succeeds. Skipping `sync` suits outputs that can be made again,
+/// where waiting for gigabytes to reach the disk would dominate the run.
+pub fn write_atomically_with<E>(
+    path: &Path,
+    sync: bool,
+    fill: impl FnOnce(&File) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E>
 where
-    F: FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>,
+    E: From<Error>,
 {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -22,11 +30,7 @@ where
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|e| Error::io(dir, e))?;
-    {
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
-        fill(&mut out).map_err(|e| Error::io(path, e))?;
-        out.flush().map_err(|e| Error::io(path, e))?;
-    }
+    fill(tmp.as_file())?;
     // Temporary files are created private (0600); the result gets the permissions of the file
     // it replaces, or those of an ordinary new file.
     let permissions = match std::fs::metadata(path) {
@@ -36,9 +40,24 @@ where
     tmp.as_file()
         .set_permissions(permissions)
         .map_err(|e| Error::io(path, e))?;
-    tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+    if sync {
+        tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+    }
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
+}
+
+/// Writes `path` atomically and durably: `fill` writes the content through a buffer into a
+/// temporary file beside it, which is synced and renamed over `path` only when `fill` succeeds.
+pub fn write_atomically<F>(path: &Path, fill: F) -> Result<()>
+where
+    F: FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
+{
+    write_atomically_with(path, true, |file| {
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        fill(&mut out).map_err(|e| Error::io(path, e))?;
+        out.flush().map_err(|e| Error::io(path, e))
+    })
 }
 
 /// Writes `bytes` to `path` atomically.
@@ -47,7 +66,7 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 #[cfg(unix)]
-fn default_permissions(file: &std::fs::File) -> std::io::Result<std::fs::Permissions> {
+fn default_permissions(file: &File) -> std::io::Result<std::fs::Permissions> {
     use std::os::unix::fs::PermissionsExt;
     let mut permissions = file.metadata()?.permissions();
     permissions.set_mode(0o644);
@@ -55,7 +74,7 @@ fn default_permissions(file: &std::fs::File) -> std::io::Result<std::fs::Permiss
 }
 
 #[cfg(not(unix))]
-fn default_permissions(file: &std::fs::File) -> std::io::Result<std::fs::Permissions> {
+fn default_permissions(file: &File) -> std::io::Result<std::fs::Permissions> {
     Ok(file.metadata()?.permissions())
 }
 
@@ -77,6 +96,32 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn writes_at_offsets_and_leaves_nothing_when_the_fill_fails() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        write_atomically_with::<Error>(&path, false, |file| {
+            file.write_all_at(b"world", 5)
+                .map_err(|e| Error::io("x", e))?;
+            file.write_all_at(b"hello", 0)
+                .map_err(|e| Error::io("x", e))
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"helloworld");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+        let failed = write_atomically_with::<Error>(&path, true, |file| {
+            file.write_all_at(b"partial", 0)
+                .map_err(|e| Error::io("x", e))?;
+            Err(Error::Other("stop".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"helloworld");
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
     }

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
 
+use crate::delta::apply::{self, OutDtype};
 use crate::delta::codec::EncodeOptions;
+use crate::delta::create::{self, Created};
 use crate::delta::model::{Elem, Model};
-use crate::delta::ops::{self, OpenDelta, OutDtype, RunOptions};
-use crate::error::Error;
+use crate::delta::verify::verify_lineage;
+use crate::delta::{DeltaError, OpenDelta, RunOptions};
 use crate::formats::wdelta::Strategy;
 use crate::output::{Exit, write_stdout};
 
@@ -242,21 +244,19 @@ fn open_all(paths: &[PathBuf]) -> Result<Vec<OpenDelta>> {
     Ok(paths
         .iter()
         .map(|p| OpenDelta::open(p))
-        .collect::<crate::error::Result<_>>()?)
+        .collect::<Result<_, DeltaError>>()?)
 }
 
 fn lineage(chain: &[PathBuf], delta: Option<&PathBuf>) -> Result<Vec<PathBuf>> {
     let mut all = chain.to_vec();
     all.extend(delta.cloned());
     if all.is_empty() {
-        return Err(super::Error::from(Error::Other(
-            "give a .wdelta file to apply, or a lineage with --chain".into(),
-        )));
+        return Err(DeltaError::NoDeltaGiven.into());
     }
     Ok(all)
 }
 
-fn created_summary(out: &Path, c: &ops::Created) -> String {
+fn created_summary(out: &Path, c: &Created) -> String {
     let ratio = if c.file_bytes > 0 {
         c.dense_bytes as f64 / c.file_bytes as f64
     } else {
@@ -275,7 +275,7 @@ fn create(a: CreateArgs) -> Result<Exit> {
     let base = Model::open(&a.base)?;
     let ft = Model::open(&a.finetuned)?;
     let links = open_all(&a.chain)?;
-    let c = ops::create(
+    let c = create::create(
         &base,
         &links,
         &ft,
@@ -293,8 +293,8 @@ fn apply(a: ApplyArgs) -> Result<Exit> {
     let links = paths
         .iter()
         .map(|p| OpenDelta::open_deferred(p))
-        .collect::<crate::error::Result<Vec<_>>>()?;
-    let r = ops::apply(
+        .collect::<Result<Vec<_>, DeltaError>>()?;
+    let r = apply::apply(
         &base,
         &links,
         &a.output,
@@ -332,7 +332,7 @@ fn verify(a: VerifyArgs) -> Result<Exit> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
     let base = Model::open(&a.base)?;
     let links = open_all(&paths)?;
-    match ops::verify_lineage(&base, &links, false, &a.run.options()) {
+    match verify_lineage(&base, &links, false, &a.run.options()) {
         Ok(v) => {
             let mut s = format!("ok: base {} has hash {}\n", a.base.display(), v.base_hash);
             for (i, l) in links.iter().enumerate() {
@@ -379,10 +379,7 @@ fn restore(a: RestoreArgs) -> Result<Exit> {
             match name.strip_suffix(".wdelta") {
                 Some(stem) if !stem.is_empty() => PathBuf::from(stem),
                 _ => {
-                    return Err(super::Error::from(Error::Other(format!(
-                        "{}: the name does not end in .wdelta; give the output with -o",
-                        a.delta.display()
-                    ))));
+                    return Err(DeltaError::NoOutputName(a.delta.clone()).into());
                 }
             }
         }

@@ -83,6 +83,8 @@ pub enum ErrorKind {
     Policy(#[from] crate::policy::PolicyError),
     #[error(transparent)]
     Input(#[from] crate::input::InputError),
+    #[error(transparent)]
+    Delta(#[from] crate::delta::DeltaError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

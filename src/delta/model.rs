@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 
+use super::error::DeltaError;
 use crate::artifact::{Format, Value};
-use crate::error::{Error, Result};
+use crate::error::Error;
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// Element types a delta can be computed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +169,7 @@ pub struct Model {
 /// Bytes hashed per step before the pages behind are released.
 const CHUNK_BYTES: usize = 8 << 20;
 /// Elements converted per step.
-pub const CHUNK_ELEMS: usize = 1 << 16;
+pub(crate) const CHUNK_ELEMS: usize = 1 << 16;
 
 impl Model {
     /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
@@ -195,31 +198,31 @@ impl Model {
         };
         if index_path.exists() {
             let text = std::fs::read(&index_path).map_err(|e| Error::io(&index_path, e))?;
-            let json: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
-                Error::Other(format!("{}: invalid JSON: {e}", index_path.display()))
-            })?;
+            let json: serde_json::Value =
+                serde_json::from_slice(&text).map_err(|e| DeltaError::IndexJson {
+                    path: index_path.clone(),
+                    message: e.to_string(),
+                })?;
             let map = json
                 .get("weight_map")
                 .and_then(|m| m.as_object())
-                .ok_or_else(|| {
-                    Error::Other(format!(
-                        "{}: expected an object \"weight_map\" mapping tensor names to shard files",
-                        index_path.display()
-                    ))
+                .ok_or_else(|| DeltaError::IndexWeightMap {
+                    path: index_path.clone(),
                 })?;
             let mut by_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for (name, file) in map {
-                let file = file.as_str().ok_or_else(|| {
-                    Error::Other(format!(
-                        "{}: weight_map.{name} should be a file name",
-                        index_path.display()
-                    ))
-                })?;
+                let file = file
+                    .as_str()
+                    .ok_or_else(|| DeltaError::IndexShardNotAString {
+                        path: index_path.clone(),
+                        tensor: name.clone(),
+                    })?;
                 if file.contains('/') || file.contains('\\') || file == ".." {
-                    return Err(Error::Other(format!(
-                        "{}: weight_map.{name} = {file:?} is not a file name in the directory",
-                        index_path.display()
-                    )));
+                    return Err(DeltaError::IndexShardOutside {
+                        path: index_path,
+                        tensor: name.clone(),
+                        file: file.to_string(),
+                    });
                 }
                 by_file
                     .entry(file.to_string())
@@ -237,10 +240,7 @@ impl Model {
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(Error::Other(format!(
-                    "{}: a directory without model.safetensors.index.json nor *.safetensors files",
-                    dir.display()
-                )));
+                return Err(DeltaError::NoShards(dir.to_path_buf()));
             }
             for f in &files {
                 model.add_shard(f, None)?;
@@ -252,27 +252,25 @@ impl Model {
     fn add_shard(&mut self, path: &Path, expected: Option<&Vec<String>>) -> Result<()> {
         let artifact = crate::read::read_file(path)?;
         if artifact.format != Format::Safetensors {
-            return Err(Error::Other(format!(
-                "{}: a {} file; delta works on safetensors models",
-                path.display(),
-                artifact.format.name()
-            )));
+            return Err(DeltaError::NotSafetensors {
+                path: path.to_path_buf(),
+                format: artifact.format.name(),
+            });
         }
         if artifact.layout.is_truncated() {
-            return Err(Error::Other(format!(
-                "{}: truncated: {} bytes of tensor data present, the header declares {}",
-                path.display(),
-                artifact.layout.data_present,
-                artifact.layout.data_expected
-            )));
+            return Err(DeltaError::Truncated {
+                path: path.to_path_buf(),
+                present: artifact.layout.data_present,
+                declared: artifact.layout.data_expected,
+            });
         }
         if let Some(names) = expected {
             for n in names {
                 if !artifact.tensors.contains_key(n) {
-                    return Err(Error::Other(format!(
-                        "{}: the index maps tensor {n} to this shard, which does not contain it",
-                        path.display()
-                    )));
+                    return Err(DeltaError::ShardLacksTensor {
+                        path: path.to_path_buf(),
+                        tensor: n.clone(),
+                    });
                 }
             }
         }
@@ -284,11 +282,11 @@ impl Model {
                 continue;
             }
             if let Some(prev) = self.tensors.get(name) {
-                return Err(Error::Other(format!(
-                    "{}: tensor {name} is also in {}",
-                    path.display(),
-                    self.shards[prev.shard].path.display()
-                )));
+                return Err(DeltaError::DuplicateTensor {
+                    path: path.to_path_buf(),
+                    tensor: name.clone(),
+                    other: self.shards[prev.shard].path.clone(),
+                });
             }
             self.tensors.insert(
                 name.clone(),
@@ -353,14 +351,19 @@ impl Model {
 
     /// Element type of a tensor, or an error naming it.
     pub fn elem(&self, name: &str, t: &TensorSource) -> Result<Elem> {
-        t.elem.ok_or_else(|| {
-            Error::Other(format!(
-                "{}: tensor {name} has dtype {}; deltas are computed over f32, bf16, f16 and f64 \
-                 tensors only",
-                self.shard_path(t).display(),
-                t.dtype
-            ))
+        t.elem.ok_or_else(|| DeltaError::UnsupportedDtype {
+            path: self.shard_path(t).to_path_buf(),
+            tensor: name.to_string(),
+            dtype: t.dtype,
         })
+    }
+
+    /// Checks that every tensor has an element type deltas are computed over.
+    pub(crate) fn check_elems(&self) -> Result<()> {
+        for (name, t) in &self.tensors {
+            self.elem(name, t)?;
+        }
+        Ok(())
     }
 
     /// Converts elements `start..start + out.len()` of a tensor to float32 into `out`, then
@@ -427,7 +430,7 @@ impl Model {
 }
 
 /// Describes how two models' tensor lists differ (names, shapes); empty when they match.
-pub fn structure_differences(a: &Model, b: &Model) -> Vec<String> {
+pub(crate) fn structure_differences(a: &Model, b: &Model) -> Vec<String> {
     let mut out = Vec::new();
     for (name, t) in &a.tensors {
         match b.tensors.get(name) {

@@ -1,13 +1,47 @@
 //! Parallel map with in-order consumption: items are computed on worker threads, and handed to
 //! the consumer strictly in index order, so the output is the same bytes for any thread count.
 //! A worker starts item `i` only once item `i - window` has been consumed, which bounds the
-//! results held in memory to about `window` items.
+//! results held in memory to about `window` items. [`RunOptions`] say how many threads run and
+//! whether a progress bar is drawn.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, mpsc};
 
-use crate::error::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// How to run: threads (0 = one per core) and whether to draw a progress bar.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    pub threads: usize,
+    pub progress: bool,
+}
+
+impl RunOptions {
+    pub fn threads(&self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    pub(crate) fn bar(&self, len: u64, what: &str) -> ProgressBar {
+        if !self.progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg:>10} [{bar:40}] {binary_bytes}/{binary_total_bytes} {elapsed}<{eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_message(what.to_string());
+        bar
+    }
+}
 
 struct Gate {
     consumed: usize,
@@ -16,12 +50,12 @@ struct Gate {
 
 /// Runs `compute(i)` for `i in 0..n` on `threads` threads and `consume(i, result)` on the
 /// calling thread in order of `i`. Stops at the first error (of either side) and returns it.
-pub fn ordered_parallel<R: Send>(
+pub(crate) fn ordered_parallel<R: Send, E: Send>(
     n: usize,
     threads: usize,
-    compute: impl Fn(usize) -> Result<R> + Sync,
-    mut consume: impl FnMut(usize, R) -> Result<()>,
-) -> Result<()> {
+    compute: impl Fn(usize) -> Result<R, E> + Sync,
+    mut consume: impl FnMut(usize, R) -> Result<(), E>,
+) -> Result<(), E> {
     let threads = threads.max(1);
     let window = 2 * threads;
     let next = AtomicUsize::new(0);
@@ -36,7 +70,7 @@ pub fn ordered_parallel<R: Send>(
         turn.notify_all();
     };
     std::thread::scope(|s| {
-        let (tx, rx) = mpsc::channel::<(usize, Result<R>)>();
+        let (tx, rx) = mpsc::channel::<(usize, Result<R, E>)>();
         for _ in 0..threads.min(n.max(1)) {
             let tx = tx.clone();
             let (next, gate, turn, compute) = (&next, &gate, &turn, &compute);
@@ -94,7 +128,6 @@ pub fn ordered_parallel<R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
 
     #[test]
     fn consumes_in_order_for_any_thread_count() {
@@ -105,7 +138,7 @@ mod tests {
                 threads,
                 |i| {
                     std::thread::sleep(std::time::Duration::from_micros(((i * 37) % 11) as u64));
-                    Ok(i * 2)
+                    Ok::<_, String>(i * 2)
                 },
                 |i, v| {
                     assert_eq!(v, i * 2);
@@ -124,23 +157,13 @@ mod tests {
             100,
             3,
             |i| {
-                if i == 7 {
-                    Err(Error::Other("seven".into()))
-                } else {
-                    Ok(i)
-                }
+                if i == 7 { Err("seven") } else { Ok(i) }
             },
             |_, _| Ok(()),
         );
         assert!(r.is_err());
-        let r = ordered_parallel(100, 3, Ok, |i, _| {
-            if i == 9 {
-                Err(Error::Other("nine".into()))
-            } else {
-                Ok(())
-            }
-        });
+        let r = ordered_parallel(100, 3, Ok, |i, _| if i == 9 { Err("nine") } else { Ok(()) });
         assert!(r.is_err());
-        ordered_parallel(0, 2, Ok, |_, _: usize| Ok(())).unwrap();
+        ordered_parallel(0, 2, Ok::<_, ()>, |_, _: usize| Ok(())).unwrap();
     }
 }

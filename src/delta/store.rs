@@ -6,38 +6,56 @@
 //! the raw stored bytes) or itself a `.wdelta` (its hash is over the float32 reconstruction, so
 //! a stored delta can build on a stored delta: a chain, resolved link by link).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
+use super::apply::{OutDtype, apply};
 use super::codec::EncodeOptions;
+use super::create::{Created, create};
+use super::error::DeltaError;
 use super::model::Model;
-use super::ops::{self, Created, OpenDelta, OutDtype, RunOptions};
-use crate::error::{Error, Result};
+use super::open::OpenDelta;
+use super::pipeline::RunOptions;
+use super::verify::verify_lineage;
+use crate::error::Error;
+use crate::formats::FileKind;
+use crate::git::changes::{HistoryFile, files_in_history};
+use crate::git::resolve::RevPath;
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// A model to reconstruct: root weights and the deltas to apply in order.
-pub struct Lineage {
-    pub base: Model,
-    pub links: Vec<OpenDelta>,
+struct Lineage {
+    base: Model,
+    links: Vec<OpenDelta>,
     /// Temporary files holding blobs read from git; removed when the lineage is dropped.
     _temps: Vec<tempfile::TempPath>,
 }
 
-/// A model file tracked by the repository, found by walking HEAD's history.
+/// A model file tracked by the repository, found in HEAD's history.
 struct Candidate {
     /// "path at commit" for messages.
     label: String,
-    /// Path in the repository, `/`-separated.
-    path: String,
+    /// Named `*.wdelta` (else `*.safetensors`).
+    is_wdelta: bool,
     id: ObjectId,
 }
 
 impl Candidate {
-    fn is_wdelta_name(&self) -> bool {
-        self.path.to_ascii_lowercase().ends_with(".wdelta")
+    fn new(file: HistoryFile) -> Candidate {
+        Candidate {
+            label: format!("{} at {}", file.path, file.commit.to_hex_with_len(10)),
+            is_wdelta: is_wdelta_name(&file.path),
+            id: file.id,
+        }
     }
+}
+
+fn is_wdelta_name(path: &str) -> bool {
+    FileKind::from_path(path) == Some(FileKind::Wdelta)
 }
 
 /// Finds models by hash among the repository's tracked model files, and caches what it
@@ -94,7 +112,7 @@ impl Finder {
             .repo
             .as_ref()
             .expect("candidates come from a repository");
-        let ext = if self.candidates[i].is_wdelta_name() {
+        let ext = if self.candidates[i].is_wdelta {
             ".wdelta"
         } else {
             ".safetensors"
@@ -126,7 +144,7 @@ impl Finder {
     fn find_inner(&mut self, hash: &str, run: &RunOptions) -> Result<Option<Lineage>> {
         // Plain weights first: hashing raw bytes is cheaper than reconstructing.
         for i in 0..self.candidates.len() {
-            if self.candidates[i].is_wdelta_name() {
+            if self.candidates[i].is_wdelta {
                 continue;
             }
             let id = self.candidates[i].id;
@@ -152,7 +170,7 @@ impl Finder {
             }
         }
         for i in 0..self.candidates.len() {
-            if !self.candidates[i].is_wdelta_name() {
+            if !self.candidates[i].is_wdelta {
                 continue;
             }
             let id = self.candidates[i].id;
@@ -168,7 +186,7 @@ impl Finder {
                 continue;
             };
             lineage.links.push(delta);
-            let v = ops::verify_lineage(&lineage.base, &lineage.links, true, run)?;
+            let v = verify_lineage(&lineage.base, &lineage.links, true, run)?;
             let h = v.link_hashes.last().cloned().unwrap_or_default();
             self.hashes.insert(id, h.clone());
             if h == hash {
@@ -209,39 +227,17 @@ fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>
         _ => PathBuf::from("."),
     };
     let repo = crate::git::open_repo(&dir).ok()?;
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    if let Ok(head) = repo.head_id()
-        && let Ok(walk) = head.ancestors().all()
-    {
-        for info in walk.flatten() {
-            let Ok(commit) = repo.find_commit(info.id) else {
-                continue;
-            };
-            let Ok(tree) = commit.tree() else { continue };
-            let mut rec = gix::traverse::tree::Recorder::default();
-            if tree.traverse().breadthfirst(&mut rec).is_err() {
-                continue;
-            }
-            for e in rec.records {
-                let path = e.filepath.to_string();
-                let lower = path.to_ascii_lowercase();
-                if !e.mode.is_blob()
-                    || !(lower.ends_with(".safetensors") || lower.ends_with(".wdelta"))
-                    || !seen.insert(e.oid)
-                {
-                    continue;
-                }
-                let short = info.id.to_hex_with_len(10).to_string();
-                out.push(Candidate {
-                    label: format!("{path} at {short}"),
-                    path,
-                    id: e.oid,
-                });
-            }
-        }
-    }
-    Some((repo, out))
+    let is_candidate = |path: &str| {
+        matches!(
+            FileKind::from_path(path),
+            Some(FileKind::Safetensors | FileKind::Wdelta)
+        )
+    };
+    let candidates = files_in_history(&repo, &is_candidate)
+        .into_iter()
+        .map(Candidate::new)
+        .collect();
+    Some((repo, candidates))
 }
 
 fn is_wdelta_path(path: &Path) -> bool {
@@ -266,32 +262,40 @@ fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::Te
         return Err(Error::io(
             &path,
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
-        ));
+        )
+        .into());
     };
+    // Unlike git's `:path` (the index), an empty revision here means HEAD: a parent is a
+    // committed model. Hence no `RevPath::parse`, which would read `:path` and `:N:path` as the
+    // index.
+    let rev_path = RevPath {
+        spec: spec.to_string(),
+        rev: if rev.is_empty() { "HEAD" } else { rev }.to_string(),
+        stage: gix::index::entry::Stage::Unconflicted,
+        path: file.to_string(),
+    };
+    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
     let own;
     let repo = match &finder.repo {
         Some(r) => r,
         None => {
-            let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
             own = crate::git::open_repo(&cwd)?;
             &own
         }
     };
-    let file = file.trim_start_matches("./").trim_start_matches('/');
-    let rev = if rev.is_empty() { "HEAD" } else { rev };
-    let bytes = crate::git::objects::read_blob(repo, rev, file)?
-        .ok_or_else(|| Error::Other(format!("{spec}: {rev} has no file {file}")))?;
-    let ext = if file.to_ascii_lowercase().ends_with(".wdelta") {
+    let id = rev_path.blob(repo, &cwd)?;
+    let bytes = crate::git::objects::blob_bytes(repo, id)?;
+    let ext = if is_wdelta_name(&rev_path.path) {
         ".wdelta"
     } else {
         ".safetensors"
     };
     match blob_to_file(repo, bytes, ext)? {
         (Some(p), temp) => Ok((p, temp.into_iter().collect())),
-        (None, _) => Err(Error::Other(format!(
-            "{spec}: an LFS pointer whose object is not in the local LFS store (run `git lfs \
-             fetch` for {rev})"
-        ))),
+        (None, _) => Err(DeltaError::LfsObjectAbsent {
+            spec: spec.to_string(),
+            rev: rev_path.rev,
+        }),
     }
 }
 
@@ -316,31 +320,17 @@ fn resolve(spec: &str, finder: &mut Finder, run: &RunOptions) -> Result<Lineage>
     Ok(lineage)
 }
 
-fn not_found(delta: &Path, hash: &str, finder: &Finder) -> Error {
-    let searched = if finder.repo.is_none() {
-        "not inside a git repository, so there was nothing to search".to_string()
-    } else {
-        format!(
-            "searched {} tracked model files at HEAD and in its history",
-            finder.candidates.len()
-        )
-    };
-    let mut msg = format!(
-        "{}: no model with the parent hash {hash} was found ({searched}); give the parent with \
-         --parent FILE|REV:path",
-        delta.display()
-    );
-    if !finder.missing.is_empty() {
-        msg.push_str(&format!(
-            "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
-            finder.missing.join(", ")
-        ));
+fn not_found(delta: &Path, hash: &str, finder: &Finder) -> DeltaError {
+    DeltaError::ParentNotFound {
+        delta: delta.to_path_buf(),
+        hash: hash.to_string(),
+        searched: finder.repo.as_ref().map(|_| finder.candidates.len()),
+        absent: finder.missing.clone(),
     }
-    Error::Other(msg)
 }
 
 /// `delta store`: writes the delta of `finetuned` against the model `parent` names.
-pub fn store(
+pub(crate) fn store(
     finetuned: &Path,
     parent: &str,
     out: &Path,
@@ -350,11 +340,11 @@ pub fn store(
     let ft = Model::open(finetuned)?;
     let mut finder = Finder::new(finetuned);
     let lineage = resolve(parent, &mut finder, run)?;
-    ops::create(&lineage.base, &lineage.links, &ft, out, enc, run)
+    create(&lineage.base, &lineage.links, &ft, out, enc, run)
 }
 
 /// `delta restore`: reconstructs the model stored in `delta` into `out`.
-pub fn restore(
+pub(crate) fn restore(
     delta: &Path,
     parent: Option<&str>,
     out: &Path,
@@ -374,7 +364,7 @@ pub fn restore(
         }
     };
     lineage.links.push(d);
-    let r = ops::apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
+    let r = apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
     let mut chain = vec![finder.label(&lineage.base.path)];
     chain.extend(lineage.links.iter().map(|l| finder.label(&l.path)));
     Ok(format!(

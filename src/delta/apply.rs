@@ -1,0 +1,152 @@
+//! `apply`: the model at the end of a lineage, rebuilt from the base into a safetensors file.
+//! Every tensor's place in the output is known beforehand, so workers write there directly.
+
+use std::path::Path;
+
+use super::error::DeltaError;
+use super::model::{CHUNK_ELEMS, Elem, Model};
+use super::open::{OpenDelta, check_against_base};
+use super::pipeline::{RunOptions, ordered_parallel};
+use super::reconstruct::Reconstructor;
+use super::safetensors_out::{self, OutTensor};
+use super::verify::{verify_lineage, wrong_parent};
+use crate::error::Error;
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+/// Dtype of reconstructed tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum OutDtype {
+    /// The base tensor's dtype.
+    #[default]
+    Base,
+    Fixed(Elem),
+}
+
+impl OutDtype {
+    pub(crate) fn resolve(self, base: Elem) -> Elem {
+        match self {
+            OutDtype::Base => base,
+            OutDtype::Fixed(e) => e,
+        }
+    }
+}
+
+/// What `apply` wrote.
+#[derive(Debug, Clone)]
+pub(crate) struct Applied {
+    pub(crate) base_hash: String,
+    pub(crate) tensors: usize,
+    pub(crate) file_bytes: u64,
+}
+
+/// Reconstructs the model at the end of `links` from `base` into the safetensors file `out`,
+/// after verifying every link.
+/// `sync` flushes the output to disk before renaming it into place.
+pub(crate) fn apply(
+    base: &Model,
+    links: &[OpenDelta],
+    out: &Path,
+    dtype: OutDtype,
+    sync: bool,
+    run: &RunOptions,
+) -> Result<Applied> {
+    if links.is_empty() {
+        return Err(DeltaError::NothingToApply);
+    }
+    // A single delta: the base is hashed on its own thread while the output is computed, and
+    // the output is renamed into place only if the hash matched. A lineage is verified first.
+    let single = links.len() == 1;
+    let mut base_hash = String::new();
+    if !single {
+        for l in links.iter().filter(|l| l.checksum_pending) {
+            l.verify_checksum()?;
+        }
+    }
+    if single {
+        check_against_base(&links[0], base)?;
+        base.check_elems()?;
+    } else {
+        base_hash = verify_lineage(base, links, false, run)?.base_hash;
+    }
+    let names: Vec<&String> = base.tensors.keys().collect();
+    let elems: Vec<Elem> = names
+        .iter()
+        .map(|n| Ok(dtype.resolve(base.elem(n, &base.tensors[n.as_str()])?)))
+        .collect::<Result<_>>()?;
+    let tensors: Vec<OutTensor> = names
+        .iter()
+        .zip(&elems)
+        .map(|(n, e)| {
+            let t = &base.tensors[n.as_str()];
+            OutTensor {
+                name: n.to_string(),
+                dtype: e.safetensors_name(),
+                shape: t.shape.clone(),
+                byte_len: (t.n_elements() * e.size()) as u64,
+            }
+        })
+        .collect();
+    let layout = safetensors_out::layout(&base.metadata, &tensors);
+    let bar = run.bar(layout.total_len, "applying");
+    std::thread::scope(|s| {
+        let hasher = single.then(|| s.spawn(|| base.parent_hash(|_| {})));
+        let checksum =
+            (single && links[0].checksum_pending).then(|| s.spawn(|| links[0].verify_checksum()));
+        crate::fsutil::write_atomically_with::<DeltaError>(out, sync, |file| {
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&layout.header, 0)
+                .map_err(|e| Error::io(out, e))?;
+            // Every tensor's place in the output is known: workers write there directly, so no
+            // tensor is ever held whole and the order of completion does not matter.
+            ordered_parallel::<_, DeltaError>(
+                names.len(),
+                run.threads(),
+                |i| {
+                    let name = names[i].as_str();
+                    let elem = elems[i];
+                    let mut r = Reconstructor::new(base, links, name)?;
+                    let n = base.tensors[name].n_elements();
+                    let mut vals = vec![0f32; CHUNK_ELEMS.min(n)];
+                    let mut bytes = vec![0u8; vals.len() * elem.size()];
+                    let mut at = layout.offsets[i];
+                    let mut done = 0;
+                    while done < n {
+                        let len = CHUNK_ELEMS.min(n - done);
+                        r.next(&mut vals[..len])?;
+                        let b = &mut bytes[..len * elem.size()];
+                        elem.from_f32(&vals[..len], b);
+                        file.write_all_at(b, at).map_err(|e| Error::io(out, e))?;
+                        at += b.len() as u64;
+                        done += len;
+                    }
+                    Ok(tensors[i].byte_len)
+                },
+                |_, len| {
+                    bar.inc(len);
+                    Ok(())
+                },
+            )?;
+            if let Some(c) = checksum {
+                c.join().expect("checksum thread")?;
+            }
+            if let Some(h) = hasher {
+                base_hash = h.join().expect("hashing thread");
+                if base_hash != links[0].parent_hash() {
+                    return Err(wrong_parent(
+                        &links[0],
+                        base.path.display().to_string(),
+                        &base_hash,
+                    ));
+                }
+            }
+            Ok(())
+        })
+    })?;
+    bar.finish_and_clear();
+    Ok(Applied {
+        base_hash,
+        tensors: names.len(),
+        file_bytes: layout.total_len,
+    })
+}

@@ -1,0 +1,204 @@
+//! `create`: the delta of a fine-tuned model against its base (or against the reconstruction of
+//! a chain of deltas on the base), encoded tensor by tensor in parallel and written in name
+//! order, so the bytes do not depend on the number of threads.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use super::codec::{self, EncodeOptions};
+use super::error::DeltaError;
+use super::model::{CHUNK_ELEMS, Elem, Model, structure_differences};
+use super::open::OpenDelta;
+use super::pipeline::{RunOptions, ordered_parallel};
+use super::reconstruct::reconstruct_into;
+use super::verify::verify_lineage;
+use crate::error::Error;
+use crate::formats::wdelta::{Header, OwnedArray, SUPPORTED_VERSIONS, WdeltaWriter};
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+thread_local! {
+    /// Per-worker buffer for a tensor's delta in `create`.
+    static DELTA_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What `create` wrote.
+#[derive(Debug, Clone)]
+pub(crate) struct Created {
+    pub(crate) parent_hash: String,
+    pub(crate) tensors: usize,
+    pub(crate) file_bytes: u64,
+    /// Bytes the finetuned tensors take as stored.
+    pub(crate) dense_bytes: u64,
+}
+
+/// Writes the delta of `finetuned` against `base` (or against the float32 reconstruction of
+/// `base` through `chain`) to `out`.
+pub(crate) fn create(
+    base: &Model,
+    links: &[OpenDelta],
+    ft: &Model,
+    out: &Path,
+    enc: &EncodeOptions,
+    run: &RunOptions,
+) -> Result<Created> {
+    validate_encode_options(enc)?;
+    let differences = structure_differences(base, ft);
+    if !differences.is_empty() {
+        return Err(DeltaError::ModelsDiffer {
+            base: base.path.clone(),
+            finetuned: ft.path.clone(),
+            differences,
+        });
+    }
+    base.check_elems()?;
+    ft.check_elems()?;
+    // Without a chain, the base is hashed on its own thread while the deltas are computed;
+    // records wait in memory until the hash, which the header starts with, is known.
+    let known = if links.is_empty() {
+        None
+    } else {
+        let v = verify_lineage(base, links, true, run)?;
+        Some(v.link_hashes.last().cloned().unwrap_or_default())
+    };
+    let header_for = |parent_hash: String| Header {
+        parent_hash,
+        strategy: enc.strategy,
+        tensors: base
+            .tensors
+            .iter()
+            .map(|(name, t)| {
+                let base_dtype = t.elem.map(Elem::numpy_name);
+                (name.clone(), codec::entry_for(&t.shape, enc, base_dtype))
+            })
+            .collect(),
+    };
+    let names: Vec<&String> = base.tensors.keys().collect();
+    let bar = run.bar(ft.data_bytes(), "creating");
+    let mut file_bytes = 0;
+    let mut parent_hash = known.clone().unwrap_or_default();
+    std::thread::scope(|s| {
+        let mut hasher = known
+            .is_none()
+            .then(|| s.spawn(|| base.parent_hash(|_| {})));
+        crate::fsutil::write_atomically_with::<DeltaError>(out, true, |file| {
+            let mut buffered = BufWriter::with_capacity(1 << 20, file);
+            let w = &mut buffered;
+            let mut parent = known.clone();
+            let mut late = LateWriter {
+                out: Some(w),
+                writer: None,
+                pending: Vec::new(),
+            };
+            ordered_parallel::<_, DeltaError>(
+                names.len(),
+                run.threads(),
+                |i| {
+                    let name = names[i];
+                    let tf = &ft.tensors[name.as_str()];
+                    let n = tf.n_elements();
+                    // The delta buffer is reused across tensors: fresh gigabyte allocations
+                    // cost a page fault per 4 KiB.
+                    let mut scratch = DELTA_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+                    if scratch.len() < n {
+                        scratch.resize(n, 0.0);
+                    }
+                    let d = &mut scratch[..n];
+                    reconstruct_into(base, links, name, d)?;
+                    let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
+                    for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
+                        let f = &mut buf[..chunk.len()];
+                        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, f)?;
+                        for (p, f) in chunk.iter_mut().zip(f.iter()) {
+                            *p = *f - *p;
+                        }
+                    }
+                    let t = &base.tensors[name.as_str()];
+                    let arrays = codec::encode(d, &t.shape, enc);
+                    DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+                    Ok((tf.len as u64, arrays))
+                },
+                |i, (len, arrays): (u64, Vec<OwnedArray>)| {
+                    if parent.is_none() && hasher.as_ref().is_some_and(|h| h.is_finished()) {
+                        parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+                    }
+                    late.pending.push((i, arrays));
+                    let header = match late.writer {
+                        None => parent.clone().map(&header_for),
+                        Some(_) => None,
+                    };
+                    late.flush(header.as_ref(), enc.version, &names, out)?;
+                    bar.inc(len);
+                    Ok(())
+                },
+            )?;
+            if parent.is_none() {
+                parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+            }
+            let header = header_for(parent.clone().unwrap_or_default());
+            late.flush(Some(&header), enc.version, &names, out)?;
+            let writer = late.writer;
+            let (_, total) = writer
+                .expect("the header is written once the hash is known")
+                .finish()
+                .map_err(|e| Error::io(out, e))?;
+            buffered.flush().map_err(|e| Error::io(out, e))?;
+            file_bytes = total;
+            parent_hash = parent.unwrap_or_default();
+            Ok(())
+        })
+    })?;
+    bar.finish_and_clear();
+    Ok(Created {
+        parent_hash,
+        tensors: names.len(),
+        file_bytes,
+        dense_bytes: ft.data_bytes(),
+    })
+}
+
+fn validate_encode_options(enc: &EncodeOptions) -> Result<()> {
+    if !(0.0..1.0).contains(&enc.sparsity) {
+        return Err(DeltaError::Sparsity(enc.sparsity));
+    }
+    if !(0.0..=1.0).contains(&enc.outlier_fraction) {
+        return Err(DeltaError::OutlierFraction(enc.outlier_fraction));
+    }
+    if !SUPPORTED_VERSIONS.contains(&enc.version) {
+        return Err(DeltaError::FormatVersion(enc.version));
+    }
+    Ok(())
+}
+
+/// Holds records until the header can be written (it starts with the parent hash).
+struct LateWriter<W: std::io::Write> {
+    out: Option<W>,
+    writer: Option<WdeltaWriter<W>>,
+    pending: Vec<(usize, Vec<OwnedArray>)>,
+}
+
+impl<W: std::io::Write> LateWriter<W> {
+    /// With a header, writes it (once) and every pending record.
+    fn flush(
+        &mut self,
+        header: Option<&Header>,
+        version: u32,
+        names: &[&String],
+        out: &Path,
+    ) -> Result<()> {
+        if self.writer.is_none()
+            && let Some(h) = header
+            && let Some(w) = self.out.take()
+        {
+            self.writer = Some(WdeltaWriter::new(w, h, version).map_err(|e| Error::io(out, e))?);
+        }
+        if let Some(wr) = &mut self.writer {
+            for (i, arrays) in self.pending.drain(..) {
+                for a in &arrays {
+                    wr.record(names[i], a).map_err(|e| Error::io(out, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

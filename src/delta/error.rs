@@ -1,0 +1,165 @@
+//! Errors of the delta commands: the core's and git's errors keep their structure (`#[from]`),
+//! and every rule of the delta commands themselves has a variant of its own.
+
+use std::path::PathBuf;
+
+use crate::formats::wdelta::WdeltaError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeltaError {
+    /// Reading or writing a file, or parsing a model with the core's parsers.
+    #[error(transparent)]
+    Core(#[from] crate::Error),
+    /// Reading the repository a parent is looked for in.
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+
+    // ---- .wdelta files ----
+    /// A `.wdelta` file breaks a rule of the format.
+    #[error("{path}: {source}")]
+    Format {
+        path: PathBuf,
+        #[source]
+        source: Box<WdeltaError>,
+    },
+    #[error("{path}: no tensor {tensor} in the delta")]
+    TensorNotInDelta { path: PathBuf, tensor: String },
+    /// A delta's tensors (names, shapes) are not those of the base it is applied to.
+    #[error("{delta} does not fit the base {base}:\n  {}", differences.join("\n  "))]
+    BaseMismatch {
+        delta: PathBuf,
+        base: PathBuf,
+        differences: Vec<String>,
+    },
+    /// The parent a delta names by hash is not the model it is applied to.
+    #[error(
+        "{delta}: wrong parent: the delta was made against a model with hash\n  expected \
+         {expected}\n  but {parent} hashes to\n  actual   {actual}"
+    )]
+    WrongParent {
+        delta: PathBuf,
+        /// The model that was given as the parent, for the message.
+        parent: String,
+        expected: String,
+        actual: String,
+    },
+
+    // ---- models ----
+    /// The base and the fine-tuned model of `create` differ in tensor names or shapes.
+    #[error(
+        "tensor names and shapes of {base} and {finetuned} differ:\n  {}",
+        differences.join("\n  ")
+    )]
+    ModelsDiffer {
+        base: PathBuf,
+        finetuned: PathBuf,
+        differences: Vec<String>,
+    },
+    #[error("{model}: no tensor {tensor}")]
+    TensorNotInModel { model: PathBuf, tensor: String },
+    #[error("{path}: invalid JSON: {message}")]
+    IndexJson { path: PathBuf, message: String },
+    #[error("{path}: expected an object \"weight_map\" mapping tensor names to shard files")]
+    IndexWeightMap { path: PathBuf },
+    #[error("{path}: weight_map.{tensor} should be a file name")]
+    IndexShardNotAString { path: PathBuf, tensor: String },
+    #[error("{path}: weight_map.{tensor} = {file:?} is not a file name in the directory")]
+    IndexShardOutside {
+        path: PathBuf,
+        tensor: String,
+        file: String,
+    },
+    #[error("{0}: a directory without model.safetensors.index.json nor *.safetensors files")]
+    NoShards(PathBuf),
+    #[error("{path}: a {format} file; delta works on safetensors models")]
+    NotSafetensors { path: PathBuf, format: &'static str },
+    #[error(
+        "{path}: truncated: {present} bytes of tensor data present, the header declares {declared}"
+    )]
+    Truncated {
+        path: PathBuf,
+        present: u64,
+        declared: u64,
+    },
+    #[error("{path}: the index maps tensor {tensor} to this shard, which does not contain it")]
+    ShardLacksTensor { path: PathBuf, tensor: String },
+    #[error("{path}: tensor {tensor} is also in {other}")]
+    DuplicateTensor {
+        path: PathBuf,
+        tensor: String,
+        other: PathBuf,
+    },
+    #[error(
+        "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over f32, bf16, f16 and \
+         f64 tensors only"
+    )]
+    UnsupportedDtype {
+        path: PathBuf,
+        tensor: String,
+        dtype: &'static str,
+    },
+
+    // ---- options ----
+    #[error("--sparsity {0} is outside [0, 1)")]
+    Sparsity(f64),
+    #[error("--outlier-fraction {0} is outside [0, 1]")]
+    OutlierFraction(f64),
+    #[error("--format-version {0} is not 1 or 2")]
+    FormatVersion(u32),
+    #[error("no .wdelta file to apply")]
+    NothingToApply,
+    #[error("give a .wdelta file to apply, or a lineage with --chain")]
+    NoDeltaGiven,
+    #[error("{0}: the name does not end in .wdelta; give the output with -o")]
+    NoOutputName(PathBuf),
+
+    // ---- finding parents in a repository ----
+    #[error(
+        "{spec}: an LFS pointer whose object is not in the local LFS store (run `git lfs fetch` \
+         for {rev})"
+    )]
+    LfsObjectAbsent { spec: String, rev: String },
+    /// No model with the hash a delta names was found.
+    #[error(
+        "{delta}: no model with the parent hash {hash} was found ({}); give the parent with \
+         --parent FILE|REV:path{}",
+        searched_phrase(*searched),
+        absent_phrase(absent)
+    )]
+    ParentNotFound {
+        delta: PathBuf,
+        hash: String,
+        /// How many tracked model files were searched; None outside a repository.
+        searched: Option<usize>,
+        /// Tracked files whose LFS object is not present locally.
+        absent: Vec<String>,
+    },
+}
+
+impl DeltaError {
+    /// A format error of the `.wdelta` file at `path`.
+    pub(crate) fn format(path: impl Into<PathBuf>, source: WdeltaError) -> DeltaError {
+        DeltaError::Format {
+            path: path.into(),
+            source: Box::new(source),
+        }
+    }
+}
+
+fn searched_phrase(searched: Option<usize>) -> String {
+    match searched {
+        None => "not inside a git repository, so there was nothing to search".to_string(),
+        Some(n) => format!("searched {n} tracked model files at HEAD and in its history"),
+    }
+}
+
+fn absent_phrase(absent: &[String]) -> String {
+    if absent.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
+            absent.join(", ")
+        )
+    }
+}

@@ -1,0 +1,197 @@
+//! Verifying a lineage (every link's parent hash is the model before it) and measuring how
+//! far a delta's reconstruction is from the fine-tuned model it was made from.
+
+use std::borrow::Cow;
+
+use sha2::{Digest, Sha256};
+
+use super::error::DeltaError;
+use super::model::Model;
+use super::open::{OpenDelta, check_against_base};
+use super::pipeline::{RunOptions, ordered_parallel};
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+/// Result of verifying a lineage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verified {
+    pub(crate) base_hash: String,
+    /// For each link, the hash of its float32 reconstruction (what a next link must name).
+    pub(crate) link_hashes: Vec<String>,
+}
+
+/// Verifies that `links` apply in order to `base`: the first link's parent hash is the base's,
+/// and every later link's is the float32 reconstruction of the one before.
+/// The reconstruction hashes are computed (one decoding pass) when there is more than one link
+/// or `hash_last` asks for the last one.
+pub(crate) fn verify_lineage(
+    base: &Model,
+    links: &[OpenDelta],
+    hash_last: bool,
+    run: &RunOptions,
+) -> Result<Verified> {
+    for l in links {
+        check_against_base(l, base)?;
+    }
+    base.check_elems()?;
+    let bar = run.bar(base.data_bytes(), "hashing");
+    let base_hash = base.parent_hash(|n| bar.inc(n));
+    bar.finish_and_clear();
+    let Some(first) = links.first() else {
+        return Ok(Verified {
+            base_hash,
+            link_hashes: Vec::new(),
+        });
+    };
+    if first.parent_hash() != base_hash {
+        return Err(wrong_parent(
+            first,
+            base.path.display().to_string(),
+            &base_hash,
+        ));
+    }
+    if links.len() == 1 && !hash_last {
+        return Ok(Verified {
+            base_hash,
+            link_hashes: Vec::new(),
+        });
+    }
+    // Every link's reconstruction is hashed, in name order.
+    let names: Vec<&String> = base.tensors.keys().collect();
+    let mut hashers: Vec<Sha256> = links.iter().map(|_| Sha256::new()).collect();
+    let bar = run.bar(base.data_bytes(), "verifying");
+    ordered_parallel::<_, DeltaError>(
+        names.len(),
+        run.threads(),
+        |i| {
+            let name = names[i];
+            let t = &base.tensors[name.as_str()];
+            // The stages go to the consumer, which hashes them in name order.
+            let mut v = base.load_f32(name, t)?;
+            let mut out = Vec::with_capacity(links.len());
+            for link in links {
+                let d = link.decode(name, v.len())?;
+                for (a, b) in v.iter_mut().zip(&d) {
+                    *a += *b;
+                }
+                out.push(v.clone());
+            }
+            Ok((t.len as u64, out))
+        },
+        |i, (len, stages)| {
+            for (h, v) in hashers.iter_mut().zip(&stages) {
+                h.update(names[i].as_bytes());
+                h.update(f32_bytes(v));
+            }
+            bar.inc(len);
+            Ok(())
+        },
+    )?;
+    bar.finish_and_clear();
+    let link_hashes: Vec<String> = hashers
+        .into_iter()
+        .map(|h| crate::digest::hex(&h.finalize()))
+        .collect();
+    for j in 1..links.len() {
+        if links[j].parent_hash() != link_hashes[j - 1] {
+            return Err(wrong_parent(
+                &links[j],
+                format!("the reconstruction through {}", links[j - 1].path.display()),
+                &link_hashes[j - 1],
+            ));
+        }
+    }
+    Ok(Verified {
+        base_hash,
+        link_hashes,
+    })
+}
+
+/// The error of a delta whose parent hash is not `actual`, the hash of `parent` (named for the
+/// message).
+pub(crate) fn wrong_parent(delta: &OpenDelta, parent: String, actual: &str) -> DeltaError {
+    DeltaError::WrongParent {
+        delta: delta.path.clone(),
+        parent,
+        expected: delta.parent_hash().to_string(),
+        actual: actual.to_string(),
+    }
+}
+
+/// Per-tensor reconstruction error of a delta: max and RMS of |reconstructed - finetuned|
+/// relative to the RMS of the true delta (finetuned - base), all in float32 → float64.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorStats {
+    pub max_abs_error: f64,
+    pub rms_error: f64,
+    pub rms_delta: f64,
+    pub max_abs_delta: f64,
+}
+
+/// Reconstruction error of `delta` against `base` and `finetuned` over the whole model.
+pub fn reconstruction_error(
+    base: &Model,
+    delta: &OpenDelta,
+    finetuned: &Model,
+    run: &RunOptions,
+) -> Result<ErrorStats> {
+    check_against_base(delta, base)?;
+    let names: Vec<&String> = base.tensors.keys().collect();
+    let mut stats = ErrorStats::default();
+    let mut sum_err2 = 0f64;
+    let mut sum_d2 = 0f64;
+    let mut count = 0f64;
+    ordered_parallel::<_, DeltaError>(
+        names.len(),
+        run.threads(),
+        |i| {
+            let name = names[i];
+            let t = &base.tensors[name.as_str()];
+            let b = base.load_f32(name, t)?;
+            let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
+                DeltaError::TensorNotInModel {
+                    model: finetuned.path.clone(),
+                    tensor: name.to_string(),
+                }
+            })?;
+            let f = finetuned.load_f32(name, ft_t)?;
+            let d = delta.decode(name, b.len())?;
+            let mut s = (0f64, 0f64, 0f64, 0f64);
+            for ((b, f), d) in b.iter().zip(&f).zip(&d) {
+                let truth = (*f - *b) as f64;
+                let err = ((*b + *d) - *f) as f64;
+                s.0 = s.0.max(err.abs());
+                s.1 += err * err;
+                s.2 = s.2.max(truth.abs());
+                s.3 += truth * truth;
+            }
+            Ok((s, b.len()))
+        },
+        |_, (s, n)| {
+            stats.max_abs_error = stats.max_abs_error.max(s.0);
+            sum_err2 += s.1;
+            stats.max_abs_delta = stats.max_abs_delta.max(s.2);
+            sum_d2 += s.3;
+            count += n as f64;
+            Ok(())
+        },
+    )?;
+    if count > 0.0 {
+        stats.rms_error = (sum_err2 / count).sqrt();
+        stats.rms_delta = (sum_d2 / count).sqrt();
+    }
+    Ok(stats)
+}
+
+/// float32 values as little-endian bytes without copying on little-endian machines.
+fn f32_bytes(v: &[f32]) -> Cow<'_, [u8]> {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: f32 has no padding and any byte pattern is a valid u8; the length is exact.
+        Cow::Borrowed(unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len() * 4) })
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+    }
+}

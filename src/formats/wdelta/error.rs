@@ -1,0 +1,96 @@
+//! Every way a `.wdelta` file can be rejected: one variant per rule, each naming the offset or
+//! the key and what was expected.
+
+use super::PREAMBLE_LEN;
+
+/// Every way a `.wdelta` file can be rejected; each names where and what was expected.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum WdeltaError {
+    #[error(
+        "file is {len} bytes, shorter than the smallest .wdelta ({min} bytes: magic, version, \
+         header length, checksum)"
+    )]
+    TooShort { len: usize, min: usize },
+    #[error("not a .wdelta file: first bytes {found:?}, expected the magic \"wdelta\\0\"")]
+    BadMagic { found: String },
+    #[error(
+        "checksum mismatch: the last 32 bytes say SHA-256 {stored}, the content hashes to \
+         {actual}; the file is corrupted or truncated"
+    )]
+    ChecksumMismatch { stored: String, actual: String },
+    #[error("unsupported .wdelta version {version} at offset 7 (supported: 1, 2)")]
+    UnsupportedVersion { version: u32 },
+    #[error(
+        "header length {declared} at offset 11 exceeds the {available} bytes before the checksum"
+    )]
+    HeaderTooLong { declared: usize, available: usize },
+    #[error("header (offset {PREAMBLE_LEN}) is not valid UTF-8 JSON: {message}")]
+    HeaderJson { message: String },
+    #[error("header key {key}: {expected}")]
+    HeaderField { key: String, expected: String },
+    #[error("record at offset {offset}: {what} needs {needed} bytes, only {available} remain")]
+    RecordTruncated {
+        offset: usize,
+        what: &'static str,
+        needed: u64,
+        available: usize,
+    },
+    #[error("record at offset {offset}: {what} is not valid UTF-8")]
+    RecordUtf8 { offset: usize, what: &'static str },
+    #[error("record at offset {offset} ({tensor}/{field}): unknown dtype {dtype:?}")]
+    RecordDtype {
+        offset: usize,
+        tensor: String,
+        field: String,
+        dtype: String,
+    },
+    #[error(
+        "record at offset {offset} ({array}): byte count {byte_count} does not match shape \
+         {shape} of {dtype} ({expected} bytes)"
+    )]
+    RecordSize {
+        offset: usize,
+        /// "tensor/field"
+        array: String,
+        dtype: &'static str,
+        shape: String,
+        byte_count: u64,
+        expected: String,
+    },
+    #[error("record at offset {offset}: duplicate array {tensor}/{field}")]
+    DuplicateRecord {
+        offset: usize,
+        tensor: String,
+        field: String,
+    },
+    #[error("record at offset {offset}: array {tensor}/{field} is not referenced by the header")]
+    UnreferencedRecord {
+        offset: usize,
+        tensor: String,
+        field: String,
+    },
+    #[error("tensor {tensor}: array {field} referenced by the header has no record")]
+    MissingRecord { tensor: String, field: String },
+    #[error("tensor {tensor}: array {field} has dtype {found}, expected {expected}")]
+    ArrayDtype {
+        tensor: String,
+        field: String,
+        found: &'static str,
+        expected: String,
+    },
+    #[error("tensor {tensor}: array {field} has {found} elements, expected {expected}")]
+    ArrayLength {
+        tensor: String,
+        field: String,
+        found: u64,
+        expected: String,
+    },
+    #[error("tensor {tensor}: {field}[{position}] = {value} is {problem}")]
+    BadIndex {
+        tensor: String,
+        field: String,
+        position: usize,
+        value: i64,
+        problem: String,
+    },
+}

@@ -1,0 +1,174 @@
+//! Writing a `.wdelta` file: the JSON header as the reference writes it, record framing, and a
+//! streaming writer that appends the checksum.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+
+use sha2::{Digest, Sha256};
+
+use super::{ArrayDtype, CHECKSUM_LEN, Header, MAGIC, Params};
+
+/// One array to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedArray {
+    pub field: &'static str,
+    pub dtype: ArrayDtype,
+    pub shape: Vec<u64>,
+    pub data: Vec<u8>,
+}
+
+/// Serializes the JSON header. Keys come in the order the reference writes them (strategy,
+/// shape, dtype, scalars, array references), tensors sorted by name; version 2 adds
+/// `base_dtype` and, for int4, `int4_layout`.
+pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
+    let mut s = String::new();
+    s.push_str("{\"parent_hash\":");
+    s.push_str(&json_str(&header.parent_hash));
+    s.push_str(",\"strategy\":");
+    s.push_str(&json_str(header.strategy.name()));
+    s.push_str(",\"tensors\":{");
+    for (i, (name, e)) in header.tensors.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&json_str(name));
+        s.push_str(":{\"strategy\":");
+        s.push_str(&json_str(e.strategy().name()));
+        s.push_str(",\"shape\":[");
+        let dims: Vec<String> = e.shape.iter().map(u64::to_string).collect();
+        s.push_str(&dims.join(","));
+        s.push_str("],\"dtype\":");
+        s.push_str(&json_str(&e.dtype));
+        if version >= 2
+            && let Some(b) = &e.base_dtype
+        {
+            s.push_str(",\"base_dtype\":");
+            s.push_str(&json_str(b));
+        }
+        match &e.params {
+            Params::Sparse { sparsity } => {
+                let _ = write!(s, ",\"sparsity\":{}", json_f64(*sparsity));
+            }
+            Params::Quantized { n_elements, n_cols } => {
+                let _ = write!(s, ",\"n_elements\":{n_elements},\"n_cols\":{n_cols}");
+            }
+            Params::Int4 {
+                outlier_fraction,
+                n_elements,
+                n_outliers,
+                layout,
+            } => {
+                let _ = write!(
+                    s,
+                    ",\"outlier_fraction\":{},\"n_elements\":{n_elements},\"n_outliers\":{n_outliers}",
+                    json_f64(*outlier_fraction)
+                );
+                if version >= 2 {
+                    let _ = write!(s, ",\"int4_layout\":{layout}");
+                }
+            }
+        }
+        for f in e.strategy().fields() {
+            let _ = write!(s, ",\"{f}\":{{\"_ref\":\"{f}\"}}");
+        }
+        s.push('}');
+    }
+    s.push_str("}}");
+    s.into_bytes()
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// Floats as JSON numbers; integral values keep a ".0" as Python writes them.
+fn json_f64(v: f64) -> String {
+    if !v.is_finite() {
+        return "null".into();
+    }
+    let s = serde_json::to_string(&v).expect("finite floats serialize");
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// Bytes of one record's framing before its data.
+pub fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + tensor.len());
+    for s in [tensor, array.field, array.dtype.name()] {
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.extend_from_slice(&(array.shape.len() as u32).to_le_bytes());
+    for d in &array.shape {
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    out.extend_from_slice(&(array.data.len() as u64).to_le_bytes());
+    out
+}
+
+/// Streams a `.wdelta` file: the preamble and header first, then records as they come; every
+/// byte also feeds the checksum, which [`WdeltaWriter::finish`] appends.
+pub struct WdeltaWriter<W: Write> {
+    out: W,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl<W: Write> WdeltaWriter<W> {
+    pub fn new(out: W, header: &Header, version: u32) -> std::io::Result<Self> {
+        let json = header_json(header, version);
+        let mut w = WdeltaWriter {
+            out,
+            hasher: Sha256::new(),
+            written: 0,
+        };
+        w.put(MAGIC)?;
+        w.put(&version.to_le_bytes())?;
+        let len = u32::try_from(json.len()).map_err(|_| {
+            std::io::Error::other(format!(
+                "JSON header of {} bytes does not fit the u32 length field",
+                json.len()
+            ))
+        })?;
+        w.put(&len.to_le_bytes())?;
+        w.put(&json)?;
+        Ok(w)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        self.out.write_all(bytes)
+    }
+
+    pub fn record(&mut self, tensor: &str, array: &OwnedArray) -> std::io::Result<()> {
+        self.put(&record_prefix(tensor, array))?;
+        self.put(&array.data)
+    }
+
+    /// Appends the checksum; returns the total file length.
+    pub fn finish(mut self) -> std::io::Result<(W, u64)> {
+        let digest = self.hasher.finalize();
+        self.out.write_all(&digest)?;
+        Ok((self.out, self.written + CHECKSUM_LEN as u64))
+    }
+}
+
+/// Writes a whole file into memory (for small deltas and tests).
+pub fn write_to_vec(
+    header: &Header,
+    version: u32,
+    arrays: &BTreeMap<String, Vec<OwnedArray>>,
+) -> Vec<u8> {
+    let mut w = WdeltaWriter::new(Vec::new(), header, version).expect("writing to a Vec");
+    for (name, list) in arrays {
+        for a in list {
+            w.record(name, a).expect("writing to a Vec");
+        }
+    }
+    w.finish().expect("writing to a Vec").0
+}
