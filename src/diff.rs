@@ -1,7 +1,5 @@
 //! Structural diff of two artifacts: what the identity covers, compared key by key.
 
-use std::collections::BTreeMap;
-
 use crate::artifact::{Artifact, Format, TensorInfo, Value};
 use crate::identity::structural_hash;
 
@@ -67,10 +65,14 @@ impl StructuralDiff {
             new_metadata_count: new.metadata.len(),
             old_tensor_count: old.tensors.len(),
             new_tensor_count: new.tensors.len(),
-            metadata: diff_maps(&old.metadata, &new.metadata, |a, b| a == b)
-                .map(|(key, change)| MetadataChange { key, change })
-                .collect(),
-            tensors: diff_maps(&old.tensors, &new.tensors, same_structure)
+            metadata: diff_sorted(
+                old.metadata.iter().map(|(k, v)| (k.as_str(), v)),
+                new.metadata.iter().map(|(k, v)| (k.as_str(), v)),
+                |a, b| a == b,
+            )
+            .map(|(key, change)| MetadataChange { key, change })
+            .collect(),
+            tensors: diff_sorted(old.tensors.iter(), new.tensors.iter(), same_structure)
                 .map(|(name, change)| TensorChange { name, change })
                 .collect(),
         }
@@ -111,21 +113,39 @@ pub fn same_structure(a: &TensorInfo, b: &TensorInfo) -> bool {
 }
 
 /// Walks two maps, yielding additions, removals and changes in key order.
-fn diff_maps<'a, T: Clone + 'a>(
-    old: &'a BTreeMap<String, T>,
-    new: &'a BTreeMap<String, T>,
+/// Merges two sequences sorted by key into the sorted list of keys removed, added or changed.
+fn diff_sorted<'a, T: Clone + 'a>(
+    old: impl Iterator<Item = (&'a str, &'a T)>,
+    new: impl Iterator<Item = (&'a str, &'a T)>,
     same: fn(&T, &T) -> bool,
-) -> impl Iterator<Item = (String, Change<T>)> + 'a {
-    let removed_or_changed = old.iter().filter_map(move |(k, a)| match new.get(k) {
-        None => Some((k.clone(), Change::Removed(a.clone()))),
-        Some(b) if !same(a, b) => Some((k.clone(), Change::Changed(a.clone(), b.clone()))),
-        Some(_) => None,
-    });
-    let added = new
-        .iter()
-        .filter(move |(k, _)| !old.contains_key(*k))
-        .map(|(k, b)| (k.clone(), Change::Added(b.clone())));
-    let mut all: Vec<_> = removed_or_changed.chain(added).collect();
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    all.into_iter()
+) -> impl Iterator<Item = (String, Change<T>)> {
+    use std::cmp::Ordering;
+    let mut old = old.peekable();
+    let mut new = new.peekable();
+    let mut out = Vec::new();
+    loop {
+        let order = match (old.peek(), new.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((a, _)), Some((b, _))) => a.cmp(b),
+        };
+        match order {
+            Ordering::Less => {
+                let (k, a) = old.next().expect("peeked");
+                out.push((k.to_owned(), Change::Removed(a.clone())));
+            }
+            Ordering::Greater => {
+                let (k, b) = new.next().expect("peeked");
+                out.push((k.to_owned(), Change::Added(b.clone())));
+            }
+            Ordering::Equal => {
+                let ((k, a), (_, b)) = (old.next().expect("peeked"), new.next().expect("peeked"));
+                if !same(a, b) {
+                    out.push((k.to_owned(), Change::Changed(a.clone(), b.clone())));
+                }
+            }
+        }
+    }
+    out.into_iter()
 }

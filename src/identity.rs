@@ -354,7 +354,6 @@ fn write_str_content(out: &mut impl Sink, s: &str) {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::artifact::{F32Bits, F64Bits, Format, Layout, TensorInfo};
@@ -368,11 +367,11 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
-            tensors: BTreeMap::from([(
-                "w".to_owned(),
+            tensors: crate::artifact::Tensors::from_iter([(
+                "w",
                 TensorInfo {
                     dtype: "q4_k",
-                    shape: vec![256, 2],
+                    shape: [256, 2].into_iter().collect(),
                     byte_length: 288,
                     file_offset: 4096,
                 },

@@ -277,24 +277,24 @@ impl Model {
         let shard = self.shards.len();
         for (name, info) in &artifact.tensors {
             if let Some(names) = expected
-                && !names.contains(name)
+                && !names.iter().any(|n| n == name)
             {
                 continue;
             }
             if let Some(prev) = self.tensors.get(name) {
                 return Err(DeltaError::DuplicateTensor {
                     path: path.to_path_buf(),
-                    tensor: name.clone(),
+                    tensor: name.to_owned(),
                     other: self.shards[prev.shard].path.clone(),
                 });
             }
             self.tensors.insert(
-                name.clone(),
+                name.to_owned(),
                 TensorSource {
                     shard,
                     dtype: info.dtype,
                     elem: Elem::from_safetensors(info.dtype),
-                    shape: info.shape.clone(),
+                    shape: info.shape.to_vec(),
                     offset: info.file_offset as usize,
                     len: info.byte_length as usize,
                 },

@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use crate::artifact::{
-    Array, Artifact, F32Bits, F64Bits, Format, Layout, StringArray, TensorInfo, Value,
+    Array, Artifact, F32Bits, F64Bits, Format, Layout, Shape, StringArray, TensorInfo, TensorName,
+    Tensors, Value,
 };
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
@@ -439,10 +440,15 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
         });
     }
 
-    let mut tensors = BTreeMap::new();
-    let mut in_file_order = Vec::with_capacity(tensor_count as usize);
+    // As ggml: offsets are aligned and each tensor starts where the previous one, padded, ends.
+    // Checked as the records stream by; the first offset error is reported only after every
+    // record has been read and the names checked, so a malformed record is named first.
+    let tensors_start = cur.pos;
+    let mut entries = Vec::with_capacity(tensor_count as usize);
+    let mut expected = 0u64;
+    let mut data_expected = 0u64;
+    let mut offset_error = None;
     for index in 0..tensor_count {
-        let name_offset = cur.offset();
         let name = cur.string(&|| format!("the name of tensor #{index}"))?;
         let dims_offset = cur.offset();
         let n_dims = cur.u32(&|| format!("the dimension count of tensor {name:?}"))?;
@@ -453,7 +459,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
                 n_dims,
             });
         }
-        let mut shape = Vec::with_capacity(n_dims as usize);
+        let mut shape = Shape::with_capacity(n_dims as usize);
         for d in 0..n_dims {
             shape.push(cur.count(&|| format!("dimension {d} of tensor {name:?}"))?);
         }
@@ -478,51 +484,53 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
         };
         let data_offset = cur.u64(&|| format!("the data offset of tensor {name:?}"))?;
         let byte_length = tensor_byte_length(&name, &shape, ggml_type)?;
-        if tensors.contains_key(&name) {
-            return Err(GgufError::DuplicateTensor {
-                offset: name_offset,
-                name,
-            });
+        if offset_error.is_none() {
+            if data_offset % alignment != 0 {
+                offset_error = Some(GgufError::MisalignedOffset {
+                    name: name.clone(),
+                    data_offset,
+                    alignment,
+                });
+            } else if data_offset != expected {
+                offset_error = Some(GgufError::OffsetMismatch {
+                    name: name.clone(),
+                    data_offset,
+                    expected,
+                    alignment,
+                });
+            } else {
+                // The last tensor's padding is optional in practice, so data ends at its last
+                // byte.
+                data_expected = expected
+                    .checked_add(byte_length)
+                    .ok_or(GgufError::DataSizeOverflow)?;
+                expected = align_up(data_expected, alignment).ok_or(GgufError::DataSizeOverflow)?;
+            }
         }
-        in_file_order.push((name.clone(), data_offset, byte_length));
-        tensors.insert(
-            name,
+        entries.push((
+            TensorName::from(name),
             TensorInfo {
                 dtype: ggml_type.name,
                 shape,
                 byte_length,
                 file_offset: data_offset,
             },
-        );
+        ));
     }
-
-    // As ggml: offsets are aligned and each tensor starts where the previous one, padded, ends.
-    let mut expected = 0u64;
-    let mut data_expected = 0u64;
-    for (name, data_offset, byte_length) in &in_file_order {
-        if data_offset % alignment != 0 {
-            return Err(GgufError::MisalignedOffset {
-                name: name.clone(),
-                data_offset: *data_offset,
-                alignment,
-            });
-        }
-        if *data_offset != expected {
-            return Err(GgufError::OffsetMismatch {
-                name: name.clone(),
-                data_offset: *data_offset,
-                expected,
-                alignment,
-            });
-        }
-        // The last tensor's padding is optional in practice, so data ends at its last byte.
-        data_expected = expected
-            .checked_add(*byte_length)
-            .ok_or(GgufError::DataSizeOverflow)?;
-        expected = align_up(data_expected, alignment).ok_or(GgufError::DataSizeOverflow)?;
-    }
-
     let header_end = cur.offset();
+    let mut tensors = match Tensors::from_entries(entries) {
+        Ok(tensors) => tensors,
+        Err(name) => {
+            return Err(GgufError::DuplicateTensor {
+                offset: second_name_offset(&cur, tensors_start, &name),
+                name: name.into(),
+            });
+        }
+    };
+    if let Some(e) = offset_error {
+        return Err(e);
+    }
+
     let data_start = align_up(header_end, alignment).ok_or(GgufError::DataSizeOverflow)?;
     for tensor in tensors.values_mut() {
         tensor.file_offset = tensor.file_offset.saturating_add(data_start);
@@ -722,6 +730,36 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.
     let text = unsafe { String::from_utf8_unchecked(joined) };
     Ok(StringArray::from_parts(text, ends))
+}
+
+/// File offset of the second tensor record named `name`: the records (already validated) are
+/// walked again only to report the duplicate, so the happy path keeps no per-record offsets.
+fn second_name_offset(cur: &Cursor, tensors_start: usize, name: &str) -> u64 {
+    let mut walk = Cursor {
+        bytes: cur.bytes,
+        file_len: cur.file_len,
+        pos: tensors_start,
+        big_endian: cur.big_endian,
+        wide_counts: cur.wide_counts,
+    };
+    let mut seen = false;
+    loop {
+        let offset = walk.offset();
+        let Ok(record_name) = walk.string(&String::new) else {
+            return offset;
+        };
+        if record_name == name {
+            if seen {
+                return offset;
+            }
+            seen = true;
+        }
+        let Ok(n_dims) = walk.u32(&String::new) else {
+            return offset;
+        };
+        let skip = u64::from(n_dims) * walk.string_len_size() + 4 + 8;
+        walk.pos = walk.pos.saturating_add(skip as usize);
+    }
 }
 
 /// File offset of string `index` of an array whose strings start at `array_start`: walked

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-use crate::artifact::{Artifact, Format, Layout, TensorInfo, Value};
+use crate::artifact::{Artifact, Format, Layout, TensorInfo, TensorName, Tensors, Value};
 
 pub const MAX_HEADER_SIZE: u64 = 100_000_000;
 const METADATA_KEY: &str = "__metadata__";
@@ -56,6 +56,8 @@ pub enum SafetensorsError {
         begin: u64,
         expected: u64,
     },
+    #[error("invalid safetensors JSON header: duplicate tensor {name:?}")]
+    DuplicateTensor { name: String },
     #[error("tensor {name:?}: element count of shape {shape:?} overflows 64 bits")]
     ShapeOverflow { name: String, shape: Vec<u64> },
     #[error("tensor {name:?}: {n_elements} elements of {bits}-bit {dtype} do not fill whole bytes")]
@@ -197,7 +199,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
     // Physical order decides contiguity; the identity itself is keyed by name.
     entries.sort_by_key(|e| (e.4, e.5));
 
-    let mut tensors = BTreeMap::new();
+    let mut tensors = Vec::with_capacity(entries.len());
     let mut expected_begin = 0u64;
     for (name, dtype, bits, shape, begin, end) in entries {
         if begin != expected_begin {
@@ -242,16 +244,19 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             });
         }
         expected_begin = end;
-        tensors.insert(
-            name,
+        tensors.push((
+            TensorName::from(name),
             TensorInfo {
                 dtype,
-                shape,
+                shape: shape.into(),
                 byte_length,
                 file_offset: data_start + begin,
             },
-        );
+        ));
     }
+    // The JSON reader has already refused duplicate keys.
+    let tensors = Tensors::from_entries(tensors)
+        .map_err(|name| SafetensorsError::DuplicateTensor { name: name.into() })?;
 
     let data_present = file_len - data_start;
     if data_present > expected_begin {

@@ -292,7 +292,7 @@ impl Serialize for TensorShape<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(3))?;
         map.serialize_entry("dtype", self.0.dtype)?;
-        map.serialize_entry("shape", &self.0.shape)?;
+        map.serialize_entry("shape", self.0.shape.as_slice())?;
         map.serialize_entry("byte_length", &self.0.byte_length)?;
         map.end()
     }

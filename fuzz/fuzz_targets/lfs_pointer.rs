@@ -1,0 +1,13 @@
+//! LFS pointer parsing on arbitrary bytes: never a panic, and a parsed pointer written back
+//! out parses to the same pointer.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use weight_inspect::git::lfs::Pointer;
+
+fuzz_target!(|data: &[u8]| {
+    if let Some(pointer) = Pointer::parse(data) {
+        let text = pointer.to_text();
+        assert_eq!(Pointer::parse(text.as_bytes()), Some(pointer));
+    }
+});
