@@ -12,9 +12,9 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use super::config::{Effective, Expected, FormatName, Policy, Rule, Sourced};
-use super::pickle::{self, PickleReport};
 use crate::artifact::{Artifact, Value};
 use crate::error::{Error, Result};
+use crate::formats::pickle::{self, PickleReport};
 use crate::git::lfs::{self, Pointer};
 
 /// Blobs larger than this (model bytes committed without LFS) are not inflated whole: a

@@ -4,13 +4,11 @@
 //!
 //! - [`config`]: the policy file (parsing, located errors, per-path merging of rules);
 //! - [`check`]: evaluating one file; [`workspace`]: which files, from the index or work tree;
-//! - [`pickle`]: recognizing PyTorch pickle checkpoints and what they import;
 //! - [`report`]: text, JSON and GitHub outputs; [`pin`]: `policy pin`; [`hook`]: `hook install`.
 
 pub mod check;
 pub mod config;
 pub mod hook;
-pub mod pickle;
 pub mod pin;
 pub mod report;
 pub mod workspace;
