@@ -2,12 +2,13 @@
 //!
 //! GitHub shows at most 10 error and 10 warning annotations per step and drops the rest
 //! silently, so beyond that the last shown annotation of each level groups the remaining ones
-//! and says how many there are. Escaping follows the Actions toolkit
-//! ([`crate::policy::report::escape_data`] / [`escape_property`]).
+//! and says how many there are. The commands themselves are built and escaped by
+//! [`crate::render::github`].
 
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
-use crate::policy::report::{escape_data, escape_property};
+use crate::policy::report::violation_annotation;
+pub use crate::render::github::{Annotation, Level};
 
 /// Annotations GitHub shows per level and step.
 pub const MAX_PER_LEVEL: usize = 10;
@@ -15,59 +16,20 @@ pub const MAX_PER_LEVEL: usize = 10;
 /// Lines of a grouped annotation's message before it, too, is cut short.
 const MAX_GROUPED_LINES: usize = 50;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Error,
-    Warning,
-}
-
-impl Level {
-    fn command(self) -> &'static str {
-        match self {
-            Level::Error => "error",
-            Level::Warning => "warning",
-        }
-    }
-
-    fn plural(self) -> &'static str {
-        match self {
-            Level::Error => "errors",
-            Level::Warning => "warnings",
-        }
+/// "errors", "warnings": what a grouped annotation counts.
+fn plural(level: Level) -> &'static str {
+    match level {
+        Level::Error => "errors",
+        Level::Warning => "warnings",
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Annotation {
-    pub level: Level,
-    pub file: Option<String>,
-    pub title: String,
-    pub message: String,
-}
-
-impl Annotation {
-    /// The workflow command, one line.
-    pub fn command(&self) -> String {
-        let mut props = Vec::new();
-        if let Some(file) = &self.file {
-            props.push(format!("file={}", escape_property(file)));
-        }
-        props.push(format!("title={}", escape_property(&self.title)));
-        format!(
-            "::{} {}::{}\n",
-            self.level.command(),
-            props.join(","),
-            escape_data(&self.message)
-        )
-    }
-
-    /// The annotation as one line of a grouped message.
-    fn line(&self) -> String {
-        let message = self.message.replace(['\r', '\n'], " ");
-        match &self.file {
-            Some(file) => format!("{file}: {}: {message}", self.title),
-            None => format!("{}: {message}", self.title),
-        }
+/// An annotation as one line of a grouped message.
+fn grouped_line(a: &Annotation) -> String {
+    let message = a.message.replace(['\r', '\n'], " ");
+    match &a.file {
+        Some(file) => format!("{file}: {}: {message}", a.title),
+        None => format!("{}: {message}", a.title),
     }
 }
 
@@ -82,15 +44,7 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
     let policy = report.policy.as_deref().unwrap_or_default();
     let mut all = Vec::new();
     for v in &report.violations {
-        all.push(Annotation {
-            level: policy_level,
-            file: Some(v.path.clone()),
-            title: format!("weight-inspect: {}", v.rule),
-            message: format!(
-                "expected {}; found {} ({policy}:{})",
-                v.expected, v.found, v.policy_line
-            ),
-        });
+        all.push(violation_annotation(v, policy, policy_level));
     }
     for e in &report.unchecked {
         all.push(Annotation {
@@ -179,7 +133,7 @@ pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     let mut lines: Vec<String> = rest
         .iter()
         .take(MAX_GROUPED_LINES)
-        .map(|a| a.line())
+        .map(|a| grouped_line(a))
         .collect();
     if rest.len() > MAX_GROUPED_LINES {
         lines.push(format!(
@@ -190,10 +144,10 @@ pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     out.push(Annotation {
         level,
         file: None,
-        title: format!("weight-inspect: {} more {}", rest.len(), level.plural()),
+        title: format!("weight-inspect: {} more {}", rest.len(), plural(level)),
         message: format!(
             "GitHub shows {MAX_PER_LEVEL} {} per step; the other {}:\n{}",
-            level.plural(),
+            plural(level),
             rest.len(),
             lines.join("\n")
         ),
@@ -212,20 +166,6 @@ mod tests {
             title: "weight-inspect: allowed_dtypes".into(),
             message: format!("found q4_k {i}"),
         }
-    }
-
-    #[test]
-    fn commands_escape_properties_and_data() {
-        let a = Annotation {
-            level: Level::Warning,
-            file: Some("a,b:c%.gguf".into()),
-            title: "t: x".into(),
-            message: "50% done\r\nnext: a,b".into(),
-        };
-        assert_eq!(
-            a.command(),
-            "::warning file=a%2Cb%3Ac%25.gguf,title=t%3A x::50%25 done%0D%0Anext: a,b\n"
-        );
     }
 
     #[test]

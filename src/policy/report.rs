@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::check::Violation;
+use crate::render::github::{Annotation, Level};
 
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -129,53 +130,37 @@ pub fn json(report: &CheckReport) -> String {
 pub fn github(report: &CheckReport) -> String {
     let mut out = String::new();
     for v in &report.violations {
-        out.push_str(&format!(
-            "::error file={},title={}::{}\n",
-            escape_property(&v.path),
-            escape_property(&format!("weight-inspect: {}", v.rule)),
-            escape_data(&format!(
-                "expected {}; found {} ({}:{})",
-                v.expected, v.found, report.policy, v.policy_line
-            ))
-        ));
+        out.push_str(&violation_annotation(v, &report.policy, Level::Error).command());
     }
     for e in &report.errors {
-        out.push_str(&format!(
-            "::error file={},title={}::{}\n",
-            escape_property(&e.path),
-            escape_property("weight-inspect: cannot check"),
-            escape_data(&e.message)
-        ));
+        let annotation = Annotation {
+            level: Level::Error,
+            file: Some(e.path.clone()),
+            title: "weight-inspect: cannot check".into(),
+            message: e.message.clone(),
+        };
+        out.push_str(&annotation.command());
     }
     out.push_str(&format!("weight-inspect: {}\n", report.summary()));
     out
 }
 
-/// Escapes a workflow command's message (the part after `::`), as the Actions toolkit's
-/// `escapeData` does: `%`, CR and LF.
-pub fn escape_data(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
-}
-
-/// Escapes a workflow command property value (`file=`, `title=`), as the toolkit's
-/// `escapeProperty` does: [`escape_data`] plus `:` and `,`.
-pub fn escape_property(s: &str) -> String {
-    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+/// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
+pub fn violation_annotation(v: &Violation, policy: &str, level: Level) -> Annotation {
+    Annotation {
+        level,
+        file: Some(v.path.clone()),
+        title: format!("weight-inspect: {}", v.rule),
+        message: format!(
+            "expected {}; found {} ({policy}:{})",
+            v.expected, v.found, v.policy_line
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escaping_follows_the_actions_toolkit() {
-        assert_eq!(escape_data("a%b\r\nc:d,e"), "a%25b%0D%0Ac:d,e");
-        assert_eq!(escape_property("a%b\r\nc:d,e"), "a%25b%0D%0Ac%3Ad%2Ce");
-        // `%` first, so escapes are not escaped twice.
-        assert_eq!(escape_data("%0A"), "%250A");
-    }
 
     #[test]
     fn github_annotations() {
