@@ -5,6 +5,7 @@
 //! and says how many there are. The commands themselves are built and escaped by
 //! [`crate::render::github`].
 
+use super::entry::{counts_text, short_hash};
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
 use crate::policy::report::violation_annotation;
@@ -51,7 +52,7 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
             level: policy_level,
             file: Some(e.path.clone()),
             title: "weight-inspect: cannot check".into(),
-            message: super::report::reason(e).to_owned(),
+            message: e.reason.clone(),
         });
     }
     if report.fail_on == FailOn::Change {
@@ -63,9 +64,9 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
                 message: format!(
                     "{}: {} -> {} ({}); --fail-on change fails on any changed model file",
                     f.format(),
-                    super::report::short_hash(f.old.as_ref()),
-                    super::report::short_hash(f.new.as_ref()),
-                    super::report::counts_text(f.counts())
+                    short_hash(f.old.as_ref()),
+                    short_hash(f.new.as_ref()),
+                    counts_text(f.counts())
                 ),
             });
         }

@@ -7,8 +7,10 @@
 
 use std::fmt::Write;
 
-use super::report::{CiReport, Counts, FileEntry, counts_text, plural, short_hash};
+use super::entry::{Counts, FileEntry, counts_text, short_hash};
+use super::report::CiReport;
 use crate::git::ModelSide;
+use crate::policy::report::{Phrasing, plural};
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
@@ -111,22 +113,12 @@ fn header(report: &CiReport) -> String {
             "No policy file (`.weight-inspect.toml`): structural report only, nothing checked.\n",
         ),
         Some(policy) => {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "Policy {}: **{}** in {} of {} checked",
+                "Policy {}: {}.",
                 code(policy),
-                plural(report.violations.len(), "violation", "violations"),
-                report.failing_files(),
-                plural(report.checked, "file", "files")
+                report.tally().sentence(Phrasing::Markdown)
             );
-            if !report.unchecked.is_empty() {
-                let _ = write!(
-                    out,
-                    "; **{}** could not be checked",
-                    plural(report.unchecked.len(), "file", "files")
-                );
-            }
-            out.push_str(".\n");
         }
     }
     if report.failed() {
@@ -248,11 +240,7 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             return;
         }
         for e in &report.unchecked {
-            let row = format!(
-                "| {} | {} |\n",
-                cell_code(&e.path),
-                cell_text(super::report::reason(e))
-            );
+            let row = format!("| {} | {} |\n", cell_code(&e.path), cell_text(&e.reason));
             if !w.push(&row) {
                 w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));
                 return;

@@ -13,37 +13,10 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::error::{Error, Result};
+use super::error::PolicyError;
 
 /// Name of the policy file at the repository root.
 pub const POLICY_FILE: &str = ".weight-inspect.toml";
-
-/// A policy file that could not be used, located by line and column.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}:{column}: {message}\n{snippet}")]
-    Invalid {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-        snippet: String,
-    },
-    #[error("{path}: {message}")]
-    InvalidNoSpan { path: String, message: String },
-}
-
-impl From<PolicyError> for Error {
-    fn from(e: PolicyError) -> Self {
-        Error::Other(e.to_string())
-    }
-}
 
 /// A parsed, validated policy.
 #[derive(Debug, Clone)]
@@ -181,15 +154,6 @@ impl Effective<'_> {
 }
 
 impl Policy {
-    /// Reads and validates a policy file.
-    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Policy::parse(path, &text)
-    }
-
     /// Parses policy text; `path` is only used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
         let raw: RawPolicy = toml::from_str(text).map_err(|e| {
@@ -270,11 +234,6 @@ impl Policy {
         }
         matched.then_some(eff)
     }
-}
-
-/// Reads a policy file (the entry point for other commands, e.g. `ci`).
-pub fn load_policy(path: &Path) -> Result<Policy> {
-    Ok(Policy::load(path)?)
 }
 
 #[derive(Debug, Deserialize)]
