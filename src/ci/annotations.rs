@@ -9,10 +9,10 @@ use super::entry::{counts_text, short_hash};
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
 use crate::policy::report::violation_annotation;
-pub use crate::render::github::{Annotation, Level};
+use crate::render::github::{Annotation, Level};
 
 /// Annotations GitHub shows per level and step.
-pub const MAX_PER_LEVEL: usize = 10;
+const MAX_PER_LEVEL: usize = 10;
 
 /// Lines of a grouped annotation's message before it, too, is cut short.
 const MAX_GROUPED_LINES: usize = 50;
@@ -35,7 +35,7 @@ fn grouped_line(a: &Annotation) -> String {
 }
 
 /// Every annotation the report calls for, errors first.
-pub fn collect(report: &CiReport) -> Vec<Annotation> {
+fn collect(report: &CiReport) -> Vec<Annotation> {
     // With --fail-on never nothing fails the job, so nothing is shown as an error.
     let policy_level = if report.fail_on == FailOn::Never {
         Level::Warning
@@ -110,7 +110,7 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
     all
 }
 
-/// The workflow commands, at most [`MAX_PER_LEVEL`] per level.
+/// The workflow commands, at most `MAX_PER_LEVEL` (10) per level.
 pub fn render(report: &CiReport) -> String {
     let all = collect(report);
     let mut out = String::new();
@@ -125,7 +125,7 @@ pub fn render(report: &CiReport) -> String {
 
 /// The annotations of one level as GitHub will show them: all of them up to the limit, else
 /// the first ones and one that groups the rest.
-pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
+fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     if of_level.len() <= MAX_PER_LEVEL {
         return of_level.iter().map(|a| (*a).clone()).collect();
     }

@@ -63,14 +63,6 @@ impl FileEntry {
         }
     }
 
-    /// Whether the structure could not be compared (a side is not a parsed model).
-    pub fn structure_unknown(&self) -> bool {
-        [&self.old, &self.new]
-            .into_iter()
-            .flatten()
-            .any(|s| s.artifact().is_none())
-    }
-
     /// The plain-text body of the file's section: the structural diff, a summary of an
     /// added or removed model, or why the structure is not shown.
     pub fn details(&self) -> String {
@@ -166,7 +158,7 @@ fn side_note(side: &ModelSide, which: Side) -> String {
 
 /// The first 12 hex digits of a side's structural hash, `lfs:XXXXXXXX` for an LFS object
 /// that is not present, `-` for no side, `?` for a side that is not a readable model.
-pub fn short_hash(side: Option<&ModelSide>) -> String {
+pub(crate) fn short_hash(side: Option<&ModelSide>) -> String {
     match side {
         None => "-".to_owned(),
         Some(ModelSide::Model { artifact, .. }) => {
@@ -178,7 +170,7 @@ pub fn short_hash(side: Option<&ModelSide>) -> String {
 }
 
 /// `tensors +1 −0 ~2, metadata +0 −0 ~1`, or `structure not compared`.
-pub fn counts_text(counts: Counts) -> String {
+pub(crate) fn counts_text(counts: Counts) -> String {
     match counts {
         Counts::Known(c) => format!(
             "tensors +{} −{} ~{}, metadata +{} −{} ~{}",

@@ -313,13 +313,13 @@ fn fence_for(body: &str) -> String {
 }
 
 /// An inline code span holding `s` literally, safe inside a table cell.
-pub fn cell_code(s: &str) -> String {
+fn cell_code(s: &str) -> String {
     code(s).replace('|', "\\|")
 }
 
 /// An inline code span holding `s` literally: the delimiter is longer than any backtick run
 /// inside, and line breaks are shown as `\n` (a code span cannot hold them).
-pub fn code(s: &str) -> String {
+fn code(s: &str) -> String {
     let s = s.replace('\r', "\\r").replace('\n', "\\n");
     let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let ticks = "`".repeat(longest + 1);
@@ -332,7 +332,7 @@ pub fn code(s: &str) -> String {
 }
 
 /// Text in a table cell: HTML and Markdown syntax escaped, line breaks as `<br>`.
-pub fn cell_text(s: &str) -> String {
+fn cell_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
@@ -352,7 +352,7 @@ pub fn cell_text(s: &str) -> String {
 }
 
 /// Text inside HTML (the `<summary>` of a section).
-pub fn html(s: &str) -> String {
+fn html(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -1,9 +1,10 @@
 //! `weight-inspect ci`: pull-request reports for GitHub Actions.
 //!
 //! One run compares two commits: the model files that changed ([`crate::git::changes`]), the
-//! structural diff of each, and the policy ([`crate::policy`]) applied to the head side. The
-//! results go to a Markdown job summary ([`markdown`]), workflow-command annotations
-//! ([`annotations`]), step outputs and a JSON report ([`outputs`]). The action's shell
+//! structural diff of each, and the policy ([`crate::policy`]) applied to the head side: a
+//! [`report`] of [`entry`]s, one per changed file. The results go to a Markdown job summary
+//! ([`markdown`]), workflow-command annotations ([`annotations`]), step outputs and a JSON
+//! report ([`outputs`]); what can go wrong is a [`CiError`]. The action's shell
 //! (`action.yml`, `scripts/action/`) only installs the binary, fetches the base commit and
 //! calls this command.
 

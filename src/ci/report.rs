@@ -69,9 +69,9 @@ impl Rev {
 
 /// A file outside the structural report (not GGUF/safetensors by name) that the policy covers
 /// and the head side adds or changes, e.g. a pickle checkpoint.
-pub struct OtherFile {
-    pub path: String,
-    pub id: ObjectId,
+struct OtherFile {
+    path: String,
+    id: ObjectId,
 }
 
 /// Everything one run found.
@@ -92,7 +92,7 @@ pub struct CiReport {
 }
 
 /// Model files of the structural report: GGUF and safetensors by extension.
-pub fn is_reported_path(path: &str) -> bool {
+fn is_reported_path(path: &str) -> bool {
     FileKind::from_path(path).is_some_and(FileKind::is_model)
 }
 
@@ -246,7 +246,7 @@ impl CiReport {
     }
 
     /// What the policy found, in numbers.
-    pub fn tally(&self) -> Tally {
+    pub(crate) fn tally(&self) -> Tally {
         Tally {
             checked: self.checked,
             failing: self.failing_files(),

@@ -374,7 +374,7 @@ fn tensors_of(dtype: &str, names: &[&str]) -> String {
 /// Whether a metadata value equals the value written in the policy. Numbers compare by value
 /// across widths; safetensors metadata (always strings) also matches a number or boolean
 /// written without quotes.
-pub fn value_matches(expected: &toml::Value, actual: &Value) -> bool {
+fn value_matches(expected: &toml::Value, actual: &Value) -> bool {
     use toml::Value as T;
     match (expected, actual) {
         (T::String(e), Value::String(a)) => e == a,
@@ -421,7 +421,7 @@ fn float_of(v: &Value) -> Option<f64> {
 }
 
 /// "5.00 GB (5000000000 bytes)".
-pub fn human_size(bytes: u64) -> String {
+fn human_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
         ("TB", 1_000_000_000_000),
         ("GB", 1_000_000_000),

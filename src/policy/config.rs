@@ -310,7 +310,7 @@ fn glob_set(
 
 /// Globs match repository-relative paths with `/` separators; `*` stays within one directory
 /// and `**` crosses directories, as in .gitignore.
-pub fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
+fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
     if pattern.is_empty() {
         return Err("empty glob".into());
     }
@@ -327,7 +327,7 @@ pub fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String>
 }
 
 /// Escapes glob metacharacters so that `path` matches only itself.
-pub fn escape_glob(path: &str) -> String {
+pub(crate) fn escape_glob(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '!') {
@@ -368,7 +368,7 @@ fn invalid(path: &Path, text: &str, offset: usize, message: String) -> PolicyErr
 }
 
 /// 1-based line and column (in characters) of a byte offset.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -379,7 +379,7 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// Whether `name` is a tensor type name of the structural identity: a GGUF ggml type or a
 /// safetensors dtype, lowercased (the core's tables decide).
-pub fn known_dtype(name: &str) -> bool {
+fn known_dtype(name: &str) -> bool {
     crate::formats::gguf::ggml_type_by_name(name).is_some()
         || crate::formats::safetensors::dtype_file_name(name).is_some()
 }
@@ -443,7 +443,7 @@ fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     d.deserialize_any(V).map(Some)
 }
 
-pub fn parse_size(s: &str) -> Option<u64> {
+fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

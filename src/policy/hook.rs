@@ -34,8 +34,6 @@ pub enum Installed {
     Replaced(PathBuf),
 }
 
-pub use crate::git::process::hooks_dir;
-
 fn is_ours(path: &Path) -> Result<bool> {
     let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     Ok(String::from_utf8_lossy(&text)

@@ -70,7 +70,7 @@ impl Serialize for FileError {
 
 /// What a policy run found, in numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// Files judged.
     pub checked: usize,
     /// Of those, files with at least one violation.
@@ -82,7 +82,7 @@ pub struct Tally {
 
 /// How [`Tally::sentence`] says it.
 #[derive(Debug, Clone, Copy)]
-pub enum Phrasing<'a> {
+pub(crate) enum Phrasing<'a> {
     /// `check`: "2 violations in 1 of 3 files checked against P", and when there is none
     /// "3 files checked against P, no violations".
     Check { policy: &'a str },
@@ -96,7 +96,7 @@ pub enum Phrasing<'a> {
 impl Tally {
     /// The one sentence of `check` and `ci`: "N violations in M of K files checked against
     /// P", then "; U files could not be checked" when some could not be.
-    pub fn sentence(&self, phrasing: Phrasing<'_>) -> String {
+    pub(crate) fn sentence(&self, phrasing: Phrasing<'_>) -> String {
         let (policy, clean_form, bold) = match phrasing {
             Phrasing::Check { policy } => (Some(policy), true, false),
             Phrasing::Ci { policy } => (Some(policy), false, false),
@@ -126,7 +126,7 @@ impl Tally {
 }
 
 /// "1 file", "2 files".
-pub fn plural(n: usize, one: &str, many: &str) -> String {
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
@@ -169,7 +169,7 @@ impl CheckReport {
         }
     }
 
-    pub fn tally(&self) -> Tally {
+    pub(crate) fn tally(&self) -> Tally {
         Tally {
             checked: self.checked,
             failing: self.failing,
@@ -236,7 +236,7 @@ pub fn github(report: &CheckReport) -> String {
 }
 
 /// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
-pub fn violation_annotation(v: &Violation, policy: &str, level: Level) -> Annotation {
+pub(crate) fn violation_annotation(v: &Violation, policy: &str, level: Level) -> Annotation {
     Annotation {
         level,
         file: Some(v.path.clone()),
