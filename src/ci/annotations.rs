@@ -2,77 +2,40 @@
 //!
 //! GitHub shows at most 10 error and 10 warning annotations per step and drops the rest
 //! silently, so beyond that the last shown annotation of each level groups the remaining ones
-//! and says how many there are. Escaping follows the Actions toolkit
-//! ([`crate::policy::report::escape_data`] / [`escape_property`]).
+//! and says how many there are. The commands themselves are built and escaped by
+//! [`crate::render::github`].
 
+use super::entry::{counts_text, short_hash};
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
-use crate::policy::report::{escape_data, escape_property};
+use crate::policy::report::violation_annotation;
+use crate::render::github::{Annotation, Level};
 
 /// Annotations GitHub shows per level and step.
-pub const MAX_PER_LEVEL: usize = 10;
+const MAX_PER_LEVEL: usize = 10;
 
 /// Lines of a grouped annotation's message before it, too, is cut short.
 const MAX_GROUPED_LINES: usize = 50;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Error,
-    Warning,
-}
-
-impl Level {
-    fn command(self) -> &'static str {
-        match self {
-            Level::Error => "error",
-            Level::Warning => "warning",
-        }
-    }
-
-    fn plural(self) -> &'static str {
-        match self {
-            Level::Error => "errors",
-            Level::Warning => "warnings",
-        }
+/// "errors", "warnings": what a grouped annotation counts.
+fn plural(level: Level) -> &'static str {
+    match level {
+        Level::Error => "errors",
+        Level::Warning => "warnings",
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Annotation {
-    pub level: Level,
-    pub file: Option<String>,
-    pub title: String,
-    pub message: String,
-}
-
-impl Annotation {
-    /// The workflow command, one line.
-    pub fn command(&self) -> String {
-        let mut props = Vec::new();
-        if let Some(file) = &self.file {
-            props.push(format!("file={}", escape_property(file)));
-        }
-        props.push(format!("title={}", escape_property(&self.title)));
-        format!(
-            "::{} {}::{}\n",
-            self.level.command(),
-            props.join(","),
-            escape_data(&self.message)
-        )
-    }
-
-    /// The annotation as one line of a grouped message.
-    fn line(&self) -> String {
-        let message = self.message.replace(['\r', '\n'], " ");
-        match &self.file {
-            Some(file) => format!("{file}: {}: {message}", self.title),
-            None => format!("{}: {message}", self.title),
-        }
+/// An annotation as one line of a grouped message.
+fn grouped_line(a: &Annotation) -> String {
+    let message = a.message.replace(['\r', '\n'], " ");
+    match &a.file {
+        Some(file) => format!("{file}: {}: {message}", a.title),
+        None => format!("{}: {message}", a.title),
     }
 }
 
 /// Every annotation the report calls for, errors first.
-pub fn collect(report: &CiReport) -> Vec<Annotation> {
+fn collect(report: &CiReport) -> Vec<Annotation> {
     // With --fail-on never nothing fails the job, so nothing is shown as an error.
     let policy_level = if report.fail_on == FailOn::Never {
         Level::Warning
@@ -82,22 +45,14 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
     let policy = report.policy.as_deref().unwrap_or_default();
     let mut all = Vec::new();
     for v in &report.violations {
-        all.push(Annotation {
-            level: policy_level,
-            file: Some(v.path.clone()),
-            title: format!("weight-inspect: {}", v.rule),
-            message: format!(
-                "expected {}; found {} ({policy}:{})",
-                v.expected, v.found, v.policy_line
-            ),
-        });
+        all.push(violation_annotation(v, policy, policy_level));
     }
     for e in &report.unchecked {
         all.push(Annotation {
             level: policy_level,
             file: Some(e.path.clone()),
             title: "weight-inspect: cannot check".into(),
-            message: super::report::reason(e).to_owned(),
+            message: e.reason.clone(),
         });
     }
     if report.fail_on == FailOn::Change {
@@ -109,9 +64,9 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
                 message: format!(
                     "{}: {} -> {} ({}); --fail-on change fails on any changed model file",
                     f.format(),
-                    super::report::short_hash(f.old.as_ref()),
-                    super::report::short_hash(f.new.as_ref()),
-                    super::report::counts_text(f.counts())
+                    short_hash(f.old.as_ref()),
+                    short_hash(f.new.as_ref()),
+                    counts_text(f.counts())
                 ),
             });
         }
@@ -155,7 +110,7 @@ pub fn collect(report: &CiReport) -> Vec<Annotation> {
     all
 }
 
-/// The workflow commands, at most [`MAX_PER_LEVEL`] per level.
+/// The workflow commands, at most `MAX_PER_LEVEL` (10) per level.
 pub fn render(report: &CiReport) -> String {
     let all = collect(report);
     let mut out = String::new();
@@ -170,7 +125,7 @@ pub fn render(report: &CiReport) -> String {
 
 /// The annotations of one level as GitHub will show them: all of them up to the limit, else
 /// the first ones and one that groups the rest.
-pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
+fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     if of_level.len() <= MAX_PER_LEVEL {
         return of_level.iter().map(|a| (*a).clone()).collect();
     }
@@ -179,7 +134,7 @@ pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     let mut lines: Vec<String> = rest
         .iter()
         .take(MAX_GROUPED_LINES)
-        .map(|a| a.line())
+        .map(|a| grouped_line(a))
         .collect();
     if rest.len() > MAX_GROUPED_LINES {
         lines.push(format!(
@@ -190,10 +145,10 @@ pub fn limit(of_level: &[&Annotation], level: Level) -> Vec<Annotation> {
     out.push(Annotation {
         level,
         file: None,
-        title: format!("weight-inspect: {} more {}", rest.len(), level.plural()),
+        title: format!("weight-inspect: {} more {}", rest.len(), plural(level)),
         message: format!(
             "GitHub shows {MAX_PER_LEVEL} {} per step; the other {}:\n{}",
-            level.plural(),
+            plural(level),
             rest.len(),
             lines.join("\n")
         ),
@@ -212,20 +167,6 @@ mod tests {
             title: "weight-inspect: allowed_dtypes".into(),
             message: format!("found q4_k {i}"),
         }
-    }
-
-    #[test]
-    fn commands_escape_properties_and_data() {
-        let a = Annotation {
-            level: Level::Warning,
-            file: Some("a,b:c%.gguf".into()),
-            title: "t: x".into(),
-            message: "50% done\r\nnext: a,b".into(),
-        };
-        assert_eq!(
-            a.command(),
-            "::warning file=a%2Cb%3Ac%25.gguf,title=t%3A x::50%25 done%0D%0Anext: a,b\n"
-        );
     }
 
     #[test]

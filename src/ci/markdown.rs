@@ -7,8 +7,10 @@
 
 use std::fmt::Write;
 
-use super::report::{CiReport, Counts, FileEntry, counts_text, plural, short_hash};
+use super::entry::{Counts, FileEntry, counts_text, short_hash};
+use super::report::CiReport;
 use crate::git::ModelSide;
+use crate::policy::report::{Phrasing, plural};
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
@@ -111,22 +113,12 @@ fn header(report: &CiReport) -> String {
             "No policy file (`.weight-inspect.toml`): structural report only, nothing checked.\n",
         ),
         Some(policy) => {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "Policy {}: **{}** in {} of {} checked",
+                "Policy {}: {}.",
                 code(policy),
-                plural(report.violations.len(), "violation", "violations"),
-                report.failing_files(),
-                plural(report.checked, "file", "files")
+                report.tally().sentence(Phrasing::Markdown)
             );
-            if !report.unchecked.is_empty() {
-                let _ = write!(
-                    out,
-                    "; **{}** could not be checked",
-                    plural(report.unchecked.len(), "file", "files")
-                );
-            }
-            out.push_str(".\n");
         }
     }
     if report.failed() {
@@ -248,11 +240,7 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             return;
         }
         for e in &report.unchecked {
-            let row = format!(
-                "| {} | {} |\n",
-                cell_code(&e.path),
-                cell_text(super::report::reason(e))
-            );
+            let row = format!("| {} | {} |\n", cell_code(&e.path), cell_text(&e.reason));
             if !w.push(&row) {
                 w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));
                 return;
@@ -325,13 +313,13 @@ fn fence_for(body: &str) -> String {
 }
 
 /// An inline code span holding `s` literally, safe inside a table cell.
-pub fn cell_code(s: &str) -> String {
+fn cell_code(s: &str) -> String {
     code(s).replace('|', "\\|")
 }
 
 /// An inline code span holding `s` literally: the delimiter is longer than any backtick run
 /// inside, and line breaks are shown as `\n` (a code span cannot hold them).
-pub fn code(s: &str) -> String {
+fn code(s: &str) -> String {
     let s = s.replace('\r', "\\r").replace('\n', "\\n");
     let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let ticks = "`".repeat(longest + 1);
@@ -344,7 +332,7 @@ pub fn code(s: &str) -> String {
 }
 
 /// Text in a table cell: HTML and Markdown syntax escaped, line breaks as `<br>`.
-pub fn cell_text(s: &str) -> String {
+fn cell_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
@@ -364,7 +352,7 @@ pub fn cell_text(s: &str) -> String {
 }
 
 /// Text inside HTML (the `<summary>` of a section).
-pub fn html(s: &str) -> String {
+fn html(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -1,13 +1,16 @@
 //! `weight-inspect ci`: pull-request reports for GitHub Actions.
 //!
 //! One run compares two commits: the model files that changed ([`crate::git::changes`]), the
-//! structural diff of each, and the policy ([`crate::policy`]) applied to the head side. The
-//! results go to a Markdown job summary ([`markdown`]), workflow-command annotations
-//! ([`annotations`]), step outputs and a JSON report ([`outputs`]). The action's shell
+//! structural diff of each, and the policy ([`crate::policy`]) applied to the head side: a
+//! [`report`] of [`entry`]s, one per changed file. The results go to a Markdown job summary
+//! ([`markdown`]), workflow-command annotations ([`annotations`]), step outputs and a JSON
+//! report ([`outputs`]); what can go wrong is a [`CiError`]. The action's shell
 //! (`action.yml`, `scripts/action/`) only installs the binary, fetches the base commit and
 //! calls this command.
 
 pub mod annotations;
+pub mod entry;
+pub mod error;
 pub mod markdown;
 pub mod outputs;
 pub mod report;
@@ -15,9 +18,13 @@ pub mod report;
 use std::io::Write;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Error;
+use crate::policy::PolicySource;
 
+pub use error::CiError;
 pub use report::{CiReport, FailOn};
+
+type Result<T, E = CiError> = std::result::Result<T, E>;
 
 /// The base when none is given: the pull request's target branch as fetched by
 /// `actions/checkout`, else the first parent (the commit before a push, or the base side of a
@@ -42,20 +49,18 @@ pub fn load_policy(
         let Some(bytes) = crate::git::objects::read_blob(repo, head, POLICY_FILE)? else {
             return Ok(None);
         };
-        let shown = format!("{head}:{POLICY_FILE}");
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::Other(format!("{shown}: not UTF-8 text")))?;
-        let policy = crate::policy::Policy::parse(Path::new(POLICY_FILE), &text)?;
+        let blob = format!("{head}:{POLICY_FILE}");
+        let policy = PolicySource::blob(bytes, &blob, POLICY_FILE.to_owned())?.parse()?;
         return Ok(Some(report::LoadedPolicy {
             policy,
             shown: POLICY_FILE.to_owned(),
             repo_path: Some(POLICY_FILE.to_owned()),
         }));
     };
-    let shown = arg.display().to_string();
     let path = cwd.join(arg);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&shown, e))?;
-    let policy = crate::policy::Policy::parse(arg, &text)?;
+    let source = PolicySource::file(&path, arg.display().to_string())?;
+    let policy = source.parse()?;
+    let shown = source.shown;
     // The policy's path in the repository, to tell whether the change touches it.
     let repo_path = repo.workdir().and_then(|root| {
         let root = root.canonicalize().ok()?;
@@ -85,7 +90,8 @@ pub fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
         .map_err(|e| Error::io(path, e))?;
     file.write_all(text.as_bytes())
         .and_then(|_| file.flush())
-        .map_err(|e| Error::io(path, e))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,12 +6,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::report::{CiReport, Counts, FailOn, Rev};
+use super::entry::Counts;
+use super::error::CiError;
+use super::report::{CiReport, FailOn, Rev};
 use crate::diff::DiffCounts;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::git::ModelSide;
 use crate::git::side::SideJson;
 use crate::policy::{FileError, Violation};
+
+type Result<T, E = CiError> = std::result::Result<T, E>;
 
 #[derive(Serialize)]
 struct JsonReport<'a> {
@@ -80,8 +84,7 @@ pub fn json(report: &CiReport) -> Result<String> {
         violations: &report.violations,
         unchecked: &report.unchecked,
     };
-    let mut s = serde_json::to_string_pretty(&doc)
-        .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
+    let mut s = serde_json::to_string_pretty(&doc).map_err(CiError::Serialize)?;
     s.push('\n');
     Ok(s)
 }
@@ -92,7 +95,8 @@ pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    crate::fsutil::write_bytes_atomically(path, text.as_bytes())
+    crate::fsutil::write_bytes_atomically(path, text.as_bytes())?;
+    Ok(())
 }
 
 /// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed` and,
@@ -124,7 +128,8 @@ pub fn append_outputs(path: &Path, report: &CiReport, json_path: Option<&Path>) 
         .map_err(|e| Error::io(path, e))?;
     file.write_all(text.as_bytes())
         .and_then(|_| file.flush())
-        .map_err(|e| Error::io(path, e))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(())
 }
 
 /// `name=value`, or the multi-line form `name<<DELIMITER` when the value holds a line break.

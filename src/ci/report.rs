@@ -5,13 +5,16 @@ use std::fmt::Write;
 
 use gix::ObjectId;
 
-use crate::diff::{DiffCounts, StructuralDiff};
-use crate::error::{Error, Result};
+use super::entry::{FileEntry, counts_text, short_hash};
+use super::error::CiError;
+use crate::diff::StructuralDiff;
 use crate::formats::FileKind;
 use crate::git::objects::blob_id;
-use crate::git::{FileChange, ModelSide, PathFilter, Status};
-use crate::policy::check::{Origin, Subject};
-use crate::policy::{FileError, Policy, Violation};
+use crate::git::{ModelSide, PathFilter, Status};
+use crate::policy::report::{Phrasing, Tally, plural};
+use crate::policy::{FileError, Origin, Policy, Subject, Violation};
+
+type Result<T, E = CiError> = std::result::Result<T, E>;
 
 /// What makes the run fail (exit 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -64,169 +67,11 @@ impl Rev {
     }
 }
 
-/// One changed model file.
-pub struct FileEntry {
-    pub change: FileChange,
-    pub old: Option<ModelSide>,
-    pub new: Option<ModelSide>,
-    /// When both sides are parsed models.
-    pub diff: Option<StructuralDiff>,
-}
-
-/// Tensor and metadata changes of a file, when known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counts {
-    Known(DiffCounts),
-    /// A side is not a readable model (LFS object not fetched, unreadable file).
-    Unknown,
-}
-
-impl FileEntry {
-    pub fn path(&self) -> &str {
-        self.change.path()
-    }
-
-    /// The file's format(s): `gguf`, `gguf → safetensors`, or `?` when no side was read.
-    pub fn format(&self) -> String {
-        let name = |s: &Option<ModelSide>| artifact(s).map(|a| a.format.name());
-        match (name(&self.old), name(&self.new)) {
-            (Some(a), Some(b)) if a != b => format!("{a} → {b}"),
-            (Some(a), _) | (None, Some(a)) => a.to_owned(),
-            (None, None) => "?".to_owned(),
-        }
-    }
-
-    pub fn counts(&self) -> Counts {
-        if let Some(diff) = &self.diff {
-            return Counts::Known(diff.counts());
-        }
-        match (&self.old, &self.new) {
-            (None, Some(_)) => match artifact(&self.new) {
-                Some(a) => Counts::Known(DiffCounts {
-                    tensors_added: a.tensors.len(),
-                    metadata_added: a.metadata.len(),
-                    ..DiffCounts::default()
-                }),
-                None => Counts::Unknown,
-            },
-            (Some(_), None) => match artifact(&self.old) {
-                Some(a) => Counts::Known(DiffCounts {
-                    tensors_removed: a.tensors.len(),
-                    metadata_removed: a.metadata.len(),
-                    ..DiffCounts::default()
-                }),
-                None => Counts::Unknown,
-            },
-            _ => Counts::Unknown,
-        }
-    }
-
-    /// Whether the structure could not be compared (a side is not a parsed model).
-    pub fn structure_unknown(&self) -> bool {
-        [&self.old, &self.new]
-            .into_iter()
-            .flatten()
-            .any(|s| s.artifact().is_none())
-    }
-
-    /// The plain-text body of the file's section: the structural diff, a summary of an
-    /// added or removed model, or why the structure is not shown.
-    pub fn details(&self) -> String {
-        let palette = crate::render::Palette::plain();
-        let mut out = String::new();
-        let blobs_differ = self.change.old_id != self.change.new_id;
-        if let Some(diff) = &self.diff {
-            out.push_str(&crate::render::text::diff_or_identical(
-                diff,
-                &palette,
-                blobs_differ,
-            ));
-        } else {
-            match (&self.old, &self.new) {
-                (None, Some(new)) => match new.artifact() {
-                    Some(a) => {
-                        out.push_str("new file:\n");
-                        out.push_str(&crate::render::text::inspect(a, &palette, false));
-                    }
-                    None => push_note(&mut out, "new", new, Side::New),
-                },
-                (Some(old), None) => match old.artifact() {
-                    Some(a) => {
-                        out.push_str("deleted file:\n");
-                        out.push_str(&crate::render::text::id(a));
-                    }
-                    None => push_note(&mut out, "old", old, Side::Old),
-                },
-                (Some(old), Some(new)) => {
-                    push_note(&mut out, "old", old, Side::Old);
-                    push_note(&mut out, "new", new, Side::New);
-                }
-                (None, None) => {}
-            }
-        }
-        // Without both structures, the LFS pointers still tell whether the content changed.
-        if self.diff.is_none()
-            && let (Some(a), Some(b)) = (pointer(&self.old), pointer(&self.new))
-        {
-            if a == b {
-                let _ = writeln!(out, "LFS object unchanged: {a}");
-            } else {
-                let _ = writeln!(out, "LFS object: {a} -> {b}");
-            }
-        }
-        out
-    }
-}
-
-fn artifact(side: &Option<ModelSide>) -> Option<&crate::Artifact> {
-    side.as_ref().and_then(ModelSide::artifact)
-}
-
-fn pointer(side: &Option<ModelSide>) -> Option<&crate::git::lfs::Pointer> {
-    side.as_ref().and_then(ModelSide::pointer)
-}
-
-#[derive(Clone, Copy)]
-enum Side {
-    Old,
-    New,
-}
-
-fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Side) {
-    match side.artifact() {
-        Some(a) => {
-            let _ = writeln!(
-                out,
-                "{label}: {} model, structural hash {}",
-                a.format.name(),
-                crate::identity::structural_hash(a)
-            );
-        }
-        None => {
-            let _ = writeln!(out, "{label}: {}", side_note(side, which));
-        }
-    }
-}
-
-/// Why a side has no structure, with what to do about it in a workflow.
-fn side_note(side: &ModelSide, which: Side) -> String {
-    match side {
-        ModelSide::Absent { pointer } => {
-            let hint = match which {
-                Side::Old => "fetch the base commit's LFS objects (`git lfs fetch origin BASE`)",
-                Side::New => "check out with `lfs: true` (or run `git lfs pull`)",
-            };
-            format!("LFS object {pointer} is not present locally; to compare structures, {hint}")
-        }
-        other => other.note().unwrap_or_default(),
-    }
-}
-
 /// A file outside the structural report (not GGUF/safetensors by name) that the policy covers
 /// and the head side adds or changes, e.g. a pickle checkpoint.
-pub struct OtherFile {
-    pub path: String,
-    pub id: ObjectId,
+struct OtherFile {
+    path: String,
+    id: ObjectId,
 }
 
 /// Everything one run found.
@@ -247,24 +92,22 @@ pub struct CiReport {
 }
 
 /// Model files of the structural report: GGUF and safetensors by extension.
-pub fn is_reported_path(path: &str) -> bool {
+fn is_reported_path(path: &str) -> bool {
     FileKind::from_path(path).is_some_and(FileKind::is_model)
 }
 
 fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<Rev> {
-    let missing = |message: String| {
-        Error::Other(format!(
-            "{rev}: cannot resolve revision ({message}); in a shallow clone, fetch it first \
-             (`git fetch --depth=1 origin {rev}`) or check out with `fetch-depth: 0`"
-        ))
+    let missing = |e: &dyn std::fmt::Display| CiError::UnresolvedRevision {
+        rev: rev.to_owned(),
+        message: e.to_string(),
     };
     let commit = repo
         .rev_parse_single(rev)
-        .map_err(|e| missing(e.to_string()))?
+        .map_err(|e| missing(&e))?
         .object()
-        .map_err(|e| missing(e.to_string()))?
+        .map_err(|e| missing(&e))?
         .peel_to_commit()
-        .map_err(|e| missing(e.to_string()))?;
+        .map_err(|e| missing(&e))?;
     Ok(Rev {
         rev: rev.to_owned(),
         commit: commit.id.to_string(),
@@ -379,10 +222,7 @@ impl CiReport {
                     self.violations.extend(found);
                 }
                 Ok(None) => {}
-                Err(e) => self.unchecked.push(FileError {
-                    path,
-                    message: e.to_string(),
-                }),
+                Err(e) => self.unchecked.push(FileError::new(&path, &e)),
             }
         }
         Ok(())
@@ -405,6 +245,16 @@ impl CiReport {
         paths.len()
     }
 
+    /// What the policy found, in numbers.
+    pub(crate) fn tally(&self) -> Tally {
+        Tally {
+            checked: self.checked,
+            failing: self.failing_files(),
+            violations: self.violations.len(),
+            unchecked: self.unchecked.len(),
+        }
+    }
+
     /// One sentence: what changed and what the policy found.
     pub fn summary_line(&self) -> String {
         let mut out = format!(
@@ -420,20 +270,8 @@ impl CiReport {
         match &self.policy {
             None => out.push_str("; no policy file"),
             Some(policy) => {
-                let _ = write!(
-                    out,
-                    "; {} in {} of {} checked against {policy}",
-                    plural(self.violations.len(), "violation", "violations"),
-                    self.failing_files(),
-                    plural(self.checked, "file", "files")
-                );
-                if !self.unchecked.is_empty() {
-                    let _ = write!(
-                        out,
-                        "; {} could not be checked",
-                        plural(self.unchecked.len(), "file", "files")
-                    );
-                }
+                out.push_str("; ");
+                out.push_str(&self.tally().sentence(Phrasing::Ci { policy }));
             }
         }
         if self.failed() {
@@ -468,51 +306,10 @@ impl CiReport {
                 out.push('\n');
             }
             for e in &self.unchecked {
-                let _ = writeln!(out, "{}: cannot check: {}", e.path, reason(e));
+                let _ = writeln!(out, "{}: cannot check: {}", e.path, e.reason);
             }
         }
         out
-    }
-}
-
-/// Why the policy could not judge a file, without the path its message starts with.
-pub fn reason(e: &FileError) -> &str {
-    e.message
-        .strip_prefix(e.path.as_str())
-        .and_then(|m| m.strip_prefix(": "))
-        .unwrap_or(&e.message)
-}
-
-pub fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// The first 12 hex digits of a side's structural hash, `lfs:XXXXXXXX` for an LFS object
-/// that is not present, `-` for no side, `?` for a side that is not a readable model.
-pub fn short_hash(side: Option<&ModelSide>) -> String {
-    match side {
-        None => "-".to_owned(),
-        Some(ModelSide::Model { artifact, .. }) => {
-            crate::identity::structural_hash(artifact)[..12].to_owned()
-        }
-        Some(ModelSide::Absent { pointer }) => format!("lfs:{}", &pointer.oid[..8]),
-        Some(_) => "?".to_owned(),
-    }
-}
-
-/// `tensors +1 −0 ~2, metadata +0 −0 ~1`, or `structure not compared`.
-pub fn counts_text(counts: Counts) -> String {
-    match counts {
-        Counts::Known(c) => format!(
-            "tensors +{} −{} ~{}, metadata +{} −{} ~{}",
-            c.tensors_added,
-            c.tensors_removed,
-            c.tensors_changed,
-            c.metadata_added,
-            c.metadata_removed,
-            c.metadata_changed
-        ),
-        Counts::Unknown => "structure not compared".to_owned(),
     }
 }
 
@@ -526,18 +323,5 @@ mod tests {
         assert!(is_reported_path("A.SAFETENSORS"));
         assert!(!is_reported_path("d.wdelta"));
         assert!(!is_reported_path("gguf"));
-    }
-
-    #[test]
-    fn counts_text_uses_signs() {
-        let c = DiffCounts {
-            tensors_added: 1,
-            metadata_changed: 2,
-            ..DiffCounts::default()
-        };
-        assert_eq!(
-            counts_text(Counts::Known(c)),
-            "tensors +1 −0 ~0, metadata +0 −0 ~2"
-        );
     }
 }

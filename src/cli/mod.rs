@@ -82,6 +82,8 @@ pub enum ErrorKind {
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
     #[error(transparent)]
+    Ci(#[from] crate::ci::CiError),
+    #[error(transparent)]
     Input(#[from] crate::input::InputError),
     #[error(transparent)]
     Delta(#[from] crate::delta::DeltaError),

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use crate::error::Error;
 use crate::output::{Exit, print, write_stdout};
 use crate::policy::config::Policy;
 use crate::policy::report::{self, OutputFormat};
 use crate::policy::workspace::Workspace;
+use crate::policy::{Missing, PolicyError, PolicySource};
 
 use super::Result;
 
@@ -45,17 +45,9 @@ pub fn check(args: CheckArgs) -> Result<Exit> {
 
 /// Loads the policy named by `--policy` or found at the root; returns it and its name for
 /// messages (relative to the current directory).
-fn load(ws: &Workspace, arg: Option<&PathBuf>) -> crate::error::Result<(Policy, String)> {
-    let path = ws.policy_path(arg.map(PathBuf::as_path));
-    let shown = ws.display(&path);
-    if arg.is_none() && !path.exists() {
-        return Err(Error::Other(format!(
-            "no policy file: {shown} does not exist (create it, see docs/policy.md, or pass \
-             --policy FILE)"
-        )));
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&shown, e))?;
-    Ok((Policy::parse(std::path::Path::new(&shown), &text)?, shown))
+fn load(ws: &Workspace, arg: Option<&PathBuf>) -> Result<(Policy, String), PolicyError> {
+    let source = PolicySource::in_workspace(ws, arg.map(PathBuf::as_path), Missing::Refuse)?;
+    Ok((source.parse()?, source.shown))
 }
 
 /// Edit or validate the policy file.

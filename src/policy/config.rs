@@ -13,37 +13,10 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::error::{Error, Result};
+use super::error::PolicyError;
 
 /// Name of the policy file at the repository root.
 pub const POLICY_FILE: &str = ".weight-inspect.toml";
-
-/// A policy file that could not be used, located by line and column.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}:{column}: {message}\n{snippet}")]
-    Invalid {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-        snippet: String,
-    },
-    #[error("{path}: {message}")]
-    InvalidNoSpan { path: String, message: String },
-}
-
-impl From<PolicyError> for Error {
-    fn from(e: PolicyError) -> Self {
-        Error::Other(e.to_string())
-    }
-}
 
 /// A parsed, validated policy.
 #[derive(Debug, Clone)]
@@ -181,15 +154,6 @@ impl Effective<'_> {
 }
 
 impl Policy {
-    /// Reads and validates a policy file.
-    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Policy::parse(path, &text)
-    }
-
     /// Parses policy text; `path` is only used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
         let raw: RawPolicy = toml::from_str(text).map_err(|e| {
@@ -272,11 +236,6 @@ impl Policy {
     }
 }
 
-/// Reads a policy file (the entry point for other commands, e.g. `ci`).
-pub fn load_policy(path: &Path) -> Result<Policy> {
-    Ok(Policy::load(path)?)
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
@@ -351,7 +310,7 @@ fn glob_set(
 
 /// Globs match repository-relative paths with `/` separators; `*` stays within one directory
 /// and `**` crosses directories, as in .gitignore.
-pub fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
+fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
     if pattern.is_empty() {
         return Err("empty glob".into());
     }
@@ -368,7 +327,7 @@ pub fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String>
 }
 
 /// Escapes glob metacharacters so that `path` matches only itself.
-pub fn escape_glob(path: &str) -> String {
+pub(crate) fn escape_glob(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '!') {
@@ -409,7 +368,7 @@ fn invalid(path: &Path, text: &str, offset: usize, message: String) -> PolicyErr
 }
 
 /// 1-based line and column (in characters) of a byte offset.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -420,7 +379,7 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// Whether `name` is a tensor type name of the structural identity: a GGUF ggml type or a
 /// safetensors dtype, lowercased (the core's tables decide).
-pub fn known_dtype(name: &str) -> bool {
+fn known_dtype(name: &str) -> bool {
     crate::formats::gguf::ggml_type_by_name(name).is_some()
         || crate::formats::safetensors::dtype_file_name(name).is_some()
 }
@@ -484,7 +443,7 @@ fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     d.deserialize_any(V).map(Some)
 }
 
-pub fn parse_size(s: &str) -> Option<u64> {
+fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

@@ -7,7 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use super::error::PolicyError;
+use crate::error::Error;
+
+type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// The hook script (identical to `hooks/pre-commit` in the repository).
 pub const HOOK_SCRIPT: &str = include_str!("../../hooks/pre-commit");
@@ -31,8 +34,6 @@ pub enum Installed {
     Replaced(PathBuf),
 }
 
-pub use crate::git::process::hooks_dir;
-
 fn is_ours(path: &Path) -> Result<bool> {
     let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     Ok(String::from_utf8_lossy(&text)
@@ -50,7 +51,8 @@ fn write_hook(path: &Path) -> Result<()> {
 fn make_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| Error::io(path, e))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(())
 }
 
 #[cfg(not(unix))]
@@ -74,11 +76,7 @@ pub fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
     if chain {
         let chained = hooks.join(CHAINED);
         if std::fs::symlink_metadata(&chained).is_ok() {
-            return Err(Error::Other(format!(
-                "{}: cannot chain the existing pre-commit hook, {} already exists",
-                hook.display(),
-                chained.display()
-            )));
+            return Err(PolicyError::ChainedHookExists { hook, chained });
         }
         std::fs::rename(&hook, &chained).map_err(|e| Error::io(&hook, e))?;
         write_hook(&hook)?;
@@ -90,11 +88,7 @@ pub fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
         write_hook(&hook)?;
         return Ok(Installed::Replaced(backup));
     }
-    Err(Error::Other(format!(
-        "{}: a pre-commit hook that is not weight-inspect's already exists; rerun with --chain \
-         to keep it (it will run first) or --force to replace it",
-        hook.display()
-    )))
+    Err(PolicyError::ForeignHook(hook))
 }
 
 /// Removes our hook, restoring a chained one. A foreign hook is left alone (error).
@@ -104,10 +98,7 @@ pub fn uninstall(hooks: &Path) -> Result<String> {
         return Ok(format!("no pre-commit hook at {}", hook.display()));
     }
     if !is_ours(&hook)? {
-        return Err(Error::Other(format!(
-            "{}: this pre-commit hook is not weight-inspect's; left in place",
-            hook.display()
-        )));
+        return Err(PolicyError::ForeignHookKept(hook));
     }
     std::fs::remove_file(&hook).map_err(|e| Error::io(&hook, e))?;
     let chained = hooks.join(CHAINED);

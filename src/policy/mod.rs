@@ -3,26 +3,34 @@
 //! pre-commit framework and CI.
 //!
 //! - [`config`]: the policy file (parsing, located errors, per-path merging of rules);
-//! - [`check`]: evaluating one file; [`workspace`]: which files, from the index or work tree;
-//! - [`pickle`]: recognizing PyTorch pickle checkpoints and what they import;
-//! - [`report`]: text, JSON and GitHub outputs; [`pin`]: `policy pin`; [`hook`]: `hook install`.
+//!   [`source`]: reading it, from a file or a committed blob;
+//! - [`subject`]: what a file is and where its bytes come from; [`check`]: the rules;
+//!   [`workspace`]: which files, from the index or work tree;
+//! - [`report`]: text, JSON and GitHub outputs; [`pin`]: `policy pin`; [`hook`]: `hook install`;
+//! - [`error`]: what can go wrong, with the core's and git's errors inside.
 
 pub mod check;
 pub mod config;
+pub mod error;
 pub mod hook;
-pub mod pickle;
 pub mod pin;
 pub mod report;
+pub mod source;
+pub mod subject;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
 
-pub use check::{Origin, Subject, Violation, check_blob, check_blob_id, evaluate};
-pub use config::{Policy, PolicyError, load_policy};
+pub use check::{Violation, check_blob, check_blob_id, evaluate};
+pub use config::Policy;
+pub use error::{FileReason, PolicyError};
 pub use report::{CheckReport, FileError};
+pub use source::{Missing, PolicySource};
+pub use subject::{Origin, Subject};
 
-use crate::error::{Error, Result};
 use workspace::{Target, Workspace};
+
+type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// Evaluates `policy` on the files `paths` names (or every staged/tracked file), staged blobs
 /// or work-tree files. Files no rule covers are skipped; files that cannot be judged are
@@ -47,10 +55,7 @@ pub fn run_check(
                 report.violations.extend(found);
             }
             Ok(None) => {}
-            Err(e) => report.errors.push(FileError {
-                path: target.path().to_string(),
-                message: e.to_string(),
-            }),
+            Err(e) => report.errors.push(FileError::new(target.path(), &e)),
         }
     }
     Ok(report)
@@ -65,20 +70,14 @@ pub fn pin_paths(
     paths: &[PathBuf],
 ) -> Result<String> {
     let policy_path = ws.policy_path(policy_arg);
-    let shown = ws.display(&policy_path);
-    let text = match std::fs::read_to_string(&policy_path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(Error::io(&shown, e)),
-    };
-    let policy = Policy::parse(Path::new(&shown), &text)?;
+    let source = PolicySource::in_workspace(ws, policy_arg, Missing::Empty)?;
+    let policy = source.parse()?;
+    let PolicySource { shown, text } = source;
     let mut targets: Vec<Target> = Vec::new();
     if paths.is_empty() {
         let pinned = config_paths_to_args(ws, &pin::pinned_paths(&policy));
         if pinned.is_empty() {
-            return Err(Error::Other(format!(
-                "{shown} pins no path yet: name the model files to pin"
-            )));
+            return Err(PolicyError::NothingPinned { shown });
         }
         targets = ws.targets(staged, &pinned)?;
     } else {
@@ -96,14 +95,14 @@ pub fn pin_paths(
     }
     let mut pins = Vec::new();
     for t in &targets {
-        let artifact = check::read_artifact(&t.subject(ws.repo.as_ref()))?;
+        let artifact = subject::read_artifact(&t.subject(ws.repo.as_ref()))?;
         pins.push((
             t.path().to_string(),
             crate::identity::structural_hash(&artifact),
         ));
     }
     if pins.is_empty() {
-        return Err(Error::Other("no GGUF or safetensors file to pin".into()));
+        return Err(PolicyError::NoModelToPin);
     }
     let (new_text, pinned) = pin::apply(Path::new(&shown), &text, &pins)?;
     if new_text != text {
@@ -131,5 +130,5 @@ fn config_paths_to_args(ws: &Workspace, paths: &[String]) -> Vec<PathBuf> {
 }
 
 fn is_model(ws: &Workspace, t: &Target) -> Result<bool> {
-    check::is_model(&t.subject(ws.repo.as_ref()))
+    subject::is_model(&t.subject(ws.repo.as_ref()))
 }

@@ -10,7 +10,9 @@ use std::path::Path;
 use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value};
 
 use super::config::{Policy, escape_glob};
-use crate::error::{Error, Result};
+use super::error::PolicyError;
+
+type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// What happened to one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,9 +72,12 @@ pub fn apply(
     text: &str,
     pins: &[(String, String)],
 ) -> Result<(String, Vec<Pinned>)> {
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        Error::Other(format!("{}: {e}", policy_path.display()))
-    })?;
+    let mut doc: DocumentMut =
+        text.parse()
+            .map_err(|source: toml_edit::TomlError| PolicyError::Edit {
+                path: policy_path.display().to_string(),
+                source,
+            })?;
     let mut results = Vec::new();
     for (path, hash) in pins {
         // Re-parse after each edit so rule numbers and merges reflect earlier pins.
@@ -135,10 +140,9 @@ fn rules_mut<'a>(doc: &'a mut DocumentMut, policy_path: &Path) -> Result<Rules<'
     match doc.get_mut("rules").expect("inserted above") {
         Item::ArrayOfTables(a) => Ok(Rules::Tables(a)),
         Item::Value(Value::Array(a)) => Ok(Rules::Inline(a)),
-        _ => Err(Error::Other(format!(
-            "{}: `rules` must be an array of tables",
-            policy_path.display()
-        ))),
+        _ => Err(PolicyError::RulesNotTables {
+            path: policy_path.display().to_string(),
+        }),
     }
 }
 

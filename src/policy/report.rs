@@ -1,9 +1,16 @@
 //! Output of `check`: text (one line per violation), JSON (schema 1) and GitHub Actions
-//! workflow commands.
+//! workflow commands; and what `check` and `ci` share: the files that could not be judged and
+//! the sentence that counts what the policy found.
+
+use std::borrow::Cow;
+use std::fmt::Write;
 
 use serde::Serialize;
+use serde::ser::SerializeStruct;
 
 use super::check::Violation;
+use super::error::PolicyError;
+use crate::render::github::{Annotation, Level};
 
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -14,10 +21,113 @@ pub enum OutputFormat {
 }
 
 /// A file that could not be judged (e.g. its LFS object is not in the local store).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Serialized as `{"path", "message"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileError {
+    /// Repository-relative path, `/`-separated.
     pub path: String,
-    pub message: String,
+    /// Why, without the path: for tables and annotations that show the path already.
+    pub reason: String,
+    /// Whether the message is `path: reason`. An error that names its own subject (a file by
+    /// its absolute path, a git object) is its own message and reason.
+    prefixed: bool,
+}
+
+impl FileError {
+    pub fn new(path: &str, error: &PolicyError) -> Self {
+        match error {
+            PolicyError::File { path: own, reason } if own == path => FileError {
+                path: path.to_owned(),
+                reason: reason.to_string(),
+                prefixed: true,
+            },
+            other => FileError {
+                path: path.to_owned(),
+                reason: other.to_string(),
+                prefixed: false,
+            },
+        }
+    }
+
+    /// The whole message, as the error reads.
+    pub fn message(&self) -> Cow<'_, str> {
+        if self.prefixed {
+            Cow::Owned(format!("{}: {}", self.path, self.reason))
+        } else {
+            Cow::Borrowed(&self.reason)
+        }
+    }
+}
+
+impl Serialize for FileError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("FileError", 2)?;
+        s.serialize_field("path", &self.path)?;
+        s.serialize_field("message", &self.message())?;
+        s.end()
+    }
+}
+
+/// What a policy run found, in numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Files judged.
+    pub checked: usize,
+    /// Of those, files with at least one violation.
+    pub failing: usize,
+    pub violations: usize,
+    /// Files that could not be judged.
+    pub unchecked: usize,
+}
+
+/// How [`Tally::sentence`] says it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Phrasing<'a> {
+    /// `check`: "2 violations in 1 of 3 files checked against P", and when there is none
+    /// "3 files checked against P, no violations".
+    Check { policy: &'a str },
+    /// The `ci` log line: "0 violations in 0 of 3 files checked against P".
+    Ci { policy: &'a str },
+    /// The job summary, which names the policy before: "**2 violations** in 1 of 3 files
+    /// checked".
+    Markdown,
+}
+
+impl Tally {
+    /// The one sentence of `check` and `ci`: "N violations in M of K files checked against
+    /// P", then "; U files could not be checked" when some could not be.
+    pub(crate) fn sentence(&self, phrasing: Phrasing<'_>) -> String {
+        let (policy, clean_form, bold) = match phrasing {
+            Phrasing::Check { policy } => (Some(policy), true, false),
+            Phrasing::Ci { policy } => (Some(policy), false, false),
+            Phrasing::Markdown => (None, false, true),
+        };
+        let strong = |s: String| if bold { format!("**{s}**") } else { s };
+        let against = policy.map(|p| format!(" against {p}")).unwrap_or_default();
+        let files = plural(self.checked, "file", "files");
+        let mut out = if clean_form && self.violations == 0 {
+            format!("{files} checked{against}, no violations")
+        } else {
+            format!(
+                "{} in {} of {files} checked{against}",
+                strong(plural(self.violations, "violation", "violations")),
+                self.failing
+            )
+        };
+        if self.unchecked > 0 {
+            let _ = write!(
+                out,
+                "; {} could not be checked",
+                strong(plural(self.unchecked, "file", "files"))
+            );
+        }
+        out
+    }
+}
+
+/// "1 file", "2 files".
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Everything a `check` run found.
@@ -59,38 +169,19 @@ impl CheckReport {
         }
     }
 
-    pub fn summary(&self) -> String {
-        let files = |n: usize| if n == 1 { "file" } else { "files" };
-        let mut out = if self.violations.is_empty() {
-            format!(
-                "{} {} checked against {}, no violations",
-                self.checked,
-                files(self.checked),
-                self.policy
-            )
-        } else {
-            format!(
-                "{} {} in {} of {} {} checked against {}",
-                self.violations.len(),
-                if self.violations.len() == 1 {
-                    "violation"
-                } else {
-                    "violations"
-                },
-                self.failing,
-                self.checked,
-                files(self.checked),
-                self.policy
-            )
-        };
-        if !self.errors.is_empty() {
-            out.push_str(&format!(
-                "; {} {} could not be checked",
-                self.errors.len(),
-                files(self.errors.len())
-            ));
+    pub(crate) fn tally(&self) -> Tally {
+        Tally {
+            checked: self.checked,
+            failing: self.failing,
+            violations: self.violations.len(),
+            unchecked: self.errors.len(),
         }
-        out
+    }
+
+    pub fn summary(&self) -> String {
+        self.tally().sentence(Phrasing::Check {
+            policy: &self.policy,
+        })
     }
 }
 
@@ -104,7 +195,7 @@ pub fn text(report: &CheckReport) -> (String, String) {
     out.push_str(&format!("weight-inspect: {}\n", report.summary()));
     let mut err = String::new();
     for e in &report.errors {
-        err.push_str(&format!("weight-inspect: {}\n", e.message));
+        err.push_str(&format!("weight-inspect: {}\n", e.message()));
     }
     (out, err)
 }
@@ -129,53 +220,37 @@ pub fn json(report: &CheckReport) -> String {
 pub fn github(report: &CheckReport) -> String {
     let mut out = String::new();
     for v in &report.violations {
-        out.push_str(&format!(
-            "::error file={},title={}::{}\n",
-            escape_property(&v.path),
-            escape_property(&format!("weight-inspect: {}", v.rule)),
-            escape_data(&format!(
-                "expected {}; found {} ({}:{})",
-                v.expected, v.found, report.policy, v.policy_line
-            ))
-        ));
+        out.push_str(&violation_annotation(v, &report.policy, Level::Error).command());
     }
     for e in &report.errors {
-        out.push_str(&format!(
-            "::error file={},title={}::{}\n",
-            escape_property(&e.path),
-            escape_property("weight-inspect: cannot check"),
-            escape_data(&e.message)
-        ));
+        let annotation = Annotation {
+            level: Level::Error,
+            file: Some(e.path.clone()),
+            title: "weight-inspect: cannot check".into(),
+            message: e.message().into_owned(),
+        };
+        out.push_str(&annotation.command());
     }
     out.push_str(&format!("weight-inspect: {}\n", report.summary()));
     out
 }
 
-/// Escapes a workflow command's message (the part after `::`), as the Actions toolkit's
-/// `escapeData` does: `%`, CR and LF.
-pub fn escape_data(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
-}
-
-/// Escapes a workflow command property value (`file=`, `title=`), as the toolkit's
-/// `escapeProperty` does: [`escape_data`] plus `:` and `,`.
-pub fn escape_property(s: &str) -> String {
-    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+/// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
+pub(crate) fn violation_annotation(v: &Violation, policy: &str, level: Level) -> Annotation {
+    Annotation {
+        level,
+        file: Some(v.path.clone()),
+        title: format!("weight-inspect: {}", v.rule),
+        message: format!(
+            "expected {}; found {} ({policy}:{})",
+            v.expected, v.found, v.policy_line
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escaping_follows_the_actions_toolkit() {
-        assert_eq!(escape_data("a%b\r\nc:d,e"), "a%25b%0D%0Ac:d,e");
-        assert_eq!(escape_property("a%b\r\nc:d,e"), "a%25b%0D%0Ac%3Ad%2Ce");
-        // `%` first, so escapes are not escaped twice.
-        assert_eq!(escape_data("%0A"), "%250A");
-    }
 
     #[test]
     fn github_annotations() {

@@ -5,9 +5,12 @@ use std::path::{Component, Path, PathBuf};
 
 use gix::ObjectId;
 
-use super::check::{Origin, Subject};
 use super::config::POLICY_FILE;
-use crate::error::{Error, Result};
+use super::error::PolicyError;
+use super::subject::{Origin, Subject};
+use crate::error::Error;
+
+type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// The repository and directories a command works in.
 pub struct Workspace {
@@ -85,11 +88,8 @@ impl Workspace {
     }
 
     pub fn repo(&self) -> Result<&gix::Repository> {
-        self.repo.as_ref().ok_or_else(|| {
-            Error::Other(format!(
-                "{}: not inside a git repository",
-                self.cwd.display()
-            ))
+        self.repo.as_ref().ok_or_else(|| PolicyError::NoRepository {
+            dir: self.cwd.clone(),
         })
     }
 
@@ -129,19 +129,19 @@ impl Workspace {
     /// A command-line path as a root-relative, `/`-separated path ("" for the root itself).
     pub fn relative(&self, arg: &Path) -> Result<String> {
         let abs = normalize(&self.cwd.join(arg));
-        let rel = abs.strip_prefix(&self.root).map_err(|_| {
-            Error::Other(format!(
-                "{}: outside the repository ({})",
-                arg.display(),
-                self.root.display()
-            ))
-        })?;
+        let rel = abs
+            .strip_prefix(&self.root)
+            .map_err(|_| PolicyError::OutsideRoot {
+                path: arg.to_owned(),
+                root: self.root.clone(),
+            })?;
         let mut parts = Vec::new();
         for c in rel.components() {
             match c {
-                Component::Normal(s) => parts.push(s.to_str().ok_or_else(|| {
-                    Error::Other(format!("{}: path is not valid UTF-8", arg.display()))
-                })?),
+                Component::Normal(s) => parts.push(
+                    s.to_str()
+                        .ok_or_else(|| PolicyError::NotUtf8Path(arg.to_owned()))?,
+                ),
                 _ => unreachable!("normalized and relative"),
             }
         }
@@ -174,10 +174,7 @@ impl Workspace {
                             }),
                     );
                     if out.len() == before {
-                        return Err(Error::Other(format!(
-                            "{}: not staged (no such file in the index)",
-                            arg.display()
-                        )));
+                        return Err(PolicyError::NotStaged(arg.to_owned()));
                     }
                 }
             }
@@ -238,12 +235,12 @@ impl Workspace {
     /// as are intent-to-add entries (`git add -N`), which have no content yet.
     fn index_entries(&self) -> Result<Vec<(String, ObjectId)>> {
         let repo = self.repo()?;
-        let index = repo.index_or_empty().map_err(|e| {
-            Error::Other(format!(
-                "{}: cannot read the git index ({e})",
-                repo.index_path().display()
-            ))
-        })?;
+        let index = repo
+            .index_or_empty()
+            .map_err(|e| crate::git::GitError::Index {
+                path: repo.index_path(),
+                message: e.to_string(),
+            })?;
         let mut out = Vec::new();
         for entry in index.entries() {
             use gix::index::entry::{Flags, Mode, Stage};

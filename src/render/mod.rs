@@ -1,6 +1,8 @@
 //! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]);
 //! descriptions of `.wdelta` files ([`wdelta`]).
 
+pub mod escape;
+pub mod github;
 pub mod json;
 pub mod text;
 pub mod wdelta;

@@ -1,0 +1,111 @@
+//! The policy adapter's errors. Errors of the core and of git keep their structure inside
+//! (`#[from]`); every message is phrased for the user and names the file it is about.
+
+use std::path::PathBuf;
+
+/// Why `check`, `policy` or `hook` could not do its work.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The policy file cannot be read.
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A mistake in the policy file, located by line and column.
+    #[error("{path}:{line}:{column}: {message}\n{snippet}")]
+    Invalid {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+        snippet: String,
+    },
+    /// A mistake in the policy file that TOML does not locate.
+    #[error("{path}: {message}")]
+    InvalidNoSpan { path: String, message: String },
+    /// The default policy file does not exist.
+    #[error(
+        "no policy file: {shown} does not exist (create it, see docs/policy.md, or pass \
+         --policy FILE)"
+    )]
+    NoPolicyFile { shown: String },
+    /// A committed policy file that is not text.
+    #[error("{shown}: not UTF-8 text")]
+    NotUtf8 { shown: String },
+    /// `policy pin` cannot edit the policy file.
+    #[error("{path}: {source}")]
+    Edit {
+        path: String,
+        #[source]
+        source: toml_edit::TomlError,
+    },
+    #[error("{path}: `rules` must be an array of tables")]
+    RulesNotTables { path: String },
+    /// `policy pin` without paths, and no path pinned yet.
+    #[error("{shown} pins no path yet: name the model files to pin")]
+    NothingPinned { shown: String },
+    #[error("no GGUF or safetensors file to pin")]
+    NoModelToPin,
+    /// One file cannot be judged (or pinned).
+    #[error("{path}: {reason}")]
+    File { path: String, reason: FileReason },
+    #[error("{}: not inside a git repository", .dir.display())]
+    NoRepository { dir: PathBuf },
+    /// A command-line path outside the directory the policy's globs are relative to.
+    #[error("{}: outside the repository ({})", .path.display(), .root.display())]
+    OutsideRoot { path: PathBuf, root: PathBuf },
+    #[error("{}: path is not valid UTF-8", .0.display())]
+    NotUtf8Path(PathBuf),
+    /// `check --staged PATH` for a path the index does not have.
+    #[error("{}: not staged (no such file in the index)", .0.display())]
+    NotStaged(PathBuf),
+    /// `hook install --chain` when a chained hook is there already.
+    #[error(
+        "{}: cannot chain the existing pre-commit hook, {} already exists",
+        .hook.display(),
+        .chained.display()
+    )]
+    ChainedHookExists { hook: PathBuf, chained: PathBuf },
+    /// `hook install` over a hook that is not ours, without `--chain` or `--force`.
+    #[error(
+        "{}: a pre-commit hook that is not weight-inspect's already exists; rerun with --chain \
+         to keep it (it will run first) or --force to replace it",
+        .0.display()
+    )]
+    ForeignHook(PathBuf),
+    /// `hook uninstall` of a hook that is not ours.
+    #[error("{}: this pre-commit hook is not weight-inspect's; left in place", .0.display())]
+    ForeignHookKept(PathBuf),
+    #[error(transparent)]
+    Core(#[from] crate::Error),
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+}
+
+/// Why one file cannot be judged; [`PolicyError::File`] puts its path before it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileReason {
+    /// `policy pin` of a file that is not a model.
+    #[error("not a readable GGUF or safetensors file: {found}")]
+    NotAModel { found: String },
+    /// `require_lfs` on a work-tree file outside a repository.
+    #[error("cannot evaluate require_lfs outside a git repository")]
+    LfsOutsideRepository,
+    /// The structure is needed, and the LFS object is not in the local store.
+    #[error(
+        "the LFS object sha256:{oid} ({size} bytes) is not in the local LFS store; run \
+         `git lfs fetch` (or check out with LFS) so its structure can be checked"
+    )]
+    LfsObjectAbsent { oid: String, size: u64 },
+}
+
+impl PolicyError {
+    pub(crate) fn file(path: &str, reason: FileReason) -> Self {
+        PolicyError::File {
+            path: path.to_owned(),
+            reason,
+        }
+    }
+}

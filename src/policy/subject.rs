@@ -1,0 +1,460 @@
+//! What a judged file is and where its bytes come from: a [`Subject`] (a path and its
+//! [`Origin`]: a blob, blob bytes, a work-tree file), how git stores it ([`Storage`]), and its
+//! content classified by the core ([`crate::read::classify_bytes`]) or recognized as a pickle.
+//!
+//! Reading is lazy and bounded: the LFS check looks at the stored blob's header, the size
+//! check at a pointer or file length, and the model bytes are read only when a rule needs the
+//! structure or the format; model files are mmapped and only their header pages touched.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+
+use super::error::{FileReason, PolicyError};
+use crate::artifact::{Artifact, Format};
+use crate::formats::pickle::{self, PickleReport};
+use crate::git::lfs::{self, Pointer};
+use crate::read::Classified;
+
+type Result<T, E = PolicyError> = std::result::Result<T, E>;
+
+/// Blobs larger than this (model bytes committed without LFS) are not inflated whole: a
+/// prefix is streamed from `git cat-file`, growing through [`BLOB_PREFIXES`] until the model
+/// header parses.
+const MAX_BLOB_IN_MEMORY: u64 = 16 << 20;
+const BLOB_PREFIXES: [u64; 3] = [4 << 20, 64 << 20, 256 << 20];
+
+/// A file to judge: its repository-relative path and where its bytes come from.
+#[derive(Debug, Clone)]
+pub struct Subject<'r> {
+    pub path: String,
+    pub origin: Origin<'r>,
+}
+
+/// Where a subject's bytes come from.
+#[derive(Debug, Clone)]
+pub enum Origin<'r> {
+    /// A blob in the object database (an index entry, or a file of a commit).
+    Blob {
+        repo: &'r gix::Repository,
+        id: ObjectId,
+    },
+    /// A blob already in memory (e.g. the head side of a pull request).
+    BlobBytes {
+        repo: Option<&'r gix::Repository>,
+        bytes: Cow<'r, [u8]>,
+    },
+    /// A file in the work tree. `repo` and `index_id` (its stage-0 index entry) decide how
+    /// git stores it, for `require_lfs`.
+    Worktree {
+        repo: Option<&'r gix::Repository>,
+        file: PathBuf,
+        index_id: Option<ObjectId>,
+    },
+}
+
+/// How git stores (or will store, once added) a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Storage {
+    /// An LFS pointer.
+    Lfs(Pointer),
+    /// Not yet in the index, but `.gitattributes` routes it through the LFS filter.
+    LfsByAttributes,
+    /// The bytes themselves, in git's object database; `why` says how we know.
+    Git { why: String },
+}
+
+/// What a subject's content turned out to be.
+pub(crate) enum Content {
+    Model(Box<Artifact>),
+    /// GGUF or safetensors magic, but unreadable.
+    Invalid {
+        format: Format,
+        error: crate::Error,
+    },
+    Pickle(PickleReport),
+    Other {
+        first_bytes: String,
+    },
+}
+
+impl Content {
+    /// The core's classification, and for anything else than GGUF or safetensors a look for a
+    /// pickle checkpoint.
+    fn new(classified: Classified, bytes: &[u8]) -> Content {
+        match classified {
+            Classified::Model(artifact) => Content::Model(artifact),
+            Classified::Invalid { format, error } => Content::Invalid { format, error },
+            Classified::Unknown => match pickle::sniff(bytes) {
+                Some(report) => Content::Pickle(report),
+                None => Content::Other {
+                    first_bytes: first_bytes(bytes),
+                },
+            },
+        }
+    }
+
+    /// What the content is, for a violation's `found`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Content::Model(a) => a.format.name().to_string(),
+            Content::Invalid { format, error } => {
+                format!("an unreadable {} file ({error})", format.name())
+            }
+            Content::Pickle(report) => report.describe(),
+            Content::Other { first_bytes } => {
+                format!("neither GGUF, safetensors nor pickle (first bytes {first_bytes})")
+            }
+        }
+    }
+}
+
+/// The first 8 bytes in hex, as the core names an unknown format.
+fn first_bytes(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "none: the file is empty".into();
+    }
+    bytes
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The model bytes of a subject.
+enum Body<'a> {
+    Map(memmap2::Mmap),
+    Bytes(Vec<u8>),
+    Borrowed(&'a [u8]),
+    Empty,
+}
+
+impl Body<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Map(m) => m,
+            Body::Bytes(b) => b,
+            Body::Borrowed(b) => b,
+            Body::Empty => &[],
+        }
+    }
+}
+
+/// The subject's blob as git stores it, read just enough to tell a pointer from content.
+struct Stored {
+    pointer: Option<Pointer>,
+    size: u64,
+    /// The whole blob, when it was small enough to read.
+    bytes: Option<Vec<u8>>,
+}
+
+fn stored_blob(repo: &gix::Repository, id: ObjectId) -> Result<Stored> {
+    let size = repo
+        .find_header(id)
+        .map_err(|e| crate::git::objects::object_error(format!("blob {id}"), e))?
+        .size();
+    if size >= lfs::MAX_POINTER_SIZE as u64 {
+        return Ok(Stored {
+            pointer: None,
+            size,
+            bytes: None,
+        });
+    }
+    let bytes = crate::git::objects::blob_bytes(repo, id)?;
+    Ok(Stored {
+        pointer: Pointer::parse(&bytes),
+        size,
+        bytes: Some(bytes),
+    })
+}
+
+/// Reads one subject, each part at most once: how git stores it, its size, its content.
+pub(crate) struct SubjectReader<'s, 'r> {
+    subject: &'s Subject<'r>,
+    stored: Option<Stored>,
+    /// A large blob's prefix is classified while deciding how much of it to read; kept for
+    /// [`SubjectReader::content`].
+    classified: Option<Classified>,
+}
+
+impl<'s, 'r> SubjectReader<'s, 'r> {
+    pub(crate) fn new(subject: &'s Subject<'r>) -> Self {
+        SubjectReader {
+            subject,
+            stored: None,
+            classified: None,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &'s str {
+        &self.subject.path
+    }
+
+    /// The stored blob for blob origins (cached).
+    fn stored(&mut self) -> Result<Option<&Stored>> {
+        if self.stored.is_none() {
+            let stored = match &self.subject.origin {
+                Origin::Blob { repo, id } => Some(stored_blob(repo, *id)?),
+                Origin::BlobBytes { bytes, .. } => Some(Stored {
+                    pointer: Pointer::parse(bytes),
+                    size: bytes.len() as u64,
+                    bytes: None,
+                }),
+                Origin::Worktree { .. } => None,
+            };
+            self.stored = stored;
+        }
+        Ok(self.stored.as_ref())
+    }
+
+    /// How git stores the subject (or will, once it is added).
+    pub(crate) fn storage(&mut self) -> Result<Storage> {
+        if let Some(stored) = self.stored()? {
+            return Ok(match &stored.pointer {
+                Some(p) => Storage::Lfs(p.clone()),
+                None => Storage::Git {
+                    why: format!("the blob holds the file's {} bytes", stored.size),
+                },
+            });
+        }
+        let Origin::Worktree {
+            repo,
+            file,
+            index_id,
+        } = &self.subject.origin
+        else {
+            unreachable!("blob origins have a stored blob");
+        };
+        // A pointer text in the work tree is committed as is.
+        if let Some(p) = worktree_pointer(file)? {
+            return Ok(Storage::Lfs(p));
+        }
+        let Some(repo) = repo else {
+            return Err(PolicyError::file(
+                self.path(),
+                FileReason::LfsOutsideRepository,
+            ));
+        };
+        if let Some(id) = index_id {
+            let stored = stored_blob(repo, *id)?;
+            return Ok(match stored.pointer {
+                Some(p) => Storage::Lfs(p),
+                None => Storage::Git {
+                    why: format!("the index holds the file's {} bytes", stored.size),
+                },
+            });
+        }
+        if crate::git::process::lfs_by_attributes(repo, self.path())? {
+            Ok(Storage::LfsByAttributes)
+        } else {
+            Ok(Storage::Git {
+                why: "not staged, and .gitattributes does not route it through the LFS filter"
+                    .into(),
+            })
+        }
+    }
+
+    /// The size of the file itself (an LFS pointer's promise for pointers).
+    pub(crate) fn file_size(&mut self) -> Result<u64> {
+        if let Some(stored) = self.stored()? {
+            return Ok(stored.pointer.as_ref().map_or(stored.size, |p| p.size));
+        }
+        let Origin::Worktree { file, .. } = &self.subject.origin else {
+            unreachable!("blob origins have a stored blob");
+        };
+        if let Some(p) = worktree_pointer(file)? {
+            return Ok(p.size);
+        }
+        Ok(std::fs::metadata(file)
+            .map_err(|e| crate::Error::io(file, e))?
+            .len())
+    }
+
+    /// What the model bytes are: a model, an unreadable model, a pickle, something else.
+    pub(crate) fn content(&mut self) -> Result<Content> {
+        let body = self.body()?;
+        let classified = match self.classified.take() {
+            Some(classified) => classified,
+            None => crate::read::classify_bytes(Path::new(self.path()), body.bytes()),
+        };
+        Ok(Content::new(classified, body.bytes()))
+    }
+
+    /// The model bytes: the file, the LFS object a pointer names, or the blob.
+    fn body(&mut self) -> Result<Body<'s>> {
+        let path = self.path();
+        let stored_pointer = self.stored()?.and_then(|s| s.pointer.clone());
+        let subject: &'s Subject<'r> = self.subject;
+        match &subject.origin {
+            Origin::Blob { repo, id } => match stored_pointer {
+                Some(p) => lfs_body(Some(repo), path, &p),
+                None => {
+                    let stored = self.stored.as_mut().expect("stored above");
+                    if let Some(bytes) = stored.bytes.take() {
+                        return Ok(Body::Bytes(bytes));
+                    }
+                    let (body, classified) = blob_body(repo, *id, stored.size, Path::new(path))?;
+                    self.classified = classified;
+                    Ok(body)
+                }
+            },
+            Origin::BlobBytes { repo, bytes } => match stored_pointer {
+                Some(p) => lfs_body(*repo, path, &p),
+                None => Ok(Body::Borrowed(bytes)),
+            },
+            Origin::Worktree { repo, file, .. } => match worktree_pointer(file)? {
+                Some(p) => lfs_body(*repo, path, &p),
+                None => map_file(file),
+            },
+        }
+    }
+}
+
+/// The parsed model behind a subject (following an LFS pointer): for `policy pin`.
+pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
+    match SubjectReader::new(subject).content()? {
+        Content::Model(a) => Ok(*a),
+        other => Err(PolicyError::file(
+            &subject.path,
+            FileReason::NotAModel {
+                found: other.describe(),
+            },
+        )),
+    }
+}
+
+/// Whether a subject is a GGUF or safetensors file by its first bytes (an LFS pointer counts
+/// by its object, when present).
+pub(crate) fn is_model(subject: &Subject<'_>) -> Result<bool> {
+    let body = SubjectReader::new(subject).body()?;
+    Ok(crate::formats::detect(body.bytes()).is_some())
+}
+
+/// The pointer a work-tree file holds, if it is a pointer text (smudging skipped).
+fn worktree_pointer(file: &Path) -> Result<Option<Pointer>> {
+    let meta = std::fs::metadata(file).map_err(|e| crate::Error::io(file, e))?;
+    if meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(file).map_err(|e| crate::Error::io(file, e))?;
+    Ok(Pointer::parse(&bytes))
+}
+
+fn lfs_body(
+    repo: Option<&gix::Repository>,
+    path: &str,
+    pointer: &Pointer,
+) -> Result<Body<'static>> {
+    match repo.and_then(|r| lfs::present_object(r, pointer)) {
+        Some(object) => map_file(&object),
+        None => Err(PolicyError::file(
+            path,
+            FileReason::LfsObjectAbsent {
+                oid: pointer.oid.clone(),
+                size: pointer.size,
+            },
+        )),
+    }
+}
+
+fn map_file(file: &Path) -> Result<Body<'static>> {
+    let f = std::fs::File::open(file).map_err(|e| crate::Error::io(file, e))?;
+    let len = f.metadata().map_err(|e| crate::Error::io(file, e))?.len();
+    if len == 0 {
+        return Ok(Body::Empty);
+    }
+    // SAFETY: the mapping is read-only and lives only for this check; a concurrent truncation
+    // of a model file being committed is not a case we defend against (git itself doesn't).
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| crate::Error::io(file, e))?;
+    Ok(Body::Map(map))
+}
+
+/// A blob's content: whole when it fits [`MAX_BLOB_IN_MEMORY`], else a prefix long enough
+/// for the model header (gix would inflate the whole object into memory), with the
+/// classification that decided its length.
+fn blob_body(
+    repo: &gix::Repository,
+    id: ObjectId,
+    size: u64,
+    path: &Path,
+) -> Result<(Body<'static>, Option<Classified>)> {
+    if size <= MAX_BLOB_IN_MEMORY {
+        return Ok((
+            Body::Bytes(crate::git::objects::blob_bytes(repo, id)?),
+            None,
+        ));
+    }
+    let mut prefix = Vec::new();
+    let mut classified = Classified::Unknown;
+    for limit in BLOB_PREFIXES {
+        prefix = crate::git::process::blob_prefix(repo, id, limit)?;
+        classified = crate::read::classify_bytes(path, &prefix);
+        let header_complete = !matches!(classified, Classified::Invalid { .. });
+        if header_complete || prefix.len() as u64 >= size {
+            break;
+        }
+    }
+    Ok((Body::Bytes(prefix), Some(classified)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob_subject(bytes: &[u8]) -> Subject<'_> {
+        Subject {
+            path: "m/x.bin".into(),
+            origin: Origin::BlobBytes {
+                repo: None,
+                bytes: Cow::Borrowed(bytes),
+            },
+        }
+    }
+
+    #[test]
+    fn content_is_classified_by_the_core_then_sniffed() {
+        let describe = |bytes: &[u8]| {
+            let subject = blob_subject(bytes);
+            SubjectReader::new(&subject).content().unwrap().describe()
+        };
+        assert_eq!(
+            describe(b""),
+            "neither GGUF, safetensors nor pickle (first bytes none: the file is empty)"
+        );
+        assert_eq!(
+            describe(b"0123456789"),
+            "neither GGUF, safetensors nor pickle (first bytes 30 31 32 33 34 35 36 37)"
+        );
+        assert_eq!(
+            describe(b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01K\x01s."),
+            "pickle (raw, protocol 2) importing nothing"
+        );
+        let invalid = describe(b"GGUF\x03\x00\x00\x00");
+        assert!(
+            invalid.starts_with("an unreadable gguf file (m/x.bin: "),
+            "{invalid}"
+        );
+    }
+
+    #[test]
+    fn an_absent_lfs_object_names_the_file() {
+        let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:\
+                       4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
+        let subject = blob_subject(pointer.as_bytes());
+        let err = SubjectReader::new(&subject).content().err().unwrap();
+        assert!(matches!(
+            &err,
+            PolicyError::File {
+                reason: FileReason::LfsObjectAbsent { size: 12345, .. },
+                ..
+            }
+        ));
+        assert!(
+            err.to_string()
+                .starts_with("m/x.bin: the LFS object sha256:4d7a2146"),
+            "{err}"
+        );
+    }
+}
