@@ -37,9 +37,6 @@ pub enum Error {
          \"GGUF\" or an 8-byte little-endian header length followed by '{{'"
     )]
     UnknownFormat { path: PathBuf, first_bytes: String },
-    /// Errors of the adapters (git, policy, delta, ci), already phrased for the user.
-    #[error("{0}")]
-    Other(String),
 }
 
 impl Error {

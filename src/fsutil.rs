@@ -118,7 +118,7 @@ mod tests {
         let failed = write_atomically_with::<Error>(&path, true, |file| {
             file.write_all_at(b"partial", 0)
                 .map_err(|e| Error::io("x", e))?;
-            Err(Error::Other("stop".into()))
+            Err(Error::io("x", std::io::Error::other("stop")))
         });
         assert!(failed.is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"helloworld");

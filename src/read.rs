@@ -166,7 +166,8 @@ pub fn classify_file(path: &Path) -> Classified {
     }
 }
 
-fn describe_start(bytes: &[u8]) -> String {
+/// The first 8 bytes in hex, as errors name content of an unknown format.
+pub fn describe_start(bytes: &[u8]) -> String {
     if bytes.is_empty() {
         return "none: the file is empty".into();
     }

@@ -51,14 +51,3 @@ pub enum GitError {
     #[error(transparent)]
     Core(#[from] crate::Error),
 }
-
-// Adapters that still speak the core's error take a git error as its message.
-impl From<GitError> for crate::Error {
-    fn from(err: GitError) -> Self {
-        match err {
-            GitError::Io { path, source } => crate::Error::Io { path, source },
-            GitError::Core(core) => core,
-            other => crate::Error::Other(other.to_string()),
-        }
-    }
-}

@@ -89,7 +89,7 @@ impl Content {
             Classified::Unknown => match pickle::sniff(bytes) {
                 Some(report) => Content::Pickle(report),
                 None => Content::Other {
-                    first_bytes: first_bytes(bytes),
+                    first_bytes: crate::read::describe_start(bytes),
                 },
             },
         }
@@ -108,19 +108,6 @@ impl Content {
             }
         }
     }
-}
-
-/// The first 8 bytes in hex, as the core names an unknown format.
-fn first_bytes(bytes: &[u8]) -> String {
-    if bytes.is_empty() {
-        return "none: the file is empty".into();
-    }
-    bytes
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The model bytes of a subject.
