@@ -173,7 +173,7 @@ pub fn describe_start(bytes: &[u8]) -> String {
     }
     let head = &bytes[..bytes.len().min(8)];
     head.iter()
-        .map(|b| format!("{b:02x}"))
+        .map(|b| crate::digest::hex(&[*b]))
         .collect::<Vec<_>>()
         .join(" ")
 }

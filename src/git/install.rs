@@ -425,8 +425,7 @@ fn pattern_may_match_models(pattern: &str) -> bool {
             })
             .unwrap_or(true);
     }
-    let lower = name.to_ascii_lowercase();
-    lower.ends_with(".gguf") || lower.ends_with(".safetensors")
+    crate::formats::FileKind::from_path(name).is_some_and(crate::formats::FileKind::is_model)
 }
 
 /// Adds our block at the end unless it is already there and no later line overrides `diff`
