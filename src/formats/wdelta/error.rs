@@ -24,6 +24,22 @@ pub enum WdeltaError {
         "header length {declared} at offset 11 exceeds the {available} bytes before the checksum"
     )]
     HeaderTooLong { declared: usize, available: usize },
+    #[error(
+        "header length {declared} at offset 11 exceeds the limit of {limit} bytes ({})",
+        crate::formats::limits::how_to_raise()
+    )]
+    HeaderOverLimit { declared: u64, limit: u64 },
+    #[error(
+        "header declares more than {limit} tensors, the limit for this header size (one tensor \
+         per {bytes_per_tensor} bytes of the header limit; {})",
+        crate::formats::limits::how_to_raise()
+    )]
+    TooManyTensors { limit: u64, bytes_per_tensor: u64 },
+    #[error(
+        "header key parent_hash: expected 64 lowercase hexadecimal digits (a SHA-256), found \
+         {found:?}"
+    )]
+    ParentHashNotHex { found: String },
     #[error("header (offset {PREAMBLE_LEN}) is not valid UTF-8 JSON: {message}")]
     HeaderJson { message: String },
     #[error("header key {key}: {expected}")]

@@ -6,16 +6,19 @@
 //! name, u32 + numpy dtype name, u32 ndim, ndim x u64 dims, u64 byte count, raw bytes.
 //!
 //! This module holds the constants and types; `error.rs` names every rule a file can break
-//! ([`WdeltaError`]), `read.rs` parses and validates a file ([`WdeltaFile`]) and `write.rs`
-//! writes one ([`WdeltaWriter`]).
+//! ([`WdeltaError`]), `header.rs` parses the JSON header as a stream (capped by
+//! [`crate::formats::limits`]), `read.rs` parses and validates a file ([`WdeltaFile`]) and
+//! `write.rs` writes one ([`WdeltaWriter`]).
 
 mod error;
+mod header;
 mod read;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub use error::WdeltaError;
+pub use header::{HEADER_BYTES_PER_TENSOR, MAX_DIMS, is_sha256_hex, max_tensors};
 pub use read::{WdeltaFile, index_iter, sha256, verify_checksum};
 pub use write::{OwnedArray, WdeltaWriter, header_json, record_prefix, write_to_vec};
 
@@ -198,6 +201,77 @@ impl Record {
 
     pub fn is_empty(&self) -> bool {
         self.data_len == 0
+    }
+}
+
+/// The records of a file, by tensor and field. A tensor's name is held once, with a slot per
+/// field of its strategy, so the index of a file with many small tensors stays small.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordIndex {
+    by_tensor: HashMap<String, [Option<(&'static str, Record)>; 5]>,
+    len: usize,
+}
+
+/// The field `field` names, as a static string, and its position among its strategy's fields.
+fn field_slot(field: &str) -> Option<(&'static str, usize)> {
+    [Strategy::Sparse, Strategy::Quantized, Strategy::Int4]
+        .into_iter()
+        .find_map(|s| {
+            s.fields()
+                .iter()
+                .position(|f| *f == field)
+                .map(|i| (s.fields()[i], i))
+        })
+}
+
+impl RecordIndex {
+    pub fn get(&self, tensor: &str, field: &str) -> Option<&Record> {
+        let (name, slot) = field_slot(field)?;
+        match &self.by_tensor.get(tensor)?[slot] {
+            Some((f, r)) if *f == name => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn contains(&self, tensor: &str, field: &str) -> bool {
+        self.get(tensor, field).is_some()
+    }
+
+    /// Adds a record; false (and nothing changed) when `field` is no strategy's field or the
+    /// slot is taken.
+    pub fn insert(&mut self, tensor: String, field: &str, record: Record) -> bool {
+        let Some((name, slot)) = field_slot(field) else {
+            return false;
+        };
+        let slots = self.by_tensor.entry(tensor).or_default();
+        if slots[slot].is_some() {
+            return false;
+        }
+        slots[slot] = Some((name, record));
+        self.len += 1;
+        true
+    }
+
+    /// Every record with its tensor and field, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &'static str, &Record)> {
+        self.by_tensor.iter().flat_map(|(t, slots)| {
+            slots
+                .iter()
+                .flatten()
+                .map(move |(f, r)| (t.as_str(), *f, r))
+        })
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Record> {
+        self.iter().map(|(_, _, r)| r)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 

@@ -3,20 +3,13 @@
 //! so records may come in any order. Nothing is allocated from a count read in the file: lengths
 //! are checked against the bytes that are actually there first.
 
-use std::collections::{BTreeMap, HashMap};
-
-use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
+use super::header::{max_tensors, parse_header};
 use super::{
-    ArrayDtype, ArrayRef, CHECKSUM_LEN, Header, MAGIC, PREAMBLE_LEN, Params, Record,
-    SUPPORTED_VERSIONS, Strategy, TensorArrays, TensorEntry, WdeltaError, quantized_cols,
-    quantized_rows,
+    ArrayDtype, ArrayRef, CHECKSUM_LEN, Header, MAGIC, PREAMBLE_LEN, Params, Record, RecordIndex,
+    SUPPORTED_VERSIONS, TensorArrays, TensorEntry, WdeltaError, quantized_cols, quantized_rows,
 };
-
-/// JSON headers larger than this are rejected before parsing (a model with a million tensors
-/// stays far below it).
-const MAX_HEADER_LEN: usize = 512 << 20;
 
 /// A validated `.wdelta` file: its header and the index of its records. It does not hold the
 /// bytes (often a memory map owned beside it); methods that read arrays take them again.
@@ -26,7 +19,7 @@ pub struct WdeltaFile {
     pub header: Header,
     /// Bytes of the JSON header.
     pub header_len: usize,
-    pub records: HashMap<(String, String), Record>,
+    pub records: RecordIndex,
     pub file_len: usize,
 }
 
@@ -46,15 +39,22 @@ impl WdeltaFile {
         let body_end = bytes.len() - CHECKSUM_LEN;
         let header_len = u32_at(bytes, 11) as usize;
         let available = body_end - PREAMBLE_LEN;
-        if header_len > available || header_len > MAX_HEADER_LEN {
+        if header_len > available {
             return Err(WdeltaError::HeaderTooLong {
                 declared: header_len,
                 available,
             });
         }
+        let limit = crate::formats::limits::max_header_bytes();
+        if header_len as u64 > limit {
+            return Err(WdeltaError::HeaderOverLimit {
+                declared: header_len as u64,
+                limit,
+            });
+        }
         let header_bytes = &bytes[PREAMBLE_LEN..PREAMBLE_LEN + header_len];
-        let header = parse_header(header_bytes, version)?;
-        let records = index_records(bytes, PREAMBLE_LEN + header_len, body_end)?;
+        let header = parse_header(header_bytes, version, max_tensors(limit))?;
+        let records = index_records(bytes, PREAMBLE_LEN + header_len, body_end, &header)?;
         let file = WdeltaFile {
             version,
             header,
@@ -73,7 +73,7 @@ impl WdeltaFile {
 
     pub fn record(&self, tensor: &str, field: &str) -> Result<&Record, WdeltaError> {
         self.records
-            .get(&(tensor.to_string(), field.to_string()))
+            .get(tensor, field)
             .ok_or_else(|| WdeltaError::MissingRecord {
                 tensor: tensor.to_string(),
                 field: field.to_string(),
@@ -112,7 +112,7 @@ impl WdeltaFile {
                 .strategy()
                 .fields()
                 .iter()
-                .filter_map(|f| self.records.get(&(tensor.to_string(), f.to_string())))
+                .filter_map(|f| self.records.get(tensor, f))
                 .map(|r| r.record_len as u64)
                 .sum(),
             None => 0,
@@ -126,28 +126,16 @@ impl WdeltaFile {
         let mut lo = usize::MAX;
         let mut hi = 0;
         for f in entry.strategy().fields() {
-            let r = self.records.get(&(tensor.to_string(), f.to_string()))?;
+            let r = self.records.get(tensor, f)?;
             lo = lo.min(r.record_offset);
             hi = hi.max(r.record_offset + r.record_len);
         }
         Some((lo, hi - lo))
     }
 
+    /// Every record is referenced by the header (checked as they are indexed); each tensor's
+    /// arrays follow its strategy's rules.
     fn validate(&self, bytes: &[u8]) -> Result<(), WdeltaError> {
-        for ((tensor, field), r) in &self.records {
-            let referenced = self
-                .header
-                .tensors
-                .get(tensor)
-                .is_some_and(|e| e.strategy().fields().contains(&field.as_str()));
-            if !referenced {
-                return Err(WdeltaError::UnreferencedRecord {
-                    offset: r.record_offset,
-                    tensor: tensor.clone(),
-                    field: field.clone(),
-                });
-            }
-        }
         for (name, entry) in &self.header.tensors {
             self.validate_tensor(bytes, name, entry)?;
         }
@@ -404,141 +392,16 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-fn parse_header(bytes: &[u8], version: u32) -> Result<Header, WdeltaError> {
-    let json: Json = serde_json::from_slice(bytes).map_err(|e| WdeltaError::HeaderJson {
-        message: e.to_string(),
-    })?;
-    let field = |key: &str, expected: &str| WdeltaError::HeaderField {
-        key: key.to_string(),
-        expected: expected.to_string(),
-    };
-    let obj = json
-        .as_object()
-        .ok_or_else(|| field("(top level)", "a JSON object"))?;
-    let parent_hash = obj
-        .get("parent_hash")
-        .and_then(Json::as_str)
-        .ok_or_else(|| field("parent_hash", "a string (SHA-256 hex of the parent model)"))?
-        .to_string();
-    let strategy = obj
-        .get("strategy")
-        .and_then(Json::as_str)
-        .and_then(Strategy::parse)
-        .ok_or_else(|| field("strategy", "\"sparse\", \"quantized\" or \"int4\""))?;
-    let tensors_json = obj
-        .get("tensors")
-        .and_then(Json::as_object)
-        .ok_or_else(|| field("tensors", "an object mapping tensor names to entries"))?;
-    let mut tensors = BTreeMap::new();
-    for (name, entry) in tensors_json {
-        tensors.insert(name.clone(), parse_entry(name, entry, version)?);
-    }
-    Ok(Header {
-        parent_hash,
-        strategy,
-        tensors,
-    })
-}
-
-fn parse_entry(name: &str, json: &Json, version: u32) -> Result<TensorEntry, WdeltaError> {
-    let key = |k: &str| format!("tensors.{name}.{k}");
-    let field = |k: &str, expected: &str| WdeltaError::HeaderField {
-        key: key(k),
-        expected: expected.to_string(),
-    };
-    let obj = json.as_object().ok_or_else(|| WdeltaError::HeaderField {
-        key: format!("tensors.{name}"),
-        expected: "an object".into(),
-    })?;
-    let strategy = obj
-        .get("strategy")
-        .and_then(Json::as_str)
-        .and_then(Strategy::parse)
-        .ok_or_else(|| field("strategy", "\"sparse\", \"quantized\" or \"int4\""))?;
-    let shape = obj
-        .get("shape")
-        .and_then(Json::as_array)
-        .and_then(|dims| dims.iter().map(Json::as_u64).collect::<Option<Vec<u64>>>())
-        .ok_or_else(|| field("shape", "a list of non-negative integers"))?;
-    if shape
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .is_none()
-    {
-        return Err(field("shape", "dimensions whose product fits in 64 bits"));
-    }
-    let dtype = obj
-        .get("dtype")
-        .and_then(Json::as_str)
-        .ok_or_else(|| field("dtype", "a string"))?
-        .to_string();
-    let base_dtype = match obj.get("base_dtype") {
-        None => None,
-        Some(v) => Some(
-            v.as_str()
-                .ok_or_else(|| field("base_dtype", "a string"))?
-                .to_string(),
-        ),
-    };
-    let uint = |k: &str| {
-        obj.get(k)
-            .and_then(Json::as_u64)
-            .ok_or_else(|| field(k, "a non-negative integer"))
-    };
-    let float = |k: &str, default: f64| match obj.get(k) {
-        None => Ok(default),
-        Some(v) => v.as_f64().ok_or_else(|| field(k, "a number")),
-    };
-    for &f in strategy.fields() {
-        let ok = obj
-            .get(f)
-            .and_then(Json::as_object)
-            .and_then(|o| o.get("_ref"))
-            .and_then(Json::as_str)
-            == Some(f);
-        if !ok {
-            return Err(field(f, &format!("{{\"_ref\": \"{f}\"}}")));
-        }
-    }
-    let params = match strategy {
-        Strategy::Sparse => Params::Sparse {
-            sparsity: float("sparsity", 0.9)?,
-        },
-        Strategy::Quantized => Params::Quantized {
-            n_elements: uint("n_elements")?,
-            n_cols: uint("n_cols")?,
-        },
-        Strategy::Int4 => {
-            let layout = match obj.get("int4_layout") {
-                None => version,
-                Some(v) => match v.as_u64() {
-                    Some(1) => 1,
-                    Some(2) => 2,
-                    _ => return Err(field("int4_layout", "1 or 2")),
-                },
-            };
-            Params::Int4 {
-                outlier_fraction: float("outlier_fraction", 0.01)?,
-                n_elements: uint("n_elements")?,
-                n_outliers: uint("n_outliers")?,
-                layout,
-            }
-        }
-    };
-    Ok(TensorEntry {
-        shape,
-        dtype,
-        base_dtype,
-        params,
-    })
-}
-
+/// Indexes the records between `start` and `end`. Each must be an array the header references,
+/// and none may come twice, so the index never holds more entries than the header has array
+/// references (the header is capped, the record section is not).
 fn index_records(
     bytes: &[u8],
     start: usize,
     end: usize,
-) -> Result<HashMap<(String, String), Record>, WdeltaError> {
-    let mut records = HashMap::new();
+    header: &Header,
+) -> Result<RecordIndex, WdeltaError> {
+    let mut records = RecordIndex::default();
     let mut pos = start;
     while pos < end {
         let record_offset = pos;
@@ -579,16 +442,27 @@ fn index_records(
         let data_offset = cur.pos;
         let data_len = byte_count as usize;
         pos = data_offset + data_len;
-        let key = (tensor, field);
-        if records.contains_key(&key) {
+        let referenced = header
+            .tensors
+            .get(&tensor)
+            .is_some_and(|e| e.strategy().fields().contains(&field.as_str()));
+        if !referenced {
+            return Err(WdeltaError::UnreferencedRecord {
+                offset: record_offset,
+                tensor,
+                field,
+            });
+        }
+        if records.contains(&tensor, &field) {
             return Err(WdeltaError::DuplicateRecord {
                 offset: record_offset,
-                tensor: key.0,
-                field: key.1,
+                tensor,
+                field,
             });
         }
         records.insert(
-            key,
+            tensor,
+            &field,
             Record {
                 dtype,
                 shape,
