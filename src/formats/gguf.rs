@@ -41,6 +41,29 @@ impl GgufError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
+    #[error(
+        "unable to parse GGUF header: the header runs past the limit of {limit} bytes (at \
+         offset {offset}, reading {what}); {how}",
+        how = crate::formats::limits::how_to_raise()
+    )]
+    HeaderTooLarge {
+        offset: u64,
+        what: String,
+        limit: u64,
+    },
+    #[error(
+        "unable to parse GGUF header: {what} at offset {offset} is {count}, more than the limit \
+         of {max} (one per {per} bytes of the {limit}-byte header limit); {how}",
+        how = crate::formats::limits::how_to_raise()
+    )]
+    OverLimit {
+        offset: u64,
+        what: String,
+        count: u64,
+        max: u64,
+        per: u64,
+        limit: u64,
+    },
     #[error("unable to parse GGUF header: the file starts with {found:?}, expected \"GGUF\"")]
     BadMagic { found: String },
     #[error(
@@ -260,6 +283,10 @@ struct Cursor<'a> {
     bytes: &'a [u8],
     /// Size of the whole file (`bytes` may be a prefix of it): counts are bounded by it.
     file_len: u64,
+    /// The header may not run past this offset ([`crate::formats::limits`]).
+    limit: u64,
+    /// Arrays nested in arrays read so far (each costs more memory than its bytes).
+    inner_arrays: u64,
     pos: usize,
     big_endian: bool,
     /// Version 1 stores counts and lengths as u32; later versions as u64.
@@ -291,6 +318,13 @@ impl<'a> Cursor<'a> {
     }
 
     fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+        if (self.pos as u64).saturating_add(n as u64) > self.limit {
+            return Err(GgufError::HeaderTooLarge {
+                offset: self.offset(),
+                what: what(),
+                limit: self.limit,
+            });
+        }
         if self.bytes.len() - self.pos < n {
             return Err(GgufError::UnexpectedEof {
                 offset: self.offset(),
@@ -338,6 +372,13 @@ impl<'a> Cursor<'a> {
                 max,
             });
         }
+        if count.saturating_mul(min_item_size) > self.limit.saturating_sub(self.offset()) {
+            return Err(GgufError::HeaderTooLarge {
+                offset,
+                what: what(),
+                limit: self.limit,
+            });
+        }
         Ok(count as usize)
     }
 
@@ -369,11 +410,26 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact> {
 /// the file) ends in [`GgufError::UnexpectedEof`]; [`GgufError::needs_more`] tells a reader
 /// to read further and try again.
 pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
+    parse_limited(prefix, file_len, crate::formats::limits::max_header_bytes())
+}
+
+/// Metadata keys cost more memory than their bytes: one key is allowed per this many bytes of
+/// the header limit (97,656 keys at the default 100 MB; real models have a few dozen).
+pub const BYTES_PER_METADATA_KEY: u64 = 1024;
+/// Likewise for arrays nested in arrays (1.5 M at the default limit).
+pub const BYTES_PER_INNER_ARRAY: u64 = 64;
+/// Those caps never go below this, however small the header limit.
+const MIN_CAPPED_COUNT: u64 = 1024;
+
+/// [`parse_prefix`] with the header limit given rather than read from the environment.
+pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifact> {
     let bytes = prefix;
     let file_len = file_len.max(bytes.len() as u64);
     let mut cur = Cursor {
         bytes,
         file_len,
+        limit,
+        inner_arrays: 0,
         pos: 0,
         big_endian: false,
         wide_counts: true,
@@ -397,9 +453,21 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
 
     let tensor_count_offset = cur.offset();
     let tensor_count = cur.count(&|| "the tensor count".into())?;
+    let kv_count_offset = cur.offset();
     let kv_count = cur.bounded_count(cur.string_len_size() + 4 + 1, &|| {
         "the metadata key-value count".into()
     })?;
+    let max_keys = (limit / BYTES_PER_METADATA_KEY).max(MIN_CAPPED_COUNT);
+    if kv_count as u64 > max_keys {
+        return Err(GgufError::OverLimit {
+            offset: kv_count_offset,
+            what: "the metadata key-value count".into(),
+            count: kv_count as u64,
+            max: max_keys,
+            per: BYTES_PER_METADATA_KEY,
+            limit,
+        });
+    }
 
     let mut metadata = BTreeMap::new();
     for index in 0..kv_count {
@@ -437,6 +505,15 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
             count: tensor_count,
             remaining,
             max: remaining / min_tensor_size,
+        });
+    }
+    // The table of tensors is allocated up front: sized by what the header limit can hold, never
+    // by what a multi-gigabyte file could.
+    if tensor_count.saturating_mul(min_tensor_size) > limit.saturating_sub(cur.offset()) {
+        return Err(GgufError::HeaderTooLarge {
+            offset: tensor_count_offset,
+            what: "the tensor records".into(),
+            limit,
         });
     }
 
@@ -695,6 +772,18 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
         }
         value_type::STRING => Array::String(read_string_array(cur, key, len)?),
         _ => {
+            let max = (cur.limit / BYTES_PER_INNER_ARRAY).max(MIN_CAPPED_COUNT);
+            if cur.inner_arrays.saturating_add(len as u64) > max {
+                return Err(GgufError::OverLimit {
+                    offset: type_offset,
+                    what: format!("the count of arrays nested in arrays (at array {key:?})"),
+                    count: cur.inner_arrays.saturating_add(len as u64),
+                    max,
+                    per: BYTES_PER_INNER_ARRAY,
+                    limit: cur.limit,
+                });
+            }
+            cur.inner_arrays += len as u64;
             let mut out = Vec::with_capacity(len);
             for _ in 0..len {
                 out.push(read_array(cur, key, depth + 1)?);
@@ -738,6 +827,8 @@ fn second_name_offset(cur: &Cursor, tensors_start: usize, name: &str) -> u64 {
     let mut walk = Cursor {
         bytes: cur.bytes,
         file_len: cur.file_len,
+        limit: cur.limit,
+        inner_arrays: 0,
         pos: tensors_start,
         big_endian: cur.big_endian,
         wide_counts: cur.wide_counts,
@@ -768,6 +859,8 @@ fn string_offset(cur: &Cursor, array_start: usize, index: usize) -> u64 {
     let mut walk = Cursor {
         bytes: cur.bytes,
         file_len: cur.file_len,
+        limit: cur.limit,
+        inner_arrays: 0,
         pos: array_start,
         big_endian: cur.big_endian,
         wide_counts: cur.wide_counts,

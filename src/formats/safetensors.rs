@@ -181,51 +181,41 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             line: e.line(),
             column: e.column(),
         })?;
-
-    let mut entries = Vec::with_capacity(raw.tensors.len());
-    for (name, entry) in raw.tensors {
-        let Some((dtype, bits)) = dtype_info(&entry.dtype) else {
-            return Err(SafetensorsError::UnknownDtype {
-                name,
-                dtype: entry.dtype,
-            });
-        };
-        let (begin, end) = entry.data_offsets;
-        if end < begin {
-            return Err(SafetensorsError::ReversedOffsets { name, begin, end });
-        }
-        entries.push((name, dtype, bits, entry.shape, begin, end));
+    if let Some(problem) = raw.first_problem {
+        return Err(problem);
     }
-    // Physical order decides contiguity; the identity itself is keyed by name.
-    entries.sort_by_key(|e| (e.4, e.5));
 
-    let mut tensors = Vec::with_capacity(entries.len());
+    // Physical order decides contiguity; the identity itself is keyed by name. While they are
+    // checked, `file_offset` and `byte_length` hold the tensor's begin and end offsets.
+    let mut entries = raw.tensors;
+    entries.sort_unstable_by(|a, b| {
+        (a.1.file_offset, a.1.byte_length, &a.0).cmp(&(b.1.file_offset, b.1.byte_length, &b.0))
+    });
     let mut expected_begin = 0u64;
-    for (name, dtype, bits, shape, begin, end) in entries {
+    for (name, info) in &mut entries {
+        let (begin, end) = (info.file_offset, info.byte_length);
+        let dtype = info.dtype;
+        let bits = bits_of(dtype);
         if begin != expected_begin {
             return Err(SafetensorsError::NonContiguous {
-                name,
+                name: name.to_string(),
                 begin,
                 expected: expected_begin,
             });
         }
-        let n_elements = shape
+        let overflow = || SafetensorsError::ShapeOverflow {
+            name: name.to_string(),
+            shape: info.shape.to_vec(),
+        };
+        let n_elements = info
+            .shape
             .iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| SafetensorsError::ShapeOverflow {
-                name: name.clone(),
-                shape: shape.clone(),
-            })?;
-        let n_bits =
-            n_elements
-                .checked_mul(bits)
-                .ok_or_else(|| SafetensorsError::ShapeOverflow {
-                    name: name.clone(),
-                    shape: shape.clone(),
-                })?;
+            .ok_or_else(overflow)?;
+        let n_bits = n_elements.checked_mul(bits).ok_or_else(overflow)?;
         if n_bits % 8 != 0 {
             return Err(SafetensorsError::MisalignedSlice {
-                name,
+                name: name.to_string(),
                 n_elements,
                 bits,
                 dtype,
@@ -234,8 +224,8 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
         let byte_length = n_bits / 8;
         if end - begin != byte_length {
             return Err(SafetensorsError::SizeMismatch {
-                name,
-                shape,
+                name: name.to_string(),
+                shape: info.shape.to_vec(),
                 dtype,
                 expected: byte_length,
                 begin,
@@ -244,18 +234,11 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             });
         }
         expected_begin = end;
-        tensors.push((
-            TensorName::from(name),
-            TensorInfo {
-                dtype,
-                shape: shape.into(),
-                byte_length,
-                file_offset: data_start + begin,
-            },
-        ));
+        info.byte_length = byte_length;
+        info.file_offset = data_start + begin;
     }
     // The JSON reader has already refused duplicate keys.
-    let tensors = Tensors::from_entries(tensors)
+    let tensors = Tensors::from_entries(entries)
         .map_err(|name| SafetensorsError::DuplicateTensor { name: name.into() })?;
 
     let data_present = file_len - data_start;
@@ -296,16 +279,22 @@ fn strip_position(message: &str) -> String {
 }
 
 #[derive(serde::Deserialize)]
-struct RawTensor {
-    dtype: String,
-    shape: Vec<u64>,
+struct RawTensor<'a> {
+    #[serde(borrow)]
+    dtype: std::borrow::Cow<'a, str>,
+    shape: crate::artifact::Shape,
     data_offsets: (u64, u64),
 }
 
 /// The header object: `__metadata__` plus tensors, rejecting duplicate keys at every level.
+/// Tensors are read straight into the table the artifact keeps (one entry each, names and
+/// shapes inline): a 100 MB header of small entries must not cost many times its size.
 struct RawHeader {
     metadata: BTreeMap<String, String>,
-    tensors: Vec<(String, RawTensor)>,
+    /// `file_offset` and `byte_length` hold the JSON's begin and end offsets.
+    tensors: Vec<(TensorName, TensorInfo)>,
+    /// The first entry (in file order) with an unknown dtype or reversed offsets.
+    first_problem: Option<SafetensorsError>,
 }
 
 impl<'de> de::Deserialize<'de> for RawHeader {
@@ -317,32 +306,83 @@ impl<'de> de::Deserialize<'de> for RawHeader {
                 f.write_str("a JSON object of tensors and an optional __metadata__ object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawHeader, A::Error> {
+                // Hashes of the names seen; a repeated hash is confirmed against the names.
                 let mut seen = HashSet::new();
                 let mut metadata = None;
-                let mut tensors = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if !seen.insert(key.clone()) {
+                let mut tensors: Vec<(TensorName, TensorInfo)> = Vec::new();
+                let mut first_problem = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let repeated = if key == METADATA_KEY {
+                        metadata.is_some()
+                    } else {
+                        !seen.insert(name_hash(&key))
+                            && tensors.iter().any(|(n, _)| n.as_str() == key.as_ref())
+                    };
+                    if repeated {
                         return Err(de::Error::custom(format_args!(
                             "duplicate key {key:?} (a tensor or __metadata__ may appear only once)"
                         )));
                     }
                     if key == METADATA_KEY {
                         metadata = Some(map.next_value::<UniqueStringMap>()?.0);
-                    } else {
-                        let tensor: RawTensor = map
-                            .next_value()
-                            .map_err(|e| de::Error::custom(format_args!("tensor {key:?}: {e}")))?;
-                        tensors.push((key, tensor));
+                        continue;
                     }
+                    let tensor: RawTensor = map
+                        .next_value()
+                        .map_err(|e| de::Error::custom(format_args!("tensor {key:?}: {e}")))?;
+                    let (begin, end) = tensor.data_offsets;
+                    let dtype = match dtype_info(&tensor.dtype) {
+                        Some((dtype, _)) => dtype,
+                        None => {
+                            first_problem.get_or_insert(SafetensorsError::UnknownDtype {
+                                name: key.to_string(),
+                                dtype: tensor.dtype.into_owned(),
+                            });
+                            continue;
+                        }
+                    };
+                    if end < begin {
+                        first_problem.get_or_insert(SafetensorsError::ReversedOffsets {
+                            name: key.to_string(),
+                            begin,
+                            end,
+                        });
+                        continue;
+                    }
+                    tensors.push((
+                        TensorName::from(key.as_ref()),
+                        TensorInfo {
+                            dtype,
+                            shape: tensor.shape,
+                            byte_length: end,
+                            file_offset: begin,
+                        },
+                    ));
                 }
                 Ok(RawHeader {
                     metadata: metadata.unwrap_or_default(),
                     tensors,
+                    first_problem,
                 })
             }
         }
         deserializer.deserialize_map(HeaderVisitor)
     }
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    STATE.get_or_init(Default::default).hash_one(name)
+}
+
+/// Bits per element of a dtype, by the name the identity uses.
+fn bits_of(id_name: &str) -> u64 {
+    DTYPES
+        .iter()
+        .find(|(_, name, _)| *name == id_name)
+        .map_or(0, |&(_, _, bits)| bits)
 }
 
 /// `__metadata__`: a string→string map whose keys must be unique.
