@@ -6,6 +6,7 @@ use std::path::Path;
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model};
 use super::open::{OpenDelta, check_against_base};
+use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
 use super::reconstruct::Reconstructor;
 use super::safetensors_out::{self, OutTensor};
@@ -54,6 +55,7 @@ pub(crate) fn apply(
     if links.is_empty() {
         return Err(DeltaError::NothingToApply);
     }
+    refuse_output_among_inputs(out, base, links, None)?;
     // A single delta: the base is hashed on its own thread while the output is computed, and
     // the output is renamed into place only if the hash matched. A lineage is verified first.
     let single = links.len() == 1;

@@ -9,6 +9,7 @@ use super::codec::{self, EncodeOptions};
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model, structure_differences};
 use super::open::OpenDelta;
+use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
 use super::reconstruct::reconstruct_into;
 use super::verify::verify_lineage;
@@ -43,6 +44,7 @@ pub(crate) fn create(
     run: &RunOptions,
 ) -> Result<Created> {
     validate_encode_options(enc)?;
+    refuse_output_among_inputs(out, base, links, Some(ft))?;
     let differences = structure_differences(base, ft);
     if !differences.is_empty() {
         return Err(DeltaError::ModelsDiffer {

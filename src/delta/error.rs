@@ -99,6 +99,26 @@ pub enum DeltaError {
         dtype: &'static str,
     },
 
+    // ---- outputs ----
+    /// The output is one of the inputs: writing it would destroy what is being read.
+    #[error(
+        "{output} is the {role} {input}: writing the output there would replace an input; give \
+         another output path"
+    )]
+    OutputIsInput {
+        output: PathBuf,
+        input: PathBuf,
+        role: &'static str,
+    },
+    #[error(
+        "{output} is inside the {role} directory {dir}, an input: give an output path outside it"
+    )]
+    OutputInInputDir {
+        output: PathBuf,
+        dir: PathBuf,
+        role: &'static str,
+    },
+
     // ---- options ----
     #[error("--sparsity {0} is outside [0, 1)")]
     Sparsity(f64),

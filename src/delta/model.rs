@@ -323,6 +323,11 @@ impl Model {
         Ok(())
     }
 
+    /// The files the model is read from (one, or each shard of a directory).
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.shards.iter().map(|s| s.path.as_path())
+    }
+
     pub fn shard_path(&self, t: &TensorSource) -> &Path {
         &self.shards[t.shard].path
     }
