@@ -94,15 +94,23 @@ where
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    // The registry is locked while the temporary file is created and registered, so a signal
+    // in between waits for the registration and removes the file.
+    SIGNALS.call_once(install_signal_thread);
+    let mut temps = lock_temps();
     let tmp = tempfile::Builder::new()
         .prefix(".weight-inspect-")
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|e| Error::io(dir, e))?;
+    temps.push(tmp.path().to_path_buf());
+    drop(temps);
     // Dropped in this order: the temporary file (removed unless persisted), then its
     // registration, so there is no moment when it exists unregistered.
     let guarded = Guarded {
-        _registration: remove_on_signal(tmp.path()),
+        _registration: RemoveOnSignal {
+            path: tmp.path().to_path_buf(),
+        },
         tmp: Some(tmp),
     };
     let tmp = guarded.tmp.as_ref().expect("set above");
