@@ -292,3 +292,38 @@ fn signals_remove_temporary_files_and_keep_the_old_output() {
         );
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Two models of 134 MB (numpy), and their delta.
+    let (base, wd) = big_setup(d, "4096x4096,4096x4096");
+    let outdir = d.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    for round in 0..3 {
+        let victim = d.join(format!("victim{round}.safetensors"));
+        std::fs::copy(&base, &victim).unwrap();
+        let child = apply_until_temp_exists(&victim, &wd, &outdir)
+            .expect("apply finished before the base could be truncated");
+        // Truncate the base to its first kilobyte (its header stays readable).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_len(1024)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "round {round}: {:?} {err}",
+            out.status
+        );
+        common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
+        assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
+        assert!(!outdir.join("model.safetensors").exists());
+    }
+}

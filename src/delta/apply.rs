@@ -133,7 +133,7 @@ pub(crate) fn apply(
                 c.join().expect("checksum thread")?;
             }
             if let Some(h) = hasher {
-                base_hash = h.join().expect("hashing thread");
+                base_hash = h.join().expect("hashing thread")?;
                 if base_hash != links[0].parent_hash() {
                     return Err(wrong_parent(
                         &links[0],

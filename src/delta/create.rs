@@ -122,7 +122,10 @@ pub(crate) fn create(
                 },
                 |i, (len, arrays): (u64, Vec<OwnedArray>)| {
                     if parent.is_none() && hasher.as_ref().is_some_and(|h| h.is_finished()) {
-                        parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+                        parent = hasher
+                            .take()
+                            .map(|h| h.join().expect("hashing thread"))
+                            .transpose()?;
                     }
                     late.pending.push((i, arrays));
                     let header = match late.writer {
@@ -135,7 +138,10 @@ pub(crate) fn create(
                 },
             )?;
             if parent.is_none() {
-                parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+                parent = hasher
+                    .take()
+                    .map(|h| h.join().expect("hashing thread"))
+                    .transpose()?;
             }
             let header = header_for(parent.clone().unwrap_or_default());
             late.flush(Some(&header), enc.version, &names, out)?;

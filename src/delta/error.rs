@@ -81,6 +81,18 @@ pub enum DeltaError {
         present: u64,
         declared: u64,
     },
+    /// A model file ended early while it was read: it was truncated or replaced during the run.
+    #[error(
+        "{path}: the file changed while it was read: bytes {offset}..{end} are gone (the file \
+         is now {}); nothing was written",
+        now.map_or("unreadable".to_string(), |n| format!("{n} bytes"))
+    )]
+    InputShrank {
+        path: PathBuf,
+        offset: u64,
+        end: u64,
+        now: Option<u64>,
+    },
     #[error("{path}: the index maps tensor {tensor} to this shard, which does not contain it")]
     ShardLacksTensor { path: PathBuf, tensor: String },
     #[error("{path}: tensor {tensor} is also in {other}")]

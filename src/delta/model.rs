@@ -1,13 +1,19 @@
 //! Model weights as the delta commands read them: a safetensors file or a sharded directory
-//! (`model.safetensors.index.json`), parsed by the core parser and memory-mapped. Tensors are
-//! converted to float32 chunk by chunk and the pages read are released behind, so the resident
+//! (`model.safetensors.index.json`), parsed by the core parser. Tensor data is read chunk by
+//! chunk with positioned reads into reused buffers and converted to float32, so the resident
 //! memory stays near the tensors being worked on, never the whole model.
+//!
+//! Positioned reads, not a memory map: a file truncated while it is mapped kills the process
+//! with SIGBUS at the next touch of a page past the new end (no message, temporary output
+//! left behind), whereas a short read is an ordinary error that names the file and the bytes
+//! missing, and unwinds through the atomic write. The copy from the page cache costs about
+//! what the page faults and `MADV_DONTNEED` releases of a map cost (docs/wdelta.md has figures).
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 
 use super::error::DeltaError;
@@ -153,7 +159,7 @@ impl TensorSource {
 #[derive(Debug)]
 struct Shard {
     path: PathBuf,
-    map: Option<Mmap>,
+    file: File,
 }
 
 /// A safetensors model: one file or the shards of a directory.
@@ -166,10 +172,15 @@ pub struct Model {
     shards: Vec<Shard>,
 }
 
-/// Bytes hashed per step before the pages behind are released.
+/// Bytes read per step when hashing.
 const CHUNK_BYTES: usize = 8 << 20;
 /// Elements converted per step.
 pub(crate) const CHUNK_ELEMS: usize = 1 << 16;
+
+thread_local! {
+    /// Per-thread buffer for the raw bytes of one chunk.
+    static RAW_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 impl Model {
     /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
@@ -308,17 +319,9 @@ impl Model {
             }
         }
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        // SAFETY: the file is only read; a concurrent writer could change what we read (as with
-        // any read), which the parent hash check and checksums are there to catch.
-        let map = if len == 0 {
-            None
-        } else {
-            Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
-        };
         self.shards.push(Shard {
             path: path.to_path_buf(),
-            map,
+            file,
         });
         Ok(())
     }
@@ -332,26 +335,30 @@ impl Model {
         &self.shards[t.shard].path
     }
 
-    /// The raw stored bytes of a tensor.
-    pub fn raw(&self, t: &TensorSource) -> &[u8] {
-        match &self.shards[t.shard].map {
-            Some(m) => &m[t.offset..t.offset + t.len],
-            None => &[],
-        }
+    /// Reads bytes `start..start + buf.len()` of a tensor's stored data into `buf`. A file
+    /// that ends early (it shrank since it was opened) is [`DeltaError::InputShrank`].
+    pub fn read_raw_into(&self, t: &TensorSource, start: usize, buf: &mut [u8]) -> Result<()> {
+        let shard = &self.shards[t.shard];
+        let offset = (t.offset + start) as u64;
+        shard.file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                DeltaError::InputShrank {
+                    path: shard.path.clone(),
+                    offset,
+                    end: offset + buf.len() as u64,
+                    now: shard.file.metadata().ok().map(|m| m.len()),
+                }
+            } else {
+                Error::io(&shard.path, e).into()
+            }
+        })
     }
 
-    /// Lets the kernel drop the pages of `raw(t)[start..start+len]` from this process (they stay
-    /// in the page cache). Only a hint: failures are ignored.
-    pub fn release(&self, t: &TensorSource, start: usize, len: usize) {
-        if let Some(m) = &self.shards[t.shard].map
-            && len > 0
-        {
-            // SAFETY: the map is read-only and file-backed: dropped pages are read again from
-            // the file if touched, so no content can change.
-            let _ = unsafe {
-                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, t.offset + start, len)
-            };
-        }
+    /// The raw stored bytes of a tensor.
+    pub fn read_raw(&self, t: &TensorSource) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; t.len];
+        self.read_raw_into(t, 0, &mut out)?;
+        Ok(out)
     }
 
     /// Element type of a tensor, or an error naming it.
@@ -382,19 +389,16 @@ impl Model {
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
         let size = elem.size();
-        let (from, to) = (start * size, (start + out.len()) * size);
-        elem.to_f32(&self.raw(t)[from..to], out);
-        // Release in large steps: each release interrupts the other threads (TLB shootdown).
-        let done_before = from / CHUNK_BYTES * CHUNK_BYTES;
-        let done_now = if to == t.len {
-            to
-        } else {
-            to / CHUNK_BYTES * CHUNK_BYTES
-        };
-        if done_now > done_before {
-            self.release(t, done_before, done_now - done_before);
-        }
-        Ok(())
+        RAW_SCRATCH.with(|scratch| {
+            let mut raw = scratch.borrow_mut();
+            if raw.len() < out.len() * size {
+                raw.resize(out.len() * size, 0);
+            }
+            let raw = &mut raw[..out.len() * size];
+            self.read_raw_into(t, start * size, raw)?;
+            elem.to_f32(raw, out);
+            Ok(())
+        })
     }
 
     /// A whole tensor as float32.
@@ -406,26 +410,37 @@ impl Model {
         Ok(out)
     }
 
-    /// Feeds name and raw bytes of a tensor to `hasher` (the parent hash's unit).
-    pub fn hash_tensor(&self, name: &str, t: &TensorSource, hasher: &mut Sha256) {
+    /// Feeds name and raw bytes of a tensor to `hasher` (the parent hash's unit), read through
+    /// `buf`.
+    fn hash_tensor(
+        &self,
+        name: &str,
+        t: &TensorSource,
+        hasher: &mut Sha256,
+        buf: &mut [u8],
+    ) -> Result<()> {
         hasher.update(name.as_bytes());
-        let raw = self.raw(t);
-        for (ci, chunk) in raw.chunks(CHUNK_BYTES).enumerate() {
-            hasher.update(chunk);
-            self.release(t, ci * CHUNK_BYTES, chunk.len());
+        let mut done = 0;
+        while done < t.len {
+            let n = buf.len().min(t.len - done);
+            self.read_raw_into(t, done, &mut buf[..n])?;
+            hasher.update(&buf[..n]);
+            done += n;
         }
+        Ok(())
     }
 
     /// The parent hash of this model: SHA-256 over each tensor's name and raw stored bytes, in
     /// name order (the reference's `hash_state_dict` over the stored arrays; bfloat16 is hashed
     /// as its 16-bit patterns). `tick` is called with the bytes hashed so far.
-    pub fn parent_hash(&self, mut tick: impl FnMut(u64)) -> String {
+    pub fn parent_hash(&self, mut tick: impl FnMut(u64)) -> Result<String> {
         let mut h = Sha256::new();
+        let mut buf = vec![0u8; CHUNK_BYTES.min(self.data_bytes() as usize).max(1)];
         for (name, t) in &self.tensors {
-            self.hash_tensor(name, t, &mut h);
+            self.hash_tensor(name, t, &mut h, &mut buf)?;
             tick(t.len as u64);
         }
-        crate::digest::hex(&h.finalize())
+        Ok(crate::digest::hex(&h.finalize()))
     }
 
     /// Total bytes of tensor data.
