@@ -327,3 +327,189 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
         assert!(!outdir.join("model.safetensors").exists());
     }
 }
+
+/// A BERT-like pair: float weights that change, an int64 `position_ids` that does not, an
+/// int64 counter that changes by a little, in `dir` as base.safetensors and ft.safetensors.
+/// (The counter has two elements: deltatensors cannot encode one element with int4.)
+fn bert_like_pair(dir: &Path, counter_change: i64) {
+    use serde_json::json;
+    let tensors = |plus: f64, counter: i64| {
+        json!([
+            {"name": "embeddings.position_ids", "dtype": "int64", "shape": [1, 512], "fill": "arange"},
+            {"name": "embeddings.word.weight", "dtype": "float32", "shape": [64, 16], "fill": {"normal": 0, "plus": plus}},
+            {"name": "encoder.dense.weight", "dtype": "float32", "shape": [16, 16], "fill": {"normal": 1, "plus": plus}},
+            {"name": "pooler.num_batches_tracked", "dtype": "int64", "shape": [2], "fill": counter},
+        ])
+    };
+    common::models::make_models(
+        dir,
+        &json!({
+            "base.safetensors": {"kind": "safetensors", "tensors": tensors(0.0, 7)},
+            "ft.safetensors": {"kind": "safetensors", "tensors": tensors(0.01, 7 + counter_change)},
+        }),
+    );
+}
+
+fn raw_of(path: &Path, name: &str) -> (Vec<u8>, &'static str) {
+    let m = weight_inspect::delta::model::Model::open(path).unwrap();
+    let t = &m.tensors[name];
+    (m.read_raw(t).unwrap(), t.dtype)
+}
+
+fn f32_of(path: &Path, name: &str) -> Vec<f32> {
+    let m = weight_inspect::delta::model::Model::open(path).unwrap();
+    m.load_f32(name, &m.tensors[name]).unwrap()
+}
+
+const INTS: [&str; 2] = ["embeddings.position_ids", "pooler.num_batches_tracked"];
+const FLOATS: [&str; 2] = ["embeddings.word.weight", "encoder.dense.weight"];
+
+/// Our apply output (ints exact, as int64) against the fine-tuned model, and the reference's
+/// reconstruction (everything float32) against ours.
+fn check_reconstructions(ft: &Path, ours: &Path, theirs: &Path) {
+    for name in INTS {
+        assert_eq!(
+            raw_of(ours, name),
+            raw_of(ft, name),
+            "{name} rebuilt exactly"
+        );
+        assert_eq!(
+            raw_of(theirs, name).1,
+            "f32",
+            "the reference loads {name} as float32"
+        );
+        assert_eq!(
+            f32_of(theirs, name),
+            f32_of(ft, name),
+            "{name} in the reference"
+        );
+    }
+    for name in FLOATS {
+        let a: Vec<u32> = f32_of(ours, name).iter().map(|x| x.to_bits()).collect();
+        let b: Vec<u32> = f32_of(theirs, name).iter().map(|x| x.to_bits()).collect();
+        assert_eq!(a, b, "{name}: ours and the reference's reconstruction");
+    }
+}
+
+#[test]
+fn integer_tensors_are_carried_and_interoperate_with_deltatensors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    bert_like_pair(d, 2);
+    let (base, ft) = (d.join("base.safetensors"), d.join("ft.safetensors"));
+    for strategy in ["int4", "sparse", "quantized"] {
+        // Written here, read by deltatensors (which verifies the parent hash over the int64
+        // bytes too).
+        let wd = d.join(format!("ours-{strategy}.wdelta"));
+        let mut args = vec![
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&wd),
+            "--strategy",
+            strategy,
+        ];
+        if strategy == "sparse" {
+            // Keeps every element, so the changed counter is carried exactly.
+            args.extend(["--sparsity", "0"]);
+        }
+        ok(&run(&args));
+        let theirs = d.join(format!("theirs-{strategy}.safetensors"));
+        common::run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
+        let ours = d.join(format!("ours-{strategy}.safetensors"));
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&ours),
+            "--dtype",
+            "f32",
+        ]));
+        check_reconstructions(&ft, &ours, &theirs);
+
+        // Written by deltatensors, applied here.
+        let ref_wd = d.join(format!("ref-{strategy}.wdelta"));
+        let mut ref_args = vec!["create", s(&base), s(&ft), s(&ref_wd), strategy];
+        if strategy == "sparse" {
+            ref_args.extend(["--sparsity", "0"]);
+        }
+        common::run_python("delta_ref.py", &ref_args);
+        let ours_ref = d.join(format!("ours-from-ref-{strategy}.safetensors"));
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&ref_wd),
+            "-o",
+            s(&ours_ref),
+            "--dtype",
+            "f32",
+        ]));
+        let theirs_ref = d.join(format!("theirs-from-ref-{strategy}.safetensors"));
+        common::run_python(
+            "delta_ref.py",
+            &["load", s(&ref_wd), s(&base), s(&theirs_ref)],
+        );
+        check_reconstructions(&ft, &ours_ref, &theirs_ref);
+    }
+    // The default --dtype keeps every tensor's dtype, integers included.
+    let out = d.join("default.safetensors");
+    ok(&run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&d.join("ours-int4.wdelta")),
+        "-o",
+        s(&out),
+    ]));
+    for name in INTS {
+        assert_eq!(raw_of(&out, name), raw_of(&ft, name));
+    }
+}
+
+#[test]
+fn an_integer_change_that_cannot_be_carried_exactly_is_refused() {
+    use serde_json::json;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // 2^40 and 2^40 + 1 are one float32: a float delta cannot tell them apart.
+    let model = |v: i64| {
+        json!({"kind": "safetensors", "tensors": [
+            {"name": "big", "dtype": "int64", "shape": [3], "fill": v},
+            {"name": "w", "dtype": "float32", "shape": [4, 4], "fill": {"normal": 0}},
+        ]})
+    };
+    common::models::make_models(
+        d,
+        &json!({"base.safetensors": model(1 << 40), "ft.safetensors": model((1 << 40) + 1)}),
+    );
+    let wd = d.join("x.wdelta");
+    let out = run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&d.join("base.safetensors")),
+        s(&d.join("ft.safetensors")),
+        "-o",
+        s(&wd),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    common::assert_contains(
+        &stderr(&out),
+        &[
+            "integer tensor big",
+            "cannot carry exactly",
+            "1099511627777",
+        ],
+    );
+    assert!(!wd.exists());
+    assert!(temps_in(d).is_empty());
+}

@@ -102,8 +102,8 @@ pub enum DeltaError {
         other: PathBuf,
     },
     #[error(
-        "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over f32, bf16, f16 and \
-         f64 tensors only"
+        "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over float (f64, f32, \
+         f16, bf16), integer and bool tensors only"
     )]
     UnsupportedDtype {
         path: PathBuf,
@@ -129,6 +129,43 @@ pub enum DeltaError {
         output: PathBuf,
         dir: PathBuf,
         role: &'static str,
+    },
+
+    // ---- integer tensors ----
+    /// An integer tensor rebuilds to a value its type cannot hold.
+    #[error(
+        "tensor {tensor}: element {position} rebuilds to {value}, which is not a {dtype} value"
+    )]
+    IntegerOutOfRange {
+        tensor: String,
+        position: u64,
+        value: String,
+        dtype: &'static str,
+    },
+    /// An integer tensor changed in a way the encoded delta cannot rebuild exactly.
+    #[error(
+        "{finetuned}: integer tensor {tensor} changed in a way the delta cannot carry exactly: \
+         element {position} is {expected}, the {strategy} delta rebuilds {actual} (integer \
+         tensors are stored exactly or not at all)"
+    )]
+    IntegerNotExact {
+        finetuned: PathBuf,
+        tensor: String,
+        position: u64,
+        expected: String,
+        actual: String,
+        strategy: &'static str,
+    },
+    #[error(
+        "tensor {tensor}: {base_dtype} in {base}, {finetuned_dtype} in {finetuned}; an integer \
+         tensor must keep its dtype"
+    )]
+    IntegerDtypeChanged {
+        tensor: String,
+        base: PathBuf,
+        base_dtype: &'static str,
+        finetuned: PathBuf,
+        finetuned_dtype: &'static str,
     },
 
     // ---- options ----

@@ -22,67 +22,125 @@ use crate::error::Error;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
-/// Element types a delta can be computed over.
+/// Element types a delta can be computed over: floats, and integers and booleans, which the
+/// reference (deltatensors 0.2.0) takes through float32 like any tensor. Integer tensors are
+/// rebuilt exactly: base + the rounded delta, checked against the type's range (see
+/// [`crate::delta`]'s create and apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Elem {
     F64,
     F32,
     F16,
     BF16,
+    I64,
+    I32,
+    I16,
+    I8,
+    U64,
+    U32,
+    U16,
+    U8,
+    Bool,
 }
 
+/// (element, core's dtype name, numpy's name, safetensors name, bytes)
+const ELEMS: [(Elem, &str, &str, &str, usize); 13] = [
+    (Elem::F64, "f64", "float64", "F64", 8),
+    (Elem::F32, "f32", "float32", "F32", 4),
+    (Elem::F16, "f16", "float16", "F16", 2),
+    (Elem::BF16, "bf16", "bfloat16", "BF16", 2),
+    (Elem::I64, "i64", "int64", "I64", 8),
+    (Elem::I32, "i32", "int32", "I32", 4),
+    (Elem::I16, "i16", "int16", "I16", 2),
+    (Elem::I8, "i8", "int8", "I8", 1),
+    (Elem::U64, "u64", "uint64", "U64", 8),
+    (Elem::U32, "u32", "uint32", "U32", 4),
+    (Elem::U16, "u16", "uint16", "U16", 2),
+    (Elem::U8, "u8", "uint8", "U8", 1),
+    (Elem::Bool, "bool", "bool", "BOOL", 1),
+];
+
 impl Elem {
+    fn row(self) -> &'static (Elem, &'static str, &'static str, &'static str, usize) {
+        ELEMS
+            .iter()
+            .find(|r| r.0 == self)
+            .expect("every element type has a row")
+    }
+
     /// From the core's lowercased safetensors dtype.
     pub fn from_safetensors(dtype: &str) -> Option<Elem> {
-        match dtype {
-            "f64" => Some(Elem::F64),
-            "f32" => Some(Elem::F32),
-            "f16" => Some(Elem::F16),
-            "bf16" => Some(Elem::BF16),
-            _ => None,
-        }
+        ELEMS.iter().find(|r| r.1 == dtype).map(|r| r.0)
     }
 
     /// numpy's name, as `base_dtype` records it.
     pub fn numpy_name(self) -> &'static str {
-        match self {
-            Elem::F64 => "float64",
-            Elem::F32 => "float32",
-            Elem::F16 => "float16",
-            Elem::BF16 => "bfloat16",
-        }
+        self.row().2
     }
 
     pub fn from_numpy_name(s: &str) -> Option<Elem> {
-        match s {
-            "float64" => Some(Elem::F64),
-            "float32" => Some(Elem::F32),
-            "float16" => Some(Elem::F16),
-            "bfloat16" => Some(Elem::BF16),
-            _ => None,
-        }
+        ELEMS.iter().find(|r| r.2 == s).map(|r| r.0)
     }
 
     /// The safetensors header name.
     pub fn safetensors_name(self) -> &'static str {
-        match self {
-            Elem::F64 => "F64",
-            Elem::F32 => "F32",
-            Elem::F16 => "F16",
-            Elem::BF16 => "BF16",
-        }
+        self.row().3
     }
 
     pub fn size(self) -> usize {
+        self.row().4
+    }
+
+    /// A floating-point type (else an integer or boolean one).
+    pub fn is_float(self) -> bool {
+        matches!(self, Elem::F64 | Elem::F32 | Elem::F16 | Elem::BF16)
+    }
+
+    /// The smallest and largest value of an integer type (bool: 0 and 1).
+    pub fn int_range(self) -> (i128, i128) {
         match self {
-            Elem::F64 => 8,
-            Elem::F32 => 4,
-            Elem::F16 | Elem::BF16 => 2,
+            Elem::I64 => (i64::MIN as i128, i64::MAX as i128),
+            Elem::I32 => (i32::MIN as i128, i32::MAX as i128),
+            Elem::I16 => (i16::MIN as i128, i16::MAX as i128),
+            Elem::I8 => (i8::MIN as i128, i8::MAX as i128),
+            Elem::U64 => (0, u64::MAX as i128),
+            Elem::U32 => (0, u32::MAX as i128),
+            Elem::U16 => (0, u16::MAX as i128),
+            Elem::U8 => (0, u8::MAX as i128),
+            Elem::Bool => (0, 1),
+            Elem::F64 | Elem::F32 | Elem::F16 | Elem::BF16 => (0, 0),
         }
     }
 
-    /// Converts little-endian elements to float32 (float64 rounds to nearest, the others are
-    /// exact).
+    /// Little-endian integers (or booleans) to i128; floats are not integers (debug-checked).
+    pub fn to_i128(self, raw: &[u8], out: &mut [i128]) {
+        debug_assert!(!self.is_float());
+        let size = self.size();
+        for (o, c) in out.iter_mut().zip(raw.chunks_exact(size)) {
+            let mut b = [0u8; 8];
+            b[..size].copy_from_slice(c);
+            let u = u64::from_le_bytes(b);
+            *o = match self {
+                Elem::I64 => u as i64 as i128,
+                Elem::I32 => u as u32 as i32 as i128,
+                Elem::I16 => u as u16 as i16 as i128,
+                Elem::I8 => u as u8 as i8 as i128,
+                Elem::Bool => (u != 0) as i128,
+                _ => u as i128,
+            };
+        }
+    }
+
+    /// i128 values, each within [`Elem::int_range`], as little-endian bytes into `out`.
+    pub fn from_i128(self, vals: &[i128], out: &mut [u8]) {
+        let size = self.size();
+        for (o, v) in out.chunks_exact_mut(size).zip(vals) {
+            o.copy_from_slice(&(*v as u64).to_le_bytes()[..size]);
+        }
+    }
+
+    /// Converts little-endian elements to float32 (float64 and wide integers round to nearest,
+    /// as numpy's `astype(float32)`; the others are exact).
     pub fn to_f32(self, raw: &[u8], out: &mut [f32]) {
         debug_assert_eq!(raw.len(), out.len() * self.size());
         match self {
@@ -106,11 +164,19 @@ impl Elem {
                     *o = f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32;
                 }
             }
+            _ => {
+                let mut ints = vec![0i128; out.len()];
+                self.to_i128(raw, &mut ints);
+                for (o, v) in out.iter_mut().zip(&ints) {
+                    *o = *v as f32;
+                }
+            }
         }
     }
 
-    /// Converts float32 to this type (rounding to nearest even) as little-endian bytes into
-    /// `out`, which holds exactly `vals.len() * self.size()` bytes.
+    /// Converts float32 to this type (rounding to nearest even; integers round half to even
+    /// and saturate) as little-endian bytes into `out`, which holds exactly
+    /// `vals.len() * self.size()` bytes.
     pub fn from_f32(self, vals: &[f32], out: &mut [u8]) {
         debug_assert_eq!(out.len(), vals.len() * self.size());
         match self {
@@ -133,6 +199,14 @@ impl Elem {
                 for (o, v) in out.chunks_exact_mut(8).zip(vals) {
                     o.copy_from_slice(&(*v as f64).to_le_bytes());
                 }
+            }
+            _ => {
+                let (lo, hi) = self.int_range();
+                let ints: Vec<i128> = vals
+                    .iter()
+                    .map(|v| (v.round_ties_even() as f64 as i128).clamp(lo, hi))
+                    .collect();
+                self.from_i128(&ints, out);
             }
         }
     }
@@ -399,6 +473,22 @@ impl Model {
             elem.to_f32(raw, out);
             Ok(())
         })
+    }
+
+    /// Reads elements `start..start + out.len()` of an integer (or boolean) tensor into `out`.
+    pub fn read_ints_into(
+        &self,
+        name: &str,
+        t: &TensorSource,
+        start: usize,
+        out: &mut [i128],
+    ) -> Result<()> {
+        let elem = self.elem(name, t)?;
+        let size = elem.size();
+        let mut raw = vec![0u8; out.len() * size];
+        self.read_raw_into(t, start * size, &mut raw)?;
+        elem.to_i128(&raw, out);
+        Ok(())
     }
 
     /// A whole tensor as float32.
