@@ -1,12 +1,81 @@
 //! File helpers shared by every command that writes: outputs are written to a temporary file in
 //! the destination directory and renamed into place, so an interrupted run never leaves a
-//! half-written file.
+//! half-written file. Temporary files are registered while they exist: SIGINT, SIGTERM or
+//! SIGHUP removes them before the process exits (128 + the signal), so a stopped run leaves no
+//! hidden `.weight-inspect-*.tmp` beside its output for `git add -A` to pick up.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
 
 use crate::error::{Error, Result};
+
+/// Temporary files to remove if the process is stopped by a signal.
+static TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static SIGNALS: Once = Once::new();
+
+/// While it lives, `path` is removed if SIGINT, SIGTERM or SIGHUP stops the process.
+#[derive(Debug)]
+pub struct RemoveOnSignal {
+    path: PathBuf,
+}
+
+/// Registers `path` for removal on a stopping signal, installing the signal thread the first
+/// time. The registration ends when the returned value is dropped.
+pub fn remove_on_signal(path: &Path) -> RemoveOnSignal {
+    SIGNALS.call_once(install_signal_thread);
+    lock_temps().push(path.to_path_buf());
+    RemoveOnSignal {
+        path: path.to_path_buf(),
+    }
+}
+
+impl Drop for RemoveOnSignal {
+    fn drop(&mut self) {
+        let mut temps = lock_temps();
+        if let Some(i) = temps.iter().rposition(|p| *p == self.path) {
+            temps.swap_remove(i);
+        }
+    }
+}
+
+fn lock_temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    TEMPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A thread waits for SIGINT, SIGTERM and SIGHUP (signal-hook's handler only writes to a pipe,
+/// which is async-signal-safe); on the first, it removes the registered temporary files, says
+/// so on one line and exits with 128 + the signal, as a shell reports a process it stopped.
+/// The registry stays locked until the exit, so no temporary file is renamed into place or
+/// registered after it was looked at; an output renamed before stays whole, as does the file
+/// a temporary file would have replaced.
+fn install_signal_thread() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let temps = lock_temps();
+                let removed = temps
+                    .iter()
+                    .filter(|p| std::fs::remove_file(p).is_ok())
+                    .count();
+                let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
+                let what = match removed {
+                    0 => String::new(),
+                    1 => "; removed 1 temporary file".to_string(),
+                    n => format!("; removed {n} temporary files"),
+                };
+                eprintln!("\nweight-inspect: stopped by {name}{what}");
+                signal_hook::low_level::exit(128 + signal);
+            }
+        });
+    drop(spawned);
+}
 
 /// Writes `path` atomically: `fill` writes the content into a temporary file beside it (by
 /// offsets, from several threads if it likes), which gets the permissions of the file it
@@ -25,11 +94,26 @@ where
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    // The registry is locked while the temporary file is created and registered, so a signal
+    // in between waits for the registration and removes the file.
+    SIGNALS.call_once(install_signal_thread);
+    let mut temps = lock_temps();
     let tmp = tempfile::Builder::new()
         .prefix(".weight-inspect-")
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|e| Error::io(dir, e))?;
+    temps.push(tmp.path().to_path_buf());
+    drop(temps);
+    // Dropped in this order: the temporary file (removed unless persisted), then its
+    // registration, so there is no moment when it exists unregistered.
+    let guarded = Guarded {
+        _registration: RemoveOnSignal {
+            path: tmp.path().to_path_buf(),
+        },
+        tmp: Some(tmp),
+    };
+    let tmp = guarded.tmp.as_ref().expect("set above");
     fill(tmp.as_file())?;
     // Temporary files are created private (0600); the result gets the permissions of the file
     // it replaces, or those of an ordinary new file.
@@ -43,8 +127,23 @@ where
     if sync {
         tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
     }
+    let mut guarded = guarded;
+    let tmp = guarded.tmp.take().expect("set above");
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
+}
+
+/// A temporary file and its registration for removal on a signal.
+struct Guarded {
+    tmp: Option<tempfile::NamedTempFile>,
+    _registration: RemoveOnSignal,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // Remove the file before the registration ends (fields drop after this).
+        drop(self.tmp.take());
+    }
 }
 
 /// Writes `path` atomically and durably: `fill` writes the content through a buffer into a

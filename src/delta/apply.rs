@@ -6,8 +6,9 @@ use std::path::Path;
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model};
 use super::open::{OpenDelta, check_against_base};
+use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
-use super::reconstruct::Reconstructor;
+use super::reconstruct::{IntReconstructor, Reconstructor};
 use super::safetensors_out::{self, OutTensor};
 use super::verify::{verify_lineage, wrong_parent};
 use crate::error::Error;
@@ -24,10 +25,12 @@ pub(crate) enum OutDtype {
 }
 
 impl OutDtype {
+    /// The output dtype of a tensor whose base has `base`: integer and boolean tensors keep
+    /// their dtype whatever is asked (they are rebuilt exactly).
     pub(crate) fn resolve(self, base: Elem) -> Elem {
         match self {
-            OutDtype::Base => base,
-            OutDtype::Fixed(e) => e,
+            OutDtype::Fixed(e) if base.is_float() => e,
+            _ => base,
         }
     }
 }
@@ -54,6 +57,7 @@ pub(crate) fn apply(
     if links.is_empty() {
         return Err(DeltaError::NothingToApply);
     }
+    refuse_output_among_inputs(out, base, links, None)?;
     // A single delta: the base is hashed on its own thread while the output is computed, and
     // the output is renamed into place only if the hash matched. A lineage is verified first.
     let single = links.len() == 1;
@@ -105,8 +109,25 @@ pub(crate) fn apply(
                 |i| {
                     let name = names[i].as_str();
                     let elem = elems[i];
-                    let mut r = Reconstructor::new(base, links, name)?;
                     let n = base.tensors[name].n_elements();
+                    if !elem.is_float() {
+                        let mut r = IntReconstructor::new(base, links, name)?;
+                        let mut vals = vec![0i128; CHUNK_ELEMS.min(n)];
+                        let mut bytes = vec![0u8; vals.len() * elem.size()];
+                        let mut at = layout.offsets[i];
+                        let mut done = 0;
+                        while done < n {
+                            let len = CHUNK_ELEMS.min(n - done);
+                            r.next(&mut vals[..len])?;
+                            let b = &mut bytes[..len * elem.size()];
+                            r.elem().from_i128(&vals[..len], b);
+                            file.write_all_at(b, at).map_err(|e| Error::io(out, e))?;
+                            at += b.len() as u64;
+                            done += len;
+                        }
+                        return Ok(tensors[i].byte_len);
+                    }
+                    let mut r = Reconstructor::new(base, links, name)?;
                     let mut vals = vec![0f32; CHUNK_ELEMS.min(n)];
                     let mut bytes = vec![0u8; vals.len() * elem.size()];
                     let mut at = layout.offsets[i];
@@ -131,7 +152,7 @@ pub(crate) fn apply(
                 c.join().expect("checksum thread")?;
             }
             if let Some(h) = hasher {
-                base_hash = h.join().expect("hashing thread");
+                base_hash = h.join().expect("hashing thread")?;
                 if base_hash != links[0].parent_hash() {
                     return Err(wrong_parent(
                         &links[0],

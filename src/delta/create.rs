@@ -9,11 +9,14 @@ use super::codec::{self, EncodeOptions};
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model, structure_differences};
 use super::open::OpenDelta;
+use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
-use super::reconstruct::reconstruct_into;
+use super::reconstruct::{IntReconstructor, reconstruct_into};
 use super::verify::verify_lineage;
 use crate::error::Error;
-use crate::formats::wdelta::{Header, OwnedArray, SUPPORTED_VERSIONS, WdeltaWriter};
+use crate::formats::wdelta::{
+    ArrayRef, Header, OwnedArray, SUPPORTED_VERSIONS, TensorArrays, WdeltaWriter,
+};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -43,6 +46,7 @@ pub(crate) fn create(
     run: &RunOptions,
 ) -> Result<Created> {
     validate_encode_options(enc)?;
+    refuse_output_among_inputs(out, base, links, Some(ft))?;
     let differences = structure_differences(base, ft);
     if !differences.is_empty() {
         return Err(DeltaError::ModelsDiffer {
@@ -53,6 +57,7 @@ pub(crate) fn create(
     }
     base.check_elems()?;
     ft.check_elems()?;
+    check_integer_dtypes(base, ft)?;
     // Without a chain, the base is hashed on its own thread while the deltas are computed;
     // records wait in memory until the hash, which the header starts with, is known.
     let known = if links.is_empty() {
@@ -116,11 +121,17 @@ pub(crate) fn create(
                     let t = &base.tensors[name.as_str()];
                     let arrays = codec::encode(d, &t.shape, enc);
                     DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+                    if t.elem.is_some_and(|e| !e.is_float()) {
+                        check_integers_exact(base, links, ft, name, &t.shape, enc, &arrays)?;
+                    }
                     Ok((tf.len as u64, arrays))
                 },
                 |i, (len, arrays): (u64, Vec<OwnedArray>)| {
                     if parent.is_none() && hasher.as_ref().is_some_and(|h| h.is_finished()) {
-                        parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+                        parent = hasher
+                            .take()
+                            .map(|h| h.join().expect("hashing thread"))
+                            .transpose()?;
                     }
                     late.pending.push((i, arrays));
                     let header = match late.writer {
@@ -133,7 +144,10 @@ pub(crate) fn create(
                 },
             )?;
             if parent.is_none() {
-                parent = hasher.take().map(|h| h.join().expect("hashing thread"));
+                parent = hasher
+                    .take()
+                    .map(|h| h.join().expect("hashing thread"))
+                    .transpose()?;
             }
             let header = header_for(parent.clone().unwrap_or_default());
             late.flush(Some(&header), enc.version, &names, out)?;
@@ -155,6 +169,82 @@ pub(crate) fn create(
         file_bytes,
         dense_bytes: ft.data_bytes(),
     })
+}
+
+/// An integer (or boolean) tensor of the base has the same dtype in the fine-tuned model.
+fn check_integer_dtypes(base: &Model, ft: &Model) -> Result<()> {
+    for (name, t) in &base.tensors {
+        let Some(e) = t.elem.filter(|e| !e.is_float()) else {
+            continue;
+        };
+        let f = &ft.tensors[name.as_str()];
+        if f.elem != Some(e) {
+            return Err(DeltaError::IntegerDtypeChanged {
+                tensor: name.clone(),
+                base: base.shard_path(t).to_path_buf(),
+                base_dtype: t.dtype,
+                finetuned: ft.shard_path(f).to_path_buf(),
+                finetuned_dtype: f.dtype,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Integer tensors are stored exactly or not at all: the encoded delta, rounded and added to
+/// the base (through the chain) as `apply` does, must give the fine-tuned values. An unchanged
+/// tensor has a zero delta, which every strategy encodes exactly.
+fn check_integers_exact(
+    base: &Model,
+    links: &[OpenDelta],
+    ft: &Model,
+    name: &str,
+    shape: &[u64],
+    enc: &EncodeOptions,
+    arrays: &[OwnedArray],
+) -> Result<()> {
+    let entry = codec::entry_for(shape, enc, None);
+    let refs = TensorArrays {
+        fields: arrays
+            .iter()
+            .map(|a| ArrayRef {
+                dtype: a.dtype,
+                data: &a.data,
+            })
+            .collect(),
+    };
+    let mut decoder = codec::Decoder::new(&entry, &refs);
+    let mut prev = IntReconstructor::new(base, links, name)?;
+    let tf = &ft.tensors[name];
+    let n = tf.n_elements();
+    let len = CHUNK_ELEMS.min(n);
+    let (mut p, mut f, mut d) = (vec![0i128; len], vec![0i128; len], vec![0f32; len]);
+    let mut done = 0;
+    while done < n {
+        let len = CHUNK_ELEMS.min(n - done);
+        prev.next(&mut p[..len])?;
+        ft.read_ints_into(name, tf, done, &mut f[..len])?;
+        decoder.fill(&mut d[..len]);
+        for k in 0..len {
+            let got = p[k].saturating_add(d[k].round_ties_even() as i128);
+            if !d[k].is_finite() || got != f[k] {
+                return Err(DeltaError::IntegerNotExact {
+                    finetuned: ft.shard_path(tf).to_path_buf(),
+                    tensor: name.to_string(),
+                    position: (done + k) as u64,
+                    expected: f[k].to_string(),
+                    actual: if d[k].is_finite() {
+                        got.to_string()
+                    } else {
+                        d[k].to_string()
+                    },
+                    strategy: enc.strategy.name(),
+                });
+            }
+        }
+        done += len;
+    }
+    Ok(())
 }
 
 fn validate_encode_options(enc: &EncodeOptions) -> Result<()> {

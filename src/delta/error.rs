@@ -81,6 +81,18 @@ pub enum DeltaError {
         present: u64,
         declared: u64,
     },
+    /// A model file ended early while it was read: it was truncated or replaced during the run.
+    #[error(
+        "{path}: the file changed while it was read: bytes {offset}..{end} are gone (the file \
+         is now {}); nothing was written",
+        now.map_or("unreadable".to_string(), |n| format!("{n} bytes"))
+    )]
+    InputShrank {
+        path: PathBuf,
+        offset: u64,
+        end: u64,
+        now: Option<u64>,
+    },
     #[error("{path}: the index maps tensor {tensor} to this shard, which does not contain it")]
     ShardLacksTensor { path: PathBuf, tensor: String },
     #[error("{path}: tensor {tensor} is also in {other}")]
@@ -90,13 +102,70 @@ pub enum DeltaError {
         other: PathBuf,
     },
     #[error(
-        "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over f32, bf16, f16 and \
-         f64 tensors only"
+        "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over float (f64, f32, \
+         f16, bf16), integer and bool tensors only"
     )]
     UnsupportedDtype {
         path: PathBuf,
         tensor: String,
         dtype: &'static str,
+    },
+
+    // ---- outputs ----
+    /// The output is one of the inputs: writing it would destroy what is being read.
+    #[error(
+        "{output} is the {role} {input}: writing the output there would replace an input; give \
+         another output path"
+    )]
+    OutputIsInput {
+        output: PathBuf,
+        input: PathBuf,
+        role: &'static str,
+    },
+    #[error(
+        "{output} is inside the {role} directory {dir}, an input: give an output path outside it"
+    )]
+    OutputInInputDir {
+        output: PathBuf,
+        dir: PathBuf,
+        role: &'static str,
+    },
+
+    // ---- integer tensors ----
+    /// An integer tensor rebuilds to a value its type cannot hold.
+    #[error(
+        "tensor {tensor}: element {position} rebuilds to {value}, which is not a {dtype} value"
+    )]
+    IntegerOutOfRange {
+        tensor: String,
+        position: u64,
+        value: String,
+        dtype: &'static str,
+    },
+    /// An integer tensor changed in a way the encoded delta cannot rebuild exactly.
+    #[error(
+        "{finetuned}: integer tensor {tensor} changed in a way the delta cannot carry exactly: \
+         element {position} is {expected}, the {strategy} delta rebuilds {actual} (integer \
+         tensors are stored exactly or not at all)"
+    )]
+    IntegerNotExact {
+        finetuned: PathBuf,
+        tensor: String,
+        position: u64,
+        expected: String,
+        actual: String,
+        strategy: &'static str,
+    },
+    #[error(
+        "tensor {tensor}: {base_dtype} in {base}, {finetuned_dtype} in {finetuned}; an integer \
+         tensor must keep its dtype"
+    )]
+    IntegerDtypeChanged {
+        tensor: String,
+        base: PathBuf,
+        base_dtype: &'static str,
+        finetuned: PathBuf,
+        finetuned_dtype: &'static str,
     },
 
     // ---- options ----

@@ -8,7 +8,7 @@
 //! `.wdelta` and checks it against a base, `create.rs` makes a delta, `apply.rs` rebuilds a
 //! model, `verify.rs` checks a lineage of hashes and measures the reconstruction error, and
 //! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
-//! ordered parallel map of `pipeline.rs`. `store.rs` keeps commits' weights as deltas in a git
+//! ordered parallel map of `pipeline.rs`; `outputs.rs` refuses an output that is an input. `store.rs` keeps commits' weights as deltas in a git
 //! repository. Every failure is a [`DeltaError`].
 
 pub(crate) mod apply;
@@ -17,6 +17,7 @@ pub(crate) mod create;
 mod error;
 pub mod model;
 pub(crate) mod open;
+pub(crate) mod outputs;
 pub(crate) mod pipeline;
 pub(crate) mod reconstruct;
 pub(crate) mod safetensors_out;

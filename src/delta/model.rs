@@ -1,13 +1,19 @@
 //! Model weights as the delta commands read them: a safetensors file or a sharded directory
-//! (`model.safetensors.index.json`), parsed by the core parser and memory-mapped. Tensors are
-//! converted to float32 chunk by chunk and the pages read are released behind, so the resident
+//! (`model.safetensors.index.json`), parsed by the core parser. Tensor data is read chunk by
+//! chunk with positioned reads into reused buffers and converted to float32, so the resident
 //! memory stays near the tensors being worked on, never the whole model.
+//!
+//! Positioned reads, not a memory map: a file truncated while it is mapped kills the process
+//! with SIGBUS at the next touch of a page past the new end (no message, temporary output
+//! left behind), whereas a short read is an ordinary error that names the file and the bytes
+//! missing, and unwinds through the atomic write. The copy from the page cache costs about
+//! what the page faults and `MADV_DONTNEED` releases of a map cost (docs/wdelta.md has figures).
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 
 use super::error::DeltaError;
@@ -16,67 +22,125 @@ use crate::error::Error;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
-/// Element types a delta can be computed over.
+/// Element types a delta can be computed over: floats, and integers and booleans, which the
+/// reference (deltatensors 0.2.0) takes through float32 like any tensor. Integer tensors are
+/// rebuilt exactly: base + the rounded delta, checked against the type's range (see
+/// [`crate::delta`]'s create and apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Elem {
     F64,
     F32,
     F16,
     BF16,
+    I64,
+    I32,
+    I16,
+    I8,
+    U64,
+    U32,
+    U16,
+    U8,
+    Bool,
 }
 
+/// (element, core's dtype name, numpy's name, safetensors name, bytes)
+const ELEMS: [(Elem, &str, &str, &str, usize); 13] = [
+    (Elem::F64, "f64", "float64", "F64", 8),
+    (Elem::F32, "f32", "float32", "F32", 4),
+    (Elem::F16, "f16", "float16", "F16", 2),
+    (Elem::BF16, "bf16", "bfloat16", "BF16", 2),
+    (Elem::I64, "i64", "int64", "I64", 8),
+    (Elem::I32, "i32", "int32", "I32", 4),
+    (Elem::I16, "i16", "int16", "I16", 2),
+    (Elem::I8, "i8", "int8", "I8", 1),
+    (Elem::U64, "u64", "uint64", "U64", 8),
+    (Elem::U32, "u32", "uint32", "U32", 4),
+    (Elem::U16, "u16", "uint16", "U16", 2),
+    (Elem::U8, "u8", "uint8", "U8", 1),
+    (Elem::Bool, "bool", "bool", "BOOL", 1),
+];
+
 impl Elem {
+    fn row(self) -> &'static (Elem, &'static str, &'static str, &'static str, usize) {
+        ELEMS
+            .iter()
+            .find(|r| r.0 == self)
+            .expect("every element type has a row")
+    }
+
     /// From the core's lowercased safetensors dtype.
     pub fn from_safetensors(dtype: &str) -> Option<Elem> {
-        match dtype {
-            "f64" => Some(Elem::F64),
-            "f32" => Some(Elem::F32),
-            "f16" => Some(Elem::F16),
-            "bf16" => Some(Elem::BF16),
-            _ => None,
-        }
+        ELEMS.iter().find(|r| r.1 == dtype).map(|r| r.0)
     }
 
     /// numpy's name, as `base_dtype` records it.
     pub fn numpy_name(self) -> &'static str {
-        match self {
-            Elem::F64 => "float64",
-            Elem::F32 => "float32",
-            Elem::F16 => "float16",
-            Elem::BF16 => "bfloat16",
-        }
+        self.row().2
     }
 
     pub fn from_numpy_name(s: &str) -> Option<Elem> {
-        match s {
-            "float64" => Some(Elem::F64),
-            "float32" => Some(Elem::F32),
-            "float16" => Some(Elem::F16),
-            "bfloat16" => Some(Elem::BF16),
-            _ => None,
-        }
+        ELEMS.iter().find(|r| r.2 == s).map(|r| r.0)
     }
 
     /// The safetensors header name.
     pub fn safetensors_name(self) -> &'static str {
-        match self {
-            Elem::F64 => "F64",
-            Elem::F32 => "F32",
-            Elem::F16 => "F16",
-            Elem::BF16 => "BF16",
-        }
+        self.row().3
     }
 
     pub fn size(self) -> usize {
+        self.row().4
+    }
+
+    /// A floating-point type (else an integer or boolean one).
+    pub fn is_float(self) -> bool {
+        matches!(self, Elem::F64 | Elem::F32 | Elem::F16 | Elem::BF16)
+    }
+
+    /// The smallest and largest value of an integer type (bool: 0 and 1).
+    pub fn int_range(self) -> (i128, i128) {
         match self {
-            Elem::F64 => 8,
-            Elem::F32 => 4,
-            Elem::F16 | Elem::BF16 => 2,
+            Elem::I64 => (i64::MIN as i128, i64::MAX as i128),
+            Elem::I32 => (i32::MIN as i128, i32::MAX as i128),
+            Elem::I16 => (i16::MIN as i128, i16::MAX as i128),
+            Elem::I8 => (i8::MIN as i128, i8::MAX as i128),
+            Elem::U64 => (0, u64::MAX as i128),
+            Elem::U32 => (0, u32::MAX as i128),
+            Elem::U16 => (0, u16::MAX as i128),
+            Elem::U8 => (0, u8::MAX as i128),
+            Elem::Bool => (0, 1),
+            Elem::F64 | Elem::F32 | Elem::F16 | Elem::BF16 => (0, 0),
         }
     }
 
-    /// Converts little-endian elements to float32 (float64 rounds to nearest, the others are
-    /// exact).
+    /// Little-endian integers (or booleans) to i128; floats are not integers (debug-checked).
+    pub fn to_i128(self, raw: &[u8], out: &mut [i128]) {
+        debug_assert!(!self.is_float());
+        let size = self.size();
+        for (o, c) in out.iter_mut().zip(raw.chunks_exact(size)) {
+            let mut b = [0u8; 8];
+            b[..size].copy_from_slice(c);
+            let u = u64::from_le_bytes(b);
+            *o = match self {
+                Elem::I64 => u as i64 as i128,
+                Elem::I32 => u as u32 as i32 as i128,
+                Elem::I16 => u as u16 as i16 as i128,
+                Elem::I8 => u as u8 as i8 as i128,
+                Elem::Bool => (u != 0) as i128,
+                _ => u as i128,
+            };
+        }
+    }
+
+    /// i128 values, each within [`Elem::int_range`], as little-endian bytes into `out`.
+    pub fn from_i128(self, vals: &[i128], out: &mut [u8]) {
+        let size = self.size();
+        for (o, v) in out.chunks_exact_mut(size).zip(vals) {
+            o.copy_from_slice(&(*v as u64).to_le_bytes()[..size]);
+        }
+    }
+
+    /// Converts little-endian elements to float32 (float64 and wide integers round to nearest,
+    /// as numpy's `astype(float32)`; the others are exact).
     pub fn to_f32(self, raw: &[u8], out: &mut [f32]) {
         debug_assert_eq!(raw.len(), out.len() * self.size());
         match self {
@@ -100,11 +164,19 @@ impl Elem {
                     *o = f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32;
                 }
             }
+            _ => {
+                let mut ints = vec![0i128; out.len()];
+                self.to_i128(raw, &mut ints);
+                for (o, v) in out.iter_mut().zip(&ints) {
+                    *o = *v as f32;
+                }
+            }
         }
     }
 
-    /// Converts float32 to this type (rounding to nearest even) as little-endian bytes into
-    /// `out`, which holds exactly `vals.len() * self.size()` bytes.
+    /// Converts float32 to this type (rounding to nearest even; integers round half to even
+    /// and saturate) as little-endian bytes into `out`, which holds exactly
+    /// `vals.len() * self.size()` bytes.
     pub fn from_f32(self, vals: &[f32], out: &mut [u8]) {
         debug_assert_eq!(out.len(), vals.len() * self.size());
         match self {
@@ -127,6 +199,14 @@ impl Elem {
                 for (o, v) in out.chunks_exact_mut(8).zip(vals) {
                     o.copy_from_slice(&(*v as f64).to_le_bytes());
                 }
+            }
+            _ => {
+                let (lo, hi) = self.int_range();
+                let ints: Vec<i128> = vals
+                    .iter()
+                    .map(|v| (v.round_ties_even() as f64 as i128).clamp(lo, hi))
+                    .collect();
+                self.from_i128(&ints, out);
             }
         }
     }
@@ -153,7 +233,7 @@ impl TensorSource {
 #[derive(Debug)]
 struct Shard {
     path: PathBuf,
-    map: Option<Mmap>,
+    file: File,
 }
 
 /// A safetensors model: one file or the shards of a directory.
@@ -166,10 +246,15 @@ pub struct Model {
     shards: Vec<Shard>,
 }
 
-/// Bytes hashed per step before the pages behind are released.
+/// Bytes read per step when hashing.
 const CHUNK_BYTES: usize = 8 << 20;
 /// Elements converted per step.
 pub(crate) const CHUNK_ELEMS: usize = 1 << 16;
+
+thread_local! {
+    /// Per-thread buffer for the raw bytes of one chunk.
+    static RAW_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 impl Model {
     /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
@@ -308,45 +393,46 @@ impl Model {
             }
         }
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        // SAFETY: the file is only read; a concurrent writer could change what we read (as with
-        // any read), which the parent hash check and checksums are there to catch.
-        let map = if len == 0 {
-            None
-        } else {
-            Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
-        };
         self.shards.push(Shard {
             path: path.to_path_buf(),
-            map,
+            file,
         });
         Ok(())
+    }
+
+    /// The files the model is read from (one, or each shard of a directory).
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.shards.iter().map(|s| s.path.as_path())
     }
 
     pub fn shard_path(&self, t: &TensorSource) -> &Path {
         &self.shards[t.shard].path
     }
 
-    /// The raw stored bytes of a tensor.
-    pub fn raw(&self, t: &TensorSource) -> &[u8] {
-        match &self.shards[t.shard].map {
-            Some(m) => &m[t.offset..t.offset + t.len],
-            None => &[],
-        }
+    /// Reads bytes `start..start + buf.len()` of a tensor's stored data into `buf`. A file
+    /// that ends early (it shrank since it was opened) is [`DeltaError::InputShrank`].
+    pub fn read_raw_into(&self, t: &TensorSource, start: usize, buf: &mut [u8]) -> Result<()> {
+        let shard = &self.shards[t.shard];
+        let offset = (t.offset + start) as u64;
+        shard.file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                DeltaError::InputShrank {
+                    path: shard.path.clone(),
+                    offset,
+                    end: offset + buf.len() as u64,
+                    now: shard.file.metadata().ok().map(|m| m.len()),
+                }
+            } else {
+                Error::io(&shard.path, e).into()
+            }
+        })
     }
 
-    /// Lets the kernel drop the pages of `raw(t)[start..start+len]` from this process (they stay
-    /// in the page cache). Only a hint: failures are ignored.
-    pub fn release(&self, t: &TensorSource, start: usize, len: usize) {
-        if let Some(m) = &self.shards[t.shard].map
-            && len > 0
-        {
-            // SAFETY: the map is read-only and file-backed: dropped pages are read again from
-            // the file if touched, so no content can change.
-            let _ = unsafe {
-                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, t.offset + start, len)
-            };
-        }
+    /// The raw stored bytes of a tensor.
+    pub fn read_raw(&self, t: &TensorSource) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; t.len];
+        self.read_raw_into(t, 0, &mut out)?;
+        Ok(out)
     }
 
     /// Element type of a tensor, or an error naming it.
@@ -377,18 +463,31 @@ impl Model {
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
         let size = elem.size();
-        let (from, to) = (start * size, (start + out.len()) * size);
-        elem.to_f32(&self.raw(t)[from..to], out);
-        // Release in large steps: each release interrupts the other threads (TLB shootdown).
-        let done_before = from / CHUNK_BYTES * CHUNK_BYTES;
-        let done_now = if to == t.len {
-            to
-        } else {
-            to / CHUNK_BYTES * CHUNK_BYTES
-        };
-        if done_now > done_before {
-            self.release(t, done_before, done_now - done_before);
-        }
+        RAW_SCRATCH.with(|scratch| {
+            let mut raw = scratch.borrow_mut();
+            if raw.len() < out.len() * size {
+                raw.resize(out.len() * size, 0);
+            }
+            let raw = &mut raw[..out.len() * size];
+            self.read_raw_into(t, start * size, raw)?;
+            elem.to_f32(raw, out);
+            Ok(())
+        })
+    }
+
+    /// Reads elements `start..start + out.len()` of an integer (or boolean) tensor into `out`.
+    pub fn read_ints_into(
+        &self,
+        name: &str,
+        t: &TensorSource,
+        start: usize,
+        out: &mut [i128],
+    ) -> Result<()> {
+        let elem = self.elem(name, t)?;
+        let size = elem.size();
+        let mut raw = vec![0u8; out.len() * size];
+        self.read_raw_into(t, start * size, &mut raw)?;
+        elem.to_i128(&raw, out);
         Ok(())
     }
 
@@ -401,26 +500,37 @@ impl Model {
         Ok(out)
     }
 
-    /// Feeds name and raw bytes of a tensor to `hasher` (the parent hash's unit).
-    pub fn hash_tensor(&self, name: &str, t: &TensorSource, hasher: &mut Sha256) {
+    /// Feeds name and raw bytes of a tensor to `hasher` (the parent hash's unit), read through
+    /// `buf`.
+    fn hash_tensor(
+        &self,
+        name: &str,
+        t: &TensorSource,
+        hasher: &mut Sha256,
+        buf: &mut [u8],
+    ) -> Result<()> {
         hasher.update(name.as_bytes());
-        let raw = self.raw(t);
-        for (ci, chunk) in raw.chunks(CHUNK_BYTES).enumerate() {
-            hasher.update(chunk);
-            self.release(t, ci * CHUNK_BYTES, chunk.len());
+        let mut done = 0;
+        while done < t.len {
+            let n = buf.len().min(t.len - done);
+            self.read_raw_into(t, done, &mut buf[..n])?;
+            hasher.update(&buf[..n]);
+            done += n;
         }
+        Ok(())
     }
 
     /// The parent hash of this model: SHA-256 over each tensor's name and raw stored bytes, in
     /// name order (the reference's `hash_state_dict` over the stored arrays; bfloat16 is hashed
     /// as its 16-bit patterns). `tick` is called with the bytes hashed so far.
-    pub fn parent_hash(&self, mut tick: impl FnMut(u64)) -> String {
+    pub fn parent_hash(&self, mut tick: impl FnMut(u64)) -> Result<String> {
         let mut h = Sha256::new();
+        let mut buf = vec![0u8; CHUNK_BYTES.min(self.data_bytes() as usize).max(1)];
         for (name, t) in &self.tensors {
-            self.hash_tensor(name, t, &mut h);
+            self.hash_tensor(name, t, &mut h, &mut buf)?;
             tick(t.len as u64);
         }
-        crate::digest::hex(&h.finalize())
+        Ok(crate::digest::hex(&h.finalize()))
     }
 
     /// Total bytes of tensor data.

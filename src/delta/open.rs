@@ -1,10 +1,16 @@
-//! Opening a `.wdelta` file: memory-mapped, checksum verified (now, or alongside the work of
+//! Opening a `.wdelta` file: read into memory, checksum verified (now, or alongside the work of
 //! `apply`), structure validated by the format's reader; and checking that it fits a base.
+//!
+//! The file is read with positioned reads, not memory-mapped: a mapped file truncated during
+//! the run kills the process with SIGBUS (no message, temporary output left behind), while a
+//! short read is an error naming the file. Holding the bytes costs memory the size of the
+//! delta (about an eighth of float32 weights with int4), which the work then no longer reads
+//! from disk.
 
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 
 use super::codec;
@@ -15,16 +21,11 @@ use crate::formats::wdelta::{self as format, TensorArrays, TensorEntry, WdeltaEr
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
-enum Bytes {
-    Map(Mmap),
-    Owned(Vec<u8>),
-}
-
 /// A `.wdelta` file, checksum verified and validated, with its bytes.
 pub struct OpenDelta {
     pub path: PathBuf,
     pub file: WdeltaFile,
-    bytes: Bytes,
+    bytes: Vec<u8>,
     /// Opened with [`OpenDelta::open_deferred`]: the checksum is still to be verified.
     pub checksum_pending: bool,
 }
@@ -52,55 +53,30 @@ impl OpenDelta {
     }
 
     fn open_with(path: &Path, defer: bool) -> Result<OpenDelta> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        if len == 0 {
-            return Self::from_bytes(path, Vec::new());
+        let bytes = read_whole(path)?;
+        if bytes.is_empty() || !defer {
+            return Self::from_bytes(path, bytes);
         }
-        // SAFETY: read-only map; the checksum catches a file changing under us.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let parsed = if defer {
-            match WdeltaFile::parse_verified(&map) {
-                Ok(p) => p,
-                Err(e) => {
-                    format::verify_checksum(&map).map_err(|c| DeltaError::format(path, c))?;
-                    return Err(DeltaError::format(path, e));
-                }
+        let parsed = match WdeltaFile::parse_verified(&bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                format::verify_checksum(&bytes).map_err(|c| DeltaError::format(path, c))?;
+                return Err(DeltaError::format(path, e));
             }
-        } else {
-            Self::verify_and_parse(path, &map)?
         };
-        // Checksumming touched every page; tensors are read again one at a time.
-        // SAFETY: read-only file-backed map: released pages are read again if touched.
-        let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
         Ok(OpenDelta {
             path: path.to_path_buf(),
             file: parsed,
-            bytes: Bytes::Map(map),
+            bytes,
             checksum_pending: defer,
         })
     }
 
-    /// Verifies the SHA-256 trailer, releasing the pages read behind.
+    /// Verifies the SHA-256 trailer.
     pub fn verify_checksum(&self) -> Result<()> {
         let bytes = self.bytes();
         let (body, stored) = bytes.split_at(bytes.len() - format::CHECKSUM_LEN);
-        let mut h = Sha256::new();
-        const STEP: usize = 8 << 20;
-        for (i, chunk) in body.chunks(STEP).enumerate() {
-            h.update(chunk);
-            if let Bytes::Map(m) = &self.bytes {
-                // SAFETY: read-only file-backed map: released pages are read again if touched.
-                let _ = unsafe {
-                    m.unchecked_advise_range(
-                        memmap2::UncheckedAdvice::DontNeed,
-                        i * STEP,
-                        chunk.len(),
-                    )
-                };
-            }
-        }
-        let actual = h.finalize();
+        let actual = Sha256::digest(body);
         if actual.as_slice() != stored {
             return Err(DeltaError::format(
                 &self.path,
@@ -118,7 +94,7 @@ impl OpenDelta {
         Ok(OpenDelta {
             path: path.to_path_buf(),
             file: parsed,
-            bytes: Bytes::Owned(bytes),
+            bytes,
             checksum_pending: false,
         })
     }
@@ -133,10 +109,7 @@ impl OpenDelta {
     }
 
     pub fn bytes(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Map(m) => m,
-            Bytes::Owned(v) => v,
-        }
+        &self.bytes
     }
 
     pub fn parent_hash(&self) -> &str {
@@ -148,7 +121,6 @@ impl OpenDelta {
         let (entry, arrays) = self.tensor(name)?;
         let mut out = vec![0f32; n];
         codec::decode(entry, &arrays, &mut out);
-        self.release(name);
         Ok(out)
     }
 
@@ -175,14 +147,47 @@ impl OpenDelta {
             .map_err(|e| DeltaError::format(&self.path, e))?;
         Ok((entry, arrays))
     }
+}
 
-    fn release(&self, name: &str) {
-        if let (Bytes::Map(m), Some((start, len))) = (&self.bytes, self.file.tensor_span(name)) {
-            // SAFETY: read-only file-backed map: released pages are read again if touched.
-            let _ =
-                unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
-        }
+/// The whole file, read with positioned reads: a file that ends before the length it had when
+/// opened is [`DeltaError::InputShrank`]; memory for it is reserved fallibly.
+fn read_whole(path: &Path) -> Result<Vec<u8>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut bytes = Vec::new();
+    let size = usize::try_from(len).map_err(|_| too_large(path, len))?;
+    bytes
+        .try_reserve_exact(size)
+        .map_err(|_| too_large(path, len))?;
+    bytes.resize(size, 0);
+    const STEP: usize = 8 << 20;
+    for (i, chunk) in bytes.chunks_mut(STEP).enumerate() {
+        let offset = (i * STEP) as u64;
+        file.read_exact_at(chunk, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                DeltaError::InputShrank {
+                    path: path.to_path_buf(),
+                    offset,
+                    end: offset + chunk.len() as u64,
+                    now: file.metadata().ok().map(|m| m.len()),
+                }
+            } else {
+                Error::io(path, e).into()
+            }
+        })?;
     }
+    Ok(bytes)
+}
+
+fn too_large(path: &Path, len: u64) -> DeltaError {
+    Error::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            format!("{len} bytes do not fit in memory"),
+        ),
+    )
+    .into()
 }
 
 /// Checks that a delta covers exactly the base's tensors with the same shapes.

@@ -3,7 +3,7 @@
 
 use super::codec;
 use super::error::DeltaError;
-use super::model::{CHUNK_ELEMS, Model, TensorSource};
+use super::model::{CHUNK_ELEMS, Elem, Model, TensorSource};
 use super::open::OpenDelta;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -47,6 +47,74 @@ impl<'a> Reconstructor<'a> {
         }
         self.pos += out.len();
         Ok(())
+    }
+}
+
+/// Reconstructs an integer (or boolean) tensor chunk by chunk, exactly: base plus each link's
+/// delta rounded half to even, in 128-bit integers, checked against the type's range. The
+/// reference takes such tensors through float32 (`base + delta` as float32); for the deltas
+/// `create` writes (checked to rebuild the fine-tuned values) both give the same numbers.
+pub(crate) struct IntReconstructor<'a> {
+    base: &'a Model,
+    name: &'a str,
+    t: &'a TensorSource,
+    elem: Elem,
+    decoders: Vec<codec::Decoder<'a>>,
+    pos: usize,
+    buf: Vec<f32>,
+}
+
+impl<'a> IntReconstructor<'a> {
+    pub(crate) fn new(base: &'a Model, links: &'a [OpenDelta], name: &'a str) -> Result<Self> {
+        let t = &base.tensors[name];
+        let elem = base.elem(name, t)?;
+        let decoders = links
+            .iter()
+            .map(|l| l.decoder(name))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(IntReconstructor {
+            base,
+            name,
+            t,
+            elem,
+            decoders,
+            pos: 0,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Writes the next `out.len()` reconstructed values.
+    pub(crate) fn next(&mut self, out: &mut [i128]) -> Result<()> {
+        self.base.read_ints_into(self.name, self.t, self.pos, out)?;
+        self.buf.resize(out.len(), 0.0);
+        for d in &mut self.decoders {
+            d.fill(&mut self.buf);
+            for (a, b) in out.iter_mut().zip(&self.buf) {
+                // Saturating: a value this far out is refused by the range check below.
+                *a = a.saturating_add(b.round_ties_even() as i128);
+            }
+        }
+        let (lo, hi) = self.elem.int_range();
+        for (k, (v, d)) in out.iter().zip(&self.buf).enumerate() {
+            if !d.is_finite() || *v < lo || *v > hi {
+                return Err(DeltaError::IntegerOutOfRange {
+                    tensor: self.name.to_string(),
+                    position: (self.pos + k) as u64,
+                    value: if d.is_finite() {
+                        v.to_string()
+                    } else {
+                        d.to_string()
+                    },
+                    dtype: self.elem.numpy_name(),
+                });
+            }
+        }
+        self.pos += out.len();
+        Ok(())
+    }
+
+    pub(crate) fn elem(&self) -> Elem {
+        self.elem
     }
 }
 

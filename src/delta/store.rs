@@ -156,7 +156,7 @@ impl Finder {
                     let Ok(model) = Model::open(&path) else {
                         continue;
                     };
-                    let h = model.parent_hash(|_| {});
+                    let h = model.parent_hash(|_| {})?;
                     self.hashes.insert(id, h.clone());
                     h
                 }

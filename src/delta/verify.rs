@@ -35,7 +35,7 @@ pub(crate) fn verify_lineage(
     }
     base.check_elems()?;
     let bar = run.bar(base.data_bytes(), "hashing");
-    let base_hash = base.parent_hash(|n| bar.inc(n));
+    let base_hash = base.parent_hash(|n| bar.inc(n))?;
     bar.finish_and_clear();
     let Some(first) = links.first() else {
         return Ok(Verified {

@@ -47,7 +47,7 @@ pub fn tensors(path: &Path) -> Vec<(String, Vec<u8>, &'static str)> {
     let m = Model::open(path).unwrap();
     m.tensors
         .iter()
-        .map(|(n, t)| (n.clone(), m.raw(t).to_vec(), t.dtype))
+        .map(|(n, t)| (n.clone(), m.read_raw(t).unwrap(), t.dtype))
         .collect()
 }
 

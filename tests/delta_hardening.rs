@@ -1,0 +1,515 @@
+//! Hardening of the delta commands: an output that is one of the inputs is refused, signals
+//! remove temporary files, an input that shrinks while it is read is an error (not SIGBUS),
+//! hostile .wdelta headers are capped, fixed-form fields are validated, integer tensors are
+//! carried, and outputs get the usual permissions.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use common::delta::{ok, pair, s};
+use common::{bin, code, run, stderr};
+
+/// A small pair (base, fine-tuned) and a delta between them, in `dir`.
+fn small_setup(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    pair(dir, "16x8,5", "f32", 3, 1);
+    let base = dir.join("base.safetensors");
+    let ft = dir.join("ft1.safetensors");
+    let wd = dir.join("d.wdelta");
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&ft),
+        "-o",
+        s(&wd),
+    ]));
+    (base, ft, wd)
+}
+
+fn snapshot(paths: &[&Path]) -> Vec<Vec<u8>> {
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// Hidden temporary files left in `dir`.
+fn temps_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".weight-inspect-"))
+        .collect()
+}
+
+fn assert_refused(out: &Output, needles: &[&str]) {
+    assert_eq!(code(out), 2, "stderr: {}", stderr(out));
+    let err = stderr(out);
+    common::assert_contains(&err, needles);
+    common::assert_contains(&err, &["would replace an input"]);
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (base, ft, wd) = small_setup(d);
+    let before = snapshot(&[&base, &ft, &wd]);
+    let create = |out: &Path| run(&["delta", "create", "--base", s(&base), s(&ft), "-o", s(out)]);
+    assert_refused(&create(&base), &[s(&base), "base model"]);
+    assert_refused(&create(&ft), &[s(&ft), "fine-tuned model"]);
+    let apply = |out: &Path| run(&["delta", "apply", "--base", s(&base), s(&wd), "-o", s(out)]);
+    assert_refused(&apply(&wd), &[s(&wd), "delta"]);
+    assert_refused(&apply(&base), &[s(&base), "base model"]);
+    let store = run(&[
+        "delta",
+        "store",
+        s(&ft),
+        "--parent",
+        s(&base),
+        "-o",
+        s(&base),
+    ]);
+    assert_refused(&store, &[s(&base)]);
+    let restore = run(&[
+        "delta",
+        "restore",
+        s(&wd),
+        "--parent",
+        s(&base),
+        "-o",
+        s(&wd),
+    ]);
+    assert_refused(&restore, &[s(&wd)]);
+
+    // Through a symlink, a hard link, and a path spelled differently.
+    #[cfg(unix)]
+    {
+        let link = d.join("link.safetensors");
+        std::os::unix::fs::symlink(&base, &link).unwrap();
+        assert_refused(&create(&link), &["base model"]);
+        let hard = d.join("hard.wdelta");
+        std::fs::hard_link(&wd, &hard).unwrap();
+        assert_refused(&apply(&hard), &["delta"]);
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let roundabout = d.join("sub/../base.safetensors");
+        assert_refused(&create(&roundabout), &["base model"]);
+    }
+    assert_eq!(snapshot(&[&base, &ft, &wd]), before, "an input changed");
+    assert!(temps_in(d).is_empty(), "left {:?}", temps_in(d));
+}
+
+#[test]
+fn an_output_inside_a_sharded_input_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (base, ft, _) = small_setup(d);
+    let shards = d.join("base-sharded");
+    common::run_python("delta_ref.py", &["shard", s(&base), s(&shards), "2"]);
+    let shard = std::fs::read_dir(&shards)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .unwrap();
+    let before = std::fs::read(&shard).unwrap();
+    for out in [shard.clone(), shards.join("new.wdelta"), shards.clone()] {
+        let r = run(&[
+            "delta",
+            "create",
+            "--base",
+            s(&shards),
+            s(&ft),
+            "-o",
+            s(&out),
+        ]);
+        assert_eq!(code(&r), 2, "{}: {}", out.display(), stderr(&r));
+        common::assert_contains(&stderr(&r), &[s(&shards)]);
+    }
+    assert_eq!(std::fs::read(&shard).unwrap(), before);
+    assert!(!shards.join("new.wdelta").exists());
+    // Outside the directory, the sharded base works.
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&shards),
+        s(&ft),
+        "-o",
+        s(&d.join("fine.wdelta")),
+    ]));
+}
+
+#[cfg(unix)]
+#[test]
+fn apply_and_restore_outputs_get_the_usual_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (base, _, wd) = small_setup(d);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let out = d.join("out.safetensors");
+    let apply = || {
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&out),
+        ]))
+    };
+    apply();
+    assert_eq!(mode(&out), 0o644, "a new output is 0644");
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o600)).unwrap();
+    apply();
+    assert_eq!(mode(&out), 0o600, "a replaced output keeps its mode");
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o640)).unwrap();
+    ok(&run(&[
+        "delta",
+        "restore",
+        s(&wd),
+        "--parent",
+        s(&base),
+        "-o",
+        s(&out),
+    ]));
+    assert_eq!(mode(&out), 0o640, "restore keeps the replaced file's mode");
+    let restored = d.join("restored.safetensors");
+    ok(&run(&[
+        "delta",
+        "restore",
+        s(&wd),
+        "--parent",
+        s(&base),
+        "-o",
+        s(&restored),
+    ]));
+    assert_eq!(mode(&restored), 0o644);
+}
+
+/// A pair large enough that `apply` runs for a while in a debug build, and its delta.
+fn big_setup(dir: &Path, shapes: &str) -> (PathBuf, PathBuf) {
+    pair(dir, shapes, "f32", 11, 1);
+    let base = dir.join("base.safetensors");
+    let wd = dir.join("big.wdelta");
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base),
+        s(&dir.join("ft1.safetensors")),
+        "-o",
+        s(&wd),
+        "--strategy",
+        "sparse",
+    ]));
+    (base, wd)
+}
+
+/// Starts `delta apply` into `outdir/model.safetensors` and waits until its temporary file
+/// exists (None if it finished first).
+fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Option<Child> {
+    let out_path = outdir.join("model.safetensors");
+    let mut child = Command::new(bin())
+        .args([
+            "delta",
+            "apply",
+            "--base",
+            s(base),
+            s(wd),
+            "-o",
+            s(&out_path),
+            "--threads",
+            "1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if !temps_in(outdir).is_empty() {
+            return Some(child);
+        }
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    None
+}
+
+#[cfg(unix)]
+#[test]
+fn signals_remove_temporary_files_and_keep_the_old_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (base, wd) = big_setup(d, "2048x2048,2048x2048,2048x2048,2048x2048");
+    let outdir = d.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    let old = b"the previous output".to_vec();
+    for (signal, number) in [("INT", 2), ("TERM", 15), ("HUP", 1)] {
+        let out_path = outdir.join("model.safetensors");
+        std::fs::write(&out_path, &old).unwrap();
+        let child = apply_until_temp_exists(&base, &wd, &outdir)
+            .expect("apply finished before it could be interrupted");
+        let killed = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(128 + number),
+            "SIG{signal}: {:?} {}",
+            out.status,
+            stderr(&out)
+        );
+        let err = stderr(&out);
+        common::assert_contains(
+            &err,
+            &[&format!("stopped by SIG{signal}"), "temporary file"],
+        );
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "one line on stderr, got {err:?}"
+        );
+        assert!(
+            temps_in(&outdir).is_empty(),
+            "SIG{signal} left {:?}",
+            temps_in(&outdir)
+        );
+        assert_eq!(
+            std::fs::read(&out_path).unwrap(),
+            old,
+            "the old output changed"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Two models of 134 MB (numpy), and their delta.
+    let (base, wd) = big_setup(d, "4096x4096,4096x4096");
+    let outdir = d.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    for round in 0..3 {
+        let victim = d.join(format!("victim{round}.safetensors"));
+        std::fs::copy(&base, &victim).unwrap();
+        let child = apply_until_temp_exists(&victim, &wd, &outdir)
+            .expect("apply finished before the base could be truncated");
+        // Truncate the base to its first kilobyte (its header stays readable).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_len(1024)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "round {round}: {:?} {err}",
+            out.status
+        );
+        common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
+        assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
+        assert!(!outdir.join("model.safetensors").exists());
+    }
+}
+
+/// A BERT-like pair: float weights that change, an int64 `position_ids` that does not, an
+/// int64 counter that changes by a little, in `dir` as base.safetensors and ft.safetensors.
+/// (The counter has two elements: deltatensors cannot encode one element with int4.)
+fn bert_like_pair(dir: &Path, counter_change: i64) {
+    use serde_json::json;
+    let tensors = |plus: f64, counter: i64| {
+        json!([
+            {"name": "embeddings.position_ids", "dtype": "int64", "shape": [1, 512], "fill": "arange"},
+            {"name": "embeddings.word.weight", "dtype": "float32", "shape": [64, 16], "fill": {"normal": 0, "plus": plus}},
+            {"name": "encoder.dense.weight", "dtype": "float32", "shape": [16, 16], "fill": {"normal": 1, "plus": plus}},
+            {"name": "pooler.num_batches_tracked", "dtype": "int64", "shape": [2], "fill": counter},
+        ])
+    };
+    common::models::make_models(
+        dir,
+        &json!({
+            "base.safetensors": {"kind": "safetensors", "tensors": tensors(0.0, 7)},
+            "ft.safetensors": {"kind": "safetensors", "tensors": tensors(0.01, 7 + counter_change)},
+        }),
+    );
+}
+
+fn raw_of(path: &Path, name: &str) -> (Vec<u8>, &'static str) {
+    let m = weight_inspect::delta::model::Model::open(path).unwrap();
+    let t = &m.tensors[name];
+    (m.read_raw(t).unwrap(), t.dtype)
+}
+
+fn f32_of(path: &Path, name: &str) -> Vec<f32> {
+    let m = weight_inspect::delta::model::Model::open(path).unwrap();
+    m.load_f32(name, &m.tensors[name]).unwrap()
+}
+
+const INTS: [&str; 2] = ["embeddings.position_ids", "pooler.num_batches_tracked"];
+const FLOATS: [&str; 2] = ["embeddings.word.weight", "encoder.dense.weight"];
+
+/// Our apply output (ints exact, as int64) against the fine-tuned model, and the reference's
+/// reconstruction (everything float32) against ours.
+fn check_reconstructions(ft: &Path, ours: &Path, theirs: &Path) {
+    for name in INTS {
+        assert_eq!(
+            raw_of(ours, name),
+            raw_of(ft, name),
+            "{name} rebuilt exactly"
+        );
+        assert_eq!(
+            raw_of(theirs, name).1,
+            "f32",
+            "the reference loads {name} as float32"
+        );
+        assert_eq!(
+            f32_of(theirs, name),
+            f32_of(ft, name),
+            "{name} in the reference"
+        );
+    }
+    for name in FLOATS {
+        let a: Vec<u32> = f32_of(ours, name).iter().map(|x| x.to_bits()).collect();
+        let b: Vec<u32> = f32_of(theirs, name).iter().map(|x| x.to_bits()).collect();
+        assert_eq!(a, b, "{name}: ours and the reference's reconstruction");
+    }
+}
+
+#[test]
+fn integer_tensors_are_carried_and_interoperate_with_deltatensors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    bert_like_pair(d, 2);
+    let (base, ft) = (d.join("base.safetensors"), d.join("ft.safetensors"));
+    for strategy in ["int4", "sparse", "quantized"] {
+        // Written here, read by deltatensors (which verifies the parent hash over the int64
+        // bytes too).
+        let wd = d.join(format!("ours-{strategy}.wdelta"));
+        let mut args = vec![
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&wd),
+            "--strategy",
+            strategy,
+        ];
+        if strategy == "sparse" {
+            // Keeps every element, so the changed counter is carried exactly.
+            args.extend(["--sparsity", "0"]);
+        }
+        ok(&run(&args));
+        let theirs = d.join(format!("theirs-{strategy}.safetensors"));
+        common::run_python("delta_ref.py", &["load", s(&wd), s(&base), s(&theirs)]);
+        let ours = d.join(format!("ours-{strategy}.safetensors"));
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&wd),
+            "-o",
+            s(&ours),
+            "--dtype",
+            "f32",
+        ]));
+        check_reconstructions(&ft, &ours, &theirs);
+
+        // Written by deltatensors, applied here.
+        let ref_wd = d.join(format!("ref-{strategy}.wdelta"));
+        let mut ref_args = vec!["create", s(&base), s(&ft), s(&ref_wd), strategy];
+        if strategy == "sparse" {
+            ref_args.extend(["--sparsity", "0"]);
+        }
+        common::run_python("delta_ref.py", &ref_args);
+        let ours_ref = d.join(format!("ours-from-ref-{strategy}.safetensors"));
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&ref_wd),
+            "-o",
+            s(&ours_ref),
+            "--dtype",
+            "f32",
+        ]));
+        let theirs_ref = d.join(format!("theirs-from-ref-{strategy}.safetensors"));
+        common::run_python(
+            "delta_ref.py",
+            &["load", s(&ref_wd), s(&base), s(&theirs_ref)],
+        );
+        check_reconstructions(&ft, &ours_ref, &theirs_ref);
+    }
+    // The default --dtype keeps every tensor's dtype, integers included.
+    let out = d.join("default.safetensors");
+    ok(&run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&d.join("ours-int4.wdelta")),
+        "-o",
+        s(&out),
+    ]));
+    for name in INTS {
+        assert_eq!(raw_of(&out, name), raw_of(&ft, name));
+    }
+}
+
+#[test]
+fn an_integer_change_that_cannot_be_carried_exactly_is_refused() {
+    use serde_json::json;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // 2^40 and 2^40 + 1 are one float32: a float delta cannot tell them apart.
+    let model = |v: i64| {
+        json!({"kind": "safetensors", "tensors": [
+            {"name": "big", "dtype": "int64", "shape": [3], "fill": v},
+            {"name": "w", "dtype": "float32", "shape": [4, 4], "fill": {"normal": 0}},
+        ]})
+    };
+    common::models::make_models(
+        d,
+        &json!({"base.safetensors": model(1 << 40), "ft.safetensors": model((1 << 40) + 1)}),
+    );
+    let wd = d.join("x.wdelta");
+    let out = run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&d.join("base.safetensors")),
+        s(&d.join("ft.safetensors")),
+        "-o",
+        s(&wd),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    common::assert_contains(
+        &stderr(&out),
+        &[
+            "integer tensor big",
+            "cannot carry exactly",
+            "1099511627777",
+        ],
+    );
+    assert!(!wd.exists());
+    assert!(temps_in(d).is_empty());
+}
