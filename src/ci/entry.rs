@@ -137,7 +137,8 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Side) {
             );
         }
         None => {
-            let _ = writeln!(out, "{label}: {}", side_note(side, which));
+            let note = side_note(side, which);
+            let _ = writeln!(out, "{label}: {}", crate::render::escape::shown(&note));
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::git::objects::blob_id;
 use crate::git::{ModelSide, PathFilter, Status};
 use crate::policy::report::{Phrasing, Tally, plural};
 use crate::policy::{FileError, Origin, Policy, Subject, Violation};
+use crate::render::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 
@@ -281,13 +282,14 @@ impl CiReport {
     }
 
     /// One line per changed file, then (when `violations`) one per violation and per file
-    /// the policy could not judge: the log of a run without annotations.
+    /// the policy could not judge: the log of a run without annotations. Paths and reasons are
+    /// shown escaped, so none of them starts a line of the log.
     pub fn text_lines(&self, violations: bool) -> String {
         let mut out = String::new();
         for f in &self.files {
             let path = match (&f.change.old_path, &f.change.new_path) {
-                (Some(a), Some(b)) if a != b => format!("{a} -> {b}"),
-                _ => f.path().to_owned(),
+                (Some(a), Some(b)) if a != b => format!("{} -> {}", shown(a), shown(b)),
+                _ => shown(f.path()).into_owned(),
             };
             let _ = writeln!(
                 out,
@@ -306,7 +308,12 @@ impl CiReport {
                 out.push('\n');
             }
             for e in &self.unchecked {
-                let _ = writeln!(out, "{}: cannot check: {}", e.path, e.reason);
+                let _ = writeln!(
+                    out,
+                    "{}: cannot check: {}",
+                    shown(&e.path),
+                    shown(&e.reason)
+                );
             }
         }
         out

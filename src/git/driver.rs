@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::side::{self, ModelSide};
 use crate::diff::StructuralDiff;
 use crate::render::Palette;
+use crate::render::escape::shown;
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,8 +68,9 @@ fn run_inner(args: &[OsString], color: bool) -> String {
         ),
         Some(Invocation::Unmerged { path }) => format!(
             "{}\nunmerged: resolve the conflict first; compare the sides with \
-             `weight-inspect diff :2:{path} :3:{path}`\n",
-            header(color, Some(&path), Some(&path))
+             `weight-inspect diff :2:{p} :3:{p}`\n",
+            header(color, Some(&path), Some(&path)),
+            p = shown(&path)
         ),
         Some(Invocation::Pair {
             path,
@@ -100,10 +102,10 @@ fn run_inner(args: &[OsString], color: bool) -> String {
 }
 
 /// The header line naming the file: `weight-inspect a/old b/new`, with `/dev/null` for a
-/// missing side.
+/// missing side; paths shown escaped.
 pub fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>) -> String {
-    let old = old_path.map_or("/dev/null".to_owned(), |p| format!("a/{p}"));
-    let new = new_path.map_or("/dev/null".to_owned(), |p| format!("b/{p}"));
+    let old = old_path.map_or("/dev/null".to_owned(), |p| format!("a/{}", shown(p)));
+    let new = new_path.map_or("/dev/null".to_owned(), |p| format!("b/{}", shown(p)));
     let text = match (old_path, new_path) {
         (Some(o), Some(n)) if o != n => format!("weight-inspect {old} {new} (renamed)"),
         _ => format!("weight-inspect {old} {new}"),
@@ -172,7 +174,7 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide) {
             );
         }
         (None, Some(note)) => {
-            let _ = writeln!(out, "{label}: {note}");
+            let _ = writeln!(out, "{label}: {}", shown(&note));
         }
         (None, None) => {}
     }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::render::escape::shown;
+
 /// Why `check`, `policy` or `hook` could not do its work.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -48,8 +50,8 @@ pub enum PolicyError {
     NothingPinned { shown: String },
     #[error("no GGUF or safetensors file to pin")]
     NoModelToPin,
-    /// One file cannot be judged (or pinned).
-    #[error("{path}: {reason}")]
+    /// One file cannot be judged (or pinned); the path is shown escaped.
+    #[error("{}: {reason}", shown(.path))]
     File { path: String, reason: FileReason },
     #[error("{}: not inside a git repository", .dir.display())]
     NoRepository { dir: PathBuf },

@@ -306,7 +306,7 @@ pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
         other => Err(PolicyError::file(
             &subject.path,
             FileReason::NotAModel {
-                found: other.describe(),
+                found: crate::render::escape::shown(&other.describe()).into_owned(),
             },
         )),
     }
