@@ -173,6 +173,7 @@ fn file_row(f: &FileEntry) -> String {
     let hash = |s: Option<&ModelSide>| match s {
         None => "—".to_owned(),
         Some(ModelSide::Absent { .. }) => format!("{} (not fetched)", cell_code(&short_hash(s))),
+        Some(ModelSide::Link { .. }) => "? (a symbolic link)".to_owned(),
         Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
         Some(_) => cell_code(&short_hash(s)),
     };
@@ -422,6 +423,8 @@ mod tests {
                         old_id: None,
                         new_id: Some(id),
                         new_worktree: None,
+                        old_link: false,
+                        new_link: false,
                     },
                     old: None,
                     new: Some(ModelSide::NotModel {

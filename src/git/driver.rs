@@ -26,8 +26,11 @@ pub enum Invocation {
         path: String,
         old_file: PathBuf,
         old_hex: String,
+        /// git's octal mode of the old side (`100644`, `120000` for a symbolic link, ...).
+        old_mode: String,
         new_file: PathBuf,
         new_hex: String,
+        new_mode: String,
         /// The new path of a rename (9-argument form).
         new_path: Option<String>,
     },
@@ -43,8 +46,10 @@ impl Invocation {
                 path: text(0),
                 old_file: PathBuf::from(&args[1]),
                 old_hex: text(2),
+                old_mode: text(3),
                 new_file: PathBuf::from(&args[4]),
                 new_hex: text(5),
+                new_mode: text(6),
                 new_path: (args.len() == 9).then(|| text(7)),
             }),
             _ => None,
@@ -76,17 +81,25 @@ fn run_inner(args: &[OsString], color: bool) -> String {
             path,
             old_file,
             old_hex,
+            old_mode,
             new_file,
             new_hex,
+            new_mode,
             new_path,
         }) => {
             // A repository is opened only for LFS pointers (GIT_LFS_SKIP_SMUDGE=1 hands us
-            // pointers instead of content).
-            let side = |file: &Path| {
-                (file != Path::new("/dev/null")).then(|| side::model_side_of_file(file))
+            // pointers instead of content). For a symbolic link, git hands over its target.
+            let side = |file: &Path, mode: &str| {
+                (file != Path::new("/dev/null")).then(|| {
+                    if mode == LINK_MODE {
+                        link_side(file)
+                    } else {
+                        side::model_side_of_file(file)
+                    }
+                })
             };
-            let old = side(&old_file);
-            let new = side(&new_file);
+            let old = side(&old_file, &old_mode);
+            let new = side(&new_file, &new_mode);
             let new_path = new_path.unwrap_or_else(|| path.clone());
             let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
             render_change(
@@ -99,6 +112,22 @@ fn run_inner(args: &[OsString], color: bool) -> String {
             )
         }
     }
+}
+
+/// git's mode of a symbolic link.
+const LINK_MODE: &str = "120000";
+
+/// A symbolic link's side: git hands over a file holding its target (read only if it is a
+/// small regular file, as a link target is).
+fn link_side(file: &Path) -> ModelSide {
+    const MAX_TARGET: u64 = 64 * 1024;
+    let target = match std::fs::metadata(file) {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_TARGET => std::fs::read(file)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_else(|e| format!("(unreadable: {e})")),
+        _ => "(unreadable)".to_owned(),
+    };
+    ModelSide::Link { target }
 }
 
 /// The header line naming the file: `weight-inspect a/old b/new`, with `/dev/null` for a

@@ -104,6 +104,13 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
             let _ = writeln!(out, "content: unreadable model file, {size} bytes");
             let _ = writeln!(out, "error: {}", stable_message(error, file));
         }
+        ModelSide::Link { target } => {
+            let _ = writeln!(
+                out,
+                "content: a symbolic link to {}, not a file",
+                shown(target)
+            );
+        }
     }
     out
 }

@@ -63,6 +63,9 @@ pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Vio
     let Some(eff) = policy.effective(&subject.path) else {
         return Ok(None);
     };
+    if let Origin::Refused(reason) = &subject.origin {
+        return Err(PolicyError::file(&subject.path, reason.clone()));
+    }
     let mut ev = Evaluation {
         reader: SubjectReader::new(subject),
         violations: Vec::new(),

@@ -101,6 +101,23 @@ pub enum FileReason {
          `git lfs fetch` (or check out with LFS) so its structure can be checked"
     )]
     LfsObjectAbsent { oid: String, size: u64 },
+    /// A symbolic link whose target lies outside the repository: not followed.
+    #[error(
+        "a symbolic link to {}, which leads out of the repository; links are followed only \
+         to files inside it",
+        shown(.target)
+    )]
+    LinkLeavesRepository { target: String },
+    /// A symbolic link that leads to no regular file inside the repository: not followed.
+    #[error(
+        "a symbolic link to {}, which leads to {found}, not a regular file",
+        shown(.target)
+    )]
+    LinkToNonFile { target: String, found: String },
+    /// A named or listed path that is not a regular file (a FIFO, a device, a socket): not
+    /// read, since reading it could block or never end.
+    #[error("{found}, not a regular file; not read")]
+    NotRegularFile { found: &'static str },
 }
 
 impl PolicyError {
