@@ -1,5 +1,6 @@
 //! Paths that are not what their names say: symbolic links named `*.gguf` (committed or in the
-//! work tree, leading inside the repository, out of it, or to a device) and FIFOs.
+//! work tree, leading inside the repository, out of it, or to a device), FIFOs, and policy
+//! globs that no repository path can match.
 //!
 //! A committed link is reported as a link (`inspect REV:link`, `git diff`, `ci`), never as a
 //! missing file. The policy follows a link to the regular file it leads to inside the
@@ -295,5 +296,47 @@ fn ci_reads_a_policy_link_only_inside_the_head_commit() {
     assert_contains(
         &stderr(&out),
         &[&leaves(".weight-inspect.toml", "/etc/passwd")],
+    );
+}
+
+#[test]
+fn globs_that_can_never_match_are_located_errors() {
+    let repo = Repo::new();
+    make_model(&repo.path("a.gguf"), &gguf(&["f32"], json!({})));
+    for (glob, column) in [("../**", 12), ("models/../*.gguf", 12), ("./a.gguf", 12)] {
+        repo.write(
+            ".weight-inspect.toml",
+            format!("[[rules]]\npaths = [\"*.gguf\"]\nexclude = [\"{glob}\"]\nmax_tensors = 1\n"),
+        );
+        for args in [vec!["check", "a.gguf"], vec!["policy", "validate"]] {
+            let out = wi(&repo, &args);
+            assert_eq!(code(&out), 2, "{glob} {args:?}: {}", stdout(&out));
+            assert_contains(
+                &stderr(&out),
+                &[&format!(".weight-inspect.toml:3:{column}: glob \"{glob}\"")],
+            );
+        }
+    }
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"../**\"]\nmax_tensors = 1\n",
+    );
+    let err = stderr(&wi(&repo, &["policy", "validate"]));
+    assert_contains(
+        &err,
+        &[
+            ".weight-inspect.toml:2:10: glob \"../**\" can never match: it has a \"..\" component",
+            "2 | paths = [\"../**\"]",
+        ],
+    );
+    // The same policy committed and read by `ci`.
+    repo.commit_all("policy");
+    make_model(&repo.path("b.gguf"), &gguf(&["f32"], json!({})));
+    repo.commit_all("b");
+    let out = wi(&repo, &["ci", "--base", "HEAD~1"]);
+    assert_eq!(code(&out), 2);
+    assert_contains(
+        &stderr(&out),
+        &[".weight-inspect.toml:2:10: glob \"../**\" can never match"],
     );
 }
