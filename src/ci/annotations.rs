@@ -9,6 +9,7 @@ use super::entry::{counts_text, short_hash};
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
 use crate::policy::report::violation_annotation;
+use crate::render::escape::shown;
 use crate::render::github::{Annotation, Level};
 
 /// Annotations GitHub shows per level and step.
@@ -25,11 +26,12 @@ fn plural(level: Level) -> &'static str {
     }
 }
 
-/// An annotation as one line of a grouped message.
+/// An annotation as one line of a grouped message (its file shown escaped, as
+/// [`Annotation::command`] shows it).
 fn grouped_line(a: &Annotation) -> String {
     let message = a.message.replace(['\r', '\n'], " ");
     match &a.file {
-        Some(file) => format!("{file}: {}: {message}", a.title),
+        Some(file) => format!("{}: {}: {message}", shown(file), a.title),
         None => format!("{}: {message}", a.title),
     }
 }
@@ -52,7 +54,7 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
             level: policy_level,
             file: Some(e.path.clone()),
             title: "weight-inspect: cannot check".into(),
-            message: e.reason.clone(),
+            message: shown(&e.reason).into_owned(),
         });
     }
     if report.fail_on == FailOn::Change {

@@ -28,9 +28,13 @@ impl FileEntry {
         self.change.path()
     }
 
-    /// The file's format(s): `gguf`, `gguf → safetensors`, or `?` when no side was read.
+    /// The file's format(s): `gguf`, `gguf → safetensors`, `link` for a symbolic link, or
+    /// `?` when no side was read.
     pub fn format(&self) -> String {
-        let name = |s: &Option<ModelSide>| artifact(s).map(|a| a.format.name());
+        let name = |s: &Option<ModelSide>| match s {
+            Some(ModelSide::Link { .. }) => Some("link"),
+            _ => artifact(s).map(|a| a.format.name()),
+        };
         match (name(&self.old), name(&self.new)) {
             (Some(a), Some(b)) if a != b => format!("{a} → {b}"),
             (Some(a), _) | (None, Some(a)) => a.to_owned(),
@@ -137,7 +141,8 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Side) {
             );
         }
         None => {
-            let _ = writeln!(out, "{label}: {}", side_note(side, which));
+            let note = side_note(side, which);
+            let _ = writeln!(out, "{label}: {}", crate::render::escape::shown(&note));
         }
     }
 }

@@ -11,6 +11,7 @@ use super::entry::{Counts, FileEntry, counts_text, short_hash};
 use super::report::CiReport;
 use crate::git::ModelSide;
 use crate::policy::report::{Phrasing, plural};
+use crate::render::escape::{escape_name, needs_escape, shown};
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
@@ -172,6 +173,7 @@ fn file_row(f: &FileEntry) -> String {
     let hash = |s: Option<&ModelSide>| match s {
         None => "—".to_owned(),
         Some(ModelSide::Absent { .. }) => format!("{} (not fetched)", cell_code(&short_hash(s))),
+        Some(ModelSide::Link { .. }) => "? (a symbolic link)".to_owned(),
         Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
         Some(_) => cell_code(&short_hash(s)),
     };
@@ -240,7 +242,11 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             return;
         }
         for e in &report.unchecked {
-            let row = format!("| {} | {} |\n", cell_code(&e.path), cell_text(&e.reason));
+            let row = format!(
+                "| {} | {} |\n",
+                cell_code(&e.path),
+                cell_text(&shown(&e.reason))
+            );
             if !w.push(&row) {
                 w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));
                 return;
@@ -256,7 +262,7 @@ fn details(w: &mut Budgeted, report: &CiReport) {
     for (i, f) in report.files.iter().enumerate() {
         let summary = format!(
             "\n<details>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
-            html(f.path()),
+            html(&shown(f.path())),
             f.change.status.name(),
             counts_text(f.counts())
         );
@@ -317,10 +323,11 @@ fn cell_code(s: &str) -> String {
     code(s).replace('|', "\\|")
 }
 
-/// An inline code span holding `s` literally: the delimiter is longer than any backtick run
-/// inside, and line breaks are shown as `\n` (a code span cannot hold them).
+/// An inline code span holding `s` as every name is shown (line breaks and other control
+/// characters as `\n`, `\x1b`, ...: a code span cannot hold them): the delimiter is longer
+/// than any backtick run inside.
 fn code(s: &str) -> String {
-    let s = s.replace('\r', "\\r").replace('\n', "\\n");
+    let s = shown(s);
     let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let ticks = "`".repeat(longest + 1);
     let pad = if s.starts_with('`') || s.ends_with('`') {
@@ -331,7 +338,8 @@ fn code(s: &str) -> String {
     format!("{ticks}{pad}{s}{pad}{ticks}")
 }
 
-/// Text in a table cell: HTML and Markdown syntax escaped, line breaks as `<br>`.
+/// Text in a table cell: HTML and Markdown syntax escaped, line breaks as `<br>`, other
+/// control and bidirectional formatting characters shown escaped (`\x1b`, `\u{202e}`).
 fn cell_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
@@ -341,6 +349,11 @@ fn cell_text(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '\n' => out.push_str("<br>"),
             '\r' => {}
+            c if c != '\\' && needs_escape(c) => {
+                // `\x1b` in Markdown: the backslash itself escaped.
+                out.push('\\');
+                out.push_str(&escape_name(c.encode_utf8(&mut [0; 4])));
+            }
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' => {
                 out.push('\\');
                 out.push(c);
@@ -351,7 +364,7 @@ fn cell_text(s: &str) -> String {
     out
 }
 
-/// Text inside HTML (the `<summary>` of a section).
+/// Text inside HTML (the `<summary>` of a section), of names already shown escaped.
 fn html(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -410,6 +423,8 @@ mod tests {
                         old_id: None,
                         new_id: Some(id),
                         new_worktree: None,
+                        old_link: false,
+                        new_link: false,
                     },
                     old: None,
                     new: Some(ModelSide::NotModel {

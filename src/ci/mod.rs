@@ -19,7 +19,8 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::Error;
-use crate::policy::PolicySource;
+use crate::policy::subject::follow_committed_link;
+use crate::policy::{Origin, PolicyError, PolicySource};
 
 pub use error::CiError;
 pub use report::{CiReport, FailOn};
@@ -46,9 +47,10 @@ pub fn load_policy(
 ) -> Result<Option<report::LoadedPolicy>> {
     const POLICY_FILE: &str = crate::policy::config::POLICY_FILE;
     let Some(arg) = arg else {
-        let Some(bytes) = crate::git::objects::read_blob(repo, head, POLICY_FILE)? else {
+        let Some(id) = committed_policy(repo, head, POLICY_FILE)? else {
             return Ok(None);
         };
+        let bytes = crate::git::objects::blob_bytes(repo, id)?;
         let blob = format!("{head}:{POLICY_FILE}");
         let policy = PolicySource::blob(bytes, &blob, POLICY_FILE.to_owned())?.parse()?;
         return Ok(Some(report::LoadedPolicy {
@@ -74,6 +76,29 @@ pub fn load_policy(
         shown,
         repo_path,
     }))
+}
+
+/// The blob of the policy committed at `path` in `head`: the file, or the file a symbolic link
+/// there leads to inside the commit. A link that leads elsewhere is an error, not "no policy":
+/// a policy that cannot be read must not pass for none.
+fn committed_policy(
+    repo: &gix::Repository,
+    head: &str,
+    path: &str,
+) -> Result<Option<gix::ObjectId>> {
+    use crate::git::objects::{Entry, tree_entry};
+    match tree_entry(repo, head, path)? {
+        Some(Entry::File(id)) => Ok(Some(id)),
+        Some(Entry::Link(link)) => {
+            let lookup = |p: &str| tree_entry(repo, head, p);
+            match follow_committed_link(repo, path, link, head, &lookup)? {
+                Origin::Blob { id, .. } => Ok(Some(id)),
+                Origin::Refused(reason) => Err(PolicyError::file(path, reason).into()),
+                _ => unreachable!("a committed link leads to a blob or is refused"),
+            }
+        }
+        Some(Entry::Dir | Entry::Submodule) | None => Ok(None),
+    }
 }
 
 /// Appends the Markdown to the summary file, within what GitHub accepts for one step

@@ -9,10 +9,12 @@ use super::entry::{FileEntry, counts_text, short_hash};
 use super::error::CiError;
 use crate::diff::StructuralDiff;
 use crate::formats::FileKind;
-use crate::git::objects::blob_id;
+use crate::git::objects::tree_entry;
 use crate::git::{ModelSide, PathFilter, Status};
 use crate::policy::report::{Phrasing, Tally, plural};
+use crate::policy::subject::follow_committed_link;
 use crate::policy::{FileError, Origin, Policy, Subject, Violation};
+use crate::render::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 
@@ -67,11 +69,12 @@ impl Rev {
     }
 }
 
-/// A file outside the structural report (not GGUF/safetensors by name) that the policy covers
-/// and the head side adds or changes, e.g. a pickle checkpoint.
-struct OtherFile {
+/// A file the policy judges on the head side: its path and blob, and whether that is a
+/// symbolic link (followed inside the head commit, or refused).
+struct HeadFile {
     path: String,
     id: ObjectId,
+    link: bool,
 }
 
 /// Everything one run found.
@@ -169,8 +172,8 @@ impl CiReport {
         if let Some(loaded) = &policy {
             report.policy_changed = match &loaded.repo_path {
                 Some(path) => {
-                    blob_id(repo, &report.base.commit, path)?
-                        != blob_id(repo, &report.head.commit, path)?
+                    tree_entry(repo, &report.base.commit, path)?
+                        != tree_entry(repo, &report.head.commit, path)?
                 }
                 None => false,
             };
@@ -180,17 +183,25 @@ impl CiReport {
     }
 
     /// Judges the head side of every changed file the policy covers: the model files of the
-    /// report and any other added or modified file (pickles, `.bin`, ...).
+    /// report and any other added or modified file (pickles, `.bin`, ...). A symbolic link is
+    /// judged as the file it leads to in the head commit, or reported as not checked when it
+    /// leads out of the repository or to no file.
     fn apply_policy(
         &mut self,
         repo: &gix::Repository,
         loaded: &LoadedPolicy,
         filter: &PathFilter,
     ) -> Result<()> {
-        let mut subjects: Vec<(String, ObjectId)> = self
+        let mut subjects: Vec<HeadFile> = self
             .files
             .iter()
-            .filter_map(|f| Some((f.change.new_path.clone()?, f.change.new_id?)))
+            .filter_map(|f| {
+                Some(HeadFile {
+                    path: f.change.new_path.clone()?,
+                    id: f.change.new_id?,
+                    link: f.change.new_link,
+                })
+            })
             .collect();
         let wanted = |path: &str| {
             !is_reported_path(path) && filter.matches(path) && loaded.policy.covers(path)
@@ -204,17 +215,28 @@ impl CiReport {
         .into_iter()
         .filter(|c| c.status != Status::Removed)
         .filter_map(|c| {
-            Some(OtherFile {
+            Some(HeadFile {
                 path: c.new_path?,
                 id: c.new_id?,
+                link: c.new_link,
             })
         });
-        subjects.extend(others.into_iter().map(|o| (o.path, o.id)));
-        subjects.sort();
-        for (path, id) in subjects {
+        subjects.extend(others);
+        subjects.sort_by(|a, b| a.path.cmp(&b.path));
+        let head = self.head.commit.clone();
+        let lookup = |p: &str| crate::git::objects::tree_entry(repo, &head, p);
+        for HeadFile { path, id, link } in subjects {
+            let origin = if link {
+                if !loaded.policy.covers(&path) {
+                    continue;
+                }
+                follow_committed_link(repo, &path, id, &self.head.rev, &lookup)?
+            } else {
+                Origin::Blob { repo, id }
+            };
             let subject = Subject {
                 path: path.clone(),
-                origin: Origin::Blob { repo, id },
+                origin,
             };
             match crate::policy::evaluate(&loaded.policy, &subject) {
                 Ok(Some(found)) => {
@@ -281,13 +303,14 @@ impl CiReport {
     }
 
     /// One line per changed file, then (when `violations`) one per violation and per file
-    /// the policy could not judge: the log of a run without annotations.
+    /// the policy could not judge: the log of a run without annotations. Paths and reasons are
+    /// shown escaped, so none of them starts a line of the log.
     pub fn text_lines(&self, violations: bool) -> String {
         let mut out = String::new();
         for f in &self.files {
             let path = match (&f.change.old_path, &f.change.new_path) {
-                (Some(a), Some(b)) if a != b => format!("{a} -> {b}"),
-                _ => f.path().to_owned(),
+                (Some(a), Some(b)) if a != b => format!("{} -> {}", shown(a), shown(b)),
+                _ => shown(f.path()).into_owned(),
             };
             let _ = writeln!(
                 out,
@@ -306,7 +329,12 @@ impl CiReport {
                 out.push('\n');
             }
             for e in &self.unchecked {
-                let _ = writeln!(out, "{}: cannot check: {}", e.path, e.reason);
+                let _ = writeln!(
+                    out,
+                    "{}: cannot check: {}",
+                    shown(&e.path),
+                    shown(&e.reason)
+                );
             }
         }
         out

@@ -1,6 +1,9 @@
 //! The one change walk: which files differ between two trees, or between a tree and the work
 //! tree (through the index, like `git diff REV`), restricted by a path predicate, with exact
 //! renames paired by blob id. `git diff`, `ci` and `delta store` all list files through it.
+//!
+//! Symbolic links are listed as changes too (a link named `m.gguf` is reported for what it
+//! is, not passed over): each side says whether it is one; their blob holds the target.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -46,6 +49,11 @@ pub struct FileChange {
     pub new_id: Option<ObjectId>,
     /// The work-tree file holding the new side (comparisons against the work tree).
     pub new_worktree: Option<PathBuf>,
+    /// Whether the old side is a symbolic link (its blob holds the target).
+    pub old_link: bool,
+    /// Whether the new side is a symbolic link (its blob, or the work-tree link, holds the
+    /// target).
+    pub new_link: bool,
 }
 
 impl FileChange {
@@ -161,18 +169,47 @@ pub fn changed_files(
     Ok(changes)
 }
 
-/// Every blob under `tree` whose path `select` accepts, by path.
+/// Every file (regular or executable, not a symbolic link) under `tree` whose path `select`
+/// accepts, by path.
 pub fn tree_files(
     repo: &gix::Repository,
     tree: ObjectId,
     select: &dyn Fn(&str) -> bool,
 ) -> Result<BTreeMap<String, ObjectId>> {
+    Ok(tree_blobs(repo, tree, select)?
+        .into_iter()
+        .filter(|(_, side)| !side.link)
+        .map(|(path, side)| (path, side.id))
+        .collect())
+}
+
+/// A file or symbolic link of a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlobSide {
+    id: ObjectId,
+    link: bool,
+}
+
+/// Every file and symbolic link under `tree` whose path `select` accepts, by path.
+fn tree_blobs(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    select: &dyn Fn(&str) -> bool,
+) -> Result<BTreeMap<String, BlobSide>> {
     let mut all = Vec::new();
     let mut prefix = String::new();
     diff_trees(repo, Some(tree), None, &mut prefix, select, &mut all)?;
     Ok(all
         .into_iter()
-        .filter_map(|c| Some((c.old_path?, c.old_id?)))
+        .filter_map(|c| {
+            Some((
+                c.old_path?,
+                BlobSide {
+                    id: c.old_id?,
+                    link: c.old_link,
+                },
+            ))
+        })
         .collect())
 }
 
@@ -273,7 +310,11 @@ fn diff_trees(
             prefix.push_str(name);
         }
         let blob = |e: Option<&(gix::objs::tree::EntryMode, ObjectId)>| {
-            e.filter(|(m, _)| m.is_blob()).map(|(_, id)| *id)
+            e.filter(|(m, _)| m.is_blob_or_symlink())
+                .map(|(m, id)| BlobSide {
+                    id: *id,
+                    link: m.is_link(),
+                })
         };
         let (old_blob, new_blob) = (blob(o), blob(n));
         if old_blob != new_blob && select(prefix) {
@@ -284,7 +325,7 @@ fn diff_trees(
     Ok(())
 }
 
-fn blob_change(path: &str, old: Option<ObjectId>, new: Option<ObjectId>) -> FileChange {
+fn blob_change(path: &str, old: Option<BlobSide>, new: Option<BlobSide>) -> FileChange {
     let status = match (old, new) {
         (None, _) => Status::Added,
         (_, None) => Status::Removed,
@@ -294,9 +335,11 @@ fn blob_change(path: &str, old: Option<ObjectId>, new: Option<ObjectId>) -> File
         status,
         old_path: old.map(|_| path.to_owned()),
         new_path: new.map(|_| path.to_owned()),
-        old_id: old,
-        new_id: new,
+        old_id: old.map(|s| s.id),
+        new_id: new.map(|s| s.id),
         new_worktree: None,
+        old_link: old.is_some_and(|s| s.link),
+        new_link: new.is_some_and(|s| s.link),
     }
 }
 
@@ -311,7 +354,7 @@ fn diff_tree_worktree(
         .workdir()
         .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?
         .to_owned();
-    let mut base = tree_files(repo, base_tree, select)?;
+    let mut base = tree_blobs(repo, base_tree, select)?;
     let index = open_index(repo)?;
     let stat_options = repo.stat_options().map_err(|e| GitError::Index {
         path: repo.index_path(),
@@ -321,14 +364,15 @@ fn diff_tree_worktree(
     let mut seen_conflict = std::collections::HashSet::new();
     for entry in index.entries() {
         let path = entry.path(&index).to_string();
-        if !select(&path) || !is_file_mode(entry.mode) {
+        let index_link = entry.mode == gix::index::entry::Mode::SYMLINK;
+        if !select(&path) || !(is_file_mode(entry.mode) || index_link) {
             continue;
         }
         let conflicted = entry.stage() != gix::index::entry::Stage::Unconflicted;
         if conflicted && !seen_conflict.insert(path.clone()) {
             continue;
         }
-        let old_id = base.remove(&path);
+        let old = base.remove(&path);
         let file = match gix::path::from_bstr(entry.path(&index)) {
             Ok(relative) => workdir.join(relative),
             Err(_) => workdir.join(&path),
@@ -337,7 +381,7 @@ fn diff_tree_worktree(
             .flags
             .contains(gix::index::entry::Flags::SKIP_WORKTREE);
         let meta = match std::fs::symlink_metadata(&file) {
-            Ok(meta) if meta.is_file() => Some(meta),
+            Ok(meta) if meta.is_file() || meta.file_type().is_symlink() => Some(meta),
             Ok(_) => None,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
@@ -347,18 +391,36 @@ fn diff_tree_worktree(
                 });
             }
         };
+        let staged = BlobSide {
+            id: entry.id,
+            link: index_link,
+        };
         let Some(meta) = meta.filter(|_| !skip_worktree) else {
             if skip_worktree && !conflicted {
                 // Not checked out (sparse checkout): the index is the work tree's content.
-                if old_id != Some(entry.id) {
-                    out.push(blob_change(&path, old_id, Some(entry.id)));
+                if old != Some(staged) {
+                    out.push(blob_change(&path, old, Some(staged)));
                 }
-            } else if let Some(old_id) = old_id {
-                out.push(blob_change(&path, Some(old_id), None));
+            } else if let Some(old) = old {
+                out.push(blob_change(&path, Some(old), None));
             }
             continue;
         };
+        if meta.file_type().is_symlink() {
+            // A link in the work tree: git stores its target as the blob.
+            let new = BlobSide {
+                id: worktree_link_id(repo, &file)?,
+                link: true,
+            };
+            if old != Some(new) {
+                let mut change = blob_change(&path, old, Some(new));
+                change.new_worktree = Some(file);
+                out.push(change);
+            }
+            continue;
+        }
         let stat_clean = !conflicted
+            && !index_link
             && !entry
                 .flags
                 .contains(gix::index::entry::Flags::INTENT_TO_ADD)
@@ -370,34 +432,42 @@ fn diff_tree_worktree(
                         && !entry.stat.is_racy(index.timestamp(), stat_options)
                 });
         let new_id = stat_clean.then_some(entry.id);
-        let unchanged = match (old_id, new_id) {
-            (Some(old), Some(new)) => old == new,
-            (Some(old), None) => worktree_matches_blob(repo, old, &file, meta.len())?,
+        let unchanged = match (old, new_id) {
+            (Some(old), _) if old.link => false,
+            (Some(old), Some(new)) => old.id == new,
+            (Some(old), None) => worktree_matches_blob(repo, old.id, &file, meta.len())?,
             (None, _) => false,
         };
         if unchanged {
             continue;
         }
-        let mut change = blob_change(&path, old_id, Some(entry.id));
+        let mut change = blob_change(
+            &path,
+            old,
+            Some(BlobSide {
+                id: entry.id,
+                link: false,
+            }),
+        );
         change.new_id = new_id;
         change.new_worktree = Some(file);
         out.push(change);
     }
     // Paths of BASE the index no longer tracks were deleted (even if an untracked file remains).
-    for (path, id) in base {
-        out.push(blob_change(&path, Some(id), None));
+    for (path, old) in base {
+        out.push(blob_change(&path, Some(old), None));
     }
     // A moved file's stat data no longer matches (the rename changed its ctime), so its id is
     // unknown: compare it with the removed blobs to find an exact rename. Sizes are checked
     // first, so only a candidate of equal size is hashed.
     let removed: Vec<ObjectId> = out
         .iter()
-        .filter(|c| c.status == Status::Removed)
+        .filter(|c| c.status == Status::Removed && !c.old_link)
         .filter_map(|c| c.old_id)
         .collect();
     if !removed.is_empty() {
         for change in out.iter_mut() {
-            if change.status != Status::Added || change.new_id.is_some() {
+            if change.status != Status::Added || change.new_id.is_some() || change.new_link {
                 continue;
             }
             let Some(file) = change.new_worktree.clone() else {
@@ -415,6 +485,17 @@ fn diff_tree_worktree(
         }
     }
     Ok(out)
+}
+
+/// The blob id git gives the work-tree symbolic link `file`: that of its target path.
+fn worktree_link_id(repo: &gix::Repository, file: &Path) -> Result<ObjectId> {
+    let target = std::fs::read_link(file).map_err(|e| GitError::Io {
+        path: file.to_owned(),
+        source: e,
+    })?;
+    let bytes = gix::path::into_bstr(target).map_err(|e| object_error(file.display(), e))?;
+    gix::objs::compute_hash(repo.object_hash(), gix::objs::Kind::Blob, &bytes)
+        .map_err(|e| object_error(file.display(), e))
 }
 
 /// Whether the work-tree `file` holds the content of `blob` (smudged or not): sizes first, and
@@ -476,12 +557,12 @@ fn read_prefix(file: &Path, limit: usize) -> Result<Vec<u8>> {
 /// Pairs removed and added files with the same blob id into renames (exact renames only, as
 /// in `git diff -M100%`), first by path order so the result is deterministic.
 fn pair_renames(changes: &mut Vec<FileChange>) {
-    let mut added_by_id: HashMap<ObjectId, Vec<usize>> = HashMap::new();
+    let mut added_by_id: HashMap<(ObjectId, bool), Vec<usize>> = HashMap::new();
     for (i, c) in changes.iter().enumerate() {
         if c.status == Status::Added
             && let Some(id) = c.new_id
         {
-            added_by_id.entry(id).or_default().push(i);
+            added_by_id.entry((id, c.new_link)).or_default().push(i);
         }
     }
     for list in added_by_id.values_mut() {
@@ -496,7 +577,8 @@ fn pair_renames(changes: &mut Vec<FileChange>) {
         let Some(id) = changes[r].old_id else {
             continue;
         };
-        let Some(added) = added_by_id.get_mut(&id).and_then(|l| l.pop()) else {
+        let key = (id, changes[r].old_link);
+        let Some(added) = added_by_id.get_mut(&key).and_then(|l| l.pop()) else {
             continue;
         };
         let a = changes[added].clone();
@@ -505,6 +587,7 @@ fn pair_renames(changes: &mut Vec<FileChange>) {
         c.new_path = a.new_path;
         c.new_id = a.new_id;
         c.new_worktree = a.new_worktree;
+        c.new_link = a.new_link;
         drop[added] = true;
     }
     let mut i = 0;
@@ -527,6 +610,8 @@ mod tests {
             old_id: old.map(|(_, n)| id(n)),
             new_id: new.map(|(_, n)| id(n)),
             new_worktree: None,
+            old_link: false,
+            new_link: false,
         }
     }
 

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::side::{self, ModelSide};
 use crate::diff::StructuralDiff;
 use crate::render::Palette;
+use crate::render::escape::shown;
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,8 +26,11 @@ pub enum Invocation {
         path: String,
         old_file: PathBuf,
         old_hex: String,
+        /// git's octal mode of the old side (`100644`, `120000` for a symbolic link, ...).
+        old_mode: String,
         new_file: PathBuf,
         new_hex: String,
+        new_mode: String,
         /// The new path of a rename (9-argument form).
         new_path: Option<String>,
     },
@@ -42,8 +46,10 @@ impl Invocation {
                 path: text(0),
                 old_file: PathBuf::from(&args[1]),
                 old_hex: text(2),
+                old_mode: text(3),
                 new_file: PathBuf::from(&args[4]),
                 new_hex: text(5),
+                new_mode: text(6),
                 new_path: (args.len() == 9).then(|| text(7)),
             }),
             _ => None,
@@ -67,24 +73,33 @@ fn run_inner(args: &[OsString], color: bool) -> String {
         ),
         Some(Invocation::Unmerged { path }) => format!(
             "{}\nunmerged: resolve the conflict first; compare the sides with \
-             `weight-inspect diff :2:{path} :3:{path}`\n",
-            header(color, Some(&path), Some(&path))
+             `weight-inspect diff :2:{p} :3:{p}`\n",
+            header(color, Some(&path), Some(&path)),
+            p = shown(&path)
         ),
         Some(Invocation::Pair {
             path,
             old_file,
             old_hex,
+            old_mode,
             new_file,
             new_hex,
+            new_mode,
             new_path,
         }) => {
             // A repository is opened only for LFS pointers (GIT_LFS_SKIP_SMUDGE=1 hands us
-            // pointers instead of content).
-            let side = |file: &Path| {
-                (file != Path::new("/dev/null")).then(|| side::model_side_of_file(file))
+            // pointers instead of content). For a symbolic link, git hands over its target.
+            let side = |file: &Path, mode: &str| {
+                (file != Path::new("/dev/null")).then(|| {
+                    if mode == LINK_MODE {
+                        link_side(file)
+                    } else {
+                        side::model_side_of_file(file)
+                    }
+                })
             };
-            let old = side(&old_file);
-            let new = side(&new_file);
+            let old = side(&old_file, &old_mode);
+            let new = side(&new_file, &new_mode);
             let new_path = new_path.unwrap_or_else(|| path.clone());
             let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
             render_change(
@@ -99,11 +114,27 @@ fn run_inner(args: &[OsString], color: bool) -> String {
     }
 }
 
+/// git's mode of a symbolic link.
+const LINK_MODE: &str = "120000";
+
+/// A symbolic link's side: git hands over a file holding its target (read only if it is a
+/// small regular file, as a link target is).
+fn link_side(file: &Path) -> ModelSide {
+    const MAX_TARGET: u64 = 64 * 1024;
+    let target = match std::fs::metadata(file) {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_TARGET => std::fs::read(file)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_else(|e| format!("(unreadable: {e})")),
+        _ => "(unreadable)".to_owned(),
+    };
+    ModelSide::Link { target }
+}
+
 /// The header line naming the file: `weight-inspect a/old b/new`, with `/dev/null` for a
-/// missing side.
+/// missing side; paths shown escaped.
 pub fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>) -> String {
-    let old = old_path.map_or("/dev/null".to_owned(), |p| format!("a/{p}"));
-    let new = new_path.map_or("/dev/null".to_owned(), |p| format!("b/{p}"));
+    let old = old_path.map_or("/dev/null".to_owned(), |p| format!("a/{}", shown(p)));
+    let new = new_path.map_or("/dev/null".to_owned(), |p| format!("b/{}", shown(p)));
     let text = match (old_path, new_path) {
         (Some(o), Some(n)) if o != n => format!("weight-inspect {old} {new} (renamed)"),
         _ => format!("weight-inspect {old} {new}"),
@@ -172,7 +203,7 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide) {
             );
         }
         (None, Some(note)) => {
-            let _ = writeln!(out, "{label}: {note}");
+            let _ = writeln!(out, "{label}: {}", shown(&note));
         }
         (None, None) => {}
     }

@@ -1,6 +1,7 @@
 //! Reading the object database and the index with gix: open the repository, resolve
-//! revisions, look up blobs by `REV:path` or index stage, and read blob content (whole, or a
-//! bounded prefix of a large one).
+//! revisions, look up what a path is in a tree or the index ([`Entry`]: a file's blob, a
+//! symbolic link, a directory) by `REV:path` or index stage, and read blob content (whole, or
+//! a bounded prefix of a large one).
 
 use std::path::Path;
 
@@ -44,9 +45,42 @@ pub fn resolve_tree(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
     Ok(tree.id)
 }
 
-/// The blob id and mode of `path` (relative to the repository root, `/`-separated) in `rev`,
-/// or None if `rev` has no such file.
-pub fn blob_id(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<ObjectId>> {
+/// What a path names in a tree or in the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular (or executable) file: its blob.
+    File(ObjectId),
+    /// A symbolic link: the blob holding its target (see [`link_target`]).
+    Link(ObjectId),
+    /// A directory.
+    Dir,
+    /// A submodule (a commit of another repository).
+    Submodule,
+}
+
+impl Entry {
+    /// The file's blob; None for anything but a regular file.
+    pub fn file(self) -> Option<ObjectId> {
+        match self {
+            Entry::File(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// What it is, for messages: "a symbolic link", "a directory", ...
+    pub fn describe(self) -> &'static str {
+        match self {
+            Entry::File(_) => "a file",
+            Entry::Link(_) => "a symbolic link",
+            Entry::Dir => "a directory",
+            Entry::Submodule => "a submodule",
+        }
+    }
+}
+
+/// What `path` (relative to the repository root, `/`-separated) is in `rev`, or None if `rev`
+/// has nothing there.
+pub fn tree_entry(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<Entry>> {
     let tree_id = resolve_tree(repo, rev)?;
     let tree = repo
         .find_tree(tree_id)
@@ -54,7 +88,30 @@ pub fn blob_id(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<O
     let entry = tree
         .lookup_entry_by_path(Path::new(path))
         .map_err(|e| object_error(format!("{rev}:{path}"), e))?;
-    Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
+    Ok(entry.map(|e| {
+        let mode = e.mode();
+        if mode.is_link() {
+            Entry::Link(e.object_id())
+        } else if mode.is_tree() {
+            Entry::Dir
+        } else if mode.is_commit() {
+            Entry::Submodule
+        } else {
+            Entry::File(e.object_id())
+        }
+    }))
+}
+
+/// The blob id of the file `path` (relative to the repository root, `/`-separated) in `rev`,
+/// or None if `rev` has no such file (nothing, or no regular file: see [`tree_entry`]).
+pub fn blob_id(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<ObjectId>> {
+    Ok(tree_entry(repo, rev, path)?.and_then(Entry::file))
+}
+
+/// The target of the symbolic link whose blob is `id` (git stores a link as a blob holding its
+/// target path), as text.
+pub fn link_target(repo: &gix::Repository, id: ObjectId) -> Result<String> {
+    Ok(String::from_utf8_lossy(&blob_bytes(repo, id)?).into_owned())
 }
 
 /// The content of the blob `id`.
@@ -77,17 +134,40 @@ pub fn staged_id(repo: &gix::Repository, path: &str) -> Result<Option<ObjectId>>
     staged_id_at(repo, path, gix::index::entry::Stage::Unconflicted)
 }
 
-/// The blob id of `path` at `stage` of the index (1 base, 2 ours, 3 theirs during a merge).
+/// The blob id of the file `path` at `stage` of the index (1 base, 2 ours, 3 theirs during a
+/// merge), or None if the index has no such file (see [`index_entry`]).
 pub fn staged_id_at(
     repo: &gix::Repository,
     path: &str,
     stage: gix::index::entry::Stage,
 ) -> Result<Option<ObjectId>> {
+    Ok(index_entry(repo, path, stage)?.and_then(Entry::file))
+}
+
+/// What `path` is at `stage` of the index, or None if the index has nothing there.
+pub fn index_entry(
+    repo: &gix::Repository,
+    path: &str,
+    stage: gix::index::entry::Stage,
+) -> Result<Option<Entry>> {
     let index = open_index(repo)?;
     Ok(index
         .entry_by_path_and_stage(path.into(), stage)
-        .filter(|e| is_file_mode(e.mode))
-        .map(|e| e.id))
+        .map(|e| index_mode_entry(e.mode, e.id)))
+}
+
+/// An index entry's mode and id as an [`Entry`].
+pub(crate) fn index_mode_entry(mode: gix::index::entry::Mode, id: ObjectId) -> Entry {
+    use gix::index::entry::Mode;
+    if is_file_mode(mode) {
+        Entry::File(id)
+    } else if mode == Mode::SYMLINK {
+        Entry::Link(id)
+    } else if mode == Mode::COMMIT {
+        Entry::Submodule
+    } else {
+        Entry::Dir
+    }
 }
 
 /// The content of `path` as staged in the index (stage 0), or None if it is not staged.

@@ -7,7 +7,8 @@ use std::path::Path;
 use gix::ObjectId;
 
 use super::GitError;
-use super::objects;
+use super::objects::{self, Entry};
+use crate::render::escape::{escape_name, shown};
 
 /// A parsed `REV:path`. `rev` is empty for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,22 +55,41 @@ impl RevPath {
         }
     }
 
-    /// The blob it names, or an error saying that the revision (or index) has no such file.
+    /// The blob of the file it names, or an error saying what the revision (or index) has
+    /// there instead: nothing, a symbolic link (which is not followed: its target may lie
+    /// anywhere), a directory or a submodule.
     pub fn blob(&self, repo: &gix::Repository, cwd: &Path) -> Result<ObjectId, GitError> {
         let path = self.repo_path(repo, cwd);
-        let id = if self.is_index() {
-            objects::staged_id_at(repo, &path, self.stage)?
+        let entry = if self.is_index() {
+            objects::index_entry(repo, &path, self.stage)?
         } else {
-            objects::blob_id(repo, &self.rev, &path)?
+            objects::tree_entry(repo, &self.rev, &path)?
         };
-        id.ok_or_else(|| {
-            let place = if self.is_index() {
-                "the index"
-            } else {
-                &self.rev
-            };
-            GitError::Usage(format!("{}: {path} does not exist in {place}", self.spec))
-        })
+        let place = if self.is_index() {
+            "the index"
+        } else {
+            &self.rev
+        };
+        // The argument as typed, escaped (the message never starts a line with it); the
+        // link's target as every name from the repository is shown.
+        let (spec, shown_path) = (escape_name(&self.spec), escape_name(&path));
+        match entry {
+            Some(Entry::File(id)) => Ok(id),
+            None => Err(GitError::Usage(format!(
+                "{spec}: {shown_path} does not exist in {place}"
+            ))),
+            Some(Entry::Link(id)) => {
+                let target = objects::link_target(repo, id)?;
+                Err(GitError::Usage(format!(
+                    "{spec}: {shown_path} is a symbolic link in {place} (to {}), not a file",
+                    shown(&target)
+                )))
+            }
+            Some(other) => Err(GitError::Usage(format!(
+                "{spec}: {shown_path} is {} in {place}, not a file",
+                other.describe()
+            ))),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! One side of a comparison as far as it can be read without smudging: a parsed model, an LFS
-//! pointer whose object is not here, a file that is no model, or one that does not parse. LFS
-//! pointers lead to the local object store, of which only the header pages are read.
+//! pointer whose object is not here, a file that is no model, one that does not parse, or a
+//! symbolic link (reported with its target, never followed). LFS pointers lead to the local
+//! object store, of which only the header pages are read.
 
 use std::path::Path;
 
@@ -35,6 +36,9 @@ pub enum ModelSide {
         error: String,
         lfs: Option<Pointer>,
     },
+    /// A symbolic link (committed, or in the work tree): not a file, so not read; its target
+    /// may lie anywhere.
+    Link { target: String },
 }
 
 /// See [`ModelSide::json`].
@@ -62,6 +66,7 @@ impl ModelSide {
             | ModelSide::NotModel { lfs, .. }
             | ModelSide::Invalid { lfs, .. } => lfs.as_ref(),
             ModelSide::Absent { pointer } => Some(pointer),
+            ModelSide::Link { .. } => None,
         }
     }
 
@@ -74,16 +79,19 @@ impl ModelSide {
             ModelSide::Model { artifact, .. } => artifact.layout.file_size,
             ModelSide::NotModel { size, .. } | ModelSide::Invalid { size, .. } => *size,
             ModelSide::Absent { pointer } => pointer.size,
+            ModelSide::Link { target } => target.len() as u64,
         }
     }
 
-    /// "model", "absent" (LFS object not present locally), "not-model" or "invalid".
+    /// "model", "absent" (LFS object not present locally), "not-model", "invalid" or "link"
+    /// (a symbolic link).
     pub fn kind(&self) -> &'static str {
         match self {
             ModelSide::Model { .. } => "model",
             ModelSide::Absent { .. } => "absent",
             ModelSide::NotModel { .. } => "not-model",
             ModelSide::Invalid { .. } => "invalid",
+            ModelSide::Link { .. } => "link",
         }
     }
 
@@ -115,6 +123,9 @@ impl ModelSide {
             ModelSide::Invalid { size, error, .. } => {
                 Some(format!("unreadable model file ({size} bytes): {error}"))
             }
+            ModelSide::Link { target } => Some(format!(
+                "a symbolic link to {target}, not a file (links are not followed)"
+            )),
         }
     }
 }
@@ -126,6 +137,9 @@ impl FileChange {
         repo: &gix::Repository,
         old_rev: &str,
     ) -> Result<Option<ModelSide>, GitError> {
+        if self.old_link {
+            return link_side(repo, self.old_id);
+        }
         blob_side(repo, self.old_id, self.old_path.as_deref(), old_rev)
     }
 
@@ -135,11 +149,36 @@ impl FileChange {
         repo: &gix::Repository,
         new_rev: &str,
     ) -> Result<Option<ModelSide>, GitError> {
+        if self.new_link {
+            if let Some(file) = &self.new_worktree {
+                let target = std::fs::read_link(file).map_err(|source| GitError::Io {
+                    path: file.clone(),
+                    source,
+                })?;
+                return Ok(Some(ModelSide::Link {
+                    target: target.to_string_lossy().into_owned(),
+                }));
+            }
+            return link_side(repo, self.new_id);
+        }
         if let Some(file) = &self.new_worktree {
             return Ok(Some(model_side_from_file(Some(repo), file)));
         }
         blob_side(repo, self.new_id, self.new_path.as_deref(), new_rev)
     }
+}
+
+/// The side of a committed symbolic link whose blob is `id`.
+fn link_side(
+    repo: &gix::Repository,
+    id: Option<gix::ObjectId>,
+) -> Result<Option<ModelSide>, GitError> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    Ok(Some(ModelSide::Link {
+        target: super::objects::link_target(repo, id)?,
+    }))
 }
 
 /// The side of blob `id` at `path` in `rev` (named `REV:path` in messages), if there is one.

@@ -11,12 +11,17 @@
 //!   delimiters, so their edits diff line by line, and git's default hunk header names the key.
 //!
 //! Textconv must never make `git diff` fail: every problem becomes a note in the output.
+//!
+//! Keys, tensor names, string values and the lines of long text come from the file: they are
+//! shown as [`crate::render::escape`] shows every name, so that no line of the output holds a
+//! control or bidirectional formatting character or is forged by one.
 
 use std::fmt::Write;
 use std::path::Path;
 
 use super::side::{self, ModelSide};
 use crate::artifact::{Array, Value};
+use crate::render::escape::{quoted, shown};
 use crate::{Artifact, Format};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
@@ -99,22 +104,31 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
             let _ = writeln!(out, "content: unreadable model file, {size} bytes");
             let _ = writeln!(out, "error: {}", stable_message(error, file));
         }
+        ModelSide::Link { target } => {
+            let _ = writeln!(
+                out,
+                "content: a symbolic link to {}, not a file",
+                shown(target)
+            );
+        }
     }
     out
 }
 
-/// Error messages name the file; git's temporary file names change on every run.
+/// Error messages name the file; git's temporary file names change on every run. The message
+/// (which may name the file, or a key of it) is shown escaped, as one line.
 fn stable_message(message: &str, file: &Path) -> String {
     let full = file.display().to_string();
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if full.is_empty() {
+    let message = if full.is_empty() {
         message.to_owned()
     } else {
         message.replace(&full, &name)
-    }
+    };
+    shown(&message).into_owned()
 }
 
 /// The rendering of a parsed model: header lines, then metadata and tensors.
@@ -165,7 +179,8 @@ pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>)
         let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
         let _ = writeln!(
             out,
-            "tensor {name}: {} [{}] {} bytes",
+            "tensor {}: {} [{}] {} bytes",
+            shown(name),
             tensor.dtype,
             shape.join(", "),
             tensor.byte_length
@@ -178,6 +193,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 fn render_metadata(out: &mut String, key: &str, value: &Value) {
+    let key = shown(key);
     match value {
         Value::String(s) if s.contains('\n') || s.chars().count() > INLINE_STRING => {
             // No sizes here: this line stays unchanged when the text changes, so git's default
@@ -185,7 +201,7 @@ fn render_metadata(out: &mut String, key: &str, value: &Value) {
             let _ = writeln!(out, "meta {key}: string, long text:");
             for line in s.split('\n') {
                 for segment in split_long_line(line) {
-                    let text = escape_controls(segment);
+                    let text = shown(segment);
                     if text.is_empty() {
                         out.push_str("    |\n");
                     } else {
@@ -248,7 +264,7 @@ fn inline_array(array: &Array) -> Option<String> {
         let element = array.get(i)?;
         let text = match &element {
             Value::Array(inner) => inline_array(inner)?,
-            Value::String(s) => format!("{s:?}"),
+            Value::String(s) => quoted(s),
             other => scalar_text(other),
         };
         parts.push(text);
@@ -261,7 +277,7 @@ fn inline_array(array: &Array) -> Option<String> {
 /// the structural hash).
 fn scalar_text(value: &Value) -> String {
     match value {
-        Value::String(s) => format!("{s:?}"),
+        Value::String(s) => quoted(s),
         Value::Array(a) => format!("array[{}; {}]", a.element_type_name(), a.len()),
         scalar => crate::render::text::scalar_text(scalar),
     }
@@ -292,20 +308,6 @@ fn split_long_line(line: &str) -> Vec<&str> {
     }
     pieces.push(&line[start..]);
     pieces
-}
-
-/// Control characters (tabs, carriage returns, escapes) shown as escapes, so every output
-/// line is one visible line.
-fn escape_controls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

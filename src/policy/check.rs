@@ -11,6 +11,7 @@ use super::config::{Effective, Expected, FormatName, Policy, Rule, Sourced};
 use super::error::PolicyError;
 use super::subject::{Content, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
+use crate::render::escape::shown;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -22,6 +23,9 @@ pub struct Violation {
     /// The policy key that is violated (`allowed_dtypes`, `require_lfs`, ...), or `format`
     /// when a structural key applies to a file that is not a readable GGUF/safetensors file.
     pub rule: &'static str,
+    /// What the rule expects and what the file holds, as text: the names in them (metadata
+    /// keys, tensor names, paths, string values) are shown escaped
+    /// ([`crate::render::escape::shown`]), so reports print them as they are.
     pub expected: String,
     pub found: String,
     /// The `[[rules]]` entry (1-based) the key came from, and its line in the policy file.
@@ -59,6 +63,9 @@ pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Vio
     let Some(eff) = policy.effective(&subject.path) else {
         return Ok(None);
     };
+    if let Origin::Refused(reason) = &subject.origin {
+        return Err(PolicyError::file(&subject.path, reason.clone()));
+    }
     let mut ev = Evaluation {
         reader: SubjectReader::new(subject),
         violations: Vec::new(),
@@ -154,7 +161,7 @@ impl Evaluation<'_, '_> {
                 "forbid_formats",
                 &forbid,
                 expected,
-                content.describe(),
+                shown(&content.describe()).into_owned(),
             );
             self.push(v);
         }
@@ -174,7 +181,7 @@ impl Evaluation<'_, '_> {
                         "a readable GGUF or safetensors file (for {})",
                         keys.join(", ")
                     ),
-                    other.describe(),
+                    shown(&other.describe()).into_owned(),
                 );
                 self.push(v);
                 return Ok(());
@@ -190,14 +197,15 @@ impl Evaluation<'_, '_> {
             Storage::Lfs(_) | Storage::LfsByAttributes => {}
             Storage::Git { why } => {
                 let path = self.path().to_string();
+                let p = shown(&path);
                 let v = Violation::new(
                     &path,
                     "require_lfs",
                     req,
                     "an LFS pointer in git".into(),
                     format!(
-                        "a regular git blob ({why}); fix: git rm --cached '{path}' && \
-                         git lfs track '{path}' && git add .gitattributes '{path}'"
+                        "a regular git blob ({why}); fix: git rm --cached '{p}' && \
+                         git lfs track '{p}' && git add .gitattributes '{p}'"
                     ),
                 );
                 self.push(v);
@@ -280,9 +288,10 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
     }
     if let Some(required) = eff.required_metadata {
         for (key, want) in required.value {
+            let shown_key = shown(key);
             let expected = match want {
-                Expected::Present => format!("metadata key {key}"),
-                Expected::Equals(v) => format!("{key} = {v}"),
+                Expected::Present => format!("metadata key {shown_key}"),
+                Expected::Equals(v) => format!("{shown_key} = {}", shown(&v.to_string())),
             };
             match (a.metadata.get(key), want) {
                 (None, _) => out.push(Violation::new(
@@ -290,7 +299,7 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
                     "required_metadata",
                     &required,
                     expected,
-                    format!("no metadata key {key}"),
+                    format!("no metadata key {shown_key}"),
                 )),
                 (Some(actual), Expected::Equals(v)) if !value_matches(v, actual) => {
                     out.push(Violation::new(
@@ -298,7 +307,10 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
                         "required_metadata",
                         &required,
                         expected,
-                        format!("{key} = {}", crate::render::text::value_summary(actual)),
+                        format!(
+                            "{shown_key} = {}",
+                            crate::render::text::value_summary(actual)
+                        ),
                     ))
                 }
                 _ => {}
@@ -308,6 +320,7 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
     if let Some(forbidden) = eff.forbidden_metadata {
         for key in forbidden.value {
             if let Some(actual) = a.metadata.get(key) {
+                let key = shown(key);
                 out.push(Violation::new(
                     path,
                     "forbidden_metadata",
@@ -359,7 +372,7 @@ fn tensors_of(dtype: &str, names: &[&str]) -> String {
     let listed = names
         .iter()
         .take(SHOWN)
-        .copied()
+        .map(|n| shown(n))
         .collect::<Vec<_>>()
         .join(", ");
     let more = if names.len() > SHOWN { ", ..." } else { "" };

@@ -309,7 +309,9 @@ fn glob_set(
 }
 
 /// Globs match repository-relative paths with `/` separators; `*` stays within one directory
-/// and `**` crosses directories, as in .gitignore.
+/// and `**` crosses directories, as in .gitignore. A glob that no such path can match (one
+/// leaving the root, with `.` or `..` components, or an empty one) is refused rather than
+/// silently matching nothing.
 fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
     if pattern.is_empty() {
         return Err("empty glob".into());
@@ -317,6 +319,17 @@ fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
     if pattern.starts_with('/') || pattern.starts_with("./") {
         return Err(format!(
             "glob {pattern:?} must be relative to the repository root, without a leading \"/\" or \"./\""
+        ));
+    }
+    if let Some(component) = pattern.split('/').find(|c| matches!(*c, "." | ".." | "")) {
+        let what = match component {
+            "" => "an empty path component (\"//\", or a trailing \"/\")".to_owned(),
+            other => format!("a {other:?} component"),
+        };
+        return Err(format!(
+            "glob {pattern:?} can never match: it has {what}, and the paths it is matched \
+             against are relative to the repository root, without \".\", \"..\" or empty \
+             components (write \"dir/**\" for everything below dir)"
         ));
     }
     GlobBuilder::new(pattern)
@@ -671,6 +684,38 @@ required_metadata = { general.architecture = "llama", "general.name" = "x", n = 
         let (l, _, m) = err("[[rules]]\npaths = [\"a\"]\nmax_file_size = \"5 parsecs\"\n");
         assert_eq!(l, 3);
         assert!(m.contains("parsecs"), "{m}");
+    }
+
+    #[test]
+    fn globs_that_can_never_match_are_located_errors() {
+        for (glob, needle) in [
+            ("../**", "\"..\" component"),
+            ("models/../x.gguf", "\"..\" component"),
+            ("**/..", "\"..\" component"),
+            ("models/./x.gguf", "\".\" component"),
+            (".", "\".\" component"),
+            ("models//x.gguf", "empty path component"),
+            ("models/", "empty path component"),
+            ("./a.gguf", "leading"),
+            ("/a.gguf", "leading"),
+        ] {
+            let text =
+                format!("[[rules]]\npaths = [\"**/*.gguf\"]\nexclude = [\"a\", \"{glob}\"]\n");
+            let (l, c, m) = err(&text);
+            assert_eq!((l, c), (3, 17), "{glob}: {m}");
+            assert!(m.contains(needle) && m.contains(glob), "{glob}: {m}");
+        }
+        // Dots inside names are ordinary.
+        for glob in [
+            "..a/*.gguf",
+            "a../b",
+            ".hidden/**",
+            "**/.cache/*.gguf",
+            "x/...",
+            "v1..2/*",
+        ] {
+            parse(&format!("[[rules]]\npaths = [\"{glob}\"]\n")).expect(glob);
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::render::escape::shown;
+
 /// Why `check`, `policy` or `hook` could not do its work.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -48,8 +50,8 @@ pub enum PolicyError {
     NothingPinned { shown: String },
     #[error("no GGUF or safetensors file to pin")]
     NoModelToPin,
-    /// One file cannot be judged (or pinned).
-    #[error("{path}: {reason}")]
+    /// One file cannot be judged (or pinned); the path is shown escaped.
+    #[error("{}: {reason}", shown(.path))]
     File { path: String, reason: FileReason },
     #[error("{}: not inside a git repository", .dir.display())]
     NoRepository { dir: PathBuf },
@@ -99,6 +101,23 @@ pub enum FileReason {
          `git lfs fetch` (or check out with LFS) so its structure can be checked"
     )]
     LfsObjectAbsent { oid: String, size: u64 },
+    /// A symbolic link whose target lies outside the repository: not followed.
+    #[error(
+        "a symbolic link to {}, which leads out of the repository; links are followed only \
+         to files inside it",
+        shown(.target)
+    )]
+    LinkLeavesRepository { target: String },
+    /// A symbolic link that leads to no regular file inside the repository: not followed.
+    #[error(
+        "a symbolic link to {}, which leads to {found}, not a regular file",
+        shown(.target)
+    )]
+    LinkToNonFile { target: String, found: String },
+    /// A named or listed path that is not a regular file (a FIFO, a device, a socket): not
+    /// read, since reading it could block or never end.
+    #[error("{found}, not a regular file; not read")]
+    NotRegularFile { found: &'static str },
 }
 
 impl PolicyError {

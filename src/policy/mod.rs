@@ -117,7 +117,9 @@ pub fn pin_paths(
         };
         out.push_str(&format!(
             "{}: {what} {} [{shown}, rule {}]\n",
-            p.path, p.hash, p.rule
+            crate::render::escape::shown(&p.path),
+            p.hash,
+            p.rule
         ));
     }
     Ok(out)

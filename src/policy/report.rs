@@ -10,6 +10,7 @@ use serde::ser::SerializeStruct;
 
 use super::check::Violation;
 use super::error::PolicyError;
+use crate::render::escape::shown;
 use crate::render::github::{Annotation, Level};
 
 /// Output formats of `check`.
@@ -195,16 +196,21 @@ pub fn text(report: &CheckReport) -> (String, String) {
     out.push_str(&format!("weight-inspect: {}\n", report.summary()));
     let mut err = String::new();
     for e in &report.errors {
-        err.push_str(&format!("weight-inspect: {}\n", e.message()));
+        err.push_str(&format!("weight-inspect: {}\n", shown(&e.message())));
     }
     (out, err)
 }
 
-/// `path: rule: expected ...; found ... [policy:line]`
+/// `path: rule: expected ...; found ... [policy:line]`, the path shown escaped.
 pub fn violation_line(v: &Violation, policy: &str) -> String {
     format!(
         "{}: {}: expected {}; found {} [{}:{}]",
-        v.path, v.rule, v.expected, v.found, policy, v.policy_line
+        shown(&v.path),
+        v.rule,
+        v.expected,
+        v.found,
+        policy,
+        v.policy_line
     )
 }
 
@@ -227,7 +233,7 @@ pub fn github(report: &CheckReport) -> String {
             level: Level::Error,
             file: Some(e.path.clone()),
             title: "weight-inspect: cannot check".into(),
-            message: e.message().into_owned(),
+            message: shown(&e.message()).into_owned(),
         };
         out.push_str(&annotation.command());
     }

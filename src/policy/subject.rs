@@ -5,6 +5,12 @@
 //! Reading is lazy and bounded: the LFS check looks at the stored blob's header, the size
 //! check at a pointer or file length, and the model bytes are read only when a rule needs the
 //! structure or the format; model files are mmapped and only their header pages touched.
+//!
+//! Only regular files are read. A symbolic link is followed to the regular file it leads to
+//! inside the repository ([`worktree_file`] in the work tree, [`follow_committed_link`] in a
+//! commit or the index); one leading out of the repository, or to anything but a regular
+//! file, is not followed but refused ([`Origin::Refused`]), and so is a FIFO, device or
+//! socket, which could block a read or never end it.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -14,8 +20,11 @@ use gix::ObjectId;
 use super::error::{FileReason, PolicyError};
 use crate::artifact::{Artifact, Format};
 use crate::formats::pickle::{self, PickleReport};
+use crate::git::GitError;
 use crate::git::lfs::{self, Pointer};
+use crate::git::objects::{Entry, link_target};
 use crate::read::Classified;
+use crate::render::escape::shown;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -52,6 +61,9 @@ pub enum Origin<'r> {
         file: PathBuf,
         index_id: Option<ObjectId>,
     },
+    /// A path that is not read, and why: a symbolic link that is not followed, or something
+    /// that is not a regular file. Judging it is an error that says so.
+    Refused(FileReason),
 }
 
 /// How git stores (or will store, once added) a file.
@@ -189,15 +201,24 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                     size: bytes.len() as u64,
                     bytes: None,
                 }),
-                Origin::Worktree { .. } => None,
+                Origin::Worktree { .. } | Origin::Refused(_) => None,
             };
             self.stored = stored;
         }
         Ok(self.stored.as_ref())
     }
 
+    /// The error of a refused subject.
+    fn refused(&self) -> Result<()> {
+        match &self.subject.origin {
+            Origin::Refused(reason) => Err(PolicyError::file(self.path(), reason.clone())),
+            _ => Ok(()),
+        }
+    }
+
     /// How git stores the subject (or will, once it is added).
     pub(crate) fn storage(&mut self) -> Result<Storage> {
+        self.refused()?;
         if let Some(stored) = self.stored()? {
             return Ok(match &stored.pointer {
                 Some(p) => Storage::Lfs(p.clone()),
@@ -245,6 +266,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
 
     /// The size of the file itself (an LFS pointer's promise for pointers).
     pub(crate) fn file_size(&mut self) -> Result<u64> {
+        self.refused()?;
         if let Some(stored) = self.stored()? {
             return Ok(stored.pointer.as_ref().map_or(stored.size, |p| p.size));
         }
@@ -271,6 +293,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
 
     /// The model bytes: the file, the LFS object a pointer names, or the blob.
     fn body(&mut self) -> Result<Body<'s>> {
+        self.refused()?;
         let path = self.path();
         let stored_pointer = self.stored()?.and_then(|s| s.pointer.clone());
         let subject: &'s Subject<'r> = self.subject;
@@ -295,6 +318,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                 Some(p) => lfs_body(*repo, path, &p),
                 None => map_file(file),
             },
+            Origin::Refused(reason) => Err(PolicyError::file(path, reason.clone())),
         }
     }
 }
@@ -306,22 +330,26 @@ pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
         other => Err(PolicyError::file(
             &subject.path,
             FileReason::NotAModel {
-                found: other.describe(),
+                found: crate::render::escape::shown(&other.describe()).into_owned(),
             },
         )),
     }
 }
 
 /// Whether a subject is a GGUF or safetensors file by its first bytes (an LFS pointer counts
-/// by its object, when present).
+/// by its object, when present). A refused subject is none.
 pub(crate) fn is_model(subject: &Subject<'_>) -> Result<bool> {
+    if matches!(subject.origin, Origin::Refused(_)) {
+        return Ok(false);
+    }
     let body = SubjectReader::new(subject).body()?;
     Ok(crate::formats::detect(body.bytes()).is_some())
 }
 
-/// The pointer a work-tree file holds, if it is a pointer text (smudging skipped).
+/// The pointer a work-tree file holds, if it is a pointer text (smudging skipped). Only a
+/// regular file is read.
 fn worktree_pointer(file: &Path) -> Result<Option<Pointer>> {
-    let meta = std::fs::metadata(file).map_err(|e| crate::Error::io(file, e))?;
+    let meta = regular_file(file)?;
     if meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
         return Ok(None);
     }
@@ -346,7 +374,161 @@ fn lfs_body(
     }
 }
 
+/// The metadata of `file`, an error unless it is a regular file (opening a FIFO blocks, and
+/// reading a device may never end).
+fn regular_file(file: &Path) -> Result<std::fs::Metadata> {
+    let meta = std::fs::metadata(file).map_err(|e| crate::Error::io(file, e))?;
+    if meta.is_file() {
+        return Ok(meta);
+    }
+    Err(PolicyError::file(
+        &file.display().to_string(),
+        FileReason::NotRegularFile {
+            found: non_file_kind(&meta),
+        },
+    ))
+}
+
+/// What a path that is not a regular file is, for messages.
+fn non_file_kind(meta: &std::fs::Metadata) -> &'static str {
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "a device, FIFO or socket"
+    }
+}
+
+/// What a work-tree file is judged as: itself when it is a regular file; when it is a symbolic
+/// link, the regular file inside `root` (canonical) it leads to; else why it is not read.
+/// A path that cannot be examined is passed on as is, for the read to report.
+pub(crate) fn worktree_file(root: &Path, file: &Path) -> std::result::Result<PathBuf, FileReason> {
+    let Ok(meta) = std::fs::symlink_metadata(file) else {
+        return Ok(file.to_owned());
+    };
+    if meta.is_file() {
+        return Ok(file.to_owned());
+    }
+    if !meta.file_type().is_symlink() {
+        return Err(FileReason::NotRegularFile {
+            found: non_file_kind(&meta),
+        });
+    }
+    let target = std::fs::read_link(file)
+        .map(|t| t.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nothing = || FileReason::LinkToNonFile {
+        target: target.clone(),
+        found: "nothing it can reach (a dangling link, or a loop)".into(),
+    };
+    let Ok(real) = file.canonicalize() else {
+        // Dangling: say whether it would lead out of the repository, by its text.
+        let named = lexical(&file.parent().unwrap_or(root).join(&target));
+        if !named.starts_with(root) {
+            return Err(FileReason::LinkLeavesRepository { target });
+        }
+        return Err(nothing());
+    };
+    if !real.starts_with(root) {
+        return Err(FileReason::LinkLeavesRepository { target });
+    }
+    match std::fs::metadata(&real) {
+        Ok(meta) if meta.is_file() => Ok(real),
+        Ok(meta) => Err(FileReason::LinkToNonFile {
+            target,
+            found: non_file_kind(&meta).into(),
+        }),
+        Err(_) => Err(nothing()),
+    }
+}
+
+/// `path` with `.` and `..` resolved by its text.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Links followed in a row before a committed link is given up on (as a system gives up on a
+/// loop).
+const MAX_LINKS: usize = 8;
+
+/// Where the committed symbolic link `path` (whose blob is `link`) leads inside its tree, a
+/// commit's or the index (`place`, for messages), whose entries `lookup` tells: the blob of the
+/// regular file it names, through at most [`MAX_LINKS`] links, or why it is not followed.
+pub(crate) fn follow_committed_link<'r>(
+    repo: &'r gix::Repository,
+    path: &str,
+    link: ObjectId,
+    place: &str,
+    lookup: &dyn Fn(&str) -> std::result::Result<Option<Entry>, GitError>,
+) -> Result<Origin<'r>> {
+    let first = link_target(repo, link)?;
+    let mut at = path.to_owned();
+    let mut target = first.clone();
+    for _ in 0..MAX_LINKS {
+        let Some(next) = join_link(&at, &target) else {
+            return Ok(Origin::Refused(FileReason::LinkLeavesRepository {
+                target: first,
+            }));
+        };
+        if next.is_empty() {
+            return Ok(Origin::Refused(FileReason::LinkToNonFile {
+                target: first,
+                found: "the top directory of the repository".into(),
+            }));
+        }
+        let found = match lookup(&next)? {
+            Some(Entry::File(id)) => return Ok(Origin::Blob { repo, id }),
+            Some(Entry::Link(id)) => {
+                target = link_target(repo, id)?;
+                at = next;
+                continue;
+            }
+            Some(other) => format!("{} ({} in {place})", other.describe(), shown(&next)),
+            None => format!("nothing ({} is not in {place})", shown(&next)),
+        };
+        return Ok(Origin::Refused(FileReason::LinkToNonFile {
+            target: first,
+            found,
+        }));
+    }
+    Ok(Origin::Refused(FileReason::LinkToNonFile {
+        target: first,
+        found: format!("more than {MAX_LINKS} links in a row"),
+    }))
+}
+
+/// The repository path that a link at `link_path` to `target` names, or None when the target
+/// leaves the repository (an absolute path, or `..` above the top directory).
+fn join_link(link_path: &str, target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = link_path.split('/').collect();
+    parts.pop();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    Some(parts.join("/"))
+}
+
 fn map_file(file: &Path) -> Result<Body<'static>> {
+    regular_file(file)?;
     let f = std::fs::File::open(file).map_err(|e| crate::Error::io(file, e))?;
     let len = f.metadata().map_err(|e| crate::Error::io(file, e))?.len();
     if len == 0 {

@@ -1,14 +1,17 @@
 //! Where a command runs: the repository (if any), the root that policy globs are relative to,
-//! the policy file, and the files to judge (index entries or work-tree files).
+//! the policy file, and the files to judge (index entries or work-tree files). Symbolic links
+//! among them are followed to the regular files they lead to inside the repository, or
+//! become [`Target::Refused`] (see [`super::subject`]).
 
 use std::path::{Component, Path, PathBuf};
 
 use gix::ObjectId;
 
 use super::config::POLICY_FILE;
-use super::error::PolicyError;
-use super::subject::{Origin, Subject};
+use super::error::{FileReason, PolicyError};
+use super::subject::{Origin, Subject, follow_committed_link, worktree_file};
 use crate::error::Error;
+use crate::git::objects::Entry;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -22,7 +25,7 @@ pub struct Workspace {
 }
 
 /// A file to judge, before it is bound to the repository as a [`Subject`].
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// A stage-0 index entry.
     Staged { path: String, id: ObjectId },
@@ -32,12 +35,16 @@ pub enum Target {
         file: PathBuf,
         index_id: Option<ObjectId>,
     },
+    /// A path that is not read (a symbolic link that is not followed, a FIFO, ...), and why.
+    Refused { path: String, reason: FileReason },
 }
 
 impl Target {
     pub fn path(&self) -> &str {
         match self {
-            Target::Staged { path, .. } | Target::Worktree { path, .. } => path,
+            Target::Staged { path, .. }
+            | Target::Worktree { path, .. }
+            | Target::Refused { path, .. } => path,
         }
     }
 
@@ -61,6 +68,10 @@ impl Target {
                     file: file.clone(),
                     index_id: *index_id,
                 },
+            },
+            Target::Refused { path, reason } => Subject {
+                path: path.clone(),
+                origin: Origin::Refused(reason.clone()),
             },
         }
     }
@@ -155,39 +166,29 @@ impl Workspace {
         if staged {
             let entries = self.index_entries()?;
             if paths.is_empty() {
-                out.extend(
-                    entries
-                        .into_iter()
-                        .map(|(path, id)| Target::Staged { path, id }),
-                );
+                for (path, entry) in &entries {
+                    out.push(self.staged_target(path, *entry)?);
+                }
             } else {
                 for arg in paths {
                     let rel = self.relative(arg)?;
                     let before = out.len();
-                    out.extend(
-                        entries
-                            .iter()
-                            .filter(|(p, _)| under(p, &rel))
-                            .map(|(path, id)| Target::Staged {
-                                path: path.clone(),
-                                id: *id,
-                            }),
-                    );
+                    for (path, entry) in entries.iter().filter(|(p, _)| under(p, &rel)) {
+                        out.push(self.staged_target(path, *entry)?);
+                    }
                     if out.len() == before {
                         return Err(PolicyError::NotStaged(arg.to_owned()));
                     }
                 }
             }
         } else if paths.is_empty() {
-            for (path, id) in self.index_entries()? {
+            for (path, entry) in self.index_entries()? {
                 let file = self.root.join(&path);
                 // Deleted in the work tree (or a sparse entry): nothing to judge there.
-                if std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-                    out.push(Target::Worktree {
-                        path,
-                        file,
-                        index_id: Some(id),
-                    });
+                let present = std::fs::symlink_metadata(&file)
+                    .is_ok_and(|m| m.is_file() || m.file_type().is_symlink());
+                if present {
+                    out.push(self.worktree_target(path, file, entry.file()));
                 }
             }
         } else {
@@ -199,41 +200,89 @@ impl Workspace {
                 entries
                     .binary_search_by(|(p, _)| p.as_str().cmp(rel))
                     .ok()
-                    .map(|i| entries[i].1)
+                    .and_then(|i| entries[i].1.file())
             };
             for arg in paths {
                 let file = self.cwd.join(arg);
-                let meta = std::fs::metadata(&file).map_err(|e| Error::io(arg, e))?;
+                // A named link is judged as a link (followed only to a file inside the
+                // repository), not walked into.
+                let meta = std::fs::symlink_metadata(&file).map_err(|e| Error::io(arg, e))?;
                 if meta.is_dir() {
                     let mut files = Vec::new();
                     walk(&file, &mut files)?;
                     for f in files {
                         let rel = self.relative(&f)?;
-                        out.push(Target::Worktree {
-                            index_id: index_id(&rel),
-                            path: rel,
-                            file: f,
-                        });
+                        let id = index_id(&rel);
+                        out.push(self.worktree_target(rel, f, id));
                     }
                 } else {
                     let rel = self.relative(arg)?;
-                    out.push(Target::Worktree {
-                        index_id: index_id(&rel),
-                        path: rel,
-                        file,
-                    });
+                    let id = index_id(&rel);
+                    out.push(self.worktree_target(rel, file, id));
                 }
             }
         }
-        out.sort();
+        // Stable: of two targets of one path (named twice), the first is kept.
+        out.sort_by(|a, b| a.path().cmp(b.path()));
         out.dedup_by(|a, b| a.path() == b.path());
         Ok(out)
     }
 
-    /// Stage-0 regular-file entries of the index (GIT_INDEX_FILE honored, as in hooks run by
-    /// `git commit -a`), sorted by path. Conflicted paths cannot be committed and are left out,
-    /// as are intent-to-add entries (`git add -N`), which have no content yet.
-    fn index_entries(&self) -> Result<Vec<(String, ObjectId)>> {
+    /// A work-tree file as a target: the file, the file a symbolic link leads to inside the
+    /// root (its index entry, the link's, does not say how the file is stored), or refused.
+    fn worktree_target(&self, path: String, file: PathBuf, index_id: Option<ObjectId>) -> Target {
+        match worktree_file(&self.root, &file) {
+            Ok(real) if real == file => Target::Worktree {
+                path,
+                file,
+                index_id,
+            },
+            Ok(real) => Target::Worktree {
+                path,
+                file: real,
+                index_id: None,
+            },
+            Err(reason) => Target::Refused { path, reason },
+        }
+    }
+
+    /// An index entry as a target: a file's blob, or for a symbolic link the blob of the file
+    /// it leads to in the index (or refused).
+    fn staged_target(&self, path: &str, entry: Entry) -> Result<Target> {
+        let repo = self.repo()?;
+        let id = match entry {
+            Entry::Link(link) => {
+                let lookup = |p: &str| {
+                    crate::git::objects::index_entry(
+                        repo,
+                        p,
+                        gix::index::entry::Stage::Unconflicted,
+                    )
+                };
+                match follow_committed_link(repo, path, link, "the index", &lookup)? {
+                    Origin::Blob { id, .. } => id,
+                    Origin::Refused(reason) => {
+                        return Ok(Target::Refused {
+                            path: path.to_owned(),
+                            reason,
+                        });
+                    }
+                    _ => unreachable!("a committed link leads to a blob or is refused"),
+                }
+            }
+            other => other.file().expect("index_entries lists files and links"),
+        };
+        Ok(Target::Staged {
+            path: path.to_owned(),
+            id,
+        })
+    }
+
+    /// Stage-0 regular-file and symbolic-link entries of the index (GIT_INDEX_FILE honored, as
+    /// in hooks run by `git commit -a`), sorted by path. Conflicted paths cannot be committed
+    /// and are left out, as are intent-to-add entries (`git add -N`), which have no content
+    /// yet.
+    fn index_entries(&self) -> Result<Vec<(String, Entry)>> {
         let repo = self.repo()?;
         let index = repo
             .index_or_empty()
@@ -243,16 +292,16 @@ impl Workspace {
             })?;
         let mut out = Vec::new();
         for entry in index.entries() {
-            use gix::index::entry::{Flags, Mode, Stage};
-            if entry.stage() != Stage::Unconflicted
-                || entry.flags.contains(Flags::INTENT_TO_ADD)
-                || !(entry.mode == Mode::FILE || entry.mode == Mode::FILE_EXECUTABLE)
-            {
+            use gix::index::entry::{Flags, Stage};
+            if entry.stage() != Stage::Unconflicted || entry.flags.contains(Flags::INTENT_TO_ADD) {
                 continue;
             }
-            out.push((entry.path(&index).to_string(), entry.id));
+            let kind = crate::git::objects::index_mode_entry(entry.mode, entry.id);
+            if matches!(kind, Entry::File(_) | Entry::Link(_)) {
+                out.push((entry.path(&index).to_string(), kind));
+            }
         }
-        out.sort();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 }
@@ -264,7 +313,9 @@ fn under(path: &str, dir: &str) -> bool {
         || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
 }
 
-/// Regular files below `dir`, not following symlinks, skipping `.git`.
+/// Everything below `dir` that is not a directory (regular files, and symbolic links and
+/// other files, which are judged as such: see [`Workspace::worktree_target`]), not following
+/// symbolic links, skipping `.git`.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     for entry in entries {
@@ -274,7 +325,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             if entry.file_name() != ".git" {
                 walk(&entry.path(), out)?;
             }
-        } else if kind.is_file() {
+        } else {
             out.push(entry.path());
         }
     }

@@ -9,6 +9,13 @@
 //! as `\\`, so that an escaped form cannot be confused with the same text in a name. Every
 //! other character, ordinary Unicode included, is shown as itself.
 
+//!
+//! Text we print may also be read by GitHub Actions' runner (a job log), which takes a line
+//! whose text, after leading white space, starts with `::` as a workflow command, and `##[`
+//! anywhere in a line as one in the legacy form. [`shown`], the form every name is printed in,
+//! therefore also escapes a `:` that a name starts with (after white space), as `\x3a`, and
+//! the first `#` of every `##[`, as `\x23`: the same escapes, so the name still reads back.
+
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -24,6 +31,47 @@ pub fn escape_name(name: &str) -> Cow<'_, str> {
         push_escaped(&mut out, c);
     }
     Cow::Owned(out)
+}
+
+/// How a name taken from a file or a repository is printed in text: [`escape_name`], and the
+/// openers of GitHub workflow commands escaped too (a leading `:`, and `##[`), so that a
+/// name, wherever it stands in a line, neither starts a line nor is read as a command.
+/// Borrowed unchanged when there is nothing to escape.
+pub fn shown(name: &str) -> Cow<'_, str> {
+    let lead = name.len() - name.trim_start().len();
+    let starts_with_colon = name[lead..].starts_with(':');
+    if !starts_with_colon && !name.contains("##[") {
+        return escape_name(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    push_shown(&mut out, name, None);
+    Cow::Owned(out)
+}
+
+/// A string value in double quotes, as [`shown`] shows names, with `"` escaped as `\"`.
+pub fn quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    push_shown(&mut out, value, Some('"'));
+    out.push('"');
+    out
+}
+
+/// Appends `text` escaped as [`shown`] escapes it; `quote` is escaped as `\"` too.
+fn push_shown(out: &mut String, text: &str, quote: Option<char>) {
+    let lead = text.len() - text.trim_start().len();
+    for (i, c) in text.char_indices() {
+        let command_opener = (i == lead && c == ':' && quote.is_none())
+            || (c == '#' && text[i..].starts_with("##["));
+        if command_opener {
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
+        } else if Some(c) == quote {
+            out.push('\\');
+            out.push(c);
+        } else {
+            push_escaped(out, c);
+        }
+    }
 }
 
 /// Whether [`escape_name`] escapes `c`.
@@ -151,6 +199,44 @@ mod tests {
         assert_eq!(unescape(&escape_name("a\\nb")), "a\\nb");
     }
 
+    #[test]
+    fn workflow_command_openers_are_escaped_where_they_act() {
+        let cases = [
+            ("::error ::x", "\\x3a:error ::x"),
+            ("  ::add-mask::s", "  \\x3a:add-mask::s"),
+            ("\u{a0}::stop-commands::t", "\u{a0}\\x3a:stop-commands::t"),
+            (":x", "\\x3ax"),
+            ("a::b", "a::b"),
+            ("std::vector", "std::vector"),
+            ("x ##[error]y", "x \\x23#[error]y"),
+            ("###[", "#\\x23#["),
+            ("## [", "## ["),
+            ("a\n::error ::x", "a\\n::error ::x"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(shown(name), want, "{name:?}");
+            assert_eq!(unescape(&shown(name)), name);
+        }
+        assert!(matches!(shown("blk.0.attn_q.weight"), Cow::Borrowed(_)));
+        assert_eq!(shown("a\x1b[2J"), "a\\x1b[2J");
+    }
+
+    #[test]
+    fn quoted_values_escape_quotes_and_command_openers() {
+        assert_eq!(quoted("llama"), "\"llama\"");
+        assert_eq!(quoted("x \"y\""), "\"x \\\"y\\\"\"");
+        assert_eq!(quoted("::error ::x"), "\"::error ::x\"");
+        assert_eq!(quoted("a ##[warning]b"), "\"a \\x23#[warning]b\"");
+        assert_eq!(
+            quoted("l1\nl2\u{1b}[2J\u{202e}"),
+            "\"l1\\nl2\\x1b[2J\\u{202e}\""
+        );
+        // Ordinary strings read as Rust's debug form reads them.
+        for s in ["llama", "tab\there", "back\\slash", "é 名 🦙", ""] {
+            assert_eq!(quoted(s), format!("{s:?}"));
+        }
+    }
+
     /// Characters around every class the rule tells apart.
     fn interesting() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
@@ -177,6 +263,22 @@ mod tests {
             // Unchanged, and borrowed, exactly when nothing needs escaping.
             let plain = !name.chars().any(needs_escape);
             proptest::prop_assert_eq!(matches!(shown, Cow::Borrowed(_)), plain);
+        }
+
+        #[test]
+        fn shown_names_read_back_and_open_no_command(name in interesting()) {
+            let name = format!("{name}::##[");
+            for candidate in [name.clone(), format!("::{name}"), format!(" :{name}")] {
+                let text = shown(&candidate);
+                proptest::prop_assert!(!text.chars().any(|c| c.is_control() || is_bidi_control(c)));
+                proptest::prop_assert!(!text.trim_start().starts_with(':'), "{:?}", text);
+                proptest::prop_assert!(!text.contains("##["), "{:?}", text);
+                proptest::prop_assert_eq!(unescape(&text), candidate.clone());
+                let value = quoted(&candidate);
+                proptest::prop_assert!(!value.contains("##["));
+                let inner = &value[1..value.len() - 1];
+                proptest::prop_assert_eq!(unescape(&inner.replace("\\\"", "\"")), candidate);
+            }
         }
 
         #[test]

@@ -1,6 +1,15 @@
 //! GitHub Actions workflow commands: annotations (`::error file=…,title=…::message`) and the
 //! escaping of their parts, as the Actions toolkit does it. `check --format github` and
 //! `ci --annotations` both print through here.
+//!
+//! A file or title is kept exact (GitHub finds the file by it) unless it holds a control or
+//! bidirectional formatting character: then it is shown escaped, as every name is
+//! ([`shown`]), so no such character reaches the log. A message is the caller's text,
+//! whose names the caller shows escaped (its own line breaks are kept, escaped as `%0A`).
+
+use std::borrow::Cow;
+
+use super::escape::{needs_escape, shown};
 
 /// The level of an annotation: the workflow command that shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,7 +28,8 @@ impl Level {
     }
 }
 
-/// One annotation: a message shown on a file (or on the run) under a title.
+/// One annotation: a message shown on a file (or on the run) under a title. `file` and `title`
+/// are as found; `message` holds names already shown escaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Annotation {
     pub level: Level,
@@ -33,15 +43,28 @@ impl Annotation {
     pub fn command(&self) -> String {
         let mut props = Vec::new();
         if let Some(file) = &self.file {
-            props.push(format!("file={}", escape_property(file)));
+            props.push(format!("file={}", escape_property(&property_text(file))));
         }
-        props.push(format!("title={}", escape_property(&self.title)));
+        props.push(format!(
+            "title={}",
+            escape_property(&property_text(&self.title))
+        ));
         format!(
             "::{} {}::{}\n",
             self.level.command(),
             props.join(","),
             escape_data(&self.message)
         )
+    }
+}
+
+/// A property's value: itself, or shown escaped when it holds a control or bidirectional
+/// formatting character (a backslash alone keeps a path exact).
+fn property_text(value: &str) -> Cow<'_, str> {
+    if value.chars().any(|c| c != '\\' && needs_escape(c)) {
+        shown(value)
+    } else {
+        Cow::Borrowed(value)
     }
 }
 
@@ -91,6 +114,25 @@ mod tests {
         assert_eq!(
             run.command(),
             "::error title=t%3A x::50%25 done%0D%0Anext: a,b\n"
+        );
+    }
+
+    #[test]
+    fn files_stay_exact_unless_they_hold_control_characters() {
+        let on = |file: &str| Annotation {
+            level: Level::Error,
+            file: Some(file.into()),
+            title: "t".into(),
+            message: "m".into(),
+        };
+        // GitHub unescapes `%3A` and finds the file.
+        assert_eq!(
+            on("::error ::x\\y.gguf").command(),
+            "::error file=%3A%3Aerror %3A%3Ax\\y.gguf,title=t::m\n"
+        );
+        assert_eq!(
+            on("a\n::stop-commands::x\x1b[2J\u{202e}.gguf").command(),
+            "::error file=a\\n%3A%3Astop-commands%3A%3Ax\\x1b[2J\\u{202e}.gguf,title=t::m\n"
         );
     }
 }

@@ -6,6 +6,7 @@ use crate::artifact::{Array, Artifact, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
 use crate::identity::{structural_hash, value_digest};
 use crate::render::Palette;
+use crate::render::escape::{quoted, shown};
 
 /// Tensors listed by `inspect` unless `--all`.
 const INSPECT_TENSORS: usize = 5;
@@ -69,30 +70,36 @@ pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool) -> String {
     if !artifact.metadata.is_empty() {
         let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));
         for (key, value) in &artifact.metadata {
-            let _ = writeln!(out, "  {key}: {}", value_summary(value));
+            let _ = writeln!(out, "  {}: {}", shown(key), value_summary(value));
         }
     }
 
     if !artifact.tensors.is_empty() {
-        let shown = if all {
+        let listed = if all {
             artifact.tensors.len()
         } else {
             INSPECT_TENSORS.min(artifact.tensors.len())
         };
-        let heading = if shown == artifact.tensors.len() {
+        let heading = if listed == artifact.tensors.len() {
             "Tensors:".to_string()
         } else {
-            format!("First {shown} tensors:")
+            format!("First {listed} tensors:")
         };
         let _ = writeln!(out, "\n{}", palette.heading(&heading));
-        for (i, (name, tensor)) in artifact.tensors.iter().take(shown).enumerate() {
-            let _ = writeln!(out, "  {}: {name} {}", i + 1, tensor_summary(tensor));
+        for (i, (name, tensor)) in artifact.tensors.iter().take(listed).enumerate() {
+            let _ = writeln!(
+                out,
+                "  {}: {} {}",
+                i + 1,
+                shown(name),
+                tensor_summary(tensor)
+            );
         }
-        if shown < artifact.tensors.len() {
+        if listed < artifact.tensors.len() {
             let _ = writeln!(
                 out,
                 "  … {} more (--all lists every tensor)",
-                artifact.tensors.len() - shown
+                artifact.tensors.len() - listed
             );
         }
     }
@@ -163,14 +170,14 @@ fn array_summary(array: &Array) -> String {
     )
 }
 
-/// Quoted with escapes, shortened to a readable length with the full size noted.
+/// Quoted with escapes ([`quoted`]), shortened to a readable length with the full size noted.
 pub fn quote_short(s: &str) -> String {
     let count = s.chars().count();
     if count <= MAX_STRING_CHARS {
-        return format!("{s:?}");
+        return quoted(s);
     }
     let head: String = s.chars().take(MAX_STRING_CHARS).collect();
-    format!("{head:?}… ({} chars)", count)
+    format!("{}… ({} chars)", quoted(&head), count)
 }
 
 /// A value as one diff line: arrays also carry a content digest, so two arrays whose first
@@ -276,6 +283,7 @@ pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ:
 }
 
 fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, palette: &Palette) {
+    let key = shown(key);
     match change {
         Change::Added(v) => {
             let _ = writeln!(
@@ -349,7 +357,7 @@ fn write_text_diff(out: &mut String, old: &str, new: &str, palette: &Palette) {
         let _ = writeln!(out, "{}", palette.dim("      @@"));
         for op in group {
             for change in text_diff.iter_changes(&op) {
-                let line = change.value().trim_end_matches(['\n', '\r']);
+                let line = shown(change.value().trim_end_matches(['\n', '\r']));
                 let text = match change.tag() {
                     similar::ChangeTag::Delete => palette.removed(&format!("      -{line}")),
                     similar::ChangeTag::Insert => palette.added(&format!("      +{line}")),
@@ -367,6 +375,7 @@ fn write_tensor_change(
     change: &Change<TensorInfo>,
     palette: &Palette,
 ) {
+    let name = shown(name);
     match change {
         Change::Added(t) => {
             let _ = writeln!(

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::formats::wdelta::{self, Params, WdeltaFile};
+use crate::render::escape::shown;
 
 /// Dense size of a tensor: its element count times the size of its base dtype (float32 when
 /// the file does not record it, as in version 1).
@@ -17,7 +18,7 @@ fn dense_bytes(entry: &wdelta::TensorEntry) -> u64 {
 }
 
 /// A stable multi-line description: version, strategy, parent hash, sizes, then one line per
-/// tensor in name order.
+/// tensor in name order. Names and texts of the file are shown escaped.
 pub fn describe(file: &WdeltaFile) -> String {
     use std::fmt::Write as _;
     let h = &file.header;
@@ -25,7 +26,7 @@ pub fn describe(file: &WdeltaFile) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "format: wdelta version {}", file.version);
     let _ = writeln!(s, "strategy: {}", h.strategy.name());
-    let _ = writeln!(s, "parent hash: {}", h.parent_hash);
+    let _ = writeln!(s, "parent hash: {}", shown(&h.parent_hash));
     let _ = writeln!(s, "tensors: {}", h.tensors.len());
     let _ = writeln!(s, "file size: {} bytes", file.file_len);
     let _ = writeln!(s, "dense size: {dense} bytes");
@@ -38,13 +39,14 @@ pub fn describe(file: &WdeltaFile) -> String {
         let dims: Vec<String> = e.shape.iter().map(u64::to_string).collect();
         let _ = write!(
             s,
-            "tensor {name}: {} [{}] {} bytes",
+            "tensor {}: {} [{}] {} bytes",
+            shown(name),
             e.strategy().name(),
             dims.join(", "),
             file.tensor_bytes(name)
         );
         if let Some(b) = &e.base_dtype {
-            let _ = write!(s, " base {b}");
+            let _ = write!(s, " base {}", shown(b));
         }
         match e.params {
             Params::Sparse { sparsity } => {
