@@ -26,7 +26,7 @@ use crate::{Artifact, Format};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
-pub const HEADER: &str = "weight-inspect textconv 1";
+pub const HEADER: &str = "weight-inspect textconv 2";
 
 /// Arrays up to this many elements (and [`INLINE_WIDTH`] characters) are shown in full.
 const INLINE_ELEMENTS: usize = 16;
