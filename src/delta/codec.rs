@@ -14,7 +14,7 @@
 use half::f16;
 
 use crate::formats::wdelta::{
-    ArrayDtype, DtypeName, OwnedArray, Params, Shape, Strategy, TensorArrays, TensorEntry,
+    ArrayDtype, DtypeName, OwnedArray, PackedShape, Params, Strategy, TensorArrays, TensorEntry,
     index_iter, quantized_cols, quantized_rows,
 };
 
@@ -71,7 +71,7 @@ pub fn entry_for(shape: &[u64], opts: &EncodeOptions, base_dtype: Option<&str>) 
         },
     };
     TensorEntry {
-        shape: Shape::from_slice(shape),
+        shape: PackedShape::from_slice(shape),
         dtype: "float32".into(),
         base_dtype: if opts.version >= 2 {
             base_dtype.map(DtypeName::from)

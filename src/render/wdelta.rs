@@ -113,7 +113,7 @@ struct DescribeJson<'a> {
 struct TensorJson<'a> {
     name: &'a str,
     strategy: &'static str,
-    shape: &'a [u64],
+    shape: &'a wdelta::PackedShape,
     dtype: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_dtype: Option<&'a str>,

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::{
-    DtypeName, Header, Params, Shape, Strategy, TensorEntry, TensorName, Tensors, WdeltaError,
+    DtypeName, Header, PackedShape, Params, Strategy, TensorEntry, TensorName, Tensors, WdeltaError,
 };
 
 /// The most dimensions a tensor's shape may have (numpy's own limit is 64).
@@ -217,16 +217,20 @@ impl<'de> de::Deserialize<'de> for Scalar {
 struct ShapeVisitor;
 
 impl<'de> Visitor<'de> for ShapeVisitor {
-    type Value = Option<Shape>;
+    type Value = Option<PackedShape>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a list of non-negative integers")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut dims = Shape::new();
+        let mut dims = PackedShape::new();
+        let mut count = 0;
         let mut ok = true;
         while let Some(v) = seq.next_element::<Scalar>()? {
             match v.as_u64() {
-                Some(d) if ok && dims.len() < MAX_DIMS => dims.push(d),
+                Some(d) if ok && count < MAX_DIMS => {
+                    dims.push(d);
+                    count += 1;
+                }
                 _ => ok = false,
             }
         }
@@ -256,7 +260,7 @@ impl<'de> Visitor<'de> for ShapeVisitor {
     }
 }
 
-struct ShapeValue(Option<Shape>);
+struct ShapeValue(Option<PackedShape>);
 
 impl<'de> de::Deserialize<'de> for ShapeValue {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<ShapeValue, D::Error> {
@@ -442,7 +446,7 @@ impl<'de> Visitor<'de> for TensorsSeed<'_> {
 #[derive(Default)]
 struct RawEntry {
     strategy: Option<Scalar>,
-    shape: Option<Option<Shape>>,
+    shape: Option<Option<PackedShape>>,
     dtype: Option<Scalar>,
     base_dtype: Option<Scalar>,
     /// Numbers and other scalars by key (sparsity, n_elements, ...).
@@ -564,7 +568,7 @@ fn build_entry(
     };
     if shape
         .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .try_fold(1u64, |acc, d| acc.checked_mul(d))
         .is_none()
     {
         return Err(bad("shape", "dimensions whose product fits in 64 bits"));
@@ -650,7 +654,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(h.parent_hash, HASH);
-        assert_eq!(h.tensors["a"].shape[..], [2, 3]);
+        assert_eq!(h.tensors["a"].shape.to_vec(), [2, 3]);
     }
 
     #[test]
@@ -712,8 +716,12 @@ mod tests {
             sparse_entry("[3]"),
         ))
         .unwrap();
-        let got: Vec<(&str, &[u64])> = h.tensors.iter().map(|(n, e)| (n, &e.shape[..])).collect();
-        assert_eq!(got, [("a", &[2u64][..]), ("b", &[3u64][..])]);
+        let got: Vec<(&str, Vec<u64>)> = h
+            .tensors
+            .iter()
+            .map(|(n, e)| (n, e.shape.to_vec()))
+            .collect();
+        assert_eq!(got, [("a", vec![2]), ("b", vec![3])]);
         assert_eq!(h.tensors["a"].dtype, "float32");
     }
 

@@ -156,12 +156,12 @@ impl Params {
     }
 }
 
-/// One entry of the header's `tensors` map. Its shape is inline up to four dimensions and its
-/// dtype names inline (every name numpy gives is short), so an entry owns no heap memory in the
-/// usual case.
+/// One entry of the header's `tensors` map. Its shape is packed inline (up to four dimensions
+/// below 2^28) and its dtype names inline (every name numpy gives is short), so an entry owns
+/// no heap memory in the usual case.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorEntry {
-    pub shape: Shape,
+    pub shape: PackedShape,
     /// dtype of the delta as the reference records it (always "float32" when written here;
     /// kept as the file spells it, since it is echoed).
     pub dtype: DtypeName,
@@ -174,6 +174,114 @@ pub struct TensorEntry {
 /// A dtype name as a file spells it: stored inline up to 24 bytes.
 pub type DtypeName = compact_str::CompactString;
 
+/// The dimensions of a tensor entry as LEB128 varints (seven bits a byte): inline up to 16
+/// bytes, and never more bytes than the dimensions take as JSON text (a dimension "0," is two
+/// bytes of JSON, one here; eight as a u64).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct PackedShape {
+    bytes: SmallVec<[u8; 16]>,
+}
+
+impl PackedShape {
+    pub fn new() -> PackedShape {
+        PackedShape::default()
+    }
+
+    pub fn from_slice(dims: &[u64]) -> PackedShape {
+        dims.iter().copied().collect()
+    }
+
+    pub fn push(&mut self, mut dim: u64) {
+        loop {
+            let low = (dim & 0x7f) as u8;
+            dim >>= 7;
+            if dim == 0 {
+                self.bytes.push(low);
+                return;
+            }
+            self.bytes.push(low | 0x80);
+        }
+    }
+
+    /// The dimensions, first to last.
+    pub fn iter(&self) -> PackedShapeIter<'_> {
+        PackedShapeIter { bytes: &self.bytes }
+    }
+
+    /// Number of dimensions.
+    pub fn len(&self) -> usize {
+        self.bytes.iter().filter(|b| *b & 0x80 == 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
+
+    /// The dimensions unpacked (inline up to four).
+    pub fn unpack(&self) -> Shape {
+        self.iter().collect()
+    }
+}
+
+impl FromIterator<u64> for PackedShape {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> PackedShape {
+        let mut shape = PackedShape::new();
+        for d in iter {
+            shape.push(d);
+        }
+        shape
+    }
+}
+
+/// Shown as the list of dimensions, as a `Vec<u64>` is.
+impl std::fmt::Debug for PackedShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Serialized as the list of dimensions, as a `&[u64]` is.
+impl serde::Serialize for PackedShape {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a PackedShape {
+    type Item = u64;
+    type IntoIter = PackedShapeIter<'a>;
+    fn into_iter(self) -> PackedShapeIter<'a> {
+        self.iter()
+    }
+}
+
+/// The dimensions of a [`PackedShape`].
+#[derive(Debug, Clone)]
+pub struct PackedShapeIter<'a> {
+    bytes: &'a [u8],
+}
+
+impl Iterator for PackedShapeIter<'_> {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        let mut dim = 0u64;
+        let mut shift = 0;
+        while let Some((&b, rest)) = self.bytes.split_first() {
+            self.bytes = rest;
+            dim |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Some(dim);
+            }
+            shift += 7;
+        }
+        None
+    }
+}
+
 impl TensorEntry {
     pub fn strategy(&self) -> Strategy {
         self.params.strategy()
@@ -183,7 +291,7 @@ impl TensorEntry {
     pub fn n_elements(&self) -> Option<u64> {
         self.shape
             .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .try_fold(1u64, |acc, d| acc.checked_mul(d))
     }
 }
 
@@ -504,7 +612,7 @@ mod tests {
 
     fn entry(n: u64) -> TensorEntry {
         TensorEntry {
-            shape: Shape::from_slice(&[n]),
+            shape: PackedShape::from_slice(&[n]),
             dtype: "float32".into(),
             base_dtype: None,
             params: Params::Sparse { sparsity: 0.5 },
@@ -586,10 +694,37 @@ mod tests {
     }
 
     #[test]
+    fn packed_shapes_round_trip_and_read_as_lists() {
+        let cases: [&[u64]; 5] = [
+            &[],
+            &[0],
+            &[127, 128, 16383, 16384],
+            &[u64::MAX, 0, 1 << 63, (1 << 56) - 1],
+            &[3; 64],
+        ];
+        for dims in cases {
+            let packed = PackedShape::from_slice(dims);
+            assert_eq!(packed.to_vec(), dims);
+            assert_eq!(packed.len(), dims.len());
+            assert_eq!(packed.is_empty(), dims.is_empty());
+            assert_eq!(packed.unpack().as_slice(), dims);
+            assert_eq!(format!("{packed:?}"), format!("{:?}", dims.to_vec()));
+            assert_eq!(
+                serde_json::to_string(&packed).unwrap(),
+                serde_json::to_string(dims).unwrap()
+            );
+        }
+        // Never more bytes than the JSON text of the dimensions.
+        assert!(PackedShape::from_slice(&[0; 16]).bytes.len() <= 16);
+        assert!(!PackedShape::from_slice(&[0; 16]).bytes.spilled());
+        assert!(PackedShape::from_slice(&[u64::MAX]).bytes.len() <= 20);
+    }
+
+    #[test]
     fn the_parsed_structures_stay_small() {
         // What a tensor costs besides its name beyond 24 bytes: an entry with its inline name,
         // and a record per field.
-        assert!(std::mem::size_of::<(TensorName, TensorEntry)>() <= 144);
+        assert!(std::mem::size_of::<(TensorName, TensorEntry)>() <= 128);
         assert!(std::mem::size_of::<Option<Record>>() <= 64);
     }
 }

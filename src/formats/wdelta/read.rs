@@ -232,7 +232,8 @@ impl WdeltaFile {
                         expected: format!("{n} (the product of the shape), found {n_elements}"),
                     });
                 }
-                let want_cols = quantized_cols(&entry.shape);
+                let shape = entry.shape.unpack();
+                let want_cols = quantized_cols(&shape);
                 if n_cols != want_cols {
                     return Err(WdeltaError::HeaderField {
                         key: format!("tensors.{name}.n_cols"),
@@ -247,7 +248,7 @@ impl WdeltaFile {
                 if signs.dtype != ArrayDtype::Uint8 {
                     return Err(dtype_err("packed_signs", signs, "uint8"));
                 }
-                let rows = quantized_rows(&entry.shape);
+                let rows = quantized_rows(&shape);
                 if scales.len() as u64 != rows {
                     return Err(len_err(
                         "scales",
