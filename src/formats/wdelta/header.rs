@@ -1,8 +1,9 @@
 //! The JSON header, parsed as a stream: each tensor entry becomes a [`TensorEntry`] as soon as it
 //! is read, and no value of the document is held as a generic JSON tree (a tree of a million
-//! small objects takes gigabytes). Strings are the only allocations sized by the input, and
-//! the header is capped before parsing, the tensor count as it is read and the dimensions of a
-//! shape at [`MAX_DIMS`], so memory stays proportional to the header's size.
+//! small objects takes gigabytes). Entries are compact ([`super::Tensors`]: one sorted table of
+//! inline names, packed shapes, inline dtype names). Strings are the only allocations sized by
+//! the input, and the header is capped before parsing, the tensor count as it is read and the
+//! dimensions of a shape at [`MAX_DIMS`], so memory stays proportional to the header's size.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -18,9 +19,10 @@ use super::{
 pub const MAX_DIMS: usize = 64;
 
 /// Bytes of header limit per tensor allowed: with the default header limit of 100 MB, 100,000
-/// tensors (the largest real checkpoints have fewer). Parsed, a tensor with its records takes
-/// well under a kilobyte besides its name (held twice: header and record index), so a file at
-/// the limits stays within three times the header limit.
+/// tensors (the largest real checkpoints have fewer). Parsed, a tensor takes 128 bytes besides a
+/// name longer than 24 bytes (held once) and a shape longer than 16 packed bytes, and 64 a
+/// record, which with the file's own bytes stays within 3 x (file less its raw array bytes) +
+/// 64 MiB (`tests/delta_hardening.rs`, `scripts/wdelta_header_rss.sh`).
 pub const HEADER_BYTES_PER_TENSOR: u64 = 1000;
 
 /// The most tensors a header may declare, given the header limit.
