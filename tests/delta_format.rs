@@ -44,7 +44,7 @@ fn small_file(version: u32) -> Vec<u8> {
     let header = Header {
         parent_hash: "ab".repeat(32),
         strategy: Strategy::Int4,
-        tensors,
+        tensors: tensors.into(),
     };
     write_to_vec(&header, version, &arrays)
 }

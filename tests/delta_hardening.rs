@@ -513,3 +513,159 @@ fn an_integer_change_that_cannot_be_carried_exactly_is_refused() {
     assert!(!wd.exists());
     assert!(temps_in(d).is_empty());
 }
+
+/// Writes a .wdelta of `n` empty tensors as scripts/wdelta_header_rss.py does: sparse (two
+/// records a tensor) or int4 (five), names of `name_len` bytes, header shapes of `ndim` zeros
+/// (records are 1-D). Returns the file's "header" in the sense of the memory bound, every byte
+/// but the raw array bytes (preamble, JSON, the records' framing, checksum), and the bytes of
+/// the JSON header alone.
+fn header_bomb(path: &Path, n: usize, int4: bool, name_len: usize, ndim: usize) -> (u64, u64) {
+    use sha2::{Digest, Sha256};
+    use std::io::Write;
+    // (field, dtype, elements, element size)
+    let arrays: &[(&str, &str, u64, u64)] = if int4 {
+        &[
+            ("outlier_idx", "int64", 0, 8),
+            ("outlier_vals", "float16", 0, 2),
+            ("scale", "float16", 1, 2),
+            ("zero_point", "float16", 1, 2),
+            ("packed", "uint8", 0, 1),
+        ]
+    } else {
+        &[("indices", "int64", 0, 8), ("values", "float32", 0, 4)]
+    };
+    let shape = vec!["0"; ndim].join(",");
+    let mut entry = if int4 {
+        format!(
+            r#"{{"strategy":"int4","shape":[{shape}],"dtype":"float32","outlier_fraction":0.01,"n_elements":0,"n_outliers":0"#
+        )
+    } else {
+        format!(r#"{{"strategy":"sparse","shape":[{shape}],"dtype":"float32","sparsity":0.9"#)
+    };
+    for (field, ..) in arrays {
+        entry.push_str(&format!(r#","{field}":{{"_ref":"{field}"}}"#));
+    }
+    entry.push('}');
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("{:x>name_len$}", format!("t{i:08}")))
+        .collect();
+    let mut json = format!(
+        r#"{{"parent_hash":"{}","strategy":"{}","tensors":{{"#,
+        "0".repeat(64),
+        if int4 { "int4" } else { "sparse" }
+    );
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(&format!(r#""{name}":{entry}"#));
+    }
+    json.push_str("}}");
+
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut hasher = Sha256::new();
+    let mut put = |bytes: &[u8]| {
+        hasher.update(bytes);
+        out.write_all(bytes).unwrap();
+    };
+    put(b"wdelta\0");
+    put(&1u32.to_le_bytes());
+    put(&(json.len() as u32).to_le_bytes());
+    put(json.as_bytes());
+    let mut payload = 0;
+    for name in &names {
+        for (field, dtype, count, size) in arrays {
+            for s in [name.as_str(), field, dtype] {
+                put(&(s.len() as u32).to_le_bytes());
+                put(s.as_bytes());
+            }
+            put(&1u32.to_le_bytes());
+            put(&count.to_le_bytes());
+            put(&(count * size).to_le_bytes());
+            put(&vec![0; (count * size) as usize]);
+            payload += count * size;
+        }
+    }
+    let digest = hasher.finalize();
+    out.write_all(&digest).unwrap();
+    out.flush().unwrap();
+    drop(out);
+    (
+        std::fs::metadata(path).unwrap().len() - payload,
+        json.len() as u64,
+    )
+}
+
+/// Runs weight-inspect under Python's getrusage (as tests/header_bombs.rs does): exit code,
+/// stdout, stderr, peak RSS in bytes.
+fn run_measured(args: &[&str]) -> (Option<i32>, String, String, u64) {
+    const MEASURE: &str = r#"
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+sys.stderr.buffer.write(r.stderr)
+head = r.stdout[:4096].decode("utf-8", "replace").replace("\n", "|")
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, head)
+"#;
+    let out = Command::new(common::python())
+        .arg("-c")
+        .arg(MEASURE)
+        .arg(bin())
+        .args(args)
+        .env_remove("WEIGHT_INSPECT_MAX_HEADER_BYTES")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut fields = text.splitn(3, ' ');
+    let code = fields.next().and_then(|c| c.parse().ok());
+    let kib: u64 = fields.next().unwrap().trim().parse().unwrap();
+    let head = fields.next().unwrap_or("").replace('|', "\n");
+    (
+        code,
+        head,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        kib * 1024,
+    )
+}
+
+/// Files at the caps (100,000 tensors, the most a 100 MB header may declare): minimal entries,
+/// 64-dimension shapes (2 bytes of JSON a dimension) and 700-byte names (a 97 MB JSON header),
+/// each read by `delta inspect` (into memory) and `inspect` (mapped), in at most 3 x the header
+/// + 64 MiB, the header being the file less its raw array bytes (the file's own pages count).
+#[test]
+fn wdelta_headers_at_the_caps_parse_within_three_times_their_size() {
+    const MIB: u64 = 1 << 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("minimal", false, 9, 1),
+        ("dims", false, 9, 64),
+        ("long-names", true, 700, 1),
+    ];
+    for (label, int4, name_len, ndim) in cases {
+        let path = tmp.path().join(format!("{label}.wdelta"));
+        let (header, json) = header_bomb(&path, 100_000, int4, name_len, ndim);
+        let bound = 3 * header + 64 * MIB;
+        for command in [&["delta", "inspect"][..], &["inspect"][..]] {
+            let mut args = command.to_vec();
+            args.push(s(&path));
+            let (code, out, err, rss) = run_measured(&args);
+            assert_eq!(code, Some(0), "{label} {command:?}: {err}");
+            assert!(
+                out.contains("tensors: 100000\n"),
+                "{label} {command:?}: {out}"
+            );
+            assert!(
+                rss <= bound,
+                "{label} {command:?}: peak RSS {rss} bytes exceeds 3 x {header} + 64 MiB = {bound}"
+            );
+            if label == "minimal" {
+                // Tighter still: within 3 x the JSON header alone (13.5 MB) + 64 MiB.
+                let json_bound = 3 * json + 64 * MIB;
+                assert!(
+                    rss <= json_bound,
+                    "{label} {command:?}: peak RSS {rss} bytes exceeds 3 x {json} + 64 MiB"
+                );
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}

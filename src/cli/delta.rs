@@ -320,11 +320,10 @@ fn inspect(a: InspectArgs) -> Result<Exit> {
         s.push('\n');
         say(s)
     } else {
-        say(format!(
-            "file: {}\n{}",
-            a.delta.display(),
-            crate::render::wdelta::describe(&d.file)
-        ))
+        // Written in two pieces: the description of a large delta is not copied again.
+        let path = a.delta.display().to_string();
+        write_stdout(format!("file: {}\n", crate::render::escape::shown(&path)).as_bytes())?;
+        say(crate::render::wdelta::describe(&d.file))
     }
 }
 

@@ -14,8 +14,8 @@
 use half::f16;
 
 use crate::formats::wdelta::{
-    ArrayDtype, OwnedArray, Params, Strategy, TensorArrays, TensorEntry, index_iter,
-    quantized_cols, quantized_rows,
+    ArrayDtype, DtypeName, OwnedArray, PackedShape, Params, Strategy, TensorArrays, TensorEntry,
+    index_iter, quantized_cols, quantized_rows,
 };
 
 /// What to encode with.
@@ -71,10 +71,10 @@ pub fn entry_for(shape: &[u64], opts: &EncodeOptions, base_dtype: Option<&str>) 
         },
     };
     TensorEntry {
-        shape: shape.to_vec(),
+        shape: PackedShape::from_slice(shape),
         dtype: "float32".into(),
         base_dtype: if opts.version >= 2 {
-            base_dtype.map(str::to_string)
+            base_dtype.map(DtypeName::from)
         } else {
             None
         },

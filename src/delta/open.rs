@@ -196,7 +196,7 @@ pub(crate) fn check_against_base(delta: &OpenDelta, base: &Model) -> Result<()> 
     for (name, e) in &delta.file.header.tensors {
         match base.tensors.get(name) {
             None => differences.push(format!("only in the delta: {name}")),
-            Some(t) if t.shape != e.shape => differences.push(format!(
+            Some(t) if !e.shape.iter().eq(t.shape.iter().copied()) => differences.push(format!(
                 "shape of {name}: {:?} in the delta, {:?} in the base",
                 e.shape, t.shape
             )),

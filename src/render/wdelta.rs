@@ -23,7 +23,9 @@ pub fn describe(file: &WdeltaFile) -> String {
     use std::fmt::Write as _;
     let h = &file.header;
     let dense: u64 = h.tensors.values().map(dense_bytes).sum();
-    let mut s = String::new();
+    // Sized up front: a description of many tensors is as long as their names, and a string
+    // grown by doubling would hold up to twice that (and both copies while it grows).
+    let mut s = String::with_capacity(estimate(file));
     let _ = writeln!(s, "format: wdelta version {}", file.version);
     let _ = writeln!(s, "strategy: {}", h.strategy.name());
     let _ = writeln!(s, "parent hash: {}", shown(&h.parent_hash));
@@ -35,16 +37,13 @@ pub fn describe(file: &WdeltaFile) -> String {
         "compression ratio: {}",
         ratio_text(dense, file.file_len as u64)
     );
-    for (name, e) in &h.tensors {
-        let dims: Vec<String> = e.shape.iter().map(u64::to_string).collect();
-        let _ = write!(
-            s,
-            "tensor {}: {} [{}] {} bytes",
-            shown(name),
-            e.strategy().name(),
-            dims.join(", "),
-            file.tensor_bytes(name)
-        );
+    for (position, (name, e)) in h.tensors.iter().enumerate() {
+        let _ = write!(s, "tensor {}: {} [", shown(name), e.strategy().name());
+        for (i, d) in e.shape.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(s, "{sep}{d}");
+        }
+        let _ = write!(s, "] {} bytes", file.tensor_bytes_at(position));
         if let Some(b) = &e.base_dtype {
             let _ = write!(s, " base {}", shown(b));
         }
@@ -68,6 +67,22 @@ pub fn describe(file: &WdeltaFile) -> String {
         s.push('\n');
     }
     s
+}
+
+/// Bytes of a description, about: each tensor's name, dtype strings and dimensions and room for
+/// the rest of its line or object (capacity never written costs no memory).
+fn estimate(file: &WdeltaFile) -> usize {
+    file.header
+        .tensors
+        .iter()
+        .map(|(name, e)| {
+            name.len()
+                + e.dtype.len()
+                + e.base_dtype.as_ref().map_or(0, |b| b.len())
+                + 22 * e.shape.len()
+                + 200
+        })
+        .fold(1024usize, usize::saturating_add)
 }
 
 fn ratio(dense: u64, file: u64) -> f64 {
@@ -99,7 +114,7 @@ struct DescribeJson<'a> {
 struct TensorJson<'a> {
     name: &'a str,
     strategy: &'static str,
-    shape: &'a [u64],
+    shape: &'a wdelta::PackedShape,
     dtype: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_dtype: Option<&'a str>,
@@ -122,7 +137,8 @@ pub fn describe_json(file: &WdeltaFile) -> String {
     let tensors = h
         .tensors
         .iter()
-        .map(|(name, e)| {
+        .enumerate()
+        .map(|(position, (name, e))| {
             let (sparsity, outlier_fraction, n_outliers, int4_layout) = match e.params {
                 Params::Sparse { sparsity } => (Some(sparsity), None, None, None),
                 Params::Quantized { .. } => (None, None, None, None),
@@ -140,7 +156,7 @@ pub fn describe_json(file: &WdeltaFile) -> String {
                 dtype: &e.dtype,
                 base_dtype: e.base_dtype.as_deref(),
                 n_elements: e.n_elements().unwrap_or(0),
-                bytes: file.tensor_bytes(name),
+                bytes: file.tensor_bytes_at(position),
                 sparsity,
                 outlier_fraction,
                 n_outliers,
@@ -159,5 +175,8 @@ pub fn describe_json(file: &WdeltaFile) -> String {
         compression_ratio: (ratio(dense, file.file_len as u64) * 100.0).round() / 100.0,
         tensors,
     };
-    serde_json::to_string(&out).expect("serializable")
+    // Sized up front, as in `describe` (JSON escapes may still make it grow).
+    let mut buf = Vec::with_capacity(estimate(file));
+    serde_json::to_writer(&mut buf, &out).expect("serializable");
+    String::from_utf8(buf).expect("serde_json writes UTF-8")
 }

@@ -1,8 +1,9 @@
 //! The JSON header, parsed as a stream: each tensor entry becomes a [`TensorEntry`] as soon as it
 //! is read, and no value of the document is held as a generic JSON tree (a tree of a million
-//! small objects takes gigabytes). Strings are the only allocations sized by the input, and
-//! the header is capped before parsing, the tensor count as it is read and the dimensions of a
-//! shape at [`MAX_DIMS`], so memory stays proportional to the header's size.
+//! small objects takes gigabytes). Entries are compact ([`super::Tensors`]: one sorted table of
+//! inline names, packed shapes, inline dtype names). Strings are the only allocations sized by
+//! the input, and the header is capped before parsing, the tensor count as it is read and the
+//! dimensions of a shape at [`MAX_DIMS`], so memory stays proportional to the header's size.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -10,15 +11,18 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{Header, Params, Strategy, TensorEntry, WdeltaError};
+use super::{
+    DtypeName, Header, PackedShape, Params, Strategy, TensorEntry, TensorName, Tensors, WdeltaError,
+};
 
 /// The most dimensions a tensor's shape may have (numpy's own limit is 64).
 pub const MAX_DIMS: usize = 64;
 
 /// Bytes of header limit per tensor allowed: with the default header limit of 100 MB, 100,000
-/// tensors (the largest real checkpoints have fewer). Parsed, a tensor with its records takes
-/// well under a kilobyte besides its name (held twice: header and record index), so a file at
-/// the limits stays within three times the header limit.
+/// tensors (the largest real checkpoints have fewer). Parsed, a tensor takes 128 bytes besides a
+/// name longer than 24 bytes (held once) and a shape longer than 16 packed bytes, and 64 a
+/// record, which with the file's own bytes stays within 3 x (file less its raw array bytes) +
+/// 64 MiB (`tests/delta_hardening.rs`, `scripts/wdelta_header_rss.sh`).
 pub const HEADER_BYTES_PER_TENSOR: u64 = 1000;
 
 /// The most tensors a header may declare, given the header limit.
@@ -215,16 +219,20 @@ impl<'de> de::Deserialize<'de> for Scalar {
 struct ShapeVisitor;
 
 impl<'de> Visitor<'de> for ShapeVisitor {
-    type Value = Option<Vec<u64>>;
+    type Value = Option<PackedShape>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a list of non-negative integers")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut dims = Vec::new();
+        let mut dims = PackedShape::new();
+        let mut count = 0;
         let mut ok = true;
         while let Some(v) = seq.next_element::<Scalar>()? {
             match v.as_u64() {
-                Some(d) if ok && dims.len() < MAX_DIMS => dims.push(d),
+                Some(d) if ok && count < MAX_DIMS => {
+                    dims.push(d);
+                    count += 1;
+                }
                 _ => ok = false,
             }
         }
@@ -254,11 +262,32 @@ impl<'de> Visitor<'de> for ShapeVisitor {
     }
 }
 
-struct Shape(Option<Vec<u64>>);
+struct ShapeValue(Option<PackedShape>);
 
-impl<'de> de::Deserialize<'de> for Shape {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Shape, D::Error> {
-        d.deserialize_any(ShapeVisitor).map(Shape)
+impl<'de> de::Deserialize<'de> for ShapeValue {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<ShapeValue, D::Error> {
+        d.deserialize_any(ShapeVisitor).map(ShapeValue)
+    }
+}
+
+/// A tensor name, read straight into its inline-when-short form.
+struct Name(TensorName);
+
+impl<'de> de::Deserialize<'de> for Name {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        d.deserialize_str(NameVisitor).map(Name)
+    }
+}
+
+struct NameVisitor;
+
+impl<'de> Visitor<'de> for NameVisitor {
+    type Value = TensorName;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<TensorName, E> {
+        Ok(TensorName::new(v))
     }
 }
 
@@ -319,7 +348,7 @@ impl<'de> de::Deserialize<'de> for Ref {
 struct Top {
     parent_hash: Option<Scalar>,
     strategy: Option<Scalar>,
-    tensors: Option<BTreeMap<String, TensorEntry>>,
+    tensors: Option<Tensors>,
 }
 
 struct TopVisitor<'s> {
@@ -361,22 +390,22 @@ struct TensorsSeed<'s> {
 }
 
 impl<'de> DeserializeSeed<'de> for TensorsSeed<'_> {
-    type Value = Option<BTreeMap<String, TensorEntry>>;
+    type Value = Option<Tensors>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for TensorsSeed<'_> {
-    type Value = Option<BTreeMap<String, TensorEntry>>;
+    type Value = Option<Tensors>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object mapping tensor names to entries")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let state = self.state;
-        let mut tensors = BTreeMap::new();
+        let mut tensors = Vec::new();
         let mut count = 0u64;
-        while let Some(name) = map.next_key::<String>()? {
+        while let Some(Name(name)) = map.next_key::<Name>()? {
             count += 1;
             if count > state.max_tensors {
                 return Err(state.fail(WdeltaError::TooManyTensors {
@@ -387,9 +416,9 @@ impl<'de> Visitor<'de> for TensorsSeed<'_> {
             state.set_context(format!("tensors.{name}"));
             let raw = map.next_value_seed(EntrySeed)?;
             let entry = build_entry(&name, raw, state.version).map_err(|e| state.fail(e))?;
-            tensors.insert(name, entry);
+            tensors.push((name, entry));
         }
-        Ok(Some(tensors))
+        Ok(Some(Tensors::from_unsorted(tensors)))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -419,7 +448,7 @@ impl<'de> Visitor<'de> for TensorsSeed<'_> {
 #[derive(Default)]
 struct RawEntry {
     strategy: Option<Scalar>,
-    shape: Option<Option<Vec<u64>>>,
+    shape: Option<Option<PackedShape>>,
     dtype: Option<Scalar>,
     base_dtype: Option<Scalar>,
     /// Numbers and other scalars by key (sparsity, n_elements, ...).
@@ -468,7 +497,7 @@ impl<'de> Visitor<'de> for EntrySeed {
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "strategy" => e.strategy = Some(map.next_value()?),
-                "shape" => e.shape = Some(map.next_value::<Shape>()?.0),
+                "shape" => e.shape = Some(map.next_value::<ShapeValue>()?.0),
                 "dtype" => e.dtype = Some(map.next_value()?),
                 "base_dtype" => e.base_dtype = Some(map.next_value()?),
                 k => {
@@ -541,18 +570,18 @@ fn build_entry(
     };
     if shape
         .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .try_fold(1u64, |acc, d| acc.checked_mul(d))
         .is_none()
     {
         return Err(bad("shape", "dimensions whose product fits in 64 bits"));
     }
     let dtype = match raw.dtype {
-        Some(Scalar::Str(s)) => s,
+        Some(Scalar::Str(s)) => DtypeName::from(s),
         _ => return Err(bad("dtype", "a string")),
     };
     let base_dtype = match raw.base_dtype {
         None => None,
-        Some(Scalar::Str(s)) => Some(s),
+        Some(Scalar::Str(s)) => Some(DtypeName::from(s)),
         Some(_) => return Err(bad("base_dtype", "a string")),
     };
     let uint = |k: &str| {
@@ -627,7 +656,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(h.parent_hash, HASH);
-        assert_eq!(h.tensors["a"].shape, vec![2, 3]);
+        assert_eq!(h.tensors["a"].shape.to_vec(), [2, 3]);
     }
 
     #[test]
@@ -678,6 +707,24 @@ mod tests {
         assert!(
             matches!(err, WdeltaError::HeaderField { ref key, .. } if key == "tensors.a.shape")
         );
+    }
+
+    #[test]
+    fn tensors_come_out_sorted_and_a_repeated_name_keeps_its_last_entry() {
+        let h = parse(&format!(
+            r#"{{"parent_hash":"{HASH}","strategy":"sparse","tensors":{{"b":{},"a":{},"b":{}}}}}"#,
+            sparse_entry("[1]"),
+            sparse_entry("[2]"),
+            sparse_entry("[3]"),
+        ))
+        .unwrap();
+        let got: Vec<(&str, Vec<u64>)> = h
+            .tensors
+            .iter()
+            .map(|(n, e)| (n, e.shape.to_vec()))
+            .collect();
+        assert_eq!(got, [("a", vec![2]), ("b", vec![3])]);
+        assert_eq!(h.tensors["a"].dtype, "float32");
     }
 
     #[test]

@@ -15,7 +15,11 @@ mod header;
 mod read;
 mod write;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use smallvec::SmallVec;
+
+pub use crate::artifact::{Shape, TensorName};
 
 pub use error::WdeltaError;
 pub use header::{HEADER_BYTES_PER_TENSOR, MAX_DIMS, is_sha256_hex, max_tensors};
@@ -58,6 +62,11 @@ impl Strategy {
             "int4" => Some(Strategy::Int4),
             _ => None,
         }
+    }
+
+    /// The position of `field` among the strategy's fields.
+    pub fn field_slot(self, field: &str) -> Option<usize> {
+        self.fields().iter().position(|f| *f == field)
     }
 
     /// The array fields of the strategy, in the order the reference writes them.
@@ -147,15 +156,130 @@ impl Params {
     }
 }
 
-/// One entry of the header's `tensors` map.
+/// One entry of the header's `tensors` map. Its shape is packed inline (up to four dimensions
+/// below 2^28) and its dtype names inline (every name numpy gives is short), so an entry owns
+/// no heap memory in the usual case.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorEntry {
-    pub shape: Vec<u64>,
-    /// dtype of the delta as the reference records it (always "float32" when written here).
-    pub dtype: String,
-    /// Version 2: dtype of the base tensor ("float32", "bfloat16", "float16", "float64").
-    pub base_dtype: Option<String>,
+    pub shape: PackedShape,
+    /// dtype of the delta as the reference records it (always "float32" when written here;
+    /// kept as the file spells it, since it is echoed).
+    pub dtype: DtypeName,
+    /// Version 2: dtype of the base tensor ("float32", "bfloat16", "float16", "float64", or an
+    /// integer or bool dtype), as the file spells it.
+    pub base_dtype: Option<DtypeName>,
     pub params: Params,
+}
+
+/// A dtype name as a file spells it: stored inline up to 24 bytes.
+pub type DtypeName = compact_str::CompactString;
+
+/// The dimensions of a tensor entry as LEB128 varints (seven bits a byte): inline up to 16
+/// bytes, and never more bytes than the dimensions take as JSON text (a dimension "0," is two
+/// bytes of JSON, one here; eight as a u64).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct PackedShape {
+    bytes: SmallVec<[u8; 16]>,
+}
+
+impl PackedShape {
+    pub fn new() -> PackedShape {
+        PackedShape::default()
+    }
+
+    pub fn from_slice(dims: &[u64]) -> PackedShape {
+        dims.iter().copied().collect()
+    }
+
+    pub fn push(&mut self, mut dim: u64) {
+        loop {
+            let low = (dim & 0x7f) as u8;
+            dim >>= 7;
+            if dim == 0 {
+                self.bytes.push(low);
+                return;
+            }
+            self.bytes.push(low | 0x80);
+        }
+    }
+
+    /// The dimensions, first to last.
+    pub fn iter(&self) -> PackedShapeIter<'_> {
+        PackedShapeIter { bytes: &self.bytes }
+    }
+
+    /// Number of dimensions.
+    pub fn len(&self) -> usize {
+        self.bytes.iter().filter(|b| *b & 0x80 == 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
+
+    /// The dimensions unpacked (inline up to four).
+    pub fn unpack(&self) -> Shape {
+        self.iter().collect()
+    }
+}
+
+impl FromIterator<u64> for PackedShape {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> PackedShape {
+        let mut shape = PackedShape::new();
+        for d in iter {
+            shape.push(d);
+        }
+        shape
+    }
+}
+
+/// Shown as the list of dimensions, as a `Vec<u64>` is.
+impl std::fmt::Debug for PackedShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Serialized as the list of dimensions, as a `&[u64]` is.
+impl serde::Serialize for PackedShape {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a PackedShape {
+    type Item = u64;
+    type IntoIter = PackedShapeIter<'a>;
+    fn into_iter(self) -> PackedShapeIter<'a> {
+        self.iter()
+    }
+}
+
+/// The dimensions of a [`PackedShape`].
+#[derive(Debug, Clone)]
+pub struct PackedShapeIter<'a> {
+    bytes: &'a [u8],
+}
+
+impl Iterator for PackedShapeIter<'_> {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        let mut dim = 0u64;
+        let mut shift = 0;
+        while let Some((&b, rest)) = self.bytes.split_first() {
+            self.bytes = rest;
+            dim |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Some(dim);
+            }
+            shift += 7;
+        }
+        None
+    }
 }
 
 impl TensorEntry {
@@ -167,7 +291,7 @@ impl TensorEntry {
     pub fn n_elements(&self) -> Option<u64> {
         self.shape
             .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .try_fold(1u64, |acc, d| acc.checked_mul(d))
     }
 }
 
@@ -177,14 +301,189 @@ pub struct Header {
     pub parent_hash: String,
     pub strategy: Strategy,
     /// Sorted by name.
-    pub tensors: BTreeMap<String, TensorEntry>,
+    pub tensors: Tensors,
 }
+
+/// The header's tensor entries: one sorted table of names (inline up to 24 bytes) and entries,
+/// looked up by binary search; a tensor's position in it also indexes its records
+/// ([`RecordIndex`]), so each name is held once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tensors {
+    items: Vec<(TensorName, TensorEntry)>,
+}
+
+impl Tensors {
+    pub fn new() -> Tensors {
+        Tensors::default()
+    }
+
+    /// From entries in any order; a name given twice keeps its last entry (as a JSON object
+    /// read into a map does).
+    pub fn from_unsorted(mut items: Vec<(TensorName, TensorEntry)>) -> Tensors {
+        if !items.windows(2).all(|w| w[0].0 < w[1].0) {
+            sort_keeping_last(&mut items);
+        }
+        items.shrink_to_fit();
+        Tensors { items }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The position of `name` in name order.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.items
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&TensorEntry> {
+        self.position(name).map(|i| &self.items[i].1)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    /// The tensor at `position` in name order.
+    pub fn get_index(&self, position: usize) -> Option<(&str, &TensorEntry)> {
+        self.items.get(position).map(|(n, e)| (n.as_str(), e))
+    }
+
+    /// Adds or replaces an entry; returns the entry it replaced.
+    pub fn insert(
+        &mut self,
+        name: impl Into<TensorName>,
+        entry: TensorEntry,
+    ) -> Option<TensorEntry> {
+        let name = name.into();
+        match self
+            .items
+            .binary_search_by(|(n, _)| n.as_str().cmp(name.as_str()))
+        {
+            Ok(i) => Some(std::mem::replace(&mut self.items[i].1, entry)),
+            Err(i) => {
+                self.items.insert(i, (name, entry));
+                None
+            }
+        }
+    }
+
+    /// Names and entries in name order.
+    pub fn iter(&self) -> TensorsIter<'_> {
+        TensorsIter {
+            inner: self.items.iter(),
+        }
+    }
+
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.items.iter().map(|(n, _)| n.as_str())
+    }
+
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &TensorEntry> + ExactSizeIterator {
+        self.items.iter().map(|(_, e)| e)
+    }
+}
+
+/// Sorts by name with a stable permutation of positions (4 bytes a tensor, where sorting the
+/// entries themselves would take scratch memory of half their size), then drops all but the
+/// last of each name.
+fn sort_keeping_last(items: &mut Vec<(TensorName, TensorEntry)>) {
+    let mut order: Vec<u32> = (0..items.len() as u32).collect();
+    order.sort_by(|&a, &b| items[a as usize].0.cmp(&items[b as usize].0));
+    // Position i receives the element at order[i]: follow each cycle once.
+    const DONE: u32 = u32::MAX;
+    for i in 0..order.len() {
+        if order[i] == DONE {
+            continue;
+        }
+        let mut j = i;
+        loop {
+            let src = order[j] as usize;
+            order[j] = DONE;
+            if src == i {
+                break;
+            }
+            items.swap(j, src);
+            j = src;
+        }
+    }
+    // Equal names are now in input order; `dedup_by` keeps the first of a run, so move each
+    // later entry into the kept place.
+    items.dedup_by(|later, kept| {
+        if later.0 == kept.0 {
+            std::mem::swap(later, kept);
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Iterator over [`Tensors`] in name order.
+#[derive(Debug, Clone)]
+pub struct TensorsIter<'a> {
+    inner: std::slice::Iter<'a, (TensorName, TensorEntry)>,
+}
+
+impl<'a> Iterator for TensorsIter<'a> {
+    type Item = (&'a str, &'a TensorEntry);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(n, e)| (n.as_str(), e))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for TensorsIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back().map(|(n, e)| (n.as_str(), e))
+    }
+}
+
+impl ExactSizeIterator for TensorsIter<'_> {}
+
+impl<'a> IntoIterator for &'a Tensors {
+    type Item = (&'a str, &'a TensorEntry);
+    type IntoIter = TensorsIter<'a>;
+    fn into_iter(self) -> TensorsIter<'a> {
+        self.iter()
+    }
+}
+
+impl std::ops::Index<&str> for Tensors {
+    type Output = TensorEntry;
+    fn index(&self, name: &str) -> &TensorEntry {
+        self.get(name).expect("no tensor of that name")
+    }
+}
+
+impl<K: Into<TensorName>> FromIterator<(K, TensorEntry)> for Tensors {
+    fn from_iter<I: IntoIterator<Item = (K, TensorEntry)>>(iter: I) -> Tensors {
+        Tensors::from_unsorted(iter.into_iter().map(|(k, e)| (k.into(), e)).collect())
+    }
+}
+
+impl<K: Into<TensorName>> From<BTreeMap<K, TensorEntry>> for Tensors {
+    fn from(map: BTreeMap<K, TensorEntry>) -> Tensors {
+        map.into_iter().collect()
+    }
+}
+
+/// Dimensions of an array record: inline up to two (the arrays of every strategy are 1-D).
+pub type RecordShape = SmallVec<[u64; 2]>;
 
 /// Where one array record lies and what it declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub dtype: ArrayDtype,
-    pub shape: Vec<u64>,
+    pub shape: RecordShape,
     /// Offset of the raw bytes in the file.
     pub data_offset: usize,
     pub data_len: usize,
@@ -204,66 +503,71 @@ impl Record {
     }
 }
 
-/// The records of a file, by tensor and field. A tensor's name is held once, with a slot per
-/// field of its strategy, so the index of a file with many small tensors stays small.
+/// The records of a file, by tensor position (in [`Tensors`]) and field. A tensor has a slot
+/// per field of its strategy only, and its name is not held again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordIndex {
-    by_tensor: HashMap<String, [Option<(&'static str, Record)>; 5]>,
+    /// The slots of tensor i are `slots[start[i]..start[i + 1]]`, in the order of its
+    /// strategy's fields.
+    start: Vec<u32>,
+    slots: Vec<Option<Record>>,
     len: usize,
 }
 
-/// The field `field` names, as a static string, and its position among its strategy's fields.
-fn field_slot(field: &str) -> Option<(&'static str, usize)> {
-    [Strategy::Sparse, Strategy::Quantized, Strategy::Int4]
-        .into_iter()
-        .find_map(|s| {
-            s.fields()
-                .iter()
-                .position(|f| *f == field)
-                .map(|i| (s.fields()[i], i))
-        })
-}
-
 impl RecordIndex {
-    pub fn get(&self, tensor: &str, field: &str) -> Option<&Record> {
-        let (name, slot) = field_slot(field)?;
-        match &self.by_tensor.get(tensor)?[slot] {
-            Some((f, r)) if *f == name => Some(r),
-            _ => None,
+    /// Empty slots for the fields of every tensor of `tensors`.
+    pub fn for_tensors(tensors: &Tensors) -> RecordIndex {
+        let mut start = Vec::with_capacity(tensors.len() + 1);
+        let mut total = 0u32;
+        start.push(0);
+        for e in tensors.values() {
+            total += e.strategy().fields().len() as u32;
+            start.push(total);
+        }
+        let mut slots = Vec::new();
+        slots.resize(total as usize, None);
+        RecordIndex {
+            start,
+            slots,
+            len: 0,
         }
     }
 
-    pub fn contains(&self, tensor: &str, field: &str) -> bool {
-        self.get(tensor, field).is_some()
+    /// The slots of the tensor at `position`, in the order of its strategy's fields.
+    pub fn of_tensor(&self, position: usize) -> &[Option<Record>] {
+        match (self.start.get(position), self.start.get(position + 1)) {
+            (Some(&lo), Some(&hi)) => &self.slots[lo as usize..hi as usize],
+            _ => &[],
+        }
     }
 
-    /// Adds a record; false (and nothing changed) when `field` is no strategy's field or the
-    /// slot is taken.
-    pub fn insert(&mut self, tensor: String, field: &str, record: Record) -> bool {
-        let Some((name, slot)) = field_slot(field) else {
+    /// The record of field number `slot` (in its strategy's order) of the tensor at `position`.
+    pub fn get(&self, position: usize, slot: usize) -> Option<&Record> {
+        self.of_tensor(position).get(slot)?.as_ref()
+    }
+
+    pub fn contains(&self, position: usize, slot: usize) -> bool {
+        self.get(position, slot).is_some()
+    }
+
+    /// Adds a record; false (and nothing changed) when there is no such slot or it is taken.
+    pub fn insert(&mut self, position: usize, slot: usize, record: Record) -> bool {
+        let (Some(&lo), Some(&hi)) = (self.start.get(position), self.start.get(position + 1))
+        else {
             return false;
         };
-        let slots = self.by_tensor.entry(tensor).or_default();
-        if slots[slot].is_some() {
+        let at = lo as usize + slot;
+        if at >= hi as usize || self.slots[at].is_some() {
             return false;
         }
-        slots[slot] = Some((name, record));
+        self.slots[at] = Some(record);
         self.len += 1;
         true
     }
 
-    /// Every record with its tensor and field, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &'static str, &Record)> {
-        self.by_tensor.iter().flat_map(|(t, slots)| {
-            slots
-                .iter()
-                .flatten()
-                .map(move |(f, r)| (t.as_str(), *f, r))
-        })
-    }
-
+    /// Every record, by tensor position and then field order.
     pub fn values(&self) -> impl Iterator<Item = &Record> {
-        self.iter().map(|(_, _, r)| r)
+        self.slots.iter().flatten()
     }
 
     pub fn len(&self) -> usize {
@@ -300,4 +604,127 @@ pub struct ArrayRef<'a> {
 #[derive(Debug, Clone)]
 pub struct TensorArrays<'a> {
     pub fields: Vec<ArrayRef<'a>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: u64) -> TensorEntry {
+        TensorEntry {
+            shape: PackedShape::from_slice(&[n]),
+            dtype: "float32".into(),
+            base_dtype: None,
+            params: Params::Sparse { sparsity: 0.5 },
+        }
+    }
+
+    #[test]
+    fn tensors_are_sorted_and_a_repeated_name_keeps_its_last_entry_as_a_map_does() {
+        // A scrambled order with repeats, against the map it stands for.
+        let names: Vec<String> = (0..500u64)
+            .map(|i| format!("t{:03}", (i * 7919) % 211))
+            .collect();
+        let mut map = BTreeMap::new();
+        let mut items = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            map.insert(name.clone(), entry(i as u64));
+            items.push((TensorName::from(name.as_str()), entry(i as u64)));
+        }
+        let tensors = Tensors::from_unsorted(items);
+        assert_eq!(tensors.len(), map.len());
+        let ours: Vec<(&str, &TensorEntry)> = tensors.iter().collect();
+        let theirs: Vec<(&str, &TensorEntry)> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        assert_eq!(ours, theirs);
+        for (i, (name, e)) in map.iter().enumerate() {
+            assert_eq!(tensors.position(name), Some(i));
+            assert_eq!(tensors.get(name), Some(e));
+            assert_eq!(&tensors[name.as_str()], e);
+        }
+        assert!(!tensors.contains_key("t999"));
+        assert_eq!(Tensors::from(map), tensors);
+    }
+
+    #[test]
+    fn insert_keeps_the_order() {
+        let mut tensors = Tensors::new();
+        assert_eq!(tensors.insert("b", entry(1)), None);
+        assert_eq!(tensors.insert("a", entry(2)), None);
+        assert_eq!(tensors.insert("b", entry(3)), Some(entry(1)));
+        let names: Vec<&str> = tensors.keys().collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(tensors["b"], entry(3));
+    }
+
+    #[test]
+    fn records_have_a_slot_per_field_of_their_tensors_strategy() {
+        let mut tensors = Tensors::new();
+        tensors.insert("s", entry(1));
+        let mut int4 = entry(1);
+        int4.params = Params::Int4 {
+            outlier_fraction: 0.0,
+            n_elements: 1,
+            n_outliers: 0,
+            layout: 2,
+        };
+        tensors.insert("i", int4);
+        let mut index = RecordIndex::for_tensors(&tensors);
+        let record = |at: usize| Record {
+            dtype: ArrayDtype::Uint8,
+            shape: RecordShape::from_slice(&[1]),
+            data_offset: at,
+            data_len: 1,
+            record_offset: at,
+            record_len: 1,
+        };
+        // "i" (position 0) has five slots, "s" (position 1) two.
+        assert_eq!(index.of_tensor(0).len(), 5);
+        assert_eq!(index.of_tensor(1).len(), 2);
+        assert!(index.of_tensor(2).is_empty());
+        assert!(index.insert(0, 4, record(1)));
+        assert!(!index.insert(0, 4, record(2)), "a taken slot");
+        assert!(!index.insert(1, 2, record(3)), "no such slot");
+        assert!(!index.insert(2, 0, record(4)), "no such tensor");
+        assert!(index.insert(1, 1, record(5)));
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.get(0, 4), Some(&record(1)));
+        assert_eq!(index.get(1, 0), None);
+        let offsets: Vec<usize> = index.values().map(|r| r.record_offset).collect();
+        assert_eq!(offsets, [1, 5]);
+    }
+
+    #[test]
+    fn packed_shapes_round_trip_and_read_as_lists() {
+        let cases: [&[u64]; 5] = [
+            &[],
+            &[0],
+            &[127, 128, 16383, 16384],
+            &[u64::MAX, 0, 1 << 63, (1 << 56) - 1],
+            &[3; 64],
+        ];
+        for dims in cases {
+            let packed = PackedShape::from_slice(dims);
+            assert_eq!(packed.to_vec(), dims);
+            assert_eq!(packed.len(), dims.len());
+            assert_eq!(packed.is_empty(), dims.is_empty());
+            assert_eq!(packed.unpack().as_slice(), dims);
+            assert_eq!(format!("{packed:?}"), format!("{:?}", dims.to_vec()));
+            assert_eq!(
+                serde_json::to_string(&packed).unwrap(),
+                serde_json::to_string(dims).unwrap()
+            );
+        }
+        // Never more bytes than the JSON text of the dimensions.
+        assert!(PackedShape::from_slice(&[0; 16]).bytes.len() <= 16);
+        assert!(!PackedShape::from_slice(&[0; 16]).bytes.spilled());
+        assert!(PackedShape::from_slice(&[u64::MAX]).bytes.len() <= 20);
+    }
+
+    #[test]
+    fn the_parsed_structures_stay_small() {
+        // What a tensor costs besides its name beyond 24 bytes: an entry with its inline name,
+        // and a record per field.
+        assert!(std::mem::size_of::<(TensorName, TensorEntry)>() <= 128);
+        assert!(std::mem::size_of::<Option<Record>>() <= 64);
+    }
 }

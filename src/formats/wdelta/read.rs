@@ -8,7 +8,8 @@ use sha2::{Digest, Sha256};
 use super::header::{max_tensors, parse_header};
 use super::{
     ArrayDtype, ArrayRef, CHECKSUM_LEN, Header, MAGIC, PREAMBLE_LEN, Params, Record, RecordIndex,
-    SUPPORTED_VERSIONS, TensorArrays, TensorEntry, WdeltaError, quantized_cols, quantized_rows,
+    RecordShape, SUPPORTED_VERSIONS, TensorArrays, TensorEntry, Tensors, WdeltaError,
+    quantized_cols, quantized_rows,
 };
 
 /// A validated `.wdelta` file: its header and the index of its records. It does not hold the
@@ -72,12 +73,26 @@ impl WdeltaFile {
     }
 
     pub fn record(&self, tensor: &str, field: &str) -> Result<&Record, WdeltaError> {
-        self.records
-            .get(tensor, field)
+        self.find_record(tensor, field)
             .ok_or_else(|| WdeltaError::MissingRecord {
                 tensor: tensor.to_string(),
                 field: field.to_string(),
             })
+    }
+
+    /// The record of `tensor`'s array `field`, if the header has that tensor, `field` is a
+    /// field of its strategy, and the file has the record.
+    pub fn find_record(&self, tensor: &str, field: &str) -> Option<&Record> {
+        let position = self.header.tensors.position(tensor)?;
+        let (_, entry) = self.header.tensors.get_index(position)?;
+        self.records
+            .get(position, entry.strategy().field_slot(field)?)
+    }
+
+    /// The records of the tensor at `position` (in name order), in the order of its
+    /// strategy's fields; None where a record is missing.
+    fn records_at(&self, position: usize) -> &[Option<Record>] {
+        self.records.of_tensor(position)
     }
 
     /// The arrays of one tensor, ready for [`crate::delta::codec::decode`].
@@ -86,17 +101,25 @@ impl WdeltaFile {
         bytes: &'a [u8],
         tensor: &str,
     ) -> Result<TensorArrays<'a>, WdeltaError> {
-        let entry = self
+        let not_found = || WdeltaError::HeaderField {
+            key: format!("tensors.{tensor}"),
+            expected: "a tensor entry".into(),
+        };
+        let position = self.header.tensors.position(tensor).ok_or_else(not_found)?;
+        let (_, entry) = self
             .header
             .tensors
-            .get(tensor)
-            .ok_or_else(|| WdeltaError::HeaderField {
-                key: format!("tensors.{tensor}"),
-                expected: "a tensor entry".into(),
-            })?;
+            .get_index(position)
+            .ok_or_else(not_found)?;
+        let slots = self.records_at(position);
         let mut fields = Vec::new();
-        for &field in entry.strategy().fields() {
-            let r = self.record(tensor, field)?;
+        for (slot, &field) in entry.strategy().fields().iter().enumerate() {
+            let r = slots.get(slot).and_then(Option::as_ref).ok_or_else(|| {
+                WdeltaError::MissingRecord {
+                    tensor: tensor.to_string(),
+                    field: field.to_string(),
+                }
+            })?;
             fields.push(ArrayRef {
                 dtype: r.dtype,
                 data: self.data(bytes, r),
@@ -107,26 +130,30 @@ impl WdeltaFile {
 
     /// Bytes of the records of one tensor, framing included.
     pub fn tensor_bytes(&self, tensor: &str) -> u64 {
-        match self.header.tensors.get(tensor) {
-            Some(entry) => entry
-                .strategy()
-                .fields()
-                .iter()
-                .filter_map(|f| self.records.get(tensor, f))
-                .map(|r| r.record_len as u64)
-                .sum(),
+        match self.header.tensors.position(tensor) {
+            Some(position) => self.tensor_bytes_at(position),
             None => 0,
         }
+    }
+
+    /// [`WdeltaFile::tensor_bytes`] of the tensor at `position` in name order (what a walk over
+    /// [`Header::tensors`] has at hand, without looking its name up again).
+    pub fn tensor_bytes_at(&self, position: usize) -> u64 {
+        self.records_at(position)
+            .iter()
+            .flatten()
+            .map(|r| r.record_len as u64)
+            .sum()
     }
 
     /// The byte range of a tensor's records (they are adjacent when written here or by the
     /// reference; otherwise the range spans what lies between).
     pub fn tensor_span(&self, tensor: &str) -> Option<(usize, usize)> {
-        let entry = self.header.tensors.get(tensor)?;
+        let position = self.header.tensors.position(tensor)?;
         let mut lo = usize::MAX;
         let mut hi = 0;
-        for f in entry.strategy().fields() {
-            let r = self.records.get(tensor, f)?;
+        for r in self.records_at(position) {
+            let r = r.as_ref()?;
             lo = lo.min(r.record_offset);
             hi = hi.max(r.record_offset + r.record_len);
         }
@@ -136,8 +163,8 @@ impl WdeltaFile {
     /// Every record is referenced by the header (checked as they are indexed); each tensor's
     /// arrays follow its strategy's rules.
     fn validate(&self, bytes: &[u8]) -> Result<(), WdeltaError> {
-        for (name, entry) in &self.header.tensors {
-            self.validate_tensor(bytes, name, entry)?;
+        for (position, (name, entry)) in self.header.tensors.iter().enumerate() {
+            self.validate_tensor(bytes, position, name, entry)?;
         }
         Ok(())
     }
@@ -145,6 +172,7 @@ impl WdeltaFile {
     fn validate_tensor(
         &self,
         bytes: &[u8],
+        position: usize,
         name: &str,
         entry: &TensorEntry,
     ) -> Result<(), WdeltaError> {
@@ -152,7 +180,17 @@ impl WdeltaFile {
             key: format!("tensors.{name}.shape"),
             expected: "dimensions whose product fits in 64 bits".into(),
         })?;
-        let get = |field: &str| self.record(name, field);
+        let strategy = entry.strategy();
+        let slots = self.records_at(position);
+        let get = |field: &str| {
+            strategy
+                .field_slot(field)
+                .and_then(|slot| slots.get(slot)?.as_ref())
+                .ok_or_else(|| WdeltaError::MissingRecord {
+                    tensor: name.to_string(),
+                    field: field.to_string(),
+                })
+        };
         let dtype_err = |field: &str, r: &Record, expected: &str| WdeltaError::ArrayDtype {
             tensor: name.to_string(),
             field: field.to_string(),
@@ -194,7 +232,8 @@ impl WdeltaFile {
                         expected: format!("{n} (the product of the shape), found {n_elements}"),
                     });
                 }
-                let want_cols = quantized_cols(&entry.shape);
+                let shape = entry.shape.unpack();
+                let want_cols = quantized_cols(&shape);
                 if n_cols != want_cols {
                     return Err(WdeltaError::HeaderField {
                         key: format!("tensors.{name}.n_cols"),
@@ -209,7 +248,7 @@ impl WdeltaFile {
                 if signs.dtype != ArrayDtype::Uint8 {
                     return Err(dtype_err("packed_signs", signs, "uint8"));
                 }
-                let rows = quantized_rows(&entry.shape);
+                let rows = quantized_rows(&shape);
                 if scales.len() as u64 != rows {
                     return Err(len_err(
                         "scales",
@@ -394,14 +433,18 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 /// Indexes the records between `start` and `end`. Each must be an array the header references,
 /// and none may come twice, so the index never holds more entries than the header has array
-/// references (the header is capped, the record section is not).
+/// references (the header is capped, the record section is not). Records are found by their
+/// tensor's position in the header, so the index holds no name.
 fn index_records(
     bytes: &[u8],
     start: usize,
     end: usize,
     header: &Header,
 ) -> Result<RecordIndex, WdeltaError> {
-    let mut records = RecordIndex::default();
+    let mut records = RecordIndex::for_tensors(&header.tensors);
+    // Writers put a tensor's records together and tensors in order: try the tensor of the last
+    // record and the next one before searching.
+    let mut last: Option<usize> = None;
     let mut pos = start;
     while pos < end {
         let record_offset = pos;
@@ -414,16 +457,16 @@ fn index_records(
         let tensor = cur.string("tensor name")?;
         let field = cur.string("field name")?;
         let dtype_name = cur.string("dtype")?;
-        let dtype = ArrayDtype::parse(&dtype_name).ok_or_else(|| WdeltaError::RecordDtype {
+        let dtype = ArrayDtype::parse(dtype_name).ok_or_else(|| WdeltaError::RecordDtype {
             offset: record_offset,
-            tensor: tensor.clone(),
-            field: field.clone(),
-            dtype: dtype_name.clone(),
+            tensor: tensor.to_string(),
+            field: field.to_string(),
+            dtype: dtype_name.to_string(),
         })?;
         let ndim = cur.u32("ndim")? as u64;
         // Each dimension takes 8 bytes, so a hostile ndim fails here before any allocation.
         cur.need(ndim.saturating_mul(8), "dimensions")?;
-        let shape: Vec<u64> = (0..ndim).map(|_| cur.u64_unchecked()).collect();
+        let shape: RecordShape = (0..ndim).map(|_| cur.u64_unchecked()).collect();
         let byte_count = cur.u64("byte count")?;
         let expected = shape
             .iter()
@@ -442,38 +485,48 @@ fn index_records(
         let data_offset = cur.pos;
         let data_len = byte_count as usize;
         pos = data_offset + data_len;
-        let referenced = header
-            .tensors
-            .get(&tensor)
-            .is_some_and(|e| e.strategy().fields().contains(&field.as_str()));
-        if !referenced {
+        let position = find_tensor(&header.tensors, tensor, last);
+        let slot = position.and_then(|p| {
+            let (_, entry) = header.tensors.get_index(p)?;
+            entry.strategy().field_slot(field)
+        });
+        let (Some(position), Some(slot)) = (position, slot) else {
             return Err(WdeltaError::UnreferencedRecord {
                 offset: record_offset,
-                tensor,
-                field,
+                tensor: tensor.to_string(),
+                field: field.to_string(),
             });
-        }
-        if records.contains(&tensor, &field) {
+        };
+        last = Some(position);
+        let record = Record {
+            dtype,
+            shape,
+            data_offset,
+            data_len,
+            record_offset,
+            record_len: pos - record_offset,
+        };
+        if !records.insert(position, slot, record) {
             return Err(WdeltaError::DuplicateRecord {
                 offset: record_offset,
-                tensor,
-                field,
+                tensor: tensor.to_string(),
+                field: field.to_string(),
             });
         }
-        records.insert(
-            tensor,
-            &field,
-            Record {
-                dtype,
-                shape,
-                data_offset,
-                data_len,
-                record_offset,
-                record_len: pos - record_offset,
-            },
-        );
     }
     Ok(records)
+}
+
+/// The position of `name` in `tensors`, trying the tensor at `hint` and the one after it first.
+fn find_tensor(tensors: &Tensors, name: &str, hint: Option<usize>) -> Option<usize> {
+    if let Some(h) = hint {
+        for p in [h, h + 1] {
+            if tensors.get_index(p).is_some_and(|(n, _)| n == name) {
+                return Some(p);
+            }
+        }
+    }
+    tensors.position(name)
 }
 
 struct Cursor<'a> {
@@ -483,7 +536,7 @@ struct Cursor<'a> {
     record: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
     fn need(&self, n: u64, what: &'static str) -> Result<(), WdeltaError> {
         let available = self.end - self.pos;
         if n > available as u64 {
@@ -515,16 +568,14 @@ impl Cursor<'_> {
         v
     }
 
-    fn string(&mut self, what: &'static str) -> Result<String, WdeltaError> {
+    fn string(&mut self, what: &'static str) -> Result<&'a str, WdeltaError> {
         let len = self.u32(what)? as u64;
         self.need(len, what)?;
         let s = &self.bytes[self.pos..self.pos + len as usize];
         self.pos += len as usize;
-        std::str::from_utf8(s)
-            .map(str::to_string)
-            .map_err(|_| WdeltaError::RecordUtf8 {
-                offset: self.record,
-                what,
-            })
+        std::str::from_utf8(s).map_err(|_| WdeltaError::RecordUtf8 {
+            offset: self.record,
+            what,
+        })
     }
 }

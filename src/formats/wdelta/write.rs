@@ -36,7 +36,7 @@ pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
         s.push_str(":{\"strategy\":");
         s.push_str(&json_str(e.strategy().name()));
         s.push_str(",\"shape\":[");
-        let dims: Vec<String> = e.shape.iter().map(u64::to_string).collect();
+        let dims: Vec<String> = e.shape.iter().map(|d| d.to_string()).collect();
         s.push_str(&dims.join(","));
         s.push_str("],\"dtype\":");
         s.push_str(&json_str(&e.dtype));
