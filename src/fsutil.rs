@@ -164,6 +164,23 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomically(path, |out| out.write_all(bytes))
 }
 
+/// `path` with `.` and `..` resolved by its text (the file may not exist, e.g. deleted but
+/// staged, and a symbolic link is not followed).
+pub fn normalize(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 #[cfg(unix)]
 fn default_permissions(file: &File) -> std::io::Result<std::fs::Permissions> {
     use std::os::unix::fs::PermissionsExt;

@@ -422,7 +422,7 @@ pub(crate) fn worktree_file(root: &Path, file: &Path) -> std::result::Result<Pat
     };
     let Ok(real) = file.canonicalize() else {
         // Dangling: say whether it would lead out of the repository, by its text.
-        let named = lexical(&file.parent().unwrap_or(root).join(&target));
+        let named = crate::fsutil::normalize(&file.parent().unwrap_or(root).join(&target));
         if !named.starts_with(root) {
             return Err(FileReason::LinkLeavesRepository { target });
         }
@@ -439,22 +439,6 @@ pub(crate) fn worktree_file(root: &Path, file: &Path) -> std::result::Result<Pat
         }),
         Err(_) => Err(nothing()),
     }
-}
-
-/// `path` with `.` and `..` resolved by its text.
-fn lexical(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// Links followed in a row before a committed link is given up on (as a system gives up on a

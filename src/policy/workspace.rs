@@ -87,7 +87,7 @@ impl Workspace {
             Some(dir) => dir.canonicalize().map_err(|e| Error::io(dir, e))?,
             None => match policy {
                 Some(p) => {
-                    let abs = normalize(&cwd.join(p));
+                    let abs = crate::fsutil::normalize(&cwd.join(p));
                     abs.parent()
                         .map(Path::to_path_buf)
                         .unwrap_or_else(|| cwd.clone())
@@ -116,7 +116,7 @@ impl Workspace {
     /// How to name a file in messages: relative to the current directory when that is
     /// within the root (`../.weight-inspect.toml` from a subdirectory), else absolute.
     pub fn display(&self, path: &Path) -> String {
-        let abs = normalize(&self.cwd.join(path));
+        let abs = crate::fsutil::normalize(&self.cwd.join(path));
         if !abs.starts_with(&self.root) || !self.cwd.starts_with(&self.root) {
             return abs.display().to_string();
         }
@@ -139,7 +139,7 @@ impl Workspace {
 
     /// A command-line path as a root-relative, `/`-separated path ("" for the root itself).
     pub fn relative(&self, arg: &Path) -> Result<String> {
-        let abs = normalize(&self.cwd.join(arg));
+        let abs = crate::fsutil::normalize(&self.cwd.join(arg));
         let rel = abs
             .strip_prefix(&self.root)
             .map_err(|_| PolicyError::OutsideRoot {
@@ -332,21 +332,6 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Resolves `.` and `..` lexically (the files may not exist, e.g. deleted but staged).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +346,9 @@ mod tests {
 
     #[test]
     fn normalizes_lexically() {
-        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(
+            crate::fsutil::normalize(Path::new("/a/./b/../c")),
+            PathBuf::from("/a/c")
+        );
     }
 }
