@@ -110,36 +110,38 @@ pub(crate) fn apply(
                     let name = names[i].as_str();
                     let elem = elems[i];
                     let n = base.tensors[name].n_elements();
-                    if !elem.is_float() {
+                    let at = layout.offsets[i];
+                    let write = |offset: u64, b: &[u8]| {
+                        file.write_all_at(b, offset)
+                            .map_err(|e| DeltaError::from(Error::io(out, e)))
+                    };
+                    if elem.is_float() {
+                        let mut r = Reconstructor::new(base, links, name)?;
+                        write_chunks::<f32>(
+                            n,
+                            elem.size(),
+                            at,
+                            |vals, b| {
+                                r.next(vals)?;
+                                elem.from_f32(vals, b);
+                                Ok(())
+                            },
+                            write,
+                        )?;
+                    } else {
                         let mut r = IntReconstructor::new(base, links, name)?;
-                        let mut vals = vec![0i128; CHUNK_ELEMS.min(n)];
-                        let mut bytes = vec![0u8; vals.len() * elem.size()];
-                        let mut at = layout.offsets[i];
-                        let mut done = 0;
-                        while done < n {
-                            let len = CHUNK_ELEMS.min(n - done);
-                            r.next(&mut vals[..len])?;
-                            let b = &mut bytes[..len * elem.size()];
-                            r.elem().from_i128(&vals[..len], b);
-                            file.write_all_at(b, at).map_err(|e| Error::io(out, e))?;
-                            at += b.len() as u64;
-                            done += len;
-                        }
-                        return Ok(tensors[i].byte_len);
-                    }
-                    let mut r = Reconstructor::new(base, links, name)?;
-                    let mut vals = vec![0f32; CHUNK_ELEMS.min(n)];
-                    let mut bytes = vec![0u8; vals.len() * elem.size()];
-                    let mut at = layout.offsets[i];
-                    let mut done = 0;
-                    while done < n {
-                        let len = CHUNK_ELEMS.min(n - done);
-                        r.next(&mut vals[..len])?;
-                        let b = &mut bytes[..len * elem.size()];
-                        elem.from_f32(&vals[..len], b);
-                        file.write_all_at(b, at).map_err(|e| Error::io(out, e))?;
-                        at += b.len() as u64;
-                        done += len;
+                        let out_elem = r.elem();
+                        write_chunks::<i128>(
+                            n,
+                            elem.size(),
+                            at,
+                            |vals, b| {
+                                r.next(vals)?;
+                                out_elem.from_i128(vals, b);
+                                Ok(())
+                            },
+                            write,
+                        )?;
                     }
                     Ok(tensors[i].byte_len)
                 },
@@ -170,4 +172,27 @@ pub(crate) fn apply(
         tensors: names.len(),
         file_bytes: layout.total_len,
     })
+}
+
+/// Writes `n` elements of `elem_size` bytes from `at` on, `CHUNK_ELEMS` at a time: `fill` puts
+/// the next chunk's values and their encoding into the two buffers, `write` stores the bytes.
+fn write_chunks<T: Copy + Default>(
+    n: usize,
+    elem_size: usize,
+    mut at: u64,
+    mut fill: impl FnMut(&mut [T], &mut [u8]) -> Result<()>,
+    write: impl Fn(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut vals = vec![T::default(); CHUNK_ELEMS.min(n)];
+    let mut bytes = vec![0u8; vals.len() * elem_size];
+    let mut done = 0;
+    while done < n {
+        let len = CHUNK_ELEMS.min(n - done);
+        let b = &mut bytes[..len * elem_size];
+        fill(&mut vals[..len], b)?;
+        write(at, b)?;
+        at += b.len() as u64;
+        done += len;
+    }
+    Ok(())
 }
