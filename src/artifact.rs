@@ -239,7 +239,7 @@ impl From<Vec<String>> for StringArray {
 pub type Shape = smallvec::SmallVec<[u64; 4]>;
 
 /// A tensor name: up to 24 bytes stored inline.
-pub type TensorName = compact_str::CompactString;
+pub type TensorName = crate::table::Name;
 
 /// One tensor as the structural identity sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,110 +263,8 @@ impl TensorInfo {
     }
 }
 
-/// The tensors of a model, sorted by name, in one allocation: a header of millions of tensor
-/// records must not cost many times its own size in memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tensors {
-    entries: Vec<(TensorName, TensorInfo)>,
-}
-
-impl Tensors {
-    /// Sorts `entries` by name. Err holds the first name (in sorted order) that occurs twice.
-    pub fn from_entries(mut entries: Vec<(TensorName, TensorInfo)>) -> Result<Tensors, TensorName> {
-        // In place: a stable sort would allocate half the table again.
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        if let Some(pair) = entries.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(pair[0].0.clone());
-        }
-        Ok(Tensors { entries })
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    pub fn get(&self, name: &str) -> Option<&TensorInfo> {
-        self.entries
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
-            .ok()
-            .map(|i| &self.entries[i].1)
-    }
-
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-
-    /// By name, in byte order of the names.
-    pub fn iter(&self) -> TensorIter<'_> {
-        TensorIter {
-            inner: self.entries.iter(),
-        }
-    }
-
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.entries.iter().map(|(n, _)| n.as_str())
-    }
-
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &TensorInfo> + ExactSizeIterator {
-        self.entries.iter().map(|(_, t)| t)
-    }
-
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut TensorInfo> {
-        self.entries.iter_mut().map(|(_, t)| t)
-    }
-}
-
-/// See [`Tensors::iter`].
-#[derive(Debug, Clone)]
-pub struct TensorIter<'a> {
-    inner: std::slice::Iter<'a, (TensorName, TensorInfo)>,
-}
-
-impl<'a> Iterator for TensorIter<'a> {
-    type Item = (&'a str, &'a TensorInfo);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.inner.next().map(|(n, t)| (n.as_str(), t))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.inner.size_hint()
-    }
-}
-
-impl DoubleEndedIterator for TensorIter<'_> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        self.inner.next_back().map(|(n, t)| (n.as_str(), t))
-    }
-}
-
-impl ExactSizeIterator for TensorIter<'_> {}
-
-impl<'a> IntoIterator for &'a Tensors {
-    type Item = (&'a str, &'a TensorInfo);
-    type IntoIter = TensorIter<'a>;
-
-    fn into_iter(self) -> TensorIter<'a> {
-        self.iter()
-    }
-}
-
-impl<N: Into<TensorName>> FromIterator<(N, TensorInfo)> for Tensors {
-    /// Later entries replace earlier ones of the same name, as in a map.
-    fn from_iter<I: IntoIterator<Item = (N, TensorInfo)>>(iter: I) -> Self {
-        let mut map = std::collections::BTreeMap::new();
-        for (name, info) in iter {
-            map.insert(name.into(), info);
-        }
-        Tensors {
-            entries: map.into_iter().collect(),
-        }
-    }
-}
+/// The tensors of a model by name ([`crate::table::NameTable`]).
+pub type Tensors = crate::table::NameTable<TensorInfo>;
 
 /// Physical facts about the file, reported by `inspect` but excluded from the identity.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

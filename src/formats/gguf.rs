@@ -595,7 +595,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         ));
     }
     let header_end = cur.offset();
-    let mut tensors = match Tensors::from_entries(entries) {
+    let mut tensors = match Tensors::from_unique(entries) {
         Ok(tensors) => tensors,
         Err(name) => {
             return Err(GgufError::DuplicateTensor {

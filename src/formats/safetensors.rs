@@ -238,7 +238,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
         info.file_offset = data_start + begin;
     }
     // The JSON reader has already refused duplicate keys.
-    let tensors = Tensors::from_entries(entries)
+    let tensors = Tensors::from_unique(entries)
         .map_err(|name| SafetensorsError::DuplicateTensor { name: name.into() })?;
 
     let data_present = file_len - data_start;

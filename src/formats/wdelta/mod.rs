@@ -15,8 +15,6 @@ mod header;
 mod read;
 mod write;
 
-use std::collections::BTreeMap;
-
 use smallvec::SmallVec;
 
 pub use crate::artifact::{Shape, TensorName};
@@ -304,177 +302,9 @@ pub struct Header {
     pub tensors: Tensors,
 }
 
-/// The header's tensor entries: one sorted table of names (inline up to 24 bytes) and entries,
-/// looked up by binary search; a tensor's position in it also indexes its records
-/// ([`RecordIndex`]), so each name is held once.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tensors {
-    items: Vec<(TensorName, TensorEntry)>,
-}
-
-impl Tensors {
-    pub fn new() -> Tensors {
-        Tensors::default()
-    }
-
-    /// From entries in any order; a name given twice keeps its last entry (as a JSON object
-    /// read into a map does).
-    pub fn from_unsorted(mut items: Vec<(TensorName, TensorEntry)>) -> Tensors {
-        if !items.windows(2).all(|w| w[0].0 < w[1].0) {
-            sort_keeping_last(&mut items);
-        }
-        items.shrink_to_fit();
-        Tensors { items }
-    }
-
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// The position of `name` in name order.
-    pub fn position(&self, name: &str) -> Option<usize> {
-        self.items
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
-            .ok()
-    }
-
-    pub fn get(&self, name: &str) -> Option<&TensorEntry> {
-        self.position(name).map(|i| &self.items[i].1)
-    }
-
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.position(name).is_some()
-    }
-
-    /// The tensor at `position` in name order.
-    pub fn get_index(&self, position: usize) -> Option<(&str, &TensorEntry)> {
-        self.items.get(position).map(|(n, e)| (n.as_str(), e))
-    }
-
-    /// Adds or replaces an entry; returns the entry it replaced.
-    pub fn insert(
-        &mut self,
-        name: impl Into<TensorName>,
-        entry: TensorEntry,
-    ) -> Option<TensorEntry> {
-        let name = name.into();
-        match self
-            .items
-            .binary_search_by(|(n, _)| n.as_str().cmp(name.as_str()))
-        {
-            Ok(i) => Some(std::mem::replace(&mut self.items[i].1, entry)),
-            Err(i) => {
-                self.items.insert(i, (name, entry));
-                None
-            }
-        }
-    }
-
-    /// Names and entries in name order.
-    pub fn iter(&self) -> TensorsIter<'_> {
-        TensorsIter {
-            inner: self.items.iter(),
-        }
-    }
-
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.items.iter().map(|(n, _)| n.as_str())
-    }
-
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &TensorEntry> + ExactSizeIterator {
-        self.items.iter().map(|(_, e)| e)
-    }
-}
-
-/// Sorts by name with a stable permutation of positions (4 bytes a tensor, where sorting the
-/// entries themselves would take scratch memory of half their size), then drops all but the
-/// last of each name.
-fn sort_keeping_last(items: &mut Vec<(TensorName, TensorEntry)>) {
-    let mut order: Vec<u32> = (0..items.len() as u32).collect();
-    order.sort_by(|&a, &b| items[a as usize].0.cmp(&items[b as usize].0));
-    // Position i receives the element at order[i]: follow each cycle once.
-    const DONE: u32 = u32::MAX;
-    for i in 0..order.len() {
-        if order[i] == DONE {
-            continue;
-        }
-        let mut j = i;
-        loop {
-            let src = order[j] as usize;
-            order[j] = DONE;
-            if src == i {
-                break;
-            }
-            items.swap(j, src);
-            j = src;
-        }
-    }
-    // Equal names are now in input order; `dedup_by` keeps the first of a run, so move each
-    // later entry into the kept place.
-    items.dedup_by(|later, kept| {
-        if later.0 == kept.0 {
-            std::mem::swap(later, kept);
-            true
-        } else {
-            false
-        }
-    });
-}
-
-/// Iterator over [`Tensors`] in name order.
-#[derive(Debug, Clone)]
-pub struct TensorsIter<'a> {
-    inner: std::slice::Iter<'a, (TensorName, TensorEntry)>,
-}
-
-impl<'a> Iterator for TensorsIter<'a> {
-    type Item = (&'a str, &'a TensorEntry);
-    fn next(&mut self) -> Option<Self::Item> {
-        self.inner.next().map(|(n, e)| (n.as_str(), e))
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.inner.size_hint()
-    }
-}
-
-impl DoubleEndedIterator for TensorsIter<'_> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        self.inner.next_back().map(|(n, e)| (n.as_str(), e))
-    }
-}
-
-impl ExactSizeIterator for TensorsIter<'_> {}
-
-impl<'a> IntoIterator for &'a Tensors {
-    type Item = (&'a str, &'a TensorEntry);
-    type IntoIter = TensorsIter<'a>;
-    fn into_iter(self) -> TensorsIter<'a> {
-        self.iter()
-    }
-}
-
-impl std::ops::Index<&str> for Tensors {
-    type Output = TensorEntry;
-    fn index(&self, name: &str) -> &TensorEntry {
-        self.get(name).expect("no tensor of that name")
-    }
-}
-
-impl<K: Into<TensorName>> FromIterator<(K, TensorEntry)> for Tensors {
-    fn from_iter<I: IntoIterator<Item = (K, TensorEntry)>>(iter: I) -> Tensors {
-        Tensors::from_unsorted(iter.into_iter().map(|(k, e)| (k.into(), e)).collect())
-    }
-}
-
-impl<K: Into<TensorName>> From<BTreeMap<K, TensorEntry>> for Tensors {
-    fn from(map: BTreeMap<K, TensorEntry>) -> Tensors {
-        map.into_iter().collect()
-    }
-}
+/// The tensors of a `.wdelta` header by name ([`crate::table::NameTable`]); a tensor's position
+/// in name order also indexes its records ([`RecordIndex`]), so each name is held once.
+pub type Tensors = crate::table::NameTable<TensorEntry>;
 
 /// Dimensions of an array record: inline up to two (the arrays of every strategy are 1-D).
 pub type RecordShape = SmallVec<[u64; 2]>;
@@ -608,6 +438,8 @@ pub struct TensorArrays<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn entry(n: u64) -> TensorEntry {
