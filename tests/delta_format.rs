@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::delta::{ok, pair, s};
+use common::delta::{create, ok, pair, s};
 use common::{bin, run, run_python, stderr, stdout};
 use weight_inspect::delta::codec::{self, EncodeOptions};
 use weight_inspect::delta::model::Model;
@@ -188,15 +188,7 @@ fn wrong_base_is_rejected_with_both_hashes() {
     let base = d.join("a/base.safetensors");
     let other = d.join("b/base.safetensors");
     let wd = d.join("x.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&d.join("a/ft1.safetensors")),
-        "-o",
-        s(&wd),
-    ]));
+    ok(&create(&base, &d.join("a/ft1.safetensors"), &wd, &[]));
     let good_hash = Model::open(&base).unwrap().parent_hash(|_| {}).unwrap();
     let bad_hash = Model::open(&other).unwrap().parent_hash(|_| {}).unwrap();
     let out_path = d.join("out.safetensors");
@@ -251,15 +243,12 @@ fn mismatched_models_list_the_differences() {
     std::fs::create_dir_all(d.join("b")).unwrap();
     pair(&d.join("a"), "16x8,5,3", "f32", 1, 1);
     pair(&d.join("b"), "16x4,5", "f32", 2, 1);
-    let out = run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&d.join("a/base.safetensors")),
-        s(&d.join("b/ft1.safetensors")),
-        "-o",
-        s(&d.join("x.wdelta")),
-    ]);
+    let out = create(
+        &d.join("a/base.safetensors"),
+        &d.join("b/ft1.safetensors"),
+        &d.join("x.wdelta"),
+        &[],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains("shape of layer0.weight: [16, 8]"), "{err}");
@@ -279,21 +268,19 @@ fn outputs_do_not_depend_on_the_thread_count() {
             let mut files = Vec::new();
             for threads in ["1", "2", "3", "8"] {
                 let wd = d.join(format!("{strategy}{version}-{threads}.wdelta"));
-                ok(&run(&[
-                    "delta",
-                    "create",
-                    "--base",
-                    s(&base),
-                    s(&ft),
-                    "-o",
-                    s(&wd),
-                    "--strategy",
-                    strategy,
-                    "--format-version",
-                    version,
-                    "--threads",
-                    threads,
-                ]));
+                ok(&create(
+                    &base,
+                    &ft,
+                    &wd,
+                    &[
+                        "--strategy",
+                        strategy,
+                        "--format-version",
+                        version,
+                        "--threads",
+                        threads,
+                    ],
+                ));
                 let out = d.join(format!("{strategy}{version}-{threads}.safetensors"));
                 ok(&run(&[
                     "delta",
@@ -341,24 +328,13 @@ fn sharded_directories_work_like_single_files() {
     assert_eq!(single, sharded);
     let a = d.join("a.wdelta");
     let b = d.join("b.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&ft),
-        "-o",
-        s(&a),
-    ]));
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&d.join("base-sharded")),
-        s(&d.join("ft-sharded")),
-        "-o",
-        s(&b),
-    ]));
+    ok(&create(&base, &ft, &a, &[]));
+    ok(&create(
+        &d.join("base-sharded"),
+        &d.join("ft-sharded"),
+        &b,
+        &[],
+    ));
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     let o1 = d.join("o1.safetensors");
     let o2 = d.join("o2.safetensors");
@@ -397,17 +373,12 @@ fn inspect_text_and_json() {
     let d = tmp.path();
     pair(d, "64x48,33", "f32", 5, 1);
     let wd = d.join("x.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&d.join("base.safetensors")),
-        s(&d.join("ft1.safetensors")),
-        "-o",
-        s(&wd),
-        "--format-version",
-        "2",
-    ]));
+    ok(&create(
+        &d.join("base.safetensors"),
+        &d.join("ft1.safetensors"),
+        &wd,
+        &["--format-version", "2"],
+    ));
     let out = run(&["delta", "inspect", s(&wd)]);
     ok(&out);
     let text = stdout(&out);
@@ -441,17 +412,12 @@ fn killing_apply_mid_write_leaves_no_output() {
     pair(d, "2048x2048,2048x2048,2048x2048,2048x2048", "f32", 6, 1);
     let base = d.join("base.safetensors");
     let wd = d.join("x.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&d.join("ft1.safetensors")),
-        "-o",
-        s(&wd),
-        "--strategy",
-        "sparse",
-    ]));
+    ok(&create(
+        &base,
+        &d.join("ft1.safetensors"),
+        &wd,
+        &["--strategy", "sparse"],
+    ));
     let outdir = d.join("out");
     std::fs::create_dir_all(&outdir).unwrap();
     let out_path = outdir.join("model.safetensors");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use common::delta::{ok, pair, s};
+use common::delta::{create, ok, pair, s};
 use common::{bin, code, run, stderr};
 
 /// A small pair (base, fine-tuned) and a delta between them, in `dir`.
@@ -18,15 +18,7 @@ fn small_setup(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let base = dir.join("base.safetensors");
     let ft = dir.join("ft1.safetensors");
     let wd = dir.join("d.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&ft),
-        "-o",
-        s(&wd),
-    ]));
+    ok(&create(&base, &ft, &wd, &[]));
     (base, ft, wd)
 }
 
@@ -114,30 +106,14 @@ fn an_output_inside_a_sharded_input_directory_is_refused() {
         .unwrap();
     let before = std::fs::read(&shard).unwrap();
     for out in [shard.clone(), shards.join("new.wdelta"), shards.clone()] {
-        let r = run(&[
-            "delta",
-            "create",
-            "--base",
-            s(&shards),
-            s(&ft),
-            "-o",
-            s(&out),
-        ]);
+        let r = create(&shards, &ft, &out, &[]);
         assert_eq!(code(&r), 2, "{}: {}", out.display(), stderr(&r));
         common::assert_contains(&stderr(&r), &[s(&shards)]);
     }
     assert_eq!(std::fs::read(&shard).unwrap(), before);
     assert!(!shards.join("new.wdelta").exists());
     // Outside the directory, the sharded base works.
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&shards),
-        s(&ft),
-        "-o",
-        s(&d.join("fine.wdelta")),
-    ]));
+    ok(&create(&shards, &ft, &d.join("fine.wdelta"), &[]));
 }
 
 #[cfg(unix)]
@@ -194,17 +170,12 @@ fn big_setup(dir: &Path, shapes: &str) -> (PathBuf, PathBuf) {
     pair(dir, shapes, "f32", 11, 1);
     let base = dir.join("base.safetensors");
     let wd = dir.join("big.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&dir.join("ft1.safetensors")),
-        "-o",
-        s(&wd),
-        "--strategy",
-        "sparse",
-    ]));
+    ok(&create(
+        &base,
+        &dir.join("ft1.safetensors"),
+        &wd,
+        &["--strategy", "sparse"],
+    ));
     (base, wd)
 }
 
@@ -492,15 +463,12 @@ fn an_integer_change_that_cannot_be_carried_exactly_is_refused() {
         &json!({"base.safetensors": model(1 << 40), "ft.safetensors": model((1 << 40) + 1)}),
     );
     let wd = d.join("x.wdelta");
-    let out = run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&d.join("base.safetensors")),
-        s(&d.join("ft.safetensors")),
-        "-o",
-        s(&wd),
-    ]);
+    let out = create(
+        &d.join("base.safetensors"),
+        &d.join("ft.safetensors"),
+        &wd,
+        &[],
+    );
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     common::assert_contains(
         &stderr(&out),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::delta::{ok, pair, s, same_tensors_and_dtypes};
+use common::delta::{create, ok, pair, s, same_tensors_and_dtypes};
 use common::{run, run_python, stderr};
 use weight_inspect::delta::OpenDelta;
 use weight_inspect::delta::model::Model;
@@ -198,17 +198,7 @@ fn bf16_base_hashes_raw_bits_and_reconstructs_in_bf16() {
     let ft = dir.join("ft1.safetensors");
     for strategy in ["int4", "sparse", "quantized"] {
         let wd = dir.join(format!("{strategy}.wdelta"));
-        ok(&run(&[
-            "delta",
-            "create",
-            "--base",
-            s(&base),
-            s(&ft),
-            "-o",
-            s(&wd),
-            "--strategy",
-            strategy,
-        ]));
+        ok(&create(&base, &ft, &wd, &["--strategy", strategy]));
         let h = run_python("delta_ref.py", &["hash", s(&base)]);
         let delta = OpenDelta::open(&wd).unwrap();
         assert_eq!(
@@ -244,15 +234,7 @@ fn chains_agree_with_the_reference() {
     let ft2 = dir.join("ft2.safetensors");
     let a = dir.join("a.wdelta");
     let b = dir.join("b.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&ft1),
-        "-o",
-        s(&a),
-    ]));
+    ok(&create(&base, &ft1, &a, &[]));
     ok(&run(&[
         "delta",
         "create",
@@ -312,26 +294,8 @@ fn version_2_is_more_accurate_and_rejected_by_the_reference() {
     let ft = dir.join("ft1.safetensors");
     let v1 = dir.join("v1.wdelta");
     let v2 = dir.join("v2.wdelta");
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&ft),
-        "-o",
-        s(&v1),
-    ]));
-    ok(&run(&[
-        "delta",
-        "create",
-        "--base",
-        s(&base),
-        s(&ft),
-        "-o",
-        s(&v2),
-        "--format-version",
-        "2",
-    ]));
+    ok(&create(&base, &ft, &v1, &[]));
+    ok(&create(&base, &ft, &v2, &["--format-version", "2"]));
     let d2 = OpenDelta::open(&v2).unwrap();
     assert_eq!(d2.file.version, 2);
     for e in d2.file.header.tensors.values() {

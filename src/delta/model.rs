@@ -462,17 +462,7 @@ impl Model {
         out: &mut [f32],
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
-        let size = elem.size();
-        RAW_SCRATCH.with(|scratch| {
-            let mut raw = scratch.borrow_mut();
-            if raw.len() < out.len() * size {
-                raw.resize(out.len() * size, 0);
-            }
-            let raw = &mut raw[..out.len() * size];
-            self.read_raw_into(t, start * size, raw)?;
-            elem.to_f32(raw, out);
-            Ok(())
-        })
+        self.with_raw(t, elem, start, out.len(), |raw| elem.to_f32(raw, out))
     }
 
     /// Reads elements `start..start + out.len()` of an integer (or boolean) tensor into `out`.
@@ -484,11 +474,30 @@ impl Model {
         out: &mut [i128],
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
+        self.with_raw(t, elem, start, out.len(), |raw| elem.to_i128(raw, out))
+    }
+
+    /// Reads the raw bytes of elements `start..start + n` into this thread's scratch buffer and
+    /// hands them to `convert`.
+    fn with_raw(
+        &self,
+        t: &TensorSource,
+        elem: Elem,
+        start: usize,
+        n: usize,
+        convert: impl FnOnce(&[u8]),
+    ) -> Result<()> {
         let size = elem.size();
-        let mut raw = vec![0u8; out.len() * size];
-        self.read_raw_into(t, start * size, &mut raw)?;
-        elem.to_i128(&raw, out);
-        Ok(())
+        RAW_SCRATCH.with(|scratch| {
+            let mut raw = scratch.borrow_mut();
+            if raw.len() < n * size {
+                raw.resize(n * size, 0);
+            }
+            let raw = &mut raw[..n * size];
+            self.read_raw_into(t, start * size, raw)?;
+            convert(raw);
+            Ok(())
+        })
     }
 
     /// A whole tensor as float32.

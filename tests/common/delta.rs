@@ -22,6 +22,21 @@ pub fn ok(out: &Output) {
     );
 }
 
+/// `weight-inspect delta create --base BASE FINETUNED -o OUT EXTRA...`.
+pub fn create(base: &Path, finetuned: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "delta",
+        "create",
+        "--base",
+        s(base),
+        s(finetuned),
+        "-o",
+        s(out),
+    ];
+    args.extend_from_slice(extra);
+    super::run(&args)
+}
+
 /// `delta_ref.py make-pair`: DIR/base.safetensors and DIR/ft1..ftSTEPS.safetensors in `dtype`
 /// (f32, f16 or bf16), each a small fine-tune-like step from the one before.
 pub fn pair(dir: &Path, shapes: &str, dtype: &str, seed: u32, steps: u32) {
