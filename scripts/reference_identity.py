@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import os
 import shutil
 import struct
@@ -300,11 +301,70 @@ def safetensors_doc(path: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def identity(path: Path) -> bytes:
+# --------------------------------------------------------------------------------------------
+# multi-file models (docs/SPEC.md, "Multi-file models"): the identity of the same model written
+# as one file. Written from the spec, without validating more than the merge needs.
+
+SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
+
+
+def merged(docs: list[dict[str, Any]], metadata: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    tensors: dict[str, Any] = {}
+    for doc in docs:
+        for name, entry in doc["tensors"].items():
+            if name in tensors:
+                raise Invalid(f"tensor {name!r} in two parts")
+            tensors[name] = entry
+    return {**base, "metadata": metadata, "tensors": tensors}
+
+
+def sharded_safetensors_doc(index_path: Path) -> dict[str, Any]:
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    shards = sorted(set(index["weight_map"].values()))
+    docs = [safetensors_doc(index_path.parent / shard) for shard in shards]
+    for shard, doc in zip(shards, docs):
+        for name in doc["tensors"]:
+            if index["weight_map"].get(name) != shard:
+                raise Invalid(f"{shard}: tensor {name!r} not mapped to it by the index")
+    if any(doc["metadata"] != docs[0]["metadata"] for doc in docs):
+        raise Invalid("shards disagree on __metadata__")
+    return merged(docs, docs[0]["metadata"] if docs else {}, {"format": "safetensors"})
+
+
+def split_gguf_doc(part: Path) -> dict[str, Any]:
+    match = re.fullmatch(r"(.+)-(\d+)-of-(\d+)\.gguf", part.name)
+    if match is None:
+        raise Invalid(f"{part.name} is not named like a split GGUF part")
+    base, count = match.group(1), int(match.group(3))
+    docs = [gguf_doc(part.parent / f"{base}-{n:05d}-of-{count:05d}.gguf") for n in range(1, count + 1)]
+    metadata = {k: v for k, v in docs[0]["metadata"].items() if k not in SPLIT_KEYS}
+    return merged(docs, metadata, {"format": "gguf", "gguf_version": docs[0]["gguf_version"]})
+
+
+def model_doc(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        indexes = sorted(path.glob("*.safetensors.index.json"))
+        if len(indexes) == 1:
+            return sharded_safetensors_doc(indexes[0])
+        firsts = sorted(path.glob("*-00001-of-*.gguf"))
+        if len(firsts) == 1:
+            return split_gguf_doc(firsts[0])
+        raise Invalid(f"{path}: not one multi-file model")
+    if path.name.endswith(".safetensors.index.json"):
+        return sharded_safetensors_doc(path)
     with open(path, "rb") as f:
         magic = f.read(4)
-    doc = gguf_doc(path) if magic == b"GGUF" else safetensors_doc(path)
-    return canonical(doc)
+    if magic == b"GGUF":
+        doc = gguf_doc(path)
+        count = doc["metadata"].get("split.count")
+        if isinstance(count, int) and count >= 1 and re.fullmatch(r".+-\d+-of-\d+\.gguf", path.name):
+            return split_gguf_doc(path)
+        return doc
+    return safetensors_doc(path)
+
+
+def identity(path: Path) -> bytes:
+    return canonical(model_doc(path))
 
 
 def main() -> int:

@@ -251,6 +251,9 @@ pub struct TensorInfo {
     pub byte_length: u64,
     /// Offset of the tensor's data from the start of the file. Not part of the identity.
     pub file_offset: u64,
+    /// The file of a multi-file model that holds the tensor: an index into
+    /// [`ModelFiles::parts`]; 0 for a single file. Not part of the identity.
+    pub part: u32,
 }
 
 impl TensorInfo {
@@ -281,6 +284,51 @@ pub struct Layout {
     pub alignment: Option<u64>,
     /// GGUF only: true when the file is big-endian.
     pub big_endian: bool,
+    /// The files of a multi-file model (sharded safetensors, split GGUF); None for one file.
+    /// The sizes above are then sums over the parts.
+    pub files: Option<Box<ModelFiles>>,
+}
+
+/// How the files of a multi-file model are tied together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Safetensors shards named by a `*.safetensors.index.json`.
+    SafetensorsIndex,
+    /// GGUF parts `NAME-00001-of-0000N.gguf` carrying `split.*` keys.
+    GgufSplit,
+}
+
+impl Scheme {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::SafetensorsIndex => "safetensors-index",
+            Scheme::GgufSplit => "gguf-split",
+        }
+    }
+}
+
+/// The layout of a multi-file model: which files hold it. Reported, never hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFiles {
+    pub scheme: Scheme,
+    /// The index file (safetensors) or None (GGUF).
+    pub index: Option<String>,
+    /// The parts in order (index order of first appearance for safetensors, part number for GGUF).
+    pub parts: Vec<PartLayout>,
+}
+
+/// One file of a multi-file model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartLayout {
+    /// Its plain file name, inside the model's directory.
+    pub file: String,
+    pub tensors: usize,
+    pub file_size: u64,
+    pub header_size: u64,
+    pub data_expected: u64,
+    pub data_present: u64,
+    /// The structural hash of this file read on its own.
+    pub structural_hash: String,
 }
 
 impl Layout {

@@ -50,6 +50,105 @@ pub struct StructuralDiff {
     pub metadata: Vec<MetadataChange>,
     /// Sorted by tensor name.
     pub tensors: Vec<TensorChange>,
+    /// How the files holding the model changed (resharding), when a side has several files
+    /// or the sides are laid out differently; None when nothing about the files changed.
+    pub layout: Option<LayoutChange>,
+}
+
+/// The files of each side, when they differ: layout, outside the identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutChange {
+    pub old: FilesView,
+    pub new: FilesView,
+    /// Tensors present on both sides that are held by a differently named file.
+    pub tensors_moved: usize,
+}
+
+/// The files a model is stored in, as a diff reports them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FilesView {
+    /// "single-file", "safetensors-index" or "gguf-split".
+    pub scheme: &'static str,
+    /// The part files (empty for a single file).
+    pub parts: Vec<String>,
+}
+
+impl FilesView {
+    pub fn of(artifact: &Artifact) -> FilesView {
+        match &artifact.layout.files {
+            None => FilesView {
+                scheme: "single-file",
+                parts: Vec::new(),
+            },
+            Some(files) => FilesView {
+                scheme: files.scheme.name(),
+                parts: files.parts.iter().map(|p| p.file.clone()).collect(),
+            },
+        }
+    }
+
+    /// "1 file", "3 safetensors shards", "5 GGUF parts".
+    pub fn describe(&self) -> String {
+        match self.scheme {
+            "single-file" => "1 file".to_owned(),
+            "gguf-split" => plural(self.parts.len(), "GGUF part"),
+            _ => plural(self.parts.len(), "safetensors shard"),
+        }
+    }
+}
+
+/// "1 tensor", "3 tensors".
+pub fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+impl LayoutChange {
+    fn between(old: &Artifact, new: &Artifact) -> Option<LayoutChange> {
+        if old.layout.files.is_none() && new.layout.files.is_none() {
+            return None;
+        }
+        let (old_view, new_view) = (FilesView::of(old), FilesView::of(new));
+        let holder = |a: &Artifact, t: &TensorInfo| -> Option<String> {
+            let files = a.layout.files.as_ref()?;
+            Some(files.parts.get(t.part as usize)?.file.clone())
+        };
+        let tensors_moved = old
+            .tensors
+            .iter()
+            .filter(|(name, t)| {
+                new.tensors
+                    .get(name)
+                    .is_some_and(|u| holder(old, t) != holder(new, u))
+            })
+            .count();
+        if old_view == new_view && tensors_moved == 0 {
+            return None;
+        }
+        Some(LayoutChange {
+            old: old_view,
+            new: new_view,
+            tensors_moved,
+        })
+    }
+
+    /// "3 safetensors shards -> 2 safetensors shards, 40 tensors moved between files".
+    pub fn describe(&self) -> String {
+        let mut text = format!("{} -> {}", self.old.describe(), self.new.describe());
+        if self.old.parts != self.new.parts && self.old.parts.len() == self.new.parts.len() {
+            text.push_str(" (renamed)");
+        }
+        if self.tensors_moved > 0 {
+            text.push_str(&format!(
+                ", {} moved between files",
+                plural(self.tensors_moved, "tensor")
+            ));
+        }
+        text
+    }
 }
 
 impl StructuralDiff {
@@ -75,6 +174,7 @@ impl StructuralDiff {
             tensors: diff_sorted(old.tensors.iter(), new.tensors.iter(), same_structure)
                 .map(|(name, change)| TensorChange { name, change })
                 .collect(),
+            layout: LayoutChange::between(old, new),
         }
     }
 

@@ -66,7 +66,9 @@ pub enum InputError {
 pub fn open(spec: &str) -> Result<Opened, InputError> {
     match Input::parse(spec) {
         Input::File(path) => {
-            if let Some(file) = crate::read::read_wdelta(&path)? {
+            if !path.is_dir()
+                && let Some(file) = crate::read::read_wdelta(&path)?
+            {
                 return Ok(Opened::Wdelta(OpenedWdelta { file }));
             }
             open_file(&path).map(Opened::Model)
@@ -90,7 +92,7 @@ fn open_file(path: &Path) -> Result<Artifact, InputError> {
         let name = path.display().to_string();
         return model_of(crate::git::side::model_side_of_file(path), name);
     }
-    Ok(crate::read::read_file(path)?)
+    Ok(crate::read::open_model_path(path)?)
 }
 
 /// `REV:path` through the repository around the current directory; LFS pointers are followed

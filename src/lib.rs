@@ -20,6 +20,7 @@ pub mod output;
 pub mod policy;
 pub mod read;
 pub mod render;
+pub mod sharded;
 pub mod table;
 
 pub use artifact::{Artifact, Format, TensorInfo, Value};

@@ -1,11 +1,12 @@
 //! Opening model files: detect the format from the bytes, hand them to that format's parser.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::artifact::{Artifact, Format};
 use crate::error::{Error, Result};
 use crate::formats;
 use crate::formats::wdelta::WdeltaFile;
+use crate::sharded::{self, ShardError};
 
 /// Opens `path` for reading a model: regular files only (a symlink is followed to one), so a
 /// device or a FIFO named like a model is refused rather than read forever.
@@ -198,6 +199,126 @@ pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
             path: path.to_owned(),
             source: Box::new(source),
         })
+}
+
+/// Opens what a path names as one model: a model file; a directory holding one model; a
+/// `*.safetensors.index.json` with its shards; or any part of a split GGUF with all its parts.
+pub fn open_model_path(path: &Path) -> Result<Artifact> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        let dir = FsDirectory::new(path);
+        return Ok(sharded::open_directory(&dir, &path.display().to_string())?);
+    }
+    let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
+        return read_file(path);
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if sharded::index::is_index_name(file) {
+        let dir = FsDirectory::new(parent);
+        let names = sharded::Directory::file_names(&dir)?;
+        return Ok(sharded::open_index(&dir, file, &names)?);
+    }
+    let artifact = read_file(path)?;
+    if let Some(name) = sharded::SplitName::parse(file)
+        && artifact.format == Format::Gguf
+        && sharded::split::is_part(&artifact)
+    {
+        let dir = FsDirectory::new(parent);
+        let names = sharded::Directory::file_names(&dir)?;
+        let number = name.number;
+        return Ok(sharded::open_split(
+            &dir,
+            &name,
+            &names,
+            Some((number, artifact)),
+        )?);
+    }
+    Ok(artifact)
+}
+
+/// A directory of the file system, as the multi-file reader sees it.
+pub struct FsDirectory {
+    dir: PathBuf,
+}
+
+impl FsDirectory {
+    pub fn new(dir: &Path) -> FsDirectory {
+        FsDirectory {
+            dir: dir.to_owned(),
+        }
+    }
+
+    /// The path of `file`, refusing a symbolic link that leads out of the directory.
+    fn inside(&self, file: &str) -> std::result::Result<PathBuf, ShardError> {
+        let path = self.dir.join(file);
+        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            let unreadable = |e: std::io::Error| ShardError::Unreadable {
+                file: path.display().to_string(),
+                message: e.to_string(),
+            };
+            let target = std::fs::canonicalize(&path).map_err(unreadable)?;
+            let dir = std::fs::canonicalize(&self.dir).map_err(unreadable)?;
+            if target.parent() != Some(dir.as_path()) {
+                return Err(ShardError::LinkOutside {
+                    file: path.display().to_string(),
+                    target: target.display().to_string(),
+                });
+            }
+        }
+        Ok(path)
+    }
+}
+
+impl sharded::Directory for FsDirectory {
+    fn label(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+
+    fn file_names(&self) -> std::result::Result<Vec<String>, ShardError> {
+        let unreadable = |e: std::io::Error| ShardError::Unreadable {
+            file: self.dir.display().to_string(),
+            message: e.to_string(),
+        };
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(unreadable)? {
+            let entry = entry.map_err(unreadable)?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    fn read_small(&self, file: &str, limit: u64) -> std::result::Result<Vec<u8>, ShardError> {
+        use std::io::Read;
+        let path = self.inside(file)?;
+        let (handle, len) = open_regular(&path).map_err(Box::new)?;
+        if len > limit {
+            return Err(ShardError::Unreadable {
+                file: path.display().to_string(),
+                message: format!("{len} bytes, more than the {limit} an index may have"),
+            });
+        }
+        let mut bytes = Vec::new();
+        handle
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Box::new(Error::io(&path, e)))?;
+        Ok(bytes)
+    }
+
+    fn read_model(&self, file: &str) -> std::result::Result<Artifact, ShardError> {
+        let path = self.inside(file)?;
+        Ok(read_file(&path).map_err(Box::new)?)
+    }
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ impl FileEntry {
                 (None, Some(new)) => match new.artifact() {
                     Some(a) => {
                         out.push_str("new file:\n");
-                        out.push_str(&crate::render::text::inspect(a, &palette, false));
+                        out.push_str(&crate::render::text::inspect(a, &palette, false, false));
                     }
                     None => push_note(&mut out, "new", new, Side::New),
                 },

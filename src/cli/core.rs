@@ -7,7 +7,8 @@ use super::Result;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// Model file, or REV:path inside a git repository.
+    /// Model file, a directory or index of a sharded model, a part of a split GGUF, or REV:path
+    /// inside a git repository.
     pub file: String,
     /// Machine-readable output (schema 1).
     #[arg(long)]
@@ -18,11 +19,15 @@ pub struct InspectArgs {
     /// With --json: include arrays in full rather than summarized.
     #[arg(long)]
     pub full_arrays: bool,
+    /// For a multi-file model: list each shard or part with its own structural hash.
+    #[arg(long)]
+    pub shards: bool,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct IdArgs {
-    /// Model file, or REV:path inside a git repository.
+    /// Model file, a directory or index of a sharded model, a part of a split GGUF, or REV:path
+    /// inside a git repository.
     pub file: String,
     /// Machine-readable output (schema 1).
     #[arg(long, conflicts_with = "canonical")]
@@ -34,9 +39,10 @@ pub struct IdArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
-    /// Old side: a file, or REV:path inside a git repository.
+    /// Old side: a model (file, directory, index, split part), or REV:path inside a git repository.
     pub a: String,
-    /// New side: a file, or REV:path inside a git repository.
+    /// New side: a model (file, directory, index, split part), or REV:path inside a git
+    /// repository.
     pub b: String,
     /// Machine-readable output (schema 1).
     #[arg(long)]
@@ -51,7 +57,7 @@ pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
     let out = if args.json {
         crate::render::json::inspect(&artifact, args.full_arrays)
     } else {
-        crate::render::text::inspect(&artifact, &color.palette(), args.all)
+        crate::render::text::inspect(&artifact, &color.palette(), args.all, args.shards)
     };
     exit_without_freeing(artifact);
     Ok(print(&out)?)

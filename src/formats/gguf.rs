@@ -591,6 +591,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
                 shape,
                 byte_length,
                 file_offset: data_offset,
+                part: 0,
             },
         ));
     }
@@ -626,6 +627,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
             data_present,
             alignment: Some(alignment),
             big_endian: cur.big_endian,
+            files: None,
         },
     })
 }

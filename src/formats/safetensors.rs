@@ -266,6 +266,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             data_present,
             alignment: None,
             big_endian: false,
+            files: None,
         },
     })
 }
@@ -356,6 +357,7 @@ impl<'de> de::Deserialize<'de> for RawHeader {
                             shape: tensor.shape,
                             byte_length: end,
                             file_offset: begin,
+                            part: 0,
                         },
                     ));
                 }

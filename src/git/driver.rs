@@ -186,7 +186,10 @@ fn push_side(out: &mut String, palette: &Palette, what: &str, side: &ModelSide) 
     match side.artifact() {
         Some(artifact) => {
             let _ = writeln!(out, "{what}:");
-            push_block(out, &crate::render::text::inspect(artifact, palette, false));
+            push_block(
+                out,
+                &crate::render::text::inspect(artifact, palette, false, false),
+            );
         }
         None => push_note(out, what, side),
     }

@@ -58,9 +58,29 @@ struct InspectDoc<'a> {
     alignment: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     big_endian: Option<bool>,
+    /// The files of a multi-file model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<FilesJson<'a>>,
     parameters: Parameters,
     metadata: MetadataJson<'a>,
     tensors: Vec<TensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct FilesJson<'a> {
+    scheme: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<&'a str>,
+    parts: Vec<PartJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct PartJson<'a> {
+    file: &'a str,
+    tensor_count: usize,
+    file_size: u64,
+    header_size: u64,
+    structural_hash: &'a str,
 }
 
 #[derive(Serialize)]
@@ -76,6 +96,9 @@ struct TensorJson<'a> {
     shape: &'a [u64],
     byte_length: u64,
     offset: u64,
+    /// The part file that holds the tensor (multi-file models only); `offset` is in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<&'a str>,
 }
 
 pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
@@ -95,6 +118,21 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
         data_bytes_expected: layout.data_expected,
         alignment: layout.alignment,
         big_endian: artifact.gguf_version.map(|_| layout.big_endian),
+        files: layout.files.as_deref().map(|files| FilesJson {
+            scheme: files.scheme.name(),
+            index: files.index.as_deref(),
+            parts: files
+                .parts
+                .iter()
+                .map(|p| PartJson {
+                    file: &p.file,
+                    tensor_count: p.tensors,
+                    file_size: p.file_size,
+                    header_size: p.header_size,
+                    structural_hash: &p.structural_hash,
+                })
+                .collect(),
+        }),
         parameters: Parameters { total, by_dtype },
         metadata: MetadataJson {
             entries: artifact.metadata.iter().collect(),
@@ -109,6 +147,11 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
                 shape: &t.shape,
                 byte_length: t.byte_length,
                 offset: t.file_offset,
+                file: layout
+                    .files
+                    .as_ref()
+                    .and_then(|f| f.parts.get(t.part as usize))
+                    .map(|p| p.file.as_str()),
             })
             .collect(),
     };
@@ -232,6 +275,16 @@ struct DiffDoc<'a> {
     counts: DiffCounts,
     metadata: Sections<'a, Value>,
     tensors: Sections<'a, TensorInfo>,
+    /// Present when the files holding the model changed (multi-file models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout: Option<LayoutJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct LayoutJson<'a> {
+    old: &'a crate::diff::FilesView,
+    new: &'a crate::diff::FilesView,
+    tensors_moved: usize,
 }
 
 struct Sections<'a, T> {
@@ -370,6 +423,11 @@ fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
         counts: diff.counts(),
         metadata: Sections::collect(diff.metadata.iter().map(|m| (m.key.as_str(), &m.change))),
         tensors: Sections::collect(diff.tensors.iter().map(|t| (t.name.as_str(), &t.change))),
+        layout: diff.layout.as_ref().map(|l| LayoutJson {
+            old: &l.old,
+            new: &l.new,
+            tensors_moved: l.tensors_moved,
+        }),
     }
 }
 

@@ -29,7 +29,8 @@ pub fn id(artifact: &Artifact) -> String {
     out
 }
 
-pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool) -> String {
+/// `inspect`: `all` lists every tensor, `parts` every file of a multi-file model.
+pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -> String {
     let mut out = String::new();
     let layout = &artifact.layout;
     let _ = writeln!(out, "format: {}", artifact.format.name());
@@ -51,6 +52,29 @@ pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool) -> String {
         human_bytes(layout.file_size)
     );
     let _ = writeln!(out, "header_size: {} bytes", layout.header_size);
+    if let Some(files) = &layout.files {
+        let view = crate::diff::FilesView::of(artifact);
+        let index = files
+            .index
+            .as_deref()
+            .map(|i| format!(", index {}", shown(i)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "files: {}{index}", view.describe());
+        if parts {
+            for part in &files.parts {
+                let _ = writeln!(
+                    out,
+                    "  {}: {}, {} bytes, structural_hash {}",
+                    shown(&part.file),
+                    crate::diff::plural(part.tensors, "tensor"),
+                    part.file_size,
+                    part.structural_hash
+                );
+            }
+        } else {
+            let _ = writeln!(out, "  (--shards lists each file with its own identity)");
+        }
+    }
     if layout.is_truncated() {
         let _ = writeln!(
             out,
@@ -233,6 +257,9 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     }
     let _ = writeln!(out, "  old: {}", diff.old_hash);
     let _ = writeln!(out, "  new: {}", diff.new_hash);
+    if let Some(layout) = &diff.layout {
+        let _ = writeln!(out, "  layout: {}", layout.describe());
+    }
 
     if diff.is_identical() {
         let _ = writeln!(out, "\nNo structural differences.");
@@ -270,6 +297,13 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
 pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ: bool) -> String {
     if !diff.is_identical() {
         return self::diff(diff, palette);
+    }
+    if let Some(layout) = &diff.layout {
+        return format!(
+            "layout changed, structure identical (structural hash {}): {}\n",
+            diff.old_hash,
+            layout.describe()
+        );
     }
     format!(
         "structure identical (structural hash {}){}\n",

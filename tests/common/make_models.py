@@ -5,7 +5,11 @@ object {"path": spec, ...}; parent directories are created. Every spec has a "ki
 
   gguf         gguf-py's GGUFWriter. "arch" (default "llama"); "metadata": {key: value}, where
                bools are bools, ints u32, floats f32, lists arrays, strings strings, and
-               "__u64:N" strings u64; "tensors": [tensor, ...].
+               "__u64:N" strings u64; "tensors": [tensor, ...]; "writer": keyword arguments of
+               GGUFWriter, e.g. {"split_max_tensors": 2}, which writes PATH-0000K-of-0000N.gguf.
+  sharded_safetensors  a directory as transformers writes it: huggingface_hub's shard planner
+               ("max_shard_size" in bytes), shards written by the safetensors package with
+               "metadata" (default {"format": "pt"}), model.safetensors.index.json.
   safetensors  safetensors.numpy.save_file. "metadata": {key: str} (none when absent or empty);
                "tensors": [tensor, ...].
   torch_zip    the zip layout of torch.save (archive/data.pkl, stored), made without torch;
@@ -61,7 +65,7 @@ def values(tensor, dtype):
 def gguf_file(path, spec):
     import gguf
 
-    w = gguf.GGUFWriter(path, spec.get("arch", "llama"))
+    w = gguf.GGUFWriter(path, spec.get("arch", "llama"), **spec.get("writer", {}))
     for key, value in spec.get("metadata", {}).items():
         if isinstance(value, bool):
             w.add_bool(key, value)
@@ -191,7 +195,31 @@ def os_system(path, spec):
         f.write(data)
 
 
+def sharded_safetensors(path, spec):
+    """A directory as transformers' save_pretrained writes it: shards planned by huggingface_hub's
+    splitter, written by the safetensors package, and model.safetensors.index.json."""
+    from huggingface_hub import split_state_dict_into_shards_factory
+    from safetensors.numpy import save_file
+
+    os.makedirs(path, exist_ok=True)
+    tensors = {t["name"]: values(t, t["dtype"]) for t in spec.get("tensors", [])}
+    split = split_state_dict_into_shards_factory(
+        tensors,
+        get_storage_size=lambda a: a.nbytes,
+        filename_pattern="model{suffix}.safetensors",
+        max_shard_size=spec["max_shard_size"],
+    )
+    metadata = spec.get("metadata", {"format": "pt"})
+    for filename, names in split.filename_to_tensors.items():
+        save_file({n: tensors[n] for n in names}, os.path.join(path, filename), metadata=metadata)
+    if split.is_sharded:
+        index = {"metadata": split.metadata, "weight_map": split.tensor_to_filename}
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+
+
 KINDS = dict(
+    sharded_safetensors=sharded_safetensors,
     gguf=gguf_file,
     safetensors=safetensors_file,
     torch_zip=torch_zip,

@@ -1,0 +1,121 @@
+//! GGUF split models: `NAME-00001-of-0000N.gguf` parts (as llama.cpp's gguf-split and gguf-py's
+//! writer name them) whose `split.*` keys number them. Only the first part carries the model's
+//! metadata.
+
+use crate::artifact::{Artifact, Value};
+
+pub const SPLIT_NO: &str = "split.no";
+pub const SPLIT_COUNT: &str = "split.count";
+pub const SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
+
+/// The keys that say how a model is split: layout, not part of the model's identity.
+pub const SPLIT_KEYS: [&str; 3] = [SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS_COUNT];
+
+/// The parts of a file name `NAME-00002-of-00005.gguf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitName {
+    pub base: String,
+    /// 1-based, as in the name.
+    pub number: u32,
+    pub count: u32,
+}
+
+impl SplitName {
+    /// Reads a part's file name (not a path); None when it is not named like a part.
+    pub fn parse(file: &str) -> Option<SplitName> {
+        let stem = strip_suffix_ignore_case(file, ".gguf")?;
+        let (rest, count) = stem.rsplit_once("-of-")?;
+        let (base, number) = rest.rsplit_once('-')?;
+        let number = part_number(number)?;
+        let count = part_number(count)?;
+        if base.is_empty() || number == 0 || count == 0 || number > count {
+            return None;
+        }
+        Some(SplitName {
+            base: base.to_owned(),
+            number,
+            count,
+        })
+    }
+
+    /// The name of part `number` of the same model, as the writers spell it.
+    pub fn sibling(&self, number: u32) -> String {
+        format!("{}-{:05}-of-{:05}.gguf", self.base, number, self.count)
+    }
+
+    /// How a model split this way is named in reports: `NAME-*-of-0000N.gguf`.
+    pub fn model_name(&self) -> String {
+        format!("{}-*-of-{:05}.gguf", self.base, self.count)
+    }
+}
+
+fn strip_suffix_ignore_case<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
+    let cut = name.len().checked_sub(suffix.len())?;
+    (name.is_char_boundary(cut) && name[cut..].eq_ignore_ascii_case(suffix)).then(|| &name[..cut])
+}
+
+fn part_number(digits: &str) -> Option<u32> {
+    if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// True when a GGUF file says it is one part of a split model (`split.count` of 1 or more).
+/// A file merged by `llama-gguf-split --merge` keeps the keys with `split.count = 0` and is a
+/// single file.
+pub fn is_part(artifact: &Artifact) -> bool {
+    matches!(integer(artifact, SPLIT_COUNT), Some(Ok(n)) if n >= 1)
+}
+
+/// The non-negative integer value of `key`: None when absent, Err(type or sign) when it is not
+/// one.
+pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, String>> {
+    let value = artifact.metadata.get(key)?;
+    let n: Option<i128> = match value {
+        Value::U8(v) => Some((*v).into()),
+        Value::I8(v) => Some((*v).into()),
+        Value::U16(v) => Some((*v).into()),
+        Value::I16(v) => Some((*v).into()),
+        Value::U32(v) => Some((*v).into()),
+        Value::I32(v) => Some((*v).into()),
+        Value::U64(v) => Some((*v).into()),
+        Value::I64(v) => Some((*v).into()),
+        _ => None,
+    };
+    Some(match n {
+        Some(n) => u64::try_from(n).map_err(|_| format!("is negative ({n})")),
+        None => Err(format!(
+            "is of type {}, expected an integer",
+            value.type_name()
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SplitName;
+
+    #[test]
+    fn part_names() {
+        let name = SplitName::parse("llama-7b-00002-of-00005.gguf").unwrap();
+        assert_eq!(
+            (name.base.as_str(), name.number, name.count),
+            ("llama-7b", 2, 5)
+        );
+        assert_eq!(name.sibling(5), "llama-7b-00005-of-00005.gguf");
+        assert_eq!(name.model_name(), "llama-7b-*-of-00005.gguf");
+        assert_eq!(SplitName::parse("m-00001-of-00001.GGUF").unwrap().count, 1);
+        for not_a_part in [
+            "model.gguf",
+            "-00001-of-00002.gguf",
+            "m-00003-of-00002.gguf",
+            "m-00000-of-00002.gguf",
+            "m-0000x-of-00002.gguf",
+            "m-00001-of-00002.safetensors",
+            "m-00001-of-.gguf",
+        ] {
+            assert_eq!(SplitName::parse(not_a_part), None, "{not_a_part}");
+        }
+    }
+}
