@@ -6,7 +6,8 @@ object {"path": spec, ...}; parent directories are created. Every spec has a "ki
   gguf         gguf-py's GGUFWriter. "arch" (default "llama"); "metadata": {key: value}, where
                bools are bools, ints u32, floats f32, lists arrays, strings strings, and
                "__u64:N" strings u64; "tensors": [tensor, ...]; "writer": keyword arguments of
-               GGUFWriter, e.g. {"split_max_tensors": 2}, which writes PATH-0000K-of-0000N.gguf.
+               GGUFWriter, e.g. {"split_max_tensors": 2}, which writes PATH-0000K-of-0000N.gguf;
+               "no_arch": true leaves out general.architecture (to hand-make a later part).
   sharded_safetensors  a directory as transformers writes it: huggingface_hub's shard planner
                ("max_shard_size" in bytes), shards written by the safetensors package with
                "metadata" (default {"format": "pt"}), model.safetensors.index.json.
@@ -66,6 +67,9 @@ def gguf_file(path, spec):
     import gguf
 
     w = gguf.GGUFWriter(path, spec.get("arch", "llama"), **spec.get("writer", {}))
+    if spec.get("no_arch"):
+        # A later part of a split model carries no model metadata, not even the architecture.
+        w.kv_data[0].pop(gguf.Keys.General.ARCHITECTURE)
     for key, value in spec.get("metadata", {}).items():
         if isinstance(value, bool):
             w.add_bool(key, value)
