@@ -327,8 +327,8 @@ def gguf_golden_minimal(path: Path) -> None:
     finish(w)
 
 
-def gguf_golden_types(path: Path) -> None:
-    w = GGUFWriter(path, "llama")
+def gguf_golden_types(path: Path, **writer) -> None:
+    w = GGUFWriter(path, "llama", **writer)
     w.add_uint8("u8", 1)
     w.add_int8("i8", -1)
     w.add_uint16("u16", 2)
@@ -441,11 +441,37 @@ def st_truncated(path: Path) -> None:
     path.write_bytes(data[: len(data) - 100])
 
 
-def st_golden(path: Path) -> None:
-    save_file({
+def st_golden_tensors() -> dict[str, np.ndarray]:
+    return {
         "w": np.arange(6, dtype=np.float32).reshape(2, 3),
         "b": np.zeros(3, dtype=np.float16),
-    }, str(path), metadata={"format": "pt", "note": "é\n"})
+    }
+
+
+def st_golden(path: Path) -> None:
+    save_file(st_golden_tensors(), str(path), metadata={"format": "pt", "note": "é\n"})
+
+
+def st_golden_sharded(path: Path) -> None:
+    """golden.safetensors as transformers would shard it: huggingface_hub's planner with a 24-byte
+    limit (w, then b), the safetensors package, and the index."""
+    from huggingface_hub import split_state_dict_into_shards_factory
+
+    path.mkdir(exist_ok=True)
+    tensors = st_golden_tensors()
+    split = split_state_dict_into_shards_factory(
+        tensors, get_storage_size=lambda a: a.nbytes, filename_pattern="model{suffix}.safetensors", max_shard_size=24
+    )
+    for filename, names in split.filename_to_tensors.items():
+        save_file({n: tensors[n] for n in names}, str(path / filename), metadata={"format": "pt", "note": "é\n"})
+    index = {"metadata": split.metadata, "weight_map": split.tensor_to_filename}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+
+
+def gguf_golden_split(path: Path) -> None:
+    """golden-types.gguf split by gguf-py's writer into one part per tensor."""
+    path.mkdir(exist_ok=True)
+    gguf_golden_types(path / "golden-types.gguf", split_max_tensors=1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -536,6 +562,8 @@ SMALL = {
     "empty.safetensors": st_empty,
     "truncated.safetensors": st_truncated,
     "golden.safetensors": st_golden,
+    "golden-sharded": st_golden_sharded,
+    "golden-split": gguf_golden_split,
 }
 BIG = {"vocab262k.gguf": gguf_vocab262k}
 

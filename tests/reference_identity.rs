@@ -171,7 +171,8 @@ fn vocab262k_matches_the_python_reference() {
 fn golden_vectors() {
     let golden: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(fixture("golden.json")).unwrap()).unwrap();
-    assert_eq!(golden.len(), 3);
+    // Three files, and two multi-file models that are the same models as two of them.
+    assert_eq!(golden.len(), 5);
     let paths: Vec<PathBuf> = golden.keys().map(|name| fixture(name)).collect();
     for ((name, vector), r) in golden.iter().zip(reference(&paths)) {
         let canonical = vector["canonical"].as_str().unwrap();
@@ -227,10 +228,35 @@ fn regenerated_fixtures_have_the_committed_identities() {
             assert_eq!(our_hash(&committed), our_hash(&regenerated), "{name:?}");
         }
     }
+    // The multi-file golden models: the same files, byte for byte for GGUF and for the index.
+    for model in ["golden-sharded", "golden-split"] {
+        let mut names: Vec<_> = std::fs::read_dir(fixture(model))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        let mut regenerated: Vec<_> = std::fs::read_dir(dir.path().join(model))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        regenerated.sort();
+        assert_eq!(names, regenerated, "{model}: make_fixtures.py writes other files");
+        for name in names {
+            let (committed, fresh) = (fixture(model).join(&name), dir.path().join(model).join(&name));
+            if name.to_str().unwrap().ends_with(".safetensors") {
+                assert_eq!(our_hash(&committed), our_hash(&fresh), "{model}/{name:?}");
+            } else {
+                assert!(
+                    std::fs::read(&committed).unwrap() == std::fs::read(&fresh).unwrap(),
+                    "{model}/{name:?} differs from what make_fixtures.py writes now"
+                );
+            }
+        }
+    }
     let generated = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(
         generated,
-        committed_fixtures().len(),
+        committed_fixtures().len() + 2,
         "make_fixtures.py writes files that are not committed"
     );
 }
