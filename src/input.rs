@@ -100,6 +100,12 @@ fn open_file(path: &Path) -> Result<Artifact, InputError> {
 fn open_revision(rev_path: &crate::git::resolve::RevPath) -> Result<Artifact, InputError> {
     let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
     let repo = crate::git::open_repo(&cwd)?;
+    if !rev_path.is_index() {
+        let path = rev_path.repo_path(&repo, &cwd);
+        if let Some(side) = crate::git::models::open_at(&repo, &rev_path.rev, &path)? {
+            return model_of(side, rev_path.spec.clone());
+        }
+    }
     let id = rev_path.blob(&repo, &cwd)?;
     let bytes = crate::git::objects::blob_bytes(&repo, id)?;
     let side = crate::git::side::model_artifact_from_blob(&repo, &bytes, &rev_path.spec);
@@ -109,7 +115,9 @@ fn open_revision(rev_path: &crate::git::resolve::RevPath) -> Result<Artifact, In
 fn model_of(side: ModelSide, name: String) -> Result<Artifact, InputError> {
     match side {
         ModelSide::Model { artifact, .. } => Ok(*artifact),
-        ModelSide::Invalid { error, .. } => Err(InputError::Unreadable(error)),
+        ModelSide::Invalid { error, .. } | ModelSide::Unassembled { error } => {
+            Err(InputError::Unreadable(error))
+        }
         other => Err(InputError::NoModel {
             name,
             message: other.note().unwrap_or_default(),

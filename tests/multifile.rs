@@ -133,20 +133,33 @@ fn inspect_reports_the_whole_model_and_each_shard() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("tensor_count: 6"), "{text}");
-    assert!(text.contains("files: 4 safetensors shards, index model.safetensors.index.json"), "{text}");
+    assert!(
+        text.contains("files: 4 safetensors shards, index model.safetensors.index.json"),
+        "{text}"
+    );
     // Each shard's own identity is that of the shard read alone.
     for n in 1..=4 {
         let shard = format!("model-{n:05}-of-00004.safetensors");
         let own = hash(&d.join("small").join(&shard));
-        assert!(text.contains(&format!("{shard}: ")) && text.contains(&own), "{shard}\n{text}");
+        assert!(
+            text.contains(&format!("{shard}: ")) && text.contains(&own),
+            "{shard}\n{text}"
+        );
     }
-    let out = run(&["inspect", "--json", p(&d.join("split/tiny-00003-of-00003.gguf"))]);
+    let out = run(&[
+        "inspect",
+        "--json",
+        p(&d.join("split/tiny-00003-of-00003.gguf")),
+    ]);
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["schema"], 1);
     assert_eq!(doc["tensor_count"], 6);
     assert_eq!(doc["files"]["scheme"], "gguf-split");
     assert_eq!(doc["files"]["parts"].as_array().unwrap().len(), 3);
-    assert!(doc["metadata"].get("split.count").is_none(), "split keys are layout");
+    assert!(
+        doc["metadata"].get("split.count").is_none(),
+        "split keys are layout"
+    );
     assert_eq!(doc["metadata"]["general.name"]["value"], "tiny");
     let holder = doc["tensors"]
         .as_array()
@@ -169,7 +182,12 @@ fn resharding_is_a_layout_change_and_a_changed_model_names_each_change() {
         "{}",
         stdout(&out)
     );
-    let out = run(&["diff", "--json", p(&d.join("small")), p(&d.join("twin/model.safetensors"))]);
+    let out = run(&[
+        "diff",
+        "--json",
+        p(&d.join("small")),
+        p(&d.join("twin/model.safetensors")),
+    ]);
     assert_eq!(code(&out), 0);
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["identical"], true);
@@ -183,14 +201,25 @@ fn resharding_is_a_layout_change_and_a_changed_model_names_each_change() {
     let changed = doc["tensors"]["changed"].as_object().unwrap();
     assert!(changed.contains_key("model.layers.0.mlp.weight"));
     assert!(changed.contains_key("model.layers.1.attn.weight"));
-    assert!(doc["tensors"]["removed"].as_object().unwrap().contains_key("model.norm.weight"));
+    assert!(
+        doc["tensors"]["removed"]
+            .as_object()
+            .unwrap()
+            .contains_key("model.norm.weight")
+    );
     assert_eq!(doc["counts"]["tensors_changed"], 2);
 }
 
 /// Runs `id` on `target` and returns stderr, asserting exit 2.
 fn refused(target: &Path) -> String {
     let out = run(&["id", p(target)]);
-    assert_eq!(code(&out), 2, "id {} should fail: {}", target.display(), stdout(&out));
+    assert_eq!(
+        code(&out),
+        2,
+        "id {} should fail: {}",
+        target.display(),
+        stdout(&out)
+    );
     stderr(&out)
 }
 
@@ -222,11 +251,24 @@ fn every_rule_of_a_sharded_safetensors_model_has_its_error() {
 
     let d = fresh("missing");
     std::fs::remove_file(d.join(shard(3))).unwrap();
-    assert_says(&refused(&d), &[&shard(3), "missing", "model.safetensors.index.json names it"]);
+    assert_says(
+        &refused(&d),
+        &[
+            &shard(3),
+            "missing",
+            "model.safetensors.index.json names it",
+        ],
+    );
 
     let d = fresh("extra");
     std::fs::copy(d.join(shard(1)), d.join("model-00005-of-00004.safetensors")).unwrap();
-    assert_says(&refused(&d), &["model-00005-of-00004.safetensors", "the index does not name it"]);
+    assert_says(
+        &refused(&d),
+        &[
+            "model-00005-of-00004.safetensors",
+            "the index does not name it",
+        ],
+    );
 
     let d = fresh("not_in_shard");
     edit_index(&d, |i| i["weight_map"]["model.ghost"] = json!(shard(2)));
@@ -234,35 +276,65 @@ fn every_rule_of_a_sharded_safetensors_model_has_its_error() {
 
     let d = fresh("not_in_index");
     edit_index(&d, |i| {
-        i["weight_map"].as_object_mut().unwrap().remove("model.norm.weight");
+        i["weight_map"]
+            .as_object_mut()
+            .unwrap()
+            .remove("model.norm.weight");
     });
-    assert_says(&refused(&d), &["holds tensor \"model.norm.weight\", which", "does not name"]);
+    assert_says(
+        &refused(&d),
+        &["holds tensor \"model.norm.weight\", which", "does not name"],
+    );
 
     let d = fresh("other_shard");
-    edit_index(&d, |i| i["weight_map"]["model.norm.weight"] = json!(shard(1)));
-    assert_says(&refused(&d), &["\"model.norm.weight\"", &format!("maps to {}", shard(1))]);
+    edit_index(&d, |i| {
+        i["weight_map"]["model.norm.weight"] = json!(shard(1))
+    });
+    assert_says(
+        &refused(&d),
+        &["\"model.norm.weight\"", &format!("maps to {}", shard(1))],
+    );
 
     let d = fresh("total_size");
     edit_index(&d, |i| i["metadata"]["total_size"] = json!(12));
-    assert_says(&refused(&d), &["metadata.total_size is 12", "hold 2848 bytes"]);
+    assert_says(
+        &refused(&d),
+        &["metadata.total_size is 12", "hold 2848 bytes"],
+    );
 
     let d = fresh("unsafe");
-    edit_index(&d, |i| i["weight_map"]["model.norm.weight"] = json!("../model.safetensors"));
-    assert_says(&refused(&d), &["\"../model.safetensors\" is not a plain file name"]);
+    edit_index(&d, |i| {
+        i["weight_map"]["model.norm.weight"] = json!("../model.safetensors")
+    });
+    assert_says(
+        &refused(&d),
+        &["\"../model.safetensors\" is not a plain file name"],
+    );
 
     let d = fresh("duplicate");
     let path = d.join("model.safetensors.index.json");
     let text = std::fs::read_to_string(&path).unwrap();
-    let dup = format!("\"weight_map\": {{\n    \"model.norm.weight\": \"{}\",", shard(1));
+    let dup = format!(
+        "\"weight_map\": {{\n    \"model.norm.weight\": \"{}\",",
+        shard(1)
+    );
     std::fs::write(&path, text.replacen("\"weight_map\": {", &dup, 1)).unwrap();
-    assert_says(&refused(&d), &["\"model.norm.weight\" appears twice in weight_map"]);
+    assert_says(
+        &refused(&d),
+        &["\"model.norm.weight\" appears twice in weight_map"],
+    );
 
     let d = fresh("metadata");
     // Rewrite one shard with other __metadata__, through the safetensors package.
     let names: Vec<String> = {
         let out = run(&["inspect", "--json", p(&d.join(shard(2)))]);
         let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-        doc["tensors"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+        doc["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
     };
     let subset: Vec<Value> = tensors()
         .as_array()
@@ -275,17 +347,34 @@ fn every_rule_of_a_sharded_safetensors_model_has_its_error() {
         &d,
         &json!({ shard(2): {"kind": "safetensors", "metadata": {"format": "np"}, "tensors": subset} }),
     );
-    assert_says(&refused(&d), &[&shard(2), "__metadata__ differs from that of", &shard(1)]);
+    assert_says(
+        &refused(&d),
+        &[&shard(2), "__metadata__ differs from that of", &shard(1)],
+    );
 
     let d = fresh("link");
     let outside = root.path().join("elsewhere.safetensors");
     std::fs::rename(d.join(shard(4)), &outside).unwrap();
     std::os::unix::fs::symlink(&outside, d.join(shard(4))).unwrap();
-    assert_says(&refused(&d), &[&shard(4), "a symbolic link to", "outside the model's directory"]);
+    assert_says(
+        &refused(&d),
+        &[
+            &shard(4),
+            "a symbolic link to",
+            "outside the model's directory",
+        ],
+    );
 
     let d = fresh("ambiguous");
     std::fs::copy(d.join(shard(1)), d.join("consolidated.safetensors")).unwrap();
-    assert_says(&refused(&d), &["holds 2 models", "consolidated.safetensors", "name one of them"]);
+    assert_says(
+        &refused(&d),
+        &[
+            "holds 2 models",
+            "consolidated.safetensors",
+            "name one of them",
+        ],
+    );
     // Naming the index picks the sharded one.
     let out = run(&["id", p(&d.join("model.safetensors.index.json"))]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -305,7 +394,8 @@ fn every_rule_of_a_split_gguf_has_its_error() {
     let part = |n: u32| format!("tiny-{n:05}-of-00003.gguf");
     // A later part made by hand: its split keys, and no model metadata.
     let hand_part = |dir: &Path, n: u32, metadata: Value, tensors: Value| {
-        let mut spec = json!({"kind": "gguf", "no_arch": true, "metadata": metadata, "tensors": tensors});
+        let mut spec =
+            json!({"kind": "gguf", "no_arch": true, "metadata": metadata, "tensors": tensors});
         if metadata_is_empty(&spec) {
             spec["metadata"] = json!({});
         }
@@ -315,29 +405,42 @@ fn every_rule_of_a_split_gguf_has_its_error() {
         {"name": "blk.1.ffn_up.weight", "dtype": "f16", "shape": [8, 8], "fill": "arange"},
         {"name": "output_norm.weight", "dtype": "f32", "shape": [8]}
     ]);
-    let keys = |no: u32, count: u32, tensors: u32| {
-        json!({"split.no": no, "split.count": count, "split.tensors.count": tensors})
-    };
+    let keys = |no: u32, count: u32, tensors: u32| json!({"split.no": no, "split.count": count, "split.tensors.count": tensors});
 
     let d = split("missing");
     std::fs::remove_file(d.join(part(2))).unwrap();
-    assert_says(&refused(&d.join(part(1))), &[&part(2), "missing", "tiny-*-of-00003.gguf"]);
+    assert_says(
+        &refused(&d.join(part(1))),
+        &[&part(2), "missing", "tiny-*-of-00003.gguf"],
+    );
 
     let d = split("extra");
     std::fs::copy(d.join(part(1)), d.join("tiny-00001-of-00004.gguf")).unwrap();
-    assert_says(&refused(&d.join(part(3))), &["tiny-00001-of-00004.gguf", "it says 4 parts"]);
+    assert_says(
+        &refused(&d.join(part(3))),
+        &["tiny-00001-of-00004.gguf", "it says 4 parts"],
+    );
 
     let d = split("number");
     hand_part(&d, 3, keys(1, 3, 6), last_tensors.clone());
-    assert_says(&refused(&d.join(part(1))), &[&part(3), "split.no is 1, expected 2"]);
+    assert_says(
+        &refused(&d.join(part(1))),
+        &[&part(3), "split.no is 1, expected 2"],
+    );
 
     let d = split("count");
     hand_part(&d, 3, keys(2, 4, 6), last_tensors.clone());
-    assert_says(&refused(&d.join(part(1))), &[&part(3), "split.count is 4, expected 3"]);
+    assert_says(
+        &refused(&d.join(part(1))),
+        &[&part(3), "split.count is 4, expected 3"],
+    );
 
     let d = split("tensors_count");
     hand_part(&d, 3, keys(2, 3, 7), last_tensors.clone());
-    assert_says(&refused(&d.join(part(1))), &[&part(3), "split.tensors.count is 7, but", "says 6"]);
+    assert_says(
+        &refused(&d.join(part(1))),
+        &[&part(3), "split.tensors.count is 7, but", "says 6"],
+    );
 
     let d = split("metadata_later");
     let mut meta = keys(2, 3, 6);
@@ -345,7 +448,11 @@ fn every_rule_of_a_split_gguf_has_its_error() {
     hand_part(&d, 3, meta, last_tensors.clone());
     assert_says(
         &refused(&d.join(part(1))),
-        &[&part(3), "\"general.name\" in part 3", "only the first part carries"],
+        &[
+            &part(3),
+            "\"general.name\" in part 3",
+            "only the first part carries",
+        ],
     );
 
     let d = split("twice");
@@ -354,11 +461,22 @@ fn every_rule_of_a_split_gguf_has_its_error() {
         {"name": "token_embd.weight", "dtype": "f32", "shape": [16, 8]}
     ]);
     hand_part(&d, 3, keys(2, 3, 6), twice);
-    assert_says(&refused(&d.join(part(1))), &["\"token_embd.weight\"", "already held by", &part(1)]);
+    assert_says(
+        &refused(&d.join(part(1))),
+        &["\"token_embd.weight\"", "already held by", &part(1)],
+    );
 
     let d = split("missing_key");
-    hand_part(&d, 3, json!({"split.no": 2, "split.count": 3}), last_tensors.clone());
-    assert_says(&refused(&d.join(part(2))), &[&part(3), "split.tensors.count is missing"]);
+    hand_part(
+        &d,
+        3,
+        json!({"split.no": 2, "split.count": 3}),
+        last_tensors.clone(),
+    );
+    assert_says(
+        &refused(&d.join(part(2))),
+        &[&part(3), "split.tensors.count is missing"],
+    );
 
     // A file merged by llama-gguf-split keeps split.count = 0: one file, not a part.
     let merged = root.path().join("merged");
@@ -368,7 +486,11 @@ fn every_rule_of_a_split_gguf_has_its_error() {
         &merged,
         &json!({ "tiny-00001-of-00001.gguf": {"kind": "gguf", "metadata": meta, "tensors": gguf_tensors()} }),
     );
-    let out = run(&["inspect", "--json", p(&merged.join("tiny-00001-of-00001.gguf"))]);
+    let out = run(&[
+        "inspect",
+        "--json",
+        p(&merged.join("tiny-00001-of-00001.gguf")),
+    ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(doc.get("files").is_none());

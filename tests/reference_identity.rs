@@ -240,9 +240,15 @@ fn regenerated_fixtures_have_the_committed_identities() {
             .map(|e| e.unwrap().file_name())
             .collect();
         regenerated.sort();
-        assert_eq!(names, regenerated, "{model}: make_fixtures.py writes other files");
+        assert_eq!(
+            names, regenerated,
+            "{model}: make_fixtures.py writes other files"
+        );
         for name in names {
-            let (committed, fresh) = (fixture(model).join(&name), dir.path().join(model).join(&name));
+            let (committed, fresh) = (
+                fixture(model).join(&name),
+                dir.path().join(model).join(&name),
+            );
             if name.to_str().unwrap().ends_with(".safetensors") {
                 assert_eq!(our_hash(&committed), our_hash(&fresh), "{model}/{name:?}");
             } else {

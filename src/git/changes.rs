@@ -117,8 +117,9 @@ impl PathFilter {
     }
 }
 
-/// Model files (by extension) that differ between the trees of `base` and `head`, or between
-/// `base` and the work tree when `head` is None; see [`changed_files`].
+/// Model files (by extension) and indexes of sharded models that differ between the trees of
+/// `base` and `head`, or between `base` and the work tree when `head` is None; see
+/// [`changed_files`].
 pub fn changed_model_files(
     repo: &gix::Repository,
     base: &str,
@@ -126,7 +127,10 @@ pub fn changed_model_files(
     filter: &PathFilter,
 ) -> Result<Vec<FileChange>> {
     changed_files(repo, base, head, &|path| {
-        crate::formats::FileKind::from_path(path).is_some() && filter.matches(path)
+        let file = path.rsplit('/').next().unwrap_or(path);
+        (crate::formats::FileKind::from_path(path).is_some()
+            || crate::sharded::index::is_index_name(file))
+            && filter.matches(path)
     })
 }
 

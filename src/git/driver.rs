@@ -160,6 +160,16 @@ pub fn render_change(
     let palette = &Palette::new(color);
     let mut out = header(color, old_path, new_path);
     out.push('\n');
+    // git hands drivers one file at a time; say which multi-file model a shard belongs to.
+    let file = new_path
+        .or(old_path)
+        .map(|p| p.rsplit('/').next().unwrap_or(p));
+    if let Some(note) = file.and_then(crate::sharded::split::name_note) {
+        let _ = writeln!(
+            out,
+            "{note} (`weight-inspect git diff` compares the whole model)"
+        );
+    }
     match (old, new) {
         (
             Some(ModelSide::Model { artifact: a, .. }),

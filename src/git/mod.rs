@@ -11,6 +11,7 @@ pub mod changes;
 pub mod driver;
 pub mod install;
 pub mod lfs;
+pub mod models;
 pub mod objects;
 pub mod process;
 pub mod report;

@@ -102,6 +102,56 @@ pub fn tree_entry(repo: &gix::Repository, rev: &str, path: &str) -> Result<Optio
     }))
 }
 
+/// The entries directly inside the directory `dir` (relative to the repository root,
+/// `/`-separated, "" for the root) in `rev`, by name; None if `rev` has no directory there.
+pub fn dir_entries(
+    repo: &gix::Repository,
+    rev: &str,
+    dir: &str,
+) -> Result<Option<Vec<(String, Entry)>>> {
+    let root = resolve_tree(repo, rev)?;
+    let tree_id = if dir.is_empty() {
+        root
+    } else {
+        match tree_entry(repo, rev, dir)? {
+            Some(Entry::Dir) => {
+                let tree = repo
+                    .find_tree(root)
+                    .map_err(|e| object_error(format!("{rev}^{{tree}}"), e))?;
+                let entry = tree
+                    .lookup_entry_by_path(Path::new(dir))
+                    .map_err(|e| object_error(format!("{rev}:{dir}"), e))?
+                    .expect("tree_entry found it");
+                entry.object_id()
+            }
+            _ => return Ok(None),
+        }
+    };
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(|e| object_error(format!("{rev}:{dir}"), e))?;
+    let mut out = Vec::new();
+    for entry in tree.iter() {
+        let entry = entry.map_err(|e| object_error(format!("{rev}:{dir}"), e))?;
+        let Ok(name) = std::str::from_utf8(entry.filename()) else {
+            continue;
+        };
+        let mode = entry.mode();
+        let id = entry.object_id();
+        let kind = if mode.is_link() {
+            Entry::Link(id)
+        } else if mode.is_tree() {
+            Entry::Dir
+        } else if mode.is_commit() {
+            Entry::Submodule
+        } else {
+            Entry::File(id)
+        };
+        out.push((name.to_owned(), kind));
+    }
+    Ok(Some(out))
+}
+
 /// The blob id of the file `path` (relative to the repository root, `/`-separated) in `rev`,
 /// or None if `rev` has no such file (nothing, or no regular file: see [`tree_entry`]).
 pub fn blob_id(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<ObjectId>> {

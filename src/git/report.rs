@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::GitError;
 use super::changes::{self, PathFilter};
+use super::models::Snapshot;
 use super::side::{ModelSide, SideJson};
 
 /// What to compare and how to show it.
@@ -37,6 +38,9 @@ struct DiffReport {
 
 #[derive(Serialize)]
 struct FileReport {
+    /// For a multi-file model (whose paths are the model's name): the changed files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_files: Option<Vec<String>>,
     status: &'static str,
     old_path: Option<String>,
     new_path: Option<String>,
@@ -62,12 +66,23 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
     let filter = PathFilter::new(&specs)?;
     let changes = changes::changed_model_files(&repo, &base, head.as_deref(), &filter)?;
     let head_label = head.clone().unwrap_or_else(|| "worktree".to_owned());
+    let new_snapshot = match &head {
+        Some(rev) => Snapshot::Tree {
+            rev,
+            label: &head_label,
+        },
+        None => Snapshot::WorkTree,
+    };
+    let old_snapshot = Snapshot::Tree {
+        rev: &base,
+        label: &base,
+    };
+    let entries = super::models::entries(&repo, old_snapshot, new_snapshot, changes)?;
     let color = args.color;
     let mut text = String::new();
     let mut files = Vec::new();
-    for change in &changes {
-        let old = change.old_side(&repo, &base)?;
-        let new = change.new_side(&repo, &head_label)?;
+    for entry in &entries {
+        let (change, old, new) = (&entry.change, &entry.old, &entry.new);
         let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
         if args.json {
             let diff = match (
@@ -80,6 +95,7 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
                 _ => None,
             };
             files.push(FileReport {
+                model_files: entry.model.as_ref().map(|m| m.files.clone()),
                 status: change.status.name(),
                 old_path: change.old_path.clone(),
                 new_path: change.new_path.clone(),
@@ -91,14 +107,15 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
             if !text.is_empty() {
                 text.push('\n');
             }
-            text.push_str(&super::driver::render_change(
+            let rendered = super::driver::render_change(
                 color,
                 change.old_path.as_deref(),
                 change.new_path.as_deref(),
                 old.as_ref(),
                 new.as_ref(),
                 blobs_differ,
-            ));
+            );
+            text.push_str(&with_model_files(rendered, entry.model.as_ref()));
         }
     }
     if args.json {
@@ -113,6 +130,22 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
     }
     Ok(GitDiffOutput {
         text,
-        changed: !changes.is_empty(),
+        changed: entries
+            .iter()
+            .any(super::models::ReportEntry::counts_as_change),
     })
+}
+
+/// Adds the list of a multi-file model's changed files under the header line.
+fn with_model_files(rendered: String, model: Option<&super::models::ModelGroup>) -> String {
+    let Some(model) = model else {
+        return rendered;
+    };
+    let (header, body) = rendered.split_once('\n').unwrap_or((&rendered, ""));
+    let mut out = format!("{header}\nmulti-file model; changed files:\n");
+    for file in &model.files {
+        out.push_str(&format!("  {}\n", crate::render::escape::shown(file)));
+    }
+    out.push_str(body);
+    out
 }

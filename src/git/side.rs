@@ -39,6 +39,9 @@ pub enum ModelSide {
     /// A symbolic link (committed, or in the work tree): not a file, so not read; its target
     /// may lie anywhere.
     Link { target: String },
+    /// A multi-file model whose files could not be read as one model (a part missing, absent
+    /// or not fitting the others); the error names the file.
+    Unassembled { error: String },
 }
 
 /// See [`ModelSide::json`].
@@ -66,7 +69,7 @@ impl ModelSide {
             | ModelSide::NotModel { lfs, .. }
             | ModelSide::Invalid { lfs, .. } => lfs.as_ref(),
             ModelSide::Absent { pointer } => Some(pointer),
-            ModelSide::Link { .. } => None,
+            ModelSide::Link { .. } | ModelSide::Unassembled { .. } => None,
         }
     }
 
@@ -80,17 +83,18 @@ impl ModelSide {
             ModelSide::NotModel { size, .. } | ModelSide::Invalid { size, .. } => *size,
             ModelSide::Absent { pointer } => pointer.size,
             ModelSide::Link { target } => target.len() as u64,
+            ModelSide::Unassembled { .. } => 0,
         }
     }
 
-    /// "model", "absent" (LFS object not present locally), "not-model", "invalid" or "link"
-    /// (a symbolic link).
+    /// "model", "absent" (LFS object not present locally), "not-model", "invalid" (including a
+    /// multi-file model whose files do not fit together) or "link" (a symbolic link).
     pub fn kind(&self) -> &'static str {
         match self {
             ModelSide::Model { .. } => "model",
             ModelSide::Absent { .. } => "absent",
             ModelSide::NotModel { .. } => "not-model",
-            ModelSide::Invalid { .. } => "invalid",
+            ModelSide::Invalid { .. } | ModelSide::Unassembled { .. } => "invalid",
             ModelSide::Link { .. } => "link",
         }
     }
@@ -126,6 +130,9 @@ impl ModelSide {
             ModelSide::Link { target } => Some(format!(
                 "a symbolic link to {target}, not a file (links are not followed)"
             )),
+            ModelSide::Unassembled { error } => {
+                Some(format!("its files do not read as one model: {error}"))
+            }
         }
     }
 }

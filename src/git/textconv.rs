@@ -111,6 +111,13 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
                 shown(target)
             );
         }
+        ModelSide::Unassembled { error } => {
+            let _ = writeln!(
+                out,
+                "content: a multi-file model whose files do not fit together"
+            );
+            let _ = writeln!(out, "error: {}", stable_message(error, file));
+        }
     }
     out
 }
@@ -140,6 +147,9 @@ pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>)
         (format, _) => {
             let _ = writeln!(out, "format: {}", format.name());
         }
+    }
+    if let Some(part) = crate::sharded::split::part_text(artifact) {
+        let _ = writeln!(out, "split-part: {part}");
     }
     let _ = writeln!(
         out,

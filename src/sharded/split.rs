@@ -68,6 +68,36 @@ pub fn is_part(artifact: &Artifact) -> bool {
     matches!(integer(artifact, SPLIT_COUNT), Some(Ok(n)) if n >= 1)
 }
 
+/// "2 of 3" for the second part of a split GGUF (from its `split.*` keys), None for a file
+/// that is not a part.
+pub fn part_text(artifact: &Artifact) -> Option<String> {
+    if !is_part(artifact) {
+        return None;
+    }
+    let no = integer(artifact, SPLIT_NO)?.ok()?;
+    let count = integer(artifact, SPLIT_COUNT)?.ok()?;
+    Some(format!("{} of {count}", no.saturating_add(1)))
+}
+
+/// What a model file's name says about the multi-file model it belongs to: "part 2 of 3 of
+/// the split model NAME-*-of-00003.gguf", or "shard 2 of 4 of a sharded safetensors model".
+pub fn name_note(file: &str) -> Option<String> {
+    if let Some(name) = SplitName::parse(file) {
+        return Some(format!(
+            "part {} of {} of the split model {}",
+            name.number,
+            name.count,
+            name.model_name()
+        ));
+    }
+    let stem = strip_suffix_ignore_case(file, ".safetensors")?;
+    let (rest, count) = stem.rsplit_once("-of-")?;
+    let (_, number) = rest.rsplit_once('-')?;
+    let (number, count) = (part_number(number)?, part_number(count)?);
+    (number >= 1 && number <= count)
+        .then(|| format!("shard {number} of {count} of a sharded safetensors model"))
+}
+
 /// The non-negative integer value of `key`: None when absent, Err(type or sign) when it is not
 /// one.
 pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, String>> {

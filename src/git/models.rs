@@ -1,0 +1,490 @@
+//! Multi-file models in a repository: the changed shards of one model (the files an index
+//! names, or the parts of one split GGUF) become one entry whose sides are the whole model as
+//! each revision holds it, read by the core's multi-file reader from git's trees (or the work
+//! tree) with LFS pointers followed like single files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+
+use super::GitError;
+use super::changes::{FileChange, Status};
+use super::objects::{Entry, blob_bytes, dir_entries};
+use super::side::{ModelSide, model_artifact_from_blob, model_side_from_file};
+use crate::Artifact;
+use crate::error::ShardError;
+use crate::sharded::{self, Directory, SplitName};
+
+/// One entry of a change report: a changed file with its two sides, or the changed files of
+/// one multi-file model with the model's two sides.
+pub struct ReportEntry {
+    /// For a model: a change of the model's name (`dir/x.safetensors.index.json` or
+    /// `dir/NAME-*-of-0000N.gguf`) without blob ids.
+    pub change: FileChange,
+    pub old: Option<ModelSide>,
+    pub new: Option<ModelSide>,
+    /// Set for a multi-file model.
+    pub model: Option<ModelGroup>,
+}
+
+/// The files of a multi-file model that changed.
+#[derive(Debug, Clone)]
+pub struct ModelGroup {
+    /// The changed files' paths, sorted.
+    pub files: Vec<String>,
+}
+
+impl ReportEntry {
+    /// Whether the entry counts as a change for `--exit-code` and `ci --fail-on change`: any
+    /// single file that changed; a multi-file model unless only its layout changed (the same
+    /// structure in other files: a resharding).
+    pub fn counts_as_change(&self) -> bool {
+        if self.model.is_none() {
+            return true;
+        }
+        match (
+            self.old.as_ref().and_then(ModelSide::artifact),
+            self.new.as_ref().and_then(ModelSide::artifact),
+        ) {
+            (Some(a), Some(b)) => {
+                let diff = crate::diff::StructuralDiff::between(a, b);
+                !diff.is_identical() || diff.layout.is_none()
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Where one side of a comparison is read from.
+#[derive(Clone, Copy)]
+pub enum Snapshot<'a> {
+    /// A commit's tree: the revision (as resolved by gix) and its name in messages.
+    Tree { rev: &'a str, label: &'a str },
+    /// The work tree.
+    WorkTree,
+}
+
+/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry.
+pub fn entries(
+    repo: &gix::Repository,
+    old: Snapshot<'_>,
+    new: Snapshot<'_>,
+    changes: Vec<FileChange>,
+) -> Result<Vec<ReportEntry>, GitError> {
+    let mut listings = Listings::default();
+    let mut groups: BTreeMap<ModelKey, Vec<FileChange>> = BTreeMap::new();
+    let mut singles = Vec::new();
+    for change in changes {
+        let key = [&change.new_path, &change.old_path]
+            .into_iter()
+            .flatten()
+            .find_map(|path| model_key(repo, &mut listings, [old, new], path).transpose())
+            .transpose()?;
+        match key {
+            Some(key) => groups.entry(key).or_default().push(change),
+            None => singles.push(change),
+        }
+    }
+    let label = |s: Snapshot<'_>| match s {
+        Snapshot::Tree { label, .. } => label.to_owned(),
+        Snapshot::WorkTree => "worktree".to_owned(),
+    };
+    let mut out = Vec::new();
+    for change in singles {
+        let old_side = change.old_side(repo, &label(old))?;
+        let new_side = change.new_side(repo, &label(new))?;
+        out.push(ReportEntry {
+            change,
+            old: old_side,
+            new: new_side,
+            model: None,
+        });
+    }
+    for (key, files) in groups {
+        let old_model = open_model(repo, &mut listings, old, &key)?;
+        let new_model = open_model(repo, &mut listings, new, &key)?;
+        let status = match (&old_model, &new_model) {
+            (None, Some(_)) => Status::Added,
+            (Some(_), None) => Status::Removed,
+            _ => Status::Modified,
+        };
+        let mut paths: Vec<String> = files
+            .iter()
+            .flat_map(|c| [c.old_path.clone(), c.new_path.clone()])
+            .flatten()
+            .collect();
+        paths.sort();
+        paths.dedup();
+        out.push(ReportEntry {
+            change: FileChange {
+                status,
+                old_path: old_model.as_ref().map(|(name, _)| name.clone()),
+                new_path: new_model.as_ref().map(|(name, _)| name.clone()),
+                old_id: None,
+                new_id: None,
+                new_worktree: None,
+                old_link: false,
+                new_link: false,
+            },
+            old: old_model.map(|(_, side)| side),
+            new: new_model.map(|(_, side)| side),
+            model: Some(ModelGroup { files: paths }),
+        });
+    }
+    out.sort_by(|a, b| a.change.path().cmp(b.change.path()));
+    Ok(out)
+}
+
+/// Which multi-file model a path belongs to: its directory and the index, or the base name of
+/// a split GGUF.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ModelKey {
+    dir: String,
+    kind: KeyKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum KeyKind {
+    Index(String),
+    Split(String),
+}
+
+fn split_path(path: &str) -> (&str, &str) {
+    match path.rsplit_once('/') {
+        Some((dir, file)) => (dir, file),
+        None => ("", path),
+    }
+}
+
+fn model_key(
+    repo: &gix::Repository,
+    listings: &mut Listings,
+    snapshots: [Snapshot<'_>; 2],
+    path: &str,
+) -> Result<Option<ModelKey>, GitError> {
+    let (dir, file) = split_path(path);
+    let key = |kind| {
+        Ok(Some(ModelKey {
+            dir: dir.to_owned(),
+            kind,
+        }))
+    };
+    if sharded::index::is_index_name(file) {
+        return key(KeyKind::Index(file.to_owned()));
+    }
+    if let Some(name) = SplitName::parse(file) {
+        return key(KeyKind::Split(name.base));
+    }
+    if !file.to_ascii_lowercase().ends_with(".safetensors") {
+        return Ok(None);
+    }
+    for snapshot in snapshots {
+        let names = listings.names(repo, snapshot, dir)?;
+        if let Some(index) = names
+            .iter()
+            .find(|n| sharded::index::is_index_name(n) && sharded::shard_of_index_name(file, n))
+        {
+            return key(KeyKind::Index(index.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// The model `key` names in `snapshot`: its name and side, or None when no file of it is there.
+fn open_model(
+    repo: &gix::Repository,
+    listings: &mut Listings,
+    snapshot: Snapshot<'_>,
+    key: &ModelKey,
+) -> Result<Option<(String, ModelSide)>, GitError> {
+    let names = listings.names(repo, snapshot, &key.dir)?.to_vec();
+    let in_dir = |file: &str| {
+        if key.dir.is_empty() {
+            file.to_owned()
+        } else {
+            format!("{}/{file}", key.dir)
+        }
+    };
+    let dir = SnapshotDir {
+        repo,
+        snapshot,
+        dir: &key.dir,
+        entries: listings.entries(repo, snapshot, &key.dir)?,
+    };
+    let result = match &key.kind {
+        KeyKind::Index(index) => {
+            if !names.contains(index) {
+                let shards = names.iter().any(|n| sharded::shard_of_index_name(n, index));
+                if !shards {
+                    return Ok(None);
+                }
+                let missing = ShardError::MissingPart {
+                    file: dir.label(index),
+                    expected_by: "the shards named like it".to_owned(),
+                };
+                return Ok(Some((in_dir(index), unassembled(&missing))));
+            }
+            (in_dir(index), sharded::open_index(&dir, index, &names))
+        }
+        KeyKind::Split(base) => {
+            let Some(name) = names
+                .iter()
+                .filter_map(|n| SplitName::parse(n))
+                .find(|n| &n.base == base)
+            else {
+                return Ok(None);
+            };
+            (
+                in_dir(&name.model_name()),
+                sharded::open_split(&dir, &name, &names, None),
+            )
+        }
+    };
+    let (name, opened) = result;
+    Ok(Some((
+        name,
+        match opened {
+            Ok(artifact) => ModelSide::Model {
+                artifact: Box::new(artifact),
+                lfs: None,
+            },
+            Err(e) => unassembled(&e),
+        },
+    )))
+}
+
+fn unassembled(error: &ShardError) -> ModelSide {
+    ModelSide::Unassembled {
+        error: error.to_string(),
+    }
+}
+
+/// Directory listings read so far, per snapshot and directory.
+#[derive(Default)]
+struct Listings {
+    cache: BTreeMap<(bool, String, String), Vec<(String, Listed)>>,
+}
+
+/// A file of a listed directory.
+#[derive(Debug, Clone)]
+enum Listed {
+    Blob(ObjectId),
+    Link,
+    File(PathBuf),
+}
+
+impl Listings {
+    fn entries(
+        &mut self,
+        repo: &gix::Repository,
+        snapshot: Snapshot<'_>,
+        dir: &str,
+    ) -> Result<&[(String, Listed)], GitError> {
+        let key = match snapshot {
+            Snapshot::Tree { rev, .. } => (true, rev.to_owned(), dir.to_owned()),
+            Snapshot::WorkTree => (false, String::new(), dir.to_owned()),
+        };
+        if !self.cache.contains_key(&key) {
+            let listed = list(repo, snapshot, dir)?;
+            self.cache.insert(key.clone(), listed);
+        }
+        Ok(&self.cache[&key])
+    }
+
+    fn names(
+        &mut self,
+        repo: &gix::Repository,
+        snapshot: Snapshot<'_>,
+        dir: &str,
+    ) -> Result<Vec<String>, GitError> {
+        Ok(self
+            .entries(repo, snapshot, dir)?
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+}
+
+fn list(
+    repo: &gix::Repository,
+    snapshot: Snapshot<'_>,
+    dir: &str,
+) -> Result<Vec<(String, Listed)>, GitError> {
+    match snapshot {
+        Snapshot::Tree { rev, .. } => Ok(dir_entries(repo, rev, dir)?
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(name, entry)| match entry {
+                Entry::File(id) => Some((name, Listed::Blob(id))),
+                Entry::Link(_) => Some((name, Listed::Link)),
+                Entry::Dir | Entry::Submodule => None,
+            })
+            .collect()),
+        Snapshot::WorkTree => {
+            let root = repo
+                .workdir()
+                .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?;
+            let path = root.join(dir);
+            let Ok(read) = std::fs::read_dir(&path) else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            for entry in read.flatten() {
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                match entry.file_type() {
+                    Ok(t) if t.is_symlink() => out.push((name, Listed::Link)),
+                    Ok(t) if t.is_file() => out.push((name, Listed::File(entry.path()))),
+                    _ => {}
+                }
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(out)
+        }
+    }
+}
+
+/// A directory of a snapshot, as the core's multi-file reader sees it.
+struct SnapshotDir<'a> {
+    repo: &'a gix::Repository,
+    snapshot: Snapshot<'a>,
+    dir: &'a str,
+    entries: &'a [(String, Listed)],
+}
+
+impl SnapshotDir<'_> {
+    fn path(&self, file: &str) -> String {
+        if self.dir.is_empty() {
+            file.to_owned()
+        } else {
+            format!("{}/{file}", self.dir)
+        }
+    }
+
+    fn find(&self, file: &str) -> Result<&Listed, ShardError> {
+        self.entries
+            .iter()
+            .find(|(name, _)| name == file)
+            .map(|(_, listed)| listed)
+            .ok_or_else(|| ShardError::Unreadable {
+                file: self.label(file),
+                message: "no such file".to_owned(),
+            })
+    }
+
+    fn unreadable(&self, file: &str, message: impl Into<String>) -> ShardError {
+        ShardError::Unreadable {
+            file: self.label(file),
+            message: message.into(),
+        }
+    }
+}
+
+impl Directory for SnapshotDir<'_> {
+    fn label(&self, file: &str) -> String {
+        match self.snapshot {
+            Snapshot::Tree { label, .. } => format!("{label}:{}", self.path(file)),
+            Snapshot::WorkTree => self.path(file),
+        }
+    }
+
+    fn file_names(&self) -> Result<Vec<String>, ShardError> {
+        Ok(self.entries.iter().map(|(name, _)| name.clone()).collect())
+    }
+
+    fn read_small(&self, file: &str, limit: u64) -> Result<Vec<u8>, ShardError> {
+        match self.find(file)? {
+            Listed::Blob(id) => {
+                let size = self
+                    .repo
+                    .find_header(*id)
+                    .map_err(|e| self.unreadable(file, e.to_string()))?
+                    .size();
+                if size > limit {
+                    return Err(self.unreadable(
+                        file,
+                        format!("{size} bytes, more than the {limit} an index may have"),
+                    ));
+                }
+                blob_bytes(self.repo, *id).map_err(|e| self.unreadable(file, e.to_string()))
+            }
+            Listed::File(path) => {
+                let dir = crate::read::FsDirectory::new(path.parent().unwrap_or(Path::new(".")));
+                dir.read_small(file, limit)
+            }
+            Listed::Link => {
+                Err(self.unreadable(file, "a symbolic link, not a file (links are not followed)"))
+            }
+        }
+    }
+
+    fn read_model(&self, file: &str) -> Result<Artifact, ShardError> {
+        let side = match self.find(file)? {
+            Listed::Blob(id) => {
+                let bytes =
+                    blob_bytes(self.repo, *id).map_err(|e| self.unreadable(file, e.to_string()))?;
+                model_artifact_from_blob(self.repo, &bytes, &self.label(file))
+            }
+            Listed::File(path) => model_side_from_file(Some(self.repo), path),
+            Listed::Link => {
+                return Err(
+                    self.unreadable(file, "a symbolic link, not a file (links are not followed)")
+                );
+            }
+        };
+        match side {
+            ModelSide::Model { artifact, .. } => Ok(*artifact),
+            other => Err(self.unreadable(file, other.note().unwrap_or_default())),
+        }
+    }
+}
+
+/// What `path` names in `rev` when that is a multi-file model: a directory holding one model,
+/// an index file, or a part of a split GGUF. None for anything else (a single file is read as
+/// such by the caller).
+pub fn open_at(
+    repo: &gix::Repository,
+    rev: &str,
+    path: &str,
+) -> Result<Option<ModelSide>, GitError> {
+    let snapshot = Snapshot::Tree { rev, label: rev };
+    let mut listings = Listings::default();
+    let path = path.trim_end_matches('/');
+    let is_dir = matches!(
+        super::objects::tree_entry(repo, rev, path)?,
+        Some(Entry::Dir)
+    );
+    let (dir_path, file) = if is_dir { (path, "") } else { split_path(path) };
+    let names = listings.names(repo, snapshot, dir_path)?;
+    let dir = SnapshotDir {
+        repo,
+        snapshot,
+        dir: dir_path,
+        entries: listings.entries(repo, snapshot, dir_path)?,
+    };
+    let opened = if is_dir {
+        sharded::open_directory(&dir, &format!("{rev}:{path}"))
+    } else if sharded::index::is_index_name(file) {
+        sharded::open_index(&dir, file, &names)
+    } else if let Some(name) = SplitName::parse(file) {
+        let Ok(part) = dir.read_model(file) else {
+            return Ok(None);
+        };
+        if !sharded::split::is_part(&part) {
+            return Ok(None);
+        }
+        let number = name.number;
+        sharded::open_split(&dir, &name, &names, Some((number, part)))
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(match opened {
+        Ok(artifact) => ModelSide::Model {
+            artifact: Box::new(artifact),
+            lfs: None,
+        },
+        Err(e) => unassembled(&e),
+    }))
+}

@@ -1,0 +1,220 @@
+//! Multi-file models in git, with the real git and git-lfs: `weight-inspect git diff` groups
+//! the shards of one model into one entry (a resharding is a layout change, a changed model its
+//! structural diff), the external driver names the model a shard belongs to, and `REV:dir`
+//! opens a committed model directory.
+
+mod common;
+
+use common::git::{MODEL_PATTERNS, Repo};
+use common::{assert_contains, assert_lacks, code, stderr, stdout};
+use serde_json::{Value, json};
+
+fn tensors() -> Value {
+    json!([
+        {"name": "embed.weight", "dtype": "float32", "shape": [16, 8], "fill": {"normal": 1}},
+        {"name": "layers.0.weight", "dtype": "float16", "shape": [8, 8], "fill": {"normal": 2}},
+        {"name": "layers.1.weight", "dtype": "float32", "shape": [8, 32], "fill": {"normal": 3}},
+        {"name": "norm.weight", "dtype": "float32", "shape": [8], "fill": 1.0}
+    ])
+}
+
+fn gguf(split_max_tensors: u32) -> Value {
+    json!({"kind": "gguf", "writer": {"split_max_tensors": split_max_tensors},
+    "metadata": {"general.name": "tiny"},
+    "tensors": [
+        {"name": "token_embd.weight", "dtype": "f32", "shape": [16, 8], "fill": "arange"},
+        {"name": "blk.0.attn_q.weight", "dtype": "q8_0", "shape": [2, 64]},
+        {"name": "blk.1.attn_q.weight", "dtype": "q8_0", "shape": [2, 64]},
+        {"name": "output_norm.weight", "dtype": "f32", "shape": [8]}
+    ]})
+}
+
+fn sharded(repo: &Repo, max_shard_size: u64, tensors: Value) {
+    let _ = std::fs::remove_dir_all(repo.path("models/llm"));
+    repo.fixtures(json!({"models/llm": {"kind": "sharded_safetensors",
+                                          "max_shard_size": max_shard_size, "tensors": tensors}}));
+}
+
+fn split(repo: &Repo, split_max_tensors: u32) {
+    let _ = std::fs::remove_dir_all(repo.path("models/gg"));
+    repo.fixtures(json!({"models/gg/tiny.gguf": gguf(split_max_tensors)}));
+}
+
+/// v1: 3 shards and 4 parts; v2: resharded (2 shards, 2 parts); v3: the safetensors model
+/// changed.
+fn history() -> Repo {
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
+    sharded(&repo, 600, tensors());
+    split(&repo, 1);
+    repo.commit_all("v1");
+    sharded(&repo, 1100, tensors());
+    split(&repo, 2);
+    repo.commit_all("v2 resharded");
+    let mut changed = tensors();
+    changed[2]["shape"] = json!([8, 16]);
+    changed[1]["dtype"] = json!("float32");
+    sharded(&repo, 1100, changed);
+    repo.commit_all("v3 changed");
+    repo
+}
+
+#[test]
+fn git_diff_shows_one_entry_per_model() {
+    let repo = history();
+    let files = |rev: &str| repo.ok(&["ls-tree", "-r", "--name-only", rev, "models"]);
+    assert_eq!(
+        files("HEAD~2")
+            .lines()
+            .filter(|l| l.ends_with(".safetensors"))
+            .count(),
+        3
+    );
+    assert_eq!(
+        files("HEAD~1")
+            .lines()
+            .filter(|l| l.ends_with(".safetensors"))
+            .count(),
+        2
+    );
+
+    let out = repo.wi(&["git", "diff", "--exit-code", "HEAD~2", "HEAD~1"]);
+    let text = stdout(&out);
+    assert_eq!(
+        code(&out),
+        0,
+        "a resharding is not a change of the model:\n{text}{}",
+        stderr(&out)
+    );
+    assert_contains(
+        &text,
+        &[
+            "weight-inspect a/models/llm/model.safetensors.index.json b/models/llm/model.safetensors.index.json",
+            "multi-file model; changed files:",
+            "  models/llm/model-00001-of-00003.safetensors",
+            "  models/llm/model-00002-of-00002.safetensors",
+            "layout changed, structure identical",
+            "3 safetensors shards -> 2 safetensors shards",
+            "weight-inspect a/models/gg/tiny-*-of-00004.gguf b/models/gg/tiny-*-of-00002.gguf (renamed)",
+            "4 GGUF parts -> 2 GGUF parts",
+        ],
+    );
+    // One entry per model, none per shard.
+    assert_eq!(text.matches("weight-inspect a/").count(), 2, "{text}");
+
+    let out = repo.wi(&["git", "diff", "--json", "HEAD~2", "HEAD~1"]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["schema"], 1);
+    let entries = doc["files"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    let llm = &entries[1];
+    assert_eq!(llm["new_path"], "models/llm/model.safetensors.index.json");
+    assert_eq!(llm["model_files"].as_array().unwrap().len(), 6, "{llm}");
+    assert_eq!(llm["diff"]["identical"], true);
+    assert_eq!(
+        llm["diff"]["layout"]["new"]["parts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(llm["old"]["structural_hash"], llm["new"]["structural_hash"]);
+
+    let out = repo.wi(&["git", "diff", "--exit-code", "HEAD~1", "HEAD"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
+    assert_contains(
+        &text,
+        &[
+            "layers.0.weight",
+            "dtype: f16 -> f32",
+            "layers.1.weight",
+            "shape: [8, 32] -> [8, 16]",
+        ],
+    );
+    assert_lacks(&text, &["tiny-*-of"]);
+}
+
+#[test]
+fn the_work_tree_side_and_missing_parts() {
+    let repo = history();
+    // Work tree: one shard deleted.
+    std::fs::remove_file(repo.path("models/llm/model-00001-of-00002.safetensors")).unwrap();
+    let out = repo.wi(&["git", "diff"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_contains(
+        &text,
+        &[
+            "b/models/llm/model.safetensors.index.json",
+            "models/llm/model-00001-of-00002.safetensors: missing; models/llm/model.safetensors.index.json names it",
+        ],
+    );
+}
+
+#[test]
+fn absent_lfs_objects_are_named_and_rev_dir_opens_a_model() {
+    let repo = history();
+    // The committed model directory at a revision is the model.
+    let out = repo.wi(&["id", "HEAD~2:models/llm"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v1 = stdout(&out);
+    let out = repo.wi(&["id", "HEAD~1:models/llm/model.safetensors.index.json"]);
+    assert_eq!(stdout(&out), v1, "resharding keeps the identity");
+    let out = repo.wi(&[
+        "diff",
+        "HEAD~2:models/gg",
+        "HEAD~1:models/gg/tiny-00002-of-00002.gguf",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_contains(&stdout(&out), &["layout: 4 GGUF parts -> 2 GGUF parts"]);
+
+    // A clone without LFS content: the parts are absent, and the entry says which.
+    let clone = repo.tmp.path().join("clone");
+    let out = repo
+        .git_cmd_in(
+            repo.tmp.path(),
+            &["clone", "-q", repo.dir.to_str().unwrap(), "clone"],
+        )
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = repo.wi_in(&clone, &["git", "diff", "HEAD~1", "HEAD"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_contains(
+        &text,
+        &[
+            "its files do not read as one model",
+            "is not present locally",
+        ],
+    );
+}
+
+#[test]
+fn the_external_driver_names_the_model_of_a_shard() {
+    let repo = history();
+    let out = repo.wi(&["git", "install"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = repo.ok(&["diff", "HEAD~2", "HEAD~1", "--", "models/gg"]);
+    assert_contains(
+        &text,
+        &[
+            "weight-inspect /dev/null b/models/gg/tiny-00002-of-00002.gguf",
+            "part 2 of 2 of the split model tiny-*-of-00002.gguf",
+        ],
+    );
+    let text = repo.ok(&["diff", "HEAD~1", "HEAD", "--", "models/llm"]);
+    assert_contains(&text, &["shard 1 of 2 of a sharded safetensors model"]);
+    // textconv: a GGUF part says which part it is.
+    let text = repo.ok(&[
+        "log",
+        "-p",
+        "--no-ext-diff",
+        "-1",
+        "HEAD~1",
+        "--",
+        "models/gg",
+    ]);
+    assert_contains(&text, &["+split-part: 2 of 2"]);
+}
