@@ -251,9 +251,6 @@ pub struct TensorInfo {
     pub byte_length: u64,
     /// Offset of the tensor's data from the start of the file. Not part of the identity.
     pub file_offset: u64,
-    /// The file of a multi-file model that holds the tensor: an index into
-    /// [`ModelFiles::parts`]; 0 for a single file. Not part of the identity.
-    pub part: u32,
 }
 
 impl TensorInfo {
@@ -313,8 +310,26 @@ pub struct ModelFiles {
     pub scheme: Scheme,
     /// The index file (safetensors) or None (GGUF).
     pub index: Option<String>,
-    /// The parts in order (index order of first appearance for safetensors, part number for GGUF).
+    /// The parts in order (by file name for safetensors shards, by number for GGUF parts).
     pub parts: Vec<PartLayout>,
+    /// For the tensor at each position of the model's tensor table, the index of its part in
+    /// `parts`. Kept apart from [`TensorInfo`], which a million-tensor header holds a million of.
+    pub tensor_parts: Vec<u32>,
+}
+
+impl ModelFiles {
+    /// The part holding the tensor at `position` of the model's tensor table.
+    pub fn part_at(&self, position: usize) -> Option<&PartLayout> {
+        self.parts.get(*self.tensor_parts.get(position)? as usize)
+    }
+}
+
+impl Artifact {
+    /// The file of a multi-file model that holds tensor `name`; None for a single file.
+    pub fn part_of(&self, name: &str) -> Option<&PartLayout> {
+        let files = self.layout.files.as_ref()?;
+        files.part_at(self.tensors.position(name)?)
+    }
 }
 
 /// One file of a multi-file model.

@@ -112,17 +112,14 @@ impl LayoutChange {
             return None;
         }
         let (old_view, new_view) = (FilesView::of(old), FilesView::of(new));
-        let holder = |a: &Artifact, t: &TensorInfo| -> Option<String> {
-            let files = a.layout.files.as_ref()?;
-            Some(files.parts.get(t.part as usize)?.file.clone())
-        };
+        fn holder<'a>(a: &'a Artifact, name: &str) -> Option<&'a str> {
+            a.part_of(name).map(|p| p.file.as_str())
+        }
         let tensors_moved = old
             .tensors
-            .iter()
-            .filter(|(name, t)| {
-                new.tensors
-                    .get(name)
-                    .is_some_and(|u| holder(old, t) != holder(new, u))
+            .keys()
+            .filter(|name| {
+                new.tensors.get(name).is_some() && holder(old, name) != holder(new, name)
             })
             .count();
         if old_view == new_view && tensors_moved == 0 {
@@ -181,6 +178,11 @@ impl StructuralDiff {
     /// Identical structural identities (equal hashes).
     pub fn is_identical(&self) -> bool {
         self.old_hash == self.new_hash
+    }
+
+    /// The same structure held by other files: a resharding.
+    pub fn only_layout_changed(&self) -> bool {
+        self.is_identical() && self.layout.is_some()
     }
 
     pub fn format_changed(&self) -> bool {

@@ -374,7 +374,6 @@ mod tests {
                     shape: [256, 2].into_iter().collect(),
                     byte_length: 288,
                     file_offset: 4096,
-                    part: 0,
                 },
             )]),
             layout: Layout::default(),

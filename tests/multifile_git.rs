@@ -218,3 +218,59 @@ fn the_external_driver_names_the_model_of_a_shard() {
     ]);
     assert_contains(&text, &["+split-part: 2 of 2"]);
 }
+
+#[test]
+fn ci_reports_one_entry_per_model() {
+    let repo = history();
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let summary = dir.path().join("summary.md");
+    let run = |base: &str, head: &str| {
+        repo.wi(&[
+            "ci",
+            "--base",
+            base,
+            "--head",
+            head,
+            "--fail-on",
+            "change",
+            "--annotations",
+            "--json",
+            report.to_str().unwrap(),
+            "--summary",
+            summary.to_str().unwrap(),
+        ])
+    };
+    let out = run("HEAD~2", "HEAD~1");
+    assert_eq!(
+        code(&out),
+        0,
+        "a resharding does not fail --fail-on change: {}",
+        stdout(&out)
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let files = doc["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "{doc}");
+    assert_eq!(
+        files[1]["new_path"],
+        "models/llm/model.safetensors.index.json"
+    );
+    assert!(files[1]["model_files"].as_array().unwrap().len() > 2);
+    assert_eq!(files[1]["diff"]["identical"], true);
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert_contains(
+        &md,
+        &[
+            "layout changed, structure identical",
+            "multi-file model; changed files:",
+        ],
+    );
+
+    let out = run("HEAD~1", "HEAD");
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    // The annotation points at a real file of the model: its index.
+    assert_contains(
+        &stdout(&out),
+        &["::error file=models/llm/model.safetensors.index.json,"],
+    );
+}

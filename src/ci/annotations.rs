@@ -61,7 +61,7 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
         for f in &report.files {
             all.push(Annotation {
                 level: Level::Error,
-                file: Some(f.path().to_owned()),
+                file: Some(f.annotation_path().to_owned()),
                 title: format!("weight-inspect: model {}", f.change.status.name()),
                 message: format!(
                     "{}: {} -> {} ({}); --fail-on change fails on any changed model file",
@@ -82,7 +82,7 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
         if !absent.is_empty() {
             all.push(Annotation {
                 level: Level::Warning,
-                file: Some(f.path().to_owned()),
+                file: Some(f.annotation_path().to_owned()),
                 title: "weight-inspect: structure not compared".into(),
                 message: format!(
                     "the LFS object of the {} is not present locally; the summary shows \

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::diff::{DiffCounts, StructuralDiff};
+use crate::git::models::ModelGroup;
 use crate::git::{FileChange, ModelSide};
 
 /// One changed model file.
@@ -13,6 +14,8 @@ pub struct FileEntry {
     pub new: Option<ModelSide>,
     /// When both sides are parsed models.
     pub diff: Option<StructuralDiff>,
+    /// Set when the entry is a multi-file model (its paths are the model's name).
+    pub model: Option<ModelGroup>,
 }
 
 /// Tensor and metadata changes of a file, when known.
@@ -26,6 +29,21 @@ pub enum Counts {
 impl FileEntry {
     pub fn path(&self) -> &str {
         self.change.path()
+    }
+
+    /// Whether `--fail-on change` counts the entry: any changed file; a multi-file model
+    /// unless only its layout changed (see `git::models::ReportEntry::counts_as_change`).
+    pub fn counts_as_change(&self) -> bool {
+        self.model.is_none() || self.diff.as_ref().is_none_or(|d| !d.only_layout_changed())
+    }
+
+    /// The file an annotation about this entry points to: the file, or for a multi-file model
+    /// its index or first part.
+    pub fn annotation_path(&self) -> &str {
+        match &self.model {
+            Some(model) => &model.anchor,
+            None => self.path(),
+        }
     }
 
     /// The file's format(s): `gguf`, `gguf → safetensors`, `link` for a symbolic link, or
@@ -72,6 +90,12 @@ impl FileEntry {
     pub fn details(&self) -> String {
         let palette = crate::render::Palette::plain();
         let mut out = String::new();
+        if let Some(model) = &self.model {
+            out.push_str("multi-file model; changed files:\n");
+            for file in &model.files {
+                let _ = writeln!(out, "  {}", crate::render::escape::shown(file));
+            }
+        }
         let blobs_differ = self.change.old_id != self.change.new_id;
         if let Some(diff) = &self.diff {
             out.push_str(&crate::render::text::diff_or_identical(

@@ -427,6 +427,7 @@ mod tests {
                         new_link: false,
                     },
                     old: None,
+                    model: None,
                     new: Some(ModelSide::NotModel {
                         size: 10,
                         sha256: "ab".repeat(32),

@@ -38,6 +38,9 @@ struct JsonReport<'a> {
 
 #[derive(Serialize)]
 struct JsonFile<'a> {
+    /// For a multi-file model (whose paths are the model's name): the changed files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_files: Option<&'a [String]>,
     status: &'static str,
     old_path: Option<&'a str>,
     new_path: Option<&'a str>,
@@ -56,6 +59,7 @@ pub fn json(report: &CiReport) -> Result<String> {
         .files
         .iter()
         .map(|f| JsonFile {
+            model_files: f.model.as_ref().map(|m| m.files.as_slice()),
             status: f.change.status.name(),
             old_path: f.change.old_path.as_deref(),
             new_path: f.change.new_path.as_deref(),

@@ -9,6 +9,7 @@ use super::entry::{FileEntry, counts_text, short_hash};
 use super::error::CiError;
 use crate::diff::StructuralDiff;
 use crate::formats::FileKind;
+use crate::git::models::Snapshot;
 use crate::git::objects::tree_entry;
 use crate::git::{ModelSide, PathFilter, Status};
 use crate::policy::report::{Phrasing, Tally, plural};
@@ -99,6 +100,11 @@ fn is_reported_path(path: &str) -> bool {
     FileKind::from_path(path).is_some_and(FileKind::is_model)
 }
 
+/// The index of a sharded model, which joins its shards into one entry.
+fn is_index_path(path: &str) -> bool {
+    crate::sharded::index::is_index_name(path.rsplit('/').next().unwrap_or(path))
+}
+
 fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<Rev> {
     let missing = |e: &dyn std::fmt::Display| CiError::UnresolvedRevision {
         rev: rev.to_owned(),
@@ -132,31 +138,51 @@ impl CiReport {
             Some(&head.commit),
             &filter,
         )?;
-        let mut files = Vec::new();
-        for change in changes {
-            let reported = [&change.old_path, &change.new_path]
-                .into_iter()
-                .flatten()
-                .any(|p| is_reported_path(p));
-            if !reported {
-                continue;
-            }
-            let old = change.old_side(repo, options.base)?;
-            let new = change.new_side(repo, options.head)?;
-            let diff = match (
-                old.as_ref().and_then(ModelSide::artifact),
-                new.as_ref().and_then(ModelSide::artifact),
-            ) {
-                (Some(a), Some(b)) => Some(StructuralDiff::between(a, b)),
-                _ => None,
-            };
-            files.push(FileEntry {
-                change,
-                old,
-                new,
-                diff,
-            });
-        }
+        let changes: Vec<_> = changes
+            .into_iter()
+            .filter(|change| {
+                [&change.old_path, &change.new_path]
+                    .into_iter()
+                    .flatten()
+                    .any(|p| is_reported_path(p) || is_index_path(p))
+            })
+            .collect();
+        let entries = crate::git::models::entries(
+            repo,
+            Snapshot::Tree {
+                rev: &base.commit,
+                label: options.base,
+            },
+            Snapshot::Tree {
+                rev: &head.commit,
+                label: options.head,
+            },
+            changes,
+        )?;
+        let files = entries
+            .into_iter()
+            .filter(|e| {
+                e.model.is_some()
+                    || is_reported_path(e.change.path())
+                    || e.change.old_path.as_deref().is_some_and(is_reported_path)
+            })
+            .map(|e| {
+                let diff = match (
+                    e.old.as_ref().and_then(ModelSide::artifact),
+                    e.new.as_ref().and_then(ModelSide::artifact),
+                ) {
+                    (Some(a), Some(b)) => Some(StructuralDiff::between(a, b)),
+                    _ => None,
+                };
+                FileEntry {
+                    change: e.change,
+                    old: e.old,
+                    new: e.new,
+                    diff,
+                    model: e.model,
+                }
+            })
+            .collect();
 
         let mut report = CiReport {
             base,
@@ -255,7 +281,7 @@ impl CiReport {
         let policy_failed = !self.violations.is_empty() || !self.unchecked.is_empty();
         match self.fail_on {
             FailOn::Violation => policy_failed,
-            FailOn::Change => policy_failed || !self.files.is_empty(),
+            FailOn::Change => policy_failed || self.files.iter().any(FileEntry::counts_as_change),
             FailOn::Never => false,
         }
     }

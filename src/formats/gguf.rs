@@ -591,7 +591,6 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
                 shape,
                 byte_length,
                 file_offset: data_offset,
-                part: 0,
             },
         ));
     }

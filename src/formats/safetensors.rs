@@ -357,7 +357,6 @@ impl<'de> de::Deserialize<'de> for RawHeader {
                             shape: tensor.shape,
                             byte_length: end,
                             file_offset: begin,
-                            part: 0,
                         },
                     ));
                 }

@@ -33,6 +33,9 @@ pub struct ReportEntry {
 pub struct ModelGroup {
     /// The changed files' paths, sorted.
     pub files: Vec<String>,
+    /// A file of the model that exists on the newest side (its index or first part, else a
+    /// changed file): where an annotation about the model can point.
+    pub anchor: String,
 }
 
 impl ReportEntry {
@@ -47,10 +50,7 @@ impl ReportEntry {
             self.old.as_ref().and_then(ModelSide::artifact),
             self.new.as_ref().and_then(ModelSide::artifact),
         ) {
-            (Some(a), Some(b)) => {
-                let diff = crate::diff::StructuralDiff::between(a, b);
-                !diff.is_identical() || diff.layout.is_none()
-            }
+            (Some(a), Some(b)) => !crate::diff::StructuralDiff::between(a, b).only_layout_changed(),
             _ => true,
         }
     }
@@ -109,6 +109,11 @@ pub fn entries(
             (Some(_), None) => Status::Removed,
             _ => Status::Modified,
         };
+        let anchor = [&new_model, &old_model]
+            .into_iter()
+            .flatten()
+            .map(|(name, _)| anchor_file(&key, name))
+            .next();
         let mut paths: Vec<String> = files
             .iter()
             .flat_map(|c| [c.old_path.clone(), c.new_path.clone()])
@@ -129,7 +134,10 @@ pub fn entries(
             },
             old: old_model.map(|(_, side)| side),
             new: new_model.map(|(_, side)| side),
-            model: Some(ModelGroup { files: paths }),
+            model: Some(ModelGroup {
+                anchor: anchor.unwrap_or_else(|| paths[0].clone()),
+                files: paths,
+            }),
         });
     }
     out.sort_by(|a, b| a.change.path().cmp(b.change.path()));
@@ -148,6 +156,22 @@ struct ModelKey {
 enum KeyKind {
     Index(String),
     Split(String),
+}
+
+/// A real file for a model named `name`: the index itself, or part 1 of a split GGUF.
+fn anchor_file(key: &ModelKey, name: &str) -> String {
+    let (dir, file) = split_path(name);
+    match SplitName::parse(&file.replace('*', "00001")) {
+        Some(split) if matches!(key.kind, KeyKind::Split(_)) => {
+            let first = split.sibling(1);
+            if dir.is_empty() {
+                first
+            } else {
+                format!("{dir}/{first}")
+            }
+        }
+        _ => name.to_owned(),
+    }
 }
 
 fn split_path(path: &str) -> (&str, &str) {

@@ -141,7 +141,8 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
         tensors: artifact
             .tensors
             .iter()
-            .map(|(name, t)| TensorJson {
+            .enumerate()
+            .map(|(position, (name, t))| TensorJson {
                 name,
                 dtype: t.dtype,
                 shape: &t.shape,
@@ -150,7 +151,7 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
                 file: layout
                     .files
                     .as_ref()
-                    .and_then(|f| f.parts.get(t.part as usize))
+                    .and_then(|f| f.part_at(position))
                     .map(|p| p.file.as_str()),
             })
             .collect(),

@@ -22,7 +22,12 @@ pub(super) fn safetensors(
             None,
             BTreeMap::new(),
             Tensors::default(),
-            files(Scheme::SafetensorsIndex, Some(index_file), Vec::new()),
+            files(
+                Scheme::SafetensorsIndex,
+                Some(index_file),
+                Vec::new(),
+                Vec::new(),
+            ),
             None,
         ));
     };
@@ -66,7 +71,7 @@ pub(super) fn safetensors(
             });
         }
     }
-    let (tensors, part_layouts) = join_tensors(dir, &parts)?;
+    let (tensors, part_layouts, tensor_parts) = join_tensors(dir, &parts)?;
     let actual: u64 = tensors.values().map(|t| t.byte_length).sum();
     if let Some(declared) = index.total_size
         && declared != actual
@@ -82,7 +87,12 @@ pub(super) fn safetensors(
         None,
         metadata,
         tensors,
-        files(Scheme::SafetensorsIndex, Some(index_file), part_layouts),
+        files(
+            Scheme::SafetensorsIndex,
+            Some(index_file),
+            part_layouts,
+            tensor_parts,
+        ),
         None,
     ))
 }
@@ -168,7 +178,7 @@ pub(super) fn gguf(
             });
         }
     }
-    let (tensors, part_layouts) = join_tensors(dir, &parts)?;
+    let (tensors, part_layouts, tensor_parts) = join_tensors(dir, &parts)?;
     let declared = declared_tensors.unwrap_or(0);
     if declared != tensors.len() as u64 {
         return Err(ShardError::TensorsCount {
@@ -193,7 +203,7 @@ pub(super) fn gguf(
         version,
         metadata,
         tensors,
-        files(Scheme::GgufSplit, None, part_layouts),
+        files(Scheme::GgufSplit, None, part_layouts, tensor_parts),
         alignment,
     ))
 }
@@ -207,14 +217,12 @@ const ALIGNMENT: &str = "general.alignment";
 fn join_tensors(
     dir: &dyn Directory,
     parts: &[(String, Artifact)],
-) -> Result<(Tensors, Vec<PartLayout>), ShardError> {
+) -> Result<(Tensors, Vec<PartLayout>, Vec<u32>), ShardError> {
     let mut all = Vec::with_capacity(parts.iter().map(|(_, a)| a.tensors.len()).sum());
     let mut layouts = Vec::with_capacity(parts.len());
-    for ((file, artifact), part) in parts.iter().zip(0u32..) {
+    for (file, artifact) in parts {
         for (name, info) in artifact.tensors.iter() {
-            let mut info = info.clone();
-            info.part = part;
-            all.push((crate::table::Name::from(name), info));
+            all.push((crate::table::Name::from(name), info.clone()));
         }
         layouts.push(PartLayout {
             file: file.clone(),
@@ -238,14 +246,28 @@ fn join_tensors(
             second: dir.label(holders.get(1).map_or("", |f| f.as_str())),
         }
     })?;
-    Ok((tensors, layouts))
+    let mut tensor_parts = vec![0u32; tensors.len()];
+    for ((_, artifact), part) in parts.iter().zip(0u32..) {
+        for name in artifact.tensors.keys() {
+            if let Some(position) = tensors.position(name) {
+                tensor_parts[position] = part;
+            }
+        }
+    }
+    Ok((tensors, layouts, tensor_parts))
 }
 
-fn files(scheme: Scheme, index: Option<&str>, parts: Vec<PartLayout>) -> ModelFiles {
+fn files(
+    scheme: Scheme,
+    index: Option<&str>,
+    parts: Vec<PartLayout>,
+    tensor_parts: Vec<u32>,
+) -> ModelFiles {
     ModelFiles {
         scheme,
         index: index.map(str::to_owned),
         parts,
+        tensor_parts,
     }
 }
 
