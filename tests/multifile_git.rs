@@ -274,3 +274,67 @@ fn ci_reports_one_entry_per_model() {
         &["::error file=models/llm/model.safetensors.index.json,"],
     );
 }
+
+#[test]
+fn policy_judges_a_model_directory_as_one_model() {
+    let repo = Repo::with_lfs(MODEL_PATTERNS);
+    sharded(&repo, 600, tensors());
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"models/llm\"]\nallowed_dtypes = [\"f32\"]\nmax_parameters = 300\n",
+    );
+    repo.commit_all("v1");
+    let out = repo.wi(&["check"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
+    assert_contains(
+        &text,
+        &[
+            "models/llm: allowed_dtypes: expected only f32; found f16 in 1 tensor (layers.0.weight)",
+            "models/llm: max_parameters: expected at most 300 parameters; found 456 parameters",
+        ],
+    );
+
+    // Pin the model, not its files; resharding keeps the pin, a change breaks it.
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"models/**\"]\nexclude = [\"**/*.json\"]\nrequire_lfs = true\n",
+    );
+    let out = repo.wi(&["policy", "pin", "models/llm"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_contains(&stdout(&out), &["models/llm: pinned "]);
+    assert_contains(
+        &repo.read(".weight-inspect.toml"),
+        &["paths = [\"models/llm\"]", "expected_hash = "],
+    );
+    sharded(&repo, 1100, tensors());
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let mut changed = tensors();
+    changed[0]["shape"] = json!([16, 4]);
+    sharded(&repo, 1100, changed);
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 1);
+    assert_contains(&stdout(&out), &["models/llm: expected_hash: "]);
+
+    // Staged: new shards without the index that names them.
+    sharded(&repo, 1100, tensors());
+    repo.git(&[
+        "add",
+        "models/llm/model-00001-of-00002.safetensors",
+        "models/llm/model-00002-of-00002.safetensors",
+    ]);
+    let out = repo.wi(&["check", "--staged"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
+    assert_contains(
+        &text,
+        &[
+            "models/llm: model_files: expected the files of one model",
+            "not one of its parts",
+        ],
+    );
+    repo.git(&["add", "-A"]);
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+}

@@ -63,6 +63,8 @@ pub enum Snapshot<'a> {
     Tree { rev: &'a str, label: &'a str },
     /// The work tree.
     WorkTree,
+    /// The index: what `git commit` would record.
+    Index,
 }
 
 /// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry.
@@ -89,6 +91,7 @@ pub fn entries(
     let label = |s: Snapshot<'_>| match s {
         Snapshot::Tree { label, .. } => label.to_owned(),
         Snapshot::WorkTree => "worktree".to_owned(),
+        Snapshot::Index => "index".to_owned(),
     };
     let mut out = Vec::new();
     for change in singles {
@@ -308,6 +311,7 @@ impl Listings {
         let key = match snapshot {
             Snapshot::Tree { rev, .. } => (true, rev.to_owned(), dir.to_owned()),
             Snapshot::WorkTree => (false, String::new(), dir.to_owned()),
+            Snapshot::Index => (false, ":".to_owned(), dir.to_owned()),
         };
         if !self.cache.contains_key(&key) {
             let listed = list(repo, snapshot, dir)?;
@@ -345,6 +349,37 @@ fn list(
                 Entry::Dir | Entry::Submodule => None,
             })
             .collect()),
+        Snapshot::Index => {
+            let index = repo.index_or_empty().map_err(|e| GitError::Index {
+                path: repo.index_path(),
+                message: e.to_string(),
+            })?;
+            let prefix = if dir.is_empty() {
+                String::new()
+            } else {
+                format!("{dir}/")
+            };
+            let mut out = Vec::new();
+            for entry in index.entries() {
+                use gix::index::entry::{Flags, Stage};
+                if entry.stage() != Stage::Unconflicted
+                    || entry.flags.contains(Flags::INTENT_TO_ADD)
+                {
+                    continue;
+                }
+                let path = entry.path(&index).to_string();
+                let Some(name) = path.strip_prefix(&prefix).filter(|n| !n.contains('/')) else {
+                    continue;
+                };
+                match super::objects::index_mode_entry(entry.mode, entry.id) {
+                    Entry::File(id) => out.push((name.to_owned(), Listed::Blob(id))),
+                    Entry::Link(_) => out.push((name.to_owned(), Listed::Link)),
+                    Entry::Dir | Entry::Submodule => {}
+                }
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(out)
+        }
         Snapshot::WorkTree => {
             let root = repo
                 .workdir()
@@ -410,6 +445,7 @@ impl Directory for SnapshotDir<'_> {
     fn label(&self, file: &str) -> String {
         match self.snapshot {
             Snapshot::Tree { label, .. } => format!("{label}:{}", self.path(file)),
+            Snapshot::Index => format!(":{}", self.path(file)),
             Snapshot::WorkTree => self.path(file),
         }
     }
@@ -503,6 +539,42 @@ pub fn open_at(
         sharded::open_split(&dir, &name, &names, Some((number, part)))
     } else {
         return Ok(None);
+    };
+    Ok(Some(match opened {
+        Ok(artifact) => ModelSide::Model {
+            artifact: Box::new(artifact),
+            lfs: None,
+        },
+        Err(e) => unassembled(&e),
+    }))
+}
+
+/// The multi-file model the directory `dir` holds in `snapshot` (its one index or split GGUF),
+/// read as one model; None when it holds none. A directory with several is unassembled.
+pub fn open_directory(
+    repo: &gix::Repository,
+    snapshot: Snapshot<'_>,
+    dir: &str,
+) -> Result<Option<ModelSide>, GitError> {
+    let mut listings = Listings::default();
+    let names = listings.names(repo, snapshot, dir)?;
+    let multi: Vec<sharded::Candidate> = sharded::candidates(&names)
+        .into_iter()
+        .filter(|c| !matches!(c, sharded::Candidate::Single(_)))
+        .collect();
+    let source = SnapshotDir {
+        repo,
+        snapshot,
+        dir,
+        entries: listings.entries(repo, snapshot, dir)?,
+    };
+    let opened = match multi.as_slice() {
+        [] => return Ok(None),
+        [one] => sharded::open_candidate(&source, one, &names),
+        several => Err(ShardError::Ambiguous {
+            dir: source.label(""),
+            candidates: several.iter().map(sharded::Candidate::name).collect(),
+        }),
     };
     Ok(Some(match opened {
         Ok(artifact) => ModelSide::Model {

@@ -74,6 +74,26 @@ pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Vio
     Ok(Some(ev.violations))
 }
 
+/// The violation of a model directory whose files do not read as one model (a shard staged
+/// without the index that names it, a part missing): a model that cannot be judged as a whole
+/// is itself against the policy that covers it.
+pub fn unassembled(policy: &Policy, dir: &str, why: String) -> Violation {
+    let rule = policy
+        .rules
+        .iter()
+        .rev()
+        .find(|r| r.matches(dir))
+        .expect("the caller checked that a rule covers the directory");
+    Violation::at(
+        dir,
+        "model_files",
+        rule,
+        "the files of one model that fit together (an index and its shards, or parts 1..N)"
+            .to_owned(),
+        shown(&why).into_owned(),
+    )
+}
+
 /// The violations of a blob of a commit or the index, given as bytes (an LFS pointer is
 /// resolved through `repo`'s local store): what `weight-inspect ci` runs on the head side.
 pub fn check_blob(
@@ -122,8 +142,11 @@ impl Evaluation<'_, '_> {
     }
 
     fn run(&mut self, eff: &Effective<'_>) -> Result<()> {
+        // How git stores a file is judged for each file; a model directory's files are
+        // subjects of their own.
         if let Some(req) = eff.require_lfs
             && *req.value
+            && !matches!(self.reader.origin(), Origin::Model(_))
         {
             self.check_lfs(&req)?;
         }

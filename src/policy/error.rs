@@ -118,6 +118,13 @@ pub enum FileReason {
     /// read, since reading it could block or never end.
     #[error("{found}, not a regular file; not read")]
     NotRegularFile { found: &'static str },
+    /// `require_lfs` in a rule for a model directory: how git stores a file is a property of
+    /// each file.
+    #[error(
+        "require_lfs applies to files, not to a model directory; set it in a rule for the \
+         directory's files (DIR/**)"
+    )]
+    LfsOfModelDirectory,
 }
 
 impl PolicyError {

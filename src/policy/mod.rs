@@ -58,7 +58,77 @@ pub fn run_check(
             Err(e) => report.errors.push(FileError::new(target.path(), &e)),
         }
     }
+    for dir in model_dirs(&targets) {
+        if !policy.covers(&dir) {
+            continue;
+        }
+        report.checked += 1;
+        let found = match open_model_dir(ws, staged, &dir) {
+            Ok(Some(artifact)) => {
+                let subject = Subject {
+                    path: dir.clone(),
+                    origin: Origin::Model(Box::new(artifact)),
+                };
+                evaluate(policy, &subject)
+            }
+            Ok(None) => continue,
+            Err(unassembled) => Ok(Some(vec![check::unassembled(policy, &dir, unassembled)])),
+        };
+        match found {
+            Ok(found) => {
+                let found = found.unwrap_or_default();
+                if !found.is_empty() {
+                    report.failing += 1;
+                }
+                report.violations.extend(found);
+            }
+            Err(e) => report.errors.push(FileError::new(&dir, &e)),
+        }
+    }
     Ok(report)
+}
+
+/// The directories that hold a multi-file model among `targets`: those with an index file or
+/// split-GGUF parts.
+fn model_dirs(targets: &[Target]) -> Vec<String> {
+    let mut dirs: Vec<String> = targets
+        .iter()
+        .filter_map(|t| {
+            let (dir, file) = t.path().rsplit_once('/').unwrap_or(("", t.path()));
+            let multi = crate::sharded::index::is_index_name(file)
+                || crate::sharded::SplitName::parse(file).is_some();
+            (multi && !dir.is_empty()).then(|| dir.to_owned())
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The model of a directory as staged or in the work tree: Ok(None) when it holds no
+/// multi-file model, Err(why) when its files do not read as one model (a half-staged shard
+/// set, a missing part).
+fn open_model_dir(
+    ws: &Workspace,
+    staged: bool,
+    dir: &str,
+) -> Result<Option<crate::Artifact>, String> {
+    let Some(repo) = ws.repo.as_ref() else {
+        return crate::read::open_model_path(&ws.root.join(dir))
+            .map(Some)
+            .map_err(|e| e.to_string());
+    };
+    let snapshot = if staged {
+        crate::git::models::Snapshot::Index
+    } else {
+        crate::git::models::Snapshot::WorkTree
+    };
+    match crate::git::models::open_directory(repo, snapshot, dir) {
+        Ok(Some(crate::git::ModelSide::Model { artifact, .. })) => Ok(Some(*artifact)),
+        Ok(Some(other)) => Err(other.note().unwrap_or_default()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `policy pin`: records the structural hashes of `paths` (default: the paths already
@@ -74,14 +144,25 @@ pub fn pin_paths(
     let policy = source.parse()?;
     let PolicySource { shown, text } = source;
     let mut targets: Vec<Target> = Vec::new();
+    let mut pins = Vec::new();
     if paths.is_empty() {
         let pinned = config_paths_to_args(ws, &pin::pinned_paths(&policy));
         if pinned.is_empty() {
             return Err(PolicyError::NothingPinned { shown });
         }
-        targets = ws.targets(staged, &pinned)?;
+        for arg in &pinned {
+            match model_pin(ws, staged, arg)? {
+                Some(pin) => pins.push(pin),
+                None => targets.extend(ws.targets(staged, std::slice::from_ref(arg))?),
+            }
+        }
     } else {
         for arg in paths {
+            // A directory holding a multi-file model pins the model.
+            if let Some(pin) = model_pin(ws, staged, arg)? {
+                pins.push(pin);
+                continue;
+            }
             let found = ws.targets(staged, std::slice::from_ref(arg))?;
             let from_dir = ws.root.join(ws.relative(arg)?).is_dir();
             for t in found {
@@ -93,7 +174,6 @@ pub fn pin_paths(
             }
         }
     }
-    let mut pins = Vec::new();
     for t in &targets {
         let artifact = subject::read_artifact(&t.subject(ws.repo.as_ref()))?;
         pins.push((
@@ -123,6 +203,23 @@ pub fn pin_paths(
         ));
     }
     Ok(out)
+}
+
+/// The pin of a directory holding a multi-file model: its path and the model's structural
+/// hash. None for anything else.
+fn model_pin(ws: &Workspace, staged: bool, arg: &Path) -> Result<Option<(String, String)>> {
+    let rel = ws.relative(arg)?;
+    if rel.is_empty() || !ws.root.join(&rel).is_dir() {
+        return Ok(None);
+    }
+    match open_model_dir(ws, staged, &rel) {
+        Ok(Some(artifact)) => Ok(Some((rel, crate::identity::structural_hash(&artifact)))),
+        Ok(None) => Ok(None),
+        Err(why) => Err(PolicyError::file(
+            &rel,
+            FileReason::NotAModel { found: why },
+        )),
+    }
 }
 
 /// Root-relative paths as command-line arguments (absolute, so the current directory does

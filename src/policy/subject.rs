@@ -64,6 +64,8 @@ pub enum Origin<'r> {
     /// A path that is not read, and why: a symbolic link that is not followed, or something
     /// that is not a regular file. Judging it is an error that says so.
     Refused(FileReason),
+    /// A multi-file model (a directory of shards or split parts), already read as one model.
+    Model(Box<Artifact>),
 }
 
 /// How git stores (or will store, once added) a file.
@@ -191,6 +193,10 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         &self.subject.path
     }
 
+    pub(crate) fn origin(&self) -> &'s Origin<'r> {
+        &self.subject.origin
+    }
+
     /// The stored blob for blob origins (cached).
     fn stored(&mut self) -> Result<Option<&Stored>> {
         if self.stored.is_none() {
@@ -201,7 +207,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                     size: bytes.len() as u64,
                     bytes: None,
                 }),
-                Origin::Worktree { .. } | Origin::Refused(_) => None,
+                Origin::Worktree { .. } | Origin::Refused(_) | Origin::Model(_) => None,
             };
             self.stored = stored;
         }
@@ -227,13 +233,19 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                 },
             });
         }
-        let Origin::Worktree {
-            repo,
-            file,
-            index_id,
-        } = &self.subject.origin
-        else {
-            unreachable!("blob origins have a stored blob");
+        let (repo, file, index_id) = match &self.subject.origin {
+            Origin::Worktree {
+                repo,
+                file,
+                index_id,
+            } => (repo, file, index_id),
+            Origin::Model(_) => {
+                return Err(PolicyError::file(
+                    self.path(),
+                    FileReason::LfsOfModelDirectory,
+                ));
+            }
+            _ => unreachable!("blob origins have a stored blob"),
         };
         // A pointer text in the work tree is committed as is.
         if let Some(p) = worktree_pointer(file)? {
@@ -270,8 +282,11 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         if let Some(stored) = self.stored()? {
             return Ok(stored.pointer.as_ref().map_or(stored.size, |p| p.size));
         }
-        let Origin::Worktree { file, .. } = &self.subject.origin else {
-            unreachable!("blob origins have a stored blob");
+        let file = match &self.subject.origin {
+            Origin::Worktree { file, .. } => file,
+            // A model of several files is as large as its files together.
+            Origin::Model(artifact) => return Ok(artifact.layout.file_size),
+            _ => unreachable!("blob origins have a stored blob"),
         };
         if let Some(p) = worktree_pointer(file)? {
             return Ok(p.size);
@@ -283,6 +298,9 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
 
     /// What the model bytes are: a model, an unreadable model, a pickle, something else.
     pub(crate) fn content(&mut self) -> Result<Content> {
+        if let Origin::Model(artifact) = &self.subject.origin {
+            return Ok(Content::Model(artifact.clone()));
+        }
         let body = self.body()?;
         let classified = match self.classified.take() {
             Some(classified) => classified,
@@ -319,6 +337,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                 None => map_file(file),
             },
             Origin::Refused(reason) => Err(PolicyError::file(path, reason.clone())),
+            Origin::Model(_) => unreachable!("a model's content is its artifact"),
         }
     }
 }
@@ -339,8 +358,10 @@ pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
 /// Whether a subject is a GGUF or safetensors file by its first bytes (an LFS pointer counts
 /// by its object, when present). A refused subject is none.
 pub(crate) fn is_model(subject: &Subject<'_>) -> Result<bool> {
-    if matches!(subject.origin, Origin::Refused(_)) {
-        return Ok(false);
+    match subject.origin {
+        Origin::Refused(_) => return Ok(false),
+        Origin::Model(_) => return Ok(true),
+        _ => {}
     }
     let body = SubjectReader::new(subject).body()?;
     Ok(crate::formats::detect(body.bytes()).is_some())
