@@ -57,19 +57,9 @@ pub enum DeltaError {
     },
     #[error("{model}: no tensor {tensor}")]
     TensorNotInModel { model: PathBuf, tensor: String },
-    #[error("{path}: invalid JSON: {message}")]
-    IndexJson { path: PathBuf, message: String },
-    #[error("{path}: expected an object \"weight_map\" mapping tensor names to shard files")]
-    IndexWeightMap { path: PathBuf },
-    #[error("{path}: weight_map.{tensor} should be a file name")]
-    IndexShardNotAString { path: PathBuf, tensor: String },
-    #[error("{path}: weight_map.{tensor} = {file:?} is not a file name in the directory")]
-    IndexShardOutside {
-        path: PathBuf,
-        tensor: String,
-        file: String,
-    },
-    #[error("{0}: a directory without model.safetensors.index.json nor *.safetensors files")]
+    #[error(
+        "{0}: holds no safetensors model (no index with its shards, no single *.safetensors file)"
+    )]
     NoShards(PathBuf),
     #[error("{path}: a {format} file; delta works on safetensors models")]
     NotSafetensors { path: PathBuf, format: &'static str },
@@ -92,14 +82,6 @@ pub enum DeltaError {
         offset: u64,
         end: u64,
         now: Option<u64>,
-    },
-    #[error("{path}: the index maps tensor {tensor} to this shard, which does not contain it")]
-    ShardLacksTensor { path: PathBuf, tensor: String },
-    #[error("{path}: tensor {tensor} is also in {other}")]
-    DuplicateTensor {
-        path: PathBuf,
-        tensor: String,
-        other: PathBuf,
     },
     #[error(
         "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over float (f64, f32, \

@@ -246,6 +246,25 @@ pub struct Model {
     shards: Vec<Shard>,
 }
 
+/// The one safetensors file of a directory that holds no multi-file model (the core's reader
+/// accepted it as that file).
+fn single_file_in(dir: &Path) -> Result<PathBuf> {
+    let names: Vec<String> =
+        crate::sharded::Directory::file_names(&crate::read::FsDirectory::new(dir))
+            .map_err(crate::Error::from)?;
+    let singles: Vec<String> = crate::sharded::candidates(&names)
+        .into_iter()
+        .filter_map(|c| match c {
+            crate::sharded::Candidate::Single(file) => Some(file),
+            _ => None,
+        })
+        .collect();
+    match singles.as_slice() {
+        [one] => Ok(dir.join(one)),
+        _ => Err(DeltaError::NoShards(dir.to_path_buf())),
+    }
+}
+
 /// Bytes read per step when hashing.
 const CHUNK_BYTES: usize = 8 << 20;
 /// Elements converted per step.
@@ -257,85 +276,10 @@ thread_local! {
 }
 
 impl Model {
-    /// Opens a safetensors file or a directory with `model.safetensors.index.json` (or, without
-    /// an index, every `*.safetensors` file in it).
+    /// Opens a safetensors file, or a sharded model (a directory or its index) through the
+    /// core's multi-file reader, which checks the shards against the index and each other.
     pub fn open(path: &Path) -> Result<Model> {
-        if path.is_dir() {
-            return Self::open_dir(path);
-        }
-        let mut model = Model {
-            path: path.to_path_buf(),
-            tensors: BTreeMap::new(),
-            metadata: BTreeMap::new(),
-            shards: Vec::new(),
-        };
-        model.add_shard(path, None)?;
-        Ok(model)
-    }
-
-    fn open_dir(dir: &Path) -> Result<Model> {
-        let index_path = dir.join("model.safetensors.index.json");
-        let mut model = Model {
-            path: dir.to_path_buf(),
-            tensors: BTreeMap::new(),
-            metadata: BTreeMap::new(),
-            shards: Vec::new(),
-        };
-        if index_path.exists() {
-            let text = std::fs::read(&index_path).map_err(|e| Error::io(&index_path, e))?;
-            let json: serde_json::Value =
-                serde_json::from_slice(&text).map_err(|e| DeltaError::IndexJson {
-                    path: index_path.clone(),
-                    message: e.to_string(),
-                })?;
-            let map = json
-                .get("weight_map")
-                .and_then(|m| m.as_object())
-                .ok_or_else(|| DeltaError::IndexWeightMap {
-                    path: index_path.clone(),
-                })?;
-            let mut by_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for (name, file) in map {
-                let file = file
-                    .as_str()
-                    .ok_or_else(|| DeltaError::IndexShardNotAString {
-                        path: index_path.clone(),
-                        tensor: name.clone(),
-                    })?;
-                if file.contains('/') || file.contains('\\') || file == ".." {
-                    return Err(DeltaError::IndexShardOutside {
-                        path: index_path,
-                        tensor: name.clone(),
-                        file: file.to_string(),
-                    });
-                }
-                by_file
-                    .entry(file.to_string())
-                    .or_default()
-                    .push(name.clone());
-            }
-            for (file, names) in &by_file {
-                model.add_shard(&dir.join(file), Some(names))?;
-            }
-        } else {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-                .map_err(|e| Error::io(dir, e))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-                .collect();
-            files.sort();
-            if files.is_empty() {
-                return Err(DeltaError::NoShards(dir.to_path_buf()));
-            }
-            for f in &files {
-                model.add_shard(f, None)?;
-            }
-        }
-        Ok(model)
-    }
-
-    fn add_shard(&mut self, path: &Path, expected: Option<&Vec<String>>) -> Result<()> {
-        let artifact = crate::read::read_file(path)?;
+        let artifact = crate::read::open_model_path(path)?;
         if artifact.format != Format::Safetensors {
             return Err(DeltaError::NotSafetensors {
                 path: path.to_path_buf(),
@@ -349,55 +293,66 @@ impl Model {
                 declared: artifact.layout.data_expected,
             });
         }
-        if let Some(names) = expected {
-            for n in names {
-                if !artifact.tensors.contains_key(n) {
-                    return Err(DeltaError::ShardLacksTensor {
-                        path: path.to_path_buf(),
-                        tensor: n.clone(),
-                    });
-                }
+        // The files holding the data: the shards, or the one file (which a directory may hold).
+        let files: Vec<PathBuf> = match &artifact.layout.files {
+            Some(files) => {
+                let dir = if path.is_dir() {
+                    path
+                } else {
+                    path.parent().unwrap_or(Path::new("."))
+                };
+                files.parts.iter().map(|p| dir.join(&p.file)).collect()
             }
+            None if path.is_dir() => vec![single_file_in(path)?],
+            None => vec![path.to_path_buf()],
+        };
+        let mut shards = Vec::with_capacity(files.len());
+        for file in files {
+            let handle = File::open(&file).map_err(|e| Error::io(&file, e))?;
+            shards.push(Shard {
+                path: file,
+                file: handle,
+            });
         }
-        let shard = self.shards.len();
-        for (name, info) in &artifact.tensors {
-            if let Some(names) = expected
-                && !names.iter().any(|n| n == name)
-            {
-                continue;
-            }
-            if let Some(prev) = self.tensors.get(name) {
-                return Err(DeltaError::DuplicateTensor {
-                    path: path.to_path_buf(),
-                    tensor: name.to_owned(),
-                    other: self.shards[prev.shard].path.clone(),
-                });
-            }
-            self.tensors.insert(
-                name.to_owned(),
-                TensorSource {
-                    shard,
-                    dtype: info.dtype,
-                    elem: Elem::from_safetensors(info.dtype),
-                    shape: info.shape.to_vec(),
-                    offset: info.file_offset as usize,
-                    len: info.byte_length as usize,
-                },
-            );
-        }
-        if shard == 0 {
-            for (k, v) in &artifact.metadata {
-                if let Value::String(s) = v {
-                    self.metadata.insert(k.clone(), s.clone());
-                }
-            }
-        }
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        self.shards.push(Shard {
+        let part_of = |position: usize| {
+            artifact
+                .layout
+                .files
+                .as_ref()
+                .map_or(0, |f| f.tensor_parts[position] as usize)
+        };
+        let tensors = artifact
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(position, (name, info))| {
+                (
+                    name.to_owned(),
+                    TensorSource {
+                        shard: part_of(position),
+                        dtype: info.dtype,
+                        elem: Elem::from_safetensors(info.dtype),
+                        shape: info.shape.to_vec(),
+                        offset: info.file_offset as usize,
+                        len: info.byte_length as usize,
+                    },
+                )
+            })
+            .collect();
+        let metadata = artifact
+            .metadata
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Value::String(s) => Some((k.clone(), s.clone())),
+                _ => None,
+            })
+            .collect();
+        Ok(Model {
             path: path.to_path_buf(),
-            file,
-        });
-        Ok(())
+            tensors,
+            metadata,
+            shards,
+        })
     }
 
     /// The files the model is read from (one, or each shard of a directory).
