@@ -365,6 +365,11 @@ fn every_rule_of_a_sharded_safetensors_model_has_its_error() {
         ],
     );
 
+    let d = fresh("format");
+    std::fs::remove_file(d.join(shard(2))).unwrap();
+    make_models(&d, &json!({ shard(2): {"kind": "gguf", "tensors": []} }));
+    assert_says(&refused(&d), &[&shard(2), "is gguf, expected safetensors"]);
+
     let d = fresh("ambiguous");
     std::fs::copy(d.join(shard(1)), d.join("consolidated.safetensors")).unwrap();
     assert_says(

@@ -273,6 +273,31 @@ fn ci_reports_one_entry_per_model() {
         &stdout(&out),
         &["::error file=models/llm/model.safetensors.index.json,"],
     );
+
+    // A policy rule for the model's directory judges the head side as one model.
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rules]]\npaths = [\"models/llm\"]\nallowed_dtypes = [\"f16\"]\n",
+    )
+    .unwrap();
+    let out = repo.wi(&[
+        "ci",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--json",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let violations = doc["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{doc}");
+    assert_eq!(violations[0]["path"], "models/llm");
+    assert_eq!(violations[0]["rule"], "allowed_dtypes");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use crate::git::objects::tree_entry;
 use crate::git::{ModelSide, PathFilter, Status};
 use crate::policy::report::{Phrasing, Tally, plural};
 use crate::policy::subject::follow_committed_link;
-use crate::policy::{FileError, Origin, Policy, Subject, Violation};
+use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
 use crate::render::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
@@ -273,7 +273,40 @@ impl CiReport {
                 Err(e) => self.unchecked.push(FileError::new(&path, &e)),
             }
         }
+        self.apply_policy_to_models(&loaded.policy);
         Ok(())
+    }
+
+    /// Judges the head side of each changed multi-file model whose directory a rule covers,
+    /// as one model (see docs/policy.md, "Multi-file models").
+    fn apply_policy_to_models(&mut self, policy: &Policy) {
+        for f in &self.files {
+            let (Some(_), Some(new_path), Some(side)) = (&f.model, &f.change.new_path, &f.new)
+            else {
+                continue;
+            };
+            let dir = new_path.rsplit_once('/').map_or("", |(d, _)| d);
+            if dir.is_empty() || !policy.covers(dir) {
+                continue;
+            }
+            // A model whose files could not be read together (a shard missing, an LFS object
+            // not available) cannot be judged: reported as not checked, which fails the run.
+            let ModelSide::Model { artifact, .. } = side else {
+                let why = side.note().unwrap_or_default();
+                let error = PolicyError::file(dir, FileReason::Unassembled { why });
+                self.unchecked.push(FileError::new(dir, &error));
+                continue;
+            };
+            self.checked += 1;
+            let subject = Subject {
+                path: dir.to_owned(),
+                origin: Origin::Model(artifact.clone()),
+            };
+            match crate::policy::evaluate(policy, &subject) {
+                Ok(found) => self.violations.extend(found.unwrap_or_default()),
+                Err(e) => self.unchecked.push(FileError::new(dir, &e)),
+            }
+        }
     }
 
     /// Whether the run fails the job under `--fail-on`.

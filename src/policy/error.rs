@@ -125,6 +125,9 @@ pub enum FileReason {
          directory's files (DIR/**)"
     )]
     LfsOfModelDirectory,
+    /// A multi-file model whose files could not be read as one model.
+    #[error("{why}")]
+    Unassembled { why: String },
 }
 
 impl PolicyError {
