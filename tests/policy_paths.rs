@@ -114,10 +114,13 @@ fn committed_links_are_reported_as_links() {
         &stderr(&out),
         &["models/link.gguf is a symbolic link in HEAD (to real.gguf), not a file"],
     );
+    // A directory opens as the one model it holds; this one holds several (the link counts by
+    // its name, and is refused when named).
     let out = wi(&repo, &["inspect", "HEAD:models"]);
+    assert_eq!(code(&out), 2);
     assert_contains(
         &stderr(&out),
-        &["HEAD:models: models is a directory in HEAD, not a file"],
+        &["HEAD:models: holds 3 models (link.gguf, out.gguf, real.gguf); name one of them"],
     );
 
     // weight-inspect git diff, between commits and against the work tree.
