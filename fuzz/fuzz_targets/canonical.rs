@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let hash = weight_inspect::identity::structural_hash(&artifact);
     assert_eq!(hash, weight_inspect::digest::hex(&Sha256::digest(&canonical)));
     let palette = weight_inspect::render::Palette::plain();
-    let _ = weight_inspect::render::text::inspect(&artifact, &palette, true);
+    let _ = weight_inspect::render::text::inspect(&artifact, &palette, true, true);
     let json = weight_inspect::render::json::inspect(&artifact, false);
     serde_json::from_str::<serde_json::Value>(&json).expect("inspect JSON parses");
     let diff = weight_inspect::diff::StructuralDiff::between(&artifact, &artifact);
