@@ -21,6 +21,7 @@ pub mod policy;
 pub mod read;
 pub mod render;
 pub mod table;
+pub mod values;
 
 pub use artifact::{Artifact, Format, TensorInfo, Value};
 pub use error::Error;

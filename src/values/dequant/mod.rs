@@ -1,0 +1,179 @@
+//! Dequantization: the bytes of a tensor of any dtype weight-inspect can decode, as f64 values
+//! in storage order. GGUF types follow ggml's block layouts and reproduce gguf-py's
+//! `gguf.quants.dequantize` bit for bit (the values are computed in f32 as there, then
+//! widened); safetensors types are decoded as numbers.
+
+// Block layouts are indexed the way ggml describes them: value i, byte j.
+#![allow(clippy::needless_range_loop)]
+
+mod bytes;
+pub mod iq;
+#[rustfmt::skip]
+mod iq_tables;
+pub mod kquants;
+pub mod legacy;
+pub mod plain;
+
+/// Decodes whole blocks: `bytes.len() / type_size * block_size == out.len()`.
+pub type DecodeFn = fn(&[u8], &mut [f64]);
+
+/// How one dtype's bytes become values.
+#[derive(Clone, Copy)]
+pub struct Codec {
+    /// Values per block (1 for plain numbers).
+    pub block_size: u64,
+    /// Bytes per block.
+    pub type_size: u64,
+    pub decode: DecodeFn,
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec")
+            .field("block_size", &self.block_size)
+            .field("type_size", &self.type_size)
+            .finish()
+    }
+}
+
+const fn c(block_size: u64, type_size: u64, decode: DecodeFn) -> Codec {
+    Codec {
+        block_size,
+        type_size,
+        decode,
+    }
+}
+
+/// Why a dtype is compared byte for byte rather than by value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotDecoded {
+    /// A type with no decoder here (q8_1, q8_k, q1_0, q2_0, sub-byte floats, complex numbers).
+    UnsupportedType,
+    /// A quantized type in a big-endian GGUF file, whose block layout is not standardized.
+    BigEndianBlocks,
+}
+
+impl NotDecoded {
+    pub fn describe(self) -> &'static str {
+        match self {
+            NotDecoded::UnsupportedType => "no dequantizer for this type",
+            NotDecoded::BigEndianBlocks => "quantized blocks of a big-endian file",
+        }
+    }
+}
+
+/// The codec of `dtype` (a GGUF type name or a lowercased safetensors dtype; the names they
+/// share mean the same) in a file of the given byte order.
+pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
+    use plain::*;
+    let (le, be): (Codec, Option<Codec>) = match dtype {
+        "f32" => (c(1, 4, f32_le), Some(c(1, 4, f32_be))),
+        "f64" => (c(1, 8, f64_le), Some(c(1, 8, f64_be))),
+        "f16" => (c(1, 2, f16_le), Some(c(1, 2, f16_be))),
+        "bf16" => (c(1, 2, bf16_le), Some(c(1, 2, bf16_be))),
+        "i8" => (c(1, 1, i8), Some(c(1, 1, i8))),
+        "u8" => (c(1, 1, u8), Some(c(1, 1, u8))),
+        "bool" => (c(1, 1, bool), None),
+        "i16" => (c(1, 2, i16_le), Some(c(1, 2, i16_be))),
+        "i32" => (c(1, 4, i32_le), Some(c(1, 4, i32_be))),
+        "i64" => (c(1, 8, i64_le), Some(c(1, 8, i64_be))),
+        "u16" => (c(1, 2, u16_le), None),
+        "u32" => (c(1, 4, u32_le), None),
+        "u64" => (c(1, 8, u64_le), None),
+        "f8_e4m3" => (c(1, 1, f8_e4m3), None),
+        "f8_e5m2" => (c(1, 1, f8_e5m2), None),
+        "f8_e4m3fnuz" => (c(1, 1, f8_e4m3fnuz), None),
+        "f8_e5m2fnuz" => (c(1, 1, f8_e5m2fnuz), None),
+        "f8_e8m0" => (c(1, 1, f8_e8m0), None),
+        quantized => {
+            let codec = quantized_codec(quantized).ok_or(NotDecoded::UnsupportedType)?;
+            return if big_endian {
+                Err(NotDecoded::BigEndianBlocks)
+            } else {
+                Ok(codec)
+            };
+        }
+    };
+    match (big_endian, be) {
+        (false, _) => Ok(le),
+        (true, Some(be)) => Ok(be),
+        // Only GGUF files are big-endian, and these are safetensors-only names.
+        (true, None) => Err(NotDecoded::UnsupportedType),
+    }
+}
+
+fn quantized_codec(dtype: &str) -> Option<Codec> {
+    use iq::*;
+    use kquants::*;
+    use legacy::*;
+    Some(match dtype {
+        "q4_0" => c(32, 18, q4_0),
+        "q4_1" => c(32, 20, q4_1),
+        "q5_0" => c(32, 22, q5_0),
+        "q5_1" => c(32, 24, q5_1),
+        "q8_0" => c(32, 34, q8_0),
+        "q2_k" => c(256, 84, q2_k),
+        "q3_k" => c(256, 110, q3_k),
+        "q4_k" => c(256, 144, q4_k),
+        "q5_k" => c(256, 176, q5_k),
+        "q6_k" => c(256, 210, q6_k),
+        "iq2_xxs" => c(256, 66, iq2_xxs),
+        "iq2_xs" => c(256, 74, iq2_xs),
+        "iq2_s" => c(256, 82, iq2_s),
+        "iq3_xxs" => c(256, 98, iq3_xxs),
+        "iq3_s" => c(256, 110, iq3_s),
+        "iq1_s" => c(256, 50, iq1_s),
+        "iq1_m" => c(256, 56, iq1_m),
+        "iq4_nl" => c(32, 18, iq4_nl),
+        "iq4_xs" => c(256, 136, iq4_xs),
+        "tq1_0" => c(256, 54, tq1_0),
+        "tq2_0" => c(256, 66, tq2_0),
+        "mxfp4" => c(32, 17, mxfp4),
+        "nvfp4" => c(64, 36, nvfp4),
+        _ => return None,
+    })
+}
+
+/// Every dtype with a decoder, for tests and documentation.
+pub const DECODED_GGUF_TYPES: &[&str] = &[
+    "f32", "f16", "bf16", "f64", "i8", "i16", "i32", "i64", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
+    "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+    "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4", "nvfp4",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_agree_with_the_gguf_reader() {
+        for name in DECODED_GGUF_TYPES {
+            let ggml = crate::formats::gguf::ggml_type_by_name(name).unwrap();
+            let codec = codec(name, false).unwrap();
+            assert_eq!(
+                (codec.block_size, codec.type_size),
+                (ggml.block_size, ggml.type_size),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn float8_formats_decode_their_landmarks() {
+        let one = |f: DecodeFn, b: u8| {
+            let mut out = [0f64];
+            f(&[b], &mut out);
+            out[0]
+        };
+        assert_eq!(one(plain::f8_e4m3, 0x7E), 448.0);
+        assert_eq!(one(plain::f8_e4m3, 0x01), 2f64.powi(-9));
+        assert!(one(plain::f8_e4m3, 0xFF).is_nan());
+        assert_eq!(one(plain::f8_e5m2, 0x7B), 57344.0);
+        assert_eq!(one(plain::f8_e5m2, 0x7C), f64::INFINITY);
+        assert_eq!(one(plain::f8_e4m3fnuz, 0x7F), 240.0);
+        assert!(one(plain::f8_e4m3fnuz, 0x80).is_nan());
+        assert_eq!(one(plain::f8_e5m2fnuz, 0x7F), 57344.0);
+        assert_eq!(one(plain::f8_e8m0, 127), 1.0);
+        assert!(one(plain::f8_e8m0, 255).is_nan());
+    }
+}
