@@ -19,7 +19,7 @@ pub struct Sums {
 }
 
 /// Lanes of the accumulators: independent sums the compiler keeps in vector registers.
-const LANES: usize = 8;
+const LANES: usize = 4;
 
 impl Sums {
     pub fn merge(&mut self, other: &Sums) {
@@ -47,80 +47,23 @@ impl Sums {
 
     /// The sums of a run of values that is the same on both sides.
     pub fn unchanged(values: &[f64]) -> Sums {
-        let mut sq = [0f64; LANES];
-        let mut nonfinite = [0u64; LANES];
-        let chunks = values.chunks_exact(LANES);
-        let rest = chunks.remainder();
-        for x in chunks {
-            for i in 0..LANES {
-                let finite = x[i].is_finite();
-                nonfinite[i] += !finite as u64;
-                sq[i] += if finite { x[i] * x[i] } else { 0.0 };
-            }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { unchanged_avx2(values) };
         }
-        let mut sum: f64 = sq.iter().sum();
-        let mut bad: u64 = nonfinite.iter().sum();
-        for &x in rest {
-            if x.is_finite() {
-                sum += x * x;
-            } else {
-                bad += 1;
-            }
-        }
-        Sums {
-            elements: values.len() as u64,
-            changed: 0,
-            nonfinite: bad,
-            max_abs_diff: 0.0,
-            sum_sq_old: sum,
-            sum_sq_new: sum,
-            sum_sq_diff: 0.0,
-            dot: sum,
-        }
+        unchanged_body(values)
     }
 
-    /// Assumes every value is finite (the result shows it when one is not).
+    /// Assumes every value is finite (the result shows it when one is not). Compiled twice:
+    /// for the baseline CPU and, chosen at run time, for AVX2 (no FMA: the same results).
     fn all_finite(old: &[f64], new: &[f64]) -> Sums {
-        let mut dd = [0f64; LANES];
-        let mut aa = [0f64; LANES];
-        let mut bb = [0f64; LANES];
-        let mut ab = [0f64; LANES];
-        let mut mx = [0f64; LANES];
-        let mut ch = [0u64; LANES];
-        let (ca, cb) = (old.chunks_exact(LANES), new.chunks_exact(LANES));
-        let (ra, rb) = (ca.remainder(), cb.remainder());
-        for (a, b) in ca.zip(cb) {
-            for i in 0..LANES {
-                let d = b[i] - a[i];
-                dd[i] += d * d;
-                aa[i] += a[i] * a[i];
-                bb[i] += b[i] * b[i];
-                ab[i] += a[i] * b[i];
-                let ad = d.abs();
-                mx[i] = if ad > mx[i] { ad } else { mx[i] };
-                ch[i] += (a[i] != b[i]) as u64;
-            }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { all_finite_avx2(old, new) };
         }
-        let mut s = Sums {
-            elements: old.len() as u64,
-            changed: ch.iter().sum(),
-            nonfinite: 0,
-            max_abs_diff: mx.iter().fold(0f64, |m, &x| m.max(x)),
-            sum_sq_old: aa.iter().sum(),
-            sum_sq_new: bb.iter().sum(),
-            sum_sq_diff: dd.iter().sum(),
-            dot: ab.iter().sum(),
-        };
-        for (&a, &b) in ra.iter().zip(rb) {
-            let d = b - a;
-            s.sum_sq_diff += d * d;
-            s.sum_sq_old += a * a;
-            s.sum_sq_new += b * b;
-            s.dot += a * b;
-            s.max_abs_diff = s.max_abs_diff.max(d.abs());
-            s.changed += (a != b) as u64;
-        }
-        s
+        all_finite_body(old, new)
     }
 
     /// Element by element, keeping non-finite values out of the sums.
@@ -146,6 +89,135 @@ impl Sums {
         }
         s
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn unchanged_avx2(values: &[f64]) -> Sums {
+    unchanged_body(values)
+}
+
+#[inline(always)]
+fn unchanged_body(values: &[f64]) -> Sums {
+    let mut sq = [0f64; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for x in chunks {
+        for i in 0..LANES {
+            sq[i] += x[i] * x[i];
+        }
+    }
+    let sum: f64 = sq.iter().sum::<f64>() + rest.iter().map(|x| x * x).sum::<f64>();
+    if !sum.is_finite() {
+        // Non-finite values: the careful path keeps them out of the sums.
+        return Sums::careful(values, values);
+    }
+    Sums {
+        elements: values.len() as u64,
+        changed: 0,
+        nonfinite: 0,
+        max_abs_diff: 0.0,
+        sum_sq_old: sum,
+        sum_sq_new: sum,
+        sum_sq_diff: 0.0,
+        dot: sum,
+    }
+}
+
+/// [`all_finite_body`] with AVX2 intrinsics: the same lanes, the same order of operations
+/// and the same final reduction, so the results are identical bit for bit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn all_finite_avx2(old: &[f64], new: &[f64]) -> Sums {
+    use std::arch::x86_64::*;
+    const _: () = assert!(LANES == 4);
+    let n = old.len().min(new.len()) / LANES * LANES;
+    let zero = _mm256_setzero_pd();
+    let (mut dd, mut aa, mut bb, mut ab, mut mx, mut ch) = (zero, zero, zero, zero, zero, zero);
+    let one = _mm256_set1_pd(1.0);
+    let abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX));
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + 4 <= n <= both lengths.
+        let (a, b) = unsafe {
+            (
+                _mm256_loadu_pd(old.as_ptr().add(i)),
+                _mm256_loadu_pd(new.as_ptr().add(i)),
+            )
+        };
+        let d = _mm256_sub_pd(b, a);
+        dd = _mm256_add_pd(dd, _mm256_mul_pd(d, d));
+        aa = _mm256_add_pd(aa, _mm256_mul_pd(a, a));
+        bb = _mm256_add_pd(bb, _mm256_mul_pd(b, b));
+        ab = _mm256_add_pd(ab, _mm256_mul_pd(a, b));
+        mx = _mm256_max_pd(_mm256_and_pd(d, abs_mask), mx);
+        ch = _mm256_add_pd(ch, _mm256_and_pd(_mm256_cmp_pd::<_CMP_NEQ_UQ>(a, b), one));
+        i += LANES;
+    }
+    let lanes = |v: __m256d| {
+        let mut out = [0f64; LANES];
+        // SAFETY: out holds 4 f64.
+        unsafe { _mm256_storeu_pd(out.as_mut_ptr(), v) };
+        out
+    };
+    finish(
+        [
+            lanes(dd),
+            lanes(aa),
+            lanes(bb),
+            lanes(ab),
+            lanes(mx),
+            lanes(ch),
+        ],
+        &old[n..],
+        &new[n..],
+        old.len(),
+    )
+}
+
+fn all_finite_body(old: &[f64], new: &[f64]) -> Sums {
+    let mut acc = [[0f64; LANES]; 6];
+    let (ca, cb) = (old.chunks_exact(LANES), new.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (a, b) in ca.zip(cb) {
+        for i in 0..LANES {
+            let d = b[i] - a[i];
+            acc[0][i] += d * d;
+            acc[1][i] += a[i] * a[i];
+            acc[2][i] += b[i] * b[i];
+            acc[3][i] += a[i] * b[i];
+            let ad = d.abs();
+            acc[4][i] = if ad > acc[4][i] { ad } else { acc[4][i] };
+            // Counted in f64 lanes (exact far beyond a piece's length), as the AVX2 path.
+            acc[5][i] += if a[i] != b[i] { 1.0 } else { 0.0 };
+        }
+    }
+    finish(acc, ra, rb, old.len())
+}
+
+/// Reduces the lanes [Σd², Σa², Σb², Σab, max|d|, changed] in lane order and adds the tail.
+fn finish(acc: [[f64; LANES]; 6], tail_old: &[f64], tail_new: &[f64], len: usize) -> Sums {
+    let sum = |lanes: [f64; LANES]| lanes.iter().fold(0.0, |s, x| s + x);
+    let mut s = Sums {
+        elements: len as u64,
+        changed: sum(acc[5]) as u64,
+        nonfinite: 0,
+        max_abs_diff: acc[4].iter().fold(0f64, |m, &x| m.max(x)),
+        sum_sq_old: sum(acc[1]),
+        sum_sq_new: sum(acc[2]),
+        sum_sq_diff: sum(acc[0]),
+        dot: sum(acc[3]),
+    };
+    for (&a, &b) in tail_old.iter().zip(tail_new) {
+        let d = b - a;
+        s.sum_sq_diff += d * d;
+        s.sum_sq_old += a * a;
+        s.sum_sq_new += b * b;
+        s.dot += a * b;
+        s.max_abs_diff = s.max_abs_diff.max(d.abs());
+        s.changed += (a != b) as u64;
+    }
+    s
 }
 
 /// The figures reported for one tensor pair.

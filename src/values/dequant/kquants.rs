@@ -24,6 +24,7 @@ fn nibble(qs: &[u8], index: usize) -> u8 {
 
 /// q2_k: 16 bytes of 4-bit scale / 4-bit minimum per 16 values, 64 bytes of 2-bit values, then
 /// super-scales d and dmin; value = d * scale * q - dmin * min.
+#[inline(always)]
 pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<84, 256>(bytes, out, |b, v| {
         let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
@@ -39,6 +40,7 @@ pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
 
 /// q3_k: 32 bytes of high bits (set means "no -4"), 64 bytes of 2-bit values, 12 bytes of
 /// sixteen 6-bit signed scales, super-scale d; value = d * (scale - 32) * q.
+#[inline(always)]
 pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<110, 256>(bytes, out, |b, v| {
         let (hmask, qs, packed) = (&b[0..32], &b[32..96], &b[96..108]);
@@ -73,22 +75,27 @@ fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
 
 /// q4_k: d, dmin, 12 bytes of 6-bit scales and minimums per 32 values, 128 bytes of nibbles;
 /// value = d * scale * q - dmin * min.
+#[inline(always)]
 pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<144, 256>(bytes, out, |b, v| {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (sc, mn) = scales_and_mins(&b[4..16]);
-        let qs = &b[16..144];
-        for j in 0..8 {
-            let (dl, ml) = (d * sc[j] as f32, dmin * mn[j] as f32);
+        // Byte g * 32 + l holds value g * 64 + l (low nibble) and g * 64 + 32 + l (high).
+        for g in 0..4 {
+            let qs = &b[16 + g * 32..][..32];
+            let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
+            let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
+            let (lo, hi) = v[g * 64..][..64].split_at_mut(32);
             for l in 0..32 {
-                let i = j * 32 + l;
-                v[i] = dl * nibble(qs, i) as f32 - ml;
+                lo[l] = d0 * (qs[l] & 0x0F) as f32 - m0;
+                hi[l] = d1 * (qs[l] >> 4) as f32 - m1;
             }
         }
     });
 }
 
 /// q5_k: q4_k plus 32 bytes holding a fifth bit per value (bit `i / 32` of byte `i % 32`).
+#[inline(always)]
 pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<176, 256>(bytes, out, |b, v| {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
@@ -107,17 +114,26 @@ pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
 
 /// q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales, d;
 /// value = d * scale * (q - 32).
+#[inline(always)]
 pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<210, 256>(bytes, out, |b, v| {
         let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
         let d = f16_at(b, 208);
-        for (i, v) in v.iter_mut().enumerate() {
-            let (h, rest) = (i / 128, i % 128);
-            let low = (ql[h * 64 + rest % 64] >> (4 * (rest / 64))) & 0x0F;
-            let high = crumb(qh, i);
-            let q = ((low | (high << 4)) as i32) - 32;
-            let dl = d * (scales[i / 16] as i8) as f32;
-            *v = dl * q as f32;
+        // Value h * 128 + s * 32 + l: low nibble of byte h * 64 + (s % 2) * 32 + l (high
+        // nibble for s >= 2), 2 high bits at 2 s of byte h * 32 + l of qh.
+        for h in 0..2 {
+            for s in 0..4 {
+                let low_bytes = &ql[h * 64 + (s % 2) * 32..][..32];
+                let high_bytes = &qh[h * 32..][..32];
+                let dl = [0, 1].map(|k| d * (scales[h * 8 + s * 2 + k] as i8) as f32);
+                let dst = &mut v[h * 128 + s * 32..][..32];
+                for l in 0..32 {
+                    let low = (low_bytes[l] >> (4 * (s / 2))) & 0x0F;
+                    let high = (high_bytes[l] >> (2 * s)) & 3;
+                    let q = ((low | (high << 4)) as i32) - 32;
+                    dst[l] = dl[l / 16] * q as f32;
+                }
+            }
         }
     });
 }
@@ -125,6 +141,7 @@ pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
 /// iq4_xs: d, 16 bits of 2-bit scale highs, 4 bytes of 4-bit scale lows (eight 6-bit signed
 /// scales per 32 values), 128 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * scale *
 /// level, the 16 low nibbles of a 16-byte run first.
+#[inline(always)]
 pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
     each_block::<136, 256>(bytes, out, |b, v| {
         let d = f16_at(b, 0);
@@ -144,6 +161,7 @@ pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
 
 /// tq1_0: 48 bytes of five base-3 digits each and 4 bytes of four, as fixed-point fractions of
 /// 3^5 (digit p of byte x is `(x * 3^p mod 256) * 3 >> 8`), then d; value = d * (digit - 1).
+#[inline(always)]
 pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
     const POW3: [u8; 5] = [1, 3, 9, 27, 81];
     let trit = |x: u8, p: usize| -> f32 {
@@ -169,6 +187,7 @@ pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// tq2_0: 64 bytes of 2-bit values (as q2_k's), then d; value = d * (q - 1).
+#[inline(always)]
 pub fn tq2_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<66, 256>(bytes, out, |b, v| {
         let d = f16_at(b, 64);

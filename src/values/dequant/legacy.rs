@@ -16,6 +16,7 @@ pub const IQ4_LEVELS: [i8; 16] = [
 const E2M1_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// q4_0: f16 scale d, 16 bytes of nibbles q; value = d * (q - 8).
+#[inline(always)]
 pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<18, 32>(bytes, out, |b, v| {
         let d = f16_at(b, 0);
@@ -28,6 +29,7 @@ pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// q4_1: scale d, minimum m, 16 bytes of nibbles; value = d * q + m.
+#[inline(always)]
 pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
     each_block::<20, 32>(bytes, out, |b, v| {
         let (d, m) = (f16_at(b, 0), f16_at(b, 2));
@@ -39,40 +41,46 @@ pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
     });
 }
 
-/// The 5-bit value `j` of a block: low nibble from `qs`, fifth bit from the 32-bit mask `qh`.
+/// The 32 5-bit values of a block: low nibbles from `qs` (value j and j + 16 in byte j), the
+/// fifth bits from the 32-bit mask `qh` (bit j for value j).
 #[inline(always)]
-fn five_bits(qs: &[u8], qh: u32, j: usize) -> u8 {
-    let low = if j < 16 {
-        qs[j] & 0x0F
-    } else {
-        qs[j - 16] >> 4
-    };
-    low | ((((qh >> j) & 1) as u8) << 4)
+fn five_bits(qs: &[u8], qh: u32) -> [u8; 32] {
+    std::array::from_fn(|j| {
+        let low = if j < 16 {
+            qs[j] & 0x0F
+        } else {
+            qs[j - 16] >> 4
+        };
+        low | ((((qh >> j) & 1) as u8) << 4)
+    })
 }
 
 /// q5_0: scale d, 32 high bits, 16 bytes of nibbles; value = d * (q - 16).
+#[inline(always)]
 pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<22, 32>(bytes, out, |b, v| {
         let d = f16_at(b, 0);
-        let qh = u32_at(b, 2);
-        for (j, v) in v.iter_mut().enumerate() {
-            *v = d * (five_bits(&b[6..], qh, j) as i32 - 16) as f32;
+        let q = five_bits(&b[6..22], u32_at(b, 2));
+        for j in 0..32 {
+            v[j] = d * (q[j] as i32 - 16) as f32;
         }
     });
 }
 
 /// q5_1: scale d, minimum m, 32 high bits, 16 bytes of nibbles; value = d * q + m.
+#[inline(always)]
 pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
     each_block::<24, 32>(bytes, out, |b, v| {
         let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-        let qh = u32_at(b, 4);
-        for (j, v) in v.iter_mut().enumerate() {
-            *v = d * five_bits(&b[8..], qh, j) as f32 + m;
+        let q = five_bits(&b[8..24], u32_at(b, 4));
+        for j in 0..32 {
+            v[j] = d * q[j] as f32 + m;
         }
     });
 }
 
 /// q8_0: scale d, 32 signed bytes; value = q * d.
+#[inline(always)]
 pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<34, 32>(bytes, out, |b, v| {
         let d = f16_at(b, 0);
@@ -83,6 +91,7 @@ pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// iq4_nl: scale d, 16 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * level.
+#[inline(always)]
 pub fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
     each_block::<18, 32>(bytes, out, |b, v| {
         let d = f16_at(b, 0);
@@ -105,6 +114,7 @@ fn e8m0_half(e: u8) -> f32 {
 }
 
 /// mxfp4: one e8m0 scale byte, 16 bytes of e2m1 nibbles; value = scale * e2m1.
+#[inline(always)]
 pub fn mxfp4(bytes: &[u8], out: &mut [f64]) {
     each_block::<17, 32>(bytes, out, |b, v| {
         let d = e8m0_half(b[0]);
@@ -134,6 +144,7 @@ fn ue4m3_half(x: u8) -> f32 {
 
 /// nvfp4: 64 values as four sub-blocks of 16, each with its ue4m3 scale byte (4 bytes first),
 /// then 4 x 8 bytes of e2m1 nibbles; value = scale * e2m1.
+#[inline(always)]
 pub fn nvfp4(bytes: &[u8], out: &mut [f64]) {
     each_block::<36, 64>(bytes, out, |b, v| {
         for s in 0..4 {

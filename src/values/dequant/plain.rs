@@ -13,9 +13,11 @@ fn each<const N: usize>(bytes: &[u8], out: &mut [f64], f: impl Fn([u8; N]) -> f6
 
 macro_rules! numbers {
     ($($le:ident, $be:ident, $ty:ty, $n:literal, $conv:expr;)*) => {$(
+        #[inline(always)]
         pub fn $le(bytes: &[u8], out: &mut [f64]) {
             each::<$n>(bytes, out, |b| $conv(<$ty>::from_le_bytes(b)));
         }
+        #[inline(always)]
         pub fn $be(bytes: &[u8], out: &mut [f64]) {
             each::<$n>(bytes, out, |b| $conv(<$ty>::from_be_bytes(b)));
         }
@@ -35,15 +37,18 @@ numbers! {
     u64_le, u64_be, u64, 8, |x: u64| x as f64;
 }
 
+#[inline(always)]
 pub fn i8(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| b as i8 as f64);
 }
 
+#[inline(always)]
 pub fn u8(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| b as f64);
 }
 
 /// safetensors BOOL: one byte, 0 false, anything else true (as numpy reads it).
+#[inline(always)]
 pub fn bool(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| if b == 0 { 0.0 } else { 1.0 });
 }
@@ -60,6 +65,7 @@ fn minifloat(exp: u32, man: u32, m: u32, bias: i32) -> f64 {
 }
 
 /// float8 e4m3fn (OCP): bias 7, no infinities, S.1111.111 is NaN.
+#[inline(always)]
 pub fn f8_e4m3(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
@@ -71,6 +77,7 @@ pub fn f8_e4m3(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// float8 e5m2 (OCP): bias 15, IEEE-like infinities and NaNs.
+#[inline(always)]
 pub fn f8_e5m2(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         // The upper byte of an f16.
@@ -79,6 +86,7 @@ pub fn f8_e5m2(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// float8 e4m3fnuz: bias 8, 0x80 is the only NaN, no negative zero.
+#[inline(always)]
 pub fn f8_e4m3fnuz(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         if b == 0x80 {
@@ -90,6 +98,7 @@ pub fn f8_e4m3fnuz(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// float8 e5m2fnuz: bias 16, 0x80 is the only NaN, no infinities.
+#[inline(always)]
 pub fn f8_e5m2fnuz(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         if b == 0x80 {
@@ -101,6 +110,7 @@ pub fn f8_e5m2fnuz(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// float8 e8m0 (the MX scale type): 2^(b - 127), 0xFF is NaN.
+#[inline(always)]
 pub fn f8_e8m0(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         if b == 0xFF {
