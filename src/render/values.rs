@@ -253,34 +253,54 @@ fn tensor_doc(t: &TensorValues) -> TensorDoc<'_> {
     }
 }
 
+fn values_doc(values: &ValueDiff) -> ValuesDoc<'_> {
+    ValuesDoc {
+        compared: values.tensors.len(),
+        changed: values.changed_count(),
+        summary: summary(values),
+        tensors: values.tensors.iter().map(tensor_doc).collect(),
+        layers: values
+            .layers()
+            .into_iter()
+            .map(|l| LayerDoc {
+                layer: l.label(),
+                tensors: l.tensors,
+                changed: l.changed,
+                max_rel_l2: l.max_rel_l2,
+            })
+            .collect(),
+        skipped: values
+            .skipped
+            .iter()
+            .map(|s| SkippedDoc {
+                name: &s.name,
+                reason: &s.reason,
+            })
+            .collect(),
+    }
+}
+
+/// The `values` section as a JSON value, for the reports of `git diff --json` and `ci`.
+pub fn json_value(values: &ValueDiff) -> serde_json::Value {
+    serde_json::to_value(values_doc(values)).expect("JSON of plain data cannot fail")
+}
+
+/// The text section, or a line saying why the values were not compared.
+pub fn text_or_skipped(values: Result<&ValueDiff, &String>, palette: &Palette) -> String {
+    match values {
+        Ok(values) => format!("\n{}", text(values, palette)),
+        Err(why) => format!(
+            "\n{}\n  values not compared: {why}\n",
+            palette.heading("Values:")
+        ),
+    }
+}
+
 /// `diff --values --json`: the structural diff document with a `values` section.
 pub fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
     let doc = DiffWithValues {
         diff: super::json::diff_doc(diff),
-        values: ValuesDoc {
-            compared: values.tensors.len(),
-            changed: values.changed_count(),
-            summary: summary(values),
-            tensors: values.tensors.iter().map(tensor_doc).collect(),
-            layers: values
-                .layers()
-                .into_iter()
-                .map(|l| LayerDoc {
-                    layer: l.label(),
-                    tensors: l.tensors,
-                    changed: l.changed,
-                    max_rel_l2: l.max_rel_l2,
-                })
-                .collect(),
-            skipped: values
-                .skipped
-                .iter()
-                .map(|s| SkippedDoc {
-                    name: &s.name,
-                    reason: &s.reason,
-                })
-                .collect(),
-        },
+        values: values_doc(values),
     };
     super::json::to_string(&doc)
 }
