@@ -152,3 +152,59 @@ fn diff_values_reads_rev_paths_and_lfs_objects() {
         stderr(&out)
     );
 }
+
+#[test]
+fn ci_values_adds_a_weights_column_and_sections() {
+    let repo = two_versions();
+    let json_path = repo.path("../report.json");
+    let out = repo.wi(&[
+        "ci",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--values",
+        "--summary",
+        "-",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = stdout(&out);
+    assert!(
+        summary.contains("| Size (old → new) | Weights |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| values changed in 1 of 2 tensors; largest rel\\_l2 "),
+        "{summary}"
+    );
+    assert!(summary.contains("Values:"), "{summary}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let gguf = doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["new_path"] == "model.gguf");
+    assert_eq!(gguf.unwrap()["values"]["changed"], 1, "{doc:#}");
+    // Without --values the table keeps its columns.
+    let out = repo.wi(&["ci", "--base", "HEAD~1", "--head", "HEAD", "--summary", "-"]);
+    assert!(!stdout(&out).contains("Weights"), "{}", stdout(&out));
+}
+
+#[test]
+fn the_action_script_passes_the_values_input() {
+    let repo = two_versions();
+    let summary = repo.path("../summary.md");
+    let mut cmd = repo.command("bash");
+    cmd.arg(common::repo_root().join("scripts/action/run.sh"))
+        .env("WI_BIN", common::bin())
+        .env("WI_BASE", "HEAD~1")
+        .env("WI_VALUES", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("RUNNER_TEMP", repo.path(".."));
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.contains("| Weights |"), "{text}");
+}

@@ -13,6 +13,8 @@ pub struct FileEntry {
     pub new: Option<ModelSide>,
     /// When both sides are parsed models.
     pub diff: Option<StructuralDiff>,
+    /// With `--values`, when both sides are models: their value diff, or why it was skipped.
+    pub values: Option<crate::git::values::ValuesOutcome>,
 }
 
 /// Tensor and metadata changes of a file, when known.
@@ -102,6 +104,12 @@ impl FileEntry {
                 (None, None) => {}
             }
         }
+        if let Some(values) = &self.values {
+            out.push_str(&crate::render::values::text_or_skipped(
+                values.as_ref(),
+                &palette,
+            ));
+        }
         // Without both structures, the LFS pointers still tell whether the content changed.
         if self.diff.is_none()
             && let (Some(a), Some(b)) = (pointer(&self.old), pointer(&self.new))
@@ -113,6 +121,17 @@ impl FileEntry {
             }
         }
         out
+    }
+}
+
+impl FileEntry {
+    /// The "weights" cell: how many tensors' values changed and the largest rel_l2, or why the
+    /// values were not compared; None without `--values`.
+    pub fn weights(&self) -> Option<String> {
+        Some(match self.values.as_ref()? {
+            Ok(values) => crate::render::values::summary(values),
+            Err(_) => "not compared (see details)".to_owned(),
+        })
     }
 }
 

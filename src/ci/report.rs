@@ -50,6 +50,8 @@ pub struct LoadedPolicy {
 }
 
 pub struct Options<'a> {
+    /// Also compare weight values where both sides are local.
+    pub values: bool,
     pub base: &'a str,
     pub head: &'a str,
     pub paths: &'a [String],
@@ -150,11 +152,18 @@ impl CiReport {
                 (Some(a), Some(b)) => Some(StructuralDiff::between(a, b)),
                 _ => None,
             };
+            let values = options
+                .values
+                .then(|| {
+                    crate::git::values::compare_change(repo, &change, old.as_ref(), new.as_ref())
+                })
+                .flatten();
             files.push(FileEntry {
                 change,
                 old,
                 new,
                 diff,
+                values,
             });
         }
 

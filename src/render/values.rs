@@ -151,8 +151,7 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
                     Some(r) => (figure(r), "█".repeat(bar_width(r, top))),
                 }
             };
-            let _ = writeln!(
-                out,
+            let line = format!(
                 "  {:<width$}  {:>3}/{:<3} {:>9}  {}",
                 shown(&l.label()),
                 l.changed,
@@ -160,6 +159,7 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
                 figure_text,
                 bar
             );
+            let _ = writeln!(out, "{}", line.trim_end());
         }
     }
     out
