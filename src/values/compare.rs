@@ -290,6 +290,33 @@ mod tests {
     }
 
     #[test]
+    fn the_avx2_path_gives_the_baseline_figures_bit_for_bit() {
+        // Uneven lengths exercise the tails; values of many magnitudes exercise rounding.
+        for n in [0usize, 3, 4, 1001, 4096] {
+            let old: Vec<f64> = (0..n)
+                .map(|i| ((i * 7919) % 1000) as f64 * 1.37e-3 - 0.5)
+                .collect();
+            let new: Vec<f64> = old
+                .iter()
+                .enumerate()
+                .map(|(i, x)| x * (1.0 + 1e-4 * (i % 3) as f64))
+                .collect();
+            let baseline = all_finite_body(&old, &new);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                assert_eq!(unsafe { all_finite_avx2(&old, &new) }, baseline, "n = {n}");
+                assert_eq!(
+                    unsafe { unchanged_avx2(&old) },
+                    unchanged_body(&old),
+                    "n = {n}"
+                );
+            }
+            assert_eq!(Sums::of(&old, &new), baseline);
+        }
+    }
+
+    #[test]
     fn nan_and_inf_stay_out_of_the_sums() {
         let old = [1.0, f64::NAN, f64::INFINITY, 2.0, f64::NAN];
         let new = [1.0, f64::NAN, f64::INFINITY, 3.0, 0.0];
