@@ -29,6 +29,16 @@ fn figure(x: f64) -> String {
     }
 }
 
+/// A cosine: 6 decimals, or `1-2.3e-8` when it is within 1e-4 of 1 (a small change's cosine
+/// would otherwise print as 1.000000).
+fn cosine_text(c: f64) -> String {
+    if c != 1.0 && (1.0 - c).abs() < 1e-4 {
+        format!("1-{:.1e}", 1.0 - c)
+    } else {
+        format!("{c:.6}")
+    }
+}
+
 fn rel_l2_text(t: &TensorValues) -> String {
     match (t.method, t.stats) {
         (Method::Bytes(_), _) => "bytes".into(),
@@ -98,7 +108,7 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
             let (max, cos, count) = match t.stats {
                 Some(s) => (
                     figure(s.max_abs_diff),
-                    s.cosine.map_or("-".into(), |c| format!("{c:.6}")),
+                    s.cosine.map_or("-".into(), cosine_text),
                     format!(
                         "{}/{}",
                         super::text::group_digits(s.changed_elements),
