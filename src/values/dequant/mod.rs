@@ -129,36 +129,59 @@ pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
     }
 }
 
-fn quantized_codec(dtype: &str) -> Option<Codec> {
-    use iq::*;
-    use kquants::*;
-    use legacy::*;
-    Some(match dtype {
-        "q4_0" => c(32, 18, v!(q4_0)),
-        "q4_1" => c(32, 20, v!(q4_1)),
-        "q5_0" => c(32, 22, v!(q5_0)),
-        "q5_1" => c(32, 24, v!(q5_1)),
-        "q8_0" => c(32, 34, v!(q8_0)),
-        "q2_k" => c(256, 84, v!(q2_k)),
-        "q3_k" => c(256, 110, v!(q3_k)),
-        "q4_k" => c(256, 144, v!(q4_k)),
-        "q5_k" => c(256, 176, v!(q5_k)),
-        "q6_k" => c(256, 210, v!(q6_k)),
-        "iq2_xxs" => c(256, 66, v!(iq2_xxs)),
-        "iq2_xs" => c(256, 74, v!(iq2_xs)),
-        "iq2_s" => c(256, 82, v!(iq2_s)),
-        "iq3_xxs" => c(256, 98, v!(iq3_xxs)),
-        "iq3_s" => c(256, 110, v!(iq3_s)),
-        "iq1_s" => c(256, 50, v!(iq1_s)),
-        "iq1_m" => c(256, 56, v!(iq1_m)),
-        "iq4_nl" => c(32, 18, v!(iq4_nl)),
-        "iq4_xs" => c(256, 136, v!(iq4_xs)),
-        "tq1_0" => c(256, 54, v!(tq1_0)),
-        "tq2_0" => c(256, 66, v!(tq2_0)),
-        "mxfp4" => c(32, 17, v!(mxfp4)),
-        "nvfp4" => c(64, 36, v!(nvfp4)),
-        _ => return None,
-    })
+/// The quantized types: name, values per block, bytes per block; the decoder has the type's
+/// name. Expands to the codec lookup and, for tests, the same decoders without the CPU
+/// dispatch.
+macro_rules! quantized {
+    ($($name:ident, $bs:literal, $ts:literal;)*) => {
+        fn quantized_codec(dtype: &str) -> Option<Codec> {
+            use iq::*;
+            use kquants::*;
+            use legacy::*;
+            Some(match dtype {
+                $(stringify!($name) => c($bs, $ts, v!($name)),)*
+                _ => return None,
+            })
+        }
+
+        /// The decoders compiled for the baseline CPU only.
+        #[cfg(test)]
+        fn baseline_decoder(dtype: &str) -> Option<DecodeFn> {
+            use iq::*;
+            use kquants::*;
+            use legacy::*;
+            Some(match dtype {
+                $(stringify!($name) => $name,)*
+                _ => return None,
+            })
+        }
+    };
+}
+
+quantized! {
+    q4_0, 32, 18;
+    q4_1, 32, 20;
+    q5_0, 32, 22;
+    q5_1, 32, 24;
+    q8_0, 32, 34;
+    q2_k, 256, 84;
+    q3_k, 256, 110;
+    q4_k, 256, 144;
+    q5_k, 256, 176;
+    q6_k, 256, 210;
+    iq2_xxs, 256, 66;
+    iq2_xs, 256, 74;
+    iq2_s, 256, 82;
+    iq3_xxs, 256, 98;
+    iq3_s, 256, 110;
+    iq1_s, 256, 50;
+    iq1_m, 256, 56;
+    iq4_nl, 32, 18;
+    iq4_xs, 256, 136;
+    tq1_0, 256, 54;
+    tq2_0, 256, 66;
+    mxfp4, 32, 17;
+    nvfp4, 64, 36;
 }
 
 /// Every dtype with a decoder, for tests and documentation.
@@ -182,6 +205,38 @@ mod tests {
                 (ggml.block_size, ggml.type_size),
                 "{name}"
             );
+        }
+    }
+
+    /// The dispatched decoders (AVX2 on this machine, when it has it) and the baseline ones
+    /// give the same values bit for bit; the dispatched ones are checked against gguf-py in
+    /// tests/values.rs.
+    #[test]
+    fn dispatched_and_baseline_decoders_agree() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut byte = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        };
+        for name in DECODED_GGUF_TYPES {
+            let Some(baseline) = baseline_decoder(name) else {
+                continue;
+            };
+            let codec = codec(name, false).unwrap();
+            let blocks = 16;
+            let bytes: Vec<u8> = (0..blocks * codec.type_size).map(|_| byte()).collect();
+            let n = (blocks * codec.block_size) as usize;
+            let (mut a, mut b) = (vec![0f64; n], vec![0f64; n]);
+            (codec.decode)(&bytes, &mut a);
+            baseline(&bytes, &mut b);
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    "{name} {i}"
+                );
+            }
         }
     }
 
