@@ -322,3 +322,47 @@ fn shape_and_byte_length_mismatch_is_a_clear_error() {
     assert!(err.contains("layers.2.ints"), "{err}");
     assert!(err.contains("needs 404 bytes"), "{err}");
 }
+
+/// safetensors' 8-bit floats decode as ml_dtypes (the reference implementation JAX and
+/// PyTorch interoperate with) reads them, for all 256 codes.
+#[test]
+fn float8_codes_decode_as_ml_dtypes_reads_them() {
+    let script = r#"
+import json, ml_dtypes, numpy as np
+codes = np.arange(256, dtype=np.uint8)
+out = {}
+for ours, theirs in [("f8_e4m3", "float8_e4m3fn"), ("f8_e5m2", "float8_e5m2"),
+                     ("f8_e4m3fnuz", "float8_e4m3fnuz"), ("f8_e5m2fnuz", "float8_e5m2fnuz"),
+                     ("f8_e8m0", "float8_e8m0fnu")]:
+    values = codes.view(getattr(ml_dtypes, theirs)).astype(np.float64)
+    out[ours] = [None if np.isnan(v) else repr(float(v)) for v in values]
+print(json.dumps(out))
+"#;
+    let out = std::process::Command::new(python())
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reference: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<u8> = (0..=255).collect();
+    for (dtype, values) in reference.as_object().unwrap() {
+        let ours = weight_inspect::values::dequantize(dtype, &codes).unwrap();
+        for (code, (o, r)) in ours.iter().zip(values.as_array().unwrap()).enumerate() {
+            // Python's repr of a float: "0.5", "-inf", "448.0".
+            let r = r
+                .as_str()
+                .map(|r| r.replace("inf", "Infinity").parse::<f64>().unwrap());
+            match r {
+                None => assert!(
+                    o.is_nan(),
+                    "{dtype} code {code:#04x}: ours {o}, ml_dtypes NaN"
+                ),
+                Some(r) => assert!(
+                    o.to_bits() == r.to_bits()
+                        || (*o == 0.0 && r == 0.0 && o.is_sign_negative() == r.is_sign_negative()),
+                    "{dtype} code {code:#04x}: ours {o}, ml_dtypes {r}"
+                ),
+            }
+        }
+    }
+}
