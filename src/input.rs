@@ -60,6 +60,8 @@ pub enum InputError {
     /// The input looks like a model but does not parse; the message names it.
     #[error("{0}")]
     Unreadable(String),
+    #[error(transparent)]
+    Values(#[from] crate::values::ValuesError),
 }
 
 /// Opens what `spec` names: a model, or a `.wdelta` (files only).
@@ -123,4 +125,61 @@ fn model_of(side: ModelSide, name: String) -> Result<Artifact, InputError> {
             message: other.note().unwrap_or_default(),
         }),
     }
+}
+
+/// What `spec` names as a model together with all its bytes, for comparing weight values: a
+/// file (memory-mapped), a work-tree LFS pointer's object in the local store, or `REV:path`
+/// (an LFS object in the local store, or the blob itself). Never downloads anything: an LFS
+/// object that is not present locally is an error saying so.
+pub fn open_model_with_bytes(
+    spec: &str,
+) -> Result<(Artifact, crate::values::ModelBytes), InputError> {
+    let absent = |pointer: &crate::git::lfs::Pointer| InputError::NoModel {
+        name: spec.to_owned(),
+        message: format!(
+            "LFS object {} is not in the local store; weight values are only read from local \
+             objects (fetch it with `git lfs fetch`)",
+            pointer.oid
+        ),
+    };
+    match Input::parse(spec) {
+        Input::File(path) => match crate::git::side::read_pointer_file(&path) {
+            Some(pointer) => {
+                let dir = match path.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => dir,
+                    _ => Path::new("."),
+                };
+                let object = crate::git::open_repo(dir)
+                    .ok()
+                    .and_then(|repo| crate::git::lfs::present_object(&repo, &pointer))
+                    .ok_or_else(|| absent(&pointer))?;
+                map_model(&object)
+            }
+            None => map_model(&path),
+        },
+        Input::Revision(rev_path) => {
+            let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
+            let repo = crate::git::open_repo(&cwd)?;
+            let id = rev_path.blob(&repo, &cwd)?;
+            let bytes = crate::git::objects::blob_bytes(&repo, id)?;
+            if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
+                let object = crate::git::lfs::present_object(&repo, &pointer)
+                    .ok_or_else(|| absent(&pointer))?;
+                return map_model(&object);
+            }
+            let artifact = crate::read::read_bytes(Path::new(&rev_path.spec), &bytes)?;
+            Ok((
+                artifact,
+                crate::values::ModelBytes::owned(&rev_path.spec, bytes),
+            ))
+        }
+    }
+}
+
+/// A model file memory-mapped once: the header is parsed from the same bytes the values are
+/// read from.
+fn map_model(path: &Path) -> Result<(Artifact, crate::values::ModelBytes), InputError> {
+    let bytes = crate::values::ModelBytes::map(path)?;
+    let artifact = crate::read::read_bytes(path, bytes.bytes())?;
+    Ok((artifact, bytes))
 }

@@ -22,6 +22,7 @@ pub mod read;
 pub mod render;
 pub mod sharded;
 pub mod table;
+pub mod values;
 
 pub use artifact::{Artifact, Format, TensorInfo, Value};
 pub use error::Error;

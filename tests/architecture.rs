@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 const CORE: &[&str] = &[
     "artifact", "diff", "digest", "error", "formats", "fsutil", "identity", "output", "read",
-    "render", "sharded", "table",
+    "render", "sharded", "table", "values",
 ];
 const ADAPTERS: &[&str] = &["input", "git", "policy", "ci", "delta"];
 const CLI: &str = "cli";

@@ -4,7 +4,8 @@
 #
 # Inputs (environment): WI_BIN (the binary), WI_BASE and WI_HEAD (commits), WI_POLICY (a
 # policy file, or empty for .weight-inspect.toml when it exists), WI_FAIL_ON
-# (violation|change|never), WI_PATHS (paths, directories or globs, one per line).
+# (violation|change|never), WI_PATHS (paths, directories or globs, one per line), WI_VALUES
+# (`true` to compare weight values too).
 # Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
 set -euo pipefail
 
@@ -19,6 +20,9 @@ if [ -n "${WI_POLICY:-}" ]; then
 fi
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
     args+=(--summary "$GITHUB_STEP_SUMMARY")
+fi
+if [ "${WI_VALUES:-false}" = "true" ]; then
+    args+=(--values)
 fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     args+=(--outputs "$GITHUB_OUTPUT")

@@ -16,6 +16,8 @@ pub struct FileEntry {
     pub diff: Option<StructuralDiff>,
     /// Set when the entry is a multi-file model (its paths are the model's name).
     pub model: Option<ModelGroup>,
+    /// With `--values`, when both sides are models: their value diff, or why it was skipped.
+    pub values: Option<crate::git::values::ValuesOutcome>,
 }
 
 /// Tensor and metadata changes of a file, when known.
@@ -126,6 +128,12 @@ impl FileEntry {
                 (None, None) => {}
             }
         }
+        if let Some(values) = &self.values {
+            out.push_str(&crate::render::values::text_or_skipped(
+                values.as_ref(),
+                &palette,
+            ));
+        }
         // Without both structures, the LFS pointers still tell whether the content changed.
         if self.diff.is_none()
             && let (Some(a), Some(b)) = (pointer(&self.old), pointer(&self.new))
@@ -137,6 +145,17 @@ impl FileEntry {
             }
         }
         out
+    }
+}
+
+impl FileEntry {
+    /// The "weights" cell: how many tensors' values changed and the largest rel_l2, or why the
+    /// values were not compared; None without `--values`.
+    pub fn weights(&self) -> Option<String> {
+        Some(match self.values.as_ref()? {
+            Ok(values) => crate::render::values::summary(values),
+            Err(_) => "not compared (see details)".to_owned(),
+        })
     }
 }
 

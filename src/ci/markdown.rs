@@ -147,7 +147,15 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
     let head = "\n| Status | File | Format | Structural hash (old → new) | Tensors +/−/~ \
                 | Metadata +/−/~ | Size (old → new) |\n\
                 | --- | --- | --- | --- | --- | --- | --- |\n";
-    if !w.push(head) {
+    // With --values, a "Weights" column.
+    let weights = report.files.iter().any(|f| f.values.is_some());
+    let head = if weights {
+        head.replace(" |\n|", " | Weights |\n|")
+            .replacen("--- |\n", "--- | --- |\n", 1)
+    } else {
+        head.to_owned()
+    };
+    if !w.push(&head) {
         w.note(&format!(
             "\n_The table of {} is left out: {LIMIT_NOTE}; see the JSON report._\n",
             plural(report.files.len(), "file", "files")
@@ -155,7 +163,15 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
         return;
     }
     for (i, f) in report.files.iter().enumerate() {
-        if !w.push(&file_row(f)) {
+        let mut row = file_row(f);
+        if weights {
+            row.pop();
+            row.push_str(&format!(
+                " {} |\n",
+                cell_text(f.weights().as_deref().unwrap_or("—"))
+            ));
+        }
+        if !w.push(&row) {
             w.note(&format!(
                 "\n_{} not listed: {LIMIT_NOTE}; the JSON report lists every file._\n",
                 plural(report.files.len() - i, "more file", "more files")
@@ -434,6 +450,7 @@ mod tests {
                         lfs: None,
                     }),
                     diff: None,
+                    values: None,
                 })
                 .collect(),
             checked: 0,

@@ -51,6 +51,9 @@ struct JsonFile<'a> {
     counts: Option<DiffCounts>,
     /// The core's structural diff (schema 1) when both sides are models.
     diff: Option<serde_json::Value>,
+    /// With `--values`: the value diff, or `{"skipped": why}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<serde_json::Value>,
 }
 
 /// The report as JSON (schema 1), pretty-printed.
@@ -71,6 +74,10 @@ pub fn json(report: &CiReport) -> Result<String> {
                 Counts::Unknown => None,
             },
             diff: f.diff.as_ref().map(crate::render::json::diff_value),
+            values: f.values.as_ref().map(|v| match v {
+                Ok(values) => crate::render::values::json_value(values),
+                Err(why) => serde_json::json!({ "skipped": why }),
+            }),
         })
         .collect();
     let doc = JsonReport {

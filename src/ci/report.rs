@@ -51,6 +51,8 @@ pub struct LoadedPolicy {
 }
 
 pub struct Options<'a> {
+    /// Also compare weight values where both sides are local.
+    pub values: bool,
     pub base: &'a str,
     pub head: &'a str,
     pub paths: &'a [String],
@@ -167,6 +169,17 @@ impl CiReport {
                     || e.change.old_path.as_deref().is_some_and(is_reported_path)
             })
             .map(|e| {
+                let values = options
+                    .values
+                    .then(|| {
+                        crate::git::values::compare_change(
+                            repo,
+                            &e.change,
+                            e.old.as_ref(),
+                            e.new.as_ref(),
+                        )
+                    })
+                    .flatten();
                 let diff = match (
                     e.old.as_ref().and_then(ModelSide::artifact),
                     e.new.as_ref().and_then(ModelSide::artifact),
@@ -180,6 +193,7 @@ impl CiReport {
                     new: e.new,
                     diff,
                     model: e.model,
+                    values,
                 }
             })
             .collect();

@@ -38,6 +38,10 @@ pub struct CiArgs {
     /// Write the full report as JSON (schema 1) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also compare weight values (a "Weights" column and a section per file), for files whose
+    /// two sides are local: blobs, and LFS objects the checkout fetched; nothing is downloaded.
+    #[arg(long)]
+    pub values: bool,
     /// Only these paths: files, directories or globs, relative to the repository root.
     #[arg(value_name = "PATHS")]
     pub paths: Vec<String>,
@@ -56,6 +60,7 @@ pub fn run(args: CiArgs) -> Result<Exit> {
         head: &args.head,
         paths: &args.paths,
         fail_on: args.fail_on,
+        values: args.values,
     };
     let report = CiReport::collect(&repo, policy, &options)?;
 

@@ -47,6 +47,9 @@ pub struct DiffArgs {
     /// Machine-readable output (schema 1).
     #[arg(long)]
     pub json: bool,
+    /// Also compare the weight values of the tensors on both sides (reads all their data).
+    #[arg(long)]
+    pub values: bool,
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
@@ -84,6 +87,9 @@ pub fn id(args: IdArgs) -> Result<Exit> {
 }
 
 pub fn diff(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
+    if args.values {
+        return diff_values(args, color);
+    }
     let a = input::open_model(&args.a)?;
     let b = input::open_model(&args.b)?;
     let diff = crate::diff::StructuralDiff::between(&a, &b);
@@ -94,6 +100,30 @@ pub fn diff(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
     };
     print(&out)?;
     Ok(Exit::found_if(!diff.is_identical()))
+}
+
+/// `diff --values`: the structural diff, then the value diff of the tensors on both sides.
+fn diff_values(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
+    use crate::values::{Side, compare};
+    let (a, a_bytes) = input::open_model_with_bytes(&args.a)?;
+    let (b, b_bytes) = input::open_model_with_bytes(&args.b)?;
+    let diff = crate::diff::StructuralDiff::between(&a, &b);
+    let side = |artifact, bytes| Side { artifact, bytes };
+    let values =
+        compare(side(&a, &a_bytes), side(&b, &b_bytes)).map_err(input::InputError::from)?;
+    let out = if args.json {
+        crate::render::values::json(&diff, &values)
+    } else {
+        let palette = color.palette();
+        let mut out = crate::render::text::diff_or_identical(&diff, &palette, false);
+        out.push('\n');
+        out.push_str(&crate::render::values::text(&values, &palette));
+        out
+    };
+    print(&out)?;
+    Ok(Exit::found_if(
+        !diff.is_identical() || values.changed_count() > 0,
+    ))
 }
 
 /// A `.wdelta` has no structural identity of schema 1: it is described (version, strategy,

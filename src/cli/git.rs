@@ -89,6 +89,10 @@ pub struct GitDiffArgs {
     /// Exit 1 when a model file changed (like `git diff --exit-code`).
     #[arg(long)]
     pub exit_code: bool,
+    /// Also compare weight values, for files whose two sides are on this machine (blobs, the
+    /// work tree, LFS objects in the local store; nothing is downloaded).
+    #[arg(long)]
+    pub values: bool,
 }
 
 pub fn run(args: GitArgs, color: ColorChoice) -> Result<Exit> {
@@ -122,6 +126,7 @@ pub fn run(args: GitArgs, color: ColorChoice) -> Result<Exit> {
                 paths: &args.paths,
                 json: args.json,
                 color: color.enabled(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+                values: args.values,
             };
             let out = crate::git::report::git_diff(&cwd()?, &options)?;
             write_stdout(out.text.as_bytes())?;

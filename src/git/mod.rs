@@ -18,6 +18,7 @@ pub mod report;
 pub mod resolve;
 pub mod side;
 pub mod textconv;
+pub mod values;
 
 pub use changes::{FileChange, PathFilter, Status};
 pub use objects::open_repo;

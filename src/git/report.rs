@@ -19,6 +19,8 @@ pub struct GitDiffOptions<'a> {
     pub paths: &'a [String],
     pub json: bool,
     pub color: bool,
+    /// Also compare weight values where both sides are local (see [`super::values`]).
+    pub values: bool,
 }
 
 /// The rendered report and whether any model file changed.
@@ -48,6 +50,9 @@ struct FileReport {
     new: Option<SideJson>,
     /// The core's structural diff (schema 1) when both sides are models.
     diff: Option<serde_json::Value>,
+    /// With --values: the value diff, or `{"skipped": why}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<serde_json::Value>,
 }
 
 pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, GitError> {
@@ -84,6 +89,10 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
     for entry in &entries {
         let (change, old, new) = (&entry.change, &entry.old, &entry.new);
         let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
+        let values = args
+            .values
+            .then(|| super::values::compare_change(&repo, change, old.as_ref(), new.as_ref()))
+            .flatten();
         if args.json {
             let diff = match (
                 old.as_ref().and_then(ModelSide::artifact),
@@ -102,6 +111,10 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
                 old: old.as_ref().map(ModelSide::json),
                 new: new.as_ref().map(ModelSide::json),
                 diff,
+                values: values.map(|v| match v {
+                    Ok(values) => crate::render::values::json_value(&values),
+                    Err(why) => serde_json::json!({ "skipped": why }),
+                }),
             });
         } else {
             if !text.is_empty() {
@@ -116,6 +129,12 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
                 blobs_differ,
             );
             text.push_str(&with_model_files(rendered, entry.model.as_ref()));
+            if let Some(values) = values {
+                text.push_str(&crate::render::values::text_or_skipped(
+                    values.as_ref(),
+                    &crate::render::Palette::new(color),
+                ));
+            }
         }
     }
     if args.json {

@@ -267,7 +267,7 @@ struct Side {
 }
 
 #[derive(Serialize)]
-struct DiffDoc<'a> {
+pub(super) struct DiffDoc<'a> {
     schema: u32,
     identical: bool,
     format_equal: bool,
@@ -395,7 +395,7 @@ pub fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
     serde_json::to_value(diff_doc(diff)).expect("JSON of plain data cannot fail")
 }
 
-fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
+pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
     let side = |format: crate::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
         format: format.name(),
         gguf_version: v,
@@ -432,7 +432,7 @@ fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
     }
 }
 
-fn to_string<T: Serialize>(doc: &T) -> String {
+pub(super) fn to_string<T: Serialize>(doc: &T) -> String {
     let mut s = serde_json::to_string_pretty(doc).expect("JSON of plain data cannot fail");
     s.push('\n');
     s

@@ -1,10 +1,11 @@
 //! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]);
-//! descriptions of `.wdelta` files ([`wdelta`]).
+//! descriptions of `.wdelta` files ([`wdelta`]); weight-value diffs ([`values`]).
 
 pub mod escape;
 pub mod github;
 pub mod json;
 pub mod text;
+pub mod values;
 pub mod wdelta;
 
 use owo_colors::OwoColorize;

@@ -1,0 +1,90 @@
+//! Weight values of a changed model file, for `git diff --values` and `ci --values`: both sides
+//! are read only from what is on this machine — blobs, work-tree files, LFS objects in the local
+//! store. Nothing is ever downloaded; a side that is not local is reported as skipped, and why.
+
+use std::path::Path;
+
+use super::changes::FileChange;
+use super::lfs::{self, Pointer};
+use super::side::ModelSide;
+use crate::values::{ModelBytes, Side, ValueDiff};
+
+/// The value diff of one changed file, or why it was not computed.
+pub type ValuesOutcome = Result<ValueDiff, String>;
+
+/// Compares the values of a changed file whose two sides are models; None when a side is not a
+/// model (added, removed, not parsed): there are no values to compare.
+pub fn compare_change(
+    repo: &gix::Repository,
+    change: &FileChange,
+    old: Option<&ModelSide>,
+    new: Option<&ModelSide>,
+) -> Option<ValuesOutcome> {
+    for (side, label) in [(old?, "old"), (new?, "new")] {
+        if let ModelSide::Absent { pointer } = side {
+            return Some(Err(not_local(pointer, label)));
+        }
+    }
+    let (old_artifact, new_artifact) = (old?.artifact()?, new?.artifact()?);
+    let old_bytes = side_bytes(repo, old?, change.old_id, None, "old");
+    let new_bytes = side_bytes(
+        repo,
+        new?,
+        change.new_id,
+        change.new_worktree.as_deref(),
+        "new",
+    );
+    let (old_bytes, new_bytes) = match (old_bytes, new_bytes) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(why), _) | (_, Err(why)) => return Some(Err(why)),
+    };
+    let side = |artifact, bytes| Side { artifact, bytes };
+    Some(
+        crate::values::compare(
+            side(old_artifact, &old_bytes),
+            side(new_artifact, &new_bytes),
+        )
+        .map_err(|e| e.to_string()),
+    )
+}
+
+/// The bytes of one side: its LFS object in the local store, its work-tree file, or its blob.
+fn side_bytes(
+    repo: &gix::Repository,
+    side: &ModelSide,
+    blob: Option<gix::ObjectId>,
+    worktree: Option<&Path>,
+    label: &str,
+) -> Result<ModelBytes, String> {
+    if let ModelSide::Model {
+        lfs: Some(pointer), ..
+    } = side
+    {
+        return local_object(repo, pointer, label);
+    }
+    if let Some(file) = worktree {
+        return ModelBytes::map(file).map_err(|e| e.to_string());
+    }
+    let id = blob.ok_or_else(|| format!("the {label} side has no blob"))?;
+    let bytes = super::objects::blob_bytes(repo, id).map_err(|e| e.to_string())?;
+    Ok(ModelBytes::owned(format!("{label} blob {id}"), bytes))
+}
+
+fn local_object(
+    repo: &gix::Repository,
+    pointer: &Pointer,
+    label: &str,
+) -> Result<ModelBytes, String> {
+    match lfs::present_object(repo, pointer) {
+        Some(path) => ModelBytes::map(&path).map_err(|e| e.to_string()),
+        None => Err(not_local(pointer, label)),
+    }
+}
+
+fn not_local(pointer: &Pointer, label: &str) -> String {
+    format!(
+        "the {label} side's LFS object sha256:{} is not in the local store; weight values are \
+         never downloaded (run `git lfs fetch` to compare them)",
+        pointer.oid
+    )
+}

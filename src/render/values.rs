@@ -1,0 +1,316 @@
+//! Weight-value diffs as text (a summary, the changed tensors by rel_l2, a per-layer view) and
+//! as schema-1 JSON (the structural diff's document plus a `values` section).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::Palette;
+use super::escape::shown;
+use crate::diff::StructuralDiff;
+use crate::values::{Method, TensorValues, ValueDiff};
+
+/// Changed tensors listed in the text; the JSON lists all.
+const LISTED: usize = 40;
+/// Width of the per-layer bars.
+const BAR: usize = 8;
+
+/// A figure in 3 significant digits ("1.23e-4", "0.0123").
+fn figure(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if (1e-3..1e4).contains(&x.abs()) {
+        format!("{:.4}", x)
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned()
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+/// A cosine: 6 decimals, or `1-2.3e-8` when it is within 1e-4 of 1 (a small change's cosine
+/// would otherwise print as 1.000000).
+fn cosine_text(c: f64) -> String {
+    if c != 1.0 && (1.0 - c).abs() < 1e-4 {
+        format!("1-{:.1e}", 1.0 - c)
+    } else {
+        format!("{c:.6}")
+    }
+}
+
+fn rel_l2_text(t: &TensorValues) -> String {
+    match (t.method, t.stats) {
+        (Method::Bytes(_), _) => "bytes".into(),
+        (_, Some(s)) => s.rel_l2.map_or("inf".into(), figure),
+        (_, None) => "-".into(),
+    }
+}
+
+/// The summary line.
+pub fn summary(values: &ValueDiff) -> String {
+    let compared = values.tensors.len();
+    let changed = values.changed_count();
+    if changed == 0 {
+        return format!("values identical in all {compared} compared tensors");
+    }
+    let mut line = format!("values changed in {changed} of {compared} tensors");
+    if let Some(top) = values
+        .changed_by_rel_l2()
+        .into_iter()
+        .find(|t| t.method == Method::Values)
+    {
+        let _ = write!(
+            line,
+            "; largest rel_l2 {} ({})",
+            rel_l2_text(top),
+            shown(&top.name)
+        );
+    }
+    line
+}
+
+/// The text section printed after the structural diff.
+pub fn text(values: &ValueDiff, palette: &Palette) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", palette.heading("Values:"));
+    let _ = writeln!(out, "  {}", summary(values));
+    let bytes_only: Vec<&TensorValues> = values
+        .tensors
+        .iter()
+        .filter(|t| matches!(t.method, Method::Bytes(_)))
+        .collect();
+    if let Some(first) = bytes_only.first()
+        && let Method::Bytes(why) = first.method
+    {
+        let _ = writeln!(
+            out,
+            "  compared byte for byte (changed or not, no figures): {} tensor(s), e.g. {} ({}: {})",
+            bytes_only.len(),
+            shown(&first.name),
+            first.old_dtype,
+            why.describe()
+        );
+    }
+    for s in &values.skipped {
+        let _ = writeln!(out, "  not compared: {}: {}", shown(&s.name), s.reason);
+    }
+    let changed = values.changed_by_rel_l2();
+    if !changed.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  Changed tensors, largest rel_l2 first:");
+        let _ = writeln!(
+            out,
+            "  {:>9}  {:>12}  {:>9}  {:>21}  name",
+            "rel_l2", "max_abs_diff", "cosine", "changed elements"
+        );
+        for t in changed.iter().take(LISTED) {
+            let (max, cos, count) = match t.stats {
+                Some(s) => (
+                    figure(s.max_abs_diff),
+                    s.cosine.map_or("-".into(), cosine_text),
+                    format!(
+                        "{}/{}",
+                        super::text::group_digits(s.changed_elements),
+                        super::text::group_digits(t.elements)
+                    ),
+                ),
+                None => ("-".into(), "-".into(), "-".into()),
+            };
+            let mut name = shown(&t.name).into_owned();
+            if t.dtype_changed() {
+                let _ = write!(
+                    name,
+                    " ({} → {}: quantization error)",
+                    t.old_dtype, t.new_dtype
+                );
+            }
+            let line = format!(
+                "  {:>9}  {max:>12}  {cos:>9}  {count:>21}  {name}",
+                rel_l2_text(t)
+            );
+            let _ = writeln!(out, "{}", palette.changed(&line));
+        }
+        if changed.len() > LISTED {
+            let _ = writeln!(
+                out,
+                "  … {} more changed tensors (--json lists every tensor)",
+                changed.len() - LISTED
+            );
+        }
+    }
+    let layers = values.layers();
+    if layers.len() > 1 && values.changed_count() > 0 {
+        let top = layers
+            .iter()
+            .filter_map(|l| l.max_rel_l2)
+            .fold(0f64, f64::max);
+        let width = layers.iter().map(|l| l.label().len()).max().unwrap_or(0);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  Per layer (changed/compared tensors, largest rel_l2; bars on a log scale over 6 \
+             decades):"
+        );
+        for l in &layers {
+            let (figure_text, bar) = if l.changed == 0 {
+                (String::new(), String::new())
+            } else {
+                match l.max_rel_l2 {
+                    None => ("inf".into(), "█".repeat(BAR)),
+                    Some(r) => (figure(r), "█".repeat(bar_width(r, top))),
+                }
+            };
+            let line = format!(
+                "  {:<width$}  {:>3}/{:<3} {:>9}  {}",
+                shown(&l.label()),
+                l.changed,
+                l.tensors,
+                figure_text,
+                bar
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    out
+}
+
+/// Bar cells for `r` against the largest `top`: the full bar at `top`, one cell less per
+/// 6/8 of a decade below it, at least one cell for any change.
+fn bar_width(r: f64, top: f64) -> usize {
+    if r <= 0.0 || top <= 0.0 {
+        return 1;
+    }
+    let decades = (top / r).log10();
+    let cells = BAR as f64 - decades * BAR as f64 / 6.0;
+    (cells.round() as usize).clamp(1, BAR)
+}
+
+#[derive(Serialize)]
+struct TensorDoc<'a> {
+    name: &'a str,
+    old_dtype: &'static str,
+    new_dtype: &'static str,
+    elements: u64,
+    /// "values" or "bytes".
+    compared: &'static str,
+    changed: bool,
+    max_abs_diff: Option<f64>,
+    rel_l2: Option<f64>,
+    cosine: Option<f64>,
+    changed_elements: Option<u64>,
+    nonfinite_elements: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LayerDoc {
+    layer: String,
+    tensors: usize,
+    changed: usize,
+    max_rel_l2: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SkippedDoc<'a> {
+    name: &'a str,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct ValuesDoc<'a> {
+    compared: usize,
+    changed: usize,
+    summary: String,
+    tensors: Vec<TensorDoc<'a>>,
+    layers: Vec<LayerDoc>,
+    skipped: Vec<SkippedDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct DiffWithValues<'a> {
+    #[serde(flatten)]
+    diff: super::json::DiffDoc<'a>,
+    values: ValuesDoc<'a>,
+}
+
+fn tensor_doc(t: &TensorValues) -> TensorDoc<'_> {
+    let note = match t.method {
+        Method::Bytes(why) => Some(format!("compared byte for byte: {}", why.describe())),
+        Method::Values if t.dtype_changed() => Some(format!(
+            "dtype changed ({} → {}): the figures are the quantization error",
+            t.old_dtype, t.new_dtype
+        )),
+        Method::Values => None,
+    };
+    TensorDoc {
+        name: &t.name,
+        old_dtype: t.old_dtype,
+        new_dtype: t.new_dtype,
+        elements: t.elements,
+        compared: match t.method {
+            Method::Values => "values",
+            Method::Bytes(_) => "bytes",
+        },
+        changed: t.changed,
+        max_abs_diff: t.stats.map(|s| s.max_abs_diff),
+        rel_l2: t.stats.and_then(|s| s.rel_l2),
+        cosine: t.stats.and_then(|s| s.cosine),
+        changed_elements: t.stats.map(|s| s.changed_elements),
+        nonfinite_elements: t.stats.map(|s| s.nonfinite_elements),
+        note,
+    }
+}
+
+fn values_doc(values: &ValueDiff) -> ValuesDoc<'_> {
+    ValuesDoc {
+        compared: values.tensors.len(),
+        changed: values.changed_count(),
+        summary: summary(values),
+        tensors: values.tensors.iter().map(tensor_doc).collect(),
+        layers: values
+            .layers()
+            .into_iter()
+            .map(|l| LayerDoc {
+                layer: l.label(),
+                tensors: l.tensors,
+                changed: l.changed,
+                max_rel_l2: l.max_rel_l2,
+            })
+            .collect(),
+        skipped: values
+            .skipped
+            .iter()
+            .map(|s| SkippedDoc {
+                name: &s.name,
+                reason: &s.reason,
+            })
+            .collect(),
+    }
+}
+
+/// The `values` section as a JSON value, for the reports of `git diff --json` and `ci`.
+pub fn json_value(values: &ValueDiff) -> serde_json::Value {
+    serde_json::to_value(values_doc(values)).expect("JSON of plain data cannot fail")
+}
+
+/// The text section, or a line saying why the values were not compared.
+pub fn text_or_skipped(values: Result<&ValueDiff, &String>, palette: &Palette) -> String {
+    match values {
+        Ok(values) => format!("\n{}", text(values, palette)),
+        Err(why) => format!(
+            "\n{}\n  values not compared: {why}\n",
+            palette.heading("Values:")
+        ),
+    }
+}
+
+/// `diff --values --json`: the structural diff document with a `values` section.
+pub fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
+    let doc = DiffWithValues {
+        diff: super::json::diff_doc(diff),
+        values: values_doc(values),
+    };
+    super::json::to_string(&doc)
+}

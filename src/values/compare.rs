@@ -1,0 +1,336 @@
+//! Element-wise comparison of two runs of values, accumulated in f64.
+//!
+//! Non-finite values (NaN, ±inf) are kept out of the norms, the dot product and the maximum
+//! difference; a position holding one on either side counts in `nonfinite`, and as changed
+//! unless both sides hold the same thing (NaN and NaN, or the same infinity).
+
+/// Sums over some elements of a tensor pair; merged across pieces.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sums {
+    pub elements: u64,
+    pub changed: u64,
+    pub nonfinite: u64,
+    pub max_abs_diff: f64,
+    /// Σ a², Σ b², Σ (b - a)², Σ a b over the positions where both sides are finite.
+    pub sum_sq_old: f64,
+    pub sum_sq_new: f64,
+    pub sum_sq_diff: f64,
+    pub dot: f64,
+}
+
+/// Lanes of the accumulators: independent sums the compiler keeps in vector registers.
+const LANES: usize = 4;
+
+impl Sums {
+    pub fn merge(&mut self, other: &Sums) {
+        self.elements += other.elements;
+        self.changed += other.changed;
+        self.nonfinite += other.nonfinite;
+        self.max_abs_diff = self.max_abs_diff.max(other.max_abs_diff);
+        self.sum_sq_old += other.sum_sq_old;
+        self.sum_sq_new += other.sum_sq_new;
+        self.sum_sq_diff += other.sum_sq_diff;
+        self.dot += other.dot;
+    }
+
+    /// The sums of `old` against `new` (equal lengths).
+    pub fn of(old: &[f64], new: &[f64]) -> Sums {
+        debug_assert_eq!(old.len(), new.len());
+        let sums = Self::all_finite(old, new);
+        // A non-finite input makes some sum non-finite: then take the careful path.
+        if sums.sum_sq_old.is_finite() && sums.sum_sq_new.is_finite() && sums.dot.is_finite() {
+            sums
+        } else {
+            Self::careful(old, new)
+        }
+    }
+
+    /// The sums of a run of values that is the same on both sides.
+    pub fn unchanged(values: &[f64]) -> Sums {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { unchanged_avx2(values) };
+        }
+        unchanged_body(values)
+    }
+
+    /// Assumes every value is finite (the result shows it when one is not). Compiled twice:
+    /// for the baseline CPU and, chosen at run time, for AVX2 (no FMA: the same results).
+    fn all_finite(old: &[f64], new: &[f64]) -> Sums {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { all_finite_avx2(old, new) };
+        }
+        all_finite_body(old, new)
+    }
+
+    /// Element by element, keeping non-finite values out of the sums.
+    fn careful(old: &[f64], new: &[f64]) -> Sums {
+        let mut s = Sums {
+            elements: old.len() as u64,
+            ..Sums::default()
+        };
+        for (&a, &b) in old.iter().zip(new) {
+            if a.is_finite() && b.is_finite() {
+                let d = b - a;
+                s.sum_sq_diff += d * d;
+                s.sum_sq_old += a * a;
+                s.sum_sq_new += b * b;
+                s.dot += a * b;
+                s.max_abs_diff = s.max_abs_diff.max(d.abs());
+                s.changed += (a != b) as u64;
+            } else {
+                s.nonfinite += 1;
+                let same = (a.is_nan() && b.is_nan()) || a == b;
+                s.changed += !same as u64;
+            }
+        }
+        s
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn unchanged_avx2(values: &[f64]) -> Sums {
+    unchanged_body(values)
+}
+
+#[inline(always)]
+fn unchanged_body(values: &[f64]) -> Sums {
+    let mut sq = [0f64; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for x in chunks {
+        for i in 0..LANES {
+            sq[i] += x[i] * x[i];
+        }
+    }
+    let sum: f64 = sq.iter().sum::<f64>() + rest.iter().map(|x| x * x).sum::<f64>();
+    if !sum.is_finite() {
+        // Non-finite values: the careful path keeps them out of the sums.
+        return Sums::careful(values, values);
+    }
+    Sums {
+        elements: values.len() as u64,
+        changed: 0,
+        nonfinite: 0,
+        max_abs_diff: 0.0,
+        sum_sq_old: sum,
+        sum_sq_new: sum,
+        sum_sq_diff: 0.0,
+        dot: sum,
+    }
+}
+
+/// [`all_finite_body`] with AVX2 intrinsics: the same lanes, the same order of operations
+/// and the same final reduction, so the results are identical bit for bit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn all_finite_avx2(old: &[f64], new: &[f64]) -> Sums {
+    use std::arch::x86_64::*;
+    const _: () = assert!(LANES == 4);
+    let n = old.len().min(new.len()) / LANES * LANES;
+    let zero = _mm256_setzero_pd();
+    let (mut dd, mut aa, mut bb, mut ab, mut mx, mut ch) = (zero, zero, zero, zero, zero, zero);
+    let one = _mm256_set1_pd(1.0);
+    let abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX));
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + 4 <= n <= both lengths.
+        let (a, b) = unsafe {
+            (
+                _mm256_loadu_pd(old.as_ptr().add(i)),
+                _mm256_loadu_pd(new.as_ptr().add(i)),
+            )
+        };
+        let d = _mm256_sub_pd(b, a);
+        dd = _mm256_add_pd(dd, _mm256_mul_pd(d, d));
+        aa = _mm256_add_pd(aa, _mm256_mul_pd(a, a));
+        bb = _mm256_add_pd(bb, _mm256_mul_pd(b, b));
+        ab = _mm256_add_pd(ab, _mm256_mul_pd(a, b));
+        mx = _mm256_max_pd(_mm256_and_pd(d, abs_mask), mx);
+        ch = _mm256_add_pd(ch, _mm256_and_pd(_mm256_cmp_pd::<_CMP_NEQ_UQ>(a, b), one));
+        i += LANES;
+    }
+    let lanes = |v: __m256d| {
+        let mut out = [0f64; LANES];
+        // SAFETY: out holds 4 f64.
+        unsafe { _mm256_storeu_pd(out.as_mut_ptr(), v) };
+        out
+    };
+    finish(
+        [
+            lanes(dd),
+            lanes(aa),
+            lanes(bb),
+            lanes(ab),
+            lanes(mx),
+            lanes(ch),
+        ],
+        &old[n..],
+        &new[n..],
+        old.len(),
+    )
+}
+
+fn all_finite_body(old: &[f64], new: &[f64]) -> Sums {
+    let mut acc = [[0f64; LANES]; 6];
+    let (ca, cb) = (old.chunks_exact(LANES), new.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (a, b) in ca.zip(cb) {
+        for i in 0..LANES {
+            let d = b[i] - a[i];
+            acc[0][i] += d * d;
+            acc[1][i] += a[i] * a[i];
+            acc[2][i] += b[i] * b[i];
+            acc[3][i] += a[i] * b[i];
+            let ad = d.abs();
+            acc[4][i] = if ad > acc[4][i] { ad } else { acc[4][i] };
+            // Counted in f64 lanes (exact far beyond a piece's length), as the AVX2 path.
+            acc[5][i] += if a[i] != b[i] { 1.0 } else { 0.0 };
+        }
+    }
+    finish(acc, ra, rb, old.len())
+}
+
+/// Reduces the lanes [Σd², Σa², Σb², Σab, max|d|, changed] in lane order and adds the tail.
+fn finish(acc: [[f64; LANES]; 6], tail_old: &[f64], tail_new: &[f64], len: usize) -> Sums {
+    let sum = |lanes: [f64; LANES]| lanes.iter().fold(0.0, |s, x| s + x);
+    let mut s = Sums {
+        elements: len as u64,
+        changed: sum(acc[5]) as u64,
+        nonfinite: 0,
+        max_abs_diff: acc[4].iter().fold(0f64, |m, &x| m.max(x)),
+        sum_sq_old: sum(acc[1]),
+        sum_sq_new: sum(acc[2]),
+        sum_sq_diff: sum(acc[0]),
+        dot: sum(acc[3]),
+    };
+    for (&a, &b) in tail_old.iter().zip(tail_new) {
+        let d = b - a;
+        s.sum_sq_diff += d * d;
+        s.sum_sq_old += a * a;
+        s.sum_sq_new += b * b;
+        s.dot += a * b;
+        s.max_abs_diff = s.max_abs_diff.max(d.abs());
+        s.changed += (a != b) as u64;
+    }
+    s
+}
+
+/// The figures reported for one tensor pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValueStats {
+    /// Positions whose values differ (see the module comment for non-finite ones).
+    pub changed_elements: u64,
+    /// Positions holding NaN or ±inf on either side (0 for tensors found identical by bytes,
+    /// which are not decoded).
+    pub nonfinite_elements: u64,
+    /// max |b - a| over positions finite on both sides.
+    pub max_abs_diff: f64,
+    /// ‖b - a‖ / ‖a‖; None when ‖a‖ = 0 and b differs (infinite).
+    pub rel_l2: Option<f64>,
+    /// a·b / (‖a‖ ‖b‖); None when either norm is 0 (undefined).
+    pub cosine: Option<f64>,
+}
+
+impl ValueStats {
+    /// Identical values: nothing changed, cosine 1 by definition.
+    pub fn identical() -> ValueStats {
+        ValueStats {
+            changed_elements: 0,
+            nonfinite_elements: 0,
+            max_abs_diff: 0.0,
+            rel_l2: Some(0.0),
+            cosine: Some(1.0),
+        }
+    }
+
+    pub fn from_sums(s: &Sums) -> ValueStats {
+        let norm_old = s.sum_sq_old.sqrt();
+        let norm_new = s.sum_sq_new.sqrt();
+        let rel_l2 = if s.sum_sq_diff == 0.0 {
+            Some(0.0)
+        } else if norm_old > 0.0 {
+            Some(s.sum_sq_diff.sqrt() / norm_old)
+        } else {
+            None
+        };
+        let cosine = if s.sum_sq_diff == 0.0 && s.changed == 0 {
+            Some(1.0)
+        } else if norm_old > 0.0 && norm_new > 0.0 {
+            Some(s.dot / (norm_old * norm_new))
+        } else {
+            None
+        };
+        ValueStats {
+            changed_elements: s.changed,
+            nonfinite_elements: s.nonfinite,
+            max_abs_diff: s.max_abs_diff,
+            rel_l2,
+            cosine,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_deltas_keep_their_size_in_f64() {
+        let old: Vec<f64> = (0..1000).map(|i| 1.0 + i as f64).collect();
+        let new: Vec<f64> = old.iter().map(|x| x + 1e-7).collect();
+        let stats = ValueStats::from_sums(&Sums::of(&old, &new));
+        assert_eq!(stats.changed_elements, 1000);
+        let expected = (1000.0 * 1e-14f64).sqrt() / old.iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!((stats.rel_l2.unwrap() / expected - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_avx2_path_gives_the_baseline_figures_bit_for_bit() {
+        // Uneven lengths exercise the tails; values of many magnitudes exercise rounding.
+        for n in [0usize, 3, 4, 1001, 4096] {
+            let old: Vec<f64> = (0..n)
+                .map(|i| ((i * 7919) % 1000) as f64 * 1.37e-3 - 0.5)
+                .collect();
+            let new: Vec<f64> = old
+                .iter()
+                .enumerate()
+                .map(|(i, x)| x * (1.0 + 1e-4 * (i % 3) as f64))
+                .collect();
+            let baseline = all_finite_body(&old, &new);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                assert_eq!(unsafe { all_finite_avx2(&old, &new) }, baseline, "n = {n}");
+                assert_eq!(
+                    unsafe { unchanged_avx2(&old) },
+                    unchanged_body(&old),
+                    "n = {n}"
+                );
+            }
+            assert_eq!(Sums::of(&old, &new), baseline);
+        }
+    }
+
+    #[test]
+    fn nan_and_inf_stay_out_of_the_sums() {
+        let old = [1.0, f64::NAN, f64::INFINITY, 2.0, f64::NAN];
+        let new = [1.0, f64::NAN, f64::INFINITY, 3.0, 0.0];
+        let s = Sums::of(&old, &new);
+        assert_eq!((s.changed, s.nonfinite), (2, 3));
+        assert_eq!(s.max_abs_diff, 1.0);
+        assert_eq!(s.sum_sq_old, 5.0);
+    }
+
+    #[test]
+    fn zero_norms_give_none_not_a_division_by_zero() {
+        let stats = ValueStats::from_sums(&Sums::of(&[0.0; 4], &[0.0, 1.0, 0.0, 0.0]));
+        assert_eq!((stats.rel_l2, stats.cosine), (None, None));
+        let same = ValueStats::from_sums(&Sums::of(&[0.0; 4], &[0.0; 4]));
+        assert_eq!((same.rel_l2, same.cosine), (Some(0.0), Some(1.0)));
+    }
+}

@@ -1,0 +1,37 @@
+//! Little helpers shared by the block decoders: reading packed fields, walking blocks.
+
+use half::f16;
+
+/// The f16 at `bytes[at..at + 2]`, little-endian, as f32 (exact).
+#[inline(always)]
+pub fn f16_at(bytes: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([bytes[at], bytes[at + 1]])).to_f32()
+}
+
+#[inline(always)]
+pub fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+#[inline(always)]
+pub fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// Decodes whole blocks: `bytes` holds `n` blocks of `TS` bytes, `out` their `n * BS` values.
+/// `block` writes one block's values as f32, ggml's arithmetic type.
+#[inline(always)]
+pub fn each_block<const TS: usize, const BS: usize>(
+    bytes: &[u8],
+    out: &mut [f64],
+    block: impl Fn(&[u8; TS], &mut [f32; BS]),
+) {
+    debug_assert_eq!(bytes.len() / TS * BS, out.len());
+    let mut values = [0f32; BS];
+    for (raw, dst) in bytes.chunks_exact(TS).zip(out.chunks_exact_mut(BS)) {
+        block(raw.try_into().expect("chunk of TS bytes"), &mut values);
+        for (d, v) in dst.iter_mut().zip(values) {
+            *d = v as f64;
+        }
+    }
+}

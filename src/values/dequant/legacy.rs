@@ -1,0 +1,159 @@
+//! Blocks of 32 values with one scale (ggml's first quantization family), and the
+//! non-linear 4-bit codebooks that share their nibble layout: q4_0, q4_1, q5_0, q5_1, q8_0,
+//! iq4_nl, mxfp4, nvfp4.
+//!
+//! In every nibble layout here the low nibble of byte `j` is value `j` and the high nibble is
+//! value `j + 16` of the block (for nvfp4: of its 16-value sub-block).
+
+use super::bytes::{each_block, f16_at, u32_at};
+
+/// iq4_nl's (and iq4_xs's) 16 levels.
+pub const IQ4_LEVELS: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// The e2m1 (fp4) values, doubled: mxfp4 and nvfp4 scales carry the factor 1/2.
+const E2M1_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// q4_0: f16 scale d, 16 bytes of nibbles q; value = d * (q - 8).
+#[inline(always)]
+pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
+    each_block::<18, 32>(bytes, out, |b, v| {
+        let d = f16_at(b, 0);
+        for j in 0..16 {
+            let q = b[2 + j];
+            v[j] = d * ((q & 0x0F) as i32 - 8) as f32;
+            v[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+        }
+    });
+}
+
+/// q4_1: scale d, minimum m, 16 bytes of nibbles; value = d * q + m.
+#[inline(always)]
+pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
+    each_block::<20, 32>(bytes, out, |b, v| {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        for j in 0..16 {
+            let q = b[4 + j];
+            v[j] = d * (q & 0x0F) as f32 + m;
+            v[j + 16] = d * (q >> 4) as f32 + m;
+        }
+    });
+}
+
+/// The 32 5-bit values of a block: low nibbles from `qs` (value j and j + 16 in byte j), the
+/// fifth bits from the 32-bit mask `qh` (bit j for value j).
+#[inline(always)]
+fn five_bits(qs: &[u8], qh: u32) -> [u8; 32] {
+    std::array::from_fn(|j| {
+        let low = if j < 16 {
+            qs[j] & 0x0F
+        } else {
+            qs[j - 16] >> 4
+        };
+        low | ((((qh >> j) & 1) as u8) << 4)
+    })
+}
+
+/// q5_0: scale d, 32 high bits, 16 bytes of nibbles; value = d * (q - 16).
+#[inline(always)]
+pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
+    each_block::<22, 32>(bytes, out, |b, v| {
+        let d = f16_at(b, 0);
+        let q = five_bits(&b[6..22], u32_at(b, 2));
+        for j in 0..32 {
+            v[j] = d * (q[j] as i32 - 16) as f32;
+        }
+    });
+}
+
+/// q5_1: scale d, minimum m, 32 high bits, 16 bytes of nibbles; value = d * q + m.
+#[inline(always)]
+pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
+    each_block::<24, 32>(bytes, out, |b, v| {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        let q = five_bits(&b[8..24], u32_at(b, 4));
+        for j in 0..32 {
+            v[j] = d * q[j] as f32 + m;
+        }
+    });
+}
+
+/// q8_0: scale d, 32 signed bytes; value = q * d.
+#[inline(always)]
+pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
+    each_block::<34, 32>(bytes, out, |b, v| {
+        let d = f16_at(b, 0);
+        for (j, v) in v.iter_mut().enumerate() {
+            *v = (b[2 + j] as i8) as f32 * d;
+        }
+    });
+}
+
+/// iq4_nl: scale d, 16 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * level.
+#[inline(always)]
+pub fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
+    each_block::<18, 32>(bytes, out, |b, v| {
+        let d = f16_at(b, 0);
+        for j in 0..16 {
+            let q = b[2 + j];
+            v[j] = d * IQ4_LEVELS[(q & 0x0F) as usize] as f32;
+            v[j + 16] = d * IQ4_LEVELS[(q >> 4) as usize] as f32;
+        }
+    });
+}
+
+/// An e8m0 exponent byte as the f32 2^(e - 127) / 2 (ggml's `e8m0_to_fp32_half`).
+fn e8m0_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        ((e - 1) as u32) << 23
+    };
+    f32::from_bits(bits)
+}
+
+/// mxfp4: one e8m0 scale byte, 16 bytes of e2m1 nibbles; value = scale * e2m1.
+#[inline(always)]
+pub fn mxfp4(bytes: &[u8], out: &mut [f64]) {
+    each_block::<17, 32>(bytes, out, |b, v| {
+        let d = e8m0_half(b[0]);
+        for j in 0..16 {
+            let q = b[1 + j];
+            v[j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
+            v[j + 16] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+        }
+    });
+}
+
+/// An unsigned e4m3 scale byte (bias 7) as f32, halved for the doubled e2m1 values; 0 and 0x7f
+/// (NaN in e4m3) give 0, as in ggml. The top bit is ignored.
+fn ue4m3_half(x: u8) -> f32 {
+    if x == 0 || x == 0x7F {
+        return 0.0;
+    }
+    let exp = ((x >> 3) & 0x0F) as i32;
+    let man = (x & 0x07) as f32;
+    let raw = if exp == 0 {
+        man * (1.0 / 512.0)
+    } else {
+        (1.0 + man / 8.0) * 2f32.powi(exp - 7)
+    };
+    raw * 0.5
+}
+
+/// nvfp4: 64 values as four sub-blocks of 16, each with its ue4m3 scale byte (4 bytes first),
+/// then 4 x 8 bytes of e2m1 nibbles; value = scale * e2m1.
+#[inline(always)]
+pub fn nvfp4(bytes: &[u8], out: &mut [f64]) {
+    each_block::<36, 64>(bytes, out, |b, v| {
+        for s in 0..4 {
+            let d = ue4m3_half(b[s]);
+            for j in 0..8 {
+                let q = b[4 + s * 8 + j];
+                v[s * 16 + j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
+                v[s * 16 + 8 + j] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+            }
+        }
+    });
+}

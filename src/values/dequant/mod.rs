@@ -1,0 +1,261 @@
+//! Dequantization: the bytes of a tensor of any dtype weight-inspect can decode, as f64 values
+//! in storage order. GGUF types follow ggml's block layouts and reproduce gguf-py's
+//! `gguf.quants.dequantize` bit for bit (the values are computed in f32 as there, then
+//! widened); safetensors types are decoded as numbers.
+
+// Block layouts are indexed the way ggml describes them: value i, byte j.
+#![allow(clippy::needless_range_loop)]
+
+mod bytes;
+pub mod iq;
+#[rustfmt::skip]
+mod iq_tables;
+pub mod kquants;
+pub mod legacy;
+pub mod plain;
+
+/// Decodes whole blocks: `bytes.len() / type_size * block_size == out.len()`.
+pub type DecodeFn = fn(&[u8], &mut [f64]);
+
+/// How one dtype's bytes become values.
+#[derive(Clone, Copy)]
+pub struct Codec {
+    /// Values per block (1 for plain numbers).
+    pub block_size: u64,
+    /// Bytes per block.
+    pub type_size: u64,
+    pub decode: DecodeFn,
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec")
+            .field("block_size", &self.block_size)
+            .field("type_size", &self.type_size)
+            .finish()
+    }
+}
+
+/// Runs a decoder compiled for AVX2 when the CPU has it (the decoders are inlined into both
+/// versions). Without FMA contraction, which Rust never does implicitly, both compute the
+/// same values bit for bit.
+#[inline(always)]
+fn dispatch(decode: impl Fn(&[u8], &mut [f64]), bytes: &[u8], out: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        unsafe { with_avx2(decode, bytes, out) };
+        return;
+    }
+    decode(bytes, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2(decode: impl Fn(&[u8], &mut [f64]), bytes: &[u8], out: &mut [f64]) {
+    decode(bytes, out)
+}
+
+/// A decoder as a [`DecodeFn`] that dispatches on the CPU's features.
+macro_rules! v {
+    ($f:expr) => {
+        |bytes: &[u8], out: &mut [f64]| dispatch($f, bytes, out)
+    };
+}
+
+const fn c(block_size: u64, type_size: u64, decode: DecodeFn) -> Codec {
+    Codec {
+        block_size,
+        type_size,
+        decode,
+    }
+}
+
+/// Why a dtype is compared byte for byte rather than by value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotDecoded {
+    /// A type with no decoder here (q8_1, q8_k, q1_0, q2_0, sub-byte floats, complex numbers).
+    UnsupportedType,
+    /// A quantized type in a big-endian GGUF file, whose block layout is not standardized.
+    BigEndianBlocks,
+}
+
+impl NotDecoded {
+    pub fn describe(self) -> &'static str {
+        match self {
+            NotDecoded::UnsupportedType => "no dequantizer for this type",
+            NotDecoded::BigEndianBlocks => "quantized blocks of a big-endian file",
+        }
+    }
+}
+
+/// The codec of `dtype` (a GGUF type name or a lowercased safetensors dtype; the names they
+/// share mean the same) in a file of the given byte order.
+pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
+    use plain::*;
+    let (le, be): (Codec, Option<Codec>) = match dtype {
+        "f32" => (c(1, 4, v!(f32_le)), Some(c(1, 4, v!(f32_be)))),
+        "f64" => (c(1, 8, v!(f64_le)), Some(c(1, 8, v!(f64_be)))),
+        "f16" => (c(1, 2, v!(f16_le)), Some(c(1, 2, v!(f16_be)))),
+        "bf16" => (c(1, 2, v!(bf16_le)), Some(c(1, 2, v!(bf16_be)))),
+        "i8" => (c(1, 1, v!(i8)), Some(c(1, 1, v!(i8)))),
+        "u8" => (c(1, 1, v!(u8)), Some(c(1, 1, v!(u8)))),
+        "bool" => (c(1, 1, v!(bool)), None),
+        "i16" => (c(1, 2, v!(i16_le)), Some(c(1, 2, v!(i16_be)))),
+        "i32" => (c(1, 4, v!(i32_le)), Some(c(1, 4, v!(i32_be)))),
+        "i64" => (c(1, 8, v!(i64_le)), Some(c(1, 8, v!(i64_be)))),
+        "u16" => (c(1, 2, v!(u16_le)), None),
+        "u32" => (c(1, 4, v!(u32_le)), None),
+        "u64" => (c(1, 8, v!(u64_le)), None),
+        "f8_e4m3" => (c(1, 1, v!(f8_e4m3)), None),
+        "f8_e5m2" => (c(1, 1, v!(f8_e5m2)), None),
+        "f8_e4m3fnuz" => (c(1, 1, v!(f8_e4m3fnuz)), None),
+        "f8_e5m2fnuz" => (c(1, 1, v!(f8_e5m2fnuz)), None),
+        "f8_e8m0" => (c(1, 1, v!(f8_e8m0)), None),
+        quantized => {
+            let codec = quantized_codec(quantized).ok_or(NotDecoded::UnsupportedType)?;
+            return if big_endian {
+                Err(NotDecoded::BigEndianBlocks)
+            } else {
+                Ok(codec)
+            };
+        }
+    };
+    match (big_endian, be) {
+        (false, _) => Ok(le),
+        (true, Some(be)) => Ok(be),
+        // Only GGUF files are big-endian, and these are safetensors-only names.
+        (true, None) => Err(NotDecoded::UnsupportedType),
+    }
+}
+
+/// The quantized types: name, values per block, bytes per block; the decoder has the type's
+/// name. Expands to the codec lookup and, for tests, the same decoders without the CPU
+/// dispatch.
+macro_rules! quantized {
+    ($($name:ident, $bs:literal, $ts:literal;)*) => {
+        fn quantized_codec(dtype: &str) -> Option<Codec> {
+            use iq::*;
+            use kquants::*;
+            use legacy::*;
+            Some(match dtype {
+                $(stringify!($name) => c($bs, $ts, v!($name)),)*
+                _ => return None,
+            })
+        }
+
+        /// The decoders compiled for the baseline CPU only.
+        #[cfg(test)]
+        fn baseline_decoder(dtype: &str) -> Option<DecodeFn> {
+            use iq::*;
+            use kquants::*;
+            use legacy::*;
+            Some(match dtype {
+                $(stringify!($name) => $name,)*
+                _ => return None,
+            })
+        }
+    };
+}
+
+quantized! {
+    q4_0, 32, 18;
+    q4_1, 32, 20;
+    q5_0, 32, 22;
+    q5_1, 32, 24;
+    q8_0, 32, 34;
+    q2_k, 256, 84;
+    q3_k, 256, 110;
+    q4_k, 256, 144;
+    q5_k, 256, 176;
+    q6_k, 256, 210;
+    iq2_xxs, 256, 66;
+    iq2_xs, 256, 74;
+    iq2_s, 256, 82;
+    iq3_xxs, 256, 98;
+    iq3_s, 256, 110;
+    iq1_s, 256, 50;
+    iq1_m, 256, 56;
+    iq4_nl, 32, 18;
+    iq4_xs, 256, 136;
+    tq1_0, 256, 54;
+    tq2_0, 256, 66;
+    mxfp4, 32, 17;
+    nvfp4, 64, 36;
+}
+
+/// Every dtype with a decoder, for tests and documentation.
+pub const DECODED_GGUF_TYPES: &[&str] = &[
+    "f32", "f16", "bf16", "f64", "i8", "i16", "i32", "i64", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
+    "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+    "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4", "nvfp4",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_agree_with_the_gguf_reader() {
+        for name in DECODED_GGUF_TYPES {
+            let ggml = crate::formats::gguf::ggml_type_by_name(name).unwrap();
+            let codec = codec(name, false).unwrap();
+            assert_eq!(
+                (codec.block_size, codec.type_size),
+                (ggml.block_size, ggml.type_size),
+                "{name}"
+            );
+        }
+    }
+
+    /// The dispatched decoders (AVX2 on this machine, when it has it) and the baseline ones
+    /// give the same values bit for bit; the dispatched ones are checked against gguf-py in
+    /// tests/values.rs.
+    #[test]
+    fn dispatched_and_baseline_decoders_agree() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut byte = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        };
+        for name in DECODED_GGUF_TYPES {
+            let Some(baseline) = baseline_decoder(name) else {
+                continue;
+            };
+            let codec = codec(name, false).unwrap();
+            let blocks = 16;
+            let bytes: Vec<u8> = (0..blocks * codec.type_size).map(|_| byte()).collect();
+            let n = (blocks * codec.block_size) as usize;
+            let (mut a, mut b) = (vec![0f64; n], vec![0f64; n]);
+            (codec.decode)(&bytes, &mut a);
+            baseline(&bytes, &mut b);
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    "{name} {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn float8_formats_decode_their_landmarks() {
+        let one = |f: DecodeFn, b: u8| {
+            let mut out = [0f64];
+            f(&[b], &mut out);
+            out[0]
+        };
+        assert_eq!(one(plain::f8_e4m3, 0x7E), 448.0);
+        assert_eq!(one(plain::f8_e4m3, 0x01), 2f64.powi(-9));
+        assert!(one(plain::f8_e4m3, 0xFF).is_nan());
+        assert_eq!(one(plain::f8_e5m2, 0x7B), 57344.0);
+        assert_eq!(one(plain::f8_e5m2, 0x7C), f64::INFINITY);
+        assert_eq!(one(plain::f8_e4m3fnuz, 0x7F), 240.0);
+        assert!(one(plain::f8_e4m3fnuz, 0x80).is_nan());
+        assert_eq!(one(plain::f8_e5m2fnuz, 0x7F), 57344.0);
+        assert_eq!(one(plain::f8_e8m0, 127), 1.0);
+        assert!(one(plain::f8_e8m0, 255).is_nan());
+    }
+}

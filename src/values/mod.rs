@@ -1,0 +1,430 @@
+//! Weight-value diffs: for each tensor on both sides with the same element count, whether its
+//! values changed and by how much (max |b − a|, ‖b − a‖ / ‖a‖, cosine, changed elements).
+//!
+//! The work streams over the tensors' bytes: tensors of the same dtype are first compared byte
+//! for byte (identical ones cost a memcmp and no arithmetic); the others are cut into pieces
+//! that are dequantized ([`dequant`]) into small per-piece buffers and compared in parallel
+//! ([`compare`]), a piece whose bytes are equal on both sides only adding to the norms. Pages
+//! are released behind the work, so memory stays bounded whatever the model's size.
+
+pub mod compare;
+pub mod dequant;
+mod source;
+
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+
+use crate::artifact::{Artifact, TensorInfo};
+pub use compare::{Sums, ValueStats};
+pub use dequant::NotDecoded;
+pub use source::ModelBytes;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ValuesError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: tensor {tensor:?}: data at bytes [{begin}, {end}) lies outside the file \
+         ({file_size} bytes): the file is truncated or its header is wrong"
+    )]
+    OutsideFile {
+        path: PathBuf,
+        tensor: String,
+        begin: u64,
+        end: u64,
+        file_size: u64,
+    },
+    #[error(
+        "{path}: tensor {tensor:?}: {elements} elements of {dtype} take {expected} bytes, but \
+         the header gives {found}"
+    )]
+    ByteLength {
+        path: PathBuf,
+        tensor: String,
+        dtype: &'static str,
+        elements: u64,
+        expected: u64,
+        found: u64,
+    },
+}
+
+/// How a tensor pair was compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Dequantized and compared value by value.
+    Values,
+    /// Same dtype, not decodable: only whether the bytes changed is known.
+    Bytes(NotDecoded),
+}
+
+/// One compared tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorValues {
+    pub name: String,
+    pub old_dtype: &'static str,
+    pub new_dtype: &'static str,
+    pub elements: u64,
+    /// The bytes differ (same dtype) or the dtype changed.
+    pub changed: bool,
+    pub method: Method,
+    /// None when compared by bytes.
+    pub stats: Option<ValueStats>,
+}
+
+impl TensorValues {
+    /// A dtype change compared by value: the figures are the quantization (or conversion)
+    /// error.
+    pub fn dtype_changed(&self) -> bool {
+        self.old_dtype != self.new_dtype
+    }
+
+    pub fn rel_l2(&self) -> Option<f64> {
+        self.stats.and_then(|s| s.rel_l2)
+    }
+}
+
+/// A tensor on both sides that was not compared, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// The value diff of two models.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValueDiff {
+    /// In name order.
+    pub tensors: Vec<TensorValues>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl ValueDiff {
+    pub fn changed_count(&self) -> usize {
+        self.tensors.iter().filter(|t| t.changed).count()
+    }
+
+    /// Changed tensors, largest rel_l2 first (infinite ones — a zero old norm — first of all,
+    /// byte-compared ones last), then by name.
+    pub fn changed_by_rel_l2(&self) -> Vec<&TensorValues> {
+        let mut changed: Vec<&TensorValues> = self.tensors.iter().filter(|t| t.changed).collect();
+        let key = |t: &TensorValues| match (t.method, t.rel_l2()) {
+            (Method::Bytes(_), _) => -1.0,
+            (_, None) => f64::INFINITY,
+            (_, Some(r)) => r,
+        };
+        changed.sort_by(|a, b| key(b).total_cmp(&key(a)).then_with(|| a.name.cmp(&b.name)));
+        changed
+    }
+
+    /// Per layer (`blk.N`, `model.layers.N`, ...): tensors compared and changed, and the
+    /// largest rel_l2 among them, in order of depth. Empty for a model without numbered layers.
+    pub fn layers(&self) -> Vec<LayerSummary> {
+        let mut layers: Vec<LayerSummary> = Vec::new();
+        for t in &self.tensors {
+            let Some((stem, index)) = layer_of(&t.name) else {
+                continue;
+            };
+            let pos = layers
+                .iter()
+                .position(|l| l.stem == stem && l.index == index);
+            let layer = match pos {
+                Some(p) => &mut layers[p],
+                None => {
+                    layers.push(LayerSummary {
+                        stem: stem.to_owned(),
+                        index,
+                        tensors: 0,
+                        changed: 0,
+                        max_rel_l2: Some(0.0),
+                    });
+                    layers.last_mut().expect("just pushed")
+                }
+            };
+            layer.tensors += 1;
+            if t.changed {
+                layer.changed += 1;
+                layer.max_rel_l2 = match (layer.max_rel_l2, t.rel_l2(), t.method) {
+                    (_, _, Method::Bytes(_)) => layer.max_rel_l2,
+                    (Some(m), Some(r), _) => Some(m.max(r)),
+                    _ => None,
+                };
+            }
+        }
+        layers.sort_by(|a, b| a.stem.cmp(&b.stem).then(a.index.cmp(&b.index)));
+        layers
+    }
+}
+
+/// One layer of the per-block view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerSummary {
+    /// The name up to the layer number ("blk", "model.layers").
+    pub stem: String,
+    pub index: u64,
+    pub tensors: usize,
+    pub changed: usize,
+    /// None when a changed tensor's rel_l2 is infinite (zero old norm).
+    pub max_rel_l2: Option<f64>,
+}
+
+impl LayerSummary {
+    pub fn label(&self) -> String {
+        format!("{}.{}", self.stem, self.index)
+    }
+}
+
+/// The layer of a tensor name: the first dot-separated component that is a number, with the
+/// part of the name before it ("blk.12.attn_q.weight" → ("blk", 12)).
+pub fn layer_of(name: &str) -> Option<(&str, u64)> {
+    let mut start = 0;
+    for part in name.split('.') {
+        if start > 0 && !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+            return Some((&name[..start - 1], part.parse().ok()?));
+        }
+        start += part.len() + 1;
+    }
+    None
+}
+
+/// Values per piece of work (a multiple of every block size): pieces are what runs in
+/// parallel and what is released behind the work.
+const PIECE: u64 = 1 << 18;
+/// Values decoded at a time inside a piece: the buffers stay in the CPU caches.
+const STRIDE: u64 = 1 << 12;
+/// Bytes compared at a time by the identical-bytes check.
+const CHECK: usize = 4 << 20;
+
+/// One side of a comparison: the parsed header and the file's bytes.
+pub struct Side<'a> {
+    pub artifact: &'a Artifact,
+    pub bytes: &'a ModelBytes,
+}
+
+/// A tensor pair to compare by value.
+struct Pair<'a> {
+    index: usize,
+    old: &'a [u8],
+    new: &'a [u8],
+    old_codec: dequant::Codec,
+    new_codec: dequant::Codec,
+    elements: u64,
+    same_dtype: bool,
+}
+
+/// Compares the values of every tensor present on both sides with the same element count.
+pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
+    let mut diff = ValueDiff::default();
+    let mut pairs = Vec::new();
+    let mut byte_pairs = Vec::new();
+    for (name, a) in old.artifact.tensors.iter() {
+        let Some(b) = new.artifact.tensors.get(name) else {
+            continue;
+        };
+        let (n_old, n_new) = (a.n_elements(), b.n_elements());
+        if n_old != n_new {
+            diff.skipped.push(Skipped {
+                name: name.to_owned(),
+                reason: format!("element count changed ({n_old} → {n_new})"),
+            });
+            continue;
+        }
+        let codec_old = dequant::codec(a.dtype, old.artifact.layout.big_endian);
+        let codec_new = dequant::codec(b.dtype, new.artifact.layout.big_endian);
+        let index = diff.tensors.len();
+        let entry = TensorValues {
+            name: name.to_owned(),
+            old_dtype: a.dtype,
+            new_dtype: b.dtype,
+            elements: n_old,
+            changed: a.dtype != b.dtype,
+            method: Method::Values,
+            stats: None,
+        };
+        match (codec_old, codec_new) {
+            (Ok(ca), Ok(cb)) => {
+                pairs.push(Pair {
+                    index,
+                    old: checked_range(old.bytes, name, a, &ca)?,
+                    new: checked_range(new.bytes, name, b, &cb)?,
+                    old_codec: ca,
+                    new_codec: cb,
+                    elements: n_old,
+                    same_dtype: a.dtype == b.dtype,
+                });
+                diff.tensors.push(entry);
+            }
+            (Err(why), _) | (_, Err(why)) if a.dtype == b.dtype => {
+                byte_pairs.push((
+                    index,
+                    old.bytes.range(name, a.file_offset, a.byte_length)?,
+                    new.bytes.range(name, b.file_offset, b.byte_length)?,
+                ));
+                diff.tensors.push(TensorValues {
+                    method: Method::Bytes(why),
+                    ..entry
+                });
+            }
+            (Err(why), _) | (_, Err(why)) => diff.skipped.push(Skipped {
+                name: name.to_owned(),
+                reason: format!(
+                    "dtype changed ({} → {}) and {} is not dequantized: {}",
+                    a.dtype,
+                    b.dtype,
+                    if codec_old.is_err() { a.dtype } else { b.dtype },
+                    why.describe()
+                ),
+            }),
+        }
+    }
+
+    // Same bytes, same values: a memcmp decides, without arithmetic.
+    let identical: Vec<bool> = pairs
+        .par_iter()
+        .map(|p| p.same_dtype && same_bytes(old.bytes, new.bytes, p.old, p.new))
+        .collect();
+    for (index, a, b) in &byte_pairs {
+        diff.tensors[*index].changed = !same_bytes(old.bytes, new.bytes, a, b);
+    }
+    let mut work = Vec::new();
+    for (pair, identical) in pairs.iter().zip(&identical) {
+        if *identical {
+            diff.tensors[pair.index].stats = Some(ValueStats::identical());
+            continue;
+        }
+        diff.tensors[pair.index].changed = true;
+        let mut start = 0;
+        while start < pair.elements {
+            let end = (start + PIECE).min(pair.elements);
+            work.push((pair, start, end));
+            start = end;
+        }
+    }
+    let pieces: Vec<(usize, Sums)> = work
+        .par_iter()
+        .map_init(
+            || (vec![0f64; STRIDE as usize], vec![0f64; STRIDE as usize]),
+            |(buf_old, buf_new), &(pair, start, end)| {
+                let sums = compare_piece(pair, start, end, buf_old, buf_new);
+                old.bytes
+                    .release(byte_range(pair.old, &pair.old_codec, start, end));
+                new.bytes
+                    .release(byte_range(pair.new, &pair.new_codec, start, end));
+                (pair.index, sums)
+            },
+        )
+        .collect();
+    let mut totals: Vec<Option<Sums>> = vec![None; diff.tensors.len()];
+    for (index, sums) in pieces {
+        totals[index].get_or_insert_with(Sums::default).merge(&sums);
+    }
+    for (tensor, total) in diff.tensors.iter_mut().zip(totals) {
+        if let Some(total) = total {
+            tensor.stats = Some(ValueStats::from_sums(&total));
+        }
+    }
+    Ok(diff)
+}
+
+/// The tensor's bytes, after checking that its byte length is what its dtype and element count
+/// take and that it lies inside the file.
+fn checked_range<'a>(
+    bytes: &'a ModelBytes,
+    name: &str,
+    info: &TensorInfo,
+    codec: &dequant::Codec,
+) -> Result<&'a [u8], ValuesError> {
+    let elements = info.n_elements();
+    let expected = (elements / codec.block_size).saturating_mul(codec.type_size);
+    if !elements.is_multiple_of(codec.block_size) || expected != info.byte_length {
+        return Err(ValuesError::ByteLength {
+            path: bytes.name().to_owned(),
+            tensor: name.to_owned(),
+            dtype: info.dtype,
+            elements,
+            expected,
+            found: info.byte_length,
+        });
+    }
+    bytes.range(name, info.file_offset, info.byte_length)
+}
+
+/// The bytes holding values [start, end) of a tensor (block-aligned: pieces start at
+/// multiples of [`STRIDE`], every block size divides it).
+fn byte_range<'a>(bytes: &'a [u8], codec: &dequant::Codec, start: u64, end: u64) -> &'a [u8] {
+    let at = |i: u64| (i / codec.block_size * codec.type_size) as usize;
+    &bytes[at(start)..at(end)]
+}
+
+/// Whether two byte runs are equal, compared a few MiB at a time with pages released behind.
+fn same_bytes(old_file: &ModelBytes, new_file: &ModelBytes, old: &[u8], new: &[u8]) -> bool {
+    if old.len() != new.len() {
+        return false;
+    }
+    for (a, b) in old.chunks(CHECK).zip(new.chunks(CHECK)) {
+        let equal = a == b;
+        old_file.release(a);
+        new_file.release(b);
+        if !equal {
+            return false;
+        }
+    }
+    true
+}
+
+fn compare_piece(
+    pair: &Pair,
+    start: u64,
+    end: u64,
+    buf_old: &mut [f64],
+    buf_new: &mut [f64],
+) -> Sums {
+    let mut sums = Sums::default();
+    let mut at = start;
+    while at < end {
+        let to = (at + STRIDE).min(end);
+        let n = (to - at) as usize;
+        let raw_old = byte_range(pair.old, &pair.old_codec, at, to);
+        let raw_new = byte_range(pair.new, &pair.new_codec, at, to);
+        (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
+        let part = if pair.same_dtype && raw_old == raw_new {
+            Sums::unchanged(&buf_old[..n])
+        } else {
+            (pair.new_codec.decode)(raw_new, &mut buf_new[..n]);
+            Sums::of(&buf_old[..n], &buf_new[..n])
+        };
+        sums.merge(&part);
+        at = to;
+    }
+    sums
+}
+
+/// Decodes a whole tensor's bytes of `dtype` (tests and the dequantization check).
+pub fn dequantize(dtype: &str, bytes: &[u8]) -> Result<Vec<f64>, NotDecoded> {
+    let codec = dequant::codec(dtype, false)?;
+    let n = bytes.len() as u64 / codec.type_size * codec.block_size;
+    let mut out = vec![0f64; n as usize];
+    let whole = (n / codec.block_size * codec.type_size) as usize;
+    (codec.decode)(&bytes[..whole], &mut out);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_are_the_first_numbered_component() {
+        assert_eq!(layer_of("blk.12.attn_q.weight"), Some(("blk", 12)));
+        assert_eq!(
+            layer_of("model.layers.3.mlp.weight"),
+            Some(("model.layers", 3))
+        );
+        assert_eq!(layer_of("token_embd.weight"), None);
+        assert_eq!(layer_of("7.weight"), None);
+    }
+}
