@@ -132,17 +132,29 @@ impl CiReport {
             Some(&head.commit),
             &filter,
         )?;
+        let changes: Vec<_> = changes
+            .into_iter()
+            .filter(|change| {
+                [&change.old_path, &change.new_path]
+                    .into_iter()
+                    .flatten()
+                    .any(|p| is_reported_path(p))
+            })
+            .collect();
+        let mut sides = Vec::with_capacity(changes.len());
+        for change in &changes {
+            sides.push((
+                change.old_side(repo, options.base)?,
+                change.new_side(repo, options.head)?,
+            ));
+        }
+        // LFS objects the checkout did not fetch: their headers, from the LFS server.
+        crate::git::remote::complete_absent(
+            repo,
+            crate::git::report::side_names(&changes, &mut sides),
+        );
         let mut files = Vec::new();
-        for change in changes {
-            let reported = [&change.old_path, &change.new_path]
-                .into_iter()
-                .flatten()
-                .any(|p| is_reported_path(p));
-            if !reported {
-                continue;
-            }
-            let old = change.old_side(repo, options.base)?;
-            let new = change.new_side(repo, options.head)?;
+        for (change, (old, new)) in changes.into_iter().zip(sides) {
             let diff = match (
                 old.as_ref().and_then(ModelSide::artifact),
                 new.as_ref().and_then(ModelSide::artifact),

@@ -13,6 +13,7 @@ pub mod install;
 pub mod lfs;
 pub mod objects;
 pub mod process;
+pub mod remote;
 pub mod report;
 pub mod resolve;
 pub mod side;

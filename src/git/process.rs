@@ -22,6 +22,40 @@ pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
         })
 }
 
+/// Runs `git ARGS` in `dir` with `input` on its standard input and `env` added to its
+/// environment; never lets it prompt on a terminal (drivers have none, and a command must not
+/// hang on a question).
+pub fn output_with_input(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> Result<Output, GitError> {
+    use std::io::Write;
+    let fail = |e: std::io::Error| GitError::Command {
+        args: args.join(" "),
+        message: format!("cannot run git: {e}"),
+    };
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .env("GIT_ASKPASS", "")
+        .env("SSH_ASKPASS", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(fail)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that exits without reading its input is not an error here.
+        let _ = stdin.write_all(input);
+    }
+    child.wait_with_output().map_err(fail)
+}
+
 /// The error of a git command that exited unsuccessfully, with its stderr.
 pub fn failed(args: &[&str], out: &Output) -> GitError {
     GitError::Command {

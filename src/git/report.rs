@@ -65,9 +65,15 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
     let color = args.color;
     let mut text = String::new();
     let mut files = Vec::new();
+    let mut sides = Vec::with_capacity(changes.len());
     for change in &changes {
-        let old = change.old_side(&repo, &base)?;
-        let new = change.new_side(&repo, &head_label)?;
+        sides.push((
+            change.old_side(&repo, &base)?,
+            change.new_side(&repo, &head_label)?,
+        ));
+    }
+    super::remote::complete_absent(&repo, side_names(&changes, &mut sides));
+    for (change, (old, new)) in changes.iter().zip(sides) {
         let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
         if args.json {
             let diff = match (
@@ -115,4 +121,21 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         text,
         changed: !changes.is_empty(),
     })
+}
+
+/// Each side with the path messages name it by, for reading absent LFS objects remotely.
+pub(crate) fn side_names<'a>(
+    changes: &[changes::FileChange],
+    sides: &'a mut [(Option<ModelSide>, Option<ModelSide>)],
+) -> Vec<(String, &'a mut ModelSide)> {
+    let mut named = Vec::new();
+    for (change, (old, new)) in changes.iter().zip(sides.iter_mut()) {
+        if let (Some(side), Some(path)) = (old.as_mut(), &change.old_path) {
+            named.push((path.clone(), side));
+        }
+        if let (Some(side), Some(path)) = (new.as_mut(), &change.new_path) {
+            named.push((path.clone(), side));
+        }
+    }
+    named
 }

@@ -1,0 +1,348 @@
+//! Headers of LFS objects that a clone does not have, read from a real LFS server on loopback:
+//! giftless (whole objects, Range ignored: the 200 path) and a purpose-built server that
+//! honors Range (206) and produces faults. Objects are pushed with the real `git lfs`, the
+//! clone is made with `GIT_LFS_SKIP_SMUDGE=1`, and every test counts the bytes the server sent.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::git::{MODEL_PATTERNS, Repo};
+use common::lfs_server::LfsServer;
+use common::{assert_contains, assert_lacks, assert_success, code, combined, stderr, stdout};
+use serde_json::{Value, json};
+
+/// Float32 elements of the big tensor of each model: 8 MiB of data behind small headers.
+const BIG: usize = 2 * 1024 * 1024;
+
+fn vocabulary(n: usize, tag: &str) -> Vec<String> {
+    (0..n).map(|i| format!("{tag}-token-{i:06}")).collect()
+}
+
+/// A GGUF whose header (a 20,000-token vocabulary, ~500 KB) is larger than the first window,
+/// so reading it takes more than one range.
+fn gguf(version: u32) -> Value {
+    json!({
+        "kind": "gguf",
+        "metadata": {
+            "general.name": format!("remote v{version}"),
+            "tokenizer.ggml.tokens": vocabulary(20_000, if version == 1 { "a" } else { "b" }),
+        },
+        "tensors": [
+            {"name": "big.weight", "dtype": "float32", "shape": [BIG / 1024, 1024]},
+            {"name": format!("v{version}.weight"), "dtype": "float32", "shape": [4]},
+        ],
+    })
+}
+
+fn safetensors(version: u32) -> Value {
+    let dtype = if version == 1 { "float32" } else { "float16" };
+    json!({
+        "kind": "safetensors",
+        "metadata": {"note": format!("v{version}")},
+        "tensors": [
+            {"name": "big", "dtype": dtype, "shape": [BIG / 1024, 1024]},
+            {"name": "small", "dtype": "float32", "shape": [3]},
+        ],
+    })
+}
+
+/// A bare repository with two commits of two LFS models, whose objects are in a giftless
+/// storage directory (`storage/org/repo/OID`), pushed there by `git push` with the real git-lfs.
+struct Published {
+    _source: Repo,
+    bare: PathBuf,
+    storage: PathBuf,
+}
+
+fn published() -> &'static Published {
+    static PUBLISHED: OnceLock<Published> = OnceLock::new();
+    PUBLISHED.get_or_init(|| {
+        let source = Repo::with_lfs(MODEL_PATTERNS);
+        let storage = source.tmp.path().join("lfs-storage");
+        let bare = source.tmp.path().join("bare.git");
+        source.fixtures(json!({"m/model.gguf": gguf(1), "m/weights.safetensors": safetensors(1)}));
+        source.commit_all("v1");
+        source.fixtures(json!({"m/model.gguf": gguf(2), "m/weights.safetensors": safetensors(2)}));
+        source.commit_all("v2");
+        source.ok(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+        let server = LfsServer::giftless(&storage, true);
+        source.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+        // The token as the password of giftless's `_jwt` user: git-lfs sends it to the batch
+        // endpoint and the transfer's own headers to each upload.
+        let with_token = server.lfs_url().replacen(
+            "http://",
+            &format!("http://_jwt:{}@", server.token("write")),
+            1,
+        );
+        source.git(&["config", "lfs.url", &with_token]);
+        source.git(&["push", "-q", "origin", "main"]);
+        let pushed = std::fs::read_dir(storage.join("org/repo")).unwrap().count();
+        assert_eq!(pushed, 4, "git lfs pushed every object to giftless");
+        Published {
+            _source: source,
+            bare,
+            storage,
+        }
+    })
+}
+
+/// A clone of the published repository without LFS content (its own HOME), whose LFS
+/// server is to be configured by the test.
+fn clone() -> Repo {
+    let repo = Repo::new();
+    std::fs::remove_dir_all(&repo.dir).unwrap();
+    let out = repo
+        .git_cmd_in(
+            repo.tmp.path(),
+            &[
+                "clone",
+                "-q",
+                published().bare.to_str().unwrap(),
+                repo.dir.to_str().unwrap(),
+            ],
+        )
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert_success("git clone", &out);
+    assert!(
+        repo.read("m/model.gguf")
+            .starts_with("version https://git-lfs"),
+        "the clone has pointers, not content"
+    );
+    repo
+}
+
+fn object_size(repo: &Repo, rev: &str, path: &str) -> u64 {
+    let pointer = repo.ok(&["cat-file", "-p", &format!("{rev}:{path}")]);
+    pointer
+        .lines()
+        .find_map(|l| l.strip_prefix("size "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn cache_dir(repo: &Repo) -> PathBuf {
+    repo.dir.join(".git/weight-inspect/lfs-headers")
+}
+
+fn cached_files(repo: &Repo) -> usize {
+    walk(&cache_dir(repo))
+}
+
+fn walk(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+const DIFF_LINES: &[&str] = &[
+    "weight-inspect a/m/model.gguf b/m/model.gguf",
+    "\"remote v1\" -> \"remote v2\"",
+    "weight-inspect a/m/weights.safetensors b/m/weights.safetensors",
+    "note: \"v1\" -> \"v2\"",
+    "header of LFS object sha256:",
+    "read from the LFS server, not verified",
+];
+
+#[test]
+fn git_diff_reads_headers_from_giftless_with_the_checkout_token() {
+    let repo = clone();
+    let server = LfsServer::giftless(&published().storage, true);
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    // As actions/checkout writes it for the job token.
+    let url_key = format!("http.{}/.extraheader", server.origin());
+    let header = format!("Authorization: Bearer {}", server.token("read"));
+    repo.git(&["config", &url_key, &header]);
+
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("weight-inspect git diff", &out);
+    let text = stdout(&out);
+    assert_contains(&text, DIFF_LINES);
+    assert_lacks(&text, &["not present locally", &server.token("read")]);
+
+    // One batch request for all four objects; giftless ignores Range, so each object was
+    // streamed from its start and dropped after the header.
+    let batches = server.requests_to("/objects/batch");
+    assert_eq!(batches.len(), 1, "{batches:#?}");
+    let objects_total: u64 = ["HEAD~1", "HEAD"]
+        .iter()
+        .flat_map(|rev| {
+            ["m/model.gguf", "m/weights.safetensors"].map(|p| object_size(&repo, rev, p))
+        })
+        .sum();
+    let sent = server.bytes_sent();
+    assert!(
+        sent < objects_total / 4,
+        "giftless sent {sent} bytes of {objects_total}: more than headers"
+    );
+    assert_eq!(cached_files(&repo), 4);
+
+    // The second run is served from the cache: the server is gone.
+    drop(server);
+    let again = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("weight-inspect git diff (cached)", &again);
+    assert_eq!(stdout(&again), text);
+
+    // JSON says where each header came from.
+    let json_out = repo.wi(&["git", "diff", "--json", "HEAD~1", "HEAD"]);
+    let report: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(report["files"][0]["old"]["header_source"], "lfs-server");
+    assert_eq!(report["files"][0]["old"]["kind"], "model");
+}
+
+#[test]
+fn range_reads_download_only_the_headers() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "none", None);
+    repo.git(&["config", "remote.origin.lfsurl", &server.lfs_url()]);
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("weight-inspect git diff", &out);
+    assert_contains(&stdout(&out), DIFF_LINES);
+
+    let downloads = server.requests_to("/objects/org/repo/");
+    assert!(
+        downloads.iter().all(|r| r["status"] == 206),
+        "{downloads:#?}"
+    );
+    // The GGUF headers (~500 KB) take more than the first 256 KiB window.
+    assert!(downloads.len() > 4, "{downloads:#?}");
+    let sent = server.bytes_sent();
+    // Four headers: two GGUF vocabularies of ~500 KB and two small safetensors headers, each
+    // read past its end by less than 1 MiB.
+    assert!(sent < 4 << 20, "sent {sent} bytes");
+    assert!(sent > 2 * 400_000, "sent {sent} bytes");
+}
+
+/// git itself, smudging skipped, hands both drivers pointers: they read the headers remotely.
+#[test]
+fn git_drivers_read_absent_objects_from_the_server() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "none", None);
+    // The server as the committed .lfsconfig names it (git-lfs reads HEAD's when the work
+    // tree has none).
+    repo.write(
+        ".lfsconfig",
+        format!("[lfs]\n\turl = {}\n", server.lfs_url()),
+    );
+    repo.commit_all("lfsconfig");
+    std::fs::remove_file(repo.path(".lfsconfig")).unwrap();
+    let install = repo.wi(&["git", "install"]);
+    assert_success("weight-inspect git install", &install);
+
+    let skip = |args: &[&str]| {
+        let out = repo
+            .git_cmd_in(&repo.dir, args)
+            .env("GIT_LFS_SKIP_SMUDGE", "1")
+            .output()
+            .unwrap();
+        assert_success(&format!("git {args:?}"), &out);
+        stdout(&out)
+    };
+    let external = skip(&["diff", "HEAD~2", "HEAD~1"]);
+    assert_contains(&external, DIFF_LINES);
+    let textconv = skip(&[
+        "-c",
+        "diff.weight-inspect.cachetextconv=false",
+        "diff",
+        "--no-ext-diff",
+        "HEAD~2",
+        "HEAD~1",
+        "--",
+        "m/model.gguf",
+    ]);
+    assert_contains(
+        &textconv,
+        &[
+            "header-source: LFS server (not verified against the oid)",
+            "-meta general.name: string = \"remote v1\"",
+            "+meta general.name: string = \"remote v2\"",
+        ],
+    );
+    assert_lacks(&textconv, &["not present locally"]);
+}
+
+/// `inspect`, `id` and `diff` on `REV:path` and on a work-tree pointer; the server derived
+/// from the remote's URL; `--offline` and `weight-inspect.remote = false` keep to the machine.
+#[test]
+fn core_commands_read_revisions_and_pointer_files_remotely() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "none", None);
+    repo.git(&[
+        "remote",
+        "set-url",
+        "origin",
+        &format!("{}/org/repo", server.origin()),
+    ]);
+
+    let offline = repo.wi(&["--offline", "inspect", "HEAD:m/model.gguf"]);
+    assert_eq!(code(&offline), 2, "{}", combined(&offline));
+    assert_contains(
+        &stderr(&offline),
+        &["HEAD:m/model.gguf", "not present locally"],
+    );
+    let off = repo.wi(&["id", "m/weights.safetensors"]);
+    assert_eq!(code(&off), 0, "{}", combined(&off));
+    let mut disabled = repo.command(common::bin());
+    disabled
+        .args(["id", "HEAD~1:m/model.gguf"])
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "weight-inspect.remote")
+        .env("GIT_CONFIG_VALUE_0", "false");
+    let disabled = disabled.output().unwrap();
+    assert_eq!(code(&disabled), 2, "{}", combined(&disabled));
+    assert_contains(&stderr(&disabled), &["not present locally"]);
+    assert_eq!(
+        cached_files(&repo),
+        1,
+        "only the pointer file's header was read"
+    );
+
+    let inspect = repo.wi(&["inspect", "HEAD~1:m/model.gguf"]);
+    assert_success("inspect REV:path", &inspect);
+    assert_contains(&stdout(&inspect), &["format: gguf", "remote v1"]);
+    assert_contains(
+        &stderr(&inspect),
+        &["read from the LFS server, not verified"],
+    );
+
+    let diff = repo.wi(&[
+        "diff",
+        "HEAD~1:m/weights.safetensors",
+        "m/weights.safetensors",
+    ]);
+    assert_eq!(code(&diff), 1, "{}", combined(&diff));
+    assert_contains(&stdout(&diff), &["\"v1\" -> \"v2\""]);
+
+    // The identity equals the one of the full object, fetched the way git-lfs fetches it.
+    let remote_id = stdout(&repo.wi(&["id", "HEAD:m/model.gguf"]));
+    let fetch = repo
+        .git_cmd_in(
+            &repo.dir,
+            &[
+                "-c",
+                &format!("lfs.url={}", server.lfs_url()),
+                "lfs",
+                "pull",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_success("git lfs pull", &fetch);
+    let local_id = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_eq!(stdout(&local_id), remote_id);
+    assert_lacks(&stderr(&local_id), &["LFS server"]);
+}
