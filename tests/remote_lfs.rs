@@ -346,3 +346,279 @@ fn core_commands_read_revisions_and_pointer_files_remotely() {
     assert_eq!(stdout(&local_id), remote_id);
     assert_lacks(&stderr(&local_id), &["LFS server"]);
 }
+
+/// The token as each credential source gives it; without one, a clear 401 (exit 2 for a
+/// command, a note inside `git diff`); no secret is ever printed or sent to another host.
+#[test]
+fn credentials_come_from_extra_headers_helpers_and_urls() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "auth", None);
+    let token = server.token("read");
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+
+    let refused = repo.wi(&["inspect", "HEAD:m/model.gguf"]);
+    assert_eq!(code(&refused), 2, "{}", combined(&refused));
+    assert_contains(
+        &stderr(&refused),
+        &["HEAD:m/model.gguf", "HTTP 401", "no valid credentials"],
+    );
+    let noted = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("git diff without credentials", &noted);
+    assert_contains(
+        &stdout(&noted),
+        &["could not be read from the LFS server", "HTTP 401"],
+    );
+    assert_eq!(cached_files(&repo), 0);
+
+    // git's credential store: a wrong password is rejected (and erased), a right one works.
+    repo.git(&["config", "credential.helper", "store"]);
+    let store = repo.home.join(".git-credentials");
+    std::fs::write(
+        &store,
+        format!(
+            "{}\n",
+            server.origin().replace("http://", "http://_jwt:wrong@")
+        ),
+    )
+    .unwrap();
+    let wrong = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_eq!(code(&wrong), 2, "{}", combined(&wrong));
+    assert_eq!(
+        std::fs::read_to_string(&store).unwrap().trim(),
+        "",
+        "rejected credentials are erased"
+    );
+    let stored = server
+        .origin()
+        .replace("http://", &format!("http://_jwt:{token}@"));
+    std::fs::write(&store, format!("{stored}\n")).unwrap();
+    let helped = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_success("id with a stored credential", &helped);
+    assert_lacks(&combined(&helped), &[&token]);
+    repo.git(&["config", "--unset", "credential.helper"]);
+
+    // http.<url>.extraHeader, as actions/checkout writes it; credentials in lfs.url.
+    repo.git(&[
+        "config",
+        &format!("http.{}/.extraheader", server.origin()),
+        &format!("Authorization: Bearer {token}"),
+    ]);
+    let headed = repo.wi(&["id", "HEAD~1:m/model.gguf"]);
+    assert_success("id with an extra header", &headed);
+    repo.git(&[
+        "config",
+        "--unset",
+        &format!("http.{}/.extraheader", server.origin()),
+    ]);
+    let in_url = server
+        .lfs_url()
+        .replace("http://", &format!("http://_jwt:{token}@"));
+    repo.git(&["config", "lfs.url", &in_url]);
+    let url_out = repo.wi(&["id", "HEAD~1:m/weights.safetensors"]);
+    assert_success("id with credentials in lfs.url", &url_out);
+    assert_lacks(&combined(&url_out), &[&token]);
+
+    // Object downloads carry only the headers the batch answer gave for them.
+    for request in server.requests_to("/objects/org/repo/") {
+        let auth = request["headers"]["authorization"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            auth,
+            format!("Bearer {}", server.token("href")),
+            "{request:#}"
+        );
+    }
+}
+
+/// Faults a real server cannot be made to produce: each ends in a message naming the file
+/// and what went wrong, never a hang, and nothing wrong is cached.
+#[test]
+fn server_faults_are_clear_errors_and_nothing_is_cached() {
+    let repo = clone();
+    repo.git(&["config", "lfs.activitytimeout", "1"]);
+    let file = "HEAD:m/weights.safetensors";
+    let cases: &[(&str, &[&str])] = &[
+        ("missing", &["not on the LFS server (error 404"]),
+        ("garbage", &["not a GGUF or safetensors file"]),
+        (
+            "truncated",
+            &["reading the body after 131072 of 262144 bytes"],
+        ),
+        ("wrong-range", &["Content-Range bytes 1-"]),
+        ("416", &["HTTP 416"]),
+        ("expired", &["HTTP 403", "Request has expired"]),
+        (
+            "huge-length",
+            &["the server says the file has 1000000000000000 bytes"],
+        ),
+        ("stall", &["timed out"]),
+    ];
+    for (fault, needles) in cases {
+        let server = LfsServer::range(&published().storage, fault, None);
+        repo.git(&["config", "lfs.url", &server.lfs_url()]);
+        let started = std::time::Instant::now();
+        let out = repo.wi(&["inspect", file]);
+        assert_eq!(code(&out), 2, "{fault}: {}", combined(&out));
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{fault}: took {:?}",
+            started.elapsed()
+        );
+        let err = stderr(&out);
+        assert_contains(&err, &[file]);
+        assert_contains(&err, needles);
+        assert_lacks(&err, &["panicked", server.token("href").as_str()]);
+        assert_eq!(cached_files(&repo), 0, "{fault}: something was cached");
+        // Inside git diff the same is a note, and the command succeeds.
+        if *fault == "missing" {
+            let diff = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+            assert_success("git diff with objects missing on the server", &diff);
+            assert_contains(&stdout(&diff), &["not on the LFS server"]);
+        }
+    }
+
+    // 500 on the batch and 503 on the first download, then success: retried.
+    let flaky = LfsServer::range(&published().storage, "flaky", None);
+    repo.git(&["config", "lfs.url", &flaky.lfs_url()]);
+    let out = repo.wi(&["inspect", file]);
+    assert_success("inspect through retries", &out);
+    assert_eq!(flaky.requests_to("/objects/batch").len(), 2);
+    assert_eq!(cached_files(&repo), 1);
+}
+
+/// A redirect or an href to another origin gets none of the endpoint's credentials.
+#[test]
+fn credentials_never_reach_another_host() {
+    let other = LfsServer::range(&published().storage, "none", None);
+    for fault in ["redirect", "other-href"] {
+        let repo = clone();
+        let server = LfsServer::range(&published().storage, fault, Some(&other.origin()));
+        repo.git(&["config", "lfs.url", &server.lfs_url()]);
+        repo.git(&[
+            "config",
+            &format!("http.{}/.extraheader", server.origin()),
+            "X-Endpoint-Secret: endpoint-secret-3141",
+        ]);
+        let out = repo.wi(&["id", "HEAD:m/model.gguf"]);
+        assert_success(fault, &out);
+        let batch = &server.requests_to("/objects/batch")[0];
+        assert_eq!(
+            batch["headers"]["x-endpoint-secret"],
+            "endpoint-secret-3141"
+        );
+        let at_other = other.stats()["requests"].to_string();
+        assert!(
+            at_other.contains("/objects/org/repo/"),
+            "{fault}: {at_other}"
+        );
+        assert!(
+            !at_other.contains("endpoint-secret-3141"),
+            "{fault}: {at_other}"
+        );
+        if fault == "redirect" {
+            // The href's own token was for the server that redirected, not for the other.
+            assert!(!at_other.contains(&other.token("href")), "{at_other}");
+        }
+    }
+}
+
+/// Any http(s) URL of a model file is a side: only its header is downloaded.
+#[test]
+fn urls_are_inputs() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "none", None);
+    let oid = repo.lfs_oid("HEAD", "m/model.gguf");
+    let url = format!("{}/objects/org/repo/{oid}", server.origin());
+    let out = repo.wi(&["inspect", &url, "--header", "X-Test: yes"]);
+    assert_success("inspect URL", &out);
+    assert_contains(&stdout(&out), &["format: gguf", "remote v2"]);
+    assert_contains(&stderr(&out), &["read from the server"]);
+    let requests = server.requests_to(&oid);
+    assert!(requests.iter().all(|r| r["headers"]["x-test"] == "yes"));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["headers"]["authorization"].is_null())
+    );
+    assert!(server.bytes_sent() < 2 << 20);
+
+    let old_oid = repo.lfs_oid("HEAD~1", "m/model.gguf");
+    let old_url = format!("{}/objects/org/repo/{old_oid}", server.origin());
+    let diff = repo.wi(&["diff", &old_url, &url]);
+    assert_eq!(code(&diff), 1, "{}", combined(&diff));
+    assert_contains(&stdout(&diff), &["\"remote v1\" -> \"remote v2\""]);
+
+    let missing = repo.wi(&[
+        "id",
+        &format!("{}/objects/org/repo/{}", server.origin(), "0".repeat(64)),
+    ]);
+    assert_eq!(code(&missing), 2);
+    assert_contains(&stderr(&missing), &["HTTP 404"]);
+}
+
+/// The Action's run step on a checkout without LFS content (`lfs: false`, the default): the
+/// token input reaches the LFS server, the summary shows structural diffs, and the policy
+/// judges the head side's structure.
+#[test]
+fn the_action_and_the_policy_work_without_lfs_content() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "auth", None);
+    repo.git(&[
+        "remote",
+        "set-url",
+        "origin",
+        &format!("{}/org/repo", server.origin()),
+    ]);
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"m/*.safetensors\"]\nallowed_dtypes = [\"F32\"]\n",
+    );
+    let temp = repo.tmp.path().join("runner-temp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let summary = temp.join("summary.md");
+    let out = repo
+        .command(common::repo_root().join("scripts/action/run.sh"))
+        .env("WI_BIN", common::bin())
+        .env("WI_BASE", "HEAD~1")
+        .env("WI_HEAD", "HEAD")
+        .env("WI_POLICY", ".weight-inspect.toml")
+        .env("WI_FAIL_ON", "never")
+        .env("WI_TOKEN", server.token("read"))
+        .env("WI_SERVER_URL", server.origin())
+        .env("RUNNER_TEMP", &temp)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_success("scripts/action/run.sh", &out);
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert_contains(
+        &text,
+        &["m/model.gguf", "m/weights.safetensors", "allowed_dtypes"],
+    );
+    assert_lacks(
+        &text,
+        &[
+            "structure not compared",
+            "not fetched",
+            &server.token("read"),
+        ],
+    );
+    assert_lacks(&combined(&out), &[&server.token("read")]);
+
+    // `check` on the work tree's pointer files, with the token as actions/checkout leaves it.
+    repo.git(&[
+        "config",
+        &format!("http.{}/.extraheader", server.origin()),
+        &format!("Authorization: Bearer {}", server.token("read")),
+    ]);
+    let check = repo.wi(&["check", "m/weights.safetensors"]);
+    assert_eq!(code(&check), 1, "{}", combined(&check));
+    assert_contains(
+        &stdout(&check),
+        &[
+            "m/weights.safetensors: allowed_dtypes",
+            "found f16 in 1 tensor (big)",
+        ],
+    );
+}

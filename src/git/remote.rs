@@ -136,6 +136,35 @@ pub fn complete_absent_here(sides: Vec<(String, &mut ModelSide)>) {
     }
 }
 
+/// The header of an absent LFS object as bytes (a prefix of the object) and as the model
+/// they describe, from the cache or the LFS server: for readers of bytes (the policy). None
+/// when remote reads are off or there is no server to ask; an error says why the server did
+/// not give a model's header.
+pub fn header_prefix(
+    repo: &gix::Repository,
+    name: &str,
+    pointer: &Pointer,
+) -> Option<Result<(Vec<u8>, crate::Artifact), String>> {
+    let mut side = ModelSide::Absent {
+        pointer: pointer.clone(),
+        remote: None,
+    };
+    complete_absent(repo, vec![(name.to_owned(), &mut side)]);
+    match side {
+        ModelSide::Model { artifact, .. } => {
+            let prefix = HeaderCache::new(cache_dir(repo)).get(&pointer.oid, pointer.size);
+            Some(prefix.map(|p| (p, *artifact)).ok_or_else(|| {
+                "the header read from the LFS server could not be kept in the cache".to_owned()
+            }))
+        }
+        ModelSide::Absent { remote: None, .. } => None,
+        ModelSide::Absent {
+            remote: Some(why), ..
+        } => Some(Err(why)),
+        other => Some(Err(other.note().unwrap_or_default())),
+    }
+}
+
 fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &str) {
     for (_, side) in pending.iter_mut() {
         if let ModelSide::Absent { remote, .. } = side {

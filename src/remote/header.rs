@@ -165,6 +165,15 @@ fn read_exactly(
     let read = body.take(len).read_to_end(buf);
     let got = buf.len() as u64 - before;
     match read {
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.to_string().contains("timeout") => {
+            Err(RemoteError::Transport {
+                url: shown_url(url),
+                message: format!(
+                    "timed out waiting for the body after {got} of {len} bytes (the server \
+                     stalled; see lfs.activitytimeout)"
+                ),
+            })
+        }
         Err(e) => Err(RemoteError::Transport {
             url: shown_url(url),
             message: format!("reading the body after {got} of {len} bytes: {e}"),

@@ -129,9 +129,13 @@ impl Client {
                 ));
             };
             let next = resolve_location(&current.url, location);
-            // Headers (credentials) were given for one origin: another gets none of them.
+            // Headers (credentials) were given for one origin: another gets only those that
+            // describe the request itself.
             if origin(&next) != origin(&current.url) {
-                current.headers.clear();
+                current.headers.retain(|(name, _)| {
+                    ["range", "accept", "content-type"]
+                        .contains(&name.to_ascii_lowercase().as_str())
+                });
             }
             if status == 303 {
                 current.post = false;

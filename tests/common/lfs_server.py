@@ -279,7 +279,7 @@ class RangeHandler(BaseHTTPRequestHandler):
         value = self.headers.get("Authorization", "")
         if value == f"Bearer {READ_TOKEN}":
             return True
-        if value.startswith("Basic "):
+        if value[:6].lower() == "basic ":  # the scheme is case-insensitive
             import base64
 
             user, _, password = base64.b64decode(value[6:]).decode().partition(":")
@@ -309,13 +309,6 @@ class RangeHandler(BaseHTTPRequestHandler):
         if not os.path.isfile(path):
             return self.send_body(404, b'{"message":"Object does not exist"}')
         size = os.path.getsize(path)
-        if fault == "stall":
-            self.send_response(206)
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            record(self, 206)
-            time.sleep(120)
-            return
         if fault == "huge-length":
             self.send_response(200)
             self.send_header("Content-Length", str(10**15))
@@ -328,6 +321,15 @@ class RangeHandler(BaseHTTPRequestHandler):
             first, _, last = value[6:].partition("-")
             start = int(first)
             end = min(int(last), size - 1) if last else size - 1
+        if fault == "stall":
+            # A valid answer whose body never comes.
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            self.send_header("Content-Length", str(end - start + 1))
+            self.end_headers()
+            record(self, 206)
+            time.sleep(120)
+            return
         with open(path, "rb") as f:
             f.seek(start)
             data = f.read(end - start + 1)
