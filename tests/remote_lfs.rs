@@ -594,7 +594,12 @@ fn the_action_and_the_policy_work_without_lfs_content() {
     let text = std::fs::read_to_string(&summary).unwrap();
     assert_contains(
         &text,
-        &["m/model.gguf", "m/weights.safetensors", "allowed_dtypes"],
+        &[
+            "m/model.gguf",
+            "m/weights.safetensors",
+            "allowed_dtypes",
+            "(LFS server)",
+        ],
     );
     assert_lacks(
         &text,
@@ -621,4 +626,102 @@ fn the_action_and_the_policy_work_without_lfs_content() {
             "found f16 in 1 tensor (big)",
         ],
     );
+}
+
+/// https: the system's roots do not know a self-signed server; `http.sslCAInfo` or
+/// `GIT_SSL_CAINFO` names the one certificate to trust.
+#[test]
+fn https_servers_are_trusted_through_git_ca_settings() {
+    let repo = clone();
+    let dir = repo.tmp.path();
+    let (ca, cert, key) = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is required by this test: run the tests with scripts/test");
+        assert_success(&format!("openssl {args:?}"), &out);
+    };
+    // A certificate authority, and a server certificate it signs for 127.0.0.1.
+    openssl(
+        &[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ]
+        .into_iter()
+        .chain([
+            "-subj",
+            "/CN=test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ])
+        .collect::<Vec<_>>(),
+    );
+    openssl(
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]
+        .into_iter()
+        .chain(["-keyout", "key.pem", "-out", "server.csr"])
+        .collect::<Vec<_>>(),
+    );
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+        ]
+        .into_iter()
+        .chain([
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "cert.pem",
+        ])
+        .collect::<Vec<_>>(),
+    );
+    let server = LfsServer::range_tls(&published().storage, &cert, &key);
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    assert!(server.lfs_url().starts_with("https://"));
+
+    let untrusted = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_eq!(code(&untrusted), 2, "{}", combined(&untrusted));
+    assert_contains(
+        &stderr(&untrusted),
+        &["HEAD:m/model.gguf", "TLS: ", "http.sslCAInfo"],
+    );
+
+    let mut with_env = repo.command(common::bin());
+    with_env
+        .args(["id", "HEAD:m/model.gguf"])
+        .env("GIT_SSL_CAINFO", &ca);
+    assert_success("id with GIT_SSL_CAINFO", &with_env.output().unwrap());
+    std::fs::remove_dir_all(cache_dir(&repo)).unwrap();
+    repo.git(&["config", "http.sslCAInfo", ca.to_str().unwrap()]);
+    let trusted = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_success("id with http.sslCAInfo", &trusted);
 }

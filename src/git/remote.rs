@@ -851,6 +851,16 @@ mod tests {
                 .map(|(_, v)| v)
                 .collect();
         assert_eq!(found, ["A: 0", "B: 1", "C: 2"]);
+        let plain = vec![("http.sslcainfo".to_owned(), "/ca.pem".to_owned())];
+        assert_eq!(
+            url_values_in(
+                &plain,
+                "http",
+                "sslcainfo",
+                "https://127.0.0.1:1/r.git/info/lfs"
+            ),
+            [(0, "/ca.pem".to_owned())]
+        );
         assert!(host_matches("*.example", "h.example"));
         assert!(!host_matches("*.example", "a.h.example"));
     }

@@ -169,9 +169,18 @@ impl Client {
     }
 
     fn send_once(&self, request: &Request) -> Result<Response, RemoteError> {
-        let transport = |e: ureq::Error| RemoteError::Transport {
-            url: shown_url(&request.url),
-            message: describe(&e),
+        // Failed connections and timeouts are worth another try; a certificate that is not
+        // trusted or a malformed answer is not.
+        let transport = |e: ureq::Error| {
+            let message = describe(&e);
+            if message.starts_with("TLS: ") || matches!(e, ureq::Error::BadUri(_)) {
+                RemoteError::protocol(&request.url, message)
+            } else {
+                RemoteError::Transport {
+                    url: shown_url(&request.url),
+                    message,
+                }
+            }
         };
         if request.post {
             let mut builder = self.agent.post(&request.url);
@@ -193,12 +202,22 @@ impl Client {
 fn describe(e: &ureq::Error) -> String {
     match e {
         ureq::Error::Timeout(what) => format!("timed out ({what})"),
-        ureq::Error::Io(io) => io.to_string(),
+        ureq::Error::Io(io) => {
+            let text = io.to_string();
+            // rustls's verdicts reach us as I/O errors.
+            if text.contains("certificate") || text.contains("handshake") {
+                format!("TLS: {text} (see http.sslCAInfo / GIT_SSL_CAINFO)")
+            } else {
+                text
+            }
+        }
         ureq::Error::HostNotFound => "host not found".to_owned(),
         ureq::Error::ConnectionFailed => "connection failed".to_owned(),
         ureq::Error::BadUri(_) => "not a valid URL".to_owned(),
-        ureq::Error::Tls(message) => format!("TLS: {message}"),
-        ureq::Error::Rustls(err) => format!("TLS: {err}"),
+        ureq::Error::Tls(message) => {
+            format!("TLS: {message} (see http.sslCAInfo / GIT_SSL_CAINFO)")
+        }
+        ureq::Error::Rustls(err) => format!("TLS: {err} (see http.sslCAInfo / GIT_SSL_CAINFO)"),
         other => other.to_string(),
     }
 }

@@ -5,7 +5,7 @@
         wrapped to count the body bytes it sends. With --auth it demands a JWT (as a Bearer
         token, or as the password of user `_jwt`); the tokens are printed at startup.
 
-    lfs_server.py range STORAGE [--fault NAME] [--other-origin URL]
+    lfs_server.py range STORAGE [--fault NAME] [--other-origin URL] [--tls CERT KEY]
         A small purpose-built LFS server over the same storage layout (STORAGE/org/repo/OID):
         the batch API and object downloads that honor Range (206), and the faults a real
         server cannot be made to produce on demand (see FAULTS).
@@ -275,6 +275,21 @@ class RangeHandler(BaseHTTPRequestHandler):
         body = json.dumps({"transfer": "basic", "objects": objects, "hash_algo": "sha256"})
         self.send_body(200, body.encode(), content_type="application/vnd.git-lfs+json")
 
+    def send_whole(self, path, size):
+        """A whole object (a plain download, as `git lfs fetch` makes), streamed."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(size))
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        record(self, 200)
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                try:
+                    self.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+                count(len(chunk))
+
     def authorized(self):
         value = self.headers.get("Authorization", "")
         if value == f"Bearer {READ_TOKEN}":
@@ -317,6 +332,8 @@ class RangeHandler(BaseHTTPRequestHandler):
             return
         start, end = 0, size - 1
         value = self.headers.get("Range")
+        if not value and fault == "none":
+            return self.send_whole(path, size)
         if value and value.startswith("bytes="):
             first, _, last = value[6:].partition("-")
             start = int(first)
@@ -355,16 +372,24 @@ class RangeHandler(BaseHTTPRequestHandler):
             pass
 
 
-def run_range(storage, fault, other_origin):
+def run_range(storage, fault, other_origin, tls):
     if fault not in FAULTS:
         sys.exit(f"unknown fault {fault!r}, expected one of {sorted(FAULTS)}")
     server = ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)
     server.daemon_threads = True
     port = server.server_address[1]
+    scheme = "http"
+    if tls:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
     RangeHandler.storage = storage
     RangeHandler.fault = fault
     RangeHandler.other_origin = other_origin
-    RangeHandler.origin = f"http://127.0.0.1:{port}"
+    RangeHandler.origin = f"{scheme}://127.0.0.1:{port}"
     announce(port, {"read": READ_TOKEN, "href": HREF_TOKEN})
     server.serve_forever()
 
@@ -379,7 +404,11 @@ def main():
     elif kind == "range":
         fault = args[args.index("--fault") + 1] if "--fault" in args else "none"
         other = args[args.index("--other-origin") + 1] if "--other-origin" in args else None
-        run_range(storage, fault, other)
+        tls = None
+        if "--tls" in args:
+            i = args.index("--tls")
+            tls = (args[i + 1], args[i + 2])
+        run_range(storage, fault, other, tls)
     else:
         sys.exit(f"unknown server kind {kind!r}")
 

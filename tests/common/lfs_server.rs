@@ -18,6 +18,7 @@ pub struct LfsServer {
     pub port: u16,
     /// Tokens the server accepts (`read`, `write`) or puts in its answers (`href`).
     pub tokens: Value,
+    scheme: &'static str,
 }
 
 impl LfsServer {
@@ -38,6 +39,19 @@ impl LfsServer {
             args.extend(["--other-origin", other]);
         }
         LfsServer::start(&args)
+    }
+
+    /// The Range-honoring server over https, with the certificate and key of PEM files.
+    pub fn range_tls(storage: &Path, cert: &Path, key: &Path) -> LfsServer {
+        let mut server = LfsServer::start(&[
+            "range",
+            storage.to_str().unwrap(),
+            "--tls",
+            cert.to_str().unwrap(),
+            key.to_str().unwrap(),
+        ]);
+        server.scheme = "https";
+        server
     }
 
     fn start(args: &[&str]) -> LfsServer {
@@ -63,11 +77,12 @@ impl LfsServer {
             _stdin: stdin,
             port: announced["port"].as_u64().unwrap() as u16,
             tokens: announced["tokens"].clone(),
+            scheme: "http",
         }
     }
 
     pub fn origin(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.port)
     }
 
     /// The LFS endpoint of repository `org/repo` on this server.
@@ -79,7 +94,7 @@ impl LfsServer {
         self.tokens[name].as_str().unwrap().to_owned()
     }
 
-    /// What the server counted: `bytes_sent` (bodies) and `requests`.
+    /// What the server counted: `bytes_sent` (bodies) and `requests` (plain http servers).
     pub fn stats(&self) -> Value {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
