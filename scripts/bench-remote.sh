@@ -9,13 +9,14 @@
 # and the repeated run from the header cache with the server stopped. Reports wall time and
 # the bytes the server sent. Not a test.
 #
-# Usage: scripts/bench-remote.sh [WEIGHT_INSPECT_BINARY] [RUNS]
+# Usage: scripts/bench-remote.sh [WEIGHT_INSPECT_BINARY] [RUNS] [BASELINE_RUNS]
 # Needs git, git-lfs and Python with gguf-py and numpy (WEIGHT_INSPECT_PYTHON or .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=$(realpath "${1:-target/release/weight-inspect}")
 RUNS=${2:-5}
+BASELINE_RUNS=${3:-1}
 PY=${WEIGHT_INSPECT_PYTHON:-$PWD/.venv/bin/python}
 SERVER=$PWD/tests/common/lfs_server.py
 WORK=$PWD/bench-work/remote
@@ -85,7 +86,7 @@ echo "LFS objects of both commits: $objects bytes ($(ls "$WORK/storage/org/repo"
 server_pid=""
 server_port=""
 start_server() {
-    coproc SERVER_PROC { "$PY" "$SERVER" range "$WORK/storage"; }
+    coproc SERVER_PROC { LFS_SERVER_BULK=1 "$PY" "$SERVER" range "$WORK/storage"; }
     server_pid=$SERVER_PROC_PID
     read -r line <&"${SERVER_PROC[0]}"
     server_port=$(printf '%s' "$line" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["port"])')
@@ -113,10 +114,11 @@ for _ in $(seq "$RUNS"); do
     (cd "$WORK/remote" && "$BIN" git diff HEAD~1 HEAD >/dev/null)
     t1=$(now_ms); after=$(bytes_sent)
     cold+=($((t1 - t0))); cold_bytes=$((after - before))
-
+done
+for _ in $(seq "$BASELINE_RUNS"); do
     fresh_clone today
     before=$(bytes_sent); t0=$(now_ms)
-    (cd "$WORK/today" && git lfs fetch -q origin HEAD~1 HEAD >/dev/null 2>&1 &&
+    (cd "$WORK/today" && git lfs fetch origin HEAD~1 HEAD >/dev/null 2>&1 &&
         "$BIN" git diff HEAD~1 HEAD >/dev/null)
     t1=$(now_ms); after=$(bytes_sent)
     today+=($((t1 - t0))); today_bytes=$((after - before))

@@ -81,8 +81,10 @@ def exit_when_stdin_closes():
 
 def small_send_buffer(sock):
     # Counted bytes then approximate what reached the client: the kernel cannot buffer
-    # megabytes of a whole-object answer the client never reads.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024)
+    # megabytes of a whole-object answer the client never reads. (Not for benchmarks of
+    # whole downloads, LFS_SERVER_BULK=1, where it would limit the throughput.)
+    if not os.environ.get("LFS_SERVER_BULK"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024)
 
 
 def announce(port, tokens):
