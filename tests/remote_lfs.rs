@@ -725,3 +725,55 @@ fn https_servers_are_trusted_through_git_ca_settings() {
     let trusted = repo.wi(&["id", "HEAD:m/model.gguf"]);
     assert_success("id with http.sslCAInfo", &trusted);
 }
+
+/// SSH remotes: the server and its header come from `git-lfs-authenticate` over the ssh
+/// command git uses (here `GIT_SSH_COMMAND`, a stand-in for ssh that answers as an LFS host's
+/// `git-lfs-authenticate` does and records how it was called).
+#[test]
+fn ssh_remotes_authenticate_with_git_lfs_authenticate() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "auth", None);
+    let dir = repo.tmp.path();
+    let script = dir.join("fake-ssh");
+    let answer = json!({
+        "href": server.lfs_url(),
+        "header": {"Authorization": format!("Bearer {}", server.token("read"))},
+        "expires_in": 600,
+    });
+    std::fs::write(dir.join("answer.json"), answer.to_string()).unwrap();
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{args}'\ncat '{answer}'\n",
+            args = dir.join("args").display(),
+            answer = dir.join("answer.json").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The https URL derived from this remote does not exist: only the ssh answer can work.
+    repo.git(&[
+        "remote",
+        "set-url",
+        "origin",
+        "ssh://git@lfs.invalid:2222/org/repo.git",
+    ]);
+
+    let mut id = repo.command(common::bin());
+    id.args(["id", "HEAD:m/model.gguf"])
+        .env("GIT_SSH_COMMAND", &script);
+    let out = id.output().unwrap();
+    assert_success("id over an SSH remote", &out);
+    let args = std::fs::read_to_string(dir.join("args")).unwrap();
+    assert_eq!(
+        args.lines().collect::<Vec<_>>(),
+        [
+            "-p",
+            "2222",
+            "git@lfs.invalid",
+            "git-lfs-authenticate '/org/repo.git' download"
+        ]
+    );
+    assert_lacks(&combined(&out), &[&server.token("read")]);
+}

@@ -299,11 +299,16 @@ impl Server {
         workdir: &Path,
         config: &GitConfig,
     ) -> Result<Option<Server>, String> {
-        let Some(url) = endpoint_url(repo, workdir, config)? else {
+        let Some((url, ssh_headers)) = endpoint_url(repo, workdir, config)? else {
             return Ok(None);
         };
         let (url, url_credential) = split_credentials(&url);
-        let mut headers = extra_headers(config, &url);
+        let mut headers = ssh_headers;
+        for (name, value) in extra_headers(config, &url) {
+            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                headers.push((name, value));
+            }
+        }
         let has_auth = headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
@@ -331,18 +336,22 @@ impl Server {
     }
 }
 
-/// The LFS endpoint as git-lfs finds it for downloads; None when there is none to ask (no
-/// such remote, or a remote on the local file system).
+/// An LFS server's URL and the headers `git-lfs-authenticate` gave for it (SSH remotes).
+type Discovered = (String, Vec<(String, String)>);
+
+/// The LFS endpoint as git-lfs finds it for downloads, with the headers `git-lfs-authenticate`
+/// gave for it (SSH remotes); None when there is none to ask (no such remote, or a remote on
+/// the local file system).
 fn endpoint_url(
     repo: &gix::Repository,
     workdir: &Path,
     config: &GitConfig,
-) -> Result<Option<String>, String> {
+) -> Result<Option<Discovered>, String> {
     if let Some(url) = config
         .get("lfs.url")
         .or_else(|| config.lfsconfig_get("lfs.url"))
     {
-        return Ok(Some(url.to_owned()));
+        return Ok(Some((url.to_owned(), Vec::new())));
     }
     let chosen = options().remote;
     let remote = match &chosen {
@@ -354,7 +363,7 @@ fn endpoint_url(
         .get(&lfsurl)
         .or_else(|| config.lfsconfig_get(&lfsurl))
     {
-        return Ok(Some(url.to_owned()));
+        return Ok(Some((url.to_owned(), Vec::new())));
     }
     if config.get(&format!("remote.{remote}.url")).is_none() {
         return match chosen {
@@ -369,8 +378,94 @@ fn endpoint_url(
     if !out.status.success() || remote_url.is_empty() {
         return Err(format!("cannot read the URL of remote `{remote}`"));
     }
+    if let Some(target) = SshTarget::parse(&remote_url)
+        && let Some(answer) = ssh_authenticate(workdir, config, &target)
+    {
+        return Ok(Some(answer));
+    }
     // A remote on the local file system has no LFS server: `git lfs fetch` reads it.
-    Ok(derive_lfs_url(&remote_url))
+    Ok(derive_lfs_url(&remote_url).map(|url| (url, Vec::new())))
+}
+
+/// An SSH remote: `[user@]host`, its port, and the repository path.
+#[derive(Debug, PartialEq, Eq)]
+struct SshTarget {
+    user_host: String,
+    port: Option<String>,
+    path: String,
+}
+
+impl SshTarget {
+    fn parse(remote: &str) -> Option<SshTarget> {
+        if let Some(rest) = ["ssh://", "git+ssh://", "ssh+git://"]
+            .iter()
+            .find_map(|p| remote.strip_prefix(p))
+        {
+            let (authority, path) = rest.split_at(rest.find('/')?);
+            let (user_host, port) = match authority.rsplit_once(':') {
+                Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+                    (h, Some(p.to_owned()))
+                }
+                _ => (authority, None),
+            };
+            return Some(SshTarget {
+                user_host: user_host.to_owned(),
+                port,
+                path: path.to_owned(),
+            });
+        }
+        if remote.contains("://") {
+            return None;
+        }
+        let (authority, path) = remote.split_once(':')?;
+        if authority.is_empty() || authority.contains('/') || path.is_empty() {
+            return None;
+        }
+        Some(SshTarget {
+            user_host: authority.to_owned(),
+            port: None,
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// What `ssh HOST git-lfs-authenticate PATH download` answers: the server's href and the
+/// headers to send it, as git-lfs asks for them. None when ssh fails or answers nothing of use
+/// (the https URL derived from the remote is used then).
+fn ssh_authenticate(workdir: &Path, config: &GitConfig, target: &SshTarget) -> Option<Discovered> {
+    let env = |key: &str| std::env::var(key).ok().filter(|v| !v.is_empty());
+    let ssh = env("GIT_SSH_COMMAND")
+        .or_else(|| config.get("core.sshcommand").map(str::to_owned))
+        .map(process::SshCommand::Shell)
+        .or_else(|| env("GIT_SSH").map(process::SshCommand::Program))
+        .unwrap_or_else(|| process::SshCommand::Program("ssh".to_owned()));
+    let mut args = Vec::new();
+    if let Some(port) = &target.port {
+        args.extend(["-p".to_owned(), port.clone()]);
+    }
+    args.push(target.user_host.clone());
+    args.push(format!(
+        "git-lfs-authenticate {} download",
+        shell_quote(&target.path)
+    ));
+    let out = process::ssh_output(workdir, &ssh, &args).ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        href: String,
+        #[serde(default)]
+        header: std::collections::BTreeMap<String, String>,
+    }
+    let answer: Answer = serde_json::from_slice(&out.stdout).ok()?;
+    crate::remote::origin(&answer.href)?;
+    Some((answer.href, answer.header.into_iter().collect()))
+}
+
+/// `'text'` for a remote shell, as git quotes paths for ssh.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// The current branch's upstream remote.
@@ -809,6 +904,29 @@ mod tests {
         }
         assert_eq!(derive_lfs_url("/srv/repo.git"), None);
         assert_eq!(derive_lfs_url("file:///srv/repo.git"), None);
+    }
+
+    #[test]
+    fn ssh_remotes_are_parsed() {
+        assert_eq!(
+            SshTarget::parse("ssh://git@host.example:2222/org/repo.git"),
+            Some(SshTarget {
+                user_host: "git@host.example".into(),
+                port: Some("2222".into()),
+                path: "/org/repo.git".into(),
+            })
+        );
+        assert_eq!(
+            SshTarget::parse("git@host.example:org/repo.git"),
+            Some(SshTarget {
+                user_host: "git@host.example".into(),
+                port: None,
+                path: "org/repo.git".into(),
+            })
+        );
+        assert_eq!(SshTarget::parse("https://host/x"), None);
+        assert_eq!(SshTarget::parse("/srv/repo.git"), None);
+        assert_eq!(shell_quote("a'b"), "'a'\\''b'");
     }
 
     #[test]
