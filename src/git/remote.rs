@@ -70,9 +70,8 @@ pub fn complete_absent(repo: &gix::Repository, sides: Vec<(String, &mut ModelSid
     if pending.is_empty() {
         return;
     }
-    let Some(workdir) = repo.workdir().or_else(|| repo.git_dir().parent()) else {
-        return;
-    };
+    // git runs in the work tree, or in the git directory of a bare repository.
+    let workdir = repo.workdir().unwrap_or_else(|| repo.git_dir());
     let config = match GitConfig::load(workdir) {
         Ok(config) => config,
         Err(e) => return mark_all(&mut pending, &e),
