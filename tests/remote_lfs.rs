@@ -204,6 +204,30 @@ fn git_diff_reads_headers_from_giftless_with_the_checkout_token() {
     assert_eq!(report["files"][0]["old"]["kind"], "model");
 }
 
+/// giftless with its JWT as the password of user `_jwt`, from git's credential store.
+#[test]
+fn giftless_takes_the_token_from_a_credential_helper() {
+    let repo = clone();
+    let server = LfsServer::giftless(&published().storage, true);
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    repo.git(&["config", "credential.helper", "store"]);
+    let stored = server
+        .origin()
+        .replace("http://", &format!("http://_jwt:{}@", server.token("read")));
+    std::fs::write(repo.home.join(".git-credentials"), format!("{stored}\n")).unwrap();
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("git diff with a stored credential", &out);
+    assert_contains(&stdout(&out), DIFF_LINES);
+    assert_lacks(&combined(&out), &[&server.token("read")]);
+    // A 401, then the helper's credential: two batch requests, the second accepted.
+    let statuses: Vec<Value> = server
+        .requests_to("/objects/batch")
+        .iter()
+        .map(|r| r["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(401), json!(200)]);
+}
+
 #[test]
 fn range_reads_download_only_the_headers() {
     let repo = clone();
@@ -395,6 +419,16 @@ fn credentials_come_from_extra_headers_helpers_and_urls() {
     let helped = repo.wi(&["id", "HEAD:m/model.gguf"]);
     assert_success("id with a stored credential", &helped);
     assert_lacks(&combined(&helped), &[&token]);
+    // With lfs.<url>.access = basic the helper is asked before the first request: no 401.
+    let access_key = format!("lfs.{}.access", server.lfs_url());
+    repo.git(&["config", &access_key, "basic"]);
+    let before = server.requests_to("/objects/batch").len();
+    let eager = repo.wi(&["id", "HEAD:m/weights.safetensors"]);
+    assert_success("id with lfs.<url>.access = basic", &eager);
+    let batches = server.requests_to("/objects/batch");
+    assert_eq!(batches.len(), before + 1, "{batches:#?}");
+    assert_eq!(batches.last().unwrap()["status"], 200);
+    repo.git(&["config", "--unset", &access_key]);
     repo.git(&["config", "--unset", "credential.helper"]);
 
     // http.<url>.extraHeader, as actions/checkout writes it; credentials in lfs.url.
