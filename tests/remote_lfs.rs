@@ -50,8 +50,9 @@ fn safetensors(version: u32) -> Value {
 
 /// A bare repository with two commits of two LFS models, whose objects are in a giftless
 /// storage directory (`storage/org/repo/OID`), pushed there by `git push` with the real git-lfs.
+/// Shared by the tests of this process; it lives in a directory named by the process id, and
+/// the directories of processes that have ended are removed (a static is never dropped).
 struct Published {
-    _source: Repo,
     bare: PathBuf,
     storage: PathBuf,
 }
@@ -59,9 +60,20 @@ struct Published {
 fn published() -> &'static Published {
     static PUBLISHED: OnceLock<Published> = OnceLock::new();
     PUBLISHED.get_or_init(|| {
+        let parent = std::env::temp_dir().join("weight-inspect-remote-lfs");
+        for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if !Path::new("/proc").join(&pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = parent.join(std::process::id().to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let storage = dir.join("lfs-storage");
+        let bare = dir.join("bare.git");
+
         let source = Repo::with_lfs(MODEL_PATTERNS);
-        let storage = source.tmp.path().join("lfs-storage");
-        let bare = source.tmp.path().join("bare.git");
         source.fixtures(json!({"m/model.gguf": gguf(1), "m/weights.safetensors": safetensors(1)}));
         source.commit_all("v1");
         source.fixtures(json!({"m/model.gguf": gguf(2), "m/weights.safetensors": safetensors(2)}));
@@ -80,11 +92,7 @@ fn published() -> &'static Published {
         source.git(&["push", "-q", "origin", "main"]);
         let pushed = std::fs::read_dir(storage.join("org/repo")).unwrap().count();
         assert_eq!(pushed, 4, "git lfs pushed every object to giftless");
-        Published {
-            _source: source,
-            bare,
-            storage,
-        }
+        Published { bare, storage }
     })
 }
 
