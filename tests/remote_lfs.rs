@@ -819,3 +819,44 @@ fn ssh_remotes_authenticate_with_git_lfs_authenticate() {
     );
     assert_lacks(&combined(&out), &[&server.token("read")]);
 }
+
+/// Proxies: `http.proxy`, and `HTTPS_PROXY`/`HTTP_PROXY` with `NO_PROXY`. The server's name
+/// does not resolve; only the proxy (which tunnels it to loopback) reaches it.
+#[test]
+fn proxies_from_git_config_and_the_environment() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "none", None);
+    let proxy = LfsServer::proxy();
+    let unresolvable = format!("http://lfs.invalid:{}/org/repo.git/info/lfs", server.port);
+    repo.git(&["config", "lfs.url", &unresolvable]);
+
+    let direct = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_eq!(code(&direct), 2, "{}", combined(&direct));
+    assert_contains(&stderr(&direct), &["http://lfs.invalid:"]);
+
+    repo.git(&["config", "http.proxy", &proxy.origin()]);
+    let through = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_success("id through http.proxy", &through);
+    let tunnels = proxy.stats()["requests"].to_string();
+    assert!(
+        tunnels.contains(&format!("lfs.invalid:{}", server.port)),
+        "{tunnels}"
+    );
+    repo.git(&["config", "--unset", "http.proxy"]);
+    std::fs::remove_dir_all(cache_dir(&repo)).unwrap();
+
+    let mut env_proxy = repo.command(common::bin());
+    env_proxy
+        .args(["id", "HEAD:m/weights.safetensors"])
+        .env("HTTP_PROXY", proxy.origin());
+    assert_success("id through HTTP_PROXY", &env_proxy.output().unwrap());
+
+    // NO_PROXY sends the request direct, where the name does not resolve.
+    let mut bypassed = repo.command(common::bin());
+    bypassed
+        .args(["id", "HEAD~1:m/weights.safetensors"])
+        .env("HTTP_PROXY", proxy.origin())
+        .env("NO_PROXY", "lfs.invalid");
+    let bypassed = bypassed.output().unwrap();
+    assert_eq!(code(&bypassed), 2, "{}", combined(&bypassed));
+}

@@ -10,7 +10,12 @@
         the batch API and object downloads that honor Range (206), and the faults a real
         server cannot be made to produce on demand (see FAULTS).
 
-Both print one JSON line once they listen ({"port": ..., "tokens": {...}}), serve
+    lfs_server.py proxy
+        An HTTP CONNECT proxy that tunnels to 127.0.0.1 whatever host it is asked for (so an
+        LFS URL on a name that does not resolve is reached only through it) and records each
+        CONNECT target.
+
+All print one JSON line once they listen ({"port": ..., "tokens": {...}}), serve
 GET /_stats (bytes of bodies sent, and every request's method, path, Range and headers),
 and exit when their standard input closes (the test that started them has ended).
 """
@@ -396,9 +401,63 @@ def run_range(storage, fault, other_origin, tls):
     server.serve_forever()
 
 
+# ---------------------------------------------------------------- proxy
+
+
+def run_proxy():
+    import socketserver
+
+    class Proxy(socketserver.StreamRequestHandler):
+        def handle(self):
+            line = self.rfile.readline().decode("latin-1").strip()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            method, target, _ = (line.split(" ") + ["", ""])[:3]
+            if method == "GET" and target == "/_stats":
+                body = stats_body()
+                self.wfile.write(
+                    b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+                )
+                return
+            with STATS_LOCK:
+                STATS["requests"].append({"method": method, "path": target, "headers": {}})
+            if method != "CONNECT":
+                self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                return
+            port = int(target.rsplit(":", 1)[1])
+            upstream = socket.create_connection(("127.0.0.1", port))
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+
+            def pump(src, dst):
+                try:
+                    while data := src.recv(65536):
+                        dst.sendall(data)
+                except OSError:
+                    pass
+                finally:
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+
+            t = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
+            t.start()
+            pump(self.connection, upstream)
+            t.join()
+            upstream.close()
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Proxy)
+    server.daemon_threads = True
+    announce(server.server_address[1], {})
+    server.serve_forever()
+
+
 def main():
     args = sys.argv[1:]
     exit_when_stdin_closes()
+    if args[0] == "proxy":
+        return run_proxy()
     kind, storage = args[0], args[1]
     os.makedirs(storage, exist_ok=True)
     if kind == "giftless":

@@ -41,6 +41,11 @@ impl LfsServer {
         LfsServer::start(&args)
     }
 
+    /// An HTTP CONNECT proxy that tunnels every target host to 127.0.0.1 (see lfs_server.py).
+    pub fn proxy() -> LfsServer {
+        LfsServer::start(&["proxy"])
+    }
+
     /// The Range-honoring server over https, with the certificate and key of PEM files.
     pub fn range_tls(storage: &Path, cert: &Path, key: &Path) -> LfsServer {
         let mut server = LfsServer::start(&[
