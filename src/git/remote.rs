@@ -72,11 +72,14 @@ pub fn complete_absent(repo: &gix::Repository, sides: Vec<(String, &mut ModelSid
     }
     // git runs in the work tree, or in the git directory of a bare repository.
     let workdir = repo.workdir().unwrap_or_else(|| repo.git_dir());
+    if options().offline {
+        return;
+    }
     let config = match GitConfig::load(workdir) {
         Ok(config) => config,
         Err(e) => return mark_all(&mut pending, &e),
     };
-    if options().offline || config.bool("weight-inspect.remote") == Some(false) {
+    if config.bool("weight-inspect.remote") == Some(false) {
         return;
     }
     let server = match Server::discover(repo, workdir, &config) {
