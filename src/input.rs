@@ -1,9 +1,10 @@
-//! The one input seam: what a user names on the command line — a file, `REV:path`, or a
-//! work-tree LFS pointer — opened as the model (or `.wdelta`) it stands for. Every command that
+//! The one input seam: what a user names on the command line — a file, `REV:path`, a
+//! work-tree LFS pointer, or an http(s) URL — opened as the model (or `.wdelta`) it stands for. Every command that
 //! takes a model argument opens it here; new kinds of input plug in here and nowhere else.
 //!
 //! The core only reads bytes; git provides the resolver for revisions and LFS pointers
-//! ([`crate::git::resolve`], [`crate::git::side`]).
+//! ([`crate::git::resolve`], [`crate::git::side`]; objects that are not present locally are
+//! read from the LFS server, [`crate::git::remote`]), and [`crate::remote`] reads URLs.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,8 @@ pub enum Input {
     File(PathBuf),
     /// A blob of the repository around the current directory.
     Revision(crate::git::resolve::RevPath),
+    /// An http(s) URL of a model file: only its header is downloaded.
+    Url(String),
 }
 
 impl Input {
@@ -25,6 +28,9 @@ impl Input {
     /// contain a colon).
     pub fn parse(spec: &str) -> Input {
         let path = Path::new(spec);
+        if crate::remote::url::is_url(spec) && !path.exists() {
+            return Input::Url(spec.to_owned());
+        }
         if !path.exists()
             && let Some(rev_path) = crate::git::resolve::RevPath::parse(spec)
         {
@@ -53,6 +59,8 @@ pub enum InputError {
     Core(#[from] crate::Error),
     #[error(transparent)]
     Git(#[from] GitError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
     /// The input was found but holds no readable model (an absent LFS object, a file of
     /// another kind); the message says which and what to do.
     #[error("{name}: {message}")]
@@ -66,40 +74,59 @@ pub enum InputError {
 
 /// Opens what `spec` names: a model, or a `.wdelta` (files only).
 pub fn open(spec: &str) -> Result<Opened, InputError> {
-    match Input::parse(spec) {
-        Input::File(path) => {
-            if !path.is_dir()
-                && let Some(file) = crate::read::read_wdelta(&path)?
-            {
-                return Ok(Opened::Wdelta(OpenedWdelta { file }));
-            }
-            open_file(&path).map(Opened::Model)
-        }
-        Input::Revision(rev_path) => open_revision(&rev_path).map(Opened::Model),
+    open_noted(spec, &[]).map(|(opened, _)| opened)
+}
+
+/// Like [`open`], with the headers to send to a URL's server (`--header`), and a note when
+/// the model's header was read from a server (an LFS server or a URL), not a local file.
+pub fn open_noted(
+    spec: &str,
+    headers: &[(String, String)],
+) -> Result<(Opened, Option<String>), InputError> {
+    if let Input::File(path) = Input::parse(spec)
+        && !path.is_dir()
+        && let Some(file) = crate::read::read_wdelta(&path)?
+    {
+        return Ok((Opened::Wdelta(OpenedWdelta { file }), None));
     }
+    let (artifact, note) = open_model_noted(spec, headers)?;
+    Ok((Opened::Model(artifact), note))
 }
 
 /// Opens what `spec` names as a model (a `.wdelta` is not one).
 pub fn open_model(spec: &str) -> Result<Artifact, InputError> {
+    open_model_noted(spec, &[]).map(|(artifact, _)| artifact)
+}
+
+/// [`open_model`] with `--header`s for URLs and the note of [`open_noted`].
+pub fn open_model_noted(
+    spec: &str,
+    headers: &[(String, String)],
+) -> Result<(Artifact, Option<String>), InputError> {
     match Input::parse(spec) {
         Input::File(path) => open_file(&path),
         Input::Revision(rev_path) => open_revision(&rev_path),
+        Input::Url(url) => open_url(&url, headers),
     }
 }
 
 /// A model file, or a work-tree LFS pointer (a checkout with `GIT_LFS_SKIP_SMUDGE=1`) read as
-/// the model it points to, from the local LFS store.
-fn open_file(path: &Path) -> Result<Artifact, InputError> {
+/// the model it points to, from the local LFS store or else the LFS server.
+fn open_file(path: &Path) -> Result<(Artifact, Option<String>), InputError> {
     if crate::git::side::read_pointer_file(path).is_some() {
         let name = path.display().to_string();
-        return model_of(crate::git::side::model_side_of_file(path), name);
+        let mut side = crate::git::side::model_side_of_file(path);
+        complete(&mut side, &name, path.parent());
+        return model_of(side, name);
     }
-    Ok(crate::read::open_model_path(path)?)
+    Ok((crate::read::open_model_path(path)?, None))
 }
 
 /// `REV:path` through the repository around the current directory; LFS pointers are followed
-/// to the local object store and only the model's header is read.
-fn open_revision(rev_path: &crate::git::resolve::RevPath) -> Result<Artifact, InputError> {
+/// to the local object store (else the LFS server) and only the model's header is read.
+fn open_revision(
+    rev_path: &crate::git::resolve::RevPath,
+) -> Result<(Artifact, Option<String>), InputError> {
     let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
     let repo = crate::git::open_repo(&cwd)?;
     if !rev_path.is_index() {
@@ -110,13 +137,48 @@ fn open_revision(rev_path: &crate::git::resolve::RevPath) -> Result<Artifact, In
     }
     let id = rev_path.blob(&repo, &cwd)?;
     let bytes = crate::git::objects::blob_bytes(&repo, id)?;
-    let side = crate::git::side::model_artifact_from_blob(&repo, &bytes, &rev_path.spec);
+    let mut side = crate::git::side::model_artifact_from_blob(&repo, &bytes, &rev_path.spec);
+    crate::git::remote::complete_absent(&repo, vec![(rev_path.spec.clone(), &mut side)]);
     model_of(side, rev_path.spec.clone())
 }
 
-fn model_of(side: ModelSide, name: String) -> Result<Artifact, InputError> {
+/// An absent LFS object's header from the server of the repository around the current
+/// directory, else the one holding the pointer file.
+fn complete(side: &mut ModelSide, name: &str, dir: Option<&Path>) {
+    if !matches!(side, ModelSide::Absent { .. }) {
+        return;
+    }
+    let dir = dir.filter(|d| !d.as_os_str().is_empty());
+    let repo = crate::git::open_repo(Path::new("."))
+        .ok()
+        .or_else(|| dir.and_then(|d| crate::git::open_repo(d).ok()));
+    if let Some(repo) = repo {
+        crate::git::remote::complete_absent(&repo, vec![(name.to_owned(), side)]);
+    }
+}
+
+/// A model file at an http(s) URL: only its header is downloaded.
+fn open_url(
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<(Artifact, Option<String>), InputError> {
+    let header = crate::remote::url::read_url_header(url, headers)?;
+    let note = format!(
+        "header of {} read from the server ({} of {} bytes)",
+        crate::remote::shown_url(url),
+        header.prefix.len(),
+        header.file_size
+    );
+    match header.parsed {
+        Ok(artifact) => Ok((artifact, Some(note))),
+        Err(e) => Err(InputError::Core(e)),
+    }
+}
+
+fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>), InputError> {
+    let note = side.origin_note();
     match side {
-        ModelSide::Model { artifact, .. } => Ok(*artifact),
+        ModelSide::Model { artifact, .. } => Ok((*artifact, note)),
         ModelSide::Invalid { error, .. } | ModelSide::Unassembled { error } => {
             Err(InputError::Unreadable(error))
         }
@@ -173,6 +235,12 @@ pub fn open_model_with_bytes(
                 crate::values::ModelBytes::owned(&rev_path.spec, bytes),
             ))
         }
+        Input::Url(url) => Err(InputError::NoModel {
+            name: crate::remote::shown_url(&url).to_string(),
+            message: "weight values are only read from local files; a URL's model is not \
+                      downloaded (download it, then compare the file)"
+                .to_owned(),
+        }),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod input;
 pub mod output;
 pub mod policy;
 pub mod read;
+pub mod remote;
 pub mod render;
 pub mod sharded;
 pub mod table;

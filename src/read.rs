@@ -48,6 +48,44 @@ pub fn read_file(path: &Path) -> Result<Artifact> {
 /// vocabulary; a larger header is read on in steps that at least double.
 const FIRST_WINDOW: u64 = 1 << 20;
 
+/// What a reader of a header, given `prefix` (the first bytes of a file), must do next.
+#[derive(Debug)]
+pub enum HeaderStep {
+    /// The header is complete in the prefix (or the prefix is all there is): the parse.
+    Parsed(Result<Artifact>),
+    /// Read on until the prefix holds `end` bytes. `exact`: the format declared its header
+    /// length (safetensors), so `end` is where the header ends; otherwise (GGUF) `end` is only
+    /// what the next item needs and a reader should read further ahead.
+    Need { end: u64, exact: bool },
+}
+
+/// The growing-window step shared by every reader of headers (local files, HTTP ranges):
+/// parses `prefix`, the first bytes of a `file_len`-byte file, or says how far to read.
+pub fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
+    let have = prefix.len() as u64;
+    match formats::detect(prefix) {
+        Some(Format::Safetensors) => {
+            match formats::safetensors::header_bytes_needed(prefix)
+                .filter(|&n| n > have && n <= file_len)
+            {
+                Some(end) => HeaderStep::Need { end, exact: true },
+                None => HeaderStep::Parsed(read_prefix_of(path, prefix, file_len)),
+            }
+        }
+        Some(Format::Gguf) => match formats::gguf::parse_prefix(prefix, file_len) {
+            Ok(artifact) => HeaderStep::Parsed(Ok(artifact)),
+            Err(e) => match e.needs_more(file_len).filter(|&end| end > have) {
+                Some(end) => HeaderStep::Need { end, exact: false },
+                None => HeaderStep::Parsed(Err(Error::Gguf {
+                    path: path.to_owned(),
+                    source: e,
+                })),
+            },
+        },
+        None => HeaderStep::Parsed(read_prefix_of(path, prefix, file_len)),
+    }
+}
+
 /// Reads a model file's header with ordinary reads into a buffer, never a memory map: a file
 /// truncated or rewritten while it is read gives a parse error or a truncation note, never a
 /// SIGBUS. Only the header is read (in growing steps), whatever the size of the file.
@@ -63,26 +101,12 @@ pub fn read_file_buffered(path: &Path) -> Result<Artifact> {
         } else {
             len
         };
-        let needed = match formats::detect(&prefix) {
-            Some(Format::Safetensors) => formats::safetensors::header_bytes_needed(&prefix)
-                .filter(|&n| n > prefix.len() as u64 && n <= file_len),
-            Some(Format::Gguf) => match formats::gguf::parse_prefix(&prefix, file_len) {
-                Ok(artifact) => return Ok(artifact),
-                Err(e) => match e.needs_more(file_len) {
-                    Some(end) => Some(end.max(prefix.len() as u64 * 2).min(file_len)),
-                    None => {
-                        return Err(Error::Gguf {
-                            path: path.to_owned(),
-                            source: e,
-                        });
-                    }
-                },
-            },
-            None => None,
-        };
-        match needed {
-            Some(n) if n > prefix.len() as u64 => want = n,
-            _ => return read_prefix_of(path, &prefix, file_len),
+        match header_step(path, &prefix, file_len) {
+            HeaderStep::Parsed(result) => return result,
+            HeaderStep::Need { end, exact: true } => want = end,
+            HeaderStep::Need { end, exact: false } => {
+                want = end.max(prefix.len() as u64 * 2).min(file_len)
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ const CORE: &[&str] = &[
     "artifact", "diff", "digest", "error", "formats", "fsutil", "identity", "output", "read",
     "render", "sharded", "table", "values",
 ];
-const ADAPTERS: &[&str] = &["input", "git", "policy", "ci", "delta"];
+const ADAPTERS: &[&str] = &["input", "git", "policy", "ci", "delta", "remote"];
 const CLI: &str = "cli";
 
 /// Names `lib.rs` re-exports at the crate root, and the module each comes from.

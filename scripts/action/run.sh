@@ -5,7 +5,9 @@
 # Inputs (environment): WI_BIN (the binary), WI_BASE and WI_HEAD (commits), WI_POLICY (a
 # policy file, or empty for .weight-inspect.toml when it exists), WI_FAIL_ON
 # (violation|change|never), WI_PATHS (paths, directories or globs, one per line), WI_VALUES
-# (`true` to compare weight values too).
+# (`true` to compare weight values too), WI_TOKEN and WI_SERVER_URL (a token for the LFS server
+# of the repository on that server: LFS objects the checkout did not fetch have their headers
+# read from it).
 # Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
 set -euo pipefail
 
@@ -36,5 +38,17 @@ while IFS= read -r line; do
         args+=("$line")
     fi
 done <<<"${WI_PATHS:-}"
+
+# The token goes where actions/checkout puts it (an extra header for the server's URL), for
+# this process only, unless the checkout already left credentials there.
+if [ -n "${WI_TOKEN:-}" ] && [ -n "${WI_SERVER_URL:-}" ] &&
+    [ -z "$(git config --get-urlmatch http.extraheader "$WI_SERVER_URL/" 2>/dev/null || true)" ]; then
+    basic=$(printf 'x-access-token:%s' "$WI_TOKEN" | base64 | tr -d '\n')
+    echo "::add-mask::$basic"
+    count=${GIT_CONFIG_COUNT:-0}
+    export "GIT_CONFIG_KEY_$count=http.$WI_SERVER_URL/.extraheader"
+    export "GIT_CONFIG_VALUE_$count=AUTHORIZATION: basic $basic"
+    export GIT_CONFIG_COUNT=$((count + 1))
+fi
 
 exec "$WI_BIN" --color never "${args[@]}"

@@ -193,7 +193,10 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Side) {
 /// Why a side has no structure, with what to do about it in a workflow.
 fn side_note(side: &ModelSide, which: Side) -> String {
     match side {
-        ModelSide::Absent { pointer } => {
+        ModelSide::Absent {
+            pointer,
+            remote: None,
+        } => {
             let hint = match which {
                 Side::Old => "fetch the base commit's LFS objects (`git lfs fetch origin BASE`)",
                 Side::New => "check out with `lfs: true` (or run `git lfs pull`)",
@@ -212,7 +215,7 @@ pub(crate) fn short_hash(side: Option<&ModelSide>) -> String {
         Some(ModelSide::Model { artifact, .. }) => {
             crate::identity::structural_hash(artifact)[..12].to_owned()
         }
-        Some(ModelSide::Absent { pointer }) => format!("lfs:{}", &pointer.oid[..8]),
+        Some(ModelSide::Absent { pointer, .. }) => format!("lfs:{}", &pointer.oid[..8]),
         Some(_) => "?".to_owned(),
     }
 }

@@ -191,6 +191,10 @@ fn file_row(f: &FileEntry) -> String {
         Some(ModelSide::Absent { .. }) => format!("{} (not fetched)", cell_code(&short_hash(s))),
         Some(ModelSide::Link { .. }) => "? (a symbolic link)".to_owned(),
         Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
+        // The header came from the LFS server: not verified against the oid.
+        Some(side) if side.origin_note().is_some() => {
+            format!("{} (LFS server)", cell_code(&short_hash(s)))
+        }
         Some(_) => cell_code(&short_hash(s)),
     };
     let size = |s: Option<&ModelSide>| s.map_or("—".to_owned(), |s| human_bytes(s.size()));

@@ -2,14 +2,18 @@
 
 use crate::input::{self, Opened};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
+use crate::remote::url::parse_header;
 
 use super::Result;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// Model file, a directory or index of a sharded model, a part of a split GGUF, or REV:path
-    /// inside a git repository.
+    /// Model file, a directory or index of a sharded model, a part of a split GGUF, REV:path
+    /// inside a git repository, or an http(s) URL.
     pub file: String,
+    /// For a URL: a header to send to its server, `NAME: VALUE` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// Machine-readable output (schema 1).
     #[arg(long)]
     pub json: bool,
@@ -26,9 +30,12 @@ pub struct InspectArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct IdArgs {
-    /// Model file, a directory or index of a sharded model, a part of a split GGUF, or REV:path
-    /// inside a git repository.
+    /// Model file, a directory or index of a sharded model, a part of a split GGUF, REV:path
+    /// inside a git repository, or an http(s) URL.
     pub file: String,
+    /// For a URL: a header to send to its server, `NAME: VALUE` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// Machine-readable output (schema 1).
     #[arg(long, conflicts_with = "canonical")]
     pub json: bool,
@@ -39,11 +46,15 @@ pub struct IdArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
-    /// Old side: a model (file, directory, index, split part), or REV:path inside a git repository.
+    /// Old side: a model (file, directory, index, split part), REV:path inside a git
+    /// repository, or an http(s) URL.
     pub a: String,
-    /// New side: a model (file, directory, index, split part), or REV:path inside a git
-    /// repository.
+    /// New side: a model (file, directory, index, split part), REV:path inside a git
+    /// repository, or an http(s) URL.
     pub b: String,
+    /// For URLs: a header to send to their server, `NAME: VALUE` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// Machine-readable output (schema 1).
     #[arg(long)]
     pub json: bool,
@@ -53,7 +64,7 @@ pub struct DiffArgs {
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
-    let artifact = match input::open(&args.file)? {
+    let artifact = match open_noted(&args.file, &args.headers)? {
         Opened::Model(artifact) => artifact,
         Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
     };
@@ -67,7 +78,7 @@ pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
 }
 
 pub fn id(args: IdArgs) -> Result<Exit> {
-    let artifact = match input::open(&args.file)? {
+    let artifact = match open_noted(&args.file, &args.headers)? {
         Opened::Model(artifact) => artifact,
         Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
     };
@@ -90,8 +101,9 @@ pub fn diff(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
     if args.values {
         return diff_values(args, color);
     }
-    let a = input::open_model(&args.a)?;
-    let b = input::open_model(&args.b)?;
+    let headers = headers(&args.headers)?;
+    let a = noted(input::open_model_noted(&args.a, &headers)?);
+    let b = noted(input::open_model_noted(&args.b, &headers)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
     let out = if args.json {
         crate::render::json::diff(&diff)
@@ -124,6 +136,29 @@ fn diff_values(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
     Ok(Exit::found_if(
         !diff.is_identical() || values.changed_count() > 0,
     ))
+}
+
+/// Opens an input; a header read from a server is said so on standard error.
+fn open_noted(spec: &str, header_args: &[String]) -> Result<Opened> {
+    let (opened, note) = input::open_noted(spec, &headers(header_args)?)?;
+    if let Some(note) = note {
+        eprintln!("weight-inspect: note: {note}");
+    }
+    Ok(opened)
+}
+
+fn noted<T>((value, note): (T, Option<String>)) -> T {
+    if let Some(note) = note {
+        eprintln!("weight-inspect: note: {note}");
+    }
+    value
+}
+
+fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
+    Ok(args
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<std::result::Result<_, _>>()?)
 }
 
 /// A `.wdelta` has no structural identity of schema 1: it is described (version, strategy,

@@ -25,6 +25,13 @@ pub struct Cli {
     /// When to color output: auto (a terminal without NO_COLOR), always, never.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// Never read headers of absent LFS objects from the LFS server (cached ones are used).
+    #[arg(long, global = true)]
+    pub offline: bool,
+    /// The remote whose LFS server holds absent LFS objects (default: the branch's upstream
+    /// remote, else origin).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub remote: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -87,6 +94,8 @@ pub enum ErrorKind {
     Input(#[from] crate::input::InputError),
     #[error(transparent)]
     Delta(#[from] crate::delta::DeltaError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -94,6 +103,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Parses the command line and runs the command. Errors print as `weight-inspect: ...`, exit 2.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::git::remote::set_options(crate::git::remote::RemoteOptions {
+        offline: cli.offline,
+        remote: cli.remote,
+    });
     match run(cli.command, cli.color) {
         Ok(exit) => exit.into(),
         Err(err) => {

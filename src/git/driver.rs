@@ -98,9 +98,17 @@ fn run_inner(args: &[OsString], color: bool) -> String {
                     }
                 })
             };
-            let old = side(&old_file, &old_mode);
-            let new = side(&new_file, &new_mode);
+            let mut old = side(&old_file, &old_mode);
+            let mut new = side(&new_file, &new_mode);
             let new_path = new_path.unwrap_or_else(|| path.clone());
+            let named = [
+                (path.clone(), old.as_mut()),
+                (new_path.clone(), new.as_mut()),
+            ]
+            .into_iter()
+            .filter_map(|(name, side)| side.map(|s| (name, s)))
+            .collect();
+            super::remote::complete_absent_here(named);
             let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
             render_change(
                 color,
@@ -188,6 +196,11 @@ pub fn render_change(
             push_note(&mut out, "new", n);
         }
         (None, None) => {}
+    }
+    for (label, side) in [("old", old), ("new", new)] {
+        if let Some(note) = side.and_then(ModelSide::origin_note) {
+            let _ = writeln!(out, "note: {label}: {note}");
+        }
     }
     out
 }

@@ -14,6 +14,7 @@ pub mod lfs;
 pub mod models;
 pub mod objects;
 pub mod process;
+pub mod remote;
 pub mod report;
 pub mod resolve;
 pub mod side;

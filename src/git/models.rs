@@ -104,6 +104,18 @@ pub fn entries(
             model: None,
         });
     }
+    // LFS objects that are not here: their headers from the LFS server, in one batch.
+    let mut named = Vec::new();
+    for entry in &mut out {
+        let (change, old, new) = (&entry.change, &mut entry.old, &mut entry.new);
+        if let (Some(side), Some(path)) = (old.as_mut(), &change.old_path) {
+            named.push((path.clone(), side));
+        }
+        if let (Some(side), Some(path)) = (new.as_mut(), &change.new_path) {
+            named.push((path.clone(), side));
+        }
+    }
+    super::remote::complete_absent(repo, named);
     for (key, files) in groups {
         let old_model = open_model(repo, &mut listings, old, &key)?;
         let new_model = open_model(repo, &mut listings, new, &key)?;
@@ -238,6 +250,7 @@ fn open_model(
         snapshot,
         dir: &key.dir,
         entries: listings.entries(repo, snapshot, &key.dir)?,
+        from_server: Default::default(),
     };
     let result = match &key.kind {
         KeyKind::Index(index) => {
@@ -275,6 +288,7 @@ fn open_model(
             Ok(artifact) => ModelSide::Model {
                 artifact: Box::new(artifact),
                 lfs: None,
+                from_server: dir.from_server.get(),
             },
             Err(e) => unassembled(&e),
         },
@@ -411,6 +425,8 @@ struct SnapshotDir<'a> {
     snapshot: Snapshot<'a>,
     dir: &'a str,
     entries: &'a [(String, Listed)],
+    /// Set once a part's header came from the LFS server (not verified against its oid).
+    from_server: std::cell::Cell<bool>,
 }
 
 impl SnapshotDir<'_> {
@@ -481,7 +497,7 @@ impl Directory for SnapshotDir<'_> {
     }
 
     fn read_model(&self, file: &str) -> Result<Artifact, ShardError> {
-        let side = match self.find(file)? {
+        let mut side = match self.find(file)? {
             Listed::Blob(id) => {
                 let bytes =
                     blob_bytes(self.repo, *id).map_err(|e| self.unreadable(file, e.to_string()))?;
@@ -494,8 +510,19 @@ impl Directory for SnapshotDir<'_> {
                 );
             }
         };
+        // A part whose LFS object is not here: its header from the LFS server, like a file's.
+        super::remote::complete_absent(self.repo, vec![(self.path(file), &mut side)]);
         match side {
-            ModelSide::Model { artifact, .. } => Ok(*artifact),
+            ModelSide::Model {
+                artifact,
+                from_server,
+                ..
+            } => {
+                if from_server {
+                    self.from_server.set(true);
+                }
+                Ok(*artifact)
+            }
             other => Err(self.unreadable(file, other.note().unwrap_or_default())),
         }
     }
@@ -523,6 +550,7 @@ pub fn open_at(
         snapshot,
         dir: dir_path,
         entries: listings.entries(repo, snapshot, dir_path)?,
+        from_server: Default::default(),
     };
     let opened = if is_dir {
         sharded::open_directory(&dir, &format!("{rev}:{path}"))
@@ -544,6 +572,7 @@ pub fn open_at(
         Ok(artifact) => ModelSide::Model {
             artifact: Box::new(artifact),
             lfs: None,
+            from_server: dir.from_server.get(),
         },
         Err(e) => unassembled(&e),
     }))
@@ -567,6 +596,7 @@ pub fn open_directory(
         snapshot,
         dir,
         entries: listings.entries(repo, snapshot, dir)?,
+        from_server: Default::default(),
     };
     let opened = match multi.as_slice() {
         [] => return Ok(None),
@@ -580,6 +610,7 @@ pub fn open_directory(
         Ok(artifact) => ModelSide::Model {
             artifact: Box::new(artifact),
             lfs: None,
+            from_server: source.from_server.get(),
         },
         Err(e) => unassembled(&e),
     }))

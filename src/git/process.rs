@@ -1,6 +1,8 @@
 //! The git processes this tool starts (everything else goes through gix): `git config` for the
-//! installer, `git rev-parse --git-path hooks`, `git check-attr filter`, and `git cat-file` for
-//! a bounded prefix of a large blob (gix would inflate the whole object into memory).
+//! installer and the LFS server's settings, `git credential`, `git ls-remote --get-url`,
+//! `git rev-parse --git-path hooks`, `git check-attr filter`, `git cat-file` for a bounded
+//! prefix of a large blob (gix would inflate the whole object into memory), and the ssh
+//! command git would use, for `git-lfs-authenticate`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,40 @@ pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
             args: args.join(" "),
             message: format!("cannot run git: {e}"),
         })
+}
+
+/// Runs `git ARGS` in `dir` with `input` on its standard input and `env` added to its
+/// environment; never lets it prompt on a terminal (drivers have none, and a command must not
+/// hang on a question).
+pub fn output_with_input(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> Result<Output, GitError> {
+    use std::io::Write;
+    let fail = |e: std::io::Error| GitError::Command {
+        args: args.join(" "),
+        message: format!("cannot run git: {e}"),
+    };
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .env("GIT_ASKPASS", "")
+        .env("SSH_ASKPASS", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(fail)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that exits without reading its input is not an error here.
+        let _ = stdin.write_all(input);
+    }
+    child.wait_with_output().map_err(fail)
 }
 
 /// The error of a git command that exited unsuccessfully, with its stderr.
@@ -88,4 +124,45 @@ pub fn blob_prefix(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<V
         message: format!("reading from git cat-file: {e}"),
     })?;
     Ok(prefix)
+}
+
+/// How git reaches SSH remotes: `GIT_SSH_COMMAND` or `core.sshCommand` (a shell command line),
+/// else `GIT_SSH` (a program), else `ssh`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshCommand {
+    Shell(String),
+    Program(String),
+}
+
+/// Runs the ssh command with `args` (which follow the command line, as git passes them),
+/// never letting it ask a question on a terminal.
+pub fn ssh_output(dir: &Path, ssh: &SshCommand, args: &[String]) -> Result<Output, GitError> {
+    let mut command = match ssh {
+        SshCommand::Shell(line) => {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(format!("{line} \"$@\"")).arg(line);
+            c
+        }
+        SshCommand::Program(program) => Command::new(program),
+    };
+    let plain_ssh = match ssh {
+        SshCommand::Shell(line) => line.split_whitespace().next(),
+        SshCommand::Program(program) => Some(program.as_str()),
+    }
+    .and_then(|first| Path::new(first).file_name())
+    .is_some_and(|name| name == "ssh");
+    if plain_ssh {
+        command.args(["-o", "BatchMode=yes"]);
+    }
+    command
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("SSH_ASKPASS", "")
+        .output()
+        .map_err(|e| GitError::Command {
+            args: "ssh git-lfs-authenticate".to_owned(),
+            message: format!("cannot run the ssh command: {e}"),
+        })
 }

@@ -16,14 +16,21 @@ use crate::read::Classified;
 /// One side of a comparison, as far as it could be read without smudging.
 #[derive(Debug, Clone)]
 pub enum ModelSide {
-    /// A parsed model; `lfs` is the pointer it was reached through, if any.
+    /// A parsed model; `lfs` is the pointer it was reached through, if any. `from_server`:
+    /// the header was read from the LFS server (or its cache) rather than a local object, so it
+    /// was not verified against the oid, which hashes the whole file.
     Model {
         artifact: Box<Artifact>,
         lfs: Option<Pointer>,
+        from_server: bool,
     },
     /// An LFS pointer whose object is not in the local store (not fetched, pruned, or
-    /// checked out with `GIT_LFS_SKIP_SMUDGE=1`).
-    Absent { pointer: Pointer },
+    /// checked out with `GIT_LFS_SKIP_SMUDGE=1`). `remote`: why its header could not be read
+    /// from the LFS server either, when that was tried.
+    Absent {
+        pointer: Pointer,
+        remote: Option<String>,
+    },
     /// Not a GGUF or safetensors file.
     NotModel {
         size: u64,
@@ -53,6 +60,9 @@ pub struct SideJson {
     pub lfs_oid: Option<String>,
     pub size: u64,
     pub note: Option<String>,
+    /// For a model: "local", or "lfs-server" when its header was read from the LFS server
+    /// (not verified against the oid).
+    pub header_source: Option<&'static str>,
 }
 
 impl ModelSide {
@@ -68,7 +78,7 @@ impl ModelSide {
             ModelSide::Model { lfs, .. }
             | ModelSide::NotModel { lfs, .. }
             | ModelSide::Invalid { lfs, .. } => lfs.as_ref(),
-            ModelSide::Absent { pointer } => Some(pointer),
+            ModelSide::Absent { pointer, .. } => Some(pointer),
             ModelSide::Link { .. } | ModelSide::Unassembled { .. } => None,
         }
     }
@@ -81,7 +91,7 @@ impl ModelSide {
         match self {
             ModelSide::Model { artifact, .. } => artifact.layout.file_size,
             ModelSide::NotModel { size, .. } | ModelSide::Invalid { size, .. } => *size,
-            ModelSide::Absent { pointer } => pointer.size,
+            ModelSide::Absent { pointer, .. } => pointer.size,
             ModelSide::Link { target } => target.len() as u64,
             ModelSide::Unassembled { .. } => 0,
         }
@@ -109,6 +119,38 @@ impl ModelSide {
             lfs_oid: self.pointer().map(|p| p.oid.clone()),
             size: self.size(),
             note: self.note(),
+            header_source: match self {
+                ModelSide::Model {
+                    from_server: true, ..
+                } => Some("lfs-server"),
+                ModelSide::Model { .. } => Some("local"),
+                _ => None,
+            },
+        }
+    }
+
+    /// For a model whose header came from the LFS server: the line that says so.
+    pub fn origin_note(&self) -> Option<String> {
+        match self {
+            ModelSide::Model {
+                from_server: true,
+                lfs: Some(pointer),
+                ..
+            } => Some(format!(
+                "header of LFS object sha256:{} read from the LFS server, not verified \
+                 against its oid",
+                pointer.oid
+            )),
+            ModelSide::Model {
+                from_server: true,
+                lfs: None,
+                ..
+            } => Some(
+                "headers of some of its files read from the LFS server, not verified against \
+                 their oids"
+                    .to_owned(),
+            ),
+            _ => None,
         }
     }
 
@@ -116,9 +158,20 @@ impl ModelSide {
     pub fn note(&self) -> Option<String> {
         match self {
             ModelSide::Model { .. } => None,
-            ModelSide::Absent { pointer } => Some(format!(
+            ModelSide::Absent {
+                pointer,
+                remote: None,
+            } => Some(format!(
                 "LFS object sha256:{} ({} bytes) is not present locally; run `git lfs fetch` \
                  (or `git lfs pull`) to compare its structure",
+                pointer.oid, pointer.size
+            )),
+            ModelSide::Absent {
+                pointer,
+                remote: Some(why),
+            } => Some(format!(
+                "LFS object sha256:{} ({} bytes) is not present locally and its header could \
+                 not be read from the LFS server: {why}",
                 pointer.oid, pointer.size
             )),
             ModelSide::NotModel { size, sha256, .. } => Some(format!(
@@ -270,7 +323,10 @@ pub fn model_side_of_file(file: &Path) -> ModelSide {
             return from_pointer(Some(&repo), pointer);
         }
     }
-    ModelSide::Absent { pointer }
+    ModelSide::Absent {
+        pointer,
+        remote: None,
+    }
 }
 
 /// The LFS pointer in `file`, if it holds one (only small files are read).
@@ -289,14 +345,21 @@ fn from_pointer(repo: Option<&gix::Repository>, pointer: Pointer) -> ModelSide {
             let sha = pointer.oid.clone();
             from_path(&object, size, Some(sha), Some(pointer))
         }
-        None => ModelSide::Absent { pointer },
+        None => ModelSide::Absent {
+            pointer,
+            remote: None,
+        },
     }
 }
 
 fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
     let size = bytes.len() as u64;
     match crate::read::classify_bytes(path, bytes) {
-        Classified::Model(artifact) => ModelSide::Model { artifact, lfs },
+        Classified::Model(artifact) => ModelSide::Model {
+            artifact,
+            lfs,
+            from_server: false,
+        },
         Classified::Invalid { error, .. } => ModelSide::Invalid {
             size,
             error: error.to_string(),
@@ -314,7 +377,11 @@ fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
 /// objects; otherwise it is computed only when the file turns out not to be a model.
 fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer>) -> ModelSide {
     match crate::read::classify_file(path) {
-        Classified::Model(artifact) => ModelSide::Model { artifact, lfs },
+        Classified::Model(artifact) => ModelSide::Model {
+            artifact,
+            lfs,
+            from_server: false,
+        },
         Classified::Invalid { error, .. } => ModelSide::Invalid {
             size,
             error: error.to_string(),

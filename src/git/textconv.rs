@@ -65,7 +65,10 @@ fn render_file_inner(file: &Path) -> String {
         }
     }
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
-    render_side(&side::model_side_of_file(file), size, file)
+    let mut side = side::model_side_of_file(file);
+    let name = file.display().to_string();
+    super::remote::complete_absent_here(vec![(name, &mut side)]);
+    render_side(&side, size, file)
 }
 
 /// Renders one side. `size` is the size of the file git handed us (for pointers, the
@@ -82,10 +85,23 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
             pointer.oid, pointer.size
         );
     }
+    if side.origin_note().is_some() {
+        // Shown as a line of its own, so a diff against a verified side says which is which.
+        out.push_str("header-source: LFS server (not verified against the oid)\n");
+    }
     match side {
-        ModelSide::Model { artifact, lfs } => {
+        ModelSide::Model { artifact, lfs, .. } => {
             let size = lfs.as_ref().map(|p| p.size).or(size);
             render_artifact(&mut out, artifact, size);
+        }
+        ModelSide::Absent {
+            remote: Some(why), ..
+        } => {
+            let _ = writeln!(
+                out,
+                "content: not present locally, and the LFS server did not give its header: {}",
+                shown(why)
+            );
         }
         ModelSide::Absent { .. } => {
             out.push_str(

@@ -21,7 +21,7 @@ pub fn compare_change(
     new: Option<&ModelSide>,
 ) -> Option<ValuesOutcome> {
     for (side, label) in [(old?, "old"), (new?, "new")] {
-        if let ModelSide::Absent { pointer } = side {
+        if let ModelSide::Absent { pointer, .. } = side {
             return Some(Err(not_local(pointer, label)));
         }
     }

@@ -101,6 +101,13 @@ pub enum FileReason {
          `git lfs fetch` (or check out with LFS) so its structure can be checked"
     )]
     LfsObjectAbsent { oid: String, size: u64 },
+    /// The LFS object is not in the local store and its header could not be read from the
+    /// LFS server either.
+    #[error(
+        "the LFS object sha256:{oid} ({size} bytes) is not in the local LFS store, and its \
+         header could not be read from the LFS server: {why}"
+    )]
+    LfsObjectUnreadable { oid: String, size: u64, why: String },
     /// A symbolic link whose target lies outside the repository: not followed.
     #[error(
         "a symbolic link to {}, which leads out of the repository; links are followed only \

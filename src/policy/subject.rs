@@ -309,6 +309,37 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         Ok(Content::new(classified, body.bytes()))
     }
 
+    /// The LFS object of `pointer`: the local object, else its header from the LFS server
+    /// (a prefix of the object, already parsed).
+    fn lfs_body(
+        &mut self,
+        repo: Option<&gix::Repository>,
+        path: &str,
+        pointer: &Pointer,
+    ) -> Result<Body<'static>> {
+        let Some(repo) = repo else {
+            return Err(absent(path, pointer));
+        };
+        if let Some(object) = lfs::present_object(repo, pointer) {
+            return map_file(&object);
+        }
+        match crate::git::remote::header_prefix(repo, path, pointer) {
+            Some(Ok((prefix, artifact))) => {
+                self.classified = Some(Classified::Model(Box::new(artifact)));
+                Ok(Body::Bytes(prefix))
+            }
+            Some(Err(why)) => Err(PolicyError::file(
+                path,
+                FileReason::LfsObjectUnreadable {
+                    oid: pointer.oid.clone(),
+                    size: pointer.size,
+                    why,
+                },
+            )),
+            None => Err(absent(path, pointer)),
+        }
+    }
+
     /// The model bytes: the file, the LFS object a pointer names, or the blob.
     fn body(&mut self) -> Result<Body<'s>> {
         self.refused()?;
@@ -317,7 +348,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         let subject: &'s Subject<'r> = self.subject;
         match &subject.origin {
             Origin::Blob { repo, id } => match stored_pointer {
-                Some(p) => lfs_body(Some(repo), path, &p),
+                Some(p) => self.lfs_body(Some(repo), path, &p),
                 None => {
                     let stored = self.stored.as_mut().expect("stored above");
                     if let Some(bytes) = stored.bytes.take() {
@@ -329,11 +360,11 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                 }
             },
             Origin::BlobBytes { repo, bytes } => match stored_pointer {
-                Some(p) => lfs_body(*repo, path, &p),
+                Some(p) => self.lfs_body(*repo, path, &p),
                 None => Ok(Body::Borrowed(bytes)),
             },
             Origin::Worktree { repo, file, .. } => match worktree_pointer(file)? {
-                Some(p) => lfs_body(*repo, path, &p),
+                Some(p) => self.lfs_body(*repo, path, &p),
                 None => map_file(file),
             },
             Origin::Refused(reason) => Err(PolicyError::file(path, reason.clone())),
@@ -378,21 +409,14 @@ fn worktree_pointer(file: &Path) -> Result<Option<Pointer>> {
     Ok(Pointer::parse(&bytes))
 }
 
-fn lfs_body(
-    repo: Option<&gix::Repository>,
-    path: &str,
-    pointer: &Pointer,
-) -> Result<Body<'static>> {
-    match repo.and_then(|r| lfs::present_object(r, pointer)) {
-        Some(object) => map_file(&object),
-        None => Err(PolicyError::file(
-            path,
-            FileReason::LfsObjectAbsent {
-                oid: pointer.oid.clone(),
-                size: pointer.size,
-            },
-        )),
-    }
+fn absent(path: &str, pointer: &Pointer) -> PolicyError {
+    PolicyError::file(
+        path,
+        FileReason::LfsObjectAbsent {
+            oid: pointer.oid.clone(),
+            size: pointer.size,
+        },
+    )
 }
 
 /// The metadata of `file`, an error unless it is a regular file (opening a FIFO blocks, and

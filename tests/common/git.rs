@@ -25,6 +25,7 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
         .env_remove("GIT_LFS_SKIP_SMUDGE")
+        .env_remove("GIT_SSL_CAINFO")
         .env_remove("GIT_PAGER_IN_USE")
         .env_remove("WEIGHT_INSPECT")
         .env("GIT_AUTHOR_NAME", "t")

@@ -6,6 +6,7 @@
 
 pub mod delta;
 pub mod git;
+pub mod lfs_server;
 pub mod models;
 
 use std::path::{Path, PathBuf};

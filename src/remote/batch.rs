@@ -1,0 +1,274 @@
+//! The Git LFS batch API (git-lfs docs/api/batch.md): one `POST {endpoint}/objects/batch` per
+//! 100 objects asks where to download them; each answer is an href with the headers to send
+//! to it, or a per-object error (404, 410, 422, ...).
+
+use std::io::Read;
+
+use serde::{Deserialize, Serialize};
+
+use super::http::{Client, Request};
+use super::{RemoteError, origin, shown_url};
+
+const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
+/// Objects per batch request (the API's recommended maximum).
+const CHUNK: usize = 100;
+/// A batch answer for 100 objects is a few tens of KiB; anything past this is refused.
+const MAX_RESPONSE: u64 = 16 << 20;
+
+/// An LFS server: its URL (`.../info/lfs`, without credentials) and the headers every
+/// request to it carries (`http.<url>.extraHeader`, `Authorization` from URL credentials or
+/// an SSH `git-lfs-authenticate`).
+#[derive(Clone)]
+pub struct Endpoint {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// `lfs.<url>.access = basic`: ask for credentials before the first request.
+    pub basic_access: bool,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Header values are credentials: only their names are shown.
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Endpoint")
+            .field("url", &shown_url(&self.url))
+            .field("headers", &names)
+            .finish()
+    }
+}
+
+/// A user name and password, for HTTP basic authentication.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(<redacted>)")
+    }
+}
+
+impl Credential {
+    pub fn authorization(&self) -> String {
+        use base64::Engine;
+        let pair = format!("{}:{}", self.username, self.password);
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )
+    }
+}
+
+/// Where credentials come from when a server asks for them (git's credential helpers).
+pub trait CredentialSource: Sync {
+    /// Credentials for `url`, or None when there are none to be had (no prompting).
+    fn fill(&self, url: &str) -> Option<Credential>;
+    /// The server took them: helpers may store them.
+    fn approve(&self, url: &str, credential: &Credential);
+    /// The server refused them: helpers forget them.
+    fn reject(&self, url: &str, credential: &Credential);
+}
+
+/// No credential helper (model URLs, tests of the protocol).
+pub struct NoCredentials;
+
+impl CredentialSource for NoCredentials {
+    fn fill(&self, _: &str) -> Option<Credential> {
+        None
+    }
+    fn approve(&self, _: &str, _: &Credential) {}
+    fn reject(&self, _: &str, _: &Credential) {}
+}
+
+/// An object to download.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LfsObject {
+    pub oid: String,
+    pub size: u64,
+}
+
+/// Where to get one object: the href and the headers to send there (and nowhere else).
+#[derive(Clone, Deserialize)]
+pub struct Action {
+    pub href: String,
+    #[serde(default)]
+    pub header: std::collections::BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Action")
+            .field("href", &shown_url(&self.href))
+            .finish()
+    }
+}
+
+impl Action {
+    pub fn headers(&self) -> Vec<(String, String)> {
+        self.header
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// The server's answer for one object.
+#[derive(Debug, Clone)]
+pub enum ObjectOutcome {
+    Download(Action),
+    /// A per-object error: its code (404 missing, 410 removed, 422 invalid, ...) and message.
+    Failed {
+        code: u32,
+        message: String,
+    },
+}
+
+#[derive(Serialize)]
+struct BatchRequest<'a> {
+    operation: &'static str,
+    transfers: [&'static str; 1],
+    objects: &'a [LfsObject],
+    hash_algo: &'static str,
+}
+
+#[derive(Deserialize)]
+struct BatchResponse {
+    #[serde(default)]
+    transfer: Option<String>,
+    objects: Vec<ResponseObject>,
+}
+
+#[derive(Deserialize)]
+struct ResponseObject {
+    oid: String,
+    #[serde(default)]
+    actions: Option<Actions>,
+    #[serde(default)]
+    error: Option<ObjectError>,
+}
+
+#[derive(Deserialize)]
+struct Actions {
+    download: Option<Action>,
+}
+
+#[derive(Deserialize)]
+struct ObjectError {
+    code: u32,
+    #[serde(default)]
+    message: String,
+}
+
+/// Asks `endpoint` where to download `objects`: one outcome per object, in order. A 401 asks
+/// `credentials` once per call; the credential that worked is kept for later chunks.
+pub fn download_actions(
+    client: &Client,
+    endpoint: &Endpoint,
+    credentials: &dyn CredentialSource,
+    objects: &[LfsObject],
+) -> Result<Vec<ObjectOutcome>, RemoteError> {
+    let url = format!("{}/objects/batch", endpoint.url.trim_end_matches('/'));
+    let mut credential = if endpoint.basic_access {
+        credentials.fill(&endpoint.url)
+    } else {
+        None
+    };
+    let mut outcomes = Vec::with_capacity(objects.len());
+    for chunk in objects.chunks(CHUNK) {
+        let body = serde_json::to_vec(&BatchRequest {
+            operation: "download",
+            transfers: ["basic"],
+            objects: chunk,
+            hash_algo: "sha256",
+        })
+        .expect("JSON of plain data cannot fail");
+        let mut asked = false;
+        let response = loop {
+            let mut headers = vec![
+                ("Accept".to_owned(), MEDIA_TYPE.to_owned()),
+                ("Content-Type".to_owned(), MEDIA_TYPE.to_owned()),
+            ];
+            headers.extend(endpoint.headers.iter().cloned());
+            if let Some(c) = &credential {
+                headers.retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
+                headers.push(("Authorization".to_owned(), c.authorization()));
+            }
+            let request = Request {
+                post: true,
+                url: url.clone(),
+                headers,
+                body: body.clone(),
+            };
+            let response = client.send(&request)?;
+            if response.status().as_u16() != 401 || asked {
+                if let Some(c) = &credential {
+                    match response.status().as_u16() {
+                        401 | 403 => credentials.reject(&endpoint.url, c),
+                        200..=299 if asked => credentials.approve(&endpoint.url, c),
+                        _ => {}
+                    }
+                }
+                break response;
+            }
+            asked = true;
+            match credentials.fill(&endpoint.url) {
+                Some(c) if Some(&c) != credential.as_ref() => credential = Some(c),
+                _ => break response,
+            }
+        };
+        if response.status().as_u16() != 200 {
+            return Err(super::header::status_error(&url, response));
+        }
+        let mut text = Vec::new();
+        response
+            .into_body()
+            .into_reader()
+            .take(MAX_RESPONSE)
+            .read_to_end(&mut text)
+            .map_err(|e| RemoteError::Transport {
+                url: shown_url(&url),
+                message: format!("reading the batch response: {e}"),
+            })?;
+        let parsed: BatchResponse = serde_json::from_slice(&text).map_err(|e| {
+            RemoteError::protocol(&url, format!("the batch response is not valid: {e}"))
+        })?;
+        if let Some(transfer) = parsed.transfer.as_deref()
+            && transfer != "basic"
+        {
+            return Err(RemoteError::protocol(
+                &url,
+                format!("the server chose the transfer adapter {transfer:?}, expected \"basic\""),
+            ));
+        }
+        outcomes.extend(chunk.iter().map(|object| outcome_of(&parsed, object)));
+    }
+    Ok(outcomes)
+}
+
+fn outcome_of(response: &BatchResponse, object: &LfsObject) -> ObjectOutcome {
+    let Some(answer) = response.objects.iter().find(|o| o.oid == object.oid) else {
+        return ObjectOutcome::Failed {
+            code: 0,
+            message: "the server's batch answer does not mention this object".to_owned(),
+        };
+    };
+    if let Some(error) = &answer.error {
+        return ObjectOutcome::Failed {
+            code: error.code,
+            message: error.message.chars().take(200).collect(),
+        };
+    }
+    match answer.actions.as_ref().and_then(|a| a.download.clone()) {
+        Some(action) if origin(&action.href).is_some() => ObjectOutcome::Download(action),
+        Some(_) => ObjectOutcome::Failed {
+            code: 0,
+            message: "the server's download link is not an http(s) URL".to_owned(),
+        },
+        None => ObjectOutcome::Failed {
+            code: 0,
+            message: "the server gave no download action for this object".to_owned(),
+        },
+    }
+}

@@ -1,0 +1,123 @@
+//! Reading model headers over HTTP: only the header bytes of a model file are downloaded, with
+//! `Range` requests (or from the start of a whole-object stream that is dropped once the header
+//! is read). Used for Git LFS objects that are not present locally (the LFS batch API,
+//! [`batch`]) and for model files named by an http(s) URL ([`url`]).
+//!
+//! This module knows HTTP and the LFS protocol, not git: the git adapter finds the server and
+//! its credentials (`crate::git::remote`) and hands them over as an [`Endpoint`].
+
+pub mod batch;
+pub mod cache;
+pub mod header;
+pub mod http;
+pub mod url;
+
+pub use batch::{Action, Endpoint, ObjectOutcome};
+pub use header::RemoteHeader;
+pub use http::{Client, HttpSettings};
+
+/// Errors of reading over HTTP. Every message names the URL without its credentials or query
+/// string ([`shown_url`]); no header value (a token) is ever part of a message.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("{url}: {message}")]
+    Transport { url: String, message: String },
+    #[error("{url}: the server answered HTTP {status}{detail}")]
+    Status {
+        url: String,
+        status: u16,
+        detail: String,
+    },
+    #[error("{url}: {message}")]
+    Protocol { url: String, message: String },
+    #[error("{0}")]
+    Config(String),
+}
+
+impl RemoteError {
+    /// The HTTP status of a refused request, if that is what this is.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            RemoteError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn protocol(url: &str, message: impl Into<String>) -> RemoteError {
+        RemoteError::Protocol {
+            url: shown_url(url),
+            message: message.into(),
+        }
+    }
+}
+
+/// A URL as messages show it: scheme, host, port and path, without user, password or query
+/// (presigned URLs carry their signature there).
+pub fn shown_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => return url.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}{path}")
+}
+
+/// `scheme://host:port` of a URL (lowercase scheme and host; default ports made explicit), to
+/// tell whether two URLs are the same origin: credentials never go to another one.
+pub fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let default_port = match scheme.as_str() {
+        "https" => "443",
+        "http" => "80",
+        _ => return None,
+    };
+    let (host, port) = match host_port.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || host_port.starts_with('[') => {
+            if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() {
+                (host, port)
+            } else {
+                (host_port, default_port)
+            }
+        }
+        _ => (host_port, default_port),
+    };
+    Some(format!("{scheme}://{}:{port}", host.to_ascii_lowercase()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_urls_carry_no_secret() {
+        assert_eq!(
+            shown_url("https://user:tok@host.example/a/b.git/info/lfs?x=1#f"),
+            "https://host.example/a/b.git/info/lfs"
+        );
+        assert_eq!(shown_url("http://h:8080"), "http://h:8080");
+    }
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        assert_eq!(
+            origin("https://u:p@Host.example/x").as_deref(),
+            Some("https://host.example:443")
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8080/x?y").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_ne!(origin("http://a:1/"), origin("http://a:2/"));
+        assert_eq!(origin("ftp://a/"), None);
+    }
+}
