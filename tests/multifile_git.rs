@@ -6,7 +6,8 @@
 mod common;
 
 use common::git::{MODEL_PATTERNS, Repo};
-use common::{assert_contains, assert_lacks, code, stderr, stdout};
+use common::lfs_server::LfsServer;
+use common::{assert_contains, assert_lacks, assert_success, code, stderr, stdout};
 use serde_json::{Value, json};
 
 fn tensors() -> Value {
@@ -362,4 +363,64 @@ fn policy_judges_a_model_directory_as_one_model() {
     repo.git(&["add", "-A"]);
     let out = repo.wi(&["check", "--staged"]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn shards_not_fetched_are_read_from_the_lfs_server() {
+    // A repository with a sharded model in two versions, its LFS objects pushed to giftless.
+    let source = Repo::with_lfs(MODEL_PATTERNS);
+    sharded(&source, 600, tensors());
+    source.commit_all("v1");
+    let mut changed = tensors();
+    changed[3]["shape"] = json!([16]);
+    sharded(&source, 1100, changed);
+    source.commit_all("v2");
+    let storage = source.tmp.path().join("lfs-storage");
+    let bare = source.tmp.path().join("bare.git");
+    source.ok(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    let server = LfsServer::giftless(&storage, true);
+    let with_token = server.lfs_url().replacen(
+        "http://",
+        &format!("http://_jwt:{}@", server.token("write")),
+        1,
+    );
+    source.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    source.git(&["config", "lfs.url", &with_token]);
+    source.git(&["push", "-q", "origin", "main"]);
+
+    // A clone without LFS content reads each shard's header from the server.
+    let clone = source.tmp.path().join("clone");
+    let out = source
+        .git_cmd_in(
+            source.tmp.path(),
+            &["clone", "-q", bare.to_str().unwrap(), "clone"],
+        )
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert_success("git clone", &out);
+    source.ok_in(&clone, &["config", "lfs.url", &server.lfs_url()]);
+    let header = format!("Authorization: Bearer {}", server.token("read"));
+    source.ok_in(
+        &clone,
+        &[
+            "config",
+            &format!("http.{}/.extraheader", server.origin()),
+            &header,
+        ],
+    );
+    let out = source.wi_in(&clone, &["git", "diff", "HEAD~1", "HEAD"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_contains(
+        &text,
+        &[
+            "b/models/llm/model.safetensors.index.json",
+            "norm.weight",
+            "shape: [8] -> [16]",
+            "3 safetensors shards -> 2 safetensors shards",
+            "headers of some of its files read from the LFS server, not verified",
+        ],
+    );
+    assert_lacks(&text, &["not present locally"]);
 }
