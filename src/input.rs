@@ -189,13 +189,39 @@ fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>),
     }
 }
 
-/// What `spec` names as a model together with all its bytes, for comparing weight values: a
-/// file (memory-mapped), a work-tree LFS pointer's object in the local store, or `REV:path`
-/// (an LFS object in the local store, or the blob itself). Never downloads anything: an LFS
-/// object that is not present locally is an error saying so.
+/// What `spec` names as a model together with the bytes of its files, for comparing weight
+/// values: a multi-file model (a directory, an index, a split-GGUF part: each of its files
+/// memory-mapped), or one file as [`open_file_with_bytes`] reads it.
 pub fn open_model_with_bytes(
     spec: &str,
-) -> Result<(Artifact, crate::values::ModelBytes), InputError> {
+) -> Result<(Artifact, Vec<crate::values::ModelBytes>), InputError> {
+    if let Input::File(path) = Input::parse(spec)
+        && crate::git::side::read_pointer_file(&path).is_none()
+    {
+        let artifact = crate::read::open_model_path(&path)?;
+        if let Some(files) = &artifact.layout.files {
+            let dir = if path.is_dir() {
+                path.as_path()
+            } else {
+                path.parent().unwrap_or(Path::new("."))
+            };
+            let bytes = files
+                .parts
+                .iter()
+                .map(|part| crate::values::ModelBytes::map(&dir.join(&part.file)))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok((artifact, bytes));
+        }
+    }
+    let (artifact, bytes) = open_file_with_bytes(spec)?;
+    Ok((artifact, vec![bytes]))
+}
+
+/// What `spec` names as one model file together with all its bytes: a file (memory-mapped), a
+/// work-tree LFS pointer's object in the local store, or `REV:path` (an LFS object in the local
+/// store, or the blob itself). Never downloads anything: an LFS object that is not present
+/// locally is an error saying so.
+fn open_file_with_bytes(spec: &str) -> Result<(Artifact, crate::values::ModelBytes), InputError> {
     let absent = |pointer: &crate::git::lfs::Pointer| InputError::NoModel {
         name: spec.to_owned(),
         message: format!(

@@ -505,3 +505,58 @@ fn every_rule_of_a_split_gguf_has_its_error() {
 fn metadata_is_empty(spec: &Value) -> bool {
     spec["metadata"].as_object().is_none_or(|m| m.is_empty())
 }
+
+#[test]
+fn value_diffs_follow_tensors_across_shards() {
+    let dir = tmp();
+    let d = dir.path();
+    let mut retrained = tensors();
+    retrained[4]["fill"] = json!({"normal": 5, "plus": 0.001});
+    make_models(
+        d,
+        &json!({
+            "small": {"kind": "sharded_safetensors", "max_shard_size": 600, "tensors": tensors()},
+            "large": {"kind": "sharded_safetensors", "max_shard_size": 1400, "tensors": tensors()},
+            "retrained": {"kind": "sharded_safetensors", "max_shard_size": 1400, "tensors": retrained},
+            "split/tiny.gguf": {"kind": "gguf", "writer": {"split_max_tensors": 2},
+                                "metadata": gguf_metadata(), "tensors": gguf_tensors()},
+            "unsplit/tiny.gguf": {"kind": "gguf", "metadata": gguf_metadata(), "tensors": gguf_tensors()},
+        }),
+    );
+    // Resharded, and split against the single file: the same values, read from other files.
+    for (a, b) in [
+        (
+            d.join("small"),
+            d.join("large/model.safetensors.index.json"),
+        ),
+        (
+            d.join("split/tiny-00002-of-00003.gguf"),
+            d.join("unsplit/tiny.gguf"),
+        ),
+    ] {
+        let out = run(&["diff", "--values", p(&a), p(&b)]);
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        assert!(
+            stdout(&out).contains("values identical in all 6 compared tensors"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        p(&d.join("small")),
+        p(&d.join("retrained")),
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let changed: Vec<&str> = doc["values"]["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["changed"] == true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["model.layers.1.mlp.weight"], "{doc}");
+}

@@ -120,6 +120,22 @@ fn git_diff_shows_one_entry_per_model() {
     );
     assert_eq!(llm["old"]["structural_hash"], llm["new"]["structural_hash"]);
 
+    // Values, from the shards' local LFS objects: a resharding moves them unchanged.
+    let out = repo.wi(&[
+        "git",
+        "diff",
+        "--values",
+        "HEAD~2",
+        "HEAD~1",
+        "--",
+        "models/llm",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_contains(
+        &stdout(&out),
+        &["values identical in all 4 compared tensors"],
+    );
+
     let out = repo.wi(&["git", "diff", "--exit-code", "HEAD~1", "HEAD"]);
     let text = stdout(&out);
     assert_eq!(code(&out), 1, "{text}{}", stderr(&out));

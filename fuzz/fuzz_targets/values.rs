@@ -19,26 +19,14 @@ fuzz_target!(|data: &[u8]| {
     let old_bytes = ModelBytes::owned("old", data.to_vec());
     let new_bytes = ModelBytes::owned("new", flipped);
     let same = compare(
-        Side {
-            artifact: &old,
-            bytes: &old_bytes,
-        },
-        Side {
-            artifact: &old,
-            bytes: &old_bytes,
-        },
+        Side::single(&old, &old_bytes),
+        Side::single(&old, &old_bytes),
     );
     if let Ok(same) = same {
         assert_eq!(same.changed_count(), 0, "a file differs from itself");
     }
     let _ = compare(
-        Side {
-            artifact: &old,
-            bytes: &old_bytes,
-        },
-        Side {
-            artifact: &old,
-            bytes: &new_bytes,
-        },
+        Side::single(&old, &old_bytes),
+        Side::single(&old, &new_bytes),
     );
 });

@@ -175,6 +175,7 @@ impl CiReport {
                         crate::git::values::compare_change(
                             repo,
                             &e.change,
+                            e.model.as_ref(),
                             e.old.as_ref(),
                             e.new.as_ref(),
                         )

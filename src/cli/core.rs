@@ -120,9 +120,15 @@ fn diff_values(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
     let (a, a_bytes) = input::open_model_with_bytes(&args.a)?;
     let (b, b_bytes) = input::open_model_with_bytes(&args.b)?;
     let diff = crate::diff::StructuralDiff::between(&a, &b);
-    let side = |artifact, bytes| Side { artifact, bytes };
-    let values =
-        compare(side(&a, &a_bytes), side(&b, &b_bytes)).map_err(input::InputError::from)?;
+    let old = Side {
+        artifact: &a,
+        files: &a_bytes,
+    };
+    let new = Side {
+        artifact: &b,
+        files: &b_bytes,
+    };
+    let values = compare(old, new).map_err(input::InputError::from)?;
     let out = if args.json {
         crate::render::values::json(&diff, &values)
     } else {

@@ -36,6 +36,19 @@ pub struct ModelGroup {
     /// A file of the model that exists on the newest side (its index or first part, else a
     /// changed file): where an annotation about the model can point.
     pub anchor: String,
+    /// Where the bytes of each part of the old and new model are (in the order of the model's
+    /// `ModelFiles::parts`; empty when that side is not a model): for value diffs.
+    pub old_parts: Vec<PartSource>,
+    pub new_parts: Vec<PartSource>,
+}
+
+/// Where the bytes of one part of a model are.
+#[derive(Debug, Clone)]
+pub enum PartSource {
+    /// A blob (the part's bytes, or an LFS pointer to them).
+    Blob(ObjectId),
+    /// A file of the work tree (the part, or an LFS pointer text).
+    File(PathBuf),
 }
 
 impl ReportEntry {
@@ -119,6 +132,8 @@ pub fn entries(
     for (key, files) in groups {
         let old_model = open_model(repo, &mut listings, old, &key)?;
         let new_model = open_model(repo, &mut listings, new, &key)?;
+        let old_parts = part_sources(repo, &mut listings, old, &key.dir, &old_model)?;
+        let new_parts = part_sources(repo, &mut listings, new, &key.dir, &new_model)?;
         let status = match (&old_model, &new_model) {
             (None, Some(_)) => Status::Added,
             (Some(_), None) => Status::Removed,
@@ -152,6 +167,8 @@ pub fn entries(
             model: Some(ModelGroup {
                 anchor: anchor.unwrap_or_else(|| paths[0].clone()),
                 files: paths,
+                old_parts,
+                new_parts,
             }),
         });
     }
@@ -171,6 +188,36 @@ struct ModelKey {
 enum KeyKind {
     Index(String),
     Split(String),
+}
+
+/// Where each part of an opened model is, from the directory's listing.
+fn part_sources(
+    repo: &gix::Repository,
+    listings: &mut Listings,
+    snapshot: Snapshot<'_>,
+    dir: &str,
+    model: &Option<(String, ModelSide)>,
+) -> Result<Vec<PartSource>, GitError> {
+    let Some(files) = model
+        .as_ref()
+        .and_then(|(_, side)| side.artifact())
+        .and_then(|a| a.layout.files.as_ref())
+    else {
+        return Ok(Vec::new());
+    };
+    let entries = listings.entries(repo, snapshot, dir)?;
+    Ok(files
+        .parts
+        .iter()
+        .filter_map(|part| {
+            let (_, listed) = entries.iter().find(|(name, _)| *name == part.file)?;
+            match listed {
+                Listed::Blob(id) => Some(PartSource::Blob(*id)),
+                Listed::File(path) => Some(PartSource::File(path.clone())),
+                Listed::Link => None,
+            }
+        })
+        .collect())
 }
 
 /// A real file for a model named `name`: the index itself, or part 1 of a split GGUF.

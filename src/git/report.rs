@@ -91,7 +91,15 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
         let values = args
             .values
-            .then(|| super::values::compare_change(&repo, change, old.as_ref(), new.as_ref()))
+            .then(|| {
+                super::values::compare_change(
+                    &repo,
+                    change,
+                    entry.model.as_ref(),
+                    old.as_ref(),
+                    new.as_ref(),
+                )
+            })
             .flatten();
         if args.json {
             let diff = match (

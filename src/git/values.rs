@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::changes::FileChange;
 use super::lfs::{self, Pointer};
+use super::models::{ModelGroup, PartSource};
 use super::side::ModelSide;
 use crate::values::{ModelBytes, Side, ValueDiff};
 
@@ -17,6 +18,7 @@ pub type ValuesOutcome = Result<ValueDiff, String>;
 pub fn compare_change(
     repo: &gix::Repository,
     change: &FileChange,
+    group: Option<&ModelGroup>,
     old: Option<&ModelSide>,
     new: Option<&ModelSide>,
 ) -> Option<ValuesOutcome> {
@@ -26,6 +28,9 @@ pub fn compare_change(
         }
     }
     let (old_artifact, new_artifact) = (old?.artifact()?, new?.artifact()?);
+    if let Some(group) = group {
+        return Some(compare_model(repo, group, old_artifact, new_artifact));
+    }
     let old_bytes = side_bytes(repo, old?, change.old_id, None, "old");
     let new_bytes = side_bytes(
         repo,
@@ -38,7 +43,7 @@ pub fn compare_change(
         (Ok(a), Ok(b)) => (a, b),
         (Err(why), _) | (_, Err(why)) => return Some(Err(why)),
     };
-    let side = |artifact, bytes| Side { artifact, bytes };
+    let side = Side::single;
     Some(
         crate::values::compare(
             side(old_artifact, &old_bytes),
@@ -46,6 +51,49 @@ pub fn compare_change(
         )
         .map_err(|e| e.to_string()),
     )
+}
+
+/// The value diff of a multi-file model: each part's bytes from its blob, LFS object or
+/// work-tree file, as for single files.
+fn compare_model(
+    repo: &gix::Repository,
+    group: &ModelGroup,
+    old: &crate::Artifact,
+    new: &crate::Artifact,
+) -> ValuesOutcome {
+    let bytes = |parts: &[PartSource], label: &str| -> Result<Vec<ModelBytes>, String> {
+        parts
+            .iter()
+            .map(|part| match part {
+                PartSource::File(path) => match super::side::read_pointer_file(path) {
+                    Some(pointer) => local_object(repo, &pointer, label),
+                    None => ModelBytes::map(path).map_err(|e| e.to_string()),
+                },
+                PartSource::Blob(id) => {
+                    let blob = super::objects::blob_bytes(repo, *id).map_err(|e| e.to_string())?;
+                    match Pointer::parse(&blob) {
+                        Some(pointer) => local_object(repo, &pointer, label),
+                        None => Ok(ModelBytes::owned(format!("{label} blob {id}"), blob)),
+                    }
+                }
+            })
+            .collect()
+    };
+    let (old_files, new_files) = (
+        bytes(&group.old_parts, "old")?,
+        bytes(&group.new_parts, "new")?,
+    );
+    crate::values::compare(
+        Side {
+            artifact: old,
+            files: &old_files,
+        },
+        Side {
+            artifact: new,
+            files: &new_files,
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The bytes of one side: its LFS object in the local store, its work-tree file, or its blob.

@@ -22,6 +22,9 @@ pub use source::ModelBytes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ValuesError {
+    /// A multi-file model's tensor names a part whose bytes were not given.
+    #[error("tensor data in part {part} of a model given with {files} file(s)")]
+    MissingPart { part: usize, files: usize },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -199,15 +202,40 @@ const STRIDE: u64 = 1 << 12;
 /// Bytes compared at a time by the identical-bytes check.
 const CHECK: usize = 4 << 20;
 
-/// One side of a comparison: the parsed header and the file's bytes.
+/// One side of a comparison: the parsed header and the bytes of its file, or of each file of a
+/// multi-file model (in the order of its `ModelFiles::parts`).
 pub struct Side<'a> {
     pub artifact: &'a Artifact,
-    pub bytes: &'a ModelBytes,
+    pub files: &'a [ModelBytes],
+}
+
+impl<'a> Side<'a> {
+    /// A model of one file.
+    pub fn single(artifact: &'a Artifact, bytes: &'a ModelBytes) -> Side<'a> {
+        Side {
+            artifact,
+            files: std::slice::from_ref(bytes),
+        }
+    }
+
+    /// The bytes of the file holding the tensor at `position` of the tensor table.
+    fn file_at(&self, position: usize) -> Result<&'a ModelBytes, ValuesError> {
+        let part = match &self.artifact.layout.files {
+            Some(files) => files.tensor_parts.get(position).copied().unwrap_or(0) as usize,
+            None => 0,
+        };
+        self.files.get(part).ok_or(ValuesError::MissingPart {
+            part,
+            files: self.files.len(),
+        })
+    }
 }
 
 /// A tensor pair to compare by value.
 struct Pair<'a> {
     index: usize,
+    old_file: &'a ModelBytes,
+    new_file: &'a ModelBytes,
     old: &'a [u8],
     new: &'a [u8],
     old_codec: dequant::Codec,
@@ -221,10 +249,17 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     let mut diff = ValueDiff::default();
     let mut pairs = Vec::new();
     let mut byte_pairs = Vec::new();
-    for (name, a) in old.artifact.tensors.iter() {
-        let Some(b) = new.artifact.tensors.get(name) else {
+    for (old_position, (name, a)) in old.artifact.tensors.iter().enumerate() {
+        let Some(new_position) = new.artifact.tensors.position(name) else {
             continue;
         };
+        let b = new
+            .artifact
+            .tensors
+            .get_index(new_position)
+            .expect("position found")
+            .1;
+        let (old_file, new_file) = (old.file_at(old_position)?, new.file_at(new_position)?);
         let (n_old, n_new) = (a.n_elements(), b.n_elements());
         if n_old != n_new {
             diff.skipped.push(Skipped {
@@ -249,8 +284,10 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             (Ok(ca), Ok(cb)) => {
                 pairs.push(Pair {
                     index,
-                    old: checked_range(old.bytes, name, a, &ca)?,
-                    new: checked_range(new.bytes, name, b, &cb)?,
+                    old_file,
+                    new_file,
+                    old: checked_range(old_file, name, a, &ca)?,
+                    new: checked_range(new_file, name, b, &cb)?,
                     old_codec: ca,
                     new_codec: cb,
                     elements: n_old,
@@ -261,8 +298,10 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             (Err(why), _) | (_, Err(why)) if a.dtype == b.dtype => {
                 byte_pairs.push((
                     index,
-                    old.bytes.range(name, a.file_offset, a.byte_length)?,
-                    new.bytes.range(name, b.file_offset, b.byte_length)?,
+                    old_file,
+                    new_file,
+                    old_file.range(name, a.file_offset, a.byte_length)?,
+                    new_file.range(name, b.file_offset, b.byte_length)?,
                 ));
                 diff.tensors.push(TensorValues {
                     method: Method::Bytes(why),
@@ -285,10 +324,10 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     // Same bytes, same values: a memcmp decides, without arithmetic.
     let identical: Vec<bool> = pairs
         .par_iter()
-        .map(|p| p.same_dtype && same_bytes(old.bytes, new.bytes, p.old, p.new))
+        .map(|p| p.same_dtype && same_bytes(p.old_file, p.new_file, p.old, p.new))
         .collect();
-    for (index, a, b) in &byte_pairs {
-        diff.tensors[*index].changed = !same_bytes(old.bytes, new.bytes, a, b);
+    for (index, old_file, new_file, a, b) in &byte_pairs {
+        diff.tensors[*index].changed = !same_bytes(old_file, new_file, a, b);
     }
     let mut work = Vec::new();
     for (pair, identical) in pairs.iter().zip(&identical) {
@@ -310,9 +349,9 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             || (vec![0f64; STRIDE as usize], vec![0f64; STRIDE as usize]),
             |(buf_old, buf_new), &(pair, start, end)| {
                 let sums = compare_piece(pair, start, end, buf_old, buf_new);
-                old.bytes
+                pair.old_file
                     .release(byte_range(pair.old, &pair.old_codec, start, end));
-                new.bytes
+                pair.new_file
                     .release(byte_range(pair.new, &pair.new_codec, start, end));
                 (pair.index, sums)
             },
