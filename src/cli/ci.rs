@@ -38,6 +38,10 @@ pub struct CiArgs {
     /// Write the full report as JSON (schema 1) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the policy's findings as SARIF 2.1.0 to FILE, for GitHub code scanning
+    /// (github/codeql-action/upload-sarif).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
     /// Only these paths: files, directories or globs, relative to the repository root.
     #[arg(value_name = "PATHS")]
     pub paths: Vec<String>,
@@ -61,6 +65,9 @@ pub fn run(args: CiArgs) -> Result<Exit> {
 
     if let Some(path) = &args.json {
         outputs::write_json(path, &report)?;
+    }
+    if let Some(path) = &args.sarif {
+        outputs::write_sarif(path, &report)?;
     }
     let summary_to_stdout = args.summary.as_deref() == Some(Path::new("-"));
     match &args.summary {
