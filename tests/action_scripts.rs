@@ -702,7 +702,7 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
     let result = run_action(
         &runner,
         &work,
-        json!({"paths": "  models  \n\n"}),
+        json!({"paths": "  models  \n\n", "sarif": "out/weight-inspect.sarif"}),
         &[("WEIGHT_INSPECT_BIN", bin.to_str().unwrap())],
         event.clone(),
     );
@@ -750,10 +750,19 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
             "violations": "1",
             "failed": "true",
             "report": report_path.display().to_string(),
+            "sarif": "out/weight-inspect.sarif",
             "base": remote.c4,
         }),
         "{all}"
     );
+    // The SARIF file, for code scanning, in the workspace.
+    let sarif: Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("out/weight-inspect.sarif")).unwrap(),
+    )
+    .unwrap();
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{sarif:#}");
+    assert_eq!(results[0]["ruleId"], "allowed_dtypes");
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(json["changed_files"], 1);

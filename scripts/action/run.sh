@@ -4,7 +4,8 @@
 #
 # Inputs (environment): WI_BIN (the binary), WI_BASE and WI_HEAD (commits), WI_POLICY (a
 # policy file, or empty for .weight-inspect.toml when it exists), WI_FAIL_ON
-# (violation|change|never), WI_PATHS (paths, directories or globs, one per line).
+# (violation|change|never), WI_PATHS (paths, directories or globs, one per line), WI_SARIF (a
+# SARIF file to write, or empty; its path becomes the step output `sarif`).
 # Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
 set -euo pipefail
 
@@ -22,6 +23,12 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
 fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     args+=(--outputs "$GITHUB_OUTPUT")
+fi
+if [ -n "${WI_SARIF:-}" ]; then
+    args+=(--sarif "$WI_SARIF")
+    if [ -n "${GITHUB_OUTPUT:-}" ]; then
+        printf 'sarif=%s\n' "$WI_SARIF" >>"$GITHUB_OUTPUT"
+    fi
 fi
 args+=(--)
 while IFS= read -r line; do
