@@ -936,4 +936,44 @@ fn workflows_run_the_tests_and_build_the_release_asset() {
     assert!(release_text.contains(asset), "release.yml builds {asset}");
     assert!(release_text.contains("$ASSET.sha256"), "{release_text}");
     assert!(install.contains("releases/download/v$wanted/$asset"));
+
+    // Wheels for every platform of the Python package, the sdist, trusted publishing, and the
+    // man pages the hidden `manpages` command writes.
+    let jobs = release["jobs"].as_object().unwrap();
+    let wheels: Vec<String> = jobs["wheels"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}-{}",
+                m["platform"].as_str().unwrap(),
+                m["target"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for platform in [
+        "manylinux-x86_64",
+        "manylinux-aarch64",
+        "musllinux-x86_64",
+        "musllinux-aarch64",
+        "macos-x86_64",
+        "macos-aarch64",
+        "windows-x64",
+    ] {
+        assert!(
+            wheels.iter().any(|w| w == platform),
+            "{platform} in {wheels:?}"
+        );
+    }
+    assert!(jobs.contains_key("sdist"), "{release_text}");
+    let pypi = &jobs["pypi"];
+    assert_eq!(pypi["permissions"]["id-token"], "write");
+    assert!(
+        serde_json::to_string(pypi)
+            .unwrap()
+            .contains("pypa/gh-action-pypi-publish"),
+        "{pypi}"
+    );
+    assert!(release_text.contains("manpages"), "{release_text}");
 }
