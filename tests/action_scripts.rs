@@ -938,7 +938,7 @@ fn workflows_run_the_tests_and_build_the_release_asset() {
     assert!(install.contains("releases/download/v$wanted/$asset"));
 
     // Wheels for every platform of the Python package, the sdist, trusted publishing, and the
-    // man pages the hidden `manpages` command writes.
+    // man pages the hidden `completions --man` writes.
     let jobs = release["jobs"].as_object().unwrap();
     let wheels: Vec<String> = jobs["wheels"]["strategy"]["matrix"]["include"]
         .as_array()
@@ -975,5 +975,5 @@ fn workflows_run_the_tests_and_build_the_release_asset() {
             .contains("pypa/gh-action-pypi-publish"),
         "{pypi}"
     );
-    assert!(release_text.contains("manpages"), "{release_text}");
+    assert!(release_text.contains("completions --man"), "{release_text}");
 }

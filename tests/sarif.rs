@@ -274,3 +274,41 @@ fn a_model_directory_whose_files_do_not_fit_is_a_directory_location() {
     assert_eq!(location["artifactLocation"]["uri"], "models/llm/");
     assert!(location.get("region").is_none(), "{location}");
 }
+
+#[test]
+fn a_file_that_cannot_be_checked_is_a_tool_notification() {
+    let repo = repo();
+    let oid = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393";
+    let pointer =
+        format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 12345\n");
+    repo.write("models/absent.gguf", &pointer);
+    repo.git(&["add", "models/absent.gguf"]);
+    let out = repo.wi(&["check", "--staged", "--format", "sarif"]);
+    // An error (exit 2), the SARIF on stdout all the same, the error on stderr too.
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("models/absent.gguf: the LFS object"),
+        "{}",
+        stderr(&out)
+    );
+    let sarif = stdout(&out);
+    assert_valid(&sarif);
+    let log: Value = serde_json::from_str(&sarif).unwrap();
+    let invocation = &log["runs"][0]["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false);
+    let note = &invocation["toolExecutionNotifications"][0];
+    assert_eq!(note["level"], "error");
+    assert!(
+        note["message"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot check: models/absent.gguf: the LFS object"),
+        "{note}"
+    );
+    assert_eq!(
+        note["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "models/absent.gguf"
+    );
+    // The violations of the other files are still results.
+    assert_eq!(results(&sarif).len(), 6);
+}

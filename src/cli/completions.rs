@@ -1,4 +1,4 @@
-//! `completions SHELL` and the hidden `manpages DIR`: shell completion scripts and man pages,
+//! `completions SHELL` and the hidden `completions --man DIR`: shell completion scripts and man pages,
 //! generated from the command-line definition itself so they never drift from it.
 
 use std::path::PathBuf;
@@ -16,15 +16,24 @@ use super::{Cli, Result};
     weight-inspect completions zsh > \"${fpath[1]}/_weight-inspect\"\n  \
     weight-inspect completions fish > ~/.config/fish/completions/weight-inspect.fish")]
 pub struct CompletionsArgs {
-    #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    #[arg(value_enum, required_unless_present = "man")]
+    pub shell: Option<clap_complete::Shell>,
+    /// Write the man pages (weight-inspect.1 and one per subcommand) into DIR instead, for
+    /// packaging. Hidden from the help (clap_complete still offers it after `completions` in
+    /// some shells: it completes hidden arguments too).
+    #[arg(long, value_name = "DIR", hide = true, conflicts_with = "shell")]
+    pub man: Option<PathBuf>,
 }
 
 pub fn completions(args: CompletionsArgs) -> Result<Exit> {
+    let Some(shell) = args.shell else {
+        let dir = args.man.expect("clap requires a shell or --man");
+        return manpages(&dir);
+    };
     let mut command = Cli::command();
     let mut out = Vec::new();
-    clap_complete::generate(args.shell, &mut command, "weight-inspect", &mut out);
-    if args.shell == clap_complete::Shell::Bash {
+    clap_complete::generate(shell, &mut command, "weight-inspect", &mut out);
+    if shell == clap_complete::Shell::Bash {
         out = fix_bash_states(&out).into_bytes();
     }
     write_stdout(&out)?;
@@ -40,20 +49,13 @@ fn fix_bash_states(script: &[u8]) -> String {
     String::from_utf8_lossy(script).replace("weight__subcmd__inspect", "weight__inspect")
 }
 
-/// Write man pages (weight-inspect.1 and one per subcommand) into DIR, for packaging.
-#[derive(Debug, clap::Args)]
-pub struct ManpagesArgs {
-    /// Directory to write the pages into (created if missing).
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
-}
-
-pub fn manpages(args: ManpagesArgs) -> Result<Exit> {
-    std::fs::create_dir_all(&args.dir).map_err(|e| crate::Error::io(&args.dir, e))?;
+/// Writes the man pages into `dir` (created if missing) and lists them.
+fn manpages(dir: &std::path::Path) -> Result<Exit> {
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
     let mut command = Cli::command();
     command.build();
     let mut written = Vec::new();
-    write_pages(&command, &args.dir, &mut written)?;
+    write_pages(&command, dir, &mut written)?;
     let mut out = String::new();
     for path in written {
         out.push_str(&format!("wrote {}\n", path.display()));

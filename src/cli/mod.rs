@@ -56,9 +56,6 @@ pub enum Command {
     Delta(delta::DeltaArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
-    /// Write man pages into a directory (for packaging).
-    #[command(hide = true)]
-    Manpages(completions::ManpagesArgs),
 }
 
 /// Any error a command can end with; each adapter's own error keeps its structure up to here
@@ -124,7 +121,6 @@ fn run(command: Command, color: ColorChoice) -> Result<Exit> {
         Command::Ci(args) => ci::run(args),
         Command::Delta(args) => delta::run(args),
         Command::Completions(args) => completions::completions(args),
-        Command::Manpages(args) => completions::manpages(args),
     }
 }
 
