@@ -18,6 +18,7 @@ pub mod identity;
 pub mod input;
 pub mod output;
 pub mod policy;
+pub mod progress;
 pub mod read;
 pub mod remote;
 pub mod render;

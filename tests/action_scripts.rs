@@ -702,7 +702,7 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
     let result = run_action(
         &runner,
         &work,
-        json!({"paths": "  models  \n\n"}),
+        json!({"paths": "  models  \n\n", "sarif": "out/weight-inspect.sarif"}),
         &[("WEIGHT_INSPECT_BIN", bin.to_str().unwrap())],
         event.clone(),
     );
@@ -750,10 +750,19 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
             "violations": "1",
             "failed": "true",
             "report": report_path.display().to_string(),
+            "sarif": "out/weight-inspect.sarif",
             "base": remote.c4,
         }),
         "{all}"
     );
+    // The SARIF file, for code scanning, in the workspace.
+    let sarif: Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("out/weight-inspect.sarif")).unwrap(),
+    )
+    .unwrap();
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{sarif:#}");
+    assert_eq!(results[0]["ruleId"], "allowed_dtypes");
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(json["changed_files"], 1);
@@ -927,4 +936,44 @@ fn workflows_run_the_tests_and_build_the_release_asset() {
     assert!(release_text.contains(asset), "release.yml builds {asset}");
     assert!(release_text.contains("$ASSET.sha256"), "{release_text}");
     assert!(install.contains("releases/download/v$wanted/$asset"));
+
+    // Wheels for every platform of the Python package, the sdist, trusted publishing, and the
+    // man pages the hidden `completions --man` writes.
+    let jobs = release["jobs"].as_object().unwrap();
+    let wheels: Vec<String> = jobs["wheels"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}-{}",
+                m["platform"].as_str().unwrap(),
+                m["target"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for platform in [
+        "manylinux-x86_64",
+        "manylinux-aarch64",
+        "musllinux-x86_64",
+        "musllinux-aarch64",
+        "macos-x86_64",
+        "macos-aarch64",
+        "windows-x64",
+    ] {
+        assert!(
+            wheels.iter().any(|w| w == platform),
+            "{platform} in {wheels:?}"
+        );
+    }
+    assert!(jobs.contains_key("sdist"), "{release_text}");
+    let pypi = &jobs["pypi"];
+    assert_eq!(pypi["permissions"]["id-token"], "write");
+    assert!(
+        serde_json::to_string(pypi)
+            .unwrap()
+            .contains("pypa/gh-action-pypi-publish"),
+        "{pypi}"
+    );
+    assert!(release_text.contains("completions --man"), "{release_text}");
 }

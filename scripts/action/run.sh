@@ -7,7 +7,8 @@
 # (violation|change|never), WI_PATHS (paths, directories or globs, one per line), WI_VALUES
 # (`true` to compare weight values too), WI_TOKEN and WI_SERVER_URL (a token for the LFS server
 # of the repository on that server: LFS objects the checkout did not fetch have their headers
-# read from it).
+# read from it), WI_SARIF (a SARIF file to write, or empty; its path becomes the step output
+# `sarif`).
 # Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
 set -euo pipefail
 
@@ -28,6 +29,12 @@ if [ "${WI_VALUES:-false}" = "true" ]; then
 fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     args+=(--outputs "$GITHUB_OUTPUT")
+fi
+if [ -n "${WI_SARIF:-}" ]; then
+    args+=(--sarif "$WI_SARIF")
+    if [ -n "${GITHUB_OUTPUT:-}" ]; then
+        printf 'sarif=%s\n' "$WI_SARIF" >>"$GITHUB_OUTPUT"
+    fi
 fi
 args+=(--)
 while IFS= read -r line; do

@@ -1,5 +1,5 @@
-//! The machine-readable results: the JSON report (schema 1) and the step outputs appended
-//! to `$GITHUB_OUTPUT`.
+//! The machine-readable results: the JSON report (schema 1), the SARIF log and the step
+//! outputs appended to `$GITHUB_OUTPUT`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,29 @@ pub fn json(report: &CiReport) -> Result<String> {
 
 /// Writes the JSON report to `path` (atomically; missing directories are created).
 pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
-    let text = json(report)?;
+    write_report(path, &json(report)?)
+}
+
+/// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
+/// `--fail-on never` violations are warnings, as in the annotations.
+pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
+    use crate::policy::sarif;
+    let level = if report.fail_on == FailOn::Never {
+        sarif::Level::Warning
+    } else {
+        sarif::Level::Error
+    };
+    let text = sarif::render(&sarif::Input {
+        violations: &report.violations,
+        errors: &report.unchecked,
+        policy: report.policy.as_deref().unwrap_or_default(),
+        level,
+    });
+    write_report(path, &text)
+}
+
+/// Writes a report file whole (its directory created), never half.
+fn write_report(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }

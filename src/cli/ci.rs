@@ -42,6 +42,10 @@ pub struct CiArgs {
     /// two sides are local: blobs, and LFS objects the checkout fetched; nothing is downloaded.
     #[arg(long)]
     pub values: bool,
+    /// Write the policy's findings as SARIF 2.1.0 to FILE, for GitHub code scanning
+    /// (github/codeql-action/upload-sarif).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
     /// Only these paths: files, directories or globs, relative to the repository root.
     #[arg(value_name = "PATHS")]
     pub paths: Vec<String>,
@@ -66,6 +70,9 @@ pub fn run(args: CiArgs) -> Result<Exit> {
 
     if let Some(path) = &args.json {
         outputs::write_json(path, &report)?;
+    }
+    if let Some(path) = &args.sarif {
+        outputs::write_sarif(path, &report)?;
     }
     let summary_to_stdout = args.summary.as_deref() == Some(Path::new("-"));
     match &args.summary {

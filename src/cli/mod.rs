@@ -2,6 +2,7 @@
 //! library and prints. Library modules never import this module.
 
 mod ci;
+mod completions;
 mod core;
 mod delta;
 mod git;
@@ -60,6 +61,8 @@ pub enum Command {
     Ci(ci::CiArgs),
     /// Compressed weight deltas (.wdelta): create, apply, inspect, verify, store, restore.
     Delta(delta::DeltaArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
 }
 
 /// Any error a command can end with; each adapter's own error keeps its structure up to here
@@ -130,6 +133,7 @@ fn run(command: Command, color: ColorChoice) -> Result<Exit> {
         Command::Hook(args) => policy::hook(args),
         Command::Ci(args) => ci::run(args),
         Command::Delta(args) => delta::run(args),
+        Command::Completions(args) => completions::completions(args),
     }
 }
 

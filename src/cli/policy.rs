@@ -19,7 +19,8 @@ pub struct CheckArgs {
     /// Policy file (default: .weight-inspect.toml at the repository root).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
-    /// Output: one line per violation (text), JSON (schema 1), or GitHub Actions annotations.
+    /// Output: one line per violation (text), JSON (schema 1), GitHub Actions annotations, or
+    /// SARIF 2.1.0 for code scanning.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     /// Files or directories to check (default: every staged/tracked file a rule matches).
@@ -39,6 +40,11 @@ pub fn check(args: CheckArgs) -> Result<Exit> {
         }
         OutputFormat::Json => write_stdout(report::json(&report).as_bytes())?,
         OutputFormat::Github => write_stdout(report::github(&report).as_bytes())?,
+        OutputFormat::Sarif => {
+            write_stdout(crate::policy::sarif::of_check(&report).as_bytes())?;
+            // The files that could not be checked, for the log (the SARIF has them too).
+            eprint!("{}", report::text(&report).1);
+        }
     }
     Ok(report.exit())
 }

@@ -166,7 +166,7 @@ pub(crate) fn apply(
             Ok(())
         })
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     Ok(Applied {
         base_hash,
         tensors: names.len(),

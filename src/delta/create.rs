@@ -162,7 +162,7 @@ pub(crate) fn create(
             Ok(())
         })
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     Ok(Created {
         parent_hash,
         tensors: names.len(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, mpsc};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::progress::{Progress, Unit};
 
 /// How to run: threads (0 = one per core) and whether to draw a progress bar.
 #[derive(Debug, Clone, Copy, Default)]
@@ -26,20 +26,10 @@ impl RunOptions {
         }
     }
 
-    pub(crate) fn bar(&self, len: u64, what: &str) -> ProgressBar {
-        if !self.progress {
-            return ProgressBar::hidden();
-        }
-        let bar = ProgressBar::new(len);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:>10} [{bar:40}] {binary_bytes}/{binary_total_bytes} {elapsed}<{eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_message(what.to_string());
-        bar
+    /// A bar of bytes for `what`, drawn when progress is asked for (see [`crate::progress`]:
+    /// on a terminal, after a second).
+    pub(crate) fn bar(&self, len: u64, what: &str) -> Progress {
+        Progress::when(self.progress, len, Unit::Bytes, what)
     }
 }
 

@@ -24,6 +24,7 @@ use crate::error::Error;
 use crate::formats::FileKind;
 use crate::git::changes::{HistoryFile, files_in_history};
 use crate::git::resolve::RevPath;
+use crate::progress::{Progress, Unit};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -74,15 +75,24 @@ struct Finder {
     missing: Vec<String>,
     /// Materialized file → the candidate it holds, for messages.
     labels: HashMap<PathBuf, String>,
+    /// Candidates hashed so far, out of all: hashing a history of models takes a while.
+    progress: Progress,
 }
 
 impl Finder {
-    fn new(near: &Path) -> Finder {
+    fn new(near: &Path, run: &RunOptions) -> Finder {
         let (repo, candidates) = match repository_candidates(near) {
             Some((repo, c)) => (Some(repo), c),
             None => (None, Vec::new()),
         };
+        let progress = Progress::when(
+            run.progress,
+            candidates.len() as u64,
+            Unit::Items,
+            "history",
+        );
         Finder {
+            progress,
             repo,
             candidates,
             files: HashMap::new(),
@@ -157,6 +167,7 @@ impl Finder {
                         continue;
                     };
                     let h = model.parent_hash(|_| {})?;
+                    self.progress.inc(1);
                     self.hashes.insert(id, h.clone());
                     h
                 }
@@ -186,8 +197,14 @@ impl Finder {
                 continue;
             };
             lineage.links.push(delta);
-            let v = verify_lineage(&lineage.base, &lineage.links, true, run)?;
+            // One step of the history bar, without a bar of its own.
+            let quiet = RunOptions {
+                progress: false,
+                ..*run
+            };
+            let v = verify_lineage(&lineage.base, &lineage.links, true, &quiet)?;
             let h = v.link_hashes.last().cloned().unwrap_or_default();
+            self.progress.inc(1);
             self.hashes.insert(id, h.clone());
             if h == hash {
                 return Ok(Some(lineage));
@@ -338,8 +355,9 @@ pub(crate) fn store(
     run: &RunOptions,
 ) -> Result<Created> {
     let ft = Model::open(finetuned)?;
-    let mut finder = Finder::new(finetuned);
+    let mut finder = Finder::new(finetuned, run);
     let lineage = resolve(parent, &mut finder, run)?;
+    finder.progress.finish();
     create(&lineage.base, &lineage.links, &ft, out, enc, run)
 }
 
@@ -353,7 +371,7 @@ pub(crate) fn restore(
     run: &RunOptions,
 ) -> Result<String> {
     let d = OpenDelta::open(delta)?;
-    let mut finder = Finder::new(delta);
+    let mut finder = Finder::new(delta, run);
     let mut lineage = match parent {
         Some(spec) => resolve(spec, &mut finder, run)?,
         None => {
@@ -364,6 +382,7 @@ pub(crate) fn restore(
         }
     };
     lineage.links.push(d);
+    finder.progress.finish();
     let r = apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
     let mut chain = vec![finder.label(&lineage.base.path)];
     chain.extend(lineage.links.iter().map(|l| finder.label(&l.path)));

@@ -36,7 +36,7 @@ pub(crate) fn verify_lineage(
     base.check_elems()?;
     let bar = run.bar(base.data_bytes(), "hashing");
     let base_hash = base.parent_hash(|n| bar.inc(n))?;
-    bar.finish_and_clear();
+    bar.finish();
     let Some(first) = links.first() else {
         return Ok(Verified {
             base_hash,
@@ -87,7 +87,7 @@ pub(crate) fn verify_lineage(
             Ok(())
         },
     )?;
-    bar.finish_and_clear();
+    bar.finish();
     let link_hashes: Vec<String> = hashers
         .into_iter()
         .map(|h| crate::digest::hex(&h.finalize()))

@@ -31,7 +31,31 @@ pub struct Violation {
     /// The `[[rules]]` entry (1-based) the key came from, and its line in the policy file.
     pub policy_rule: usize,
     pub policy_line: usize,
+    /// Where in the file, and in which version of it: for SARIF. Not in the JSON report.
+    #[serde(skip)]
+    pub detail: Detail,
 }
+
+/// What a violation is about inside its file, beyond the text of the report: what SARIF
+/// shows as logical locations and builds its fingerprints from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Detail {
+    /// The one thing inside the file the violation is about, which tells two violations of
+    /// one rule in one file apart: a dtype, a metadata key.
+    pub key: Option<String>,
+    /// Tensors named by the violation (the first [`MAX_NAMED_TENSORS`]), as they are.
+    pub tensors: Vec<String>,
+    /// Metadata keys named by the violation, as they are.
+    pub metadata: Vec<String>,
+    /// The structural hash of the file or model, when it was read as one.
+    pub structural_hash: Option<String>,
+    /// For a model directory, what stands for it: its index or first part, or the directory
+    /// itself as `dir/` when its files do not fit together.
+    pub anchor: Option<String>,
+}
+
+/// Tensors a violation names as logical locations.
+pub const MAX_NAMED_TENSORS: usize = 10;
 
 impl Violation {
     fn new<T>(
@@ -52,7 +76,24 @@ impl Violation {
             found,
             policy_rule: source.number,
             policy_line: source.line,
+            detail: Detail::default(),
         }
+    }
+
+    fn with_key(mut self, key: &str) -> Self {
+        self.detail.key = Some(key.to_owned());
+        self
+    }
+
+    fn naming_tensors(mut self, names: &[&str]) -> Self {
+        let named = names.iter().take(MAX_NAMED_TENSORS);
+        self.detail.tensors = named.map(|n| (*n).to_owned()).collect();
+        self
+    }
+
+    fn naming_metadata(mut self, key: &str) -> Self {
+        self.detail.metadata = vec![key.to_owned()];
+        self.with_key(key)
     }
 }
 
@@ -71,6 +112,20 @@ pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Vio
         violations: Vec::new(),
     };
     ev.run(&eff)?;
+    if let Origin::Model(artifact) = &subject.origin
+        && let Some(files) = &artifact.layout.files
+    {
+        let file = files
+            .index
+            .as_ref()
+            .or(files.parts.first().map(|p| &p.file));
+        if let Some(file) = file {
+            let anchor = format!("{}/{file}", subject.path);
+            for v in &mut ev.violations {
+                v.detail.anchor = Some(anchor.clone());
+            }
+        }
+    }
     Ok(Some(ev.violations))
 }
 
@@ -84,14 +139,16 @@ pub fn unassembled(policy: &Policy, dir: &str, why: String) -> Violation {
         .rev()
         .find(|r| r.matches(dir))
         .expect("the caller checked that a rule covers the directory");
-    Violation::at(
+    let mut v = Violation::at(
         dir,
         "model_files",
         rule,
         "the files of one model that fit together (an index and its shards, or parts 1..N)"
             .to_owned(),
         shown(&why).into_owned(),
-    )
+    );
+    v.detail.anchor = Some(format!("{dir}/"));
+    v
 }
 
 /// The violations of a blob of a commit or the index, given as bytes (an LFS pointer is
@@ -189,6 +246,7 @@ impl Evaluation<'_, '_> {
             self.push(v);
         }
         if !eff.needs_structure() {
+            self.stamp_hash(&content);
             return Ok(());
         }
         let artifact = match &content {
@@ -212,7 +270,23 @@ impl Evaluation<'_, '_> {
         };
         let found = structural_violations(self.path(), eff, artifact);
         self.violations.extend(found);
+        self.stamp_hash(&content);
         Ok(())
+    }
+
+    /// Records the structural hash of a model on its violations (computed only when there
+    /// are some).
+    fn stamp_hash(&mut self, content: &Content) {
+        let Content::Model(artifact) = content else {
+            return;
+        };
+        if self.violations.is_empty() {
+            return;
+        }
+        let hash = crate::identity::structural_hash(artifact);
+        for v in &mut self.violations {
+            v.detail.structural_hash = Some(hash.clone());
+        }
     }
 
     fn check_lfs(&mut self, req: &Sourced<'_, bool>) -> Result<()> {
@@ -274,26 +348,34 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
     if let Some(allowed) = eff.allowed_dtypes {
         for (dtype, names) in dtype_usage(a) {
             if !allowed.value.iter().any(|d| d == dtype) {
-                out.push(Violation::new(
-                    path,
-                    "allowed_dtypes",
-                    &allowed,
-                    format!("only {}", allowed.value.join(", ")),
-                    tensors_of(dtype, &names),
-                ));
+                out.push(
+                    Violation::new(
+                        path,
+                        "allowed_dtypes",
+                        &allowed,
+                        format!("only {}", allowed.value.join(", ")),
+                        tensors_of(dtype, &names),
+                    )
+                    .with_key(dtype)
+                    .naming_tensors(&names),
+                );
             }
         }
     }
     if let Some(denied) = eff.denied_dtypes {
         for (dtype, names) in dtype_usage(a) {
             if denied.value.iter().any(|d| d == dtype) {
-                out.push(Violation::new(
-                    path,
-                    "denied_dtypes",
-                    &denied,
-                    format!("none of {}", denied.value.join(", ")),
-                    tensors_of(dtype, &names),
-                ));
+                out.push(
+                    Violation::new(
+                        path,
+                        "denied_dtypes",
+                        &denied,
+                        format!("none of {}", denied.value.join(", ")),
+                        tensors_of(dtype, &names),
+                    )
+                    .with_key(dtype)
+                    .naming_tensors(&names),
+                );
             }
         }
     }
@@ -317,15 +399,18 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
                 Expected::Equals(v) => format!("{shown_key} = {}", shown(&v.to_string())),
             };
             match (a.metadata.get(key), want) {
-                (None, _) => out.push(Violation::new(
-                    path,
-                    "required_metadata",
-                    &required,
-                    expected,
-                    format!("no metadata key {shown_key}"),
-                )),
-                (Some(actual), Expected::Equals(v)) if !value_matches(v, actual) => {
-                    out.push(Violation::new(
+                (None, _) => out.push(
+                    Violation::new(
+                        path,
+                        "required_metadata",
+                        &required,
+                        expected,
+                        format!("no metadata key {shown_key}"),
+                    )
+                    .naming_metadata(key),
+                ),
+                (Some(actual), Expected::Equals(v)) if !value_matches(v, actual) => out.push(
+                    Violation::new(
                         path,
                         "required_metadata",
                         &required,
@@ -334,8 +419,9 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
                             "{shown_key} = {}",
                             crate::render::text::value_summary(actual)
                         ),
-                    ))
-                }
+                    )
+                    .naming_metadata(key),
+                ),
                 _ => {}
             }
         }
@@ -343,14 +429,20 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
     if let Some(forbidden) = eff.forbidden_metadata {
         for key in forbidden.value {
             if let Some(actual) = a.metadata.get(key) {
-                let key = shown(key);
-                out.push(Violation::new(
-                    path,
-                    "forbidden_metadata",
-                    &forbidden,
-                    format!("no metadata key {key}"),
-                    format!("{key} = {}", crate::render::text::value_summary(actual)),
-                ));
+                let shown_key = shown(key);
+                out.push(
+                    Violation::new(
+                        path,
+                        "forbidden_metadata",
+                        &forbidden,
+                        format!("no metadata key {shown_key}"),
+                        format!(
+                            "{shown_key} = {}",
+                            crate::render::text::value_summary(actual)
+                        ),
+                    )
+                    .naming_metadata(key),
+                );
             }
         }
     }

@@ -6,7 +6,8 @@
 //!   [`source`]: reading it, from a file or a committed blob;
 //! - [`subject`]: what a file is and where its bytes come from; [`check`]: the rules;
 //!   [`workspace`]: which files, from the index or work tree;
-//! - [`report`]: text, JSON and GitHub outputs; [`pin`]: `policy pin`; [`hook`]: `hook install`;
+//! - [`report`]: text, JSON and GitHub outputs; [`sarif`]: SARIF for code scanning;
+//!   [`pin`]: `policy pin`; [`hook`]: `hook install`;
 //! - [`error`]: what can go wrong, with the core's and git's errors inside.
 
 pub mod check;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod hook;
 pub mod pin;
 pub mod report;
+pub mod sarif;
 pub mod source;
 pub mod subject;
 pub mod workspace;

@@ -19,6 +19,8 @@ pub enum OutputFormat {
     Text,
     Json,
     Github,
+    /// SARIF 2.1.0, for GitHub code scanning and other security dashboards.
+    Sarif,
 }
 
 /// A file that could not be judged (e.g. its LFS object is not in the local store).
@@ -270,6 +272,7 @@ mod tests {
             found: "q4_k in 1 tensor (x)\nsecond line".into(),
             policy_rule: 1,
             policy_line: 2,
+            detail: Default::default(),
         });
         let out = github(&r);
         assert!(out.starts_with(
