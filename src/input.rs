@@ -119,7 +119,62 @@ fn open_file(path: &Path) -> Result<(Artifact, Option<String>), InputError> {
         complete(&mut side, &name, path.parent());
         return model_of(side, name);
     }
+    if let Some(side) = worktree_model(path)? {
+        return model_of(side, path.display().to_string());
+    }
     Ok((crate::read::open_model_path(path)?, None))
+}
+
+/// A multi-file model (a directory, an index, a split-GGUF part) in the work tree of a checkout
+/// without LFS content: its parts are pointer texts, so it is read as git sees it, each part
+/// from the local LFS store or the LFS server. None when `path` names no such model.
+fn worktree_model(path: &Path) -> Result<Option<ModelSide>, InputError> {
+    let dir = if path.is_dir() {
+        path
+    } else {
+        match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        }
+    };
+    let multi = path.is_dir()
+        || path.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+            crate::sharded::index::is_index_name(f) || crate::sharded::SplitName::parse(f).is_some()
+        });
+    let has_pointers = || {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| {
+                crate::formats::FileKind::from_path(&entry.file_name().to_string_lossy()).is_some()
+                    && crate::git::side::read_pointer_file(&entry.path()).is_some()
+            })
+    };
+    if !multi || !has_pointers() {
+        return Ok(None);
+    }
+    let Ok(repo) = crate::git::open_repo(dir) else {
+        return Ok(None);
+    };
+    let (Some(root), Ok(full)) = (repo.workdir(), std::fs::canonicalize(path)) else {
+        return Ok(None);
+    };
+    let Ok(root) = std::fs::canonicalize(root) else {
+        return Ok(None);
+    };
+    let Ok(relative) = full.strip_prefix(&root) else {
+        return Ok(None);
+    };
+    let relative: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Ok(crate::git::models::open_in(
+        &repo,
+        crate::git::models::Snapshot::WorkTree,
+        &relative.join("/"),
+    )?)
 }
 
 /// `REV:path` through the repository around the current directory; LFS pointers are followed

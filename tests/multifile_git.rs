@@ -206,6 +206,13 @@ fn absent_lfs_objects_are_named_and_rev_dir_opens_a_model() {
             "is not present locally",
         ],
     );
+    // The work tree's pointer texts, with no LFS server to ask: an error naming the part.
+    let out = repo.wi_in(&clone, &["inspect", "models/llm"]);
+    assert_eq!(code(&out), 2);
+    assert_contains(
+        &stderr(&out),
+        &["models/llm/model-0000", "not present locally"],
+    );
 }
 
 #[test]
@@ -439,4 +446,19 @@ fn shards_not_fetched_are_read_from_the_lfs_server() {
         ],
     );
     assert_lacks(&text, &["not present locally"]);
+
+    // The work tree's pointer texts: the directory is the model, read the same way.
+    let out = source.wi_in(&clone, &["id", "models/llm"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let in_clone = stdout(&out);
+    let out = source.wi(&["id", "models/llm"]);
+    assert_eq!(
+        stdout(&out),
+        in_clone,
+        "the same identity as the model's files"
+    );
+    assert_contains(
+        &stderr(&source.wi_in(&clone, &["inspect", "models/llm"])),
+        &["read from the LFS server"],
+    );
 }

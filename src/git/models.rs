@@ -583,13 +583,26 @@ pub fn open_at(
     rev: &str,
     path: &str,
 ) -> Result<Option<ModelSide>, GitError> {
-    let snapshot = Snapshot::Tree { rev, label: rev };
+    open_in(repo, Snapshot::Tree { rev, label: rev }, path)
+}
+
+/// [`open_at`] in any snapshot: a commit's tree, or the work tree (where the parts may be LFS
+/// pointer texts of a checkout without LFS content). `path` is relative to the work-tree root.
+pub fn open_in(
+    repo: &gix::Repository,
+    snapshot: Snapshot<'_>,
+    path: &str,
+) -> Result<Option<ModelSide>, GitError> {
     let mut listings = Listings::default();
     let path = path.trim_end_matches('/');
-    let is_dir = matches!(
-        super::objects::tree_entry(repo, rev, path)?,
-        Some(Entry::Dir)
-    );
+    let is_dir = match snapshot {
+        Snapshot::Tree { rev, .. } => matches!(
+            super::objects::tree_entry(repo, rev, path)?,
+            Some(Entry::Dir)
+        ),
+        Snapshot::WorkTree => repo.workdir().is_some_and(|root| root.join(path).is_dir()),
+        Snapshot::Index => false,
+    };
     let (dir_path, file) = if is_dir { (path, "") } else { split_path(path) };
     let names = listings.names(repo, snapshot, dir_path)?;
     let dir = SnapshotDir {
@@ -600,7 +613,7 @@ pub fn open_at(
         from_server: Default::default(),
     };
     let opened = if is_dir {
-        sharded::open_directory(&dir, &format!("{rev}:{path}"))
+        sharded::open_directory(&dir, &dir.label("").trim_end_matches('/').to_owned())
     } else if sharded::index::is_index_name(file) {
         sharded::open_index(&dir, file, &names)
     } else if let Some(name) = SplitName::parse(file) {
