@@ -613,7 +613,7 @@ pub fn open_in(
         from_server: Default::default(),
     };
     let opened = if is_dir {
-        sharded::open_directory(&dir, &dir.label("").trim_end_matches('/').to_owned())
+        sharded::open_directory(&dir, dir.label("").trim_end_matches('/'))
     } else if sharded::index::is_index_name(file) {
         sharded::open_index(&dir, file, &names)
     } else if let Some(name) = SplitName::parse(file) {
