@@ -73,3 +73,39 @@ fn the_history_search_shows_a_bar_on_a_terminal_only() {
     assert!(terminal.contains("wrote "), "{terminal:?}");
     assert!(repo.path("model.safetensors").exists());
 }
+
+#[test]
+fn value_diffs_show_a_bar_on_a_terminal_only() {
+    require_tool("script");
+    let dir = tempfile::tempdir().unwrap();
+    pair(dir.path(), "512x256,64", "f32", 3, 1);
+    let (a, b) = (
+        dir.path().join("base.safetensors"),
+        dir.path().join("ft1.safetensors"),
+    );
+    let bin = common::bin();
+    let out = std::process::Command::new(&bin)
+        .args(["diff", "--values", a.to_str().unwrap(), b.to_str().unwrap()])
+        .env("WEIGHT_INSPECT_PROGRESS_DELAY_MS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("values ["), "{}", stderr(&out));
+
+    let command = format!(
+        "'{}' diff --values '{}' '{}'",
+        bin.display(),
+        a.display(),
+        b.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("WEIGHT_INSPECT_PROGRESS_DELAY_MS", "0")
+        .env("TERM", "xterm")
+        .env("COLUMNS", "120")
+        .output()
+        .unwrap();
+    let terminal = stdout(&out);
+    assert!(terminal.contains("values ["), "{terminal:?}");
+    assert!(terminal.contains("Values:"), "{terminal:?}");
+}

@@ -244,6 +244,11 @@ fn read_all(
     let mut results: Vec<Option<Result<RemoteHeader, String>>> =
         (0..objects.len()).map(|_| None).collect();
     let workers = WORKERS.min(objects.len());
+    let progress = crate::progress::Progress::new(
+        objects.len() as u64,
+        crate::progress::Unit::Items,
+        "LFS headers",
+    );
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -255,6 +260,7 @@ fn read_all(
                             break done;
                         }
                         done.push((i, read_one(i)));
+                        progress.inc(1);
                     }
                 })
             })

@@ -343,12 +343,15 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             start = end;
         }
     }
+    let progress =
+        crate::progress::Progress::new(work.len() as u64, crate::progress::Unit::Items, "values");
     let pieces: Vec<(usize, Sums)> = work
         .par_iter()
         .map_init(
             || (vec![0f64; STRIDE as usize], vec![0f64; STRIDE as usize]),
             |(buf_old, buf_new), &(pair, start, end)| {
                 let sums = compare_piece(pair, start, end, buf_old, buf_new);
+                progress.inc(1);
                 pair.old_file
                     .release(byte_range(pair.old, &pair.old_codec, start, end));
                 pair.new_file
