@@ -471,6 +471,16 @@ fn every_rule_of_a_split_gguf_has_its_error() {
         &["\"token_embd.weight\"", "already held by", &part(1)],
     );
 
+    // GGUF v2 and v3 share their layout: the version field alone makes a v2 part.
+    let d = split("version");
+    let mut bytes = std::fs::read(d.join(part(2))).unwrap();
+    bytes[4..8].copy_from_slice(&2u32.to_le_bytes());
+    std::fs::write(d.join(part(2)), bytes).unwrap();
+    assert_says(
+        &refused(&d.join(part(1))),
+        &[&part(2), "GGUF version 2, but", "is version 3"],
+    );
+
     let d = split("missing_key");
     hand_part(
         &d,

@@ -446,6 +446,19 @@ fn shards_not_fetched_are_read_from_the_lfs_server() {
         ],
     );
     assert_lacks(&text, &["not present locally"]);
+    // The five shards of both sides were asked for in one batch request (the others are
+    // git-lfs's, from the push).
+    let ours: Vec<_> = server
+        .requests_to("/objects/batch")
+        .into_iter()
+        .filter(|r| {
+            !r["headers"]["user-agent"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("git-lfs")
+        })
+        .collect();
+    assert_eq!(ours.len(), 1, "{ours:#?}");
 
     // The work tree's pointer texts: the directory is the model, read the same way.
     let out = source.wi_in(&clone, &["id", "models/llm"]);

@@ -10,6 +10,7 @@ use gix::ObjectId;
 
 use super::GitError;
 use super::changes::{FileChange, Status};
+use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
 use super::side::{ModelSide, model_artifact_from_blob, model_side_from_file};
 use crate::Artifact;
@@ -129,6 +130,7 @@ pub fn entries(
         }
     }
     super::remote::complete_absent(repo, named);
+    prefetch_absent(repo, &mut listings, [old, new], groups.keys())?;
     for (key, files) in groups {
         let old_model = open_model(repo, &mut listings, old, &key)?;
         let new_model = open_model(repo, &mut listings, new, &key)?;
@@ -188,6 +190,71 @@ struct ModelKey {
 enum KeyKind {
     Index(String),
     Split(String),
+}
+
+/// The parts of the models `keys` whose LFS objects are not here: their headers are read from
+/// the LFS server in one batch (and cached), so that assembling each model part by part then
+/// finds them in the cache instead of asking the server once per part.
+fn prefetch_absent<'k>(
+    repo: &gix::Repository,
+    listings: &mut Listings,
+    snapshots: [Snapshot<'_>; 2],
+    keys: impl Iterator<Item = &'k ModelKey>,
+) -> Result<(), GitError> {
+    let mut absent: Vec<(String, ModelSide)> = Vec::new();
+    for key in keys {
+        let belongs = |name: &str| match &key.kind {
+            KeyKind::Index(index) => sharded::shard_of_index_name(name, index),
+            KeyKind::Split(base) => SplitName::parse(name).is_some_and(|n| &n.base == base),
+        };
+        for snapshot in snapshots {
+            for (name, listed) in listings.entries(repo, snapshot, &key.dir)? {
+                if !belongs(name) {
+                    continue;
+                }
+                let pointer = match listed {
+                    Listed::Blob(id) => small_blob(repo, *id).and_then(|b| Pointer::parse(&b)),
+                    Listed::File(path) => super::side::read_pointer_file(path),
+                    Listed::Link => None,
+                };
+                let Some(pointer) = pointer else { continue };
+                let here = super::lfs::present_object(repo, &pointer).is_some();
+                if !here && !absent.iter().any(|(_, s)| s.pointer() == Some(&pointer)) {
+                    let path = if key.dir.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{}/{name}", key.dir)
+                    };
+                    absent.push((
+                        path,
+                        ModelSide::Absent {
+                            pointer,
+                            remote: None,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    if absent.len() > 1 {
+        super::remote::complete_absent(
+            repo,
+            absent
+                .iter_mut()
+                .map(|(name, side)| (name.clone(), side))
+                .collect(),
+        );
+    }
+    Ok(())
+}
+
+/// A blob small enough to be an LFS pointer, or None (a large blob is not read).
+fn small_blob(repo: &gix::Repository, id: ObjectId) -> Option<Vec<u8>> {
+    let size = repo.find_header(id).ok()?.size();
+    if size >= super::lfs::MAX_POINTER_SIZE as u64 {
+        return None;
+    }
+    blob_bytes(repo, id).ok()
 }
 
 /// Where each part of an opened model is, from the directory's listing.
