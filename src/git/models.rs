@@ -396,17 +396,7 @@ fn open_model(
         }
     };
     let (name, opened) = result;
-    Ok(Some((
-        name,
-        match opened {
-            Ok(artifact) => ModelSide::Model {
-                artifact: Box::new(artifact),
-                lfs: None,
-                from_server: dir.from_server.get(),
-            },
-            Err(e) => unassembled(&e),
-        },
-    )))
+    Ok(Some((name, dir.side_of(opened))))
 }
 
 fn unassembled(error: &ShardError) -> ModelSide {
@@ -544,6 +534,19 @@ struct SnapshotDir<'a> {
 }
 
 impl SnapshotDir<'_> {
+    /// The side of a model opened from this directory: the model (marked when a part's
+    /// header came from the LFS server), or why its files do not read as one.
+    fn side_of(&self, opened: Result<Artifact, ShardError>) -> ModelSide {
+        match opened {
+            Ok(artifact) => ModelSide::Model {
+                artifact: Box::new(artifact),
+                lfs: None,
+                from_server: self.from_server.get(),
+            },
+            Err(e) => unassembled(&e),
+        }
+    }
+
     fn path(&self, file: &str) -> String {
         if self.dir.is_empty() {
             file.to_owned()
@@ -695,14 +698,7 @@ pub fn open_in(
     } else {
         return Ok(None);
     };
-    Ok(Some(match opened {
-        Ok(artifact) => ModelSide::Model {
-            artifact: Box::new(artifact),
-            lfs: None,
-            from_server: dir.from_server.get(),
-        },
-        Err(e) => unassembled(&e),
-    }))
+    Ok(Some(dir.side_of(opened)))
 }
 
 /// The multi-file model the directory `dir` holds in `snapshot` (its one index or split GGUF),
@@ -733,12 +729,5 @@ pub fn open_directory(
             candidates: several.iter().map(sharded::Candidate::name).collect(),
         }),
     };
-    Ok(Some(match opened {
-        Ok(artifact) => ModelSide::Model {
-            artifact: Box::new(artifact),
-            lfs: None,
-            from_server: source.from_server.get(),
-        },
-        Err(e) => unassembled(&e),
-    }))
+    Ok(Some(source.side_of(opened)))
 }

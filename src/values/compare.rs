@@ -22,6 +22,18 @@ pub struct Sums {
 const LANES: usize = 4;
 
 impl Sums {
+    /// Adds one pair of finite values, in the order the vector lanes add them.
+    #[inline(always)]
+    fn add_finite(&mut self, a: f64, b: f64) {
+        let d = b - a;
+        self.sum_sq_diff += d * d;
+        self.sum_sq_old += a * a;
+        self.sum_sq_new += b * b;
+        self.dot += a * b;
+        self.max_abs_diff = self.max_abs_diff.max(d.abs());
+        self.changed += (a != b) as u64;
+    }
+
     pub fn merge(&mut self, other: &Sums) {
         self.elements += other.elements;
         self.changed += other.changed;
@@ -74,13 +86,7 @@ impl Sums {
         };
         for (&a, &b) in old.iter().zip(new) {
             if a.is_finite() && b.is_finite() {
-                let d = b - a;
-                s.sum_sq_diff += d * d;
-                s.sum_sq_old += a * a;
-                s.sum_sq_new += b * b;
-                s.dot += a * b;
-                s.max_abs_diff = s.max_abs_diff.max(d.abs());
-                s.changed += (a != b) as u64;
+                s.add_finite(a, b);
             } else {
                 s.nonfinite += 1;
                 let same = (a.is_nan() && b.is_nan()) || a == b;
@@ -209,13 +215,7 @@ fn finish(acc: [[f64; LANES]; 6], tail_old: &[f64], tail_new: &[f64], len: usize
         dot: sum(acc[3]),
     };
     for (&a, &b) in tail_old.iter().zip(tail_new) {
-        let d = b - a;
-        s.sum_sq_diff += d * d;
-        s.sum_sq_old += a * a;
-        s.sum_sq_new += b * b;
-        s.dot += a * b;
-        s.max_abs_diff = s.max_abs_diff.max(d.abs());
-        s.changed += (a != b) as u64;
+        s.add_finite(a, b);
     }
     s
 }
