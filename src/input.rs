@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::Artifact;
 use crate::formats::wdelta::WdeltaFile;
-use crate::git::{GitError, ModelSide};
+use crate::git::reader::read_pointer_file;
+use crate::git::{GitError, ModelSide, RemoteOptions, SideReader};
 
 /// What an argument names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,143 +73,127 @@ pub enum InputError {
     Values(#[from] crate::values::ValuesError),
 }
 
-/// Opens what `spec` names: a model, or a `.wdelta` (files only).
-pub fn open(spec: &str) -> Result<Opened, InputError> {
-    open_noted(spec, &[]).map(|(opened, _)| opened)
+/// How inputs are opened for one command: the headers to send to a URL's server (`--header`)
+/// and whether absent LFS objects may be read from the LFS server.
+#[derive(Debug, Clone, Copy)]
+pub struct Opener<'a> {
+    pub headers: &'a [(String, String)],
+    pub remote: &'a RemoteOptions,
 }
 
-/// Like [`open`], with the headers to send to a URL's server (`--header`), and a note when
-/// the model's header was read from a server (an LFS server or a URL), not a local file.
-pub fn open_noted(
-    spec: &str,
-    headers: &[(String, String)],
-) -> Result<(Opened, Option<String>), InputError> {
-    if let Input::File(path) = Input::parse(spec)
-        && !path.is_dir()
-        && let Some(file) = crate::read::read_wdelta(&path)?
-    {
-        return Ok((Opened::Wdelta(OpenedWdelta { file }), None));
-    }
-    let (artifact, note) = open_model_noted(spec, headers)?;
-    Ok((Opened::Model(artifact), note))
-}
-
-/// Opens what `spec` names as a model (a `.wdelta` is not one).
-pub fn open_model(spec: &str) -> Result<Artifact, InputError> {
-    open_model_noted(spec, &[]).map(|(artifact, _)| artifact)
-}
-
-/// [`open_model`] with `--header`s for URLs and the note of [`open_noted`].
-pub fn open_model_noted(
-    spec: &str,
-    headers: &[(String, String)],
-) -> Result<(Artifact, Option<String>), InputError> {
-    match Input::parse(spec) {
-        Input::File(path) => open_file(&path),
-        Input::Revision(rev_path) => open_revision(&rev_path),
-        Input::Url(url) => open_url(&url, headers),
-    }
-}
-
-/// A model file, or a work-tree LFS pointer (a checkout with `GIT_LFS_SKIP_SMUDGE=1`) read as
-/// the model it points to, from the local LFS store or else the LFS server.
-fn open_file(path: &Path) -> Result<(Artifact, Option<String>), InputError> {
-    if crate::git::side::read_pointer_file(path).is_some() {
-        let name = path.display().to_string();
-        let mut side = crate::git::side::model_side_of_file(path);
-        complete(&mut side, &name, path.parent());
-        return model_of(side, name);
-    }
-    if let Some(side) = worktree_model(path)? {
-        return model_of(side, path.display().to_string());
-    }
-    Ok((crate::read::open_model_path(path)?, None))
-}
-
-/// A multi-file model (a directory, an index, a split-GGUF part) in the work tree of a checkout
-/// without LFS content: its parts are pointer texts, so it is read as git sees it, each part
-/// from the local LFS store or the LFS server. None when `path` names no such model.
-fn worktree_model(path: &Path) -> Result<Option<ModelSide>, InputError> {
-    let dir = if path.is_dir() {
-        path
-    } else {
-        match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
+impl Opener<'_> {
+    /// Opens what `spec` names: a model, or a `.wdelta` (files only), with a note when the
+    /// model's header was read from a server (an LFS server or a URL), not a local file.
+    pub fn open(&self, spec: &str) -> Result<(Opened, Option<String>), InputError> {
+        if let Input::File(path) = Input::parse(spec)
+            && !path.is_dir()
+            && let Some(file) = crate::read::read_wdelta(&path)?
+        {
+            return Ok((Opened::Wdelta(OpenedWdelta { file }), None));
         }
-    };
-    let multi = path.is_dir()
-        || path.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
-            crate::sharded::index::is_index_name(f) || crate::sharded::SplitName::parse(f).is_some()
-        });
-    let has_pointers = || {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|entry| {
-                crate::formats::FileKind::from_path(&entry.file_name().to_string_lossy()).is_some()
-                    && crate::git::side::read_pointer_file(&entry.path()).is_some()
-            })
-    };
-    if !multi || !has_pointers() {
-        return Ok(None);
+        let (artifact, note) = self.model(spec)?;
+        Ok((Opened::Model(artifact), note))
     }
-    let Ok(repo) = crate::git::open_repo(dir) else {
-        return Ok(None);
-    };
-    let (Some(root), Ok(full)) = (repo.workdir(), std::fs::canonicalize(path)) else {
-        return Ok(None);
-    };
-    let Ok(root) = std::fs::canonicalize(root) else {
-        return Ok(None);
-    };
-    let Ok(relative) = full.strip_prefix(&root) else {
-        return Ok(None);
-    };
-    let relative: Vec<String> = relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    Ok(crate::git::models::open_in(
-        &repo,
-        crate::git::models::Snapshot::WorkTree,
-        &relative.join("/"),
-    )?)
-}
 
-/// `REV:path` through the repository around the current directory; LFS pointers are followed
-/// to the local object store (else the LFS server) and only the model's header is read.
-fn open_revision(
-    rev_path: &crate::git::resolve::RevPath,
-) -> Result<(Artifact, Option<String>), InputError> {
-    let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
-    let repo = crate::git::open_repo(&cwd)?;
-    if !rev_path.is_index() {
-        let path = rev_path.repo_path(&repo, &cwd);
-        if let Some(side) = crate::git::models::open_at(&repo, &rev_path.rev, &path)? {
-            return model_of(side, rev_path.spec.clone());
+    /// Opens what `spec` names as a model (a `.wdelta` is not one), with the note of
+    /// [`Opener::open`].
+    pub fn model(&self, spec: &str) -> Result<(Artifact, Option<String>), InputError> {
+        match Input::parse(spec) {
+            Input::File(path) => self.file(&path),
+            Input::Revision(rev_path) => self.revision(&rev_path),
+            Input::Url(url) => open_url(&url, self.headers),
         }
     }
-    let id = rev_path.blob(&repo, &cwd)?;
-    let bytes = crate::git::objects::blob_bytes(&repo, id)?;
-    let mut side = crate::git::side::model_artifact_from_blob(&repo, &bytes, &rev_path.spec);
-    crate::git::remote::complete_absent(&repo, vec![(rev_path.spec.clone(), &mut side)]);
-    model_of(side, rev_path.spec.clone())
+
+    /// A model file, or a work-tree LFS pointer (a checkout with `GIT_LFS_SKIP_SMUDGE=1`) read
+    /// as the model it points to, from the local LFS store or else the LFS server.
+    fn file(&self, path: &Path) -> Result<(Artifact, Option<String>), InputError> {
+        if read_pointer_file(path).is_some() {
+            let side = SideReader::around(path.parent(), self.remote).file(path);
+            return model_of(side, path.display().to_string());
+        }
+        if let Some(side) = self.worktree_model(path)? {
+            return model_of(side, path.display().to_string());
+        }
+        Ok((crate::read::open_model_path(path)?, None))
+    }
 }
 
-/// An absent LFS object's header from the server of the repository around the current
-/// directory, else the one holding the pointer file.
-fn complete(side: &mut ModelSide, name: &str, dir: Option<&Path>) {
-    if !matches!(side, ModelSide::Absent { .. }) {
-        return;
+impl Opener<'_> {
+    /// A multi-file model (a directory, an index, a split-GGUF part) in the work tree of a
+    /// checkout without LFS content: its parts are pointer texts, so it is read as git sees it,
+    /// each part from the local LFS store or the LFS server. None when `path` names no such
+    /// model.
+    fn worktree_model(&self, path: &Path) -> Result<Option<ModelSide>, InputError> {
+        let dir = if path.is_dir() {
+            path
+        } else {
+            match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            }
+        };
+        let multi = path.is_dir()
+            || path.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+                crate::sharded::index::is_index_name(f)
+                    || crate::sharded::SplitName::parse(f).is_some()
+            });
+        let has_pointers = || {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|entry| {
+                    crate::formats::FileKind::from_path(&entry.file_name().to_string_lossy())
+                        .is_some()
+                        && read_pointer_file(&entry.path()).is_some()
+                })
+        };
+        if !multi || !has_pointers() {
+            return Ok(None);
+        }
+        let Ok(repo) = crate::git::open_repo(dir) else {
+            return Ok(None);
+        };
+        let (Some(root), Ok(full)) = (repo.workdir(), std::fs::canonicalize(path)) else {
+            return Ok(None);
+        };
+        let Ok(root) = std::fs::canonicalize(root) else {
+            return Ok(None);
+        };
+        let Ok(relative) = full.strip_prefix(&root) else {
+            return Ok(None);
+        };
+        let relative: Vec<String> = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        Ok(crate::git::models::open_in(
+            &SideReader::new(&repo, self.remote),
+            crate::git::models::Snapshot::WorkTree,
+            &relative.join("/"),
+        )?)
     }
-    let dir = dir.filter(|d| !d.as_os_str().is_empty());
-    let repo = crate::git::open_repo(Path::new("."))
-        .ok()
-        .or_else(|| dir.and_then(|d| crate::git::open_repo(d).ok()));
-    if let Some(repo) = repo {
-        crate::git::remote::complete_absent(&repo, vec![(name.to_owned(), side)]);
+
+    /// `REV:path` through the repository around the current directory; LFS pointers are
+    /// followed to the local object store (else the LFS server) and only the model's header is
+    /// read.
+    fn revision(
+        &self,
+        rev_path: &crate::git::resolve::RevPath,
+    ) -> Result<(Artifact, Option<String>), InputError> {
+        let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
+        let repo = crate::git::open_repo(&cwd)?;
+        let reader = SideReader::new(&repo, self.remote);
+        if !rev_path.is_index() {
+            let path = rev_path.repo_path(&repo, &cwd);
+            if let Some(side) = crate::git::models::open_at(&reader, &rev_path.rev, &path)? {
+                return model_of(side, rev_path.spec.clone());
+            }
+        }
+        let id = rev_path.blob(&repo, &cwd)?;
+        let side = reader.blob(id, &rev_path.spec)?;
+        model_of(side, rev_path.spec.clone())
     }
 }
 
@@ -251,7 +236,7 @@ pub fn open_model_with_bytes(
     spec: &str,
 ) -> Result<(Artifact, Vec<crate::values::ModelBytes>), InputError> {
     if let Input::File(path) = Input::parse(spec)
-        && crate::git::side::read_pointer_file(&path).is_none()
+        && read_pointer_file(&path).is_none()
     {
         let artifact = crate::read::open_model_path(&path)?;
         if let Some(files) = &artifact.layout.files {
@@ -286,7 +271,7 @@ fn open_file_with_bytes(spec: &str) -> Result<(Artifact, crate::values::ModelByt
         ),
     };
     match Input::parse(spec) {
-        Input::File(path) => match crate::git::side::read_pointer_file(&path) {
+        Input::File(path) => match read_pointer_file(&path) {
             Some(pointer) => {
                 let dir = match path.parent() {
                     Some(dir) if !dir.as_os_str().is_empty() => dir,

@@ -57,6 +57,7 @@ pub struct Options<'a> {
     pub head: &'a str,
     pub paths: &'a [String],
     pub fail_on: FailOn,
+    pub remote: &'a crate::git::RemoteOptions,
 }
 
 /// A revision as given and the commit it resolved to.
@@ -149,8 +150,9 @@ impl CiReport {
                     .any(|p| is_reported_path(p) || is_index_path(p))
             })
             .collect();
+        let reader = crate::git::SideReader::new(repo, options.remote);
         let entries = crate::git::models::entries(
-            repo,
+            &reader,
             Snapshot::Tree {
                 rev: &base.commit,
                 label: options.base,
@@ -218,7 +220,7 @@ impl CiReport {
                 }
                 None => false,
             };
-            report.apply_policy(repo, loaded, &filter)?;
+            report.apply_policy(repo, loaded, &filter, options.remote)?;
         }
         Ok(report)
     }
@@ -232,6 +234,7 @@ impl CiReport {
         repo: &gix::Repository,
         loaded: &LoadedPolicy,
         filter: &PathFilter,
+        remote: &crate::git::RemoteOptions,
     ) -> Result<()> {
         let mut subjects: Vec<HeadFile> = self
             .files
@@ -278,6 +281,7 @@ impl CiReport {
             let subject = Subject {
                 path: path.clone(),
                 origin,
+                remote,
             };
             match crate::policy::evaluate(&loaded.policy, &subject) {
                 Ok(Some(found)) => {
@@ -288,13 +292,13 @@ impl CiReport {
                 Err(e) => self.unchecked.push(FileError::new(&path, &e)),
             }
         }
-        self.apply_policy_to_models(&loaded.policy);
+        self.apply_policy_to_models(&loaded.policy, remote);
         Ok(())
     }
 
     /// Judges the head side of each changed multi-file model whose directory a rule covers,
     /// as one model (see docs/policy.md, "Multi-file models").
-    fn apply_policy_to_models(&mut self, policy: &Policy) {
+    fn apply_policy_to_models(&mut self, policy: &Policy, remote: &crate::git::RemoteOptions) {
         for f in &self.files {
             let (Some(_), Some(new_path), Some(side)) = (&f.model, &f.change.new_path, &f.new)
             else {
@@ -316,6 +320,7 @@ impl CiReport {
             let subject = Subject {
                 path: dir.to_owned(),
                 origin: Origin::Model(artifact.clone()),
+                remote,
             };
             match crate::policy::evaluate(policy, &subject) {
                 Ok(found) => self.violations.extend(found.unwrap_or_default()),

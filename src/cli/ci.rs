@@ -51,7 +51,7 @@ pub struct CiArgs {
     pub paths: Vec<String>,
 }
 
-pub fn run(args: CiArgs) -> Result<Exit> {
+pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
     let cwd = super::cwd()?;
     let repo = crate::git::open_repo(&cwd)?;
     let base = match args.base {
@@ -65,6 +65,7 @@ pub fn run(args: CiArgs) -> Result<Exit> {
         paths: &args.paths,
         fail_on: args.fail_on,
         values: args.values,
+        remote,
     };
     let report = CiReport::collect(&repo, policy, &options)?;
 

@@ -1,6 +1,7 @@
 //! `inspect`, `id` and `diff`: the core commands, on any input the input seam opens.
 
-use crate::input::{self, Opened};
+use crate::git::RemoteOptions;
+use crate::input::{self, Opened, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 use crate::remote::url::parse_header;
 
@@ -63,8 +64,8 @@ pub struct DiffArgs {
     pub values: bool,
 }
 
-pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
-    let artifact = match open_noted(&args.file, &args.headers)? {
+pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+    let artifact = match open_noted(&args.file, &args.headers, remote)? {
         Opened::Model(artifact) => artifact,
         Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
     };
@@ -77,8 +78,8 @@ pub fn inspect(args: InspectArgs, color: ColorChoice) -> Result<Exit> {
     Ok(print(&out)?)
 }
 
-pub fn id(args: IdArgs) -> Result<Exit> {
-    let artifact = match open_noted(&args.file, &args.headers)? {
+pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
+    let artifact = match open_noted(&args.file, &args.headers, remote)? {
         Opened::Model(artifact) => artifact,
         Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
     };
@@ -97,13 +98,17 @@ pub fn id(args: IdArgs) -> Result<Exit> {
     Ok(print(&out)?)
 }
 
-pub fn diff(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
+pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
     if args.values {
         return diff_values(args, color);
     }
     let headers = headers(&args.headers)?;
-    let a = noted(input::open_model_noted(&args.a, &headers)?);
-    let b = noted(input::open_model_noted(&args.b, &headers)?);
+    let opener = Opener {
+        headers: &headers,
+        remote,
+    };
+    let a = noted(opener.model(&args.a)?);
+    let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
     let out = if args.json {
         crate::render::json::diff(&diff)
@@ -145,8 +150,13 @@ fn diff_values(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
 }
 
 /// Opens an input; a header read from a server is said so on standard error.
-fn open_noted(spec: &str, header_args: &[String]) -> Result<Opened> {
-    let (opened, note) = input::open_noted(spec, &headers(header_args)?)?;
+fn open_noted(spec: &str, header_args: &[String], remote: &RemoteOptions) -> Result<Opened> {
+    let headers = headers(header_args)?;
+    let opener = Opener {
+        headers: &headers,
+        remote,
+    };
+    let (opened, note) = opener.open(spec)?;
     if let Some(note) = note {
         eprintln!("weight-inspect: note: {note}");
     }

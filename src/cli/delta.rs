@@ -224,7 +224,7 @@ pub struct RestoreArgs {
     pub run: RunArgs,
 }
 
-pub fn run(args: DeltaArgs) -> Result<Exit> {
+pub fn run(args: DeltaArgs, _remote: &crate::git::RemoteOptions) -> Result<Exit> {
     match args.command {
         DeltaCommand::Create(a) => create(a),
         DeltaCommand::Apply(a) => apply(a),

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::git::RemoteOptions;
 use crate::git::install::{Mode, Scope};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 
@@ -15,8 +16,8 @@ pub struct TextconvArgs {
 }
 
 /// Exit 0 whatever happens: a failing textconv makes the whole `git diff` fail.
-pub fn textconv(args: TextconvArgs) -> Exit {
-    let _ = write_stdout(crate::git::textconv::render_file(&args.file).as_bytes());
+pub fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
+    let _ = write_stdout(crate::git::textconv::render_file(&args.file, remote).as_bytes());
     Exit::Clean
 }
 
@@ -29,9 +30,9 @@ pub struct DriverArgs {
 }
 
 /// Exit 0 whatever happens: git aborts the whole diff when its driver fails.
-pub fn diff_driver(args: DriverArgs, color: ColorChoice) -> Exit {
+pub fn diff_driver(args: DriverArgs, color: ColorChoice, remote: &RemoteOptions) -> Exit {
     let color = color.enabled_for_git();
-    let _ = write_stdout(crate::git::driver::run(&args.args, color).as_bytes());
+    let _ = write_stdout(crate::git::driver::run(&args.args, color, remote).as_bytes());
     Exit::Clean
 }
 
@@ -95,7 +96,7 @@ pub struct GitDiffArgs {
     pub values: bool,
 }
 
-pub fn run(args: GitArgs, color: ColorChoice) -> Result<Exit> {
+pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
     let scope = |global: bool| {
         if global {
             Scope::Global
@@ -127,6 +128,7 @@ pub fn run(args: GitArgs, color: ColorChoice) -> Result<Exit> {
                 json: args.json,
                 color: color.enabled(std::io::IsTerminal::is_terminal(&std::io::stdout())),
                 values: args.values,
+                remote,
             };
             let out = crate::git::report::git_diff(&cwd()?, &options)?;
             write_stdout(out.text.as_bytes())?;

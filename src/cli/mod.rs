@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::git::RemoteOptions;
 use crate::output::{ColorChoice, Exit};
 
 #[derive(Debug, Parser)]
@@ -106,11 +107,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Parses the command line and runs the command. Errors print as `weight-inspect: ...`, exit 2.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::git::remote::set_options(crate::git::remote::RemoteOptions {
+    let remote = RemoteOptions {
         offline: cli.offline,
         remote: cli.remote,
-    });
-    match run(cli.command, cli.color) {
+    };
+    match run(cli.command, cli.color, &remote) {
         Ok(exit) => exit.into(),
         Err(err) => {
             let _ = std::io::stdout().flush();
@@ -120,19 +121,19 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command, color: ColorChoice) -> Result<Exit> {
+fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
     match command {
-        Command::Inspect(args) => core::inspect(args, color),
-        Command::Id(args) => core::id(args),
-        Command::Diff(args) => core::diff(args, color),
-        Command::Textconv(args) => Ok(git::textconv(args)),
-        Command::GitDiffDriver(args) => Ok(git::diff_driver(args, color)),
-        Command::Git(args) => git::run(args, color),
-        Command::Check(args) => policy::check(args),
-        Command::Policy(args) => policy::policy(args),
+        Command::Inspect(args) => core::inspect(args, color, remote),
+        Command::Id(args) => core::id(args, remote),
+        Command::Diff(args) => core::diff(args, color, remote),
+        Command::Textconv(args) => Ok(git::textconv(args, remote)),
+        Command::GitDiffDriver(args) => Ok(git::diff_driver(args, color, remote)),
+        Command::Git(args) => git::run(args, color, remote),
+        Command::Check(args) => policy::check(args, remote),
+        Command::Policy(args) => policy::policy(args, remote),
         Command::Hook(args) => policy::hook(args),
-        Command::Ci(args) => ci::run(args),
-        Command::Delta(args) => delta::run(args),
+        Command::Ci(args) => ci::run(args, remote),
+        Command::Delta(args) => delta::run(args, remote),
         Command::Completions(args) => completions::completions(args),
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::git::RemoteOptions;
 use crate::output::{Exit, print, write_stdout};
 use crate::policy::config::Policy;
 use crate::policy::report::{self, OutputFormat};
@@ -28,8 +29,8 @@ pub struct CheckArgs {
     pub paths: Vec<PathBuf>,
 }
 
-pub fn check(args: CheckArgs) -> Result<Exit> {
-    let ws = Workspace::discover(args.policy.as_deref())?;
+pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
+    let ws = Workspace::discover(args.policy.as_deref(), remote)?;
     let (policy, shown) = load(&ws, args.policy.as_ref())?;
     let report = crate::policy::run_check(&ws, &policy, &shown, args.staged, &args.paths)?;
     match args.format {
@@ -87,19 +88,19 @@ pub enum PolicyCommand {
     },
 }
 
-pub fn policy(args: PolicyArgs) -> Result<Exit> {
+pub fn policy(args: PolicyArgs, remote: &RemoteOptions) -> Result<Exit> {
     match args.command {
         PolicyCommand::Pin {
             policy,
             staged,
             paths,
         } => {
-            let ws = Workspace::discover(policy.as_deref())?;
+            let ws = Workspace::discover(policy.as_deref(), remote)?;
             let out = crate::policy::pin_paths(&ws, policy.as_deref(), staged, &paths)?;
             Ok(print(&out)?)
         }
         PolicyCommand::Validate { policy } => {
-            let ws = Workspace::discover(policy.as_deref())?;
+            let ws = Workspace::discover(policy.as_deref(), remote)?;
             let (policy, shown) = load(&ws, policy.as_ref())?;
             let n = policy.rules.len();
             let out = format!(
@@ -136,7 +137,7 @@ pub enum HookCommand {
 pub fn hook(args: HookArgs) -> Result<Exit> {
     let cwd = super::cwd()?;
     let hooks = crate::git::process::hooks_dir(&cwd)?;
-    let ws = Workspace::discover(None)?;
+    let ws = Workspace::discover(None, &RemoteOptions::ONLINE)?;
     let hook_shown = ws.display(&hooks.join("pre-commit"));
     let out = match args.command {
         HookCommand::Install { chain, force } => {

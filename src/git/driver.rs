@@ -11,7 +11,8 @@ use std::ffi::OsString;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use super::side::{self, ModelSide};
+use super::reader::{RemoteOptions, SideReader};
+use super::side::ModelSide;
 use crate::diff::StructuralDiff;
 use crate::render::Palette;
 use crate::render::escape::shown;
@@ -58,14 +59,14 @@ impl Invocation {
 }
 
 /// Runs one external diff call and returns its output. Never fails: problems are notes.
-pub fn run(args: &[OsString], color: bool) -> String {
-    let outcome = std::panic::catch_unwind(|| run_inner(args, color));
+pub fn run(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
+    let outcome = std::panic::catch_unwind(|| run_inner(args, color, remote));
     outcome.unwrap_or_else(|_| {
         "weight-inspect: failed unexpectedly on this file; see `git diff --no-ext-diff`\n".into()
     })
 }
 
-fn run_inner(args: &[OsString], color: bool) -> String {
+fn run_inner(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
     match Invocation::parse(args) {
         None => format!(
             "weight-inspect git-diff-driver: expected git's 1, 7 or 9 arguments, got {}\n",
@@ -87,28 +88,22 @@ fn run_inner(args: &[OsString], color: bool) -> String {
             new_mode,
             new_path,
         }) => {
-            // A repository is opened only for LFS pointers (GIT_LFS_SKIP_SMUDGE=1 hands us
-            // pointers instead of content). For a symbolic link, git hands over its target.
-            let side = |file: &Path, mode: &str| {
+            // The repository git runs the driver in resolves LFS pointers (GIT_LFS_SKIP_SMUDGE=1
+            // hands us pointers instead of content). For a symbolic link, git hands over its
+            // target.
+            let reader = SideReader::around(None, remote);
+            let new_path = new_path.unwrap_or_else(|| path.clone());
+            let side = |file: &Path, mode: &str, name: &str| {
                 (file != Path::new("/dev/null")).then(|| {
                     if mode == LINK_MODE {
                         link_side(file)
                     } else {
-                        side::model_side_of_file(file)
+                        reader.file_as(file, name)
                     }
                 })
             };
-            let mut old = side(&old_file, &old_mode);
-            let mut new = side(&new_file, &new_mode);
-            let new_path = new_path.unwrap_or_else(|| path.clone());
-            let named = [
-                (path.clone(), old.as_mut()),
-                (new_path.clone(), new.as_mut()),
-            ]
-            .into_iter()
-            .filter_map(|(name, side)| side.map(|s| (name, s)))
-            .collect();
-            super::remote::complete_absent_here(named);
+            let old = side(&old_file, &old_mode, &path);
+            let new = side(&new_file, &new_mode, &new_path);
             let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
             render_change(
                 color,

@@ -8,13 +8,15 @@
 //! Every git process this tool runs is started from this module ([`process`]).
 
 pub mod changes;
+mod config;
 pub mod driver;
 pub mod install;
 pub mod lfs;
+mod lfs_server;
 pub mod models;
 pub mod objects;
 pub mod process;
-pub mod remote;
+pub mod reader;
 pub mod report;
 pub mod resolve;
 pub mod side;
@@ -23,6 +25,7 @@ pub mod values;
 
 pub use changes::{FileChange, PathFilter, Status};
 pub use objects::open_repo;
+pub use reader::{RemoteOptions, SideReader};
 pub use side::ModelSide;
 
 use std::path::PathBuf;
@@ -50,6 +53,12 @@ pub enum GitError {
     Command { args: String, message: String },
     #[error("{0}")]
     Usage(String),
+    #[error("there is no remote `{name}`")]
+    NoRemote { name: String },
+    #[error("cannot read the URL of remote `{name}`")]
+    RemoteUrl { name: String },
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
     /// Reading a model (or a file) the repository led to.
     #[error(transparent)]
     Core(#[from] crate::Error),

@@ -12,7 +12,8 @@ use super::GitError;
 use super::changes::{FileChange, Status};
 use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
-use super::side::{ModelSide, model_artifact_from_blob, model_side_from_file};
+use super::reader::{SideReader, read_pointer_file};
+use super::side::ModelSide;
 use crate::Artifact;
 use crate::error::ShardError;
 use crate::sharded::{self, Directory, SplitName};
@@ -83,11 +84,12 @@ pub enum Snapshot<'a> {
 
 /// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry.
 pub fn entries(
-    repo: &gix::Repository,
+    reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,
     changes: Vec<FileChange>,
 ) -> Result<Vec<ReportEntry>, GitError> {
+    let repo = reader.repo().expect("changes are read from a repository");
     let mut listings = Listings::default();
     let mut groups: BTreeMap<ModelKey, Vec<FileChange>> = BTreeMap::new();
     let mut singles = Vec::new();
@@ -107,33 +109,21 @@ pub fn entries(
         Snapshot::WorkTree => "worktree".to_owned(),
         Snapshot::Index => "index".to_owned(),
     };
-    let mut out = Vec::new();
-    for change in singles {
-        let old_side = change.old_side(repo, &label(old))?;
-        let new_side = change.new_side(repo, &label(new))?;
-        out.push(ReportEntry {
+    let sides = reader.change_sides(&singles, &label(old), &label(new))?;
+    let mut out: Vec<ReportEntry> = singles
+        .into_iter()
+        .zip(sides)
+        .map(|(change, (old, new))| ReportEntry {
             change,
-            old: old_side,
-            new: new_side,
+            old,
+            new,
             model: None,
-        });
-    }
-    // LFS objects that are not here: their headers from the LFS server, in one batch.
-    let mut named = Vec::new();
-    for entry in &mut out {
-        let (change, old, new) = (&entry.change, &mut entry.old, &mut entry.new);
-        if let (Some(side), Some(path)) = (old.as_mut(), &change.old_path) {
-            named.push((path.clone(), side));
-        }
-        if let (Some(side), Some(path)) = (new.as_mut(), &change.new_path) {
-            named.push((path.clone(), side));
-        }
-    }
-    super::remote::complete_absent(repo, named);
-    prefetch_absent(repo, &mut listings, [old, new], groups.keys())?;
+        })
+        .collect();
+    prefetch_absent(reader, &mut listings, [old, new], groups.keys())?;
     for (key, files) in groups {
-        let old_model = open_model(repo, &mut listings, old, &key)?;
-        let new_model = open_model(repo, &mut listings, new, &key)?;
+        let old_model = open_model(reader, &mut listings, old, &key)?;
+        let new_model = open_model(reader, &mut listings, new, &key)?;
         let old_parts = part_sources(repo, &mut listings, old, &key.dir, &old_model)?;
         let new_parts = part_sources(repo, &mut listings, new, &key.dir, &new_model)?;
         let status = match (&old_model, &new_model) {
@@ -196,12 +186,13 @@ enum KeyKind {
 /// the LFS server in one batch (and cached), so that assembling each model part by part then
 /// finds them in the cache instead of asking the server once per part.
 fn prefetch_absent<'k>(
-    repo: &gix::Repository,
+    reader: &SideReader<'_>,
     listings: &mut Listings,
     snapshots: [Snapshot<'_>; 2],
     keys: impl Iterator<Item = &'k ModelKey>,
 ) -> Result<(), GitError> {
-    let mut absent: Vec<(String, ModelSide)> = Vec::new();
+    let repo = reader.repo().expect("models are read from a repository");
+    let mut pointers: Vec<(String, Pointer)> = Vec::new();
     for key in keys {
         let belongs = |name: &str| match &key.kind {
             KeyKind::Index(index) => sharded::shard_of_index_name(name, index),
@@ -214,37 +205,20 @@ fn prefetch_absent<'k>(
                 }
                 let pointer = match listed {
                     Listed::Blob(id) => small_blob(repo, *id).and_then(|b| Pointer::parse(&b)),
-                    Listed::File(path) => super::side::read_pointer_file(path),
+                    Listed::File(path) => read_pointer_file(path),
                     Listed::Link => None,
                 };
                 let Some(pointer) = pointer else { continue };
-                let here = super::lfs::present_object(repo, &pointer).is_some();
-                if !here && !absent.iter().any(|(_, s)| s.pointer() == Some(&pointer)) {
-                    let path = if key.dir.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{}/{name}", key.dir)
-                    };
-                    absent.push((
-                        path,
-                        ModelSide::Absent {
-                            pointer,
-                            remote: None,
-                        },
-                    ));
-                }
+                let path = if key.dir.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{}/{name}", key.dir)
+                };
+                pointers.push((path, pointer));
             }
         }
     }
-    if absent.len() > 1 {
-        super::remote::complete_absent(
-            repo,
-            absent
-                .iter_mut()
-                .map(|(name, side)| (name.clone(), side))
-                .collect(),
-        );
-    }
+    reader.prefetch(pointers);
     Ok(())
 }
 
@@ -346,11 +320,12 @@ fn model_key(
 
 /// The model `key` names in `snapshot`: its name and side, or None when no file of it is there.
 fn open_model(
-    repo: &gix::Repository,
+    reader: &SideReader<'_>,
     listings: &mut Listings,
     snapshot: Snapshot<'_>,
     key: &ModelKey,
 ) -> Result<Option<(String, ModelSide)>, GitError> {
+    let repo = reader.repo().expect("models are read from a repository");
     let names = listings.names(repo, snapshot, &key.dir)?.to_vec();
     let in_dir = |file: &str| {
         if key.dir.is_empty() {
@@ -360,7 +335,7 @@ fn open_model(
         }
     };
     let dir = SnapshotDir {
-        repo,
+        reader,
         snapshot,
         dir: &key.dir,
         entries: listings.entries(repo, snapshot, &key.dir)?,
@@ -525,7 +500,7 @@ fn list(
 
 /// A directory of a snapshot, as the core's multi-file reader sees it.
 struct SnapshotDir<'a> {
-    repo: &'a gix::Repository,
+    reader: &'a SideReader<'a>,
     snapshot: Snapshot<'a>,
     dir: &'a str,
     entries: &'a [(String, Listed)],
@@ -534,6 +509,10 @@ struct SnapshotDir<'a> {
 }
 
 impl SnapshotDir<'_> {
+    fn repo(&self) -> &gix::Repository {
+        self.reader.repo().expect("models are read from a repository")
+    }
+
     /// The side of a model opened from this directory: the model (marked when a part's
     /// header came from the LFS server), or why its files do not read as one.
     fn side_of(&self, opened: Result<Artifact, ShardError>) -> ModelSide {
@@ -591,7 +570,7 @@ impl Directory for SnapshotDir<'_> {
         match self.find(file)? {
             Listed::Blob(id) => {
                 let size = self
-                    .repo
+                    .repo()
                     .find_header(*id)
                     .map_err(|e| self.unreadable(file, e.to_string()))?
                     .size();
@@ -601,7 +580,7 @@ impl Directory for SnapshotDir<'_> {
                         format!("{size} bytes, more than the {limit} an index may have"),
                     ));
                 }
-                blob_bytes(self.repo, *id).map_err(|e| self.unreadable(file, e.to_string()))
+                blob_bytes(self.repo(), *id).map_err(|e| self.unreadable(file, e.to_string()))
             }
             Listed::File(path) => {
                 let dir = crate::read::FsDirectory::new(path.parent().unwrap_or(Path::new(".")));
@@ -614,21 +593,20 @@ impl Directory for SnapshotDir<'_> {
     }
 
     fn read_model(&self, file: &str) -> Result<Artifact, ShardError> {
-        let mut side = match self.find(file)? {
+        // A part whose LFS object is not here: its header from the LFS server, like a file's.
+        let side = match self.find(file)? {
             Listed::Blob(id) => {
-                let bytes =
-                    blob_bytes(self.repo, *id).map_err(|e| self.unreadable(file, e.to_string()))?;
-                model_artifact_from_blob(self.repo, &bytes, &self.label(file))
+                let bytes = blob_bytes(self.repo(), *id)
+                    .map_err(|e| self.unreadable(file, e.to_string()))?;
+                self.reader.blob_bytes(&bytes, &self.label(file))
             }
-            Listed::File(path) => model_side_from_file(Some(self.repo), path),
+            Listed::File(path) => self.reader.file(path),
             Listed::Link => {
                 return Err(
                     self.unreadable(file, "a symbolic link, not a file (links are not followed)")
                 );
             }
         };
-        // A part whose LFS object is not here: its header from the LFS server, like a file's.
-        super::remote::complete_absent(self.repo, vec![(self.path(file), &mut side)]);
         match side {
             ModelSide::Model {
                 artifact,
@@ -649,20 +627,21 @@ impl Directory for SnapshotDir<'_> {
 /// an index file, or a part of a split GGUF. None for anything else (a single file is read as
 /// such by the caller).
 pub fn open_at(
-    repo: &gix::Repository,
+    reader: &SideReader<'_>,
     rev: &str,
     path: &str,
 ) -> Result<Option<ModelSide>, GitError> {
-    open_in(repo, Snapshot::Tree { rev, label: rev }, path)
+    open_in(reader, Snapshot::Tree { rev, label: rev }, path)
 }
 
 /// [`open_at`] in any snapshot: a commit's tree, or the work tree (where the parts may be LFS
 /// pointer texts of a checkout without LFS content). `path` is relative to the work-tree root.
 pub fn open_in(
-    repo: &gix::Repository,
+    reader: &SideReader<'_>,
     snapshot: Snapshot<'_>,
     path: &str,
 ) -> Result<Option<ModelSide>, GitError> {
+    let repo = reader.repo().expect("models are read from a repository");
     let mut listings = Listings::default();
     let path = path.trim_end_matches('/');
     let is_dir = match snapshot {
@@ -676,7 +655,7 @@ pub fn open_in(
     let (dir_path, file) = if is_dir { (path, "") } else { split_path(path) };
     let names = listings.names(repo, snapshot, dir_path)?;
     let dir = SnapshotDir {
-        repo,
+        reader,
         snapshot,
         dir: dir_path,
         entries: listings.entries(repo, snapshot, dir_path)?,
@@ -704,10 +683,11 @@ pub fn open_in(
 /// The multi-file model the directory `dir` holds in `snapshot` (its one index or split GGUF),
 /// read as one model; None when it holds none. A directory with several is unassembled.
 pub fn open_directory(
-    repo: &gix::Repository,
+    reader: &SideReader<'_>,
     snapshot: Snapshot<'_>,
     dir: &str,
 ) -> Result<Option<ModelSide>, GitError> {
+    let repo = reader.repo().expect("models are read from a repository");
     let mut listings = Listings::default();
     let names = listings.names(repo, snapshot, dir)?;
     let multi: Vec<sharded::Candidate> = sharded::candidates(&names)
@@ -715,7 +695,7 @@ pub fn open_directory(
         .filter(|c| !matches!(c, sharded::Candidate::Single(_)))
         .collect();
     let source = SnapshotDir {
-        repo,
+        reader,
         snapshot,
         dir,
         entries: listings.entries(repo, snapshot, dir)?,

@@ -21,6 +21,7 @@ pub struct GitDiffOptions<'a> {
     pub color: bool,
     /// Also compare weight values where both sides are local (see [`super::values`]).
     pub values: bool,
+    pub remote: &'a super::RemoteOptions,
 }
 
 /// The rendered report and whether any model file changed.
@@ -82,7 +83,8 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         rev: &base,
         label: &base,
     };
-    let entries = super::models::entries(&repo, old_snapshot, new_snapshot, changes)?;
+    let reader = super::SideReader::new(&repo, args.remote);
+    let entries = super::models::entries(&reader, old_snapshot, new_snapshot, changes)?;
     let color = args.color;
     let mut text = String::new();
     let mut files = Vec::new();

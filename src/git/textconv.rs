@@ -19,7 +19,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::side::{self, ModelSide};
+use super::reader::{RemoteOptions, SideReader};
+use super::side::ModelSide;
 use crate::artifact::{Array, Value};
 use crate::render::escape::{quoted, shown};
 use crate::{Artifact, Format};
@@ -41,14 +42,14 @@ const SPLIT_MIN: usize = 40;
 const SPLIT_MAX: usize = 400;
 
 /// Renders `file` (a model, an LFS pointer to one, or anything else). Never fails.
-pub fn render_file(file: &Path) -> String {
-    let outcome = std::panic::catch_unwind(|| render_file_inner(file));
+pub fn render_file(file: &Path, remote: &RemoteOptions) -> String {
+    let outcome = std::panic::catch_unwind(|| render_file_inner(file, remote));
     outcome.unwrap_or_else(|_| {
         format!("{HEADER}\nerror: weight-inspect failed unexpectedly on this file\n")
     })
 }
 
-fn render_file_inner(file: &Path) -> String {
+fn render_file_inner(file: &Path, remote: &RemoteOptions) -> String {
     match crate::read::read_wdelta(file) {
         Ok(None) => {}
         Ok(Some(delta)) => return format!("{HEADER}\n{}", crate::render::wdelta::describe(&delta)),
@@ -65,9 +66,7 @@ fn render_file_inner(file: &Path) -> String {
         }
     }
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
-    let mut side = side::model_side_of_file(file);
-    let name = file.display().to_string();
-    super::remote::complete_absent_here(vec![(name, &mut side)]);
+    let side = SideReader::around(None, remote).file(file);
     render_side(&side, size, file)
 }
 

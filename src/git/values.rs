@@ -65,7 +65,7 @@ fn compare_model(
         parts
             .iter()
             .map(|part| match part {
-                PartSource::File(path) => match super::side::read_pointer_file(path) {
+                PartSource::File(path) => match super::reader::read_pointer_file(path) {
                     Some(pointer) => local_object(repo, &pointer, label),
                     None => ModelBytes::map(path).map_err(|e| e.to_string()),
                 },

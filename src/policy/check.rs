@@ -2,9 +2,7 @@
 //! [`Violation`]s of the rules that match its path out. Reading the subject is
 //! [`super::subject`]'s job; this file holds the rules.
 
-use std::borrow::Cow;
 
-use gix::ObjectId;
 use serde::Serialize;
 
 use super::config::{Effective, Expected, FormatName, Policy, Rule, Sourced};
@@ -149,39 +147,6 @@ pub fn unassembled(policy: &Policy, dir: &str, why: String) -> Violation {
     );
     v.detail.anchor = Some(format!("{dir}/"));
     v
-}
-
-/// The violations of a blob of a commit or the index, given as bytes (an LFS pointer is
-/// resolved through `repo`'s local store): what `weight-inspect ci` runs on the head side.
-pub fn check_blob(
-    policy: &Policy,
-    repo: Option<&gix::Repository>,
-    path: &str,
-    blob: &[u8],
-) -> Result<Vec<Violation>> {
-    let subject = Subject {
-        path: path.to_string(),
-        origin: Origin::BlobBytes {
-            repo,
-            bytes: Cow::Borrowed(blob),
-        },
-    };
-    Ok(evaluate(policy, &subject)?.unwrap_or_default())
-}
-
-/// Like [`check_blob`] for a blob named by id: a large blob is not loaded into memory (its
-/// header tells a pointer from content, and only a prefix is read for the structure).
-pub fn check_blob_id(
-    policy: &Policy,
-    repo: &gix::Repository,
-    path: &str,
-    id: ObjectId,
-) -> Result<Vec<Violation>> {
-    let subject = Subject {
-        path: path.to_string(),
-        origin: Origin::Blob { repo, id },
-    };
-    Ok(evaluate(policy, &subject)?.unwrap_or_default())
 }
 
 struct Evaluation<'s, 'r> {

@@ -23,7 +23,7 @@ pub mod workspace;
 
 use std::path::{Path, PathBuf};
 
-pub use check::{Violation, check_blob, check_blob_id, evaluate};
+pub use check::{Violation, evaluate};
 pub use config::Policy;
 pub use error::{FileReason, PolicyError};
 pub use report::{CheckReport, FileError};
@@ -47,7 +47,7 @@ pub fn run_check(
     let targets = ws.targets(staged, paths)?;
     let mut report = CheckReport::new(policy_shown.to_string(), staged);
     for target in targets.iter().filter(|t| policy.covers(t.path())) {
-        let subject = target.subject(ws.repo.as_ref());
+        let subject = target.subject(ws);
         match evaluate(policy, &subject) {
             Ok(Some(found)) => {
                 report.checked += 1;
@@ -70,6 +70,7 @@ pub fn run_check(
                 let subject = Subject {
                     path: dir.clone(),
                     origin: Origin::Model(Box::new(artifact)),
+                    remote: &ws.remote,
                 };
                 evaluate(policy, &subject)
             }
@@ -125,7 +126,8 @@ fn open_model_dir(
     } else {
         crate::git::models::Snapshot::WorkTree
     };
-    match crate::git::models::open_directory(repo, snapshot, dir) {
+    let reader = crate::git::SideReader::new(repo, &ws.remote);
+    match crate::git::models::open_directory(&reader, snapshot, dir) {
         Ok(Some(crate::git::ModelSide::Model { artifact, .. })) => Ok(Some(*artifact)),
         Ok(Some(other)) => Err(other.note().unwrap_or_default()),
         Ok(None) => Ok(None),
@@ -177,7 +179,7 @@ pub fn pin_paths(
         }
     }
     for t in &targets {
-        let artifact = subject::read_artifact(&t.subject(ws.repo.as_ref()))?;
+        let artifact = subject::read_artifact(&t.subject(ws))?;
         pins.push((
             t.path().to_string(),
             crate::identity::structural_hash(&artifact),
@@ -231,5 +233,5 @@ fn config_paths_to_args(ws: &Workspace, paths: &[String]) -> Vec<PathBuf> {
 }
 
 fn is_model(ws: &Workspace, t: &Target) -> Result<bool> {
-    subject::is_model(&t.subject(ws.repo.as_ref()))
+    subject::is_model(&t.subject(ws))
 }

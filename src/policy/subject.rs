@@ -20,7 +20,7 @@ use gix::ObjectId;
 use super::error::{FileReason, PolicyError};
 use crate::artifact::{Artifact, Format};
 use crate::formats::pickle::{self, PickleReport};
-use crate::git::GitError;
+use crate::git::{GitError, RemoteOptions, SideReader};
 use crate::git::lfs::{self, Pointer};
 use crate::git::objects::{Entry, link_target};
 use crate::read::Classified;
@@ -39,6 +39,8 @@ const BLOB_PREFIXES: [u64; 3] = [4 << 20, 64 << 20, 256 << 20];
 pub struct Subject<'r> {
     pub path: String,
     pub origin: Origin<'r>,
+    /// Whether an absent LFS object's header may be read from the LFS server.
+    pub remote: &'r RemoteOptions,
 }
 
 /// Where a subject's bytes come from.
@@ -323,7 +325,8 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         if let Some(object) = lfs::present_object(repo, pointer) {
             return map_file(&object);
         }
-        match crate::git::remote::header_prefix(repo, path, pointer) {
+        let reader = SideReader::new(repo, self.subject.remote);
+        match reader.header_prefix(path, pointer) {
             Some(Ok((prefix, artifact))) => {
                 self.classified = Some(Classified::Model(Box::new(artifact)));
                 Ok(Body::Bytes(prefix))
@@ -608,6 +611,7 @@ mod tests {
                 repo: None,
                 bytes: Cow::Borrowed(bytes),
             },
+            remote: &RemoteOptions::ONLINE,
         }
     }
 

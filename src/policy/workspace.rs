@@ -11,6 +11,7 @@ use super::config::POLICY_FILE;
 use super::error::{FileReason, PolicyError};
 use super::subject::{Origin, Subject, follow_committed_link, worktree_file};
 use crate::error::Error;
+use crate::git::RemoteOptions;
 use crate::git::objects::Entry;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
@@ -18,6 +19,8 @@ type Result<T, E = PolicyError> = std::result::Result<T, E>;
 /// The repository and directories a command works in.
 pub struct Workspace {
     pub repo: Option<gix::Repository>,
+    /// Whether absent LFS objects' headers may be read from the LFS server.
+    pub remote: RemoteOptions,
     /// Policy globs are relative to this: the work tree's top directory, or outside a
     /// repository the directory of the policy file (the current directory by default).
     pub root: PathBuf,
@@ -48,7 +51,10 @@ impl Target {
         }
     }
 
-    pub fn subject<'r>(&self, repo: Option<&'r gix::Repository>) -> Subject<'r> {
+    /// The target bound to the workspace's repository.
+    pub fn subject<'w>(&self, ws: &'w Workspace) -> Subject<'w> {
+        let repo = ws.repo.as_ref();
+        let remote = &ws.remote;
         match self {
             Target::Staged { path, id } => Subject {
                 path: path.clone(),
@@ -56,6 +62,7 @@ impl Target {
                     repo: repo.expect("staged targets come from a repository"),
                     id: *id,
                 },
+                remote,
             },
             Target::Worktree {
                 path,
@@ -68,10 +75,12 @@ impl Target {
                     file: file.clone(),
                     index_id: *index_id,
                 },
+                remote,
             },
             Target::Refused { path, reason } => Subject {
                 path: path.clone(),
                 origin: Origin::Refused(reason.clone()),
+                remote,
             },
         }
     }
@@ -79,7 +88,7 @@ impl Target {
 
 impl Workspace {
     /// Opens the repository around the current directory, if there is one.
-    pub fn discover(policy: Option<&Path>) -> Result<Workspace> {
+    pub fn discover(policy: Option<&Path>, remote: &RemoteOptions) -> Result<Workspace> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
         let cwd = cwd.canonicalize().unwrap_or(cwd);
         let repo = crate::git::open_repo(&cwd).ok();
@@ -95,7 +104,12 @@ impl Workspace {
                 None => cwd.clone(),
             },
         };
-        Ok(Workspace { repo, root, cwd })
+        Ok(Workspace {
+            repo,
+            remote: remote.clone(),
+            root,
+            cwd,
+        })
     }
 
     pub fn repo(&self) -> Result<&gix::Repository> {

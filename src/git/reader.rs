@@ -1,0 +1,582 @@
+//! Reading what the files of a repository are, without smudging: blobs, work-tree files and the
+//! files git hands its drivers become [`ModelSide`]s. LFS pointers lead to the local object
+//! store (only the header pages of an object are read); an object that is not there is read
+//! from the repository's LFS server — only its header, once per command for all the sides read
+//! together, and kept in `<git dir>/weight-inspect/lfs-headers/` so a second look needs no
+//! network — unless remote reads are off (`--offline`, `git config weight-inspect.remote
+//! false`).
+
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::changes::FileChange;
+use super::config::GitConfig;
+use super::lfs::{self, Pointer};
+use super::lfs_server::Server;
+use super::objects::{blob_bytes, open_repo};
+use super::side::ModelSide;
+use super::GitError;
+use crate::digest::{sha256_file, sha256_hex};
+use crate::read::{Classified, HeaderStep, header_step};
+use crate::remote::batch::{LfsObject, download_actions};
+use crate::remote::cache::HeaderCache;
+use crate::remote::header::{RemoteHeader, read_header};
+use crate::remote::ObjectOutcome;
+
+/// What the command line says about remote reads.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteOptions {
+    /// `--offline`: never ask a server.
+    pub offline: bool,
+    /// `--remote NAME`: the remote whose LFS server to ask.
+    pub remote: Option<String>,
+}
+
+impl RemoteOptions {
+    /// Remote reads allowed, from the default remote (what git's drivers and hooks get).
+    pub const ONLINE: RemoteOptions = RemoteOptions {
+        offline: false,
+        remote: None,
+    };
+}
+
+/// Concurrent header reads of one command.
+const WORKERS: usize = 4;
+
+/// The repository a reader reads from: borrowed from the command, or opened for it.
+enum RepoRef<'r> {
+    Borrowed(&'r gix::Repository),
+    Owned(Box<gix::Repository>),
+}
+
+/// Reads sides for one command: the repository, the remote options, and the LFS server (found
+/// at the first absent object, then reused).
+pub struct SideReader<'r> {
+    repo: Option<RepoRef<'r>>,
+    options: RemoteOptions,
+    server: OnceCell<Result<Option<Server>, String>>,
+}
+
+impl<'r> SideReader<'r> {
+    pub fn new(repo: &'r gix::Repository, options: &RemoteOptions) -> SideReader<'r> {
+        SideReader {
+            repo: Some(RepoRef::Borrowed(repo)),
+            options: options.clone(),
+            server: OnceCell::new(),
+        }
+    }
+
+    /// For files named on the command line and files git hands its drivers: the repository of
+    /// the current directory (where git runs drivers), else the one holding `near`; without
+    /// one, LFS pointers are read as absent.
+    pub fn around(near: Option<&Path>, options: &RemoteOptions) -> SideReader<'static> {
+        let near = near.filter(|d| !d.as_os_str().is_empty());
+        let repo = open_repo(Path::new("."))
+            .ok()
+            .or_else(|| near.and_then(|d| open_repo(d).ok()));
+        SideReader {
+            repo: repo.map(|r| RepoRef::Owned(Box::new(r))),
+            options: options.clone(),
+            server: OnceCell::new(),
+        }
+    }
+
+    pub fn repo(&self) -> Option<&gix::Repository> {
+        self.repo.as_ref().map(|r| match r {
+            RepoRef::Borrowed(repo) => *repo,
+            RepoRef::Owned(repo) => repo.as_ref(),
+        })
+    }
+
+    pub fn options(&self) -> &RemoteOptions {
+        &self.options
+    }
+
+    /// The side of blob `id`, named `name` (`REV:path`) in messages.
+    pub fn blob(&self, id: gix::ObjectId, name: &str) -> Result<ModelSide, GitError> {
+        let repo = self.repo().expect("blobs are read from a repository");
+        let bytes = blob_bytes(repo, id)?;
+        Ok(self.blob_bytes(&bytes, name))
+    }
+
+    /// The side of a blob's bytes: an LFS pointer is followed, anything else parsed.
+    pub fn blob_bytes(&self, bytes: &[u8], name: &str) -> ModelSide {
+        let mut side = self.local_blob(bytes, name);
+        self.complete(vec![(name.to_owned(), &mut side)]);
+        side
+    }
+
+    /// The side of a file: a model, or an LFS pointer to one (a work tree checked out with
+    /// `GIT_LFS_SKIP_SMUDGE=1`, or the pointer git hands a driver when smudging is skipped).
+    pub fn file(&self, file: &Path) -> ModelSide {
+        self.file_as(file, &file.display().to_string())
+    }
+
+    /// [`Self::file`] for a file that stands for `name` in messages (a driver's temporary
+    /// copy of a repository path).
+    pub fn file_as(&self, file: &Path, name: &str) -> ModelSide {
+        let mut side = self.local_file(file);
+        self.complete(vec![(name.to_owned(), &mut side)]);
+        side
+    }
+
+    /// Both sides of each change (None for an added file's old side and a removed file's new
+    /// side); the old side is read at `old_rev`, the new one at `new_rev` or in the work tree.
+    /// Absent LFS objects among all of them are asked of the server in one batch.
+    #[allow(clippy::type_complexity)]
+    pub fn change_sides(
+        &self,
+        changes: &[FileChange],
+        old_rev: &str,
+        new_rev: &str,
+    ) -> Result<Vec<(Option<ModelSide>, Option<ModelSide>)>, GitError> {
+        let mut sides = Vec::with_capacity(changes.len());
+        for change in changes {
+            sides.push((
+                self.local_change_side(change, Which::Old, old_rev)?,
+                self.local_change_side(change, Which::New, new_rev)?,
+            ));
+        }
+        let mut named = Vec::new();
+        for (change, (old, new)) in changes.iter().zip(&mut sides) {
+            if let (Some(side), Some(path)) = (old.as_mut(), &change.old_path) {
+                named.push((path.clone(), side));
+            }
+            if let (Some(side), Some(path)) = (new.as_mut(), &change.new_path) {
+                named.push((path.clone(), side));
+            }
+        }
+        self.complete(named);
+        Ok(sides)
+    }
+
+    /// Reads the headers of the LFS objects `pointers` (each with its name for messages) that
+    /// are not in the local store into the header cache, in one batch: the multi-file reader
+    /// then finds each part there instead of asking the server once per part.
+    pub fn prefetch(&self, pointers: Vec<(String, Pointer)>) {
+        let Some(repo) = self.repo() else { return };
+        let mut absent: Vec<(String, ModelSide)> = Vec::new();
+        for (name, pointer) in pointers {
+            let here = lfs::present_object(repo, &pointer).is_some();
+            if !here && !absent.iter().any(|(_, s)| s.pointer() == Some(&pointer)) {
+                absent.push((
+                    name,
+                    ModelSide::Absent {
+                        pointer,
+                        remote: None,
+                    },
+                ));
+            }
+        }
+        if absent.len() > 1 {
+            self.complete(
+                absent
+                    .iter_mut()
+                    .map(|(name, side)| (name.clone(), side))
+                    .collect(),
+            );
+        }
+    }
+
+    /// The header of an absent LFS object as bytes (a prefix of the object) and as the model
+    /// they describe, from the cache or the LFS server: for readers of bytes (the policy). None
+    /// when remote reads are off or there is no server to ask; an error says why the server
+    /// did not give a model's header.
+    pub fn header_prefix(
+        &self,
+        name: &str,
+        pointer: &Pointer,
+    ) -> Option<Result<(Vec<u8>, crate::Artifact), String>> {
+        let repo = self.repo()?;
+        let mut side = ModelSide::Absent {
+            pointer: pointer.clone(),
+            remote: None,
+        };
+        self.complete(vec![(name.to_owned(), &mut side)]);
+        match side {
+            ModelSide::Model { artifact, .. } => {
+                let prefix = header_cache(repo).get(&pointer.oid, pointer.size);
+                Some(prefix.map(|p| (p, *artifact)).ok_or_else(|| {
+                    "the header read from the LFS server could not be kept in the cache".to_owned()
+                }))
+            }
+            ModelSide::Absent { remote: None, .. } => None,
+            ModelSide::Absent {
+                remote: Some(why), ..
+            } => Some(Err(why)),
+            other => Some(Err(other.note().unwrap_or_default())),
+        }
+    }
+
+    fn local_change_side(
+        &self,
+        change: &FileChange,
+        which: Which,
+        rev: &str,
+    ) -> Result<Option<ModelSide>, GitError> {
+        let repo = self.repo().expect("changes are read from a repository");
+        let (id, path, link) = match which {
+            Which::Old => (change.old_id, change.old_path.as_deref(), change.old_link),
+            Which::New => (change.new_id, change.new_path.as_deref(), change.new_link),
+        };
+        let worktree = match which {
+            Which::Old => None,
+            Which::New => change.new_worktree.as_deref(),
+        };
+        if link {
+            if let Some(file) = worktree {
+                let target = std::fs::read_link(file).map_err(|source| GitError::Io {
+                    path: file.to_owned(),
+                    source,
+                })?;
+                return Ok(Some(ModelSide::Link {
+                    target: target.to_string_lossy().into_owned(),
+                }));
+            }
+            let Some(id) = id else { return Ok(None) };
+            return Ok(Some(ModelSide::Link {
+                target: super::objects::link_target(repo, id)?,
+            }));
+        }
+        if let Some(file) = worktree {
+            return Ok(Some(self.local_file(file)));
+        }
+        let (Some(id), Some(path)) = (id, path) else {
+            return Ok(None);
+        };
+        let bytes = blob_bytes(repo, id)?;
+        Ok(Some(self.local_blob(&bytes, &format!("{rev}:{path}"))))
+    }
+
+    /// A blob's side from what is on this machine.
+    fn local_blob(&self, bytes: &[u8], name: &str) -> ModelSide {
+        if let Some(pointer) = Pointer::parse(bytes) {
+            return self.local_pointer(pointer);
+        }
+        from_bytes(Path::new(name), bytes, None)
+    }
+
+    /// A file's side from what is on this machine.
+    fn local_file(&self, file: &Path) -> ModelSide {
+        let meta = match std::fs::metadata(file) {
+            Ok(meta) => meta,
+            Err(e) => {
+                return ModelSide::Invalid {
+                    size: 0,
+                    error: format!("{}: {e}", file.display()),
+                    lfs: None,
+                };
+            }
+        };
+        if !meta.is_file() {
+            return ModelSide::Invalid {
+                size: 0,
+                error: format!(
+                    "{}: is not a regular file (a device, FIFO or socket), expected a model file",
+                    file.display()
+                ),
+                lfs: None,
+            };
+        }
+        if meta.len() < lfs::MAX_POINTER_SIZE as u64
+            && let Ok(bytes) = std::fs::read(file)
+        {
+            if let Some(pointer) = Pointer::parse(&bytes) {
+                return self.local_pointer_near(pointer, file);
+            }
+            return from_bytes(file, &bytes, None);
+        }
+        from_path(file, meta.len(), None, None)
+    }
+
+    fn local_pointer(&self, pointer: Pointer) -> ModelSide {
+        match self.repo().and_then(|r| lfs::present_object(r, &pointer)) {
+            Some(object) => {
+                let (size, sha) = (pointer.size, pointer.oid.clone());
+                from_path(&object, size, Some(sha), Some(pointer))
+            }
+            None => ModelSide::Absent {
+                pointer,
+                remote: None,
+            },
+        }
+    }
+
+    /// A pointer file's object: in the reader's repository, else in the one holding the file.
+    fn local_pointer_near(&self, pointer: Pointer, file: &Path) -> ModelSide {
+        let side = self.local_pointer(pointer);
+        let ModelSide::Absent { pointer, .. } = &side else {
+            return side;
+        };
+        let dir = match file.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        match open_repo(dir)
+            .ok()
+            .and_then(|repo| lfs::present_object(&repo, pointer))
+        {
+            Some(object) => {
+                let (size, sha) = (pointer.size, pointer.oid.clone());
+                from_path(&object, size, Some(sha), Some(pointer.clone()))
+            }
+            None => side,
+        }
+    }
+
+    /// Replaces every absent side among `sides` (each with the name messages use for it) by
+    /// the model its header describes: from the header cache, else from the LFS server in one
+    /// batch request. A side that cannot be read stays absent with the reason.
+    fn complete(&self, sides: Vec<(String, &mut ModelSide)>) {
+        let mut pending: Vec<(String, &mut ModelSide)> = sides
+            .into_iter()
+            .filter(|(_, side)| matches!(side, ModelSide::Absent { remote: None, .. }))
+            .collect();
+        let Some(repo) = self.repo() else { return };
+        if pending.is_empty() {
+            return;
+        }
+        let cache = header_cache(repo);
+        pending.retain_mut(|(name, side)| {
+            let pointer = side.pointer().expect("absent sides have a pointer").clone();
+            match cached_side(&cache, name, &pointer) {
+                Some(model) => {
+                    **side = model;
+                    false
+                }
+                None => true,
+            }
+        });
+        if pending.is_empty() || self.options.offline {
+            return;
+        }
+        let server = match self.server.get_or_init(|| self.discover(repo)) {
+            Ok(Some(server)) => server,
+            // No LFS server is configured (no remote, or a local one): the usual hint stands.
+            Ok(None) => return,
+            Err(e) => return mark_all(&mut pending, e),
+        };
+        let mut objects: Vec<LfsObject> = Vec::new();
+        for (_, side) in &pending {
+            let p = side.pointer().expect("absent sides have a pointer");
+            if !objects.iter().any(|o| o.oid == p.oid) {
+                objects.push(LfsObject {
+                    oid: p.oid.clone(),
+                    size: p.size,
+                });
+            }
+        }
+        let outcomes = match download_actions(
+            &server.client,
+            &server.endpoint,
+            &server.credentials,
+            &objects,
+        ) {
+            Ok(outcomes) => outcomes,
+            Err(e) => return mark_all(&mut pending, &e.to_string()),
+        };
+        let results = read_all(server, &objects, &outcomes);
+        for (name, side) in pending {
+            let pointer = side.pointer().expect("absent sides have a pointer").clone();
+            let index = objects
+                .iter()
+                .position(|o| o.oid == pointer.oid)
+                .expect("every pending object was asked for");
+            *side = match &results[index] {
+                Ok(header) => side_of_header(&cache, &name, pointer, header),
+                Err(why) => ModelSide::Absent {
+                    pointer,
+                    remote: Some(why.clone()),
+                },
+            };
+        }
+    }
+
+    /// The LFS server to ask, found once per reader: None when remote reads are turned off in
+    /// git's configuration or there is no server.
+    fn discover(&self, repo: &gix::Repository) -> Result<Option<Server>, String> {
+        // git runs in the work tree, or in the git directory of a bare repository.
+        let workdir = repo.workdir().unwrap_or_else(|| repo.git_dir());
+        let config = GitConfig::load(workdir).map_err(|e| e.to_string())?;
+        if config.bool("weight-inspect.remote") == Some(false) {
+            return Ok(None);
+        }
+        Server::discover(repo, workdir, &config, self.options.remote.as_deref())
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Old,
+    New,
+}
+
+/// The cache of headers read from LFS servers: in the common git directory (shared by linked
+/// work trees), outside the LFS store.
+pub(crate) fn header_cache(repo: &gix::Repository) -> HeaderCache {
+    HeaderCache::new(cache_dir(repo))
+}
+
+pub fn cache_dir(repo: &gix::Repository) -> PathBuf {
+    repo.common_dir().join("weight-inspect").join("lfs-headers")
+}
+
+fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &str) {
+    for (_, side) in pending.iter_mut() {
+        if let ModelSide::Absent { remote, .. } = side {
+            *remote = Some(why.to_owned());
+        }
+    }
+}
+
+/// A cached header that still parses as a model of the pointer's size.
+fn cached_side(cache: &HeaderCache, name: &str, pointer: &Pointer) -> Option<ModelSide> {
+    let prefix = cache.get(&pointer.oid, pointer.size)?;
+    match header_step(Path::new(name), &prefix, pointer.size) {
+        HeaderStep::Parsed(Ok(artifact)) => Some(ModelSide::Model {
+            artifact: Box::new(artifact),
+            lfs: Some(pointer.clone()),
+            from_server: true,
+        }),
+        _ => None,
+    }
+}
+
+/// The side a header read from the server stands for; only a model's header is cached.
+fn side_of_header(
+    cache: &HeaderCache,
+    name: &str,
+    pointer: Pointer,
+    header: &RemoteHeader,
+) -> ModelSide {
+    match &header.parsed {
+        Ok(artifact) => {
+            let _ = cache.put(&pointer.oid, &header.prefix);
+            ModelSide::Model {
+                artifact: Box::new(artifact.clone()),
+                lfs: Some(pointer),
+                from_server: true,
+            }
+        }
+        Err(crate::Error::UnknownFormat { .. }) => ModelSide::NotModel {
+            size: pointer.size,
+            sha256: pointer.oid.clone(),
+            lfs: Some(pointer),
+        },
+        Err(e) => ModelSide::Invalid {
+            size: pointer.size,
+            error: format!("{e} (header read from the LFS server for {name})"),
+            lfs: Some(pointer),
+        },
+    }
+}
+
+/// Reads the header of each object the server gave a download for, a few at a time.
+fn read_all(
+    server: &Server,
+    objects: &[LfsObject],
+    outcomes: &[ObjectOutcome],
+) -> Vec<Result<RemoteHeader, String>> {
+    let progress = crate::progress::Progress::new(
+        objects.len() as u64,
+        crate::progress::Unit::Items,
+        "LFS headers",
+    );
+    let read_one = |(object, outcome): (&LfsObject, &ObjectOutcome)| {
+        let result = match outcome {
+            ObjectOutcome::Download(action) => read_header(
+                &server.client,
+                Path::new(&format!("sha256:{}", object.oid)),
+                &action.href,
+                &action.headers(),
+                Some(object.size),
+            )
+            .map_err(|e| e.to_string()),
+            ObjectOutcome::Failed { code, message } => Err(object_failure(*code, message)),
+        };
+        progress.inc(1);
+        result
+    };
+    // Network reads wait, they do not compute: a pool of their own, not rayon's global one.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(WORKERS.min(objects.len()).max(1))
+        .build();
+    match pool {
+        Ok(pool) => pool.install(|| objects.par_iter().zip(outcomes).map(read_one).collect()),
+        Err(_) => objects.iter().zip(outcomes).map(read_one).collect(),
+    }
+}
+
+fn object_failure(code: u32, message: &str) -> String {
+    let what = match code {
+        404 => "the object is not on the LFS server",
+        410 => "the object was removed from the LFS server",
+        422 => "the LFS server refused the object as invalid",
+        401 | 403 => "the LFS server refused access to the object",
+        0 => "the LFS server gave no download for the object",
+        _ => "the LFS server could not provide the object",
+    };
+    let message = crate::render::escape::shown(message);
+    match code {
+        0 => format!("{what}: {message}"),
+        _ if message.is_empty() => format!("{what} (error {code})"),
+        _ => format!("{what} (error {code}: {message})"),
+    }
+}
+
+fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
+    let size = bytes.len() as u64;
+    match crate::read::classify_bytes(path, bytes) {
+        Classified::Model(artifact) => ModelSide::Model {
+            artifact,
+            lfs,
+            from_server: false,
+        },
+        Classified::Invalid { error, .. } => ModelSide::Invalid {
+            size,
+            error: error.to_string(),
+            lfs,
+        },
+        Classified::Unknown => ModelSide::NotModel {
+            size,
+            sha256: sha256_hex(bytes),
+            lfs,
+        },
+    }
+}
+
+/// Parses a file on disk (header only). `sha256` is known for LFS objects; otherwise it is
+/// computed only when the file turns out not to be a model.
+fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer>) -> ModelSide {
+    match crate::read::classify_file(path) {
+        Classified::Model(artifact) => ModelSide::Model {
+            artifact,
+            lfs,
+            from_server: false,
+        },
+        Classified::Invalid { error, .. } => ModelSide::Invalid {
+            size,
+            error: error.to_string(),
+            lfs,
+        },
+        Classified::Unknown => {
+            let sha256 = match sha256 {
+                Some(s) => s,
+                None => sha256_file(path).unwrap_or_else(|e| format!("<{}: {e}>", path.display())),
+            };
+            ModelSide::NotModel { size, sha256, lfs }
+        }
+    }
+}
+
+/// The LFS pointer in `file`, if it holds one (only small files are read).
+pub fn read_pointer_file(file: &Path) -> Option<Pointer> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
+        return None;
+    }
+    Pointer::parse(&std::fs::read(file).ok()?)
+}
