@@ -37,6 +37,13 @@ pub enum Error {
          \"GGUF\" or an 8-byte little-endian header length followed by '{{'"
     )]
     UnknownFormat { path: PathBuf, first_bytes: String },
+    /// A model header read from an LFS server (for the file `name`) that does not parse.
+    #[error("{source} (header read from the LFS server for {name})")]
+    ServerHeader {
+        name: String,
+        #[source]
+        source: Box<Error>,
+    },
     /// A multi-file model whose files do not fit together.
     #[error(transparent)]
     Sharded(#[from] ShardError),

@@ -12,6 +12,7 @@ use crate::Artifact;
 use crate::formats::wdelta::WdeltaFile;
 use crate::git::reader::read_pointer_file;
 use crate::git::{GitError, ModelSide, RemoteOptions, SideReader};
+use crate::read::Content;
 
 /// What an argument names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,9 +67,6 @@ pub enum InputError {
     /// another kind); the message says which and what to do.
     #[error("{name}: {message}")]
     NoModel { name: String, message: String },
-    /// The input looks like a model but does not parse; the message names it.
-    #[error("{0}")]
-    Unreadable(String),
     #[error(transparent)]
     Values(#[from] crate::values::ValuesError),
 }
@@ -218,10 +216,16 @@ fn open_url(
 fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>), InputError> {
     let note = side.origin_note();
     match side {
-        ModelSide::Model { artifact, .. } => Ok((*artifact, note)),
-        ModelSide::Invalid { error, .. } | ModelSide::Unassembled { error } => {
-            Err(InputError::Unreadable(error))
+        ModelSide::Read {
+            content: Content::Model(artifact),
+            ..
+        } => Ok((*artifact, note)),
+        ModelSide::Read {
+            content: Content::Invalid { error, .. },
+            ..
         }
+        | ModelSide::Unreadable { error } => Err(InputError::Core(*error)),
+        ModelSide::Unassembled { error } => Err(InputError::Core((*error).into())),
         other => Err(InputError::NoModel {
             name,
             message: other.note().unwrap_or_default(),

@@ -150,43 +150,63 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
     read_prefix_of(path, bytes, bytes.len() as u64)
 }
 
-/// What some bytes turned out to be.
+/// What a file's bytes turned out to be: the one classification every reader of files uses
+/// (the commands, git's sides of a comparison, the policy).
 #[derive(Debug)]
-pub enum Classified {
+pub enum Content {
     Model(Box<Artifact>),
     /// The magic bytes of a model format, but the header does not parse.
     Invalid {
         format: Format,
-        error: Error,
+        error: Box<Error>,
     },
-    /// Neither GGUF nor safetensors.
-    Unknown,
+    /// None of the formats this tool reads; `first_bytes` as [`describe_start`] shows them.
+    Other {
+        first_bytes: String,
+    },
+}
+
+impl Content {
+    pub fn artifact(&self) -> Option<&Artifact> {
+        match self {
+            Content::Model(artifact) => Some(artifact),
+            _ => None,
+        }
+    }
 }
 
 /// Detects the format of `bytes` and parses them when they are a model (`path` only names the
 /// file in errors).
-pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Classified {
+pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
     let Some(format) = formats::detect(bytes) else {
-        return Classified::Unknown;
+        return Content::Other {
+            first_bytes: describe_start(bytes),
+        };
     };
     match read_bytes(path, bytes) {
-        Ok(artifact) => Classified::Model(Box::new(artifact)),
-        Err(error) => Classified::Invalid { format, error },
+        Ok(artifact) => Content::Model(Box::new(artifact)),
+        Err(error) => Content::Invalid {
+            format,
+            error: Box::new(error),
+        },
     }
 }
 
 /// [`classify_bytes`] for a file on disk, of which only the header is read.
 /// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
-pub fn classify_file(path: &Path) -> Classified {
+pub fn classify_file(path: &Path) -> Content {
     match read_file_buffered(path) {
-        Ok(artifact) => Classified::Model(Box::new(artifact)),
-        Err(Error::UnknownFormat { .. }) => Classified::Unknown,
+        Ok(artifact) => Content::Model(Box::new(artifact)),
+        Err(Error::UnknownFormat { first_bytes, .. }) => Content::Other { first_bytes },
         Err(error) => {
             let format = match &error {
                 Error::Safetensors { .. } => Format::Safetensors,
                 _ => Format::Gguf,
             };
-            Classified::Invalid { format, error }
+            Content::Invalid {
+                format,
+                error: Box::new(error),
+            }
         }
     }
 }

@@ -212,11 +212,11 @@ fn side_note(side: &ModelSide, which: Side) -> String {
 pub(crate) fn short_hash(side: Option<&ModelSide>) -> String {
     match side {
         None => "-".to_owned(),
-        Some(ModelSide::Model { artifact, .. }) => {
-            crate::identity::structural_hash(artifact)[..12].to_owned()
-        }
         Some(ModelSide::Absent { pointer, .. }) => format!("lfs:{}", &pointer.oid[..8]),
-        Some(_) => "?".to_owned(),
+        Some(side) => match side.artifact() {
+            Some(artifact) => crate::identity::structural_hash(artifact)[..12].to_owned(),
+            None => "?".to_owned(),
+        },
     }
 }
 

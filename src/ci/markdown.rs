@@ -448,10 +448,14 @@ mod tests {
                     },
                     old: None,
                     model: None,
-                    new: Some(ModelSide::NotModel {
+                    new: Some(ModelSide::Read {
+                        content: crate::read::Content::Other {
+                            first_bytes: "00".into(),
+                        },
                         size: 10,
-                        sha256: "ab".repeat(32),
+                        sha256: Some("ab".repeat(32)),
                         lfs: None,
+                        from_server: false,
                     }),
                     diff: None,
                     values: None,

@@ -310,7 +310,7 @@ impl CiReport {
             }
             // A model whose files could not be read together (a shard missing, an LFS object
             // not available) cannot be judged: reported as not checked, which fails the run.
-            let ModelSide::Model { artifact, .. } = side else {
+            let Some(artifact) = side.artifact() else {
                 let why = side.note().unwrap_or_default();
                 let error = PolicyError::file(dir, FileReason::Unassembled { why });
                 self.unchecked.push(FileError::new(dir, &error));
@@ -319,7 +319,7 @@ impl CiReport {
             self.checked += 1;
             let subject = Subject {
                 path: dir.to_owned(),
-                origin: Origin::Model(artifact.clone()),
+                origin: Origin::Model(Box::new(artifact.clone())),
                 remote,
             };
             match crate::policy::evaluate(policy, &subject) {

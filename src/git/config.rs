@@ -239,11 +239,15 @@ mod tests {
                 .map(|(_, v)| v)
                 .collect();
         assert_eq!(found, ["A: 0", "B: 1", "C: 2", "G: 6"]);
-        let with_user: Vec<String> =
-            url_values_in(&entries, "http", "extraheader", "https://bob@h.example:443/x")
-                .into_iter()
-                .map(|(_, v)| v)
-                .collect();
+        let with_user: Vec<String> = url_values_in(
+            &entries,
+            "http",
+            "extraheader",
+            "https://bob@h.example:443/x",
+        )
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
         assert_eq!(with_user, ["A: 0", "B: 1", "I: 8"]);
         let plain = vec![("http.sslcainfo".to_owned(), "/ca.pem".to_owned())];
         assert_eq!(

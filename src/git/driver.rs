@@ -173,24 +173,25 @@ pub fn render_change(
             "{note} (`weight-inspect git diff` compares the whole model)"
         );
     }
-    match (old, new) {
-        (
-            Some(ModelSide::Model { artifact: a, .. }),
-            Some(ModelSide::Model { artifact: b, .. }),
-        ) => {
-            let diff = StructuralDiff::between(a, b);
-            push_block(
-                &mut out,
-                &crate::render::text::diff_or_identical(&diff, palette, blobs_differ),
-            );
+    if let (Some(a), Some(b)) = (
+        old.and_then(ModelSide::artifact),
+        new.and_then(ModelSide::artifact),
+    ) {
+        let diff = StructuralDiff::between(a, b);
+        push_block(
+            &mut out,
+            &crate::render::text::diff_or_identical(&diff, palette, blobs_differ),
+        );
+    } else {
+        match (old, new) {
+            (None, Some(side)) => push_side(&mut out, palette, "new file", side),
+            (Some(side), None) => push_side(&mut out, palette, "deleted file", side),
+            (Some(o), Some(n)) => {
+                push_note(&mut out, "old", o);
+                push_note(&mut out, "new", n);
+            }
+            (None, None) => {}
         }
-        (None, Some(side)) => push_side(&mut out, palette, "new file", side),
-        (Some(side), None) => push_side(&mut out, palette, "deleted file", side),
-        (Some(o), Some(n)) => {
-            push_note(&mut out, "old", o);
-            push_note(&mut out, "new", n);
-        }
-        (None, None) => {}
     }
     for (label, side) in [("old", old), ("new", new)] {
         if let Some(note) = side.and_then(ModelSide::origin_note) {

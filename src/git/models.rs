@@ -352,7 +352,7 @@ fn open_model(
                     file: dir.label(index),
                     expected_by: "the shards named like it".to_owned(),
                 };
-                return Ok(Some((in_dir(index), unassembled(&missing))));
+                return Ok(Some((in_dir(index), unassembled(missing))));
             }
             (in_dir(index), sharded::open_index(&dir, index, &names))
         }
@@ -374,9 +374,9 @@ fn open_model(
     Ok(Some((name, dir.side_of(opened))))
 }
 
-fn unassembled(error: &ShardError) -> ModelSide {
+fn unassembled(error: ShardError) -> ModelSide {
     ModelSide::Unassembled {
-        error: error.to_string(),
+        error: Box::new(error),
     }
 }
 
@@ -510,19 +510,23 @@ struct SnapshotDir<'a> {
 
 impl SnapshotDir<'_> {
     fn repo(&self) -> &gix::Repository {
-        self.reader.repo().expect("models are read from a repository")
+        self.reader
+            .repo()
+            .expect("models are read from a repository")
     }
 
     /// The side of a model opened from this directory: the model (marked when a part's
     /// header came from the LFS server), or why its files do not read as one.
     fn side_of(&self, opened: Result<Artifact, ShardError>) -> ModelSide {
         match opened {
-            Ok(artifact) => ModelSide::Model {
-                artifact: Box::new(artifact),
-                lfs: None,
-                from_server: self.from_server.get(),
-            },
-            Err(e) => unassembled(&e),
+            Ok(artifact) => {
+                let mut side = ModelSide::model(artifact, None);
+                if let ModelSide::Read { from_server, .. } = &mut side {
+                    *from_server = self.from_server.get();
+                }
+                side
+            }
+            Err(e) => unassembled(e),
         }
     }
 
@@ -607,19 +611,13 @@ impl Directory for SnapshotDir<'_> {
                 );
             }
         };
-        match side {
-            ModelSide::Model {
-                artifact,
-                from_server,
-                ..
-            } => {
-                if from_server {
-                    self.from_server.set(true);
-                }
-                Ok(*artifact)
-            }
-            other => Err(self.unreadable(file, other.note().unwrap_or_default())),
+        if side.from_server() {
+            self.from_server.set(true);
         }
+        let note = side.note();
+        side.into_artifact()
+            .map(|artifact| *artifact)
+            .ok_or_else(|| self.unreadable(file, note.unwrap_or_default()))
     }
 }
 

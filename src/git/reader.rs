@@ -11,19 +11,19 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::GitError;
 use super::changes::FileChange;
 use super::config::GitConfig;
 use super::lfs::{self, Pointer};
 use super::lfs_server::Server;
 use super::objects::{blob_bytes, open_repo};
 use super::side::ModelSide;
-use super::GitError;
 use crate::digest::{sha256_file, sha256_hex};
-use crate::read::{Classified, HeaderStep, header_step};
+use crate::read::{Content, HeaderStep, header_step};
+use crate::remote::ObjectOutcome;
 use crate::remote::batch::{LfsObject, download_actions};
 use crate::remote::cache::HeaderCache;
 use crate::remote::header::{RemoteHeader, read_header};
-use crate::remote::ObjectOutcome;
 
 /// What the command line says about remote reads.
 #[derive(Debug, Clone, Default)]
@@ -196,17 +196,23 @@ impl<'r> SideReader<'r> {
         };
         self.complete(vec![(name.to_owned(), &mut side)]);
         match side {
-            ModelSide::Model { artifact, .. } => {
-                let prefix = header_cache(repo).get(&pointer.oid, pointer.size);
-                Some(prefix.map(|p| (p, *artifact)).ok_or_else(|| {
-                    "the header read from the LFS server could not be kept in the cache".to_owned()
-                }))
-            }
             ModelSide::Absent { remote: None, .. } => None,
             ModelSide::Absent {
                 remote: Some(why), ..
             } => Some(Err(why)),
-            other => Some(Err(other.note().unwrap_or_default())),
+            other => {
+                let note = other.note();
+                match other.into_artifact() {
+                    Some(artifact) => {
+                        let prefix = header_cache(repo).get(&pointer.oid, pointer.size);
+                        Some(prefix.map(|p| (p, *artifact)).ok_or_else(|| {
+                            "the header read from the LFS server could not be kept in the cache"
+                                .to_owned()
+                        }))
+                    }
+                    None => Some(Err(note.unwrap_or_default())),
+                }
+            }
         }
     }
 
@@ -263,21 +269,17 @@ impl<'r> SideReader<'r> {
         let meta = match std::fs::metadata(file) {
             Ok(meta) => meta,
             Err(e) => {
-                return ModelSide::Invalid {
-                    size: 0,
-                    error: format!("{}: {e}", file.display()),
-                    lfs: None,
+                return ModelSide::Unreadable {
+                    error: Box::new(crate::Error::io(file, e)),
                 };
             }
         };
         if !meta.is_file() {
-            return ModelSide::Invalid {
-                size: 0,
-                error: format!(
-                    "{}: is not a regular file (a device, FIFO or socket), expected a model file",
-                    file.display()
-                ),
-                lfs: None,
+            let not_regular = std::io::Error::other(
+                "is not a regular file (a device, FIFO or socket), expected a model file",
+            );
+            return ModelSide::Unreadable {
+                error: Box::new(crate::Error::io(file, not_regular)),
             };
         }
         if meta.len() < lfs::MAX_POINTER_SIZE as u64
@@ -436,8 +438,10 @@ fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &str) {
 fn cached_side(cache: &HeaderCache, name: &str, pointer: &Pointer) -> Option<ModelSide> {
     let prefix = cache.get(&pointer.oid, pointer.size)?;
     match header_step(Path::new(name), &prefix, pointer.size) {
-        HeaderStep::Parsed(Ok(artifact)) => Some(ModelSide::Model {
-            artifact: Box::new(artifact),
+        HeaderStep::Parsed(Ok(artifact)) => Some(ModelSide::Read {
+            content: Content::Model(Box::new(artifact)),
+            size: pointer.size,
+            sha256: None,
             lfs: Some(pointer.clone()),
             from_server: true,
         }),
@@ -452,25 +456,37 @@ fn side_of_header(
     pointer: Pointer,
     header: &RemoteHeader,
 ) -> ModelSide {
-    match &header.parsed {
+    let content = match &header.parsed {
         Ok(artifact) => {
             let _ = cache.put(&pointer.oid, &header.prefix);
-            ModelSide::Model {
-                artifact: Box::new(artifact.clone()),
-                lfs: Some(pointer),
-                from_server: true,
+            Content::Model(Box::new(artifact.clone()))
+        }
+        Err(crate::Error::UnknownFormat { first_bytes, .. }) => Content::Other {
+            first_bytes: first_bytes.clone(),
+        },
+        Err(_) => {
+            // The same parse again, for an error of our own (one header may serve several
+            // sides).
+            let object = format!("sha256:{}", pointer.oid);
+            let error = match header_step(Path::new(&object), &header.prefix, pointer.size) {
+                HeaderStep::Parsed(Err(e)) => e,
+                _ => crate::Error::io(&object, std::io::Error::other("unreadable header")),
+            };
+            Content::Invalid {
+                format: crate::formats::detect(&header.prefix).unwrap_or(crate::Format::Gguf),
+                error: Box::new(crate::Error::ServerHeader {
+                    name: name.to_owned(),
+                    source: Box::new(error),
+                }),
             }
         }
-        Err(crate::Error::UnknownFormat { .. }) => ModelSide::NotModel {
-            size: pointer.size,
-            sha256: pointer.oid.clone(),
-            lfs: Some(pointer),
-        },
-        Err(e) => ModelSide::Invalid {
-            size: pointer.size,
-            error: format!("{e} (header read from the LFS server for {name})"),
-            lfs: Some(pointer),
-        },
+    };
+    ModelSide::Read {
+        content,
+        size: pointer.size,
+        sha256: Some(pointer.oid.clone()),
+        from_server: true,
+        lfs: Some(pointer),
     }
 }
 
@@ -528,47 +544,43 @@ fn object_failure(code: u32, message: &str) -> String {
 }
 
 fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
-    let size = bytes.len() as u64;
-    match crate::read::classify_bytes(path, bytes) {
-        Classified::Model(artifact) => ModelSide::Model {
-            artifact,
-            lfs,
-            from_server: false,
-        },
-        Classified::Invalid { error, .. } => ModelSide::Invalid {
-            size,
-            error: error.to_string(),
-            lfs,
-        },
-        Classified::Unknown => ModelSide::NotModel {
-            size,
-            sha256: sha256_hex(bytes),
-            lfs,
-        },
+    let content = crate::read::classify_bytes(path, bytes);
+    let size = match (&content, &lfs) {
+        (_, Some(pointer)) => pointer.size,
+        (Content::Model(artifact), None) => artifact.layout.file_size,
+        _ => bytes.len() as u64,
+    };
+    let sha256 = matches!(content, Content::Other { .. }).then(|| sha256_hex(bytes));
+    ModelSide::Read {
+        content,
+        size,
+        sha256,
+        lfs,
+        from_server: false,
     }
 }
 
 /// Parses a file on disk (header only). `sha256` is known for LFS objects; otherwise it is
 /// computed only when the file turns out not to be a model.
 fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer>) -> ModelSide {
-    match crate::read::classify_file(path) {
-        Classified::Model(artifact) => ModelSide::Model {
-            artifact,
-            lfs,
-            from_server: false,
-        },
-        Classified::Invalid { error, .. } => ModelSide::Invalid {
-            size,
-            error: error.to_string(),
-            lfs,
-        },
-        Classified::Unknown => {
+    let content = crate::read::classify_file(path);
+    let (size, sha256) = match &content {
+        Content::Model(artifact) if lfs.is_none() => (artifact.layout.file_size, None),
+        Content::Model(_) | Content::Invalid { .. } => (size, None),
+        Content::Other { .. } => {
             let sha256 = match sha256 {
                 Some(s) => s,
                 None => sha256_file(path).unwrap_or_else(|e| format!("<{}: {e}>", path.display())),
             };
-            ModelSide::NotModel { size, sha256, lfs }
+            (size, Some(sha256))
         }
+    };
+    ModelSide::Read {
+        content,
+        size,
+        sha256,
+        lfs,
+        from_server: false,
     }
 }
 

@@ -4,16 +4,24 @@
 
 use super::lfs::Pointer;
 use crate::Artifact;
+use crate::error::ShardError;
+use crate::read::Content;
 
 /// One side of a comparison, as far as it could be read without smudging.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum ModelSide {
-    /// A parsed model; `lfs` is the pointer it was reached through, if any. `from_server`:
-    /// the header was read from the LFS server (or its cache) rather than a local object, so it
-    /// was not verified against the oid, which hashes the whole file.
-    Model {
-        artifact: Box<Artifact>,
+    /// Bytes that were read — a blob, a file, a local LFS object, or an object's header read
+    /// from the LFS server — and what they are.
+    Read {
+        content: Content,
+        /// The size of the file (of the LFS object, for a pointer).
+        size: u64,
+        /// The SHA-256 of content that is not a model (for an LFS object, its oid).
+        sha256: Option<String>,
+        /// The LFS pointer the content was reached through, if any.
         lfs: Option<Pointer>,
+        /// The header was read from the LFS server (or its cache) rather than a local object,
+        /// so it was not verified against the oid, which hashes the whole file.
         from_server: bool,
     },
     /// An LFS pointer whose object is not in the local store (not fetched, pruned, or
@@ -23,24 +31,14 @@ pub enum ModelSide {
         pointer: Pointer,
         remote: Option<String>,
     },
-    /// Not a GGUF or safetensors file.
-    NotModel {
-        size: u64,
-        sha256: String,
-        lfs: Option<Pointer>,
-    },
-    /// Looks like a model (magic bytes) but does not parse.
-    Invalid {
-        size: u64,
-        error: String,
-        lfs: Option<Pointer>,
-    },
+    /// A file that could not be read at all (gone, or not a regular file).
+    Unreadable { error: Box<crate::Error> },
     /// A symbolic link (committed, or in the work tree): not a file, so not read; its target
     /// may lie anywhere.
     Link { target: String },
     /// A multi-file model whose files could not be read as one model (a part missing, absent
     /// or not fitting the others); the error names the file.
-    Unassembled { error: String },
+    Unassembled { error: Box<ShardError> },
 }
 
 /// See [`ModelSide::json`].
@@ -58,34 +56,67 @@ pub struct SideJson {
 }
 
 impl ModelSide {
-    pub fn artifact(&self) -> Option<&Artifact> {
+    /// A model read from bytes on this machine (a file, a blob, a local LFS object).
+    pub fn model(artifact: Artifact, lfs: Option<Pointer>) -> ModelSide {
+        ModelSide::Read {
+            size: lfs.as_ref().map_or(artifact.layout.file_size, |p| p.size),
+            content: Content::Model(Box::new(artifact)),
+            sha256: None,
+            lfs,
+            from_server: false,
+        }
+    }
+
+    pub fn content(&self) -> Option<&Content> {
         match self {
-            ModelSide::Model { artifact, .. } => Some(artifact),
+            ModelSide::Read { content, .. } => Some(content),
+            _ => None,
+        }
+    }
+
+    pub fn artifact(&self) -> Option<&Artifact> {
+        self.content().and_then(Content::artifact)
+    }
+
+    /// The model, taken out of the side.
+    pub fn into_artifact(self) -> Option<Box<Artifact>> {
+        match self {
+            ModelSide::Read {
+                content: Content::Model(artifact),
+                ..
+            } => Some(artifact),
             _ => None,
         }
     }
 
     pub fn pointer(&self) -> Option<&Pointer> {
         match self {
-            ModelSide::Model { lfs, .. }
-            | ModelSide::NotModel { lfs, .. }
-            | ModelSide::Invalid { lfs, .. } => lfs.as_ref(),
+            ModelSide::Read { lfs, .. } => lfs.as_ref(),
             ModelSide::Absent { pointer, .. } => Some(pointer),
-            ModelSide::Link { .. } | ModelSide::Unassembled { .. } => None,
+            ModelSide::Unreadable { .. }
+            | ModelSide::Link { .. }
+            | ModelSide::Unassembled { .. } => None,
         }
+    }
+
+    /// Whether the model's header came from the LFS server rather than a local object.
+    pub fn from_server(&self) -> bool {
+        matches!(
+            self,
+            ModelSide::Read {
+                from_server: true,
+                ..
+            }
+        )
     }
 
     /// The size of the content: the LFS object's size for a pointer, else the file's.
     pub fn size(&self) -> u64 {
-        if let Some(p) = self.pointer() {
-            return p.size;
-        }
         match self {
-            ModelSide::Model { artifact, .. } => artifact.layout.file_size,
-            ModelSide::NotModel { size, .. } | ModelSide::Invalid { size, .. } => *size,
+            ModelSide::Read { size, .. } => *size,
             ModelSide::Absent { pointer, .. } => pointer.size,
             ModelSide::Link { target } => target.len() as u64,
-            ModelSide::Unassembled { .. } => 0,
+            ModelSide::Unreadable { .. } | ModelSide::Unassembled { .. } => 0,
         }
     }
 
@@ -93,10 +124,13 @@ impl ModelSide {
     /// multi-file model whose files do not fit together) or "link" (a symbolic link).
     pub fn kind(&self) -> &'static str {
         match self {
-            ModelSide::Model { .. } => "model",
+            ModelSide::Read { content, .. } => match content {
+                Content::Model(_) => "model",
+                Content::Invalid { .. } => "invalid",
+                Content::Other { .. } => "not-model",
+            },
             ModelSide::Absent { .. } => "absent",
-            ModelSide::NotModel { .. } => "not-model",
-            ModelSide::Invalid { .. } | ModelSide::Unassembled { .. } => "invalid",
+            ModelSide::Unreadable { .. } | ModelSide::Unassembled { .. } => "invalid",
             ModelSide::Link { .. } => "link",
         }
     }
@@ -111,45 +145,51 @@ impl ModelSide {
             lfs_oid: self.pointer().map(|p| p.oid.clone()),
             size: self.size(),
             note: self.note(),
-            header_source: match self {
-                ModelSide::Model {
-                    from_server: true, ..
-                } => Some("lfs-server"),
-                ModelSide::Model { .. } => Some("local"),
-                _ => None,
-            },
+            header_source: artifact.map(|_| match self.from_server() {
+                true => "lfs-server",
+                false => "local",
+            }),
         }
     }
 
     /// For a model whose header came from the LFS server: the line that says so.
     pub fn origin_note(&self) -> Option<String> {
-        match self {
-            ModelSide::Model {
-                from_server: true,
-                lfs: Some(pointer),
-                ..
-            } => Some(format!(
+        if self.artifact().is_none() || !self.from_server() {
+            return None;
+        }
+        Some(match self.pointer() {
+            Some(pointer) => format!(
                 "header of LFS object sha256:{} read from the LFS server, not verified \
                  against its oid",
                 pointer.oid
-            )),
-            ModelSide::Model {
-                from_server: true,
-                lfs: None,
-                ..
-            } => Some(
-                "headers of some of its files read from the LFS server, not verified against \
-                 their oids"
-                    .to_owned(),
             ),
-            _ => None,
-        }
+            None => "headers of some of its files read from the LFS server, not verified \
+                     against their oids"
+                .to_owned(),
+        })
     }
 
     /// One line describing a side that is not a parsed model (None for a model).
     pub fn note(&self) -> Option<String> {
         match self {
-            ModelSide::Model { .. } => None,
+            ModelSide::Read {
+                content,
+                size,
+                sha256,
+                ..
+            } => match content {
+                Content::Model(_) => None,
+                Content::Other { .. } => Some(format!(
+                    "not a GGUF or safetensors file ({size} bytes, sha256:{})",
+                    sha256.as_deref().unwrap_or_default()
+                )),
+                Content::Invalid { error, .. } => {
+                    Some(format!("unreadable model file ({size} bytes): {error}"))
+                }
+            },
+            ModelSide::Unreadable { error } => {
+                Some(format!("unreadable model file (0 bytes): {error}"))
+            }
             ModelSide::Absent {
                 pointer,
                 remote: None,
@@ -166,12 +206,6 @@ impl ModelSide {
                  not be read from the LFS server: {why}",
                 pointer.oid, pointer.size
             )),
-            ModelSide::NotModel { size, sha256, .. } => Some(format!(
-                "not a GGUF or safetensors file ({size} bytes, sha256:{sha256})"
-            )),
-            ModelSide::Invalid { size, error, .. } => {
-                Some(format!("unreadable model file ({size} bytes): {error}"))
-            }
             ModelSide::Link { target } => Some(format!(
                 "a symbolic link to {target}, not a file (links are not followed)"
             )),

@@ -22,6 +22,7 @@ use std::path::Path;
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::artifact::{Array, Value};
+use crate::read::Content;
 use crate::render::escape::{quoted, shown};
 use crate::{Artifact, Format};
 
@@ -89,7 +90,11 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
         out.push_str("header-source: LFS server (not verified against the oid)\n");
     }
     match side {
-        ModelSide::Model { artifact, lfs, .. } => {
+        ModelSide::Read {
+            content: Content::Model(artifact),
+            lfs,
+            ..
+        } => {
             let size = lfs.as_ref().map(|p| p.size).or(size);
             render_artifact(&mut out, artifact, size);
         }
@@ -109,15 +114,29 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
                  refs/notes/textconv/weight-inspect`)\n",
             );
         }
-        ModelSide::NotModel { size, sha256, .. } => {
+        ModelSide::Read {
+            content: Content::Other { .. },
+            size,
+            sha256,
+            ..
+        } => {
             let _ = writeln!(
                 out,
-                "content: not a GGUF or safetensors file, {size} bytes, sha256:{sha256}"
+                "content: not a GGUF or safetensors file, {size} bytes, sha256:{}",
+                sha256.as_deref().unwrap_or_default()
             );
         }
-        ModelSide::Invalid { size, error, .. } => {
+        ModelSide::Read {
+            content: Content::Invalid { error, .. },
+            size,
+            ..
+        } => {
             let _ = writeln!(out, "content: unreadable model file, {size} bytes");
-            let _ = writeln!(out, "error: {}", stable_message(error, file));
+            let _ = writeln!(out, "error: {}", stable_message(&error.to_string(), file));
+        }
+        ModelSide::Unreadable { error } => {
+            let _ = writeln!(out, "content: unreadable model file, 0 bytes");
+            let _ = writeln!(out, "error: {}", stable_message(&error.to_string(), file));
         }
         ModelSide::Link { target } => {
             let _ = writeln!(
@@ -131,7 +150,7 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
                 out,
                 "content: a multi-file model whose files do not fit together"
             );
-            let _ = writeln!(out, "error: {}", stable_message(error, file));
+            let _ = writeln!(out, "error: {}", stable_message(&error.to_string(), file));
         }
     }
     out

@@ -104,10 +104,7 @@ fn side_bytes(
     worktree: Option<&Path>,
     label: &str,
 ) -> Result<ModelBytes, String> {
-    if let ModelSide::Model {
-        lfs: Some(pointer), ..
-    } = side
-    {
+    if let (Some(_), Some(pointer)) = (side.artifact(), side.pointer()) {
         return local_object(repo, pointer, label);
     }
     if let Some(file) = worktree {

@@ -2,13 +2,13 @@
 //! [`Violation`]s of the rules that match its path out. Reading the subject is
 //! [`super::subject`]'s job; this file holds the rules.
 
-
 use serde::Serialize;
 
 use super::config::{Effective, Expected, FormatName, Policy, Rule, Sourced};
 use super::error::PolicyError;
-use super::subject::{Content, Origin, Storage, Subject, SubjectReader};
+use super::subject::{Judged, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
+use crate::read::Content;
 use crate::render::escape::shown;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
@@ -214,9 +214,9 @@ impl Evaluation<'_, '_> {
             self.stamp_hash(&content);
             return Ok(());
         }
-        let artifact = match &content {
-            Content::Model(a) => a,
-            other => {
+        let artifact = match content.artifact() {
+            Some(a) => a,
+            None => {
                 let keys = eff.structural_keys();
                 let first_rule = first_structural_rule(eff);
                 let v = Violation::at(
@@ -227,7 +227,7 @@ impl Evaluation<'_, '_> {
                         "a readable GGUF or safetensors file (for {})",
                         keys.join(", ")
                     ),
-                    shown(&other.describe()).into_owned(),
+                    shown(&content.describe()).into_owned(),
                 );
                 self.push(v);
                 return Ok(());
@@ -241,8 +241,8 @@ impl Evaluation<'_, '_> {
 
     /// Records the structural hash of a model on its violations (computed only when there
     /// are some).
-    fn stamp_hash(&mut self, content: &Content) {
-        let Content::Model(artifact) = content else {
+    fn stamp_hash(&mut self, content: &Judged) {
+        let Some(artifact) = content.artifact() else {
             return;
         };
         if self.violations.is_empty() {
@@ -278,16 +278,16 @@ impl Evaluation<'_, '_> {
 }
 
 /// The format `forbid_formats` names the content by, if it is one of them.
-fn format_of(content: &Content) -> Option<FormatName> {
+fn format_of(judged: &Judged) -> Option<FormatName> {
     let name = |format: &Format| match format {
         Format::Gguf => FormatName::Gguf,
         Format::Safetensors => FormatName::Safetensors,
     };
-    match content {
-        Content::Model(a) => Some(name(&a.format)),
-        Content::Invalid { format, .. } => Some(name(format)),
-        Content::Pickle(_) => Some(FormatName::Pickle),
-        Content::Other { .. } => None,
+    match (&judged.content, &judged.pickle) {
+        (Content::Model(a), _) => Some(name(&a.format)),
+        (Content::Invalid { format, .. }, _) => Some(name(format)),
+        (Content::Other { .. }, Some(_)) => Some(FormatName::Pickle),
+        (Content::Other { .. }, None) => None,
     }
 }
 

@@ -128,8 +128,12 @@ fn open_model_dir(
     };
     let reader = crate::git::SideReader::new(repo, &ws.remote);
     match crate::git::models::open_directory(&reader, snapshot, dir) {
-        Ok(Some(crate::git::ModelSide::Model { artifact, .. })) => Ok(Some(*artifact)),
-        Ok(Some(other)) => Err(other.note().unwrap_or_default()),
+        Ok(Some(side)) => {
+            let note = side.note();
+            side.into_artifact()
+                .map(|artifact| Some(*artifact))
+                .ok_or_else(|| note.unwrap_or_default())
+        }
         Ok(None) => Ok(None),
         Err(e) => Err(e.to_string()),
     }

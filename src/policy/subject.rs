@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use gix::ObjectId;
 
 use super::error::{FileReason, PolicyError};
-use crate::artifact::{Artifact, Format};
+use crate::artifact::Artifact;
 use crate::formats::pickle::{self, PickleReport};
-use crate::git::{GitError, RemoteOptions, SideReader};
 use crate::git::lfs::{self, Pointer};
 use crate::git::objects::{Entry, link_target};
-use crate::read::Classified;
+use crate::git::{GitError, RemoteOptions, SideReader};
+use crate::read::Content;
 use crate::render::escape::shown;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
@@ -81,45 +81,35 @@ pub enum Storage {
     Git { why: String },
 }
 
-/// What a subject's content turned out to be.
-pub(crate) enum Content {
-    Model(Box<Artifact>),
-    /// GGUF or safetensors magic, but unreadable.
-    Invalid {
-        format: Format,
-        error: crate::Error,
-    },
-    Pickle(PickleReport),
-    Other {
-        first_bytes: String,
-    },
+/// What a judged file is: the core's classification of its content and, for content of
+/// none of the model formats, the pickle checkpoint it may be (listed with what it imports).
+pub(crate) struct Judged {
+    pub(crate) content: Content,
+    pub(crate) pickle: Option<PickleReport>,
 }
 
-impl Content {
-    /// The core's classification, and for anything else than GGUF or safetensors a look for a
-    /// pickle checkpoint.
-    fn new(classified: Classified, bytes: &[u8]) -> Content {
-        match classified {
-            Classified::Model(artifact) => Content::Model(artifact),
-            Classified::Invalid { format, error } => Content::Invalid { format, error },
-            Classified::Unknown => match pickle::sniff(bytes) {
-                Some(report) => Content::Pickle(report),
-                None => Content::Other {
-                    first_bytes: crate::read::describe_start(bytes),
-                },
-            },
-        }
+impl Judged {
+    fn new(content: Content, bytes: &[u8]) -> Judged {
+        let pickle = match &content {
+            Content::Other { .. } => pickle::sniff(bytes),
+            _ => None,
+        };
+        Judged { content, pickle }
+    }
+
+    pub(crate) fn artifact(&self) -> Option<&Artifact> {
+        self.content.artifact()
     }
 
     /// What the content is, for a violation's `found`.
     pub(crate) fn describe(&self) -> String {
-        match self {
-            Content::Model(a) => a.format.name().to_string(),
-            Content::Invalid { format, error } => {
+        match (&self.content, &self.pickle) {
+            (Content::Model(a), _) => a.format.name().to_string(),
+            (Content::Invalid { format, error }, _) => {
                 format!("an unreadable {} file ({error})", format.name())
             }
-            Content::Pickle(report) => report.describe(),
-            Content::Other { first_bytes } => {
+            (Content::Other { .. }, Some(report)) => report.describe(),
+            (Content::Other { first_bytes }, None) => {
                 format!("neither GGUF, safetensors nor pickle (first bytes {first_bytes})")
             }
         }
@@ -179,7 +169,7 @@ pub(crate) struct SubjectReader<'s, 'r> {
     stored: Option<Stored>,
     /// A large blob's prefix is classified while deciding how much of it to read; kept for
     /// [`SubjectReader::content`].
-    classified: Option<Classified>,
+    classified: Option<Content>,
 }
 
 impl<'s, 'r> SubjectReader<'s, 'r> {
@@ -299,16 +289,19 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
     }
 
     /// What the model bytes are: a model, an unreadable model, a pickle, something else.
-    pub(crate) fn content(&mut self) -> Result<Content> {
+    pub(crate) fn content(&mut self) -> Result<Judged> {
         if let Origin::Model(artifact) = &self.subject.origin {
-            return Ok(Content::Model(artifact.clone()));
+            return Ok(Judged {
+                content: Content::Model(artifact.clone()),
+                pickle: None,
+            });
         }
         let body = self.body()?;
         let classified = match self.classified.take() {
             Some(classified) => classified,
             None => crate::read::classify_bytes(Path::new(self.path()), body.bytes()),
         };
-        Ok(Content::new(classified, body.bytes()))
+        Ok(Judged::new(classified, body.bytes()))
     }
 
     /// The LFS object of `pointer`: the local object, else its header from the LFS server
@@ -328,7 +321,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         let reader = SideReader::new(repo, self.subject.remote);
         match reader.header_prefix(path, pointer) {
             Some(Ok((prefix, artifact))) => {
-                self.classified = Some(Classified::Model(Box::new(artifact)));
+                self.classified = Some(Content::Model(Box::new(artifact)));
                 Ok(Body::Bytes(prefix))
             }
             Some(Err(why)) => Err(PolicyError::file(
@@ -378,12 +371,13 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
 
 /// The parsed model behind a subject (following an LFS pointer): for `policy pin`.
 pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
-    match SubjectReader::new(subject).content()? {
+    let judged = SubjectReader::new(subject).content()?;
+    match judged.content {
         Content::Model(a) => Ok(*a),
-        other => Err(PolicyError::file(
+        _ => Err(PolicyError::file(
             &subject.path,
             FileReason::NotAModel {
-                found: crate::render::escape::shown(&other.describe()).into_owned(),
+                found: crate::render::escape::shown(&judged.describe()).into_owned(),
             },
         )),
     }
@@ -580,7 +574,7 @@ fn blob_body(
     id: ObjectId,
     size: u64,
     path: &Path,
-) -> Result<(Body<'static>, Option<Classified>)> {
+) -> Result<(Body<'static>, Option<Content>)> {
     if size <= MAX_BLOB_IN_MEMORY {
         return Ok((
             Body::Bytes(crate::git::objects::blob_bytes(repo, id)?),
@@ -588,16 +582,17 @@ fn blob_body(
         ));
     }
     let mut prefix = Vec::new();
-    let mut classified = Classified::Unknown;
+    let mut classified = None;
     for limit in BLOB_PREFIXES {
         prefix = crate::git::process::blob_prefix(repo, id, limit)?;
-        classified = crate::read::classify_bytes(path, &prefix);
-        let header_complete = !matches!(classified, Classified::Invalid { .. });
+        let content = crate::read::classify_bytes(path, &prefix);
+        let header_complete = !matches!(content, Content::Invalid { .. });
+        classified = Some(content);
         if header_complete || prefix.len() as u64 >= size {
             break;
         }
     }
-    Ok((Body::Bytes(prefix), Some(classified)))
+    Ok((Body::Bytes(prefix), classified))
 }
 
 #[cfg(test)]
