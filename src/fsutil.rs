@@ -134,6 +134,7 @@ where
 }
 
 /// A temporary file and its registration for removal on a signal.
+#[derive(Debug)]
 struct Guarded {
     tmp: Option<tempfile::NamedTempFile>,
     _registration: RemoveOnSignal,
@@ -143,6 +144,45 @@ impl Drop for Guarded {
     fn drop(&mut self) {
         // Remove the file before the registration ends (fields drop after this).
         drop(self.tmp.take());
+    }
+}
+
+/// A temporary copy of some bytes (a git blob handed to a command that reads files), in the
+/// system's temporary directory; removed when dropped, or when a signal stops the process.
+#[derive(Debug)]
+pub struct TempCopy {
+    guarded: Guarded,
+}
+
+impl TempCopy {
+    /// Writes `bytes` to a new temporary file named with `suffix` (e.g. `.safetensors`).
+    pub fn of(bytes: &[u8], suffix: &str) -> Result<TempCopy> {
+        SIGNALS.call_once(install_signal_thread);
+        let mut temps = lock_temps();
+        let dir = std::env::temp_dir();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".weight-inspect-blob-")
+            .suffix(suffix)
+            .tempfile_in(&dir)
+            .map_err(|e| Error::io(&dir, e))?;
+        temps.push(tmp.path().to_path_buf());
+        drop(temps);
+        let registration = RemoveOnSignal {
+            path: tmp.path().to_path_buf(),
+        };
+        let written = tmp.write_all(bytes).and_then(|_| tmp.flush());
+        let copy = TempCopy {
+            guarded: Guarded {
+                tmp: Some(tmp),
+                _registration: registration,
+            },
+        };
+        written.map_err(|e| Error::io(copy.path(), e))?;
+        Ok(copy)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.guarded.tmp.as_ref().expect("held until dropped").path()
     }
 }
 

@@ -42,19 +42,6 @@ impl Input {
     }
 }
 
-/// What an input turned out to be.
-#[derive(Debug)]
-pub enum Opened {
-    Model(Artifact),
-    Wdelta(OpenedWdelta),
-}
-
-/// A validated `.wdelta` file, described rather than identified.
-#[derive(Debug)]
-pub struct OpenedWdelta {
-    pub file: WdeltaFile,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error(transparent)]
@@ -80,21 +67,8 @@ pub struct Opener<'a> {
 }
 
 impl Opener<'_> {
-    /// Opens what `spec` names: a model, or a `.wdelta` (files only), with a note when the
+    /// Opens what `spec` names as a model (a `.wdelta` is not one), with a note when the
     /// model's header was read from a server (an LFS server or a URL), not a local file.
-    pub fn open(&self, spec: &str) -> Result<(Opened, Option<String>), InputError> {
-        if let Input::File(path) = Input::parse(spec)
-            && !path.is_dir()
-            && let Some(file) = crate::read::read_wdelta(&path)?
-        {
-            return Ok((Opened::Wdelta(OpenedWdelta { file }), None));
-        }
-        let (artifact, note) = self.model(spec)?;
-        Ok((Opened::Model(artifact), note))
-    }
-
-    /// Opens what `spec` names as a model (a `.wdelta` is not one), with the note of
-    /// [`Opener::open`].
     pub fn model(&self, spec: &str) -> Result<(Artifact, Option<String>), InputError> {
         match Input::parse(spec) {
             Input::File(path) => self.file(&path),
@@ -233,91 +207,140 @@ fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>),
     }
 }
 
-/// What `spec` names as a model together with the bytes of its files, for comparing weight
-/// values: a multi-file model (a directory, an index, a split-GGUF part: each of its files
-/// memory-mapped), or one file as [`open_file_with_bytes`] reads it.
-pub fn open_model_with_bytes(
-    spec: &str,
-) -> Result<(Artifact, Vec<crate::values::ModelBytes>), InputError> {
-    if let Input::File(path) = Input::parse(spec)
-        && read_pointer_file(&path).is_none()
-    {
-        let artifact = crate::read::open_model_path(&path)?;
-        if let Some(files) = &artifact.layout.files {
-            let dir = if path.is_dir() {
-                path.as_path()
-            } else {
-                path.parent().unwrap_or(Path::new("."))
-            };
-            let bytes = files
-                .parts
-                .iter()
-                .map(|part| crate::values::ModelBytes::map(&dir.join(&part.file)))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok((artifact, bytes));
+impl Opener<'_> {
+    /// A `.wdelta` file named by `spec` (described rather than identified by `inspect` and
+    /// `id`), or None when `spec` names anything else.
+    pub fn wdelta(&self, spec: &str) -> Result<Option<WdeltaFile>, InputError> {
+        match Input::parse(spec) {
+            Input::File(path) if !path.is_dir() => Ok(crate::read::read_wdelta(&path)?),
+            _ => Ok(None),
         }
     }
-    let (artifact, bytes) = open_file_with_bytes(spec)?;
-    Ok((artifact, vec![bytes]))
-}
 
-/// What `spec` names as one model file together with all its bytes: a file (memory-mapped), a
-/// work-tree LFS pointer's object in the local store, or `REV:path` (an LFS object in the local
-/// store, or the blob itself). Never downloads anything: an LFS object that is not present
-/// locally is an error saying so.
-fn open_file_with_bytes(spec: &str) -> Result<(Artifact, crate::values::ModelBytes), InputError> {
-    let absent = |pointer: &crate::git::lfs::Pointer| InputError::NoModel {
-        name: spec.to_owned(),
-        message: format!(
-            "LFS object {} is not in the local store; weight values are only read from local \
-             objects (fetch it with `git lfs fetch`)",
-            pointer.oid
-        ),
-    };
-    match Input::parse(spec) {
-        Input::File(path) => match read_pointer_file(&path) {
-            Some(pointer) => {
-                let dir = match path.parent() {
-                    Some(dir) if !dir.as_os_str().is_empty() => dir,
-                    _ => Path::new("."),
+    /// What `spec` names as a model together with the bytes of its files, for comparing weight
+    /// values: a multi-file model (a directory, an index, a split-GGUF part: each of its files
+    /// memory-mapped), or one file with all its bytes (see [`Opener::whole`]).
+    pub fn model_with_bytes(
+        &self,
+        spec: &str,
+    ) -> Result<(Artifact, Vec<crate::values::ModelBytes>), InputError> {
+        if let Input::File(path) = Input::parse(spec)
+            && read_pointer_file(&path).is_none()
+        {
+            let artifact = crate::read::open_model_path(&path)?;
+            if let Some(files) = &artifact.layout.files {
+                let dir = if path.is_dir() {
+                    path.as_path()
+                } else {
+                    path.parent().unwrap_or(Path::new("."))
                 };
-                let object = crate::git::open_repo(dir)
-                    .ok()
-                    .and_then(|repo| crate::git::lfs::present_object(&repo, &pointer))
-                    .ok_or_else(|| absent(&pointer))?;
-                map_model(&object)
+                let bytes = files
+                    .parts
+                    .iter()
+                    .map(|part| crate::values::ModelBytes::map(&dir.join(&part.file)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok((artifact, bytes));
             }
-            None => map_model(&path),
-        },
-        Input::Revision(rev_path) => {
-            let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
-            let repo = crate::git::open_repo(&cwd)?;
-            let id = rev_path.blob(&repo, &cwd)?;
-            let bytes = crate::git::objects::blob_bytes(&repo, id)?;
-            if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
-                let object = crate::git::lfs::present_object(&repo, &pointer)
-                    .ok_or_else(|| absent(&pointer))?;
-                return map_model(&object);
-            }
-            let artifact = crate::read::read_bytes(Path::new(&rev_path.spec), &bytes)?;
-            Ok((
-                artifact,
-                crate::values::ModelBytes::owned(&rev_path.spec, bytes),
-            ))
         }
-        Input::Url(url) => Err(InputError::NoModel {
-            name: crate::remote::shown_url(&url).to_string(),
-            message: "weight values are only read from local files; a URL's model is not \
-                      downloaded (download it, then compare the file)"
-                .to_owned(),
-        }),
+        let (artifact, bytes) = match self.whole(spec)? {
+            Whole::File(path) => {
+                // Mapped once: the header is parsed from the bytes the values are read from.
+                let bytes = crate::values::ModelBytes::map(&path)?;
+                let artifact = crate::read::read_bytes(&path, bytes.bytes())?;
+                (artifact, bytes)
+            }
+            Whole::Blob { name, bytes } => {
+                let artifact = crate::read::read_bytes(Path::new(&name), &bytes)?;
+                (artifact, crate::values::ModelBytes::owned(&name, bytes))
+            }
+        };
+        Ok((artifact, vec![bytes]))
+    }
+
+    /// A file on this machine holding every byte of what `spec` names, for the commands that
+    /// read all the weights (the delta commands): a file or directory, a work-tree LFS
+    /// pointer's object in the local store, or `REV:path` (its LFS object in the local store,
+    /// or the blob copied to a temporary file that lives as long as the value).
+    pub fn local_file(&self, spec: &str) -> Result<LocalFile, InputError> {
+        match self.whole(spec)? {
+            Whole::File(path) => Ok(LocalFile { path, _temp: None }),
+            Whole::Blob { name, bytes } => {
+                let suffix = Path::new(&name)
+                    .extension()
+                    .map(|e| format!(".{}", e.to_string_lossy()))
+                    .unwrap_or_default();
+                let temp = crate::fsutil::TempCopy::of(&bytes, &suffix)?;
+                Ok(LocalFile {
+                    path: temp.path().to_owned(),
+                    _temp: Some(temp),
+                })
+            }
+        }
+    }
+
+    /// Where all the bytes of what `spec` names are: a file (a work-tree LFS pointer leads to
+    /// its object in the local store), or `REV:path`'s LFS object in the local store or its
+    /// blob. Never downloads anything: an LFS object that is not present locally is an error
+    /// saying so, and so is a URL.
+    fn whole(&self, spec: &str) -> Result<Whole, InputError> {
+        let absent = |pointer: &crate::git::lfs::Pointer| InputError::NoModel {
+            name: spec.to_owned(),
+            message: format!(
+                "LFS object {} is not in the local store; weight values are only read from \
+                 local objects (fetch it with `git lfs fetch`)",
+                pointer.oid
+            ),
+        };
+        match Input::parse(spec) {
+            Input::File(path) => match read_pointer_file(&path) {
+                Some(pointer) => {
+                    let dir = match path.parent() {
+                        Some(dir) if !dir.as_os_str().is_empty() => dir,
+                        _ => Path::new("."),
+                    };
+                    crate::git::open_repo(dir)
+                        .ok()
+                        .and_then(|repo| crate::git::lfs::present_object(&repo, &pointer))
+                        .map(Whole::File)
+                        .ok_or_else(|| absent(&pointer))
+                }
+                None => Ok(Whole::File(path)),
+            },
+            Input::Revision(rev_path) => {
+                let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
+                let repo = crate::git::open_repo(&cwd)?;
+                let id = rev_path.blob(&repo, &cwd)?;
+                let bytes = crate::git::objects::blob_bytes(&repo, id)?;
+                if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
+                    return crate::git::lfs::present_object(&repo, &pointer)
+                        .map(Whole::File)
+                        .ok_or_else(|| absent(&pointer));
+                }
+                Ok(Whole::Blob {
+                    name: rev_path.spec.clone(),
+                    bytes,
+                })
+            }
+            Input::Url(url) => Err(InputError::NoModel {
+                name: crate::remote::shown_url(&url).to_string(),
+                message: "weight values are only read from local files; a URL's model is not \
+                          downloaded (download it, then compare the file)"
+                    .to_owned(),
+            }),
+        }
     }
 }
 
-/// A model file memory-mapped once: the header is parsed from the same bytes the values are
-/// read from.
-fn map_model(path: &Path) -> Result<(Artifact, crate::values::ModelBytes), InputError> {
-    let bytes = crate::values::ModelBytes::map(path)?;
-    let artifact = crate::read::read_bytes(path, bytes.bytes())?;
-    Ok((artifact, bytes))
+/// Where all the bytes of an input are.
+enum Whole {
+    File(PathBuf),
+    /// A blob that is not an LFS pointer: `name` is its `REV:path`.
+    Blob { name: String, bytes: Vec<u8> },
+}
+
+/// A file holding all the bytes of an input (see [`Opener::local_file`]).
+#[derive(Debug)]
+pub struct LocalFile {
+    pub path: PathBuf,
+    _temp: Option<crate::fsutil::TempCopy>,
 }

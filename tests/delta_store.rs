@@ -139,3 +139,75 @@ fn store_and_restore_through_git_history() {
     );
     assert!(!work.join("x.safetensors").exists());
 }
+
+/// Every model argument of the delta commands goes through the input seam: `REV:path` names a
+/// committed model (a plain blob here, copied to a temporary file that is gone afterwards)
+/// for the fine-tuned side of `store` and the base of `create`, `apply` and `verify`.
+#[test]
+fn delta_commands_take_committed_models_by_rev_path() {
+    let repo = Repo::new();
+    let work = repo.tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    pair(&work, "16x8,5", "f32", 3, 1);
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    std::fs::copy(work.join("ft1.safetensors"), repo.path("model.safetensors")).unwrap();
+    repo.git(&["add", "base.safetensors", "model.safetensors"]);
+    repo.git(&["commit", "-q", "-m", "models"]);
+    std::fs::remove_file(repo.path("model.safetensors")).unwrap();
+    let tmp = repo.tmp.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let with_tmp = |args: &[&str]| {
+        let mut cmd = repo.command_in(&repo.dir, common::bin());
+        cmd.args(args).env("TMPDIR", &tmp);
+        cmd.output().unwrap()
+    };
+
+    ok(&with_tmp(&[
+        "delta",
+        "store",
+        "HEAD:model.safetensors",
+        "--parent",
+        "HEAD:base.safetensors",
+    ]));
+    // Named after the committed file, in the current directory.
+    assert!(repo.path("model.safetensors.wdelta").exists());
+    ok(&with_tmp(&[
+        "delta",
+        "verify",
+        "--base",
+        "HEAD:base.safetensors",
+        "model.safetensors.wdelta",
+    ]));
+    let out = repo.path("restored.safetensors");
+    ok(&with_tmp(&[
+        "delta",
+        "apply",
+        "--base",
+        "HEAD:base.safetensors",
+        "model.safetensors.wdelta",
+        "-o",
+        s(&out),
+    ]));
+    let direct = work.join("direct.wdelta");
+    ok(&with_tmp(&[
+        "delta",
+        "create",
+        "--base",
+        "HEAD:base.safetensors",
+        "HEAD:model.safetensors",
+        "-o",
+        s(&direct),
+    ]));
+    assert_eq!(
+        std::fs::read(&direct).unwrap(),
+        std::fs::read(repo.path("model.safetensors.wdelta")).unwrap(),
+        "the same delta whether the models are named as files or by REV:path"
+    );
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "temporary copies left behind: {left:?}");
+
+    // A revision that does not hold the file is an error naming it.
+    let missing = with_tmp(&["delta", "verify", "--base", "HEAD:nope.safetensors", "x"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("nope.safetensors"), "{}", stderr(&missing));
+}

@@ -1,7 +1,8 @@
 //! `inspect`, `id` and `diff`: the core commands, on any input the input seam opens.
 
 use crate::git::RemoteOptions;
-use crate::input::{self, Opened, Opener};
+use crate::formats::wdelta::WdeltaFile;
+use crate::input::{self, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 use crate::remote::url::parse_header;
 
@@ -65,10 +66,15 @@ pub struct DiffArgs {
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
-    let artifact = match open_noted(&args.file, &args.headers, remote)? {
-        Opened::Model(artifact) => artifact,
-        Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
+    let headers = headers(&args.headers)?;
+    let opener = Opener {
+        headers: &headers,
+        remote,
     };
+    if let Some(delta) = opener.wdelta(&args.file)? {
+        return describe_wdelta(&delta, args.json);
+    }
+    let artifact = noted(opener.model(&args.file)?);
     let out = if args.json {
         crate::render::json::inspect(&artifact, args.full_arrays)
     } else {
@@ -79,10 +85,15 @@ pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) ->
 }
 
 pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
-    let artifact = match open_noted(&args.file, &args.headers, remote)? {
-        Opened::Model(artifact) => artifact,
-        Opened::Wdelta(delta) => return describe_wdelta(&delta, args.json),
+    let headers = headers(&args.headers)?;
+    let opener = Opener {
+        headers: &headers,
+        remote,
     };
+    if let Some(delta) = opener.wdelta(&args.file)? {
+        return describe_wdelta(&delta, args.json);
+    }
+    let artifact = noted(opener.model(&args.file)?);
     if args.canonical {
         let mut bytes = crate::identity::canonical_json(&artifact);
         bytes.push(b'\n');
@@ -99,14 +110,14 @@ pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
 }
 
 pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
-    if args.values {
-        return diff_values(args, color);
-    }
     let headers = headers(&args.headers)?;
     let opener = Opener {
         headers: &headers,
         remote,
     };
+    if args.values {
+        return diff_values(args, color, &opener);
+    }
     let a = noted(opener.model(&args.a)?);
     let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
@@ -120,10 +131,10 @@ pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Resul
 }
 
 /// `diff --values`: the structural diff, then the value diff of the tensors on both sides.
-fn diff_values(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
+fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Result<Exit> {
     use crate::values::{Side, compare};
-    let (a, a_bytes) = input::open_model_with_bytes(&args.a)?;
-    let (b, b_bytes) = input::open_model_with_bytes(&args.b)?;
+    let (a, a_bytes) = opener.model_with_bytes(&args.a)?;
+    let (b, b_bytes) = opener.model_with_bytes(&args.b)?;
     let diff = crate::diff::StructuralDiff::between(&a, &b);
     let old = Side {
         artifact: &a,
@@ -149,20 +160,6 @@ fn diff_values(args: DiffArgs, color: ColorChoice) -> Result<Exit> {
     ))
 }
 
-/// Opens an input; a header read from a server is said so on standard error.
-fn open_noted(spec: &str, header_args: &[String], remote: &RemoteOptions) -> Result<Opened> {
-    let headers = headers(header_args)?;
-    let opener = Opener {
-        headers: &headers,
-        remote,
-    };
-    let (opened, note) = opener.open(spec)?;
-    if let Some(note) = note {
-        eprintln!("weight-inspect: note: {note}");
-    }
-    Ok(opened)
-}
-
 fn noted<T>((value, note): (T, Option<String>)) -> T {
     if let Some(note) = note {
         eprintln!("weight-inspect: note: {note}");
@@ -179,11 +176,11 @@ fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
 
 /// A `.wdelta` has no structural identity of schema 1: it is described (version, strategy,
 /// parent hash, tensors) instead.
-fn describe_wdelta(delta: &input::OpenedWdelta, json: bool) -> Result<Exit> {
+fn describe_wdelta(delta: &WdeltaFile, json: bool) -> Result<Exit> {
     let mut out = if json {
-        crate::render::wdelta::describe_json(&delta.file)
+        crate::render::wdelta::describe_json(delta)
     } else {
-        crate::render::wdelta::describe(&delta.file)
+        crate::render::wdelta::describe(delta)
     };
     if !out.ends_with('\n') {
         out.push('\n');

@@ -12,6 +12,7 @@ use crate::delta::model::{Elem, Model};
 use crate::delta::verify::verify_lineage;
 use crate::delta::{DeltaError, OpenDelta, RunOptions};
 use crate::formats::wdelta::Strategy;
+use crate::input::Opener;
 use crate::output::{Exit, write_stdout};
 
 use super::Result;
@@ -125,14 +126,14 @@ impl RunArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct CreateArgs {
-    /// Base model: a safetensors file or a sharded directory.
+    /// Base model: a safetensors file or a sharded directory, or REV:path.
     #[arg(long)]
-    pub base: PathBuf,
+    pub base: String,
     /// Deltas applied to BASE first (in order): the new delta is against their reconstruction.
     #[arg(long, num_args = 1..)]
     pub chain: Vec<PathBuf>,
-    /// Fine-tuned model: a safetensors file or a sharded directory.
-    pub finetuned: PathBuf,
+    /// Fine-tuned model: a safetensors file or a sharded directory, or REV:path.
+    pub finetuned: String,
     /// Output .wdelta file.
     #[arg(short, long)]
     pub output: PathBuf,
@@ -144,9 +145,9 @@ pub struct CreateArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ApplyArgs {
-    /// Base model: a safetensors file or a sharded directory.
+    /// Base model: a safetensors file or a sharded directory, or REV:path.
     #[arg(long)]
-    pub base: PathBuf,
+    pub base: String,
     /// The delta to apply (after the --chain ones, if any).
     pub delta: Option<PathBuf>,
     /// A lineage of deltas applied in order, each verified against the previous result.
@@ -176,9 +177,9 @@ pub struct InspectArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// Base model: a safetensors file or a sharded directory.
+    /// Base model: a safetensors file or a sharded directory, or REV:path.
     #[arg(long)]
-    pub base: PathBuf,
+    pub base: String,
     /// The delta to verify (after the --chain ones, if any).
     pub delta: Option<PathBuf>,
     /// A lineage of deltas, verified link by link.
@@ -190,8 +191,8 @@ pub struct VerifyArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct StoreArgs {
-    /// The model to store: a safetensors file or a sharded directory.
-    pub finetuned: PathBuf,
+    /// The model to store: a safetensors file or a sharded directory, or REV:path.
+    pub finetuned: String,
     /// Its parent: a safetensors file or directory, a .wdelta, or REV:path in this repository.
     #[arg(long)]
     pub parent: String,
@@ -224,14 +225,20 @@ pub struct RestoreArgs {
     pub run: RunArgs,
 }
 
-pub fn run(args: DeltaArgs, _remote: &crate::git::RemoteOptions) -> Result<Exit> {
+pub fn run(args: DeltaArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
+    // Every model argument through the input seam: files, directories, REV:path (weights are
+    // read in full, so only from what is on this machine).
+    let opener = Opener {
+        headers: &[],
+        remote,
+    };
     match args.command {
-        DeltaCommand::Create(a) => create(a),
-        DeltaCommand::Apply(a) => apply(a),
+        DeltaCommand::Create(a) => create(a, &opener),
+        DeltaCommand::Apply(a) => apply(a, &opener),
         DeltaCommand::Inspect(a) => inspect(a),
-        DeltaCommand::Verify(a) => verify(a),
-        DeltaCommand::Store(a) => store(a),
-        DeltaCommand::Restore(a) => restore(a),
+        DeltaCommand::Verify(a) => verify(a, &opener),
+        DeltaCommand::Store(a) => store(a, &opener),
+        DeltaCommand::Restore(a) => restore(a, &opener),
     }
 }
 
@@ -271,9 +278,10 @@ fn created_summary(out: &Path, c: &Created) -> String {
     )
 }
 
-fn create(a: CreateArgs) -> Result<Exit> {
-    let base = Model::open(&a.base)?;
-    let ft = Model::open(&a.finetuned)?;
+fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
+    let (base_file, ft_file) = (opener.local_file(&a.base)?, opener.local_file(&a.finetuned)?);
+    let base = Model::open(&base_file.path)?;
+    let ft = Model::open(&ft_file.path)?;
     let links = open_all(&a.chain)?;
     let c = create::create(
         &base,
@@ -286,9 +294,10 @@ fn create(a: CreateArgs) -> Result<Exit> {
     say(created_summary(&a.output, &c))
 }
 
-fn apply(a: ApplyArgs) -> Result<Exit> {
+fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
-    let base = Model::open(&a.base)?;
+    let base_file = opener.local_file(&a.base)?;
+    let base = Model::open(&base_file.path)?;
     // The checksums are verified alongside the work (before the output is renamed into place).
     let links = paths
         .iter()
@@ -327,13 +336,14 @@ fn inspect(a: InspectArgs) -> Result<Exit> {
     }
 }
 
-fn verify(a: VerifyArgs) -> Result<Exit> {
+fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let paths = lineage(&a.chain, a.delta.as_ref())?;
-    let base = Model::open(&a.base)?;
+    let base_file = opener.local_file(&a.base)?;
+    let base = Model::open(&base_file.path)?;
     let links = open_all(&paths)?;
     match verify_lineage(&base, &links, false, &a.run.options()) {
         Ok(v) => {
-            let mut s = format!("ok: base {} has hash {}\n", a.base.display(), v.base_hash);
+            let mut s = format!("ok: base {} has hash {}\n", a.base, v.base_hash);
             for (i, l) in links.iter().enumerate() {
                 s.push_str(&format!(
                     "ok: {} applies (parent hash {})\n",
@@ -354,15 +364,20 @@ fn verify(a: VerifyArgs) -> Result<Exit> {
     }
 }
 
-fn store(a: StoreArgs) -> Result<Exit> {
+fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
     let out = a.output.clone().unwrap_or_else(|| {
-        let mut s = a.finetuned.as_os_str().to_os_string();
-        s.push(".wdelta");
-        PathBuf::from(s)
+        // Beside the fine-tuned model (for REV:path, in the current directory).
+        let named = match crate::input::Input::parse(&a.finetuned) {
+            crate::input::Input::Revision(rev_path) => rev_path.file_name().to_owned(),
+            _ => a.finetuned.clone(),
+        };
+        PathBuf::from(format!("{named}.wdelta"))
     });
+    let finetuned = opener.local_file(&a.finetuned)?;
+    let parent = opener.local_file(&a.parent)?;
     let c = crate::delta::store::store(
-        &a.finetuned,
-        &a.parent,
+        &finetuned.path,
+        &parent.path,
         &out,
         &a.encode.options(),
         &a.run.options(),
@@ -370,7 +385,7 @@ fn store(a: StoreArgs) -> Result<Exit> {
     say(created_summary(&out, &c))
 }
 
-fn restore(a: RestoreArgs) -> Result<Exit> {
+fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
     let out = match &a.output {
         Some(o) => o.clone(),
         None => {
@@ -383,9 +398,10 @@ fn restore(a: RestoreArgs) -> Result<Exit> {
             }
         }
     };
+    let parent = a.parent.as_deref().map(|p| opener.local_file(p)).transpose()?;
     let r = crate::delta::store::restore(
         &a.delta,
-        a.parent.as_deref(),
+        parent.as_ref().map(|p| p.path.as_path()),
         &out,
         a.dtype.into(),
         a.fsync,

@@ -165,11 +165,6 @@ pub enum DeltaError {
     NoOutputName(PathBuf),
 
     // ---- finding parents in a repository ----
-    #[error(
-        "{spec}: an LFS pointer whose object is not in the local LFS store (run `git lfs fetch` \
-         for {rev})"
-    )]
-    LfsObjectAbsent { spec: String, rev: String },
     /// No model with the hash a delta names was found.
     #[error(
         "{delta}: no model with the parent hash {hash} was found ({}); give the parent with \

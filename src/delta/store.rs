@@ -7,7 +7,6 @@
 //! a stored delta can build on a stored delta: a chain, resolved link by link).
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
@@ -20,10 +19,8 @@ use super::model::Model;
 use super::open::OpenDelta;
 use super::pipeline::RunOptions;
 use super::verify::verify_lineage;
-use crate::error::Error;
 use crate::formats::FileKind;
 use crate::git::changes::{HistoryFile, files_in_history};
-use crate::git::resolve::RevPath;
 use crate::progress::{Progress, Unit};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -33,7 +30,7 @@ struct Lineage {
     base: Model,
     links: Vec<OpenDelta>,
     /// Temporary files holding blobs read from git; removed when the lineage is dropped.
-    _temps: Vec<tempfile::TempPath>,
+    _temps: Vec<crate::fsutil::TempCopy>,
 }
 
 /// A model file tracked by the repository, found in HEAD's history.
@@ -70,7 +67,7 @@ struct Finder {
     hashes: HashMap<ObjectId, String>,
     /// Hashes being resolved, to stop a cycle of deltas naming each other.
     resolving: BTreeSet<String>,
-    temps: Vec<tempfile::TempPath>,
+    temps: Vec<crate::fsutil::TempCopy>,
     /// Tracked files whose LFS object is not present locally.
     missing: Vec<String>,
     /// Materialized file → the candidate it holds, for messages.
@@ -220,20 +217,12 @@ fn blob_to_file(
     repo: &gix::Repository,
     bytes: Vec<u8>,
     ext: &str,
-) -> Result<(Option<PathBuf>, Option<tempfile::TempPath>)> {
+) -> Result<(Option<PathBuf>, Option<crate::fsutil::TempCopy>)> {
     if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
         return Ok((crate::git::lfs::present_object(repo, &pointer), None));
     }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".weight-inspect-blob-")
-        .suffix(ext)
-        .tempfile()
-        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    tmp.write_all(&bytes)
-        .and_then(|_| tmp.flush())
-        .map_err(|e| Error::io(tmp.path(), e))?;
-    let path = tmp.into_temp_path();
-    Ok((Some(path.to_path_buf()), Some(path)))
+    let copy = crate::fsutil::TempCopy::of(&bytes, ext)?;
+    Ok((Some(copy.path().to_owned()), Some(copy)))
 }
 
 /// The repository around `near` and the model files (`*.safetensors`, `*.wdelta`) its HEAD and
@@ -268,72 +257,22 @@ fn is_wdelta_path(path: &Path) -> bool {
         && crate::formats::wdelta::is_wdelta(&head)
 }
 
-/// The file a parent given on the command line names: a path, or REV:path in the repository
-/// (an LFS pointer leads to the local LFS object).
-fn materialize(spec: &str, finder: &Finder) -> Result<(PathBuf, Vec<tempfile::TempPath>)> {
-    let path = PathBuf::from(spec);
-    if path.exists() {
-        return Ok((path, Vec::new()));
-    }
-    let Some((rev, file)) = spec.split_once(':') else {
-        return Err(Error::io(
-            &path,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
-        )
-        .into());
-    };
-    // Unlike git's `:path` (the index), an empty revision here means HEAD: a parent is a
-    // committed model. Hence no `RevPath::parse`, which would read `:path` and `:N:path` as the
-    // index.
-    let rev_path = RevPath {
-        spec: spec.to_string(),
-        rev: if rev.is_empty() { "HEAD" } else { rev }.to_string(),
-        stage: gix::index::entry::Stage::Unconflicted,
-        path: file.to_string(),
-    };
-    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-    let own;
-    let repo = match &finder.repo {
-        Some(r) => r,
-        None => {
-            own = crate::git::open_repo(&cwd)?;
-            &own
-        }
-    };
-    let id = rev_path.blob(repo, &cwd)?;
-    let bytes = crate::git::objects::blob_bytes(repo, id)?;
-    let ext = if is_wdelta_name(&rev_path.path) {
-        ".wdelta"
-    } else {
-        ".safetensors"
-    };
-    match blob_to_file(repo, bytes, ext)? {
-        (Some(p), temp) => Ok((p, temp.into_iter().collect())),
-        (None, _) => Err(DeltaError::LfsObjectAbsent {
-            spec: spec.to_string(),
-            rev: rev_path.rev,
-        }),
-    }
-}
-
-/// The lineage of the model `spec` names (a plain model, or a `.wdelta` whose own parent is
-/// found among `finder`'s candidates).
-fn resolve(spec: &str, finder: &mut Finder, run: &RunOptions) -> Result<Lineage> {
-    let (path, temps) = materialize(spec, finder)?;
-    if !is_wdelta_path(&path) {
+/// The lineage of the model in `path` (plain weights, or a `.wdelta` whose own parent is found
+/// among `finder`'s candidates).
+fn resolve(path: &Path, finder: &mut Finder, run: &RunOptions) -> Result<Lineage> {
+    if !is_wdelta_path(path) {
         return Ok(Lineage {
-            base: Model::open(&path)?,
+            base: Model::open(path)?,
             links: Vec::new(),
-            _temps: temps,
+            _temps: Vec::new(),
         });
     }
-    let delta = OpenDelta::open(&path)?;
+    let delta = OpenDelta::open(path)?;
     let parent = delta.parent_hash().to_string();
     let mut lineage = finder
         .find(&parent, run)?
-        .ok_or_else(|| not_found(&path, &parent, finder))?;
+        .ok_or_else(|| not_found(path, &parent, finder))?;
     lineage.links.push(delta);
-    lineage._temps.extend(temps);
     Ok(lineage)
 }
 
@@ -346,10 +285,11 @@ fn not_found(delta: &Path, hash: &str, finder: &Finder) -> DeltaError {
     }
 }
 
-/// `delta store`: writes the delta of `finetuned` against the model `parent` names.
+/// `delta store`: writes the delta of `finetuned` against the model in `parent` (plain
+/// weights, or a `.wdelta` whose lineage is found in the repository).
 pub(crate) fn store(
     finetuned: &Path,
-    parent: &str,
+    parent: &Path,
     out: &Path,
     enc: &EncodeOptions,
     run: &RunOptions,
@@ -364,7 +304,7 @@ pub(crate) fn store(
 /// `delta restore`: reconstructs the model stored in `delta` into `out`.
 pub(crate) fn restore(
     delta: &Path,
-    parent: Option<&str>,
+    parent: Option<&Path>,
     out: &Path,
     dtype: OutDtype,
     sync: bool,
@@ -373,7 +313,7 @@ pub(crate) fn restore(
     let d = OpenDelta::open(delta)?;
     let mut finder = Finder::new(delta, run);
     let mut lineage = match parent {
-        Some(spec) => resolve(spec, &mut finder, run)?,
+        Some(path) => resolve(path, &mut finder, run)?,
         None => {
             let hash = d.parent_hash().to_string();
             finder

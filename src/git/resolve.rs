@@ -21,6 +21,11 @@ pub struct RevPath {
 }
 
 impl RevPath {
+    /// The last component of the path (`model.safetensors` of `HEAD:models/model.safetensors`).
+    pub fn file_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+
     /// Splits `spec` at its first `:`; None when it has none.
     pub fn parse(spec: &str) -> Option<RevPath> {
         use gix::index::entry::Stage;
