@@ -5,7 +5,7 @@
 //! and says how many there are. The commands themselves are built and escaped by
 //! [`crate::render::github`].
 
-use super::entry::{counts_text, short_hash};
+use crate::git::compared::{counts_text, short_hash};
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
 use crate::policy::report::violation_annotation;

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::entry::{Counts, FileEntry, counts_text, short_hash};
+use crate::git::compared::{ComparedFile, Counts, counts_text, short_hash};
 use super::report::CiReport;
 use crate::git::ModelSide;
 use crate::policy::report::{Phrasing, plural};
@@ -181,7 +181,7 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
     }
 }
 
-fn file_row(f: &FileEntry) -> String {
+fn file_row(f: &ComparedFile) -> String {
     let file = match (&f.change.old_path, &f.change.new_path) {
         (Some(a), Some(b)) if a != b => format!("{} → {}", cell_code(a), cell_code(b)),
         _ => cell_code(f.path()),
@@ -435,30 +435,30 @@ mod tests {
             policy: None,
             policy_changed: false,
             files: (0..files)
-                .map(|i| FileEntry {
-                    change: FileChange {
-                        status: Status::Added,
-                        old_path: None,
-                        new_path: Some(format!("models/{i:04}|x`.gguf")),
-                        old_id: None,
-                        new_id: Some(id),
-                        new_worktree: None,
-                        old_link: false,
-                        new_link: false,
-                    },
-                    old: None,
-                    model: None,
-                    new: Some(ModelSide::Read {
-                        content: crate::read::Content::Other {
-                            first_bytes: "00".into(),
+                .map(|i| {
+                    ComparedFile::new(
+                        FileChange {
+                            status: Status::Added,
+                            old_path: None,
+                            new_path: Some(format!("models/{i:04}|x`.gguf")),
+                            old_id: None,
+                            new_id: Some(id),
+                            new_worktree: None,
+                            old_link: false,
+                            new_link: false,
                         },
-                        size: 10,
-                        sha256: Some("ab".repeat(32)),
-                        lfs: None,
-                        from_server: false,
-                    }),
-                    diff: None,
-                    values: None,
+                        None,
+                        Some(ModelSide::Read {
+                            content: crate::read::Content::Other {
+                                first_bytes: "00".into(),
+                            },
+                            size: 10,
+                            sha256: Some("ab".repeat(32)),
+                            lfs: None,
+                            from_server: false,
+                        }),
+                        None,
+                    )
                 })
                 .collect(),
             checked: 0,

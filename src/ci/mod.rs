@@ -9,7 +9,6 @@
 //! calls this command.
 
 pub mod annotations;
-pub mod entry;
 pub mod error;
 pub mod markdown;
 pub mod outputs;

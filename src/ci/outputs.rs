@@ -6,13 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::entry::Counts;
 use super::error::CiError;
 use super::report::{CiReport, FailOn, Rev};
-use crate::diff::DiffCounts;
 use crate::error::Error;
-use crate::git::ModelSide;
-use crate::git::side::SideJson;
+use crate::git::compared::FileJson;
 use crate::policy::{FileError, Violation};
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
@@ -31,55 +28,14 @@ struct JsonReport<'a> {
     violation_count: usize,
     /// Files the policy judged.
     checked: usize,
-    files: Vec<JsonFile<'a>>,
+    files: Vec<FileJson<'a>>,
     violations: &'a [Violation],
     unchecked: &'a [FileError],
 }
 
-#[derive(Serialize)]
-struct JsonFile<'a> {
-    /// For a multi-file model (whose paths are the model's name): the changed files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    model_files: Option<&'a [String]>,
-    status: &'static str,
-    old_path: Option<&'a str>,
-    new_path: Option<&'a str>,
-    format: String,
-    old: Option<SideJson>,
-    new: Option<SideJson>,
-    /// None when a side is not a readable model.
-    counts: Option<DiffCounts>,
-    /// The core's structural diff (schema 1) when both sides are models.
-    diff: Option<serde_json::Value>,
-    /// With `--values`: the value diff, or `{"skipped": why}`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    values: Option<serde_json::Value>,
-}
-
 /// The report as JSON (schema 1), pretty-printed.
 pub fn json(report: &CiReport) -> Result<String> {
-    let files = report
-        .files
-        .iter()
-        .map(|f| JsonFile {
-            model_files: f.model.as_ref().map(|m| m.files.as_slice()),
-            status: f.change.status.name(),
-            old_path: f.change.old_path.as_deref(),
-            new_path: f.change.new_path.as_deref(),
-            format: f.format(),
-            old: f.old.as_ref().map(ModelSide::json),
-            new: f.new.as_ref().map(ModelSide::json),
-            counts: match f.counts() {
-                Counts::Known(c) => Some(c),
-                Counts::Unknown => None,
-            },
-            diff: f.diff.as_ref().map(crate::render::json::diff_value),
-            values: f.values.as_ref().map(|v| match v {
-                Ok(values) => crate::render::values::json_value(values),
-                Err(why) => serde_json::json!({ "skipped": why }),
-            }),
-        })
-        .collect();
+    let files = report.files.iter().map(|f| f.json(true)).collect();
     let doc = JsonReport {
         schema: crate::SCHEMA_VERSION,
         base: &report.base,

@@ -5,13 +5,12 @@ use std::fmt::Write;
 
 use gix::ObjectId;
 
-use super::entry::{FileEntry, counts_text, short_hash};
+use crate::git::compared::{ComparedFile, counts_text, short_hash};
 use super::error::CiError;
-use crate::diff::StructuralDiff;
 use crate::formats::FileKind;
 use crate::git::models::Snapshot;
 use crate::git::objects::tree_entry;
-use crate::git::{ModelSide, PathFilter, Status};
+use crate::git::{PathFilter, Status};
 use crate::policy::report::{Phrasing, Tally, plural};
 use crate::policy::subject::follow_committed_link;
 use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
@@ -90,7 +89,7 @@ pub struct CiReport {
     pub policy: Option<String>,
     /// Whether the pull request changes the policy file itself.
     pub policy_changed: bool,
-    pub files: Vec<FileEntry>,
+    pub files: Vec<ComparedFile>,
     /// Files the policy judged (model files and other covered files).
     pub checked: usize,
     pub violations: Vec<Violation>,
@@ -151,7 +150,7 @@ impl CiReport {
             })
             .collect();
         let reader = crate::git::SideReader::new(repo, options.remote);
-        let entries = crate::git::models::entries(
+        let compared = crate::git::compared::compare(
             &reader,
             Snapshot::Tree {
                 rev: &base.commit,
@@ -162,42 +161,14 @@ impl CiReport {
                 label: options.head,
             },
             changes,
+            options.values,
         )?;
-        let files = entries
+        let files = compared
             .into_iter()
-            .filter(|e| {
-                e.model.is_some()
-                    || is_reported_path(e.change.path())
-                    || e.change.old_path.as_deref().is_some_and(is_reported_path)
-            })
-            .map(|e| {
-                let values = options
-                    .values
-                    .then(|| {
-                        crate::git::values::compare_change(
-                            repo,
-                            &e.change,
-                            e.model.as_ref(),
-                            e.old.as_ref(),
-                            e.new.as_ref(),
-                        )
-                    })
-                    .flatten();
-                let diff = match (
-                    e.old.as_ref().and_then(ModelSide::artifact),
-                    e.new.as_ref().and_then(ModelSide::artifact),
-                ) {
-                    (Some(a), Some(b)) => Some(StructuralDiff::between(a, b)),
-                    _ => None,
-                };
-                FileEntry {
-                    change: e.change,
-                    old: e.old,
-                    new: e.new,
-                    diff,
-                    model: e.model,
-                    values,
-                }
+            .filter(|f| {
+                f.model.is_some()
+                    || is_reported_path(f.change.path())
+                    || f.change.old_path.as_deref().is_some_and(is_reported_path)
             })
             .collect();
 
@@ -334,7 +305,9 @@ impl CiReport {
         let policy_failed = !self.violations.is_empty() || !self.unchecked.is_empty();
         match self.fail_on {
             FailOn::Violation => policy_failed,
-            FailOn::Change => policy_failed || self.files.iter().any(FileEntry::counts_as_change),
+            FailOn::Change => {
+                policy_failed || self.files.iter().any(ComparedFile::counts_as_change)
+            }
             FailOn::Never => false,
         }
     }

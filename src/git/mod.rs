@@ -8,6 +8,7 @@
 //! Every git process this tool runs is started from this module ([`process`]).
 
 pub mod changes;
+pub mod compared;
 mod config;
 pub mod driver;
 pub mod install;

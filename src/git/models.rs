@@ -10,6 +10,7 @@ use gix::ObjectId;
 
 use super::GitError;
 use super::changes::{FileChange, Status};
+use super::compared::ComparedFile;
 use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
 use super::reader::{SideReader, read_pointer_file};
@@ -17,18 +18,6 @@ use super::side::ModelSide;
 use crate::Artifact;
 use crate::error::ShardError;
 use crate::sharded::{self, Directory, SplitName};
-
-/// One entry of a change report: a changed file with its two sides, or the changed files of
-/// one multi-file model with the model's two sides.
-pub struct ReportEntry {
-    /// For a model: a change of the model's name (`dir/x.safetensors.index.json` or
-    /// `dir/NAME-*-of-0000N.gguf`) without blob ids.
-    pub change: FileChange,
-    pub old: Option<ModelSide>,
-    pub new: Option<ModelSide>,
-    /// Set for a multi-file model.
-    pub model: Option<ModelGroup>,
-}
 
 /// The files of a multi-file model that changed.
 #[derive(Debug, Clone)]
@@ -53,24 +42,6 @@ pub enum PartSource {
     File(PathBuf),
 }
 
-impl ReportEntry {
-    /// Whether the entry counts as a change for `--exit-code` and `ci --fail-on change`: any
-    /// single file that changed; a multi-file model unless only its layout changed (the same
-    /// structure in other files: a resharding).
-    pub fn counts_as_change(&self) -> bool {
-        if self.model.is_none() {
-            return true;
-        }
-        match (
-            self.old.as_ref().and_then(ModelSide::artifact),
-            self.new.as_ref().and_then(ModelSide::artifact),
-        ) {
-            (Some(a), Some(b)) => !crate::diff::StructuralDiff::between(a, b).only_layout_changed(),
-            _ => true,
-        }
-    }
-}
-
 /// Where one side of a comparison is read from.
 #[derive(Clone, Copy)]
 pub enum Snapshot<'a> {
@@ -83,12 +54,12 @@ pub enum Snapshot<'a> {
 }
 
 /// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry.
-pub fn entries(
+pub(super) fn entries(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,
     changes: Vec<FileChange>,
-) -> Result<Vec<ReportEntry>, GitError> {
+) -> Result<Vec<ComparedFile>, GitError> {
     let repo = reader.repo().expect("changes are read from a repository");
     let mut listings = Listings::default();
     let mut groups: BTreeMap<ModelKey, Vec<FileChange>> = BTreeMap::new();
@@ -110,15 +81,10 @@ pub fn entries(
         Snapshot::Index => "index".to_owned(),
     };
     let sides = reader.change_sides(&singles, &label(old), &label(new))?;
-    let mut out: Vec<ReportEntry> = singles
+    let mut out: Vec<ComparedFile> = singles
         .into_iter()
         .zip(sides)
-        .map(|(change, (old, new))| ReportEntry {
-            change,
-            old,
-            new,
-            model: None,
-        })
+        .map(|(change, (old, new))| ComparedFile::new(change, old, new, None))
         .collect();
     prefetch_absent(reader, &mut listings, [old, new], groups.keys())?;
     for (key, files) in groups {
@@ -143,8 +109,8 @@ pub fn entries(
             .collect();
         paths.sort();
         paths.dedup();
-        out.push(ReportEntry {
-            change: FileChange {
+        out.push(ComparedFile::new(
+            FileChange {
                 status,
                 old_path: old_model.as_ref().map(|(name, _)| name.clone()),
                 new_path: new_model.as_ref().map(|(name, _)| name.clone()),
@@ -154,15 +120,15 @@ pub fn entries(
                 old_link: false,
                 new_link: false,
             },
-            old: old_model.map(|(_, side)| side),
-            new: new_model.map(|(_, side)| side),
-            model: Some(ModelGroup {
+            old_model.map(|(_, side)| side),
+            new_model.map(|(_, side)| side),
+            Some(ModelGroup {
                 anchor: anchor.unwrap_or_else(|| paths[0].clone()),
                 files: paths,
                 old_parts,
                 new_parts,
             }),
-        });
+        ));
     }
     out.sort_by(|a, b| a.change.path().cmp(b.change.path()));
     Ok(out)

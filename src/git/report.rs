@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::GitError;
 use super::changes::{self, PathFilter};
 use super::models::Snapshot;
-use super::side::{ModelSide, SideJson};
+use super::compared::{ComparedFile, FileJson};
 
 /// What to compare and how to show it.
 pub struct GitDiffOptions<'a> {
@@ -31,29 +31,12 @@ pub struct GitDiffOutput {
 }
 
 #[derive(Serialize)]
-struct DiffReport {
+struct DiffReport<'a> {
     schema: u32,
     base: String,
     /// None: the work tree.
     head: Option<String>,
-    files: Vec<FileReport>,
-}
-
-#[derive(Serialize)]
-struct FileReport {
-    /// For a multi-file model (whose paths are the model's name): the changed files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    model_files: Option<Vec<String>>,
-    status: &'static str,
-    old_path: Option<String>,
-    new_path: Option<String>,
-    old: Option<SideJson>,
-    new: Option<SideJson>,
-    /// The core's structural diff (schema 1) when both sides are models.
-    diff: Option<serde_json::Value>,
-    /// With --values: the value diff, or `{"skipped": why}`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    values: Option<serde_json::Value>,
+    files: Vec<FileJson<'a>>,
 }
 
 pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, GitError> {
@@ -84,85 +67,50 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         label: &base,
     };
     let reader = super::SideReader::new(&repo, args.remote);
-    let entries = super::models::entries(&reader, old_snapshot, new_snapshot, changes)?;
-    let color = args.color;
-    let mut text = String::new();
-    let mut files = Vec::new();
-    for entry in &entries {
-        let (change, old, new) = (&entry.change, &entry.old, &entry.new);
-        let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
-        let values = args
-            .values
-            .then(|| {
-                super::values::compare_change(
-                    &repo,
-                    change,
-                    entry.model.as_ref(),
-                    old.as_ref(),
-                    new.as_ref(),
-                )
-            })
-            .flatten();
-        if args.json {
-            let diff = match (
-                old.as_ref().and_then(ModelSide::artifact),
-                new.as_ref().and_then(ModelSide::artifact),
-            ) {
-                (Some(a), Some(b)) => Some(crate::render::json::diff_value(
-                    &crate::diff::StructuralDiff::between(a, b),
-                )),
-                _ => None,
-            };
-            files.push(FileReport {
-                model_files: entry.model.as_ref().map(|m| m.files.clone()),
-                status: change.status.name(),
-                old_path: change.old_path.clone(),
-                new_path: change.new_path.clone(),
-                old: old.as_ref().map(ModelSide::json),
-                new: new.as_ref().map(ModelSide::json),
-                diff,
-                values: values.map(|v| match v {
-                    Ok(values) => crate::render::values::json_value(&values),
-                    Err(why) => serde_json::json!({ "skipped": why }),
-                }),
-            });
-        } else {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            let rendered = super::driver::render_change(
-                color,
-                change.old_path.as_deref(),
-                change.new_path.as_deref(),
-                old.as_ref(),
-                new.as_ref(),
-                blobs_differ,
-            );
-            text.push_str(&with_model_files(rendered, entry.model.as_ref()));
-            if let Some(values) = values {
-                text.push_str(&crate::render::values::text_or_skipped(
-                    values.as_ref(),
-                    &crate::render::Palette::new(color),
-                ));
-            }
-        }
-    }
-    if args.json {
+    let compared =
+        super::compared::compare(&reader, old_snapshot, new_snapshot, changes, args.values)?;
+    let text = if args.json {
         let report = DiffReport {
             schema: crate::SCHEMA_VERSION,
             base,
             head,
-            files,
+            files: compared.iter().map(|f| f.json(false)).collect(),
         };
-        text = serde_json::to_string_pretty(&report).expect("JSON of plain data cannot fail");
+        let mut text =
+            serde_json::to_string_pretty(&report).expect("JSON of plain data cannot fail");
         text.push('\n');
-    }
+        text
+    } else {
+        let blocks: Vec<String> = compared.iter().map(|f| text_of(f, args.color)).collect();
+        blocks.join("\n")
+    };
     Ok(GitDiffOutput {
         text,
-        changed: entries
-            .iter()
-            .any(super::models::ReportEntry::counts_as_change),
+        changed: compared.iter().any(ComparedFile::counts_as_change),
     })
+}
+
+/// A compared file as the external driver renders it, with a multi-file model's changed files
+/// and the value diff.
+fn text_of(file: &ComparedFile, color: bool) -> String {
+    let change = &file.change;
+    let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
+    let rendered = super::driver::render_change(
+        color,
+        change.old_path.as_deref(),
+        change.new_path.as_deref(),
+        file.old.as_ref(),
+        file.new.as_ref(),
+        blobs_differ,
+    );
+    let mut text = with_model_files(rendered, file.model.as_ref());
+    if let Some(values) = &file.values {
+        text.push_str(&crate::render::values::text_or_skipped(
+            values.as_ref().map_err(|e| e as &dyn std::fmt::Display),
+            &crate::render::Palette::new(color),
+        ));
+    }
+    text
 }
 
 /// Adds the list of a multi-file model's changed files under the header line.

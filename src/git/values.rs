@@ -4,14 +4,31 @@
 
 use std::path::Path;
 
+use super::GitError;
 use super::changes::FileChange;
 use super::lfs::{self, Pointer};
 use super::models::{ModelGroup, PartSource};
 use super::side::ModelSide;
-use crate::values::{ModelBytes, Side, ValueDiff};
+use crate::values::{ModelBytes, Side, ValueDiff, ValuesError};
 
 /// The value diff of one changed file, or why it was not computed.
-pub type ValuesOutcome = Result<ValueDiff, String>;
+pub type ValuesOutcome = Result<ValueDiff, ValuesSkipped>;
+
+/// Why the values of a changed file were not compared.
+#[derive(Debug, thiserror::Error)]
+pub enum ValuesSkipped {
+    #[error(
+        "the {side} side's LFS object sha256:{oid} is not in the local store; weight values are \
+         never downloaded (run `git lfs fetch` to compare them)"
+    )]
+    NotLocal { side: &'static str, oid: String },
+    #[error("the {side} side has no blob")]
+    NoBlob { side: &'static str },
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Values(#[from] ValuesError),
+}
 
 /// Compares the values of a changed file whose two sides are models; None when a side is not a
 /// model (added, removed, not parsed): there are no values to compare.
@@ -49,7 +66,7 @@ pub fn compare_change(
             side(old_artifact, &old_bytes),
             side(new_artifact, &new_bytes),
         )
-        .map_err(|e| e.to_string()),
+        .map_err(ValuesSkipped::from),
     )
 }
 
@@ -61,16 +78,16 @@ fn compare_model(
     old: &crate::Artifact,
     new: &crate::Artifact,
 ) -> ValuesOutcome {
-    let bytes = |parts: &[PartSource], label: &str| -> Result<Vec<ModelBytes>, String> {
+    let bytes = |parts: &[PartSource], label: &'static str| -> ValuesOutcomeOf<Vec<ModelBytes>> {
         parts
             .iter()
             .map(|part| match part {
                 PartSource::File(path) => match super::reader::read_pointer_file(path) {
                     Some(pointer) => local_object(repo, &pointer, label),
-                    None => ModelBytes::map(path).map_err(|e| e.to_string()),
+                    None => Ok(ModelBytes::map(path)?),
                 },
                 PartSource::Blob(id) => {
-                    let blob = super::objects::blob_bytes(repo, *id).map_err(|e| e.to_string())?;
+                    let blob = super::objects::blob_bytes(repo, *id)?;
                     match Pointer::parse(&blob) {
                         Some(pointer) => local_object(repo, &pointer, label),
                         None => Ok(ModelBytes::owned(format!("{label} blob {id}"), blob)),
@@ -83,7 +100,7 @@ fn compare_model(
         bytes(&group.old_parts, "old")?,
         bytes(&group.new_parts, "new")?,
     );
-    crate::values::compare(
+    Ok(crate::values::compare(
         Side {
             artifact: old,
             files: &old_files,
@@ -92,9 +109,10 @@ fn compare_model(
             artifact: new,
             files: &new_files,
         },
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
+
+type ValuesOutcomeOf<T> = Result<T, ValuesSkipped>;
 
 /// The bytes of one side: its LFS object in the local store, its work-tree file, or its blob.
 fn side_bytes(
@@ -102,34 +120,33 @@ fn side_bytes(
     side: &ModelSide,
     blob: Option<gix::ObjectId>,
     worktree: Option<&Path>,
-    label: &str,
-) -> Result<ModelBytes, String> {
+    label: &'static str,
+) -> ValuesOutcomeOf<ModelBytes> {
     if let (Some(_), Some(pointer)) = (side.artifact(), side.pointer()) {
         return local_object(repo, pointer, label);
     }
     if let Some(file) = worktree {
-        return ModelBytes::map(file).map_err(|e| e.to_string());
+        return Ok(ModelBytes::map(file)?);
     }
-    let id = blob.ok_or_else(|| format!("the {label} side has no blob"))?;
-    let bytes = super::objects::blob_bytes(repo, id).map_err(|e| e.to_string())?;
+    let id = blob.ok_or(ValuesSkipped::NoBlob { side: label })?;
+    let bytes = super::objects::blob_bytes(repo, id)?;
     Ok(ModelBytes::owned(format!("{label} blob {id}"), bytes))
 }
 
 fn local_object(
     repo: &gix::Repository,
     pointer: &Pointer,
-    label: &str,
-) -> Result<ModelBytes, String> {
+    label: &'static str,
+) -> ValuesOutcomeOf<ModelBytes> {
     match lfs::present_object(repo, pointer) {
-        Some(path) => ModelBytes::map(&path).map_err(|e| e.to_string()),
+        Some(path) => Ok(ModelBytes::map(&path)?),
         None => Err(not_local(pointer, label)),
     }
 }
 
-fn not_local(pointer: &Pointer, label: &str) -> String {
-    format!(
-        "the {label} side's LFS object sha256:{} is not in the local store; weight values are \
-         never downloaded (run `git lfs fetch` to compare them)",
-        pointer.oid
-    )
+fn not_local(pointer: &Pointer, side: &'static str) -> ValuesSkipped {
+    ValuesSkipped::NotLocal {
+        side,
+        oid: pointer.oid.clone(),
+    }
 }

@@ -296,7 +296,10 @@ pub fn json_value(values: &ValueDiff) -> serde_json::Value {
 }
 
 /// The text section, or a line saying why the values were not compared.
-pub fn text_or_skipped(values: Result<&ValueDiff, &String>, palette: &Palette) -> String {
+pub fn text_or_skipped(
+    values: Result<&ValueDiff, &dyn std::fmt::Display>,
+    palette: &Palette,
+) -> String {
     match values {
         Ok(values) => format!("\n{}", text(values, palette)),
         Err(why) => format!(

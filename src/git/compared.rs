@@ -1,23 +1,59 @@
-//! One changed model file of a `ci` run: its two sides, their structural diff, the counts of
-//! what changed, and the text shown for it.
+//! One compared model file — a changed file, or the changed files of one multi-file model — with
+//! both sides, their structural diff and, when asked, their value diff. Built in one place
+//! ([`compare`]) for `weight-inspect git diff` and `ci`, and rendered by each of their outputs:
+//! text, JSON ([`ComparedFile::json`]), Markdown and SARIF.
 
 use std::fmt::Write;
 
-use crate::diff::{DiffCounts, StructuralDiff};
-use crate::git::models::ModelGroup;
-use crate::git::{FileChange, ModelSide};
+use serde::Serialize;
 
-/// One changed model file.
-pub struct FileEntry {
+use super::GitError;
+use super::changes::FileChange;
+use super::lfs::Pointer;
+use super::models::{ModelGroup, Snapshot};
+use super::reader::SideReader;
+use super::side::{ModelSide, SideJson};
+use super::values::ValuesOutcome;
+use crate::diff::{DiffCounts, StructuralDiff};
+
+/// One compared model file.
+pub struct ComparedFile {
+    /// For a multi-file model: a change of the model's name (`dir/x.safetensors.index.json` or
+    /// `dir/NAME-*-of-0000N.gguf`) without blob ids.
     pub change: FileChange,
     pub old: Option<ModelSide>,
     pub new: Option<ModelSide>,
+    /// Set for a multi-file model: its changed files and where its parts are.
+    pub model: Option<ModelGroup>,
     /// When both sides are parsed models.
     pub diff: Option<StructuralDiff>,
-    /// Set when the entry is a multi-file model (its paths are the model's name).
-    pub model: Option<ModelGroup>,
-    /// With `--values`, when both sides are models: their value diff, or why it was skipped.
-    pub values: Option<crate::git::values::ValuesOutcome>,
+    /// When values were asked for and both sides are models: their value diff, or why it was
+    /// not computed.
+    pub values: Option<ValuesOutcome>,
+}
+
+/// Reads both sides of `changes` (grouping the shards of each multi-file model into one file)
+/// and compares them; with `values`, also their weight values where both sides are local.
+pub fn compare(
+    reader: &SideReader<'_>,
+    old: Snapshot<'_>,
+    new: Snapshot<'_>,
+    changes: Vec<FileChange>,
+    values: bool,
+) -> Result<Vec<ComparedFile>, GitError> {
+    let mut files = super::models::entries(reader, old, new, changes)?;
+    if values && let Some(repo) = reader.repo() {
+        for file in &mut files {
+            file.values = super::values::compare_change(
+                repo,
+                &file.change,
+                file.model.as_ref(),
+                file.old.as_ref(),
+                file.new.as_ref(),
+            );
+        }
+    }
+    Ok(files)
 }
 
 /// Tensor and metadata changes of a file, when known.
@@ -28,18 +64,67 @@ pub enum Counts {
     Unknown,
 }
 
-impl FileEntry {
+/// The JSON of a compared file (schema 1) in `git diff --json` and, with the format and counts
+/// of its row, in `ci --json`.
+#[derive(Serialize)]
+pub struct FileJson<'a> {
+    /// For a multi-file model (whose paths are the model's name): the changed files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_files: Option<&'a [String]>,
+    status: &'static str,
+    old_path: Option<&'a str>,
+    new_path: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<String>,
+    old: Option<SideJson>,
+    new: Option<SideJson>,
+    /// None inside when a side is not a readable model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counts: Option<Option<DiffCounts>>,
+    /// The core's structural diff (schema 1) when both sides are models.
+    diff: Option<serde_json::Value>,
+    /// With values: the value diff, or `{"skipped": why}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<serde_json::Value>,
+}
+
+impl ComparedFile {
+    /// A compared file with its structural diff (values are added by [`compare`]).
+    pub(crate) fn new(
+        change: FileChange,
+        old: Option<ModelSide>,
+        new: Option<ModelSide>,
+        model: Option<ModelGroup>,
+    ) -> ComparedFile {
+        let diff = match (
+            old.as_ref().and_then(ModelSide::artifact),
+            new.as_ref().and_then(ModelSide::artifact),
+        ) {
+            (Some(a), Some(b)) => Some(StructuralDiff::between(a, b)),
+            _ => None,
+        };
+        ComparedFile {
+            change,
+            old,
+            new,
+            model,
+            diff,
+            values: None,
+        }
+    }
+
     pub fn path(&self) -> &str {
         self.change.path()
     }
 
-    /// Whether `--fail-on change` counts the entry: any changed file; a multi-file model
-    /// unless only its layout changed (see `git::models::ReportEntry::counts_as_change`).
+    /// Whether the file counts as a change for `--exit-code` and `ci --fail-on change`: any
+    /// single file that changed; a multi-file model unless only its layout changed (the same
+    /// structure in other files: a resharding).
     pub fn counts_as_change(&self) -> bool {
         self.model.is_none() || self.diff.as_ref().is_none_or(|d| !d.only_layout_changed())
     }
 
-    /// The file an annotation about this entry points to: the file, or for a multi-file model
+    /// The file an annotation about this file points to: the file, or for a multi-file model
     /// its index or first part.
     pub fn annotation_path(&self) -> &str {
         match &self.model {
@@ -87,8 +172,30 @@ impl FileEntry {
         }
     }
 
-    /// The plain-text body of the file's section: the structural diff, a summary of an
-    /// added or removed model, or why the structure is not shown.
+    /// The JSON of the file; `row`: with its format and counts, as `ci` reports them.
+    pub fn json(&self, row: bool) -> FileJson<'_> {
+        FileJson {
+            model_files: self.model.as_ref().map(|m| m.files.as_slice()),
+            status: self.change.status.name(),
+            old_path: self.change.old_path.as_deref(),
+            new_path: self.change.new_path.as_deref(),
+            format: row.then(|| self.format()),
+            old: self.old.as_ref().map(ModelSide::json),
+            new: self.new.as_ref().map(ModelSide::json),
+            counts: row.then(|| match self.counts() {
+                Counts::Known(c) => Some(c),
+                Counts::Unknown => None,
+            }),
+            diff: self.diff.as_ref().map(crate::render::json::diff_value),
+            values: self.values.as_ref().map(|v| match v {
+                Ok(values) => crate::render::values::json_value(values),
+                Err(why) => serde_json::json!({ "skipped": why.to_string() }),
+            }),
+        }
+    }
+
+    /// The plain-text body of the file's section in a pull-request report: the structural
+    /// diff, a summary of an added or removed model, or why the structure is not shown.
     pub fn details(&self) -> String {
         let palette = crate::render::Palette::plain();
         let mut out = String::new();
@@ -112,25 +219,25 @@ impl FileEntry {
                         out.push_str("new file:\n");
                         out.push_str(&crate::render::text::inspect(a, &palette, false, false));
                     }
-                    None => push_note(&mut out, "new", new, Side::New),
+                    None => push_note(&mut out, "new", new, Which::New),
                 },
                 (Some(old), None) => match old.artifact() {
                     Some(a) => {
                         out.push_str("deleted file:\n");
                         out.push_str(&crate::render::text::id(a));
                     }
-                    None => push_note(&mut out, "old", old, Side::Old),
+                    None => push_note(&mut out, "old", old, Which::Old),
                 },
                 (Some(old), Some(new)) => {
-                    push_note(&mut out, "old", old, Side::Old);
-                    push_note(&mut out, "new", new, Side::New);
+                    push_note(&mut out, "old", old, Which::Old);
+                    push_note(&mut out, "new", new, Which::New);
                 }
                 (None, None) => {}
             }
         }
         if let Some(values) = &self.values {
             out.push_str(&crate::render::values::text_or_skipped(
-                values.as_ref(),
+                values.as_ref().map_err(|e| e as &dyn std::fmt::Display),
                 &palette,
             ));
         }
@@ -146,11 +253,9 @@ impl FileEntry {
         }
         out
     }
-}
 
-impl FileEntry {
     /// The "weights" cell: how many tensors' values changed and the largest rel_l2, or why the
-    /// values were not compared; None without `--values`.
+    /// values were not compared; None without values.
     pub fn weights(&self) -> Option<String> {
         Some(match self.values.as_ref()? {
             Ok(values) => crate::render::values::summary(values),
@@ -163,17 +268,17 @@ fn artifact(side: &Option<ModelSide>) -> Option<&crate::Artifact> {
     side.as_ref().and_then(ModelSide::artifact)
 }
 
-fn pointer(side: &Option<ModelSide>) -> Option<&crate::git::lfs::Pointer> {
+fn pointer(side: &Option<ModelSide>) -> Option<&Pointer> {
     side.as_ref().and_then(ModelSide::pointer)
 }
 
 #[derive(Clone, Copy)]
-enum Side {
+enum Which {
     Old,
     New,
 }
 
-fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Side) {
+fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Which) {
     match side.artifact() {
         Some(a) => {
             let _ = writeln!(
@@ -191,15 +296,15 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Side) {
 }
 
 /// Why a side has no structure, with what to do about it in a workflow.
-fn side_note(side: &ModelSide, which: Side) -> String {
+fn side_note(side: &ModelSide, which: Which) -> String {
     match side {
         ModelSide::Absent {
             pointer,
             remote: None,
         } => {
             let hint = match which {
-                Side::Old => "fetch the base commit's LFS objects (`git lfs fetch origin BASE`)",
-                Side::New => "check out with `lfs: true` (or run `git lfs pull`)",
+                Which::Old => "fetch the base commit's LFS objects (`git lfs fetch origin BASE`)",
+                Which::New => "check out with `lfs: true` (or run `git lfs pull`)",
             };
             format!("LFS object {pointer} is not present locally; to compare structures, {hint}")
         }
@@ -209,7 +314,7 @@ fn side_note(side: &ModelSide, which: Side) -> String {
 
 /// The first 12 hex digits of a side's structural hash, `lfs:XXXXXXXX` for an LFS object
 /// that is not present, `-` for no side, `?` for a side that is not a readable model.
-pub(crate) fn short_hash(side: Option<&ModelSide>) -> String {
+pub fn short_hash(side: Option<&ModelSide>) -> String {
     match side {
         None => "-".to_owned(),
         Some(ModelSide::Absent { pointer, .. }) => format!("lfs:{}", &pointer.oid[..8]),
@@ -221,7 +326,7 @@ pub(crate) fn short_hash(side: Option<&ModelSide>) -> String {
 }
 
 /// `tensors +1 −0 ~2, metadata +0 −0 ~1`, or `structure not compared`.
-pub(crate) fn counts_text(counts: Counts) -> String {
+pub fn counts_text(counts: Counts) -> String {
     match counts {
         Counts::Known(c) => format!(
             "tensors +{} −{} ~{}, metadata +{} −{} ~{}",
