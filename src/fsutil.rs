@@ -182,7 +182,11 @@ impl TempCopy {
     }
 
     pub fn path(&self) -> &Path {
-        self.guarded.tmp.as_ref().expect("held until dropped").path()
+        self.guarded
+            .tmp
+            .as_ref()
+            .expect("held until dropped")
+            .path()
     }
 }
 

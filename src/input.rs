@@ -116,8 +116,7 @@ impl Opener<'_> {
                 .flatten()
                 .flatten()
                 .any(|entry| {
-                    crate::formats::FileKind::from_path(&entry.file_name().to_string_lossy())
-                        .is_some()
+                    crate::read::is_read_path(&entry.file_name().to_string_lossy())
                         && read_pointer_file(&entry.path()).is_some()
                 })
         };
@@ -335,7 +334,10 @@ impl Opener<'_> {
 enum Whole {
     File(PathBuf),
     /// A blob that is not an LFS pointer: `name` is its `REV:path`.
-    Blob { name: String, bytes: Vec<u8> },
+    Blob {
+        name: String,
+        bytes: Vec<u8>,
+    },
 }
 
 /// A file holding all the bytes of an input (see [`Opener::local_file`]).

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod delta;
 pub mod diff;
 pub mod digest;
+pub mod dtype;
 pub mod error;
 pub mod formats;
 pub mod fsutil;

@@ -48,33 +48,44 @@ pub fn read_file(path: &Path) -> Result<Artifact> {
 /// vocabulary; a larger header is read on in steps that at least double.
 const FIRST_WINDOW: u64 = 1 << 20;
 
-/// What a reader of a header, given `prefix` (the first bytes of a file), must do next.
+/// What a reader of a header, given a prefix (the first bytes of a file), must do next.
 #[derive(Debug)]
 pub enum HeaderStep {
     /// The header is complete in the prefix (or the prefix is all there is): the parse.
-    Parsed(Result<Artifact>),
+    Parsed(Result<crate::Artifact>),
     /// Read on until the prefix holds `end` bytes. `exact`: the format declared its header
     /// length (safetensors), so `end` is where the header ends; otherwise (GGUF) `end` is only
     /// what the next item needs and a reader should read further ahead.
     Need { end: u64, exact: bool },
 }
 
-/// The growing-window step shared by every reader of headers (local files, HTTP ranges):
-/// parses `prefix`, the first bytes of a `file_len`-byte file, or says how far to read.
-pub fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
-    let have = prefix.len() as u64;
-    match formats::detect(prefix) {
-        Some(Format::Safetensors) => {
-            match formats::safetensors::header_bytes_needed(prefix)
-                .filter(|&n| n > have && n <= file_len)
-            {
-                Some(end) => HeaderStep::Need { end, exact: true },
-                None => HeaderStep::Parsed(read_prefix_of(path, prefix, file_len)),
-            }
-        }
-        Some(Format::Gguf) => match formats::gguf::parse_prefix(prefix, file_len) {
+/// A model format as the readers see it: how its files are named, how its first bytes look,
+/// and how its header is read from a prefix of a file. Adding a format is a parser in
+/// `formats/`, its variant of [`Format`], and one entry in [`READERS`].
+struct Reader {
+    format: Format,
+    /// File name extensions (any case), for tree walks that must not read every blob.
+    extensions: &'static [&'static str],
+    /// Whether a file's first bytes are this format's.
+    detect: fn(&[u8]) -> bool,
+    /// One step of reading the header from `prefix`, the first bytes of a `file_len`-byte
+    /// file named `path` in errors.
+    step: fn(&Path, &[u8], u64) -> HeaderStep,
+}
+
+/// The model formats, in the order their magic bytes are tried.
+const READERS: &[Reader] = &[
+    Reader {
+        format: Format::Gguf,
+        extensions: &["gguf"],
+        detect: formats::gguf::detect,
+        step: |path, prefix, file_len| match formats::gguf::parse_prefix(prefix, file_len) {
             Ok(artifact) => HeaderStep::Parsed(Ok(artifact)),
-            Err(e) => match e.needs_more(file_len).filter(|&end| end > have) {
+            Err(e) => match e
+                .needs_more(file_len)
+                .filter(|&end| end > prefix.len() as u64)
+            {
+                // A GGUF header does not declare its length: the next item's end.
                 Some(end) => HeaderStep::Need { end, exact: false },
                 None => HeaderStep::Parsed(Err(Error::Gguf {
                     path: path.to_owned(),
@@ -82,8 +93,74 @@ pub fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
                 })),
             },
         },
-        None => HeaderStep::Parsed(read_prefix_of(path, prefix, file_len)),
+    },
+    Reader {
+        format: Format::Safetensors,
+        extensions: &["safetensors"],
+        detect: formats::safetensors::detect,
+        step: |path, prefix, file_len| {
+            let have = prefix.len() as u64;
+            match formats::safetensors::header_bytes_needed(prefix)
+                .filter(|&n| n > have && n <= file_len)
+            {
+                Some(end) => HeaderStep::Need { end, exact: true },
+                None => HeaderStep::Parsed(
+                    formats::safetensors::parse_prefix(prefix, file_len).map_err(|source| {
+                        Error::Safetensors {
+                            path: path.to_owned(),
+                            source,
+                        }
+                    }),
+                ),
+            }
+        },
+    },
+];
+
+fn reader(format: Format) -> &'static Reader {
+    READERS
+        .iter()
+        .find(|r| r.format == format)
+        .expect("every format has a reader")
+}
+
+/// Detects the format from the first bytes; never from the file name.
+pub fn detect(bytes: &[u8]) -> Option<Format> {
+    READERS.iter().find(|r| (r.detect)(bytes)).map(|r| r.format)
+}
+
+/// The growing-window step shared by every reader of headers (local files, HTTP ranges):
+/// parses `prefix`, the first bytes of a `file_len`-byte file, or says how far to read.
+pub fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
+    match detect(prefix) {
+        Some(format) => (reader(format).step)(path, prefix, file_len),
+        None => HeaderStep::Parsed(Err(Error::UnknownFormat {
+            path: path.to_owned(),
+            first_bytes: describe_start(prefix),
+        })),
     }
+}
+
+impl Format {
+    /// The format `path` names by its extension (any case), or None: walking a tree must not
+    /// read every blob (the readers still detect the actual format by its magic bytes).
+    pub fn from_path(path: &str) -> Option<Format> {
+        let (_, ext) = file_name(path).rsplit_once('.')?;
+        READERS
+            .iter()
+            .find(|r| r.extensions.iter().any(|e| ext.eq_ignore_ascii_case(e)))
+            .map(|r| r.format)
+    }
+}
+
+/// Whether `path` names a file this tool reads: a model by its format's extension, or a
+/// `.wdelta`.
+pub fn is_read_path(path: &str) -> bool {
+    Format::from_path(path).is_some() || formats::wdelta::is_wdelta_path(path)
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// Reads a model file's header with ordinary reads into a buffer, never a memory map: a file
@@ -120,34 +197,20 @@ fn read_up_to(file: &std::fs::File, buf: &mut Vec<u8>, want: u64) -> std::io::Re
     Ok(())
 }
 
-/// Parses `prefix`, the first bytes of a `file_len`-byte file.
-fn read_prefix_of(path: &Path, prefix: &[u8], file_len: u64) -> Result<Artifact> {
-    match formats::detect(prefix) {
-        Some(Format::Gguf) => {
-            formats::gguf::parse_prefix(prefix, file_len).map_err(|source| Error::Gguf {
-                path: path.to_owned(),
-                source,
-            })
-        }
-        Some(Format::Safetensors) => {
-            formats::safetensors::parse_prefix(prefix, file_len).map_err(|source| {
-                Error::Safetensors {
-                    path: path.to_owned(),
-                    source,
-                }
-            })
-        }
-        None => Err(Error::UnknownFormat {
-            path: path.to_owned(),
-            first_bytes: describe_start(prefix),
-        }),
-    }
-}
-
 /// Parses a model file given as bytes: the whole file, or a prefix holding its header (missing
 /// tensor data is reported as truncated). `path` only names the file in errors.
 pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
-    read_prefix_of(path, bytes, bytes.len() as u64)
+    match header_step(path, bytes, bytes.len() as u64) {
+        HeaderStep::Parsed(result) => result,
+        // A step asks for no more than the file holds, and these bytes are all of it.
+        HeaderStep::Need { end, .. } => Err(Error::io(
+            path,
+            std::io::Error::other(format!(
+                "the header needs {end} bytes, the file has {}",
+                bytes.len()
+            )),
+        )),
+    }
 }
 
 /// What a file's bytes turned out to be: the one classification every reader of files uses
@@ -178,7 +241,7 @@ impl Content {
 /// Detects the format of `bytes` and parses them when they are a model (`path` only names the
 /// file in errors).
 pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
-    let Some(format) = formats::detect(bytes) else {
+    let Some(format) = detect(bytes) else {
         return Content::Other {
             first_bytes: describe_start(bytes),
         };
@@ -368,6 +431,20 @@ impl sharded::Directory for FsDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn formats_by_extension() {
+        assert_eq!(Format::from_path("models/a.gguf"), Some(Format::Gguf));
+        assert_eq!(
+            Format::from_path("A.SafeTensors"),
+            Some(Format::Safetensors)
+        );
+        assert!(is_read_path("x.wdelta"));
+        assert_eq!(Format::from_path("x.wdelta"), None);
+        assert_eq!(Format::from_path("gguf"), None);
+        assert_eq!(Format::from_path("dir.gguf/readme.md"), None);
+        assert_eq!(Format::from_path("model.gguf.txt"), None);
+        assert!(!is_read_path("model.gguf.txt"));
+    }
 
     /// A GGUF v3 file with one string-array metadata key of `n` strings and no tensors.
     fn gguf_with_vocab(n: usize) -> Vec<u8> {

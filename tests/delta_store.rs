@@ -209,5 +209,9 @@ fn delta_commands_take_committed_models_by_rev_path() {
     // A revision that does not hold the file is an error naming it.
     let missing = with_tmp(&["delta", "verify", "--base", "HEAD:nope.safetensors", "x"]);
     assert_eq!(missing.status.code(), Some(2));
-    assert!(stderr(&missing).contains("nope.safetensors"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("nope.safetensors"),
+        "{}",
+        stderr(&missing)
+    );
 }

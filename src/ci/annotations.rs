@@ -5,9 +5,9 @@
 //! and says how many there are. The commands themselves are built and escaped by
 //! [`crate::render::github`].
 
-use crate::git::compared::{counts_text, short_hash};
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
+use crate::git::compared::{counts_text, short_hash};
 use crate::policy::report::violation_annotation;
 use crate::render::escape::shown;
 use crate::render::github::{Annotation, Level};

@@ -7,9 +7,9 @@
 
 use std::fmt::Write;
 
-use crate::git::compared::{ComparedFile, Counts, counts_text, short_hash};
 use super::report::CiReport;
 use crate::git::ModelSide;
+use crate::git::compared::{ComparedFile, Counts, counts_text, short_hash};
 use crate::policy::report::{Phrasing, plural};
 use crate::render::escape::{escape_name, needs_escape, shown};
 use crate::render::text::human_bytes;

@@ -5,9 +5,9 @@ use std::fmt::Write;
 
 use gix::ObjectId;
 
-use crate::git::compared::{ComparedFile, counts_text, short_hash};
 use super::error::CiError;
-use crate::formats::FileKind;
+use crate::Format;
+use crate::git::compared::{ComparedFile, counts_text, short_hash};
 use crate::git::models::Snapshot;
 use crate::git::objects::tree_entry;
 use crate::git::{PathFilter, Status};
@@ -99,7 +99,7 @@ pub struct CiReport {
 
 /// Model files of the structural report: GGUF and safetensors by extension.
 fn is_reported_path(path: &str) -> bool {
-    FileKind::from_path(path).is_some_and(FileKind::is_model)
+    Format::from_path(path).is_some()
 }
 
 /// The index of a sharded model, which joins its shards into one entry.

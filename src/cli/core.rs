@@ -1,7 +1,7 @@
 //! `inspect`, `id` and `diff`: the core commands, on any input the input seam opens.
 
-use crate::git::RemoteOptions;
 use crate::formats::wdelta::WdeltaFile;
+use crate::git::RemoteOptions;
 use crate::input::{self, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 use crate::remote::url::parse_header;

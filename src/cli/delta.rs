@@ -279,7 +279,10 @@ fn created_summary(out: &Path, c: &Created) -> String {
 }
 
 fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
-    let (base_file, ft_file) = (opener.local_file(&a.base)?, opener.local_file(&a.finetuned)?);
+    let (base_file, ft_file) = (
+        opener.local_file(&a.base)?,
+        opener.local_file(&a.finetuned)?,
+    );
     let base = Model::open(&base_file.path)?;
     let ft = Model::open(&ft_file.path)?;
     let links = open_all(&a.chain)?;
@@ -398,7 +401,11 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
             }
         }
     };
-    let parent = a.parent.as_deref().map(|p| opener.local_file(p)).transpose()?;
+    let parent = a
+        .parent
+        .as_deref()
+        .map(|p| opener.local_file(p))
+        .transpose()?;
     let r = crate::delta::store::restore(
         &a.delta,
         parent.as_ref().map(|p| p.path.as_path()),

@@ -43,52 +43,73 @@ pub enum Elem {
     Bool,
 }
 
-/// (element, core's dtype name, numpy's name, safetensors name, bytes)
-const ELEMS: [(Elem, &str, &str, &str, usize); 13] = [
-    (Elem::F64, "f64", "float64", "F64", 8),
-    (Elem::F32, "f32", "float32", "F32", 4),
-    (Elem::F16, "f16", "float16", "F16", 2),
-    (Elem::BF16, "bf16", "bfloat16", "BF16", 2),
-    (Elem::I64, "i64", "int64", "I64", 8),
-    (Elem::I32, "i32", "int32", "I32", 4),
-    (Elem::I16, "i16", "int16", "I16", 2),
-    (Elem::I8, "i8", "int8", "I8", 1),
-    (Elem::U64, "u64", "uint64", "U64", 8),
-    (Elem::U32, "u32", "uint32", "U32", 4),
-    (Elem::U16, "u16", "uint16", "U16", 2),
-    (Elem::U8, "u8", "uint8", "U8", 1),
-    (Elem::Bool, "bool", "bool", "BOOL", 1),
-];
-
 impl Elem {
-    fn row(self) -> &'static (Elem, &'static str, &'static str, &'static str, usize) {
-        ELEMS
-            .iter()
-            .find(|r| r.0 == self)
-            .expect("every element type has a row")
+    const ALL: [Elem; 13] = [
+        Elem::F64,
+        Elem::F32,
+        Elem::F16,
+        Elem::BF16,
+        Elem::I64,
+        Elem::I32,
+        Elem::I16,
+        Elem::I8,
+        Elem::U64,
+        Elem::U32,
+        Elem::U16,
+        Elem::U8,
+        Elem::Bool,
+    ];
+
+    /// The core's dtype name.
+    fn name(self) -> &'static str {
+        match self {
+            Elem::F64 => "f64",
+            Elem::F32 => "f32",
+            Elem::F16 => "f16",
+            Elem::BF16 => "bf16",
+            Elem::I64 => "i64",
+            Elem::I32 => "i32",
+            Elem::I16 => "i16",
+            Elem::I8 => "i8",
+            Elem::U64 => "u64",
+            Elem::U32 => "u32",
+            Elem::U16 => "u16",
+            Elem::U8 => "u8",
+            Elem::Bool => "bool",
+        }
+    }
+
+    /// The row of the core's dtype table: every element type is a safetensors and numpy dtype.
+    fn dtype(self) -> &'static crate::dtype::Dtype {
+        crate::dtype::by_name(self.name()).expect("every element type is in the dtype table")
     }
 
     /// From the core's lowercased safetensors dtype.
     pub fn from_safetensors(dtype: &str) -> Option<Elem> {
-        ELEMS.iter().find(|r| r.1 == dtype).map(|r| r.0)
+        Elem::ALL.into_iter().find(|e| e.name() == dtype)
     }
 
     /// numpy's name, as `base_dtype` records it.
     pub fn numpy_name(self) -> &'static str {
-        self.row().2
+        self.dtype()
+            .numpy
+            .expect("every element type has a numpy name")
     }
 
     pub fn from_numpy_name(s: &str) -> Option<Elem> {
-        ELEMS.iter().find(|r| r.2 == s).map(|r| r.0)
+        let dtype = crate::dtype::by_numpy_name(s)?;
+        Elem::from_safetensors(dtype.name)
     }
 
     /// The safetensors header name.
     pub fn safetensors_name(self) -> &'static str {
-        self.row().3
+        self.dtype()
+            .safetensors
+            .expect("every element type is a safetensors dtype")
     }
 
     pub fn size(self) -> usize {
-        self.row().4
+        (self.dtype().block_bits / 8) as usize
     }
 
     /// A floating-point type (else an integer or boolean one).

@@ -19,7 +19,8 @@ use super::model::Model;
 use super::open::OpenDelta;
 use super::pipeline::RunOptions;
 use super::verify::verify_lineage;
-use crate::formats::FileKind;
+use crate::Format;
+use crate::formats::wdelta::is_wdelta_path as is_wdelta_name;
 use crate::git::changes::{HistoryFile, files_in_history};
 use crate::progress::{Progress, Unit};
 
@@ -50,10 +51,6 @@ impl Candidate {
             id: file.id,
         }
     }
-}
-
-fn is_wdelta_name(path: &str) -> bool {
-    FileKind::from_path(path) == Some(FileKind::Wdelta)
 }
 
 /// Finds models by hash among the repository's tracked model files, and caches what it
@@ -233,12 +230,8 @@ fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>
         _ => PathBuf::from("."),
     };
     let repo = crate::git::open_repo(&dir).ok()?;
-    let is_candidate = |path: &str| {
-        matches!(
-            FileKind::from_path(path),
-            Some(FileKind::Safetensors | FileKind::Wdelta)
-        )
-    };
+    let is_candidate =
+        |path: &str| Format::from_path(path) == Some(Format::Safetensors) || is_wdelta_name(path);
     let candidates = files_in_history(&repo, &is_candidate)
         .into_iter()
         .map(Candidate::new)

@@ -12,6 +12,7 @@ use crate::artifact::{
     Array, Artifact, F32Bits, F64Bits, Format, Layout, Shape, StringArray, TensorInfo, TensorName,
     Tensors, Value,
 };
+use crate::dtype::Dtype;
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
 pub const DEFAULT_ALIGNMENT: u64 = 32;
@@ -187,80 +188,6 @@ pub enum GgufError {
 
 type Result<T> = std::result::Result<T, GgufError>;
 
-/// A ggml tensor type: id, name, elements per block, bytes per block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GgmlType {
-    pub id: u32,
-    pub name: &'static str,
-    pub block_size: u64,
-    pub type_size: u64,
-}
-
-const fn t(id: u32, name: &'static str, block_size: u64, type_size: u64) -> Option<GgmlType> {
-    Some(GgmlType {
-        id,
-        name,
-        block_size,
-        type_size,
-    })
-}
-
-/// ggml's type table, indexed by id; `None` marks ids that ggml removed.
-pub const GGML_TYPES: [Option<GgmlType>; 43] = [
-    t(0, "f32", 1, 4),
-    t(1, "f16", 1, 2),
-    t(2, "q4_0", 32, 18),
-    t(3, "q4_1", 32, 20),
-    None, // q4_2, removed
-    None, // q4_3, removed
-    t(6, "q5_0", 32, 22),
-    t(7, "q5_1", 32, 24),
-    t(8, "q8_0", 32, 34),
-    t(9, "q8_1", 32, 36),
-    t(10, "q2_k", 256, 84),
-    t(11, "q3_k", 256, 110),
-    t(12, "q4_k", 256, 144),
-    t(13, "q5_k", 256, 176),
-    t(14, "q6_k", 256, 210),
-    t(15, "q8_k", 256, 292),
-    t(16, "iq2_xxs", 256, 66),
-    t(17, "iq2_xs", 256, 74),
-    t(18, "iq3_xxs", 256, 98),
-    t(19, "iq1_s", 256, 50),
-    t(20, "iq4_nl", 32, 18),
-    t(21, "iq3_s", 256, 110),
-    t(22, "iq2_s", 256, 82),
-    t(23, "iq4_xs", 256, 136),
-    t(24, "i8", 1, 1),
-    t(25, "i16", 1, 2),
-    t(26, "i32", 1, 4),
-    t(27, "i64", 1, 8),
-    t(28, "f64", 1, 8),
-    t(29, "iq1_m", 256, 56),
-    t(30, "bf16", 1, 2),
-    None, // q4_0_4_4, removed
-    None, // q4_0_4_8, removed
-    None, // q4_0_8_8, removed
-    t(34, "tq1_0", 256, 54),
-    t(35, "tq2_0", 256, 66),
-    None, // iq4_nl_4_4, removed
-    None, // iq4_nl_4_8, removed
-    None, // iq4_nl_8_8, removed
-    t(39, "mxfp4", 32, 17),
-    t(40, "nvfp4", 64, 36),
-    t(41, "q1_0", 128, 18),
-    t(42, "q2_0", 64, 18),
-];
-
-/// Looks a ggml type up by name ("q4_k").
-pub fn ggml_type_by_name(name: &str) -> Option<GgmlType> {
-    GGML_TYPES
-        .iter()
-        .flatten()
-        .find(|t| t.name == name)
-        .copied()
-}
-
 /// GGUF metadata value type ids.
 mod value_type {
     pub const U8: u32 = 0;
@@ -405,6 +332,11 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact> {
     parse_prefix(bytes, bytes.len() as u64)
 }
 
+/// Whether `bytes` start with the GGUF magic.
+pub fn detect(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
 /// Parses the first bytes of a file of `file_len` bytes: counts are bounded by the whole file,
 /// and the header must lie within `prefix`. A header that runs past the prefix (but not past
 /// the file) ends in [`GgufError::UnexpectedEof`]; [`GgufError::needs_more`] tells a reader
@@ -542,9 +474,9 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         }
         let type_offset = cur.offset();
         let type_id = cur.u32(&|| format!("the type of tensor {name:?}"))?;
-        let ggml_type = match GGML_TYPES.get(type_id as usize) {
-            Some(Some(t)) => *t,
-            Some(None) => {
+        let ggml_type = match crate::dtype::by_ggml_id(type_id) {
+            Some(t) => t,
+            None if type_id < crate::dtype::GGML_ID_END => {
                 return Err(GgufError::RemovedTensorType {
                     offset: type_offset,
                     name,
@@ -636,7 +568,7 @@ fn align_up(offset: u64, alignment: u64) -> Option<u64> {
 }
 
 /// Bytes of a tensor as ggml computes them: n_elements / block_size * type_size.
-fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: GgmlType) -> Result<u64> {
+fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &Dtype) -> Result<u64> {
     let overflow = || GgufError::ElementCountOverflow {
         name: name.to_owned(),
         shape: shape.to_vec(),
@@ -656,7 +588,7 @@ fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: GgmlType) -> Result<
         });
     }
     (n_elements / ggml_type.block_size)
-        .checked_mul(ggml_type.type_size)
+        .checked_mul(ggml_type.block_bits / 8)
         .ok_or_else(overflow)
 }
 

@@ -91,51 +91,19 @@ pub enum SafetensorsError {
     },
 }
 
-/// The dtypes of the safetensors format: (name in the file, name in the identity, bits).
-const DTYPES: &[(&str, &str, u64)] = &[
-    ("BOOL", "bool", 8),
-    ("F4", "f4", 4),
-    ("F6_E2M3", "f6_e2m3", 6),
-    ("F6_E3M2", "f6_e3m2", 6),
-    ("U8", "u8", 8),
-    ("I8", "i8", 8),
-    ("F8_E5M2", "f8_e5m2", 8),
-    ("F8_E4M3", "f8_e4m3", 8),
-    ("F8_E8M0", "f8_e8m0", 8),
-    ("F8_E4M3FNUZ", "f8_e4m3fnuz", 8),
-    ("F8_E5M2FNUZ", "f8_e5m2fnuz", 8),
-    ("I16", "i16", 16),
-    ("U16", "u16", 16),
-    ("F16", "f16", 16),
-    ("BF16", "bf16", 16),
-    ("I32", "i32", 32),
-    ("U32", "u32", 32),
-    ("F32", "f32", 32),
-    ("C64", "c64", 64),
-    ("F64", "f64", 64),
-    ("I64", "i64", 64),
-    ("U64", "u64", 64),
-];
-
 /// Looks up a dtype as written in a file ("BF16"): its identity name and bit width.
 pub fn dtype_info(name: &str) -> Option<(&'static str, u64)> {
-    DTYPES
-        .iter()
-        .find(|(file_name, _, _)| *file_name == name)
-        .map(|&(_, id_name, bits)| (id_name, bits))
-}
-
-/// The name of an identity dtype ("bf16") as written in files ("BF16").
-pub fn dtype_file_name(identity_name: &str) -> Option<&'static str> {
-    DTYPES
-        .iter()
-        .find(|(_, id_name, _)| *id_name == identity_name)
-        .map(|&(file_name, _, _)| file_name)
+    crate::dtype::by_safetensors_name(name).map(|d| (d.name, d.block_bits))
 }
 
 /// Parses a safetensors file given as its bytes (or a prefix holding at least the header).
 pub fn parse(bytes: &[u8]) -> Result<Artifact, SafetensorsError> {
     parse_prefix(bytes, bytes.len() as u64)
+}
+
+/// Whether `bytes` start like a safetensors file: a u64 header length, then `{`.
+pub fn detect(bytes: &[u8]) -> bool {
+    bytes.len() > 8 && bytes[8] == b'{'
 }
 
 /// Bytes a reader needs to parse the header: the 8-byte length, then the length it declares
@@ -380,10 +348,7 @@ fn name_hash(name: &str) -> u64 {
 
 /// Bits per element of a dtype, by the name the identity uses.
 fn bits_of(id_name: &str) -> u64 {
-    DTYPES
-        .iter()
-        .find(|(_, name, _)| *name == id_name)
-        .map_or(0, |&(_, _, bits)| bits)
+    crate::dtype::by_name(id_name).map_or(0, |d| d.block_bits)
 }
 
 /// `__metadata__`: a string→string map whose keys must be unique.

@@ -128,8 +128,7 @@ pub fn changed_model_files(
 ) -> Result<Vec<FileChange>> {
     changed_files(repo, base, head, &|path| {
         let file = path.rsplit('/').next().unwrap_or(path);
-        (crate::formats::FileKind::from_path(path).is_some()
-            || crate::sharded::index::is_index_name(file))
+        (crate::read::is_read_path(path) || crate::sharded::index::is_index_name(file))
             && filter.matches(path)
     })
 }

@@ -41,7 +41,10 @@ pub fn compare(
     changes: Vec<FileChange>,
     values: bool,
 ) -> Result<Vec<ComparedFile>, GitError> {
-    let mut files = super::models::entries(reader, old, new, changes)?;
+    let mut files =
+        super::models::entries(reader, old, new, changes, |(change, old, new, model)| {
+            ComparedFile::new(change, old, new, model)
+        })?;
     if values && let Some(repo) = reader.repo() {
         for file in &mut files {
             file.values = super::values::compare_change(

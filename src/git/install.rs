@@ -425,7 +425,7 @@ fn pattern_may_match_models(pattern: &str) -> bool {
             })
             .unwrap_or(true);
     }
-    crate::formats::FileKind::from_path(name).is_some_and(crate::formats::FileKind::is_model)
+    crate::Format::from_path(name).is_some()
 }
 
 /// Adds our block at the end unless it is already there and no later line overrides `diff`

@@ -10,7 +10,6 @@ use gix::ObjectId;
 
 use super::GitError;
 use super::changes::{FileChange, Status};
-use super::compared::ComparedFile;
 use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
 use super::reader::{SideReader, read_pointer_file};
@@ -53,13 +52,23 @@ pub enum Snapshot<'a> {
     Index,
 }
 
-/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry.
-pub(super) fn entries(
+/// A changed file (or multi-file model) with its two sides and, for a model, its files.
+pub(super) type Sides = (
+    FileChange,
+    Option<ModelSide>,
+    Option<ModelSide>,
+    Option<ModelGroup>,
+);
+
+/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry;
+/// `into` makes each entry what the caller wants (sorted by path).
+pub(super) fn entries<T>(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,
     changes: Vec<FileChange>,
-) -> Result<Vec<ComparedFile>, GitError> {
+    into: impl Fn(Sides) -> T,
+) -> Result<Vec<T>, GitError> {
     let repo = reader.repo().expect("changes are read from a repository");
     let mut listings = Listings::default();
     let mut groups: BTreeMap<ModelKey, Vec<FileChange>> = BTreeMap::new();
@@ -81,10 +90,10 @@ pub(super) fn entries(
         Snapshot::Index => "index".to_owned(),
     };
     let sides = reader.change_sides(&singles, &label(old), &label(new))?;
-    let mut out: Vec<ComparedFile> = singles
+    let mut out: Vec<Sides> = singles
         .into_iter()
         .zip(sides)
-        .map(|(change, (old, new))| ComparedFile::new(change, old, new, None))
+        .map(|(change, (old, new))| (change, old, new, None))
         .collect();
     prefetch_absent(reader, &mut listings, [old, new], groups.keys())?;
     for (key, files) in groups {
@@ -109,7 +118,7 @@ pub(super) fn entries(
             .collect();
         paths.sort();
         paths.dedup();
-        out.push(ComparedFile::new(
+        out.push((
             FileChange {
                 status,
                 old_path: old_model.as_ref().map(|(name, _)| name.clone()),
@@ -130,8 +139,8 @@ pub(super) fn entries(
             }),
         ));
     }
-    out.sort_by(|a, b| a.change.path().cmp(b.change.path()));
-    Ok(out)
+    out.sort_by(|a, b| a.0.path().cmp(b.0.path()));
+    Ok(out.into_iter().map(into).collect())
 }
 
 /// Which multi-file model a path belongs to: its directory and the index, or the base name of

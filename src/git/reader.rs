@@ -473,7 +473,7 @@ fn side_of_header(
                 _ => crate::Error::io(&object, std::io::Error::other("unreadable header")),
             };
             Content::Invalid {
-                format: crate::formats::detect(&header.prefix).unwrap_or(crate::Format::Gguf),
+                format: crate::read::detect(&header.prefix).unwrap_or(crate::Format::Gguf),
                 error: Box::new(crate::Error::ServerHeader {
                     name: name.to_owned(),
                     source: Box::new(error),

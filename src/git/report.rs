@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::GitError;
 use super::changes::{self, PathFilter};
-use super::models::Snapshot;
 use super::compared::{ComparedFile, FileJson};
+use super::models::Snapshot;
 
 /// What to compare and how to show it.
 pub struct GitDiffOptions<'a> {

@@ -393,8 +393,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// Whether `name` is a tensor type name of the structural identity: a GGUF ggml type or a
 /// safetensors dtype, lowercased (the core's tables decide).
 fn known_dtype(name: &str) -> bool {
-    crate::formats::gguf::ggml_type_by_name(name).is_some()
-        || crate::formats::safetensors::dtype_file_name(name).is_some()
+    crate::dtype::by_name(name).is_some_and(|d| d.ggml.is_some() || d.safetensors.is_some())
 }
 
 fn dtype_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
@@ -403,11 +402,7 @@ fn dtype_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D:
     for name in names {
         let lower = name.to_ascii_lowercase();
         if !known_dtype(&lower) {
-            let ggml: Vec<&str> = crate::formats::gguf::GGML_TYPES
-                .iter()
-                .flatten()
-                .map(|t| t.name)
-                .collect();
+            let ggml: Vec<&str> = crate::dtype::ggml_types().map(|t| t.name).collect();
             return Err(de::Error::custom(format!(
                 "unknown dtype {name:?}; expected a GGUF type ({}) or a safetensors dtype \
                  (bf16, f8_e4m3, u8, ...), as `weight-inspect inspect` prints them",

@@ -392,7 +392,7 @@ pub(crate) fn is_model(subject: &Subject<'_>) -> Result<bool> {
         _ => {}
     }
     let body = SubjectReader::new(subject).body()?;
-    Ok(crate::formats::detect(body.bytes()).is_some())
+    Ok(crate::read::detect(body.bytes()).is_some())
 }
 
 /// The pointer a work-tree file holds, if it is a pointer text (smudging skipped). Only a

@@ -36,6 +36,13 @@ pub fn is_wdelta(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 
+/// Whether `path` is named like a `.wdelta` (any case).
+pub fn is_wdelta_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("wdelta"))
+}
+
 /// Compression strategy of one tensor (and the default of a file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Strategy {

@@ -1,0 +1,206 @@
+//! Every dtype weight-inspect knows, in one table: the name the structural identity uses
+//! (schema 1, docs/SPEC.md §4 and §5), the id a GGUF file stores, the name a safetensors header
+//! writes, numpy's name, and the size of its blocks. The format readers look their dtypes up
+//! here, and so do value diffs and deltas for sizes and names.
+
+/// One dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dtype {
+    /// The name in the identity: lowercase (`"f32"`, `"q4_k"`, `"f8_e4m3"`).
+    pub name: &'static str,
+    /// The ggml type id a GGUF file stores, for the types GGUF has.
+    pub ggml: Option<u32>,
+    /// The name in a safetensors header (`"BF16"`), for the types safetensors has.
+    pub safetensors: Option<&'static str>,
+    /// numpy's name (`"float32"`), for the types numpy has.
+    pub numpy: Option<&'static str>,
+    /// Elements per block: 1 for plain numbers, 32 or 256 for ggml's quantized blocks.
+    pub block_size: u64,
+    /// Bits per block (bits per element for plain numbers: 4 for `f4`, 6 for `f6_*`).
+    pub block_bits: u64,
+}
+
+impl Dtype {
+    /// Bytes per block; None for the sub-byte floats, whose elements do not fill whole bytes.
+    pub fn block_bytes(&self) -> Option<u64> {
+        self.block_bits
+            .is_multiple_of(8)
+            .then_some(self.block_bits / 8)
+    }
+}
+
+const fn plain(
+    name: &'static str,
+    ggml: Option<u32>,
+    safetensors: Option<&'static str>,
+    numpy: Option<&'static str>,
+    bits: u64,
+) -> Dtype {
+    Dtype {
+        name,
+        ggml,
+        safetensors,
+        numpy,
+        block_size: 1,
+        block_bits: bits,
+    }
+}
+
+/// A ggml block type: id, name, elements per block, bytes per block.
+const fn ggml(id: u32, name: &'static str, block_size: u64, block_bytes: u64) -> Dtype {
+    Dtype {
+        name,
+        ggml: Some(id),
+        safetensors: None,
+        numpy: None,
+        block_size,
+        block_bits: block_bytes * 8,
+    }
+}
+
+/// The table. ggml ids 4, 5, 31–33 and 36–38 were removed from ggml and are not here.
+pub const DTYPES: &[Dtype] = &[
+    plain("f32", Some(0), Some("F32"), Some("float32"), 32),
+    plain("f16", Some(1), Some("F16"), Some("float16"), 16),
+    ggml(2, "q4_0", 32, 18),
+    ggml(3, "q4_1", 32, 20),
+    ggml(6, "q5_0", 32, 22),
+    ggml(7, "q5_1", 32, 24),
+    ggml(8, "q8_0", 32, 34),
+    // gguf-py 0.19 says 40 bytes, an older layout; ggml's block_q8_1 is 36.
+    ggml(9, "q8_1", 32, 36),
+    ggml(10, "q2_k", 256, 84),
+    ggml(11, "q3_k", 256, 110),
+    ggml(12, "q4_k", 256, 144),
+    ggml(13, "q5_k", 256, 176),
+    ggml(14, "q6_k", 256, 210),
+    ggml(15, "q8_k", 256, 292),
+    ggml(16, "iq2_xxs", 256, 66),
+    ggml(17, "iq2_xs", 256, 74),
+    ggml(18, "iq3_xxs", 256, 98),
+    ggml(19, "iq1_s", 256, 50),
+    ggml(20, "iq4_nl", 32, 18),
+    ggml(21, "iq3_s", 256, 110),
+    ggml(22, "iq2_s", 256, 82),
+    ggml(23, "iq4_xs", 256, 136),
+    plain("i8", Some(24), Some("I8"), Some("int8"), 8),
+    plain("i16", Some(25), Some("I16"), Some("int16"), 16),
+    plain("i32", Some(26), Some("I32"), Some("int32"), 32),
+    plain("i64", Some(27), Some("I64"), Some("int64"), 64),
+    plain("f64", Some(28), Some("F64"), Some("float64"), 64),
+    ggml(29, "iq1_m", 256, 56),
+    plain("bf16", Some(30), Some("BF16"), Some("bfloat16"), 16),
+    ggml(34, "tq1_0", 256, 54),
+    ggml(35, "tq2_0", 256, 66),
+    ggml(39, "mxfp4", 32, 17),
+    ggml(40, "nvfp4", 64, 36),
+    ggml(41, "q1_0", 128, 18),
+    ggml(42, "q2_0", 64, 18),
+    plain("bool", None, Some("BOOL"), Some("bool"), 8),
+    plain("u8", None, Some("U8"), Some("uint8"), 8),
+    plain("u16", None, Some("U16"), Some("uint16"), 16),
+    plain("u32", None, Some("U32"), Some("uint32"), 32),
+    plain("u64", None, Some("U64"), Some("uint64"), 64),
+    plain("c64", None, Some("C64"), Some("complex64"), 64),
+    plain("f4", None, Some("F4"), None, 4),
+    plain("f6_e2m3", None, Some("F6_E2M3"), None, 6),
+    plain("f6_e3m2", None, Some("F6_E3M2"), None, 6),
+    plain("f8_e5m2", None, Some("F8_E5M2"), None, 8),
+    plain("f8_e4m3", None, Some("F8_E4M3"), None, 8),
+    plain("f8_e8m0", None, Some("F8_E8M0"), None, 8),
+    plain("f8_e4m3fnuz", None, Some("F8_E4M3FNUZ"), None, 8),
+    plain("f8_e5m2fnuz", None, Some("F8_E5M2FNUZ"), None, 8),
+];
+
+/// The dtype the identity names `name`.
+pub fn by_name(name: &str) -> Option<&'static Dtype> {
+    DTYPES.iter().find(|d| d.name == name)
+}
+
+/// For each ggml id, the position of its type in [`DTYPES`] (`u8::MAX`: none); a GGUF header
+/// looks its tensors' types up by id.
+const GGML_INDEX: [u8; 64] = {
+    let mut index = [u8::MAX; 64];
+    let mut i = 0;
+    while i < DTYPES.len() {
+        if let Some(id) = DTYPES[i].ggml {
+            index[id as usize] = i as u8;
+        }
+        i += 1;
+    }
+    index
+};
+
+/// The GGUF type with id `id`.
+pub fn by_ggml_id(id: u32) -> Option<&'static Dtype> {
+    let position = *GGML_INDEX.get(id as usize)?;
+    DTYPES.get(position as usize)
+}
+
+/// The largest ggml id plus one: ids below it that have no type were removed from ggml.
+pub const GGML_ID_END: u32 = 43;
+
+/// The GGUF type the identity names `name` (`"q4_k"`).
+pub fn ggml_by_name(name: &str) -> Option<&'static Dtype> {
+    by_name(name).filter(|d| d.ggml.is_some())
+}
+
+/// The safetensors dtype a header writes as `name` (`"BF16"`).
+pub fn by_safetensors_name(name: &str) -> Option<&'static Dtype> {
+    DTYPES.iter().find(|d| d.safetensors == Some(name))
+}
+
+/// The dtype numpy names `name` (`"float32"`).
+pub fn by_numpy_name(name: &str) -> Option<&'static Dtype> {
+    DTYPES.iter().find(|d| d.numpy == Some(name))
+}
+
+/// The GGUF types, by id.
+pub fn ggml_types() -> impl Iterator<Item = &'static Dtype> {
+    let mut types: Vec<&'static Dtype> = DTYPES.iter().filter(|d| d.ggml.is_some()).collect();
+    types.sort_by_key(|d| d.ggml);
+    types.into_iter()
+}
+
+/// The safetensors dtypes, in the order of docs/SPEC.md §5.
+pub fn safetensors_types() -> impl Iterator<Item = &'static Dtype> {
+    DTYPES.iter().filter(|d| d.safetensors.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_ids_are_unique() {
+        for (i, a) in DTYPES.iter().enumerate() {
+            for b in &DTYPES[i + 1..] {
+                assert_ne!(a.name, b.name);
+                assert!(a.ggml.is_none() || a.ggml != b.ggml, "{}", a.name);
+                assert!(a.safetensors.is_none() || a.safetensors != b.safetensors);
+                assert!(a.numpy.is_none() || a.numpy != b.numpy);
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_the_lowercased_safetensors_names() {
+        for d in safetensors_types() {
+            assert_eq!(d.safetensors.unwrap().to_ascii_lowercase(), d.name);
+        }
+    }
+
+    #[test]
+    fn the_gguf_table_of_the_spec() {
+        let ids: Vec<u32> = ggml_types().map(|d| d.ggml.unwrap()).collect();
+        let removed = [4, 5, 31, 32, 33, 36, 37, 38];
+        let expected: Vec<u32> = (0..43).filter(|i| !removed.contains(i)).collect();
+        assert_eq!(ids, expected);
+        let q4_k = by_ggml_id(12).unwrap();
+        assert_eq!(
+            (q4_k.name, q4_k.block_size, q4_k.block_bytes()),
+            ("q4_k", 256, Some(144))
+        );
+        assert_eq!(by_safetensors_name("F6_E3M2").unwrap().block_bytes(), None);
+    }
+}
