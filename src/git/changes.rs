@@ -91,7 +91,10 @@ impl PathFilter {
                 let glob = globset::GlobBuilder::new(spec)
                     .literal_separator(false)
                     .build()
-                    .map_err(|e| GitError::Usage(format!("pathspec {spec:?}: {e}")))?;
+                    .map_err(|source| GitError::Pathspec {
+                        spec: spec.to_owned(),
+                        source,
+                    })?;
                 globs.add(glob);
                 has_globs = true;
             } else {
@@ -99,11 +102,10 @@ impl PathFilter {
             }
         }
         if has_globs {
-            filter.globs = Some(
-                globs
-                    .build()
-                    .map_err(|e| GitError::Usage(format!("pathspec: {e}")))?,
-            );
+            filter.globs = Some(globs.build().map_err(|source| GitError::Pathspec {
+                spec: specs.join(" "),
+                source,
+            })?);
         }
         Ok(filter)
     }

@@ -164,10 +164,7 @@ fn global_attributes_file(cwd: &Path) -> Result<PathBuf> {
     }
     match home {
         Some(home) => Ok(home.join(".config/git/attributes")),
-        None => Err(GitError::Usage(
-            "neither HOME nor XDG_CONFIG_HOME is set: cannot locate the global attributes file"
-                .into(),
-        )),
+        None => Err(GitError::NoHome),
     }
 }
 

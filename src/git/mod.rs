@@ -31,6 +31,18 @@ pub use side::ModelSide;
 
 use std::path::PathBuf;
 
+/// `REV:path` names something that is not a file (`found`: "does not exist", "is a
+/// directory", ...).
+#[derive(Debug, thiserror::Error)]
+#[error("{spec}: {path} {found} in {place}{detail}")]
+pub struct NotAFile {
+    pub spec: String,
+    pub path: String,
+    pub found: String,
+    pub place: String,
+    pub detail: String,
+}
+
 /// Errors of the git adapter, phrased for the user.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -52,8 +64,18 @@ pub enum GitError {
     },
     #[error("`git {args}` failed: {message}")]
     Command { args: String, message: String },
-    #[error("{0}")]
-    Usage(String),
+    #[error("git diff takes at most two revisions")]
+    TooManyRevisions,
+    #[error("pathspec {spec:?}: {source}")]
+    Pathspec {
+        spec: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error(transparent)]
+    NotAFile(Box<NotAFile>),
+    #[error("neither HOME nor XDG_CONFIG_HOME is set: cannot locate the global attributes file")]
+    NoHome,
     #[error("there is no remote `{name}`")]
     NoRemote { name: String },
     #[error("cannot read the URL of remote `{name}`")]

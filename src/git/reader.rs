@@ -8,6 +8,7 @@
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -56,7 +57,7 @@ enum RepoRef<'r> {
 pub struct SideReader<'r> {
     repo: Option<RepoRef<'r>>,
     options: RemoteOptions,
-    server: OnceCell<Result<Option<Server>, String>>,
+    server: OnceCell<Result<Option<Server>, Arc<GitError>>>,
 }
 
 impl<'r> SideReader<'r> {
@@ -188,7 +189,7 @@ impl<'r> SideReader<'r> {
         &self,
         name: &str,
         pointer: &Pointer,
-    ) -> Option<Result<(Vec<u8>, crate::Artifact), String>> {
+    ) -> Option<Result<(Vec<u8>, crate::Artifact), HeaderMiss>> {
         let repo = self.repo()?;
         let mut side = ModelSide::Absent {
             pointer: pointer.clone(),
@@ -199,19 +200,12 @@ impl<'r> SideReader<'r> {
             ModelSide::Absent { remote: None, .. } => None,
             ModelSide::Absent {
                 remote: Some(why), ..
-            } => Some(Err(why)),
+            } => Some(Err(HeaderMiss::Remote(why))),
+            other if other.artifact().is_none() => Some(Err(HeaderMiss::NotModel(Box::new(other)))),
             other => {
-                let note = other.note();
-                match other.into_artifact() {
-                    Some(artifact) => {
-                        let prefix = header_cache(repo).get(&pointer.oid, pointer.size);
-                        Some(prefix.map(|p| (p, *artifact)).ok_or_else(|| {
-                            "the header read from the LFS server could not be kept in the cache"
-                                .to_owned()
-                        }))
-                    }
-                    None => Some(Err(note.unwrap_or_default())),
-                }
+                let artifact = other.into_artifact().expect("checked above");
+                let prefix = header_cache(repo).get(&pointer.oid, pointer.size);
+                Some(prefix.map(|p| (p, *artifact)).ok_or(HeaderMiss::Uncached))
             }
         }
     }
@@ -358,7 +352,7 @@ impl<'r> SideReader<'r> {
             Ok(Some(server)) => server,
             // No LFS server is configured (no remote, or a local one): the usual hint stands.
             Ok(None) => return,
-            Err(e) => return mark_all(&mut pending, e),
+            Err(e) => return mark_all(&mut pending, &RemoteMiss::Server(e.clone())),
         };
         let mut objects: Vec<LfsObject> = Vec::new();
         for (_, side) in &pending {
@@ -377,7 +371,7 @@ impl<'r> SideReader<'r> {
             &objects,
         ) {
             Ok(outcomes) => outcomes,
-            Err(e) => return mark_all(&mut pending, &e.to_string()),
+            Err(e) => return mark_all(&mut pending, &RemoteMiss::Batch(Arc::new(e))),
         };
         let results = read_all(server, &objects, &outcomes);
         for (name, side) in pending {
@@ -398,15 +392,19 @@ impl<'r> SideReader<'r> {
 
     /// The LFS server to ask, found once per reader: None when remote reads are turned off in
     /// git's configuration or there is no server.
-    fn discover(&self, repo: &gix::Repository) -> Result<Option<Server>, String> {
+    fn discover(&self, repo: &gix::Repository) -> Result<Option<Server>, Arc<GitError>> {
         // git runs in the work tree, or in the git directory of a bare repository.
         let workdir = repo.workdir().unwrap_or_else(|| repo.git_dir());
-        let config = GitConfig::load(workdir).map_err(|e| e.to_string())?;
+        let config = GitConfig::load(workdir)?;
         if config.bool("weight-inspect.remote") == Some(false) {
             return Ok(None);
         }
-        Server::discover(repo, workdir, &config, self.options.remote.as_deref())
-            .map_err(|e| e.to_string())
+        Ok(Server::discover(
+            repo,
+            workdir,
+            &config,
+            self.options.remote.as_deref(),
+        )?)
     }
 }
 
@@ -426,12 +424,40 @@ pub fn cache_dir(repo: &gix::Repository) -> PathBuf {
     repo.common_dir().join("weight-inspect").join("lfs-headers")
 }
 
-fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &str) {
+fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &RemoteMiss) {
     for (_, side) in pending.iter_mut() {
         if let ModelSide::Absent { remote, .. } = side {
-            *remote = Some(why.to_owned());
+            *remote = Some(why.clone());
         }
     }
+}
+
+/// Why the LFS server did not give an object's header.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteMiss {
+    /// The server could not be found, or git's settings for it not read.
+    #[error(transparent)]
+    Server(Arc<GitError>),
+    /// The batch request for the objects failed.
+    #[error(transparent)]
+    Batch(Arc<crate::remote::RemoteError>),
+    /// The server gave no download for the object.
+    #[error("{}", object_failure(*code, message))]
+    Object { code: u32, message: String },
+    /// Reading the header failed.
+    #[error(transparent)]
+    Header(Arc<crate::remote::RemoteError>),
+}
+
+/// Why an absent LFS object's header is not available to a reader of bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderMiss {
+    #[error(transparent)]
+    Remote(RemoteMiss),
+    #[error("{}", .0.note().unwrap_or_default())]
+    NotModel(Box<ModelSide>),
+    #[error("the header read from the LFS server could not be kept in the cache")]
+    Uncached,
 }
 
 /// A cached header that still parses as a model of the pointer's size.
@@ -495,7 +521,7 @@ fn read_all(
     server: &Server,
     objects: &[LfsObject],
     outcomes: &[ObjectOutcome],
-) -> Vec<Result<RemoteHeader, String>> {
+) -> Vec<Result<RemoteHeader, RemoteMiss>> {
     let progress = crate::progress::Progress::new(
         objects.len() as u64,
         crate::progress::Unit::Items,
@@ -510,8 +536,11 @@ fn read_all(
                 &action.headers(),
                 Some(object.size),
             )
-            .map_err(|e| e.to_string()),
-            ObjectOutcome::Failed { code, message } => Err(object_failure(*code, message)),
+            .map_err(|e| RemoteMiss::Header(Arc::new(e))),
+            ObjectOutcome::Failed { code, message } => Err(RemoteMiss::Object {
+                code: *code,
+                message: message.clone(),
+            }),
         };
         progress.inc(1);
         result

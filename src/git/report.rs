@@ -46,9 +46,7 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         [base] => (base.clone(), None),
         [base, head] => (base.clone(), Some(head.clone())),
         _ => {
-            return Err(GitError::Usage(
-                "git diff takes at most two revisions".to_owned(),
-            ));
+            return Err(GitError::TooManyRevisions);
         }
     };
     let specs = super::resolve::pathspecs_from_cwd(&repo, cwd, args.paths);

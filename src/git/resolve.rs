@@ -6,8 +6,8 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use super::GitError;
 use super::objects::{self, Entry};
+use super::{GitError, NotAFile};
 use crate::render::escape::{escape_name, shown};
 
 /// A parsed `REV:path`. `rev` is empty for the index.
@@ -80,20 +80,30 @@ impl RevPath {
         let (spec, shown_path) = (escape_name(&self.spec), escape_name(&path));
         match entry {
             Some(Entry::File(id)) => Ok(id),
-            None => Err(GitError::Usage(format!(
-                "{spec}: {shown_path} does not exist in {place}"
-            ))),
+            None => Err(GitError::NotAFile(Box::new(NotAFile {
+                spec: spec.into_owned(),
+                path: shown_path.into_owned(),
+                found: "does not exist".to_owned(),
+                place: place.to_string(),
+                detail: String::new(),
+            }))),
             Some(Entry::Link(id)) => {
                 let target = objects::link_target(repo, id)?;
-                Err(GitError::Usage(format!(
-                    "{spec}: {shown_path} is a symbolic link in {place} (to {}), not a file",
-                    shown(&target)
-                )))
+                Err(GitError::NotAFile(Box::new(NotAFile {
+                    spec: spec.into_owned(),
+                    path: shown_path.into_owned(),
+                    found: "is a symbolic link".to_owned(),
+                    place: place.to_string(),
+                    detail: format!(" (to {}), not a file", shown(&target)),
+                })))
             }
-            Some(other) => Err(GitError::Usage(format!(
-                "{spec}: {shown_path} is {} in {place}, not a file",
-                other.describe()
-            ))),
+            Some(other) => Err(GitError::NotAFile(Box::new(NotAFile {
+                spec: spec.into_owned(),
+                path: shown_path.into_owned(),
+                found: format!("is {}", other.describe()),
+                place: place.to_string(),
+                detail: ", not a file".to_owned(),
+            }))),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! symbolic link (reported with its target, never followed). [`super::reader`] reads them.
 
 use super::lfs::Pointer;
+use super::reader::RemoteMiss;
 use crate::Artifact;
 use crate::error::ShardError;
 use crate::read::Content;
@@ -29,7 +30,7 @@ pub enum ModelSide {
     /// from the LFS server either, when that was tried.
     Absent {
         pointer: Pointer,
-        remote: Option<String>,
+        remote: Option<RemoteMiss>,
     },
     /// A file that could not be read at all (gone, or not a regular file).
     Unreadable { error: Box<crate::Error> },

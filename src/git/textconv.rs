@@ -104,7 +104,7 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
             let _ = writeln!(
                 out,
                 "content: not present locally, and the LFS server did not give its header: {}",
-                shown(why)
+                shown(&why.to_string())
             );
         }
         ModelSide::Absent { .. } => {

@@ -130,7 +130,7 @@ pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Vio
 /// The violation of a model directory whose files do not read as one model (a shard staged
 /// without the index that names it, a part missing): a model that cannot be judged as a whole
 /// is itself against the policy that covers it.
-pub fn unassembled(policy: &Policy, dir: &str, why: String) -> Violation {
+pub fn unassembled(policy: &Policy, dir: &str, why: &dyn std::fmt::Display) -> Violation {
     let rule = policy
         .rules
         .iter()
@@ -143,7 +143,7 @@ pub fn unassembled(policy: &Policy, dir: &str, why: String) -> Violation {
         rule,
         "the files of one model that fit together (an index and its shards, or parts 1..N)"
             .to_owned(),
-        shown(&why).into_owned(),
+        shown(&why.to_string()).into_owned(),
     );
     v.detail.anchor = Some(format!("{dir}/"));
     v

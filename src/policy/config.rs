@@ -298,7 +298,7 @@ fn glob_set(
     for glob in globs.get_ref() {
         let pattern = glob.get_ref();
         let compiled = compile_glob(pattern)
-            .map_err(|message| invalid(path, text, glob.span().start, message))?;
+            .map_err(|problem| invalid(path, text, glob.span().start, problem.to_string()))?;
         builder.add(compiled);
         patterns.push(pattern.clone());
     }
@@ -312,31 +312,53 @@ fn glob_set(
 /// and `**` crosses directories, as in .gitignore. A glob that no such path can match (one
 /// leaving the root, with `.` or `..` components, or an empty one) is refused rather than
 /// silently matching nothing.
-fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, String> {
+fn compile_glob(pattern: &str) -> std::result::Result<globset::Glob, GlobProblem> {
     if pattern.is_empty() {
-        return Err("empty glob".into());
+        return Err(GlobProblem::Empty);
     }
     if pattern.starts_with('/') || pattern.starts_with("./") {
-        return Err(format!(
-            "glob {pattern:?} must be relative to the repository root, without a leading \"/\" or \"./\""
-        ));
+        return Err(GlobProblem::NotRelative(pattern.to_owned()));
     }
     if let Some(component) = pattern.split('/').find(|c| matches!(*c, "." | ".." | "")) {
         let what = match component {
             "" => "an empty path component (\"//\", or a trailing \"/\")".to_owned(),
             other => format!("a {other:?} component"),
         };
-        return Err(format!(
-            "glob {pattern:?} can never match: it has {what}, and the paths it is matched \
-             against are relative to the repository root, without \".\", \"..\" or empty \
-             components (write \"dir/**\" for everything below dir)"
-        ));
+        return Err(GlobProblem::NeverMatches {
+            pattern: pattern.to_owned(),
+            what,
+        });
     }
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| format!("bad glob {pattern:?}: {}", e.kind()))
+        .map_err(|e| GlobProblem::Syntax {
+            pattern: pattern.to_owned(),
+            kind: e.kind().clone(),
+        })
+}
+
+/// Why a glob of the policy is refused.
+#[derive(Debug, thiserror::Error)]
+enum GlobProblem {
+    #[error("empty glob")]
+    Empty,
+    #[error(
+        "glob {0:?} must be relative to the repository root, without a leading \"/\" or \"./\""
+    )]
+    NotRelative(String),
+    #[error(
+        "glob {pattern:?} can never match: it has {what}, and the paths it is matched against \
+         are relative to the repository root, without \".\", \"..\" or empty components \
+         (write \"dir/**\" for everything below dir)"
+    )]
+    NeverMatches { pattern: String, what: String },
+    #[error("bad glob {pattern:?}: {kind}")]
+    Syntax {
+        pattern: String,
+        kind: globset::ErrorKind,
+    },
 }
 
 /// Escapes glob metacharacters so that `path` matches only itself.
@@ -513,26 +535,35 @@ fn flatten(
     key: String,
     value: toml::Value,
     out: &mut BTreeMap<String, Expected>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), RequiredProblem> {
     match value {
         toml::Value::Table(table) => {
             if table.is_empty() {
-                return Err(format!("required_metadata: `{key}` has an empty table"));
+                return Err(RequiredProblem::EmptyTable(key));
             }
             for (k, v) in table {
                 flatten(format!("{key}.{k}"), v, out)?;
             }
             Ok(())
         }
-        toml::Value::Datetime(_) => Err(format!(
-            "required_metadata: `{key}` is a date-time; metadata values are strings, numbers, \
-             booleans or arrays"
-        )),
+        toml::Value::Datetime(_) => Err(RequiredProblem::DateTime(key)),
         other => {
             out.insert(key, Expected::Equals(other));
             Ok(())
         }
     }
+}
+
+/// Why a `required_metadata` entry is refused.
+#[derive(Debug, thiserror::Error)]
+enum RequiredProblem {
+    #[error("required_metadata: `{0}` has an empty table")]
+    EmptyTable(String),
+    #[error(
+        "required_metadata: `{0}` is a date-time; metadata values are strings, numbers, \
+         booleans or arrays"
+    )]
+    DateTime(String),
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ pub fn run_check(
                 evaluate(policy, &subject)
             }
             Ok(None) => continue,
-            Err(unassembled) => Ok(Some(vec![check::unassembled(policy, &dir, unassembled)])),
+            Err(unassembled) => Ok(Some(vec![check::unassembled(policy, &dir, &unassembled)])),
         };
         match found {
             Ok(found) => {
@@ -115,11 +115,9 @@ fn open_model_dir(
     ws: &Workspace,
     staged: bool,
     dir: &str,
-) -> Result<Option<crate::Artifact>, String> {
+) -> Result<Option<crate::Artifact>, NotOneModel> {
     let Some(repo) = ws.repo.as_ref() else {
-        return crate::read::open_model_path(&ws.root.join(dir))
-            .map(Some)
-            .map_err(|e| e.to_string());
+        return Ok(Some(crate::read::open_model_path(&ws.root.join(dir))?));
     };
     let snapshot = if staged {
         crate::git::models::Snapshot::Index
@@ -127,16 +125,22 @@ fn open_model_dir(
         crate::git::models::Snapshot::WorkTree
     };
     let reader = crate::git::SideReader::new(repo, &ws.remote);
-    match crate::git::models::open_directory(&reader, snapshot, dir) {
-        Ok(Some(side)) => {
-            let note = side.note();
-            side.into_artifact()
-                .map(|artifact| Some(*artifact))
-                .ok_or_else(|| note.unwrap_or_default())
-        }
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.to_string()),
+    match crate::git::models::open_directory(&reader, snapshot, dir)? {
+        Some(side) if side.artifact().is_some() => Ok(side.into_artifact().map(|a| *a)),
+        Some(side) => Err(NotOneModel::Side(Box::new(side))),
+        None => Ok(None),
     }
+}
+
+/// Why a directory's files do not read as one model.
+#[derive(Debug, thiserror::Error)]
+enum NotOneModel {
+    #[error(transparent)]
+    Core(#[from] crate::Error),
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    #[error("{}", .0.note().unwrap_or_default())]
+    Side(Box<crate::git::ModelSide>),
 }
 
 /// `policy pin`: records the structural hashes of `paths` (default: the paths already
@@ -225,7 +229,9 @@ fn model_pin(ws: &Workspace, staged: bool, arg: &Path) -> Result<Option<(String,
         Ok(None) => Ok(None),
         Err(why) => Err(PolicyError::file(
             &rel,
-            FileReason::NotAModel { found: why },
+            FileReason::NotAModel {
+                found: why.to_string(),
+            },
         )),
     }
 }

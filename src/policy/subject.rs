@@ -329,7 +329,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                 FileReason::LfsObjectUnreadable {
                     oid: pointer.oid.clone(),
                     size: pointer.size,
-                    why,
+                    why: why.to_string(),
                 },
             )),
             None => Err(absent(path, pointer)),

@@ -123,7 +123,7 @@ pub(super) fn gguf(
                 Some(Err(problem)) => Err(ShardError::SplitKey {
                     file: dir.label(file),
                     key,
-                    problem,
+                    problem: problem.to_string(),
                 }),
                 None => Err(ShardError::SplitKey {
                     file: dir.label(file),

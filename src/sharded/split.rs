@@ -100,7 +100,7 @@ pub fn name_note(file: &str) -> Option<String> {
 
 /// The non-negative integer value of `key`: None when absent, Err(type or sign) when it is not
 /// one.
-pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, String>> {
+pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, NotACount>> {
     let value = artifact.metadata.get(key)?;
     let n: Option<i128> = match value {
         Value::U8(v) => Some((*v).into()),
@@ -114,12 +114,18 @@ pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, String>> {
         _ => None,
     };
     Some(match n {
-        Some(n) => u64::try_from(n).map_err(|_| format!("is negative ({n})")),
-        None => Err(format!(
-            "is of type {}, expected an integer",
-            value.type_name()
-        )),
+        Some(n) => u64::try_from(n).map_err(|_| NotACount::Negative(n)),
+        None => Err(NotACount::Type(value.type_name())),
     })
+}
+
+/// Why a `split.*` key is not a count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotACount {
+    #[error("is negative ({0})")]
+    Negative(i128),
+    #[error("is of type {0}, expected an integer")]
+    Type(&'static str),
 }
 
 #[cfg(test)]
