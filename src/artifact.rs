@@ -77,7 +77,8 @@ pub enum Array {
     F64(Vec<F64Bits>),
     Bool(Vec<bool>),
     String(StringArray),
-    /// Arrays of arrays; each inner array carries its own element type.
+    /// Arrays of arrays; each inner array carries its own element type (GGUF's type name).
+    #[allow(clippy::enum_variant_names)]
     Array(Vec<Array>),
 }
 

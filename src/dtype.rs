@@ -20,14 +20,7 @@ pub struct Dtype {
     pub block_bits: u64,
 }
 
-impl Dtype {
-    /// Bytes per block; None for the sub-byte floats, whose elements do not fill whole bytes.
-    pub fn block_bytes(&self) -> Option<u64> {
-        self.block_bits
-            .is_multiple_of(8)
-            .then_some(self.block_bits / 8)
-    }
-}
+impl Dtype {}
 
 const fn plain(
     name: &'static str,
@@ -140,11 +133,6 @@ pub fn by_ggml_id(id: u32) -> Option<&'static Dtype> {
 /// The largest ggml id plus one: ids below it that have no type were removed from ggml.
 pub const GGML_ID_END: u32 = 43;
 
-/// The GGUF type the identity names `name` (`"q4_k"`).
-pub fn ggml_by_name(name: &str) -> Option<&'static Dtype> {
-    by_name(name).filter(|d| d.ggml.is_some())
-}
-
 /// The safetensors dtype a header writes as `name` (`"BF16"`).
 pub fn by_safetensors_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.safetensors == Some(name))
@@ -160,11 +148,6 @@ pub fn ggml_types() -> impl Iterator<Item = &'static Dtype> {
     let mut types: Vec<&'static Dtype> = DTYPES.iter().filter(|d| d.ggml.is_some()).collect();
     types.sort_by_key(|d| d.ggml);
     types.into_iter()
-}
-
-/// The safetensors dtypes, in the order of docs/SPEC.md §5.
-pub fn safetensors_types() -> impl Iterator<Item = &'static Dtype> {
-    DTYPES.iter().filter(|d| d.safetensors.is_some())
 }
 
 #[cfg(test)]
@@ -185,7 +168,7 @@ mod tests {
 
     #[test]
     fn names_are_the_lowercased_safetensors_names() {
-        for d in safetensors_types() {
+        for d in DTYPES.iter().filter(|d| d.safetensors.is_some()) {
             assert_eq!(d.safetensors.unwrap().to_ascii_lowercase(), d.name);
         }
     }
@@ -198,9 +181,9 @@ mod tests {
         assert_eq!(ids, expected);
         let q4_k = by_ggml_id(12).unwrap();
         assert_eq!(
-            (q4_k.name, q4_k.block_size, q4_k.block_bytes()),
-            ("q4_k", 256, Some(144))
+            (q4_k.name, q4_k.block_size, q4_k.block_bits / 8),
+            ("q4_k", 256, 144)
         );
-        assert_eq!(by_safetensors_name("F6_E3M2").unwrap().block_bytes(), None);
+        assert_eq!(by_safetensors_name("F6_E3M2").unwrap().block_bits, 6);
     }
 }

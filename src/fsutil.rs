@@ -21,16 +21,6 @@ pub struct RemoveOnSignal {
     path: PathBuf,
 }
 
-/// Registers `path` for removal on a stopping signal, installing the signal thread the first
-/// time. The registration ends when the returned value is dropped.
-pub fn remove_on_signal(path: &Path) -> RemoveOnSignal {
-    SIGNALS.call_once(install_signal_thread);
-    lock_temps().push(path.to_path_buf());
-    RemoveOnSignal {
-        path: path.to_path_buf(),
-    }
-}
-
 impl Drop for RemoveOnSignal {
     fn drop(&mut self) {
         let mut temps = lock_temps();

@@ -72,13 +72,6 @@ pub fn canonical_json(artifact: &Artifact) -> Vec<u8> {
     out
 }
 
-/// The canonical JSON of a single metadata value (as it appears inside the artifact's).
-pub fn canonical_value_json(value: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    write_value(&mut out, value);
-    out
-}
-
 /// Short content digest of a value: the first 16 hex digits of the SHA-256 of its canonical
 /// JSON. Lets a 262,144-entry vocabulary show as one comparable token.
 pub fn value_digest(value: &Value) -> String {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Artifact;
 use crate::formats::wdelta::WdeltaFile;
-use crate::git::reader::read_pointer_file;
+use crate::git::read_pointer_file;
 use crate::git::{GitError, ModelSide, RemoteOptions, SideReader};
 use crate::read::Content;
 
@@ -20,7 +20,7 @@ pub enum Input {
     /// A file on disk (a model, an LFS pointer file, or a `.wdelta`).
     File(PathBuf),
     /// A blob of the repository around the current directory.
-    Revision(crate::git::resolve::RevPath),
+    Revision(crate::git::RevPath),
     /// An http(s) URL of a model file: only its header is downloaded.
     Url(String),
 }
@@ -30,11 +30,11 @@ impl Input {
     /// contain a colon).
     pub fn parse(spec: &str) -> Input {
         let path = Path::new(spec);
-        if crate::remote::url::is_url(spec) && !path.exists() {
+        if crate::remote::is_url(spec) && !path.exists() {
             return Input::Url(spec.to_owned());
         }
         if !path.exists()
-            && let Some(rev_path) = crate::git::resolve::RevPath::parse(spec)
+            && let Some(rev_path) = crate::git::RevPath::parse(spec)
         {
             return Input::Revision(rev_path);
         }
@@ -139,9 +139,9 @@ impl Opener<'_> {
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
-        Ok(crate::git::models::open_in(
+        Ok(crate::git::open_in(
             &SideReader::new(&repo, self.remote),
-            crate::git::models::Snapshot::WorkTree,
+            crate::git::Snapshot::WorkTree,
             &relative.join("/"),
         )?)
     }
@@ -151,14 +151,14 @@ impl Opener<'_> {
     /// read.
     fn revision(
         &self,
-        rev_path: &crate::git::resolve::RevPath,
+        rev_path: &crate::git::RevPath,
     ) -> Result<(Artifact, Option<String>), InputError> {
         let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
         let repo = crate::git::open_repo(&cwd)?;
         let reader = SideReader::new(&repo, self.remote);
         if !rev_path.is_index() {
             let path = rev_path.repo_path(&repo, &cwd);
-            if let Some(side) = crate::git::models::open_at(&reader, &rev_path.rev, &path)? {
+            if let Some(side) = crate::git::open_at(&reader, &rev_path.rev, &path)? {
                 return model_of(side, rev_path.spec.clone());
             }
         }
@@ -173,7 +173,7 @@ fn open_url(
     url: &str,
     headers: &[(String, String)],
 ) -> Result<(Artifact, Option<String>), InputError> {
-    let header = crate::remote::url::read_url_header(url, headers)?;
+    let header = crate::remote::read_url_header(url, headers)?;
     let note = format!(
         "header of {} read from the server ({} of {} bytes)",
         crate::remote::shown_url(url),
@@ -282,7 +282,7 @@ impl Opener<'_> {
     /// blob. Never downloads anything: an LFS object that is not present locally is an error
     /// saying so, and so is a URL.
     fn whole(&self, spec: &str) -> Result<Whole, InputError> {
-        let absent = |pointer: &crate::git::lfs::Pointer| InputError::NoModel {
+        let absent = |pointer: &crate::git::Pointer| InputError::NoModel {
             name: spec.to_owned(),
             message: format!(
                 "LFS object {} is not in the local store; weight values are only read from \
@@ -299,7 +299,7 @@ impl Opener<'_> {
                     };
                     crate::git::open_repo(dir)
                         .ok()
-                        .and_then(|repo| crate::git::lfs::present_object(&repo, &pointer))
+                        .and_then(|repo| crate::git::present_object(&repo, &pointer))
                         .map(Whole::File)
                         .ok_or_else(|| absent(&pointer))
                 }
@@ -309,9 +309,9 @@ impl Opener<'_> {
                 let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
                 let repo = crate::git::open_repo(&cwd)?;
                 let id = rev_path.blob(&repo, &cwd)?;
-                let bytes = crate::git::objects::blob_bytes(&repo, id)?;
-                if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
-                    return crate::git::lfs::present_object(&repo, &pointer)
+                let bytes = crate::git::blob_bytes(&repo, id)?;
+                if let Some(pointer) = crate::git::Pointer::parse(&bytes) {
+                    return crate::git::present_object(&repo, &pointer)
                         .map(Whole::File)
                         .ok_or_else(|| absent(&pointer));
                 }

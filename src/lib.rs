@@ -1,34 +1,52 @@
 //! weight-inspect: structural identity and structural diffs of GGUF and safetensors files.
 //!
-//! The data flows read ([`formats`]) → model ([`artifact`]) → [`identity`] & [`diff`] →
-//! [`render`]. The git driver ([`git`]), policy checks ([`policy`]), CI reporting ([`ci`]) and
-//! weight deltas ([`delta`]) are adapters around that core; [`cli`] only parses arguments.
+//! The data flows read ([`formats`], `read`) → model (`artifact`) → identity, diff and values →
+//! render. The git driver (`git`), policy checks (`policy`), CI reporting (`ci`) and weight
+//! deltas (`delta`) are adapters around that core; `cli` only parses arguments. The modules are
+//! private: what the binary, the tests and the fuzz targets use is re-exported here.
 
-pub mod artifact;
-pub mod ci;
-pub mod cli;
-pub mod delta;
-pub mod diff;
-pub mod digest;
-pub mod dtype;
-pub mod error;
+mod artifact;
+mod ci;
+mod cli;
+mod delta;
+mod diff;
+mod digest;
+mod dtype;
+mod error;
 pub mod formats;
-pub mod fsutil;
-pub mod git;
-pub mod identity;
-pub mod input;
-pub mod output;
-pub mod policy;
-pub mod progress;
-pub mod read;
-pub mod remote;
-pub mod render;
-pub mod sharded;
-pub mod table;
-pub mod values;
+mod fsutil;
+mod git;
+mod identity;
+mod input;
+mod output;
+mod policy;
+mod progress;
+mod read;
+mod remote;
+mod render;
+mod sharded;
+mod table;
+mod values;
 
 pub use artifact::{Artifact, Format, TensorInfo, Value};
+pub use cli::main;
+/// Weight deltas (`.wdelta`): the weights reader, the tensor codec and the lineage checks.
+pub mod deltas {
+    pub use crate::delta::{
+        DeltaError, EncodeOptions, Model, OpenDelta, RunOptions, decode, encode, entry_for,
+        reconstruction_error,
+    };
+}
+pub use diff::StructuralDiff;
+pub use digest::hex;
 pub use error::Error;
+pub use git::Pointer as LfsPointer;
+pub use identity::{canonical_json, structural_hash};
+pub use policy::Policy;
+pub use read::{read_bytes, read_file};
+pub use render::{Palette, describe_wdelta, describe_wdelta_json, inspect_json, inspect_text};
+pub use sharded::{is_plain_file_name, parse_index};
+pub use values::{DECODED_GGUF_TYPES, ModelBytes, Side, compare as compare_values, dequantize};
 
 /// Version of the JSON outputs and of the canonical form behind the structural hash.
 pub const SCHEMA_VERSION: u32 = 1;

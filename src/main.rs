@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    weight_inspect::cli::main()
+    weight_inspect::main()
 }

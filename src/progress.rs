@@ -80,11 +80,6 @@ impl Progress {
         }
     }
 
-    /// A bar that never draws.
-    pub fn hidden() -> Progress {
-        Progress::when(false, 0, Unit::Items, "")
-    }
-
     /// Whether the bar is drawn by now.
     pub fn is_shown(&self) -> bool {
         self.shown.load(Ordering::Relaxed)
@@ -93,20 +88,6 @@ impl Progress {
     pub fn inc(&self, n: u64) {
         self.reveal();
         self.bar.inc(n);
-    }
-
-    pub fn set_position(&self, pos: u64) {
-        self.reveal();
-        self.bar.set_position(pos);
-    }
-
-    /// More work than first known (a history search that finds more candidates).
-    pub fn inc_length(&self, n: u64) {
-        self.bar.inc_length(n);
-    }
-
-    pub fn set_message(&self, what: &str) {
-        self.bar.set_message(what.to_owned());
     }
 
     /// Removes the bar from the terminal.
@@ -153,7 +134,7 @@ mod tests {
         p.inc(1);
         assert!(!p.is_shown());
         let clone = p.clone();
-        clone.set_position(5);
+        clone.inc(4);
         drop(clone);
         assert_eq!(p.bar.position(), 5);
     }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::delta::{create, ok, pair, s};
 use common::{bin, run, run_python, stderr, stdout};
-use weight_inspect::delta::codec::{self, EncodeOptions};
-use weight_inspect::delta::model::Model;
+use weight_inspect::deltas::Model;
+use weight_inspect::deltas::{self as codec, EncodeOptions};
 use weight_inspect::formats::wdelta::{
     self as format, Header, OwnedArray, Strategy, WdeltaError as FormatError, WdeltaFile,
     write_to_vec,
@@ -400,7 +400,7 @@ fn inspect_text_and_json() {
     // describe() is what the core's inspect/textconv show for a .wdelta.
     let bytes = std::fs::read(&wd).unwrap();
     assert!(weight_inspect::formats::wdelta::is_wdelta(&bytes));
-    let described = weight_inspect::render::wdelta::describe(&WdeltaFile::parse(&bytes).unwrap());
+    let described = weight_inspect::describe_wdelta(&WdeltaFile::parse(&bytes).unwrap());
     assert!(text.ends_with(&described));
 }
 

@@ -322,13 +322,13 @@ fn bert_like_pair(dir: &Path, counter_change: i64) {
 }
 
 fn raw_of(path: &Path, name: &str) -> (Vec<u8>, &'static str) {
-    let m = weight_inspect::delta::model::Model::open(path).unwrap();
+    let m = weight_inspect::deltas::Model::open(path).unwrap();
     let t = &m.tensors[name];
     (m.read_raw(t).unwrap(), t.dtype)
 }
 
 fn f32_of(path: &Path, name: &str) -> Vec<f32> {
-    let m = weight_inspect::delta::model::Model::open(path).unwrap();
+    let m = weight_inspect::deltas::Model::open(path).unwrap();
     m.load_f32(name, &m.tensors[name]).unwrap()
 }
 

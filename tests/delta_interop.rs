@@ -6,8 +6,8 @@ mod common;
 
 use common::delta::{create, ok, pair, s, same_tensors_and_dtypes};
 use common::{run, run_python, stderr};
-use weight_inspect::delta::OpenDelta;
-use weight_inspect::delta::model::Model;
+use weight_inspect::deltas::Model;
+use weight_inspect::deltas::OpenDelta;
 
 /// Shapes covering 2-D, 3-D, odd 1-D, a single element and a scalar.
 const SHAPES: &str = "64x48,33,1,3x5x7,7x9,scalar";
@@ -301,17 +301,17 @@ fn version_2_is_more_accurate_and_rejected_by_the_reference() {
     for e in d2.file.header.tensors.values() {
         assert_eq!(e.base_dtype.as_deref(), Some("float32"));
     }
-    let run_opts = weight_inspect::delta::RunOptions::default();
+    let run_opts = weight_inspect::deltas::RunOptions::default();
     let bm = Model::open(&base).unwrap();
     let fm = Model::open(&ft).unwrap();
-    let e1 = weight_inspect::delta::reconstruction_error(
+    let e1 = weight_inspect::deltas::reconstruction_error(
         &bm,
         &OpenDelta::open(&v1).unwrap(),
         &fm,
         &run_opts,
     )
     .unwrap();
-    let e2 = weight_inspect::delta::reconstruction_error(&bm, &d2, &fm, &run_opts).unwrap();
+    let e2 = weight_inspect::deltas::reconstruction_error(&bm, &d2, &fm, &run_opts).unwrap();
     assert!(
         e2.rms_error <= e1.rms_error,
         "v2 rms {} > v1 rms {}",

@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRng, TestRunner};
 
-use weight_inspect::identity::{canonical_json, structural_hash};
-use weight_inspect::read::read_bytes;
+use weight_inspect::read_bytes;
+use weight_inspect::{canonical_json, structural_hash};
 
 // ---------------------------------------------------------------------------------------------
 // A GGUF v3 little-endian writer (test-only).

@@ -23,13 +23,13 @@ fn fixtures(kind: &str) -> tempfile::TempDir {
 fn dequantization_matches_gguf_py_bit_for_bit() {
     let dir = fixtures("blocks");
     let path = dir.path().join("blocks.gguf");
-    let artifact = weight_inspect::read::read_file(&path).unwrap();
+    let artifact = weight_inspect::read_file(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let mut checked = Vec::new();
     for (name, info) in artifact.tensors.iter() {
         let start = info.file_offset as usize;
         let raw = &bytes[start..start + info.byte_length as usize];
-        let ours = weight_inspect::values::dequantize(info.dtype, raw).unwrap();
+        let ours = weight_inspect::dequantize(info.dtype, raw).unwrap();
         let reference = std::fs::read(dir.path().join(format!("{name}.f32"))).unwrap();
         let reference: Vec<u32> = reference
             .chunks_exact(4)
@@ -48,7 +48,7 @@ fn dequantization_matches_gguf_py_bit_for_bit() {
         checked.push(info.dtype);
     }
     // Every quantized type with a decoder was covered.
-    for dtype in weight_inspect::values::dequant::DECODED_GGUF_TYPES {
+    for dtype in weight_inspect::DECODED_GGUF_TYPES {
         let plain = ["f32", "f16", "f64", "i8", "i16", "i32", "i64"];
         assert!(
             plain.contains(dtype) || checked.contains(dtype),
@@ -278,7 +278,7 @@ fn truncated_data_is_a_clear_error() {
 fn tensor_data_outside_the_file_is_a_clear_error() {
     let dir = fixtures("pairs");
     let old = dir.path().join("old.gguf");
-    let artifact = weight_inspect::read::read_file(&old).unwrap();
+    let artifact = weight_inspect::read_file(&old).unwrap();
     let header = artifact.layout.header_size as usize;
     let bytes = std::fs::read(&old).unwrap();
     let headless = dir.path().join("header-only.gguf");
@@ -346,7 +346,7 @@ print(json.dumps(out))
     let reference: Value = serde_json::from_slice(&out.stdout).unwrap();
     let codes: Vec<u8> = (0..=255).collect();
     for (dtype, values) in reference.as_object().unwrap() {
-        let ours = weight_inspect::values::dequantize(dtype, &codes).unwrap();
+        let ours = weight_inspect::dequantize(dtype, &codes).unwrap();
         for (code, (o, r)) in ours.iter().zip(values.as_array().unwrap()).enumerate() {
             // Python's repr of a float: "0.5", "-inf", "448.0".
             let r = r

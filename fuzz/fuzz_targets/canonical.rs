@@ -6,17 +6,17 @@ use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(artifact) = weight_inspect::read::read_bytes(std::path::Path::new("fuzz"), data) else {
+    let Ok(artifact) = weight_inspect::read_bytes(std::path::Path::new("fuzz"), data) else {
         return;
     };
-    let canonical = weight_inspect::identity::canonical_json(&artifact);
+    let canonical = weight_inspect::canonical_json(&artifact);
     serde_json::from_slice::<serde_json::Value>(&canonical).expect("canonical JSON parses");
-    let hash = weight_inspect::identity::structural_hash(&artifact);
-    assert_eq!(hash, weight_inspect::digest::hex(&Sha256::digest(&canonical)));
-    let palette = weight_inspect::render::Palette::plain();
-    let _ = weight_inspect::render::text::inspect(&artifact, &palette, true, true);
-    let json = weight_inspect::render::json::inspect(&artifact, false);
+    let hash = weight_inspect::structural_hash(&artifact);
+    assert_eq!(hash, weight_inspect::hex(&Sha256::digest(&canonical)));
+    let palette = weight_inspect::Palette::plain();
+    let _ = weight_inspect::inspect_text(&artifact, &palette, true, true);
+    let json = weight_inspect::inspect_json(&artifact, false);
     serde_json::from_str::<serde_json::Value>(&json).expect("inspect JSON parses");
-    let diff = weight_inspect::diff::StructuralDiff::between(&artifact, &artifact);
+    let diff = weight_inspect::StructuralDiff::between(&artifact, &artifact);
     assert!(diff.is_identical());
 });

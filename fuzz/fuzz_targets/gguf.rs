@@ -7,7 +7,7 @@ use weight_inspect::formats::gguf;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(artifact) = gguf::parse(data) {
-        let canonical = weight_inspect::identity::canonical_json(&artifact);
+        let canonical = weight_inspect::canonical_json(&artifact);
         serde_json::from_slice::<serde_json::Value>(&canonical).expect("canonical JSON parses");
     }
     // The same bytes as the first part of a file twice as long: a reader that grows its

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weight_inspect::git::lfs::Pointer;
+use weight_inspect::LfsPointer as Pointer;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(pointer) = Pointer::parse(data) {

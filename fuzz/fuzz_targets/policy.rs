@@ -5,6 +5,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = weight_inspect::policy::Policy::parse(std::path::Path::new("fuzz.toml"), text);
+        let _ = weight_inspect::Policy::parse(std::path::Path::new("fuzz.toml"), text);
     }
 });

@@ -7,7 +7,7 @@ use weight_inspect::formats::safetensors;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(artifact) = safetensors::parse(data) {
-        let canonical = weight_inspect::identity::canonical_json(&artifact);
+        let canonical = weight_inspect::canonical_json(&artifact);
         serde_json::from_slice::<serde_json::Value>(&canonical).expect("canonical JSON parses");
     }
     if let Some(needed) = safetensors::header_bytes_needed(data) {

@@ -5,10 +5,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use weight_inspect::values::{ModelBytes, Side, compare};
+use weight_inspect::{ModelBytes, Side, compare_values as compare};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(old) = weight_inspect::read::read_bytes(Path::new("old"), data) else {
+    let Ok(old) = weight_inspect::read_bytes(Path::new("old"), data) else {
         return;
     };
     let mut flipped = data.to_vec();

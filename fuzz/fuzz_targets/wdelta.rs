@@ -13,8 +13,8 @@ fuzz_target!(|data: &[u8]| {
     let digest = Sha256::digest(&sealed);
     sealed.extend_from_slice(&digest);
     if let Ok(file) = WdeltaFile::parse(&sealed) {
-        let _ = weight_inspect::render::wdelta::describe(&file);
-        let json = weight_inspect::render::wdelta::describe_json(&file);
+        let _ = weight_inspect::describe_wdelta(&file);
+        let json = weight_inspect::describe_wdelta_json(&file);
         serde_json::from_str::<serde_json::Value>(&json).expect("description JSON parses");
     }
 });

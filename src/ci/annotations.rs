@@ -7,8 +7,8 @@
 
 use super::report::{CiReport, FailOn};
 use crate::git::ModelSide;
-use crate::git::compared::{counts_text, short_hash};
-use crate::policy::report::violation_annotation;
+use crate::git::{counts_text, short_hash};
+use crate::policy::violation_annotation;
 use crate::render::escape::shown;
 use crate::render::github::{Annotation, Level};
 

@@ -9,8 +9,8 @@ use std::fmt::Write;
 
 use super::report::CiReport;
 use crate::git::ModelSide;
-use crate::git::compared::{ComparedFile, Counts, counts_text, short_hash};
-use crate::policy::report::{Phrasing, plural};
+use crate::git::{ComparedFile, Counts, counts_text, short_hash};
+use crate::policy::{Phrasing, plural};
 use crate::render::escape::{escape_name, needs_escape, shown};
 use crate::render::text::human_bytes;
 

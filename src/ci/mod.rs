@@ -8,21 +8,25 @@
 //! (`action.yml`, `scripts/action/`) only installs the binary, fetches the base commit and
 //! calls this command.
 
-pub mod annotations;
-pub mod error;
-pub mod markdown;
-pub mod outputs;
-pub mod report;
+mod annotations;
+mod error;
+mod markdown;
+mod outputs;
+mod report;
 
 use std::io::Write;
 use std::path::Path;
 
 use crate::error::Error;
-use crate::policy::subject::follow_committed_link;
+use crate::policy::follow_committed_link;
 use crate::policy::{Origin, PolicyError, PolicySource};
 
-pub use error::CiError;
-pub use report::{CiReport, FailOn};
+// The face of the ci adapter, for the command line.
+pub(crate) use annotations::render as render_annotations;
+pub(crate) use error::CiError;
+pub(crate) use markdown::{SUMMARY_LIMIT, render as render_markdown};
+pub(crate) use outputs::{append_outputs, write_json, write_sarif};
+pub(crate) use report::{CiReport, FailOn, Options};
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 
@@ -44,12 +48,12 @@ pub fn load_policy(
     arg: Option<&Path>,
     head: &str,
 ) -> Result<Option<report::LoadedPolicy>> {
-    const POLICY_FILE: &str = crate::policy::config::POLICY_FILE;
+    const POLICY_FILE: &str = crate::policy::POLICY_FILE;
     let Some(arg) = arg else {
         let Some(id) = committed_policy(repo, head, POLICY_FILE)? else {
             return Ok(None);
         };
-        let bytes = crate::git::objects::blob_bytes(repo, id)?;
+        let bytes = crate::git::blob_bytes(repo, id)?;
         let blob = format!("{head}:{POLICY_FILE}");
         let policy = PolicySource::blob(bytes, &blob, POLICY_FILE.to_owned())?.parse()?;
         return Ok(Some(report::LoadedPolicy {
@@ -85,7 +89,7 @@ fn committed_policy(
     head: &str,
     path: &str,
 ) -> Result<Option<gix::ObjectId>> {
-    use crate::git::objects::{Entry, tree_entry};
+    use crate::git::{Entry, tree_entry};
     match tree_entry(repo, head, path)? {
         Some(Entry::File(id)) => Ok(Some(id)),
         Some(Entry::Link(link)) => {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::error::CiError;
 use super::report::{CiReport, FailOn, Rev};
 use crate::error::Error;
-use crate::git::compared::FileJson;
+use crate::git::FileJson;
 use crate::policy::{FileError, Violation};
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
@@ -64,13 +64,13 @@ pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
 /// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
 /// `--fail-on never` violations are warnings, as in the annotations.
 pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
-    use crate::policy::sarif;
+    use crate::policy::{SarifInput, SarifLevel, render_sarif};
     let level = if report.fail_on == FailOn::Never {
-        sarif::Level::Warning
+        SarifLevel::Warning
     } else {
-        sarif::Level::Error
+        SarifLevel::Error
     };
-    let text = sarif::render(&sarif::Input {
+    let text = render_sarif(&SarifInput {
         violations: &report.violations,
         errors: &report.unchecked,
         policy: report.policy.as_deref().unwrap_or_default(),

@@ -7,13 +7,13 @@ use gix::ObjectId;
 
 use super::error::CiError;
 use crate::Format;
-use crate::git::compared::{ComparedFile, counts_text, short_hash};
-use crate::git::models::Snapshot;
-use crate::git::objects::tree_entry;
+use crate::git::Snapshot;
+use crate::git::tree_entry;
+use crate::git::{ComparedFile, counts_text, short_hash};
 use crate::git::{PathFilter, Status};
-use crate::policy::report::{Phrasing, Tally, plural};
-use crate::policy::subject::follow_committed_link;
+use crate::policy::follow_committed_link;
 use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
+use crate::policy::{Phrasing, Tally, plural};
 use crate::render::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
@@ -134,12 +134,8 @@ impl CiReport {
         let base = resolve_commit(repo, options.base)?;
         let head = resolve_commit(repo, options.head)?;
         let filter = PathFilter::new(options.paths)?;
-        let changes = crate::git::changes::changed_model_files(
-            repo,
-            &base.commit,
-            Some(&head.commit),
-            &filter,
-        )?;
+        let changes =
+            crate::git::changed_model_files(repo, &base.commit, Some(&head.commit), &filter)?;
         let changes: Vec<_> = changes
             .into_iter()
             .filter(|change| {
@@ -150,7 +146,7 @@ impl CiReport {
             })
             .collect();
         let reader = crate::git::SideReader::new(repo, options.remote);
-        let compared = crate::git::compared::compare(
+        let compared = crate::git::compare(
             &reader,
             Snapshot::Tree {
                 rev: &base.commit,
@@ -221,25 +217,21 @@ impl CiReport {
         let wanted = |path: &str| {
             !is_reported_path(path) && filter.matches(path) && loaded.policy.covers(path)
         };
-        let others = crate::git::changes::changed_files(
-            repo,
-            &self.base.commit,
-            Some(&self.head.commit),
-            &wanted,
-        )?
-        .into_iter()
-        .filter(|c| c.status != Status::Removed)
-        .filter_map(|c| {
-            Some(HeadFile {
-                path: c.new_path?,
-                id: c.new_id?,
-                link: c.new_link,
-            })
-        });
+        let others =
+            crate::git::changed_files(repo, &self.base.commit, Some(&self.head.commit), &wanted)?
+                .into_iter()
+                .filter(|c| c.status != Status::Removed)
+                .filter_map(|c| {
+                    Some(HeadFile {
+                        path: c.new_path?,
+                        id: c.new_id?,
+                        link: c.new_link,
+                    })
+                });
         subjects.extend(others);
         subjects.sort_by(|a, b| a.path.cmp(&b.path));
         let head = self.head.commit.clone();
-        let lookup = |p: &str| crate::git::objects::tree_entry(repo, &head, p);
+        let lookup = |p: &str| crate::git::tree_entry(repo, &head, p);
         for HeadFile { path, id, link } in subjects {
             let origin = if link {
                 if !loaded.policy.covers(&path) {
@@ -377,7 +369,7 @@ impl CiReport {
         if violations {
             let policy = self.policy.as_deref().unwrap_or_default();
             for v in &self.violations {
-                out.push_str(&crate::policy::report::violation_line(v, policy));
+                out.push_str(&crate::policy::violation_line(v, policy));
                 out.push('\n');
             }
             for e in &self.unchecked {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ci::{self, CiReport, FailOn, annotations, markdown, outputs, report};
+use crate::ci::{self, CiReport, FailOn};
 use crate::output::{Exit, write_stdout};
 
 use super::Result;
@@ -59,7 +59,7 @@ pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
         None => ci::default_base(std::env::var("GITHUB_BASE_REF").ok().as_deref()),
     };
     let policy = ci::load_policy(&repo, &cwd, args.policy.as_deref(), &args.head)?;
-    let options = report::Options {
+    let options = ci::Options {
         base: &base,
         head: &args.head,
         paths: &args.paths,
@@ -70,26 +70,26 @@ pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
     let report = CiReport::collect(&repo, policy, &options)?;
 
     if let Some(path) = &args.json {
-        outputs::write_json(path, &report)?;
+        ci::write_json(path, &report)?;
     }
     if let Some(path) = &args.sarif {
-        outputs::write_sarif(path, &report)?;
+        ci::write_sarif(path, &report)?;
     }
     let summary_to_stdout = args.summary.as_deref() == Some(Path::new("-"));
     match &args.summary {
         Some(_) if summary_to_stdout => {
-            write_stdout(markdown::render(&report, markdown::SUMMARY_LIMIT).as_bytes())?;
+            write_stdout(ci::render_markdown(&report, ci::SUMMARY_LIMIT).as_bytes())?;
         }
         Some(path) => ci::append_summary(path, &report)?,
         None => {}
     }
     if let Some(path) = &args.outputs {
-        outputs::append_outputs(path, &report, args.json.as_deref())?;
+        ci::append_outputs(path, &report, args.json.as_deref())?;
     }
     if !summary_to_stdout {
         let mut out = report.text_lines(!args.annotations);
         if args.annotations {
-            out.push_str(&annotations::render(&report));
+            out.push_str(&ci::render_annotations(&report));
         }
         out.push_str(&format!("weight-inspect: {}\n", report.summary_line()));
         write_stdout(out.as_bytes())?;

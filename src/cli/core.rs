@@ -4,7 +4,7 @@ use crate::formats::wdelta::WdeltaFile;
 use crate::git::RemoteOptions;
 use crate::input::{self, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
-use crate::remote::url::parse_header;
+use crate::remote::parse_header;
 
 use super::Result;
 

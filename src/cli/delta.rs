@@ -5,12 +5,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
 
-use crate::delta::apply::{self, OutDtype};
-use crate::delta::codec::EncodeOptions;
-use crate::delta::create::{self, Created};
-use crate::delta::model::{Elem, Model};
-use crate::delta::verify::verify_lineage;
-use crate::delta::{DeltaError, OpenDelta, RunOptions};
+use crate::delta::{
+    self, Created, DeltaError, Elem, EncodeOptions, Model, OpenDelta, OutDtype, RunOptions,
+    verify_lineage,
+};
 use crate::formats::wdelta::Strategy;
 use crate::input::Opener;
 use crate::output::{Exit, write_stdout};
@@ -286,7 +284,7 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
     let base = Model::open(&base_file.path)?;
     let ft = Model::open(&ft_file.path)?;
     let links = open_all(&a.chain)?;
-    let c = create::create(
+    let c = delta::create(
         &base,
         &links,
         &ft,
@@ -306,7 +304,7 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
         .iter()
         .map(|p| OpenDelta::open_deferred(p))
         .collect::<Result<Vec<_>, DeltaError>>()?;
-    let r = apply::apply(
+    let r = delta::apply(
         &base,
         &links,
         &a.output,
@@ -378,7 +376,7 @@ fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
     });
     let finetuned = opener.local_file(&a.finetuned)?;
     let parent = opener.local_file(&a.parent)?;
-    let c = crate::delta::store::store(
+    let c = crate::delta::store(
         &finetuned.path,
         &parent.path,
         &out,
@@ -406,7 +404,7 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         .as_deref()
         .map(|p| opener.local_file(p))
         .transpose()?;
-    let r = crate::delta::store::restore(
+    let r = crate::delta::restore(
         &a.delta,
         parent.as_ref().map(|p| p.path.as_path()),
         &out,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::git::RemoteOptions;
-use crate::git::install::{Mode, Scope};
+use crate::git::{Mode, Scope};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 
 use super::{Result, cwd};
@@ -17,7 +17,7 @@ pub struct TextconvArgs {
 
 /// Exit 0 whatever happens: a failing textconv makes the whole `git diff` fail.
 pub fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
-    let _ = write_stdout(crate::git::textconv::render_file(&args.file, remote).as_bytes());
+    let _ = write_stdout(crate::git::textconv(&args.file, remote).as_bytes());
     Exit::Clean
 }
 
@@ -32,7 +32,7 @@ pub struct DriverArgs {
 /// Exit 0 whatever happens: git aborts the whole diff when its driver fails.
 pub fn diff_driver(args: DriverArgs, color: ColorChoice, remote: &RemoteOptions) -> Exit {
     let color = color.enabled_for_git();
-    let _ = write_stdout(crate::git::driver::run(&args.args, color, remote).as_bytes());
+    let _ = write_stdout(crate::git::run_diff_driver(&args.args, color, remote).as_bytes());
     Exit::Clean
 }
 
@@ -111,18 +111,18 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
                 (false, true) => Mode::External,
                 _ => Mode::Both,
             };
-            Ok(print(&crate::git::install::install(
+            Ok(print(&crate::git::install_drivers(
                 &cwd()?,
                 scope(args.global),
                 mode,
             )?)?)
         }
-        GitCommand::Uninstall(args) => Ok(print(&crate::git::install::uninstall(
+        GitCommand::Uninstall(args) => Ok(print(&crate::git::uninstall_drivers(
             &cwd()?,
             scope(args.global),
         )?)?),
         GitCommand::Diff(args) => {
-            let options = crate::git::report::GitDiffOptions {
+            let options = crate::git::GitDiffOptions {
                 revs: &args.revs,
                 paths: &args.paths,
                 json: args.json,
@@ -130,7 +130,7 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
                 values: args.values,
                 remote,
             };
-            let out = crate::git::report::git_diff(&cwd()?, &options)?;
+            let out = crate::git::git_diff(&cwd()?, &options)?;
             write_stdout(out.text.as_bytes())?;
             Ok(Exit::found_if(args.exit_code && out.changed))
         }

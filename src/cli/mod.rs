@@ -72,12 +72,6 @@ pub enum Command {
 #[error(transparent)]
 pub struct Error(Box<ErrorKind>);
 
-impl Error {
-    pub fn kind(&self) -> &ErrorKind {
-        &self.0
-    }
-}
-
 impl<E: Into<ErrorKind>> From<E> for Error {
     fn from(err: E) -> Self {
         Error(Box::new(err.into()))

@@ -4,10 +4,7 @@ use std::path::PathBuf;
 
 use crate::git::RemoteOptions;
 use crate::output::{Exit, print, write_stdout};
-use crate::policy::config::Policy;
-use crate::policy::report::{self, OutputFormat};
-use crate::policy::workspace::Workspace;
-use crate::policy::{Missing, PolicyError, PolicySource};
+use crate::policy::{Missing, OutputFormat, Policy, PolicyError, PolicySource, Workspace};
 
 use super::Result;
 
@@ -35,16 +32,16 @@ pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
     let report = crate::policy::run_check(&ws, &policy, &shown, args.staged, &args.paths)?;
     match args.format {
         OutputFormat::Text => {
-            let (out, err) = report::text(&report);
+            let (out, err) = report.text();
             write_stdout(out.as_bytes())?;
             eprint!("{err}");
         }
-        OutputFormat::Json => write_stdout(report::json(&report).as_bytes())?,
-        OutputFormat::Github => write_stdout(report::github(&report).as_bytes())?,
+        OutputFormat::Json => write_stdout(report.json().as_bytes())?,
+        OutputFormat::Github => write_stdout(report.github().as_bytes())?,
         OutputFormat::Sarif => {
-            write_stdout(crate::policy::sarif::of_check(&report).as_bytes())?;
+            write_stdout(report.sarif().as_bytes())?;
             // The files that could not be checked, for the log (the SARIF has them too).
-            eprint!("{}", report::text(&report).1);
+            eprint!("{}", report.text().1);
         }
     }
     Ok(report.exit())
@@ -136,13 +133,13 @@ pub enum HookCommand {
 
 pub fn hook(args: HookArgs) -> Result<Exit> {
     let cwd = super::cwd()?;
-    let hooks = crate::git::process::hooks_dir(&cwd)?;
+    let hooks = crate::git::hooks_dir(&cwd)?;
     let ws = Workspace::discover(None, &RemoteOptions::ONLINE)?;
     let hook_shown = ws.display(&hooks.join("pre-commit"));
     let out = match args.command {
         HookCommand::Install { chain, force } => {
-            use crate::policy::hook::Installed;
-            let mut out = match crate::policy::hook::install(&hooks, chain, force)? {
+            use crate::policy::Installed;
+            let mut out = match crate::policy::install_hook(&hooks, chain, force)? {
                 Installed::New => format!("installed {hook_shown}\n"),
                 Installed::Updated => format!("updated {hook_shown}\n"),
                 Installed::Chained(p) => format!(
@@ -164,7 +161,7 @@ pub fn hook(args: HookArgs) -> Result<Exit> {
             }
             out
         }
-        HookCommand::Uninstall => crate::policy::hook::uninstall(&hooks)? + "\n",
+        HookCommand::Uninstall => crate::policy::uninstall_hook(&hooks)? + "\n",
     };
     Ok(print(&out)?)
 }

@@ -123,7 +123,7 @@ pub(crate) fn apply(
                             at,
                             |vals, b| {
                                 r.next(vals)?;
-                                elem.from_f32(vals, b);
+                                elem.write_f32(vals, b);
                                 Ok(())
                             },
                             write,
@@ -137,7 +137,7 @@ pub(crate) fn apply(
                             at,
                             |vals, b| {
                                 r.next(vals)?;
-                                out_elem.from_i128(vals, b);
+                                out_elem.write_i128(vals, b);
                                 Ok(())
                             },
                             write,

@@ -11,20 +11,27 @@
 //! ordered parallel map of `pipeline.rs`; `outputs.rs` refuses an output that is an input. `store.rs` keeps commits' weights as deltas in a git
 //! repository. Every failure is a [`DeltaError`].
 
-pub(crate) mod apply;
-pub mod codec;
-pub(crate) mod create;
+mod apply;
+mod codec;
+mod create;
 mod error;
-pub mod model;
-pub(crate) mod open;
-pub(crate) mod outputs;
-pub(crate) mod pipeline;
-pub(crate) mod reconstruct;
-pub(crate) mod safetensors_out;
-pub(crate) mod store;
-pub(crate) mod verify;
+mod model;
+mod open;
+mod outputs;
+mod pipeline;
+mod reconstruct;
+mod safetensors_out;
+mod store;
+mod verify;
 
+// The face of the delta adapter: what the command line (and the tests) use.
+pub(crate) use apply::{OutDtype, apply};
+pub use codec::{EncodeOptions, decode, encode, entry_for};
+pub(crate) use create::{Created, create};
 pub use error::DeltaError;
+pub use model::{Elem, Model};
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
-pub use verify::{ErrorStats, reconstruction_error};
+pub(crate) use store::{restore, store};
+pub use verify::reconstruction_error;
+pub(crate) use verify::verify_lineage;

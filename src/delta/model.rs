@@ -153,7 +153,7 @@ impl Elem {
     }
 
     /// i128 values, each within [`Elem::int_range`], as little-endian bytes into `out`.
-    pub fn from_i128(self, vals: &[i128], out: &mut [u8]) {
+    pub fn write_i128(self, vals: &[i128], out: &mut [u8]) {
         let size = self.size();
         for (o, v) in out.chunks_exact_mut(size).zip(vals) {
             o.copy_from_slice(&(*v as u64).to_le_bytes()[..size]);
@@ -198,7 +198,7 @@ impl Elem {
     /// Converts float32 to this type (rounding to nearest even; integers round half to even
     /// and saturate) as little-endian bytes into `out`, which holds exactly
     /// `vals.len() * self.size()` bytes.
-    pub fn from_f32(self, vals: &[f32], out: &mut [u8]) {
+    pub fn write_f32(self, vals: &[f32], out: &mut [u8]) {
         debug_assert_eq!(out.len(), vals.len() * self.size());
         match self {
             Elem::F32 => {
@@ -227,7 +227,7 @@ impl Elem {
                     .iter()
                     .map(|v| (v.round_ties_even() as f64 as i128).clamp(lo, hi))
                     .collect();
-                self.from_i128(&ints, out);
+                self.write_i128(&ints, out);
             }
         }
     }

@@ -21,7 +21,7 @@ use super::pipeline::RunOptions;
 use super::verify::verify_lineage;
 use crate::Format;
 use crate::formats::wdelta::is_wdelta_path as is_wdelta_name;
-use crate::git::changes::{HistoryFile, files_in_history};
+use crate::git::{HistoryFile, files_in_history};
 use crate::progress::{Progress, Unit};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -121,7 +121,7 @@ impl Finder {
         } else {
             ".safetensors"
         };
-        let bytes = crate::git::objects::blob_bytes(repo, id)?;
+        let bytes = crate::git::blob_bytes(repo, id)?;
         let (file, temp) = blob_to_file(repo, bytes, ext)?;
         match &file {
             None => self.missing.push(self.candidates[i].label.clone()),
@@ -215,8 +215,8 @@ fn blob_to_file(
     bytes: Vec<u8>,
     ext: &str,
 ) -> Result<(Option<PathBuf>, Option<crate::fsutil::TempCopy>)> {
-    if let Some(pointer) = crate::git::lfs::Pointer::parse(&bytes) {
-        return Ok((crate::git::lfs::present_object(repo, &pointer), None));
+    if let Some(pointer) = crate::git::Pointer::parse(&bytes) {
+        return Ok((crate::git::present_object(repo, &pointer), None));
     }
     let copy = crate::fsutil::TempCopy::of(&bytes, ext)?;
     Ok((Some(copy.path().to_owned()), Some(copy)))

@@ -3,7 +3,7 @@
 //! [`Artifact`]: crate::artifact::Artifact
 
 pub mod gguf;
-pub mod limits;
+pub(crate) mod limits;
 pub mod pickle;
 pub mod safetensors;
 pub mod wdelta;

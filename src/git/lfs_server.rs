@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::config::GitConfig;
 use super::{GitError, process};
-use crate::remote::batch::{Credential, CredentialSource};
 use crate::remote::{Client, Endpoint, HttpSettings};
+use crate::remote::{Credential, CredentialSource};
 
 /// The LFS server of a repository, ready to be asked.
 pub(crate) struct Server {

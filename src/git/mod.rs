@@ -7,27 +7,45 @@
 //! header bytes ([`side`]). [`resolve`] reads `REV:path` arguments for the input seam.
 //! Every git process this tool runs is started from this module ([`process`]).
 
-pub mod changes;
-pub mod compared;
+mod changes;
+mod compared;
 mod config;
-pub mod driver;
-pub mod install;
-pub mod lfs;
+mod driver;
+mod install;
+mod lfs;
 mod lfs_server;
-pub mod models;
-pub mod objects;
-pub mod process;
-pub mod reader;
-pub mod report;
-pub mod resolve;
-pub mod side;
-pub mod textconv;
-pub mod values;
+mod models;
+mod objects;
+mod process;
+mod reader;
+mod report;
+mod resolve;
+mod side;
+mod textconv;
+mod values;
 
-pub use changes::{FileChange, PathFilter, Status};
-pub use objects::open_repo;
-pub use reader::{RemoteOptions, SideReader};
-pub use side::ModelSide;
+// The face of the git adapter: what the other adapters and the command line use.
+#[cfg(test)]
+pub(crate) use changes::FileChange;
+pub(crate) use changes::{
+    HistoryFile, PathFilter, Status, changed_files, changed_model_files, files_in_history,
+};
+pub(crate) use compared::{ComparedFile, Counts, FileJson, compare, counts_text, short_hash};
+pub(crate) use driver::run as run_diff_driver;
+pub(crate) use install::{Mode, Scope, install as install_drivers, uninstall as uninstall_drivers};
+pub use lfs::Pointer;
+pub(crate) use lfs::{MAX_POINTER_SIZE, present_object};
+pub(crate) use models::{Snapshot, open_at, open_directory, open_in};
+pub(crate) use objects::{
+    Entry, blob_bytes, index_entry, index_mode_entry, link_target, object_error, open_repo,
+    tree_entry,
+};
+pub(crate) use process::{blob_prefix, hooks_dir, lfs_by_attributes};
+pub(crate) use reader::{RemoteOptions, SideReader, read_pointer_file};
+pub(crate) use report::{GitDiffOptions, git_diff};
+pub(crate) use resolve::RevPath;
+pub(crate) use side::ModelSide;
+pub(crate) use textconv::render_file as textconv;
 
 use std::path::PathBuf;
 

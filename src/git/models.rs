@@ -586,7 +586,7 @@ impl Directory for SnapshotDir<'_> {
                 );
             }
         };
-        if side.from_server() {
+        if side.header_from_server() {
             self.from_server.set(true);
         }
         let note = side.note();

@@ -152,12 +152,6 @@ pub fn dir_entries(
     Ok(Some(out))
 }
 
-/// The blob id of the file `path` (relative to the repository root, `/`-separated) in `rev`,
-/// or None if `rev` has no such file (nothing, or no regular file: see [`tree_entry`]).
-pub fn blob_id(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<ObjectId>> {
-    Ok(tree_entry(repo, rev, path)?.and_then(Entry::file))
-}
-
 /// The target of the symbolic link whose blob is `id` (git stores a link as a blob holding its
 /// target path), as text.
 pub fn link_target(repo: &gix::Repository, id: ObjectId) -> Result<String> {
@@ -168,30 +162,6 @@ pub fn link_target(repo: &gix::Repository, id: ObjectId) -> Result<String> {
 pub fn blob_bytes(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>> {
     let mut blob = repo.find_blob(id).map_err(|e| object_error(id, e))?;
     Ok(blob.take_data())
-}
-
-/// The content of `path` in `rev` (git's blob: an LFS pointer for LFS-tracked files), or None
-/// if `rev` has no such file.
-pub fn read_blob(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<Vec<u8>>> {
-    match blob_id(repo, rev, path)? {
-        Some(id) => blob_bytes(repo, id).map(Some),
-        None => Ok(None),
-    }
-}
-
-/// The index's stage-0 entry of `path`: its blob id.
-pub fn staged_id(repo: &gix::Repository, path: &str) -> Result<Option<ObjectId>> {
-    staged_id_at(repo, path, gix::index::entry::Stage::Unconflicted)
-}
-
-/// The blob id of the file `path` at `stage` of the index (1 base, 2 ours, 3 theirs during a
-/// merge), or None if the index has no such file (see [`index_entry`]).
-pub fn staged_id_at(
-    repo: &gix::Repository,
-    path: &str,
-    stage: gix::index::entry::Stage,
-) -> Result<Option<ObjectId>> {
-    Ok(index_entry(repo, path, stage)?.and_then(Entry::file))
 }
 
 /// What `path` is at `stage` of the index, or None if the index has nothing there.
@@ -217,14 +187,6 @@ pub(crate) fn index_mode_entry(mode: gix::index::entry::Mode, id: ObjectId) -> E
         Entry::Submodule
     } else {
         Entry::Dir
-    }
-}
-
-/// The content of `path` as staged in the index (stage 0), or None if it is not staged.
-pub fn staged_blob(repo: &gix::Repository, path: &str) -> Result<Option<Vec<u8>>> {
-    match staged_id(repo, path)? {
-        Some(id) => blob_bytes(repo, id).map(Some),
-        None => Ok(None),
     }
 }
 

@@ -21,10 +21,10 @@ use super::objects::{blob_bytes, open_repo};
 use super::side::ModelSide;
 use crate::digest::{sha256_file, sha256_hex};
 use crate::read::{Content, HeaderStep, header_step};
+use crate::remote::HeaderCache;
 use crate::remote::ObjectOutcome;
-use crate::remote::batch::{LfsObject, download_actions};
-use crate::remote::cache::HeaderCache;
-use crate::remote::header::{RemoteHeader, read_header};
+use crate::remote::{LfsObject, download_actions};
+use crate::remote::{RemoteHeader, read_header};
 
 /// What the command line says about remote reads.
 #[derive(Debug, Clone, Default)]
@@ -89,10 +89,6 @@ impl<'r> SideReader<'r> {
             RepoRef::Borrowed(repo) => *repo,
             RepoRef::Owned(repo) => repo.as_ref(),
         })
-    }
-
-    pub fn options(&self) -> &RemoteOptions {
-        &self.options
     }
 
     /// The side of blob `id`, named `name` (`REV:path`) in messages.

@@ -101,7 +101,7 @@ impl ModelSide {
     }
 
     /// Whether the model's header came from the LFS server rather than a local object.
-    pub fn from_server(&self) -> bool {
+    pub fn header_from_server(&self) -> bool {
         matches!(
             self,
             ModelSide::Read {
@@ -146,7 +146,7 @@ impl ModelSide {
             lfs_oid: self.pointer().map(|p| p.oid.clone()),
             size: self.size(),
             note: self.note(),
-            header_source: artifact.map(|_| match self.from_server() {
+            header_source: artifact.map(|_| match self.header_from_server() {
                 true => "lfs-server",
                 false => "local",
             }),
@@ -155,7 +155,7 @@ impl ModelSide {
 
     /// For a model whose header came from the LFS server: the line that says so.
     pub fn origin_note(&self) -> Option<String> {
-        if self.artifact().is_none() || !self.from_server() {
+        if self.artifact().is_none() || !self.header_from_server() {
             return None;
         }
         Some(match self.pointer() {

@@ -10,27 +10,36 @@
 //!   [`pin`]: `policy pin`; [`hook`]: `hook install`;
 //! - [`error`]: what can go wrong, with the core's and git's errors inside.
 
-pub mod check;
-pub mod config;
-pub mod error;
-pub mod hook;
-pub mod pin;
-pub mod report;
-pub mod sarif;
-pub mod source;
-pub mod subject;
-pub mod workspace;
+mod check;
+mod config;
+mod error;
+mod hook;
+mod pin;
+mod report;
+mod sarif;
+mod source;
+mod subject;
+mod workspace;
+
+// The face of the policy adapter: what `ci` and the command line use.
+pub(crate) use check::{Violation, evaluate};
+pub(crate) use config::POLICY_FILE;
+pub(crate) use error::{FileReason, PolicyError};
+pub(crate) use hook::{Installed, install as install_hook, uninstall as uninstall_hook};
+pub(crate) use report::{
+    CheckReport, FileError, OutputFormat, Phrasing, Tally, plural, violation_annotation,
+    violation_line,
+};
+pub(crate) use sarif::{Input as SarifInput, Level as SarifLevel, render as render_sarif};
+pub(crate) use source::{Missing, PolicySource};
+pub(crate) use subject::{Origin, Subject, follow_committed_link};
+pub(crate) use workspace::Workspace;
 
 use std::path::{Path, PathBuf};
 
-pub use check::{Violation, evaluate};
 pub use config::Policy;
-pub use error::{FileReason, PolicyError};
-pub use report::{CheckReport, FileError};
-pub use source::{Missing, PolicySource};
-pub use subject::{Origin, Subject};
 
-use workspace::{Target, Workspace};
+use workspace::Target;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -120,12 +129,12 @@ fn open_model_dir(
         return Ok(Some(crate::read::open_model_path(&ws.root.join(dir))?));
     };
     let snapshot = if staged {
-        crate::git::models::Snapshot::Index
+        crate::git::Snapshot::Index
     } else {
-        crate::git::models::Snapshot::WorkTree
+        crate::git::Snapshot::WorkTree
     };
     let reader = crate::git::SideReader::new(repo, &ws.remote);
-    match crate::git::models::open_directory(&reader, snapshot, dir)? {
+    match crate::git::open_directory(&reader, snapshot, dir)? {
         Some(side) if side.artifact().is_some() => Ok(side.into_artifact().map(|a| *a)),
         Some(side) => Err(NotOneModel::Side(Box::new(side))),
         None => Ok(None),

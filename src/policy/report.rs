@@ -188,19 +188,49 @@ impl CheckReport {
     }
 }
 
-/// One line per violation, then the summary. Errors go to stderr (returned separately).
-pub fn text(report: &CheckReport) -> (String, String) {
-    let mut out = String::new();
-    for v in &report.violations {
-        out.push_str(&violation_line(v, &report.policy));
-        out.push('\n');
+impl CheckReport {
+    /// One line per violation, then the summary. Errors go to stderr (returned separately).
+    pub fn text(&self) -> (String, String) {
+        let mut out = String::new();
+        for v in &self.violations {
+            out.push_str(&violation_line(v, &self.policy));
+            out.push('\n');
+        }
+        out.push_str(&format!("weight-inspect: {}\n", self.summary()));
+        let mut err = String::new();
+        for e in &self.errors {
+            err.push_str(&format!("weight-inspect: {}\n", shown(&e.message())));
+        }
+        (out, err)
     }
-    out.push_str(&format!("weight-inspect: {}\n", report.summary()));
-    let mut err = String::new();
-    for e in &report.errors {
-        err.push_str(&format!("weight-inspect: {}\n", shown(&e.message())));
+
+    /// JSON (schema 1).
+    pub fn json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("report serializes");
+        s.push('\n');
+        s
     }
-    (out, err)
+
+    /// GitHub Actions workflow commands: one `::error` annotation per violation and per file
+    /// that could not be checked, then the summary as a plain log line.
+    pub fn github(&self) -> String {
+        let report = self;
+        let mut out = String::new();
+        for v in &report.violations {
+            out.push_str(&violation_annotation(v, &report.policy, Level::Error).command());
+        }
+        for e in &report.errors {
+            let annotation = Annotation {
+                level: Level::Error,
+                file: Some(e.path.clone()),
+                title: "weight-inspect: cannot check".into(),
+                message: shown(&e.message()).into_owned(),
+            };
+            out.push_str(&annotation.command());
+        }
+        out.push_str(&format!("weight-inspect: {}\n", report.summary()));
+        out
+    }
 }
 
 /// `path: rule: expected ...; found ... [policy:line]`, the path shown escaped.
@@ -214,33 +244,6 @@ pub fn violation_line(v: &Violation, policy: &str) -> String {
         policy,
         v.policy_line
     )
-}
-
-/// JSON (schema 1).
-pub fn json(report: &CheckReport) -> String {
-    let mut s = serde_json::to_string_pretty(report).expect("report serializes");
-    s.push('\n');
-    s
-}
-
-/// GitHub Actions workflow commands: one `::error` annotation per violation and per file
-/// that could not be checked, then the summary as a plain log line.
-pub fn github(report: &CheckReport) -> String {
-    let mut out = String::new();
-    for v in &report.violations {
-        out.push_str(&violation_annotation(v, &report.policy, Level::Error).command());
-    }
-    for e in &report.errors {
-        let annotation = Annotation {
-            level: Level::Error,
-            file: Some(e.path.clone()),
-            title: "weight-inspect: cannot check".into(),
-            message: shown(&e.message()).into_owned(),
-        };
-        out.push_str(&annotation.command());
-    }
-    out.push_str(&format!("weight-inspect: {}\n", report.summary()));
-    out
 }
 
 /// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
@@ -274,7 +277,7 @@ mod tests {
             policy_line: 2,
             detail: Default::default(),
         });
-        let out = github(&r);
+        let out = r.github();
         assert!(out.starts_with(
             "::error file=m/a%2Cb%3Ac.gguf,title=weight-inspect%3A allowed_dtypes::expected only f16; found q4_k in 1 tensor (x)%0Asecond line (.weight-inspect.toml:2)\n"
         ), "{out}");
@@ -284,7 +287,7 @@ mod tests {
     #[test]
     fn json_starts_with_schema() {
         let r = CheckReport::new("p".into(), false);
-        assert!(json(&r).starts_with("{\n  \"schema\": 1,"));
+        assert!(r.json().starts_with("{\n  \"schema\": 1,"));
         assert_eq!(r.exit(), crate::output::Exit::Clean);
     }
 }

@@ -295,14 +295,16 @@ struct NotificationLocation {
     physical_location: PhysicalLocation,
 }
 
-/// The SARIF log of a `check` run.
-pub fn of_check(report: &CheckReport) -> String {
-    render(&Input {
-        violations: &report.violations,
-        errors: &report.errors,
-        policy: &report.policy,
-        level: Level::Error,
-    })
+impl CheckReport {
+    /// The SARIF log of a `check` run.
+    pub fn sarif(&self) -> String {
+        render(&Input {
+            violations: &self.violations,
+            errors: &self.errors,
+            policy: &self.policy,
+            level: Level::Error,
+        })
+    }
 }
 
 /// The bounds a log is cut to.

@@ -12,7 +12,6 @@
 //! file, is not followed but refused ([`Origin::Refused`]), and so is a FIFO, device or
 //! socket, which could block a read or never end it.
 
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
@@ -20,8 +19,8 @@ use gix::ObjectId;
 use super::error::{FileReason, PolicyError};
 use crate::artifact::Artifact;
 use crate::formats::pickle::{self, PickleReport};
-use crate::git::lfs::{self, Pointer};
-use crate::git::objects::{Entry, link_target};
+use crate::git::Pointer;
+use crate::git::{Entry, link_target};
 use crate::git::{GitError, RemoteOptions, SideReader};
 use crate::read::Content;
 use crate::render::escape::shown;
@@ -50,11 +49,6 @@ pub enum Origin<'r> {
     Blob {
         repo: &'r gix::Repository,
         id: ObjectId,
-    },
-    /// A blob already in memory (e.g. the head side of a pull request).
-    BlobBytes {
-        repo: Option<&'r gix::Repository>,
-        bytes: Cow<'r, [u8]>,
     },
     /// A file in the work tree. `repo` and `index_id` (its stage-0 index entry) decide how
     /// git stores it, for `require_lfs`.
@@ -117,19 +111,17 @@ impl Judged {
 }
 
 /// The model bytes of a subject.
-enum Body<'a> {
+enum Body {
     Map(memmap2::Mmap),
     Bytes(Vec<u8>),
-    Borrowed(&'a [u8]),
     Empty,
 }
 
-impl Body<'_> {
+impl Body {
     fn bytes(&self) -> &[u8] {
         match self {
             Body::Map(m) => m,
             Body::Bytes(b) => b,
-            Body::Borrowed(b) => b,
             Body::Empty => &[],
         }
     }
@@ -146,16 +138,16 @@ struct Stored {
 fn stored_blob(repo: &gix::Repository, id: ObjectId) -> Result<Stored> {
     let size = repo
         .find_header(id)
-        .map_err(|e| crate::git::objects::object_error(format!("blob {id}"), e))?
+        .map_err(|e| crate::git::object_error(format!("blob {id}"), e))?
         .size();
-    if size >= lfs::MAX_POINTER_SIZE as u64 {
+    if size >= crate::git::MAX_POINTER_SIZE as u64 {
         return Ok(Stored {
             pointer: None,
             size,
             bytes: None,
         });
     }
-    let bytes = crate::git::objects::blob_bytes(repo, id)?;
+    let bytes = crate::git::blob_bytes(repo, id)?;
     Ok(Stored {
         pointer: Pointer::parse(&bytes),
         size,
@@ -194,11 +186,6 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         if self.stored.is_none() {
             let stored = match &self.subject.origin {
                 Origin::Blob { repo, id } => Some(stored_blob(repo, *id)?),
-                Origin::BlobBytes { bytes, .. } => Some(Stored {
-                    pointer: Pointer::parse(bytes),
-                    size: bytes.len() as u64,
-                    bytes: None,
-                }),
                 Origin::Worktree { .. } | Origin::Refused(_) | Origin::Model(_) => None,
             };
             self.stored = stored;
@@ -258,7 +245,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                 },
             });
         }
-        if crate::git::process::lfs_by_attributes(repo, self.path())? {
+        if crate::git::lfs_by_attributes(repo, self.path())? {
             Ok(Storage::LfsByAttributes)
         } else {
             Ok(Storage::Git {
@@ -311,11 +298,11 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         repo: Option<&gix::Repository>,
         path: &str,
         pointer: &Pointer,
-    ) -> Result<Body<'static>> {
+    ) -> Result<Body> {
         let Some(repo) = repo else {
             return Err(absent(path, pointer));
         };
-        if let Some(object) = lfs::present_object(repo, pointer) {
+        if let Some(object) = crate::git::present_object(repo, pointer) {
             return map_file(&object);
         }
         let reader = SideReader::new(repo, self.subject.remote);
@@ -337,7 +324,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
     }
 
     /// The model bytes: the file, the LFS object a pointer names, or the blob.
-    fn body(&mut self) -> Result<Body<'s>> {
+    fn body(&mut self) -> Result<Body> {
         self.refused()?;
         let path = self.path();
         let stored_pointer = self.stored()?.and_then(|s| s.pointer.clone());
@@ -354,10 +341,6 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
                     self.classified = classified;
                     Ok(body)
                 }
-            },
-            Origin::BlobBytes { repo, bytes } => match stored_pointer {
-                Some(p) => self.lfs_body(*repo, path, &p),
-                None => Ok(Body::Borrowed(bytes)),
             },
             Origin::Worktree { repo, file, .. } => match worktree_pointer(file)? {
                 Some(p) => self.lfs_body(*repo, path, &p),
@@ -399,7 +382,7 @@ pub(crate) fn is_model(subject: &Subject<'_>) -> Result<bool> {
 /// regular file is read.
 fn worktree_pointer(file: &Path) -> Result<Option<Pointer>> {
     let meta = regular_file(file)?;
-    if meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
+    if meta.len() >= crate::git::MAX_POINTER_SIZE as u64 {
         return Ok(None);
     }
     let bytes = std::fs::read(file).map_err(|e| crate::Error::io(file, e))?;
@@ -553,7 +536,7 @@ fn join_link(link_path: &str, target: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-fn map_file(file: &Path) -> Result<Body<'static>> {
+fn map_file(file: &Path) -> Result<Body> {
     regular_file(file)?;
     let f = std::fs::File::open(file).map_err(|e| crate::Error::io(file, e))?;
     let len = f.metadata().map_err(|e| crate::Error::io(file, e))?.len();
@@ -574,17 +557,14 @@ fn blob_body(
     id: ObjectId,
     size: u64,
     path: &Path,
-) -> Result<(Body<'static>, Option<Content>)> {
+) -> Result<(Body, Option<Content>)> {
     if size <= MAX_BLOB_IN_MEMORY {
-        return Ok((
-            Body::Bytes(crate::git::objects::blob_bytes(repo, id)?),
-            None,
-        ));
+        return Ok((Body::Bytes(crate::git::blob_bytes(repo, id)?), None));
     }
     let mut prefix = Vec::new();
     let mut classified = None;
     for limit in BLOB_PREFIXES {
-        prefix = crate::git::process::blob_prefix(repo, id, limit)?;
+        prefix = crate::git::blob_prefix(repo, id, limit)?;
         let content = crate::read::classify_bytes(path, &prefix);
         let header_complete = !matches!(content, Content::Invalid { .. });
         classified = Some(content);
@@ -599,12 +579,16 @@ fn blob_body(
 mod tests {
     use super::*;
 
-    fn blob_subject(bytes: &[u8]) -> Subject<'_> {
+    /// A work-tree file holding `bytes`, outside any repository.
+    fn file_subject(dir: &tempfile::TempDir, bytes: &[u8]) -> Subject<'static> {
+        let file = dir.path().join("x.bin");
+        std::fs::write(&file, bytes).unwrap();
         Subject {
             path: "m/x.bin".into(),
-            origin: Origin::BlobBytes {
+            origin: Origin::Worktree {
                 repo: None,
-                bytes: Cow::Borrowed(bytes),
+                file,
+                index_id: None,
             },
             remote: &RemoteOptions::ONLINE,
         }
@@ -612,8 +596,9 @@ mod tests {
 
     #[test]
     fn content_is_classified_by_the_core_then_sniffed() {
+        let dir = tempfile::tempdir().unwrap();
         let describe = |bytes: &[u8]| {
-            let subject = blob_subject(bytes);
+            let subject = file_subject(&dir, bytes);
             SubjectReader::new(&subject).content().unwrap().describe()
         };
         assert_eq!(
@@ -639,7 +624,8 @@ mod tests {
     fn an_absent_lfs_object_names_the_file() {
         let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:\
                        4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
-        let subject = blob_subject(pointer.as_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        let subject = file_subject(&dir, pointer.as_bytes());
         let err = SubjectReader::new(&subject).content().err().unwrap();
         assert!(matches!(
             &err,

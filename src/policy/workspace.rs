@@ -11,8 +11,8 @@ use super::config::POLICY_FILE;
 use super::error::{FileReason, PolicyError};
 use super::subject::{Origin, Subject, follow_committed_link, worktree_file};
 use crate::error::Error;
+use crate::git::Entry;
 use crate::git::RemoteOptions;
-use crate::git::objects::Entry;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -267,11 +267,7 @@ impl Workspace {
         let id = match entry {
             Entry::Link(link) => {
                 let lookup = |p: &str| {
-                    crate::git::objects::index_entry(
-                        repo,
-                        p,
-                        gix::index::entry::Stage::Unconflicted,
-                    )
+                    crate::git::index_entry(repo, p, gix::index::entry::Stage::Unconflicted)
                 };
                 match follow_committed_link(repo, path, link, "the index", &lookup)? {
                     Origin::Blob { id, .. } => id,
@@ -310,7 +306,7 @@ impl Workspace {
             if entry.stage() != Stage::Unconflicted || entry.flags.contains(Flags::INTENT_TO_ADD) {
                 continue;
             }
-            let kind = crate::git::objects::index_mode_entry(entry.mode, entry.id);
+            let kind = crate::git::index_mode_entry(entry.mode, entry.id);
             if matches!(kind, Entry::File(_) | Entry::Link(_)) {
                 out.push((entry.path(&index).to_string(), kind));
             }

@@ -71,17 +71,6 @@ pub trait CredentialSource: Sync {
     fn reject(&self, url: &str, credential: &Credential);
 }
 
-/// No credential helper (model URLs, tests of the protocol).
-pub struct NoCredentials;
-
-impl CredentialSource for NoCredentials {
-    fn fill(&self, _: &str) -> Option<Credential> {
-        None
-    }
-    fn approve(&self, _: &str, _: &Credential) {}
-    fn reject(&self, _: &str, _: &Credential) {}
-}
-
 /// An object to download.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LfsObject {

@@ -3,7 +3,7 @@
 //! directory is the caller's (the git adapter puts it in the repository's git directory, never
 //! inside `lfs/objects`, where git-lfs would take a prefix for a whole object).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A cache directory of header prefixes, by oid.
 #[derive(Debug, Clone)]
@@ -14,10 +14,6 @@ pub struct HeaderCache {
 impl HeaderCache {
     pub fn new(dir: PathBuf) -> HeaderCache {
         HeaderCache { dir }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Where the header of `oid` (64 lowercase hex digits) is kept.

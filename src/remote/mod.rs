@@ -6,15 +6,21 @@
 //! This module knows HTTP and the LFS protocol, not git: the git adapter finds the server and
 //! its credentials (`crate::git::remote`) and hands them over as an [`Endpoint`].
 
-pub mod batch;
-pub mod cache;
-pub mod header;
-pub mod http;
-pub mod url;
+mod batch;
+mod cache;
+mod header;
+mod http;
+mod url;
 
-pub use batch::{Action, Endpoint, ObjectOutcome};
-pub use header::RemoteHeader;
-pub use http::{Client, HttpSettings};
+// The face of the remote adapter: what git's LFS reading, the input seam and the command line
+// use.
+pub(crate) use batch::{
+    Credential, CredentialSource, Endpoint, LfsObject, ObjectOutcome, download_actions,
+};
+pub(crate) use cache::HeaderCache;
+pub(crate) use header::{RemoteHeader, read_header};
+pub(crate) use http::{Client, HttpSettings};
+pub(crate) use url::{is_url, parse_header, read_url_header};
 
 /// Errors of reading over HTTP. Every message names the URL without its credentials or query
 /// string ([`shown_url`]); no header value (a token) is ever part of a message.

@@ -8,6 +8,10 @@ pub mod text;
 pub mod values;
 pub mod wdelta;
 
+pub use json::inspect as inspect_json;
+pub use text::inspect as inspect_text;
+pub use wdelta::{describe as describe_wdelta, describe_json as describe_wdelta_json};
+
 use owo_colors::OwoColorize;
 
 /// Colors for text output; a disabled palette returns text unchanged.

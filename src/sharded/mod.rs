@@ -13,7 +13,7 @@ mod assemble;
 
 use crate::artifact::{Artifact, Format};
 pub use crate::error::ShardError;
-pub use index::Index;
+pub use index::{Index, is_plain_file_name, parse as parse_index};
 pub use split::SplitName;
 
 /// A directory that holds a model's files.

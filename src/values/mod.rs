@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::artifact::{Artifact, TensorInfo};
 pub use compare::{Sums, ValueStats};
-pub use dequant::NotDecoded;
+pub use dequant::{DECODED_GGUF_TYPES, NotDecoded};
 pub use source::ModelBytes;
 
 #[derive(Debug, thiserror::Error)]

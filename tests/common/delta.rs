@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use weight_inspect::delta::model::Model;
+use weight_inspect::deltas::Model;
 
 use super::{run_python, stderr, stdout};
 

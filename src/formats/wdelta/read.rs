@@ -95,7 +95,7 @@ impl WdeltaFile {
         self.records.of_tensor(position)
     }
 
-    /// The arrays of one tensor, ready for [`crate::delta::codec::decode`].
+    /// The arrays of one tensor, ready for the delta codec's decoder.
     pub fn arrays<'a>(
         &self,
         bytes: &'a [u8],
