@@ -376,7 +376,7 @@ fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
     });
     let finetuned = opener.local_file(&a.finetuned)?;
     let parent = opener.local_file(&a.parent)?;
-    let c = crate::delta::store(
+    let c = crate::delta::store_as_delta(
         &finetuned.path,
         &parent.path,
         &out,
@@ -404,7 +404,7 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         .as_deref()
         .map(|p| opener.local_file(p))
         .transpose()?;
-    let r = crate::delta::restore(
+    let r = crate::delta::restore_stored(
         &a.delta,
         parent.as_ref().map(|p| p.path.as_path()),
         &out,

@@ -17,7 +17,7 @@ pub struct TextconvArgs {
 
 /// Exit 0 whatever happens: a failing textconv makes the whole `git diff` fail.
 pub fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
-    let _ = write_stdout(crate::git::textconv(&args.file, remote).as_bytes());
+    let _ = write_stdout(crate::git::render_textconv(&args.file, remote).as_bytes());
     Exit::Clean
 }
 

@@ -32,6 +32,6 @@ pub use error::DeltaError;
 pub use model::{Elem, Model};
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
-pub(crate) use store::{restore, store};
+pub(crate) use store::{restore as restore_stored, store as store_as_delta};
 pub use verify::reconstruction_error;
 pub(crate) use verify::verify_lineage;

@@ -45,7 +45,7 @@ pub(crate) use reader::{RemoteOptions, SideReader, read_pointer_file};
 pub(crate) use report::{GitDiffOptions, git_diff};
 pub(crate) use resolve::RevPath;
 pub(crate) use side::ModelSide;
-pub(crate) use textconv::render_file as textconv;
+pub(crate) use textconv::render_file as render_textconv;
 
 use std::path::PathBuf;
 

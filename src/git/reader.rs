@@ -18,7 +18,7 @@ use super::config::GitConfig;
 use super::lfs::{self, Pointer};
 use super::lfs_server::Server;
 use super::objects::{blob_bytes, open_repo};
-use super::side::ModelSide;
+use super::side::{ModelSide, RemoteMiss};
 use crate::digest::{sha256_file, sha256_hex};
 use crate::read::{Content, HeaderStep, header_step};
 use crate::remote::HeaderCache;
@@ -428,23 +428,6 @@ fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &RemoteMiss) {
     }
 }
 
-/// Why the LFS server did not give an object's header.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RemoteMiss {
-    /// The server could not be found, or git's settings for it not read.
-    #[error(transparent)]
-    Server(Arc<GitError>),
-    /// The batch request for the objects failed.
-    #[error(transparent)]
-    Batch(Arc<crate::remote::RemoteError>),
-    /// The server gave no download for the object.
-    #[error("{}", object_failure(*code, message))]
-    Object { code: u32, message: String },
-    /// Reading the header failed.
-    #[error(transparent)]
-    Header(Arc<crate::remote::RemoteError>),
-}
-
 /// Why an absent LFS object's header is not available to a reader of bytes.
 #[derive(Debug, thiserror::Error)]
 pub enum HeaderMiss {
@@ -548,23 +531,6 @@ fn read_all(
     match pool {
         Ok(pool) => pool.install(|| objects.par_iter().zip(outcomes).map(read_one).collect()),
         Err(_) => objects.iter().zip(outcomes).map(read_one).collect(),
-    }
-}
-
-fn object_failure(code: u32, message: &str) -> String {
-    let what = match code {
-        404 => "the object is not on the LFS server",
-        410 => "the object was removed from the LFS server",
-        422 => "the LFS server refused the object as invalid",
-        401 | 403 => "the LFS server refused access to the object",
-        0 => "the LFS server gave no download for the object",
-        _ => "the LFS server could not provide the object",
-    };
-    let message = crate::render::escape::shown(message);
-    match code {
-        0 => format!("{what}: {message}"),
-        _ if message.is_empty() => format!("{what} (error {code})"),
-        _ => format!("{what} (error {code}: {message})"),
     }
 }
 

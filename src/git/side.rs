@@ -2,8 +2,10 @@
 //! pointer whose object is not here, a file that is no model, one that does not parse, or a
 //! symbolic link (reported with its target, never followed). [`super::reader`] reads them.
 
+use std::sync::Arc;
+
+use super::GitError;
 use super::lfs::Pointer;
-use super::reader::RemoteMiss;
 use crate::Artifact;
 use crate::error::ShardError;
 use crate::read::Content;
@@ -214,5 +216,39 @@ impl ModelSide {
                 Some(format!("its files do not read as one model: {error}"))
             }
         }
+    }
+}
+
+/// Why the LFS server did not give an object's header.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteMiss {
+    /// The server could not be found, or git's settings for it not read.
+    #[error(transparent)]
+    Server(Arc<GitError>),
+    /// The batch request for the objects failed.
+    #[error(transparent)]
+    Batch(Arc<crate::remote::RemoteError>),
+    /// The server gave no download for the object.
+    #[error("{}", object_failure(*code, message))]
+    Object { code: u32, message: String },
+    /// Reading the header failed.
+    #[error(transparent)]
+    Header(Arc<crate::remote::RemoteError>),
+}
+
+fn object_failure(code: u32, message: &str) -> String {
+    let what = match code {
+        404 => "the object is not on the LFS server",
+        410 => "the object was removed from the LFS server",
+        422 => "the LFS server refused the object as invalid",
+        401 | 403 => "the LFS server refused access to the object",
+        0 => "the LFS server gave no download for the object",
+        _ => "the LFS server could not provide the object",
+    };
+    let message = crate::render::escape::shown(message);
+    match code {
+        0 => format!("{what}: {message}"),
+        _ if message.is_empty() => format!("{what} (error {code})"),
+        _ => format!("{what} (error {code}: {message})"),
     }
 }

@@ -10,7 +10,7 @@ use ureq::tls::{RootCerts, TlsConfig};
 
 use super::{RemoteError, origin, shown_url};
 
-/// How to reach servers; see `crate::git::remote` for where git keeps each value.
+/// How to reach servers; the git adapter's LFS server discovery says where git keeps each value.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
     /// PEM file of the only roots to trust (`http.sslCAInfo`, `GIT_SSL_CAINFO`); None: the

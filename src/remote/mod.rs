@@ -4,7 +4,7 @@
 //! [`batch`]) and for model files named by an http(s) URL ([`url`]).
 //!
 //! This module knows HTTP and the LFS protocol, not git: the git adapter finds the server and
-//! its credentials (`crate::git::remote`) and hands them over as an [`Endpoint`].
+//! its credentials (the git adapter's LFS server discovery) and hands them over as an [`Endpoint`].
 
 mod batch;
 mod cache;
