@@ -198,6 +198,19 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomically(path, |out| out.write_all(bytes))
 }
 
+/// Appends `text` to `path`, creating it if need be (GitHub's step summary and outputs files:
+/// appending is their protocol, so what other steps wrote is kept).
+pub fn append(path: &Path, text: &str) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    file.write_all(text.as_bytes())
+        .and_then(|_| file.flush())
+        .map_err(|e| Error::io(path, e))
+}
+
 /// `path` with `.` and `..` resolved by its text (the file may not exist, e.g. deleted but
 /// staged, and a symbolic link is not followed).
 pub fn normalize(path: &Path) -> std::path::PathBuf {

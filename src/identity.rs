@@ -11,6 +11,9 @@
 //! vocabulary is on the hot path and most strings need no escaping at all; the tests check that
 //! it writes exactly what serde_json's compact output writes.
 
+/// Version of the JSON outputs and of the canonical form behind the structural hash.
+pub const SCHEMA_VERSION: u32 = 1;
+
 use sha2::{Digest, Sha256};
 
 use crate::artifact::{Array, Artifact, Value};

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::Artifact;
+use crate::artifact::Artifact;
 use crate::formats::wdelta::WdeltaFile;
 use crate::git::read_pointer_file;
 use crate::git::{GitError, ModelSide, RemoteOptions, SideReader};
@@ -45,7 +45,7 @@ impl Input {
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
     #[error(transparent)]
     Git(#[from] GitError),
     #[error(transparent)]
@@ -153,7 +153,7 @@ impl Opener<'_> {
         &self,
         rev_path: &crate::git::RevPath,
     ) -> Result<(Artifact, Option<String>), InputError> {
-        let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
+        let cwd = std::env::current_dir().map_err(|e| crate::error::Error::io(".", e))?;
         let repo = crate::git::open_repo(&cwd)?;
         let reader = SideReader::new(&repo, self.remote);
         if !rev_path.is_index() {
@@ -306,7 +306,7 @@ impl Opener<'_> {
                 None => Ok(Whole::File(path)),
             },
             Input::Revision(rev_path) => {
-                let cwd = std::env::current_dir().map_err(|e| crate::Error::io(".", e))?;
+                let cwd = std::env::current_dir().map_err(|e| crate::error::Error::io(".", e))?;
                 let repo = crate::git::open_repo(&cwd)?;
                 let id = rev_path.blob(&repo, &cwd)?;
                 let bytes = crate::git::blob_bytes(&repo, id)?;

@@ -41,12 +41,9 @@ pub use diff::StructuralDiff;
 pub use digest::hex;
 pub use error::Error;
 pub use git::Pointer as LfsPointer;
-pub use identity::{canonical_json, structural_hash};
+pub use identity::{SCHEMA_VERSION, canonical_json, structural_hash};
 pub use policy::Policy;
 pub use read::{read_bytes, read_file};
 pub use render::{Palette, describe_wdelta, describe_wdelta_json, inspect_json, inspect_text};
 pub use sharded::{is_plain_file_name, parse_index};
 pub use values::{DECODED_GGUF_TYPES, ModelBytes, Side, compare as compare_values, dequantize};
-
-/// Version of the JSON outputs and of the canonical form behind the structural hash.
-pub const SCHEMA_VERSION: u32 = 1;

@@ -52,7 +52,7 @@ const FIRST_WINDOW: u64 = 1 << 20;
 #[derive(Debug)]
 pub enum HeaderStep {
     /// The header is complete in the prefix (or the prefix is all there is): the parse.
-    Parsed(Result<crate::Artifact>),
+    Parsed(Result<crate::artifact::Artifact>),
     /// Read on until the prefix holds `end` bytes. `exact`: the format declared its header
     /// length (safetensors), so `end` is where the header ends; otherwise (GGUF) `end` is only
     /// what the next item needs and a reader should read further ahead.

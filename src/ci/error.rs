@@ -13,7 +13,7 @@ pub enum CiError {
     #[error("cannot serialize the report: {0}")]
     Serialize(#[source] serde_json::Error),
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
     /// Boxed: the policy's located errors are large, and errors are rare.

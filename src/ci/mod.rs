@@ -14,10 +14,8 @@ mod markdown;
 mod outputs;
 mod report;
 
-use std::io::Write;
 use std::path::Path;
 
-use crate::error::Error;
 use crate::policy::follow_committed_link;
 use crate::policy::{Origin, PolicyError, PolicySource};
 
@@ -110,15 +108,7 @@ pub fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
     let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let budget =
         markdown::SUMMARY_LIMIT.saturating_sub(usize::try_from(existing).unwrap_or(usize::MAX));
-    let text = markdown::render(report, budget);
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    file.write_all(text.as_bytes())
-        .and_then(|_| file.flush())
-        .map_err(|e| Error::io(path, e))?;
+    crate::fsutil::append(path, &markdown::render(report, budget))?;
     Ok(())
 }
 

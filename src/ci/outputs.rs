@@ -1,7 +1,6 @@
 //! The machine-readable results: the JSON report (schema 1), the SARIF log and the step
 //! outputs appended to `$GITHUB_OUTPUT`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -37,7 +36,7 @@ struct JsonReport<'a> {
 pub fn json(report: &CiReport) -> Result<String> {
     let files = report.files.iter().map(|f| f.json(true)).collect();
     let doc = JsonReport {
-        schema: crate::SCHEMA_VERSION,
+        schema: crate::identity::SCHEMA_VERSION,
         base: &report.base,
         head: &report.head,
         fail_on: report.fail_on,
@@ -109,15 +108,7 @@ pub fn output_lines(report: &CiReport, json_path: Option<&Path>) -> Result<Strin
 /// Appends the step outputs to `path` (the file GitHub gives each step; appending is its
 /// protocol, so other outputs of the step are kept).
 pub fn append_outputs(path: &Path, report: &CiReport, json_path: Option<&Path>) -> Result<()> {
-    let text = output_lines(report, json_path)?;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    file.write_all(text.as_bytes())
-        .and_then(|_| file.flush())
-        .map_err(|e| Error::io(path, e))?;
+    crate::fsutil::append(path, &output_lines(report, json_path)?)?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use gix::ObjectId;
 
 use super::error::CiError;
-use crate::Format;
+use crate::artifact::Format;
 use crate::git::Snapshot;
 use crate::git::tree_entry;
 use crate::git::{ComparedFile, counts_text, short_hash};

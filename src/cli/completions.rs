@@ -51,7 +51,7 @@ fn fix_bash_states(script: &[u8]) -> String {
 
 /// Writes the man pages into `dir` (created if missing) and lists them.
 fn manpages(dir: &std::path::Path) -> Result<Exit> {
-    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
     let mut command = Cli::command();
     command.build();
     let mut written = Vec::new();
@@ -77,7 +77,7 @@ fn write_pages(
     let mut roff = Vec::new();
     clap_mangen::Man::new(command.clone())
         .render(&mut roff)
-        .map_err(|e| crate::Error::io(dir, e))?;
+        .map_err(|e| crate::error::Error::io(dir, e))?;
     let path = dir.join(format!("{name}.1"));
     crate::fsutil::write_bytes_atomically(&path, &roff)?;
     written.push(path);

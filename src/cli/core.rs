@@ -66,15 +66,10 @@ pub struct DiffArgs {
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
-    let headers = headers(&args.headers)?;
-    let opener = Opener {
-        headers: &headers,
-        remote,
+    let artifact = match model_or_delta(&args.file, &args.headers, remote, args.json)? {
+        Ok(artifact) => artifact,
+        Err(described) => return Ok(described),
     };
-    if let Some(delta) = opener.wdelta(&args.file)? {
-        return describe_wdelta(&delta, args.json);
-    }
-    let artifact = noted(opener.model(&args.file)?);
     let out = if args.json {
         crate::render::json::inspect(&artifact, args.full_arrays)
     } else {
@@ -85,15 +80,10 @@ pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) ->
 }
 
 pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
-    let headers = headers(&args.headers)?;
-    let opener = Opener {
-        headers: &headers,
-        remote,
+    let artifact = match model_or_delta(&args.file, &args.headers, remote, args.json)? {
+        Ok(artifact) => artifact,
+        Err(described) => return Ok(described),
     };
-    if let Some(delta) = opener.wdelta(&args.file)? {
-        return describe_wdelta(&delta, args.json);
-    }
-    let artifact = noted(opener.model(&args.file)?);
     if args.canonical {
         let mut bytes = crate::identity::canonical_json(&artifact);
         bytes.push(b'\n');
@@ -160,6 +150,25 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
     ))
 }
 
+/// The model `spec` names; a `.wdelta` has no structural identity of schema 1, so it is
+/// described instead (version, strategy, parent hash, tensors) and the exit status returned.
+fn model_or_delta(
+    spec: &str,
+    header_args: &[String],
+    remote: &RemoteOptions,
+    json: bool,
+) -> Result<std::result::Result<crate::artifact::Artifact, Exit>> {
+    let headers = headers(header_args)?;
+    let opener = Opener {
+        headers: &headers,
+        remote,
+    };
+    if let Some(delta) = opener.wdelta(spec)? {
+        return Ok(Err(describe_wdelta(&delta, json)?));
+    }
+    Ok(Ok(noted(opener.model(spec)?)))
+}
+
 fn noted<T>((value, note): (T, Option<String>)) -> T {
     if let Some(note) = note {
         eprintln!("weight-inspect: note: {note}");
@@ -174,8 +183,6 @@ fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
         .collect::<std::result::Result<_, _>>()?)
 }
 
-/// A `.wdelta` has no structural identity of schema 1: it is described (version, strategy,
-/// parent hash, tensors) instead.
 fn describe_wdelta(delta: &WdeltaFile, json: bool) -> Result<Exit> {
     let mut out = if json {
         crate::render::wdelta::describe_json(delta)

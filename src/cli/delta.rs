@@ -141,19 +141,33 @@ pub struct CreateArgs {
     pub run: RunArgs,
 }
 
+/// A base and the deltas applied to it in order.
 #[derive(Debug, clap::Args)]
-pub struct ApplyArgs {
+pub struct LineageArgs {
     /// Base model: a safetensors file or a sharded directory, or REV:path.
     #[arg(long)]
     pub base: String,
-    /// The delta to apply (after the --chain ones, if any).
+    /// The delta (after the --chain ones, if any).
     pub delta: Option<PathBuf>,
     /// A lineage of deltas applied in order, each verified against the previous result.
     #[arg(long, num_args = 1..)]
     pub chain: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub lineage: LineageArgs,
     /// Output safetensors file.
     #[arg(short, long)]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub rebuild: RebuildArgs,
+}
+
+/// How a reconstructed model is written.
+#[derive(Debug, clap::Args)]
+pub struct RebuildArgs {
     /// dtype of the reconstructed tensors.
     #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
     pub dtype: DtypeArg,
@@ -175,14 +189,8 @@ pub struct InspectArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// Base model: a safetensors file or a sharded directory, or REV:path.
-    #[arg(long)]
-    pub base: String,
-    /// The delta to verify (after the --chain ones, if any).
-    pub delta: Option<PathBuf>,
-    /// A lineage of deltas, verified link by link.
-    #[arg(long, num_args = 1..)]
-    pub chain: Vec<PathBuf>,
+    #[command(flatten)]
+    pub lineage: LineageArgs,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -213,14 +221,8 @@ pub struct RestoreArgs {
     /// Output safetensors file (default: DELTA without its .wdelta suffix).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// dtype of the reconstructed tensors.
-    #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
-    pub dtype: DtypeArg,
-    /// Flush the output to disk before renaming it into place (durable across a power loss).
-    #[arg(long)]
-    pub fsync: bool,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub rebuild: RebuildArgs,
 }
 
 pub fn run(args: DeltaArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
@@ -296,8 +298,8 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
 }
 
 fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
-    let paths = lineage(&a.chain, a.delta.as_ref())?;
-    let base_file = opener.local_file(&a.base)?;
+    let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
+    let base_file = opener.local_file(&a.lineage.base)?;
     let base = Model::open(&base_file.path)?;
     // The checksums are verified alongside the work (before the output is renamed into place).
     let links = paths
@@ -308,9 +310,9 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
         &base,
         &links,
         &a.output,
-        a.dtype.into(),
-        a.fsync,
-        &a.run.options(),
+        a.rebuild.dtype.into(),
+        a.rebuild.fsync,
+        &a.rebuild.run.options(),
     )?;
     say(format!(
         "wrote {}: {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
@@ -338,13 +340,13 @@ fn inspect(a: InspectArgs) -> Result<Exit> {
 }
 
 fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
-    let paths = lineage(&a.chain, a.delta.as_ref())?;
-    let base_file = opener.local_file(&a.base)?;
+    let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
+    let base_file = opener.local_file(&a.lineage.base)?;
     let base = Model::open(&base_file.path)?;
     let links = open_all(&paths)?;
     match verify_lineage(&base, &links, false, &a.run.options()) {
         Ok(v) => {
-            let mut s = format!("ok: base {} has hash {}\n", a.base, v.base_hash);
+            let mut s = format!("ok: base {} has hash {}\n", a.lineage.base, v.base_hash);
             for (i, l) in links.iter().enumerate() {
                 s.push_str(&format!(
                     "ok: {} applies (parent hash {})\n",
@@ -408,9 +410,9 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         &a.delta,
         parent.as_ref().map(|p| p.path.as_path()),
         &out,
-        a.dtype.into(),
-        a.fsync,
-        &a.run.options(),
+        a.rebuild.dtype.into(),
+        a.rebuild.fsync,
+        &a.rebuild.run.options(),
     )?;
     say(r)
 }

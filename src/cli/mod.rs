@@ -81,7 +81,7 @@ impl<E: Into<ErrorKind>> From<E> for Error {
 #[derive(Debug, thiserror::Error)]
 pub enum ErrorKind {
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
     #[error(transparent)]
@@ -134,5 +134,5 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
 
 /// The current directory, for commands that work on the repository around it.
 fn cwd() -> Result<std::path::PathBuf> {
-    std::env::current_dir().map_err(|e| crate::Error::io(".", e).into())
+    std::env::current_dir().map_err(|e| crate::error::Error::io(".", e).into())
 }

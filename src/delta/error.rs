@@ -9,7 +9,7 @@ use crate::formats::wdelta::WdeltaError;
 pub enum DeltaError {
     /// Reading or writing a file, or parsing a model with the core's parsers.
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
     /// Reading the repository a parent is looked for in.
     #[error(transparent)]
     Git(#[from] crate::git::GitError),

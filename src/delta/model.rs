@@ -272,7 +272,7 @@ pub struct Model {
 fn single_file_in(dir: &Path) -> Result<PathBuf> {
     let names: Vec<String> =
         crate::sharded::Directory::file_names(&crate::read::FsDirectory::new(dir))
-            .map_err(crate::Error::from)?;
+            .map_err(crate::error::Error::from)?;
     let singles: Vec<String> = crate::sharded::candidates(&names)
         .into_iter()
         .filter_map(|c| match c {

@@ -19,7 +19,7 @@ use super::model::Model;
 use super::open::OpenDelta;
 use super::pipeline::RunOptions;
 use super::verify::verify_lineage;
-use crate::Format;
+use crate::artifact::Format;
 use crate::formats::wdelta::is_wdelta_path as is_wdelta_name;
 use crate::git::{HistoryFile, files_in_history};
 use crate::progress::{Progress, Unit};

@@ -267,7 +267,7 @@ impl ComparedFile {
     }
 }
 
-fn artifact(side: &Option<ModelSide>) -> Option<&crate::Artifact> {
+fn artifact(side: &Option<ModelSide>) -> Option<&crate::artifact::Artifact> {
     side.as_ref().and_then(ModelSide::artifact)
 }
 

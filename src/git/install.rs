@@ -422,7 +422,7 @@ fn pattern_may_match_models(pattern: &str) -> bool {
             })
             .unwrap_or(true);
     }
-    crate::Format::from_path(name).is_some()
+    crate::artifact::Format::from_path(name).is_some()
 }
 
 /// Adds our block at the end unless it is already there and no later line overrides `diff`

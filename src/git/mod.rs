@@ -102,5 +102,5 @@ pub enum GitError {
     Remote(#[from] crate::remote::RemoteError),
     /// Reading a model (or a file) the repository led to.
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
 }

@@ -14,7 +14,7 @@ use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
 use super::reader::{SideReader, read_pointer_file};
 use super::side::ModelSide;
-use crate::Artifact;
+use crate::artifact::Artifact;
 use crate::error::ShardError;
 use crate::sharded::{self, Directory, SplitName};
 

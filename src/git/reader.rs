@@ -185,7 +185,7 @@ impl<'r> SideReader<'r> {
         &self,
         name: &str,
         pointer: &Pointer,
-    ) -> Option<Result<(Vec<u8>, crate::Artifact), HeaderMiss>> {
+    ) -> Option<Result<(Vec<u8>, crate::artifact::Artifact), HeaderMiss>> {
         let repo = self.repo()?;
         let mut side = ModelSide::Absent {
             pointer: pointer.clone(),
@@ -260,7 +260,7 @@ impl<'r> SideReader<'r> {
             Ok(meta) => meta,
             Err(e) => {
                 return ModelSide::Unreadable {
-                    error: Box::new(crate::Error::io(file, e)),
+                    error: Box::new(crate::error::Error::io(file, e)),
                 };
             }
         };
@@ -269,7 +269,7 @@ impl<'r> SideReader<'r> {
                 "is not a regular file (a device, FIFO or socket), expected a model file",
             );
             return ModelSide::Unreadable {
-                error: Box::new(crate::Error::io(file, not_regular)),
+                error: Box::new(crate::error::Error::io(file, not_regular)),
             };
         }
         if meta.len() < lfs::MAX_POINTER_SIZE as u64
@@ -466,7 +466,7 @@ fn side_of_header(
             let _ = cache.put(&pointer.oid, &header.prefix);
             Content::Model(Box::new(artifact.clone()))
         }
-        Err(crate::Error::UnknownFormat { first_bytes, .. }) => Content::Other {
+        Err(crate::error::Error::UnknownFormat { first_bytes, .. }) => Content::Other {
             first_bytes: first_bytes.clone(),
         },
         Err(_) => {
@@ -475,11 +475,12 @@ fn side_of_header(
             let object = format!("sha256:{}", pointer.oid);
             let error = match header_step(Path::new(&object), &header.prefix, pointer.size) {
                 HeaderStep::Parsed(Err(e)) => e,
-                _ => crate::Error::io(&object, std::io::Error::other("unreadable header")),
+                _ => crate::error::Error::io(&object, std::io::Error::other("unreadable header")),
             };
             Content::Invalid {
-                format: crate::read::detect(&header.prefix).unwrap_or(crate::Format::Gguf),
-                error: Box::new(crate::Error::ServerHeader {
+                format: crate::read::detect(&header.prefix)
+                    .unwrap_or(crate::artifact::Format::Gguf),
+                error: Box::new(crate::error::Error::ServerHeader {
                     name: name.to_owned(),
                     source: Box::new(error),
                 }),
@@ -542,13 +543,7 @@ fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
         _ => bytes.len() as u64,
     };
     let sha256 = matches!(content, Content::Other { .. }).then(|| sha256_hex(bytes));
-    ModelSide::Read {
-        content,
-        size,
-        sha256,
-        lfs,
-        from_server: false,
-    }
+    ModelSide::local(content, size, sha256, lfs)
 }
 
 /// Parses a file on disk (header only). `sha256` is known for LFS objects; otherwise it is
@@ -566,13 +561,7 @@ fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer
             (size, Some(sha256))
         }
     };
-    ModelSide::Read {
-        content,
-        size,
-        sha256,
-        lfs,
-        from_server: false,
-    }
+    ModelSide::local(content, size, sha256, lfs)
 }
 
 /// The LFS pointer in `file`, if it holds one (only small files are read).

@@ -69,7 +69,7 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         super::compared::compare(&reader, old_snapshot, new_snapshot, changes, args.values)?;
     let text = if args.json {
         let report = DiffReport {
-            schema: crate::SCHEMA_VERSION,
+            schema: crate::identity::SCHEMA_VERSION,
             base,
             head,
             files: compared.iter().map(|f| f.json(false)).collect(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::GitError;
 use super::lfs::Pointer;
-use crate::Artifact;
+use crate::artifact::Artifact;
 use crate::error::ShardError;
 use crate::read::Content;
 
@@ -35,7 +35,7 @@ pub enum ModelSide {
         remote: Option<RemoteMiss>,
     },
     /// A file that could not be read at all (gone, or not a regular file).
-    Unreadable { error: Box<crate::Error> },
+    Unreadable { error: Box<crate::error::Error> },
     /// A symbolic link (committed, or in the work tree): not a file, so not read; its target
     /// may lie anywhere.
     Link { target: String },
@@ -61,10 +61,21 @@ pub struct SideJson {
 impl ModelSide {
     /// A model read from bytes on this machine (a file, a blob, a local LFS object).
     pub fn model(artifact: Artifact, lfs: Option<Pointer>) -> ModelSide {
+        let size = lfs.as_ref().map_or(artifact.layout.file_size, |p| p.size);
+        ModelSide::local(Content::Model(Box::new(artifact)), size, None, lfs)
+    }
+
+    /// Content read from bytes on this machine.
+    pub fn local(
+        content: Content,
+        size: u64,
+        sha256: Option<String>,
+        lfs: Option<Pointer>,
+    ) -> ModelSide {
         ModelSide::Read {
-            size: lfs.as_ref().map_or(artifact.layout.file_size, |p| p.size),
-            content: Content::Model(Box::new(artifact)),
-            sha256: None,
+            content,
+            size,
+            sha256,
             lfs,
             from_server: false,
         }

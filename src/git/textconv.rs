@@ -22,9 +22,9 @@ use std::path::Path;
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::artifact::{Array, Value};
+use crate::artifact::{Artifact, Format};
 use crate::read::Content;
 use crate::render::escape::{quoted, shown};
-use crate::{Artifact, Format};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
@@ -57,7 +57,7 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions) -> String {
         Err(e) => {
             let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
             let message = match &e {
-                crate::Error::Wdelta { source, .. } => format!("invalid .wdelta: {source}"),
+                crate::error::Error::Wdelta { source, .. } => format!("invalid .wdelta: {source}"),
                 other => other.to_string(),
             };
             return format!(

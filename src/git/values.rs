@@ -75,8 +75,8 @@ pub fn compare_change(
 fn compare_model(
     repo: &gix::Repository,
     group: &ModelGroup,
-    old: &crate::Artifact,
-    new: &crate::Artifact,
+    old: &crate::artifact::Artifact,
+    new: &crate::artifact::Artifact,
 ) -> ValuesOutcome {
     let bytes = |parts: &[PartSource], label: &'static str| -> ValuesOutcomeOf<Vec<ModelBytes>> {
         parts

@@ -81,7 +81,7 @@ pub enum PolicyError {
     #[error("{}: this pre-commit hook is not weight-inspect's; left in place", .0.display())]
     ForeignHookKept(PathBuf),
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
 }

@@ -124,7 +124,7 @@ fn open_model_dir(
     ws: &Workspace,
     staged: bool,
     dir: &str,
-) -> Result<Option<crate::Artifact>, NotOneModel> {
+) -> Result<Option<crate::artifact::Artifact>, NotOneModel> {
     let Some(repo) = ws.repo.as_ref() else {
         return Ok(Some(crate::read::open_model_path(&ws.root.join(dir))?));
     };
@@ -145,7 +145,7 @@ fn open_model_dir(
 #[derive(Debug, thiserror::Error)]
 enum NotOneModel {
     #[error(transparent)]
-    Core(#[from] crate::Error),
+    Core(#[from] crate::error::Error),
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
     #[error("{}", .0.note().unwrap_or_default())]

@@ -152,7 +152,7 @@ pub struct CheckReport {
 impl CheckReport {
     pub fn new(policy: String, staged: bool) -> Self {
         CheckReport {
-            schema: crate::SCHEMA_VERSION,
+            schema: crate::identity::SCHEMA_VERSION,
             policy,
             source: if staged { "staged" } else { "worktree" },
             checked: 0,

@@ -398,7 +398,7 @@ fn render_first(input: &Input<'_>, kept: usize) -> String {
             },
         }],
         properties: LogProperties {
-            schema: crate::SCHEMA_VERSION,
+            schema: crate::identity::SCHEMA_VERSION,
         },
     };
     let mut out = serde_json::to_string_pretty(&log).expect("the SARIF log serializes");

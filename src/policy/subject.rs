@@ -271,7 +271,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
             return Ok(p.size);
         }
         Ok(std::fs::metadata(file)
-            .map_err(|e| crate::Error::io(file, e))?
+            .map_err(|e| crate::error::Error::io(file, e))?
             .len())
     }
 
@@ -385,7 +385,7 @@ fn worktree_pointer(file: &Path) -> Result<Option<Pointer>> {
     if meta.len() >= crate::git::MAX_POINTER_SIZE as u64 {
         return Ok(None);
     }
-    let bytes = std::fs::read(file).map_err(|e| crate::Error::io(file, e))?;
+    let bytes = std::fs::read(file).map_err(|e| crate::error::Error::io(file, e))?;
     Ok(Pointer::parse(&bytes))
 }
 
@@ -402,7 +402,7 @@ fn absent(path: &str, pointer: &Pointer) -> PolicyError {
 /// The metadata of `file`, an error unless it is a regular file (opening a FIFO blocks, and
 /// reading a device may never end).
 fn regular_file(file: &Path) -> Result<std::fs::Metadata> {
-    let meta = std::fs::metadata(file).map_err(|e| crate::Error::io(file, e))?;
+    let meta = std::fs::metadata(file).map_err(|e| crate::error::Error::io(file, e))?;
     if meta.is_file() {
         return Ok(meta);
     }
@@ -538,14 +538,17 @@ fn join_link(link_path: &str, target: &str) -> Option<String> {
 
 fn map_file(file: &Path) -> Result<Body> {
     regular_file(file)?;
-    let f = std::fs::File::open(file).map_err(|e| crate::Error::io(file, e))?;
-    let len = f.metadata().map_err(|e| crate::Error::io(file, e))?.len();
+    let f = std::fs::File::open(file).map_err(|e| crate::error::Error::io(file, e))?;
+    let len = f
+        .metadata()
+        .map_err(|e| crate::error::Error::io(file, e))?
+        .len();
     if len == 0 {
         return Ok(Body::Empty);
     }
     // SAFETY: the mapping is read-only and lives only for this check; a concurrent truncation
     // of a model file being committed is not a case we defend against (git itself doesn't).
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| crate::Error::io(file, e))?;
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| crate::error::Error::io(file, e))?;
     Ok(Body::Map(map))
 }
 

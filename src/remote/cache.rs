@@ -29,10 +29,10 @@ impl HeaderCache {
 
     /// Keeps `prefix` for `oid`, atomically (a reader never sees half a file). Failing to
     /// cache is not an error for the caller: the header was read all the same.
-    pub fn put(&self, oid: &str, prefix: &[u8]) -> Result<(), crate::Error> {
+    pub fn put(&self, oid: &str, prefix: &[u8]) -> Result<(), crate::error::Error> {
         let path = self.path(oid);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| crate::Error::io(parent, e))?;
+            std::fs::create_dir_all(parent).map_err(|e| crate::error::Error::io(parent, e))?;
         }
         crate::fsutil::write_bytes_atomically(&path, prefix)
     }

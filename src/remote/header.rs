@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::http::{Client, Request, Response};
 use super::{RemoteError, shown_url};
-use crate::Artifact;
+use crate::artifact::Artifact;
 use crate::read::{HeaderStep, header_step};
 
 /// First window: a whole safetensors header of a few hundred tensors, or the start of a GGUF.
@@ -23,7 +23,7 @@ pub struct RemoteHeader {
     pub prefix: Vec<u8>,
     /// The size of the whole file.
     pub file_size: u64,
-    pub parsed: Result<Artifact, crate::Error>,
+    pub parsed: Result<Artifact, crate::error::Error>,
 }
 
 /// Reads the header of the file at `url` (sent `headers`, which are for that URL's origin

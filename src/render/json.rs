@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
-use crate::SCHEMA_VERSION;
 use crate::artifact::{Array, Artifact, TensorInfo, Value};
 use crate::diff::{Change, DiffCounts, StructuralDiff};
+use crate::identity::SCHEMA_VERSION;
 use crate::identity::{structural_hash, value_digest};
 
 /// Arrays up to this length are included in full; longer ones as length, head and digest.
@@ -17,22 +17,20 @@ const ARRAY_HEAD_ITEMS: usize = 8;
 #[derive(Serialize)]
 struct IdDoc {
     schema: u32,
-    format: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gguf_version: Option<u32>,
-    structural_hash: String,
-    tensor_count: usize,
-    metadata_count: usize,
+    #[serde(flatten)]
+    model: Side,
 }
 
 fn id_doc(artifact: &Artifact) -> IdDoc {
     IdDoc {
         schema: SCHEMA_VERSION,
-        format: artifact.format.name(),
-        gguf_version: artifact.gguf_version,
-        structural_hash: structural_hash(artifact),
-        tensor_count: artifact.tensors.len(),
-        metadata_count: artifact.metadata.len(),
+        model: Side {
+            format: artifact.format.name(),
+            gguf_version: artifact.gguf_version,
+            structural_hash: structural_hash(artifact),
+            tensor_count: artifact.tensors.len(),
+            metadata_count: artifact.metadata.len(),
+        },
     }
 }
 
@@ -42,13 +40,9 @@ pub fn id(artifact: &Artifact) -> String {
 
 #[derive(Serialize)]
 struct InspectDoc<'a> {
-    schema: u32,
-    format: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gguf_version: Option<u32>,
-    structural_hash: String,
-    tensor_count: usize,
-    metadata_count: usize,
+    /// `id`'s fields first.
+    #[serde(flatten)]
+    id: IdDoc,
     file_size: u64,
     header_size: u64,
     truncated: bool,
@@ -105,12 +99,7 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
     let (total, by_dtype) = artifact.parameter_counts();
     let layout = &artifact.layout;
     let doc = InspectDoc {
-        schema: SCHEMA_VERSION,
-        format: artifact.format.name(),
-        gguf_version: artifact.gguf_version,
-        structural_hash: structural_hash(artifact),
-        tensor_count: artifact.tensors.len(),
-        metadata_count: artifact.metadata.len(),
+        id: id_doc(artifact),
         file_size: layout.file_size,
         header_size: layout.header_size,
         truncated: layout.is_truncated(),
@@ -396,13 +385,14 @@ pub fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
 }
 
 pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
-    let side = |format: crate::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
-        format: format.name(),
-        gguf_version: v,
-        structural_hash: hash.to_owned(),
-        tensor_count: t,
-        metadata_count: m,
-    };
+    let side =
+        |format: crate::artifact::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
+            format: format.name(),
+            gguf_version: v,
+            structural_hash: hash.to_owned(),
+            tensor_count: t,
+            metadata_count: m,
+        };
     DiffDoc {
         schema: SCHEMA_VERSION,
         identical: diff.is_identical(),

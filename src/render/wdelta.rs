@@ -165,7 +165,7 @@ pub fn describe_json(file: &WdeltaFile) -> String {
         })
         .collect();
     let out = DescribeJson {
-        schema: crate::SCHEMA_VERSION,
+        schema: crate::identity::SCHEMA_VERSION,
         format: "wdelta",
         version: file.version,
         strategy: h.strategy.name(),

@@ -274,7 +274,7 @@ fn files(
 fn merged(
     format: Format,
     gguf_version: Option<u32>,
-    metadata: BTreeMap<String, crate::Value>,
+    metadata: BTreeMap<String, crate::artifact::Value>,
     tensors: Tensors,
     files: ModelFiles,
     alignment: Option<u64>,

@@ -61,8 +61,8 @@ pub fn candidates(file_names: &[String]) -> Vec<Candidate> {
     out.extend(indexes.iter().map(|f| Candidate::Index((*f).clone())));
     let mut splits: Vec<SplitName> = Vec::new();
     for file in file_names {
-        match crate::Format::from_path(file) {
-            Some(crate::Format::Gguf) => match SplitName::parse(file) {
+        match crate::artifact::Format::from_path(file) {
+            Some(crate::artifact::Format::Gguf) => match SplitName::parse(file) {
                 Some(name) => {
                     if !splits
                         .iter()
@@ -73,7 +73,7 @@ pub fn candidates(file_names: &[String]) -> Vec<Candidate> {
                 }
                 None => out.push(Candidate::Single(file.clone())),
             },
-            Some(crate::Format::Safetensors)
+            Some(crate::artifact::Format::Safetensors)
                 if !indexes.iter().any(|index| shard_of_index_name(file, index)) =>
             {
                 out.push(Candidate::Single(file.clone()));
