@@ -3,8 +3,8 @@
 //! for a second, so quick runs and everything piped or captured (machine output, CI logs, git
 //! drivers) never see a bar. Cleared when done or dropped.
 //!
-//! ```no_run
-//! use weight_inspect::progress::{Progress, Unit};
+//! ```text
+//! use crate::progress::{Progress, Unit};
 //! let total = 10_u64 << 30;
 //! let progress = Progress::new(total, Unit::Bytes, "hashing");
 //! for _chunk in 0..10 {
