@@ -87,6 +87,7 @@ from pathlib import Path
 import torch
 
 CANARY = "weight-inspect-canary"
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 
 # --------------------------------------------------------------------------- content
@@ -387,10 +388,13 @@ def read_layout(path):
         sizes = {n[len(folder) + len("/data/"):]: z.getinfo(n).file_size
                  for n in z.namelist() if n.startswith(folder + "/data/")}
         return "zip", folder, z.read(pkl[0]), sizes
-    f = io.BytesIO(raw)
-    magic = pickle.load(f)
-    if magic != 0x1950A86A20F9469CFC6C:
+    # the legacy layout starts with a pickle of one magic number; look at it without
+    # unpickling (a raw pickle may be a payload)
+    first = [(op.name, arg) for op, arg, _ in pickletools.genops(io.BytesIO(raw))]
+    if ("LONG1", LEGACY_MAGIC) not in first[:3]:
         return "raw-pickle", None, raw, {}
+    f = io.BytesIO(raw)
+    pickle.load(f)  # magic number
     pickle.load(f)  # protocol version
     pickle.load(f)  # sys info
     start = f.tell()
