@@ -395,6 +395,7 @@ def main():
             "torch": torch.__version__.split("+")[0],
             "sentencepiece": __import__("sentencepiece").__version__,
             "llama_quantize": "built from the same vendored llama.cpp" if llama_quantize else None,
+            "commands_run_in": "this directory ($LLAMA_CPP_DIR: the vendored llama.cpp)",
         },
         "sources": {
             "llama": {"files": sorted(p.name for p in llama.iterdir()), "dtype": "float32"},
