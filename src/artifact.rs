@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 pub enum Format {
     Gguf,
     Safetensors,
+    /// A `torch.save` checkpoint (zip or legacy layout).
+    Pytorch,
 }
 
 impl Format {
@@ -18,6 +20,7 @@ impl Format {
         match self {
             Format::Gguf => "gguf",
             Format::Safetensors => "safetensors",
+            Format::Pytorch => "pytorch",
         }
     }
 }
@@ -285,6 +288,21 @@ pub struct Layout {
     /// The files of a multi-file model (sharded safetensors, split GGUF); None for one file.
     /// The sizes above are then sums over the parts.
     pub files: Option<Box<ModelFiles>>,
+    /// PyTorch checkpoints: for the tensor at each position of the tensor table, its strided
+    /// view when it does not read its storage in order (a transpose, an expand); None when
+    /// every tensor does. Kept apart from [`TensorInfo`] like the parts of a multi-file model.
+    pub views: Option<Vec<Option<Box<StridedView>>>>,
+}
+
+/// A tensor that reads its storage's elements out of order: element `(i, j, …)` is at
+/// `file_offset + (i * stride[0] + j * stride[1] + …) * element size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StridedView {
+    /// In elements, one per dimension of the shape.
+    pub stride: Shape,
+    /// The file offset of the storage's first byte, and its size: the bytes the view may read.
+    pub storage_start: u64,
+    pub storage_bytes: u64,
 }
 
 /// How the files of a multi-file model are tied together.
@@ -292,6 +310,8 @@ pub struct Layout {
 pub enum Scheme {
     /// Safetensors shards named by a `*.safetensors.index.json`.
     SafetensorsIndex,
+    /// PyTorch shards named by a `*.bin.index.json`.
+    PytorchIndex,
     /// GGUF parts `NAME-00001-of-0000N.gguf` carrying `split.*` keys.
     GgufSplit,
 }
@@ -300,6 +320,7 @@ impl Scheme {
     pub fn name(self) -> &'static str {
         match self {
             Scheme::SafetensorsIndex => "safetensors-index",
+            Scheme::PytorchIndex => "pytorch-index",
             Scheme::GgufSplit => "gguf-split",
         }
     }

@@ -87,11 +87,12 @@ impl FilesView {
         }
     }
 
-    /// "1 file", "3 safetensors shards", "5 GGUF parts".
+    /// "1 file", "3 safetensors shards", "2 PyTorch shards", "5 GGUF parts".
     pub fn describe(&self) -> String {
         match self.scheme {
             "single-file" => "1 file".to_owned(),
             "gguf-split" => plural(self.parts.len(), "GGUF part"),
+            "pytorch-index" => plural(self.parts.len(), "PyTorch shard"),
             _ => plural(self.parts.len(), "safetensors shard"),
         }
     }

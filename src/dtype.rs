@@ -14,6 +14,8 @@ pub struct Dtype {
     pub safetensors: Option<&'static str>,
     /// numpy's name (`"float32"`), for the types numpy has.
     pub numpy: Option<&'static str>,
+    /// torch's name (`"float32"`, `"float8_e4m3fn"`), for the types PyTorch checkpoints hold.
+    pub torch: Option<&'static str>,
     /// Elements per block: 1 for plain numbers, 32 or 256 for ggml's quantized blocks.
     pub block_size: u64,
     /// Bits per block (bits per element for plain numbers: 4 for `f4`, 6 for `f6_*`).
@@ -34,8 +36,17 @@ const fn plain(
         ggml,
         safetensors,
         numpy,
+        torch: None,
         block_size: 1,
         block_bits: bits,
+    }
+}
+
+impl Dtype {
+    /// The same dtype, with torch's name for it.
+    const fn torch(mut self, name: &'static str) -> Dtype {
+        self.torch = Some(name);
+        self
     }
 }
 
@@ -46,6 +57,7 @@ const fn ggml(id: u32, name: &'static str, block_size: u64, block_bytes: u64) ->
         ggml: Some(id),
         safetensors: None,
         numpy: None,
+        torch: None,
         block_size,
         block_bits: block_bytes * 8,
     }
@@ -53,8 +65,8 @@ const fn ggml(id: u32, name: &'static str, block_size: u64, block_bytes: u64) ->
 
 /// The table. ggml ids 4, 5, 31–33 and 36–38 were removed from ggml and are not here.
 pub const DTYPES: &[Dtype] = &[
-    plain("f32", Some(0), Some("F32"), Some("float32"), 32),
-    plain("f16", Some(1), Some("F16"), Some("float16"), 16),
+    plain("f32", Some(0), Some("F32"), Some("float32"), 32).torch("float32"),
+    plain("f16", Some(1), Some("F16"), Some("float16"), 16).torch("float16"),
     ggml(2, "q4_0", 32, 18),
     ggml(3, "q4_1", 32, 20),
     ggml(6, "q5_0", 32, 22),
@@ -76,33 +88,43 @@ pub const DTYPES: &[Dtype] = &[
     ggml(21, "iq3_s", 256, 110),
     ggml(22, "iq2_s", 256, 82),
     ggml(23, "iq4_xs", 256, 136),
-    plain("i8", Some(24), Some("I8"), Some("int8"), 8),
-    plain("i16", Some(25), Some("I16"), Some("int16"), 16),
-    plain("i32", Some(26), Some("I32"), Some("int32"), 32),
-    plain("i64", Some(27), Some("I64"), Some("int64"), 64),
-    plain("f64", Some(28), Some("F64"), Some("float64"), 64),
+    plain("i8", Some(24), Some("I8"), Some("int8"), 8).torch("int8"),
+    plain("i16", Some(25), Some("I16"), Some("int16"), 16).torch("int16"),
+    plain("i32", Some(26), Some("I32"), Some("int32"), 32).torch("int32"),
+    plain("i64", Some(27), Some("I64"), Some("int64"), 64).torch("int64"),
+    plain("f64", Some(28), Some("F64"), Some("float64"), 64).torch("float64"),
     ggml(29, "iq1_m", 256, 56),
-    plain("bf16", Some(30), Some("BF16"), Some("bfloat16"), 16),
+    plain("bf16", Some(30), Some("BF16"), Some("bfloat16"), 16).torch("bfloat16"),
     ggml(34, "tq1_0", 256, 54),
     ggml(35, "tq2_0", 256, 66),
     ggml(39, "mxfp4", 32, 17),
     ggml(40, "nvfp4", 64, 36),
     ggml(41, "q1_0", 128, 18),
     ggml(42, "q2_0", 64, 18),
-    plain("bool", None, Some("BOOL"), Some("bool"), 8),
-    plain("u8", None, Some("U8"), Some("uint8"), 8),
-    plain("u16", None, Some("U16"), Some("uint16"), 16),
-    plain("u32", None, Some("U32"), Some("uint32"), 32),
-    plain("u64", None, Some("U64"), Some("uint64"), 64),
-    plain("c64", None, Some("C64"), Some("complex64"), 64),
+    plain("bool", None, Some("BOOL"), Some("bool"), 8).torch("bool"),
+    plain("u8", None, Some("U8"), Some("uint8"), 8).torch("uint8"),
+    plain("u16", None, Some("U16"), Some("uint16"), 16).torch("uint16"),
+    plain("u32", None, Some("U32"), Some("uint32"), 32).torch("uint32"),
+    plain("u64", None, Some("U64"), Some("uint64"), 64).torch("uint64"),
+    plain("c64", None, Some("C64"), Some("complex64"), 64).torch("complex64"),
     plain("f4", None, Some("F4"), None, 4),
     plain("f6_e2m3", None, Some("F6_E2M3"), None, 6),
     plain("f6_e3m2", None, Some("F6_E3M2"), None, 6),
-    plain("f8_e5m2", None, Some("F8_E5M2"), None, 8),
-    plain("f8_e4m3", None, Some("F8_E4M3"), None, 8),
-    plain("f8_e8m0", None, Some("F8_E8M0"), None, 8),
-    plain("f8_e4m3fnuz", None, Some("F8_E4M3FNUZ"), None, 8),
-    plain("f8_e5m2fnuz", None, Some("F8_E5M2FNUZ"), None, 8),
+    plain("f8_e5m2", None, Some("F8_E5M2"), None, 8).torch("float8_e5m2"),
+    plain("f8_e4m3", None, Some("F8_E4M3"), None, 8).torch("float8_e4m3fn"),
+    plain("f8_e8m0", None, Some("F8_E8M0"), None, 8).torch("float8_e8m0fnu"),
+    plain("f8_e4m3fnuz", None, Some("F8_E4M3FNUZ"), None, 8).torch("float8_e4m3fnuz"),
+    plain("f8_e5m2fnuz", None, Some("F8_E5M2FNUZ"), None, 8).torch("float8_e5m2fnuz"),
+    // Only PyTorch has these.
+    plain("c128", None, None, Some("complex128"), 128).torch("complex128"),
+    plain("c32", None, None, None, 32).torch("complex32"),
+    // Two 4-bit floats packed in each byte: an element is the byte.
+    plain("f4_e2m1_x2", None, None, None, 8).torch("float4_e2m1fn_x2"),
+    plain("bits8", None, None, None, 8).torch("bits8"),
+    plain("bits16", None, None, None, 16).torch("bits16"),
+    plain("bits1x8", None, None, None, 8).torch("bits1x8"),
+    plain("bits2x4", None, None, None, 8).torch("bits2x4"),
+    plain("bits4x2", None, None, None, 8).torch("bits4x2"),
 ];
 
 /// The dtype the identity names `name`.
@@ -138,6 +160,11 @@ pub fn by_safetensors_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.safetensors == Some(name))
 }
 
+/// The dtype torch names `name` (`"float8_e4m3fn"`).
+pub fn by_torch_name(name: &str) -> Option<&'static Dtype> {
+    DTYPES.iter().find(|d| d.torch == Some(name))
+}
+
 /// The dtype numpy names `name` (`"float32"`).
 pub fn by_numpy_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.numpy == Some(name))
@@ -162,6 +189,7 @@ mod tests {
                 assert!(a.ggml.is_none() || a.ggml != b.ggml, "{}", a.name);
                 assert!(a.safetensors.is_none() || a.safetensors != b.safetensors);
                 assert!(a.numpy.is_none() || a.numpy != b.numpy);
+                assert!(a.torch.is_none() || a.torch != b.torch);
             }
         }
     }

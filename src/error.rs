@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::formats::gguf::GgufError;
+use crate::formats::pytorch::PytorchError;
 use crate::formats::safetensors::SafetensorsError;
 use crate::formats::wdelta::WdeltaError;
 
@@ -26,6 +27,12 @@ pub enum Error {
         #[source]
         source: SafetensorsError,
     },
+    #[error("{path}: {source}")]
+    Pytorch {
+        path: PathBuf,
+        #[source]
+        source: Box<PytorchError>,
+    },
     #[error("{path}: invalid .wdelta: {source}")]
     Wdelta {
         path: PathBuf,
@@ -33,8 +40,9 @@ pub enum Error {
         source: Box<WdeltaError>,
     },
     #[error(
-        "{path}: not a GGUF or safetensors file (first bytes {first_bytes}); expected the magic \
-         \"GGUF\" or an 8-byte little-endian header length followed by '{{'"
+        "{path}: not a GGUF, safetensors or PyTorch file (first bytes {first_bytes}); expected the \
+         magic \"GGUF\", an 8-byte little-endian header length followed by '{{', or a pickle (a \
+         zip archive holding data.pkl, or a pickle stream)"
     )]
     UnknownFormat { path: PathBuf, first_bytes: String },
     /// A model header read from an LFS server (for the file `name`) that does not parse.

@@ -115,6 +115,27 @@ const READERS: &[Reader] = &[
             }
         },
     },
+    Reader {
+        format: Format::Pytorch,
+        extensions: &["bin", "pt", "pth", "ckpt"],
+        detect: formats::pytorch::detect,
+        step: |path, prefix, file_len| {
+            let have = prefix.len() as u64;
+            match formats::pytorch::parse_prefix(prefix, file_len) {
+                Ok(artifact) => HeaderStep::Parsed(Ok(artifact)),
+                // The pickle (or the zip directory naming it) lies beyond the prefix: read on.
+                // A checkpoint does not declare where its pickle ends.
+                Err(_) if have < file_len => HeaderStep::Need {
+                    end: have.saturating_mul(2).min(file_len),
+                    exact: false,
+                },
+                Err(source) => HeaderStep::Parsed(Err(Error::Pytorch {
+                    path: path.to_owned(),
+                    source: Box::new(source),
+                })),
+            }
+        },
+    },
 ];
 
 fn reader(format: Format) -> &'static Reader {
@@ -264,6 +285,7 @@ pub fn classify_file(path: &Path) -> Content {
         Err(error) => {
             let format = match &error {
                 Error::Safetensors { .. } => Format::Safetensors,
+                Error::Pytorch { .. } => Format::Pytorch,
                 _ => Format::Gguf,
             };
             Content::Invalid {

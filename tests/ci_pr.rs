@@ -535,7 +535,7 @@ fn fail_on_modes_and_paths() {
     // Nothing changed: a short summary.
     let run = repo.wi(&["ci", "--base", "HEAD", "--summary", "-"]);
     assert_eq!(code(&run), 0);
-    assert!(common::stdout(&run).contains("No GGUF or safetensors file changed between "));
+    assert!(common::stdout(&run).contains("No GGUF, safetensors or PyTorch file changed between "));
 
     // A revision that is not there: an error naming it, with the shallow-clone hint.
     let run = repo.wi(&["ci", "--base", "0123456789abcdef0123456789abcdef01234567"]);
@@ -579,7 +579,7 @@ fn the_policy_covers_other_files_and_its_own_changes() {
     let run = repo.wi(&["ci", "--summary", "-"]);
     let summary = common::stdout(&run);
     assert!(
-        summary.contains("No GGUF or safetensors file changed"),
+        summary.contains("No GGUF, safetensors or PyTorch file changed"),
         "{summary}"
     );
     assert!(

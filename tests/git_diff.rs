@@ -193,7 +193,7 @@ fn textconv_drives_git_log_show_and_diff() {
     assert_contains(
         &first,
         &[
-            "+weight-inspect textconv 2",
+            "+weight-inspect textconv 3",
             "+format: gguf v3",
             "+format: safetensors",
             "+tensor blk.0.old.weight: f32 [2] 8 bytes",
@@ -643,7 +643,7 @@ fn corrupt_and_foreign_blobs_never_fail_git() {
             "weight-inspect a/model.gguf b/model.gguf",
             "new: unreadable model file (60 bytes)",
             "weight-inspect /dev/null b/hostile.gguf",
-            "old: not a GGUF or safetensors file (23 bytes, sha256:",
+            "old: not a GGUF, safetensors or PyTorch file (23 bytes, sha256:",
         ],
     );
     let textconv = repo.ok(&["log", "-p", "-1"]);
@@ -652,8 +652,8 @@ fn corrupt_and_foreign_blobs_never_fail_git() {
         &[
             "+content: unreadable model file, 60 bytes",
             "+error: ",
-            "-content: not a GGUF or safetensors file, 23 bytes, sha256:",
-            "+content: not a GGUF or safetensors file, 11 bytes, sha256:",
+            "-content: not a GGUF, safetensors or PyTorch file, 23 bytes, sha256:",
+            "+content: not a GGUF, safetensors or PyTorch file, 11 bytes, sha256:",
         ],
     );
     // Error messages do not carry git's temporary file names (they would differ every run).

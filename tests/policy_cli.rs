@@ -267,9 +267,9 @@ allowed_dtypes = ["f16"]
     let text = common::stdout(&out);
     assert_eq!(code(&out), 1, "{text}");
     assert!(text.contains(
-        "model.bin: format: expected a readable GGUF or safetensors file (for allowed_dtypes); found pickle (zip archive"
+        "model.bin: format: expected a readable GGUF, safetensors or PyTorch file (for allowed_dtypes); found pickle (zip archive"
     ), "{text}");
-    assert!(text.contains("empty.bin: format: expected a readable GGUF or safetensors file (for allowed_dtypes); found neither GGUF, safetensors nor pickle (first bytes none: the file is empty)"), "{text}");
+    assert!(text.contains("empty.bin: format: expected a readable GGUF, safetensors or PyTorch file (for allowed_dtypes); found neither GGUF, safetensors nor pickle (first bytes none: the file is empty)"), "{text}");
 }
 
 #[test]

@@ -482,7 +482,7 @@ fn server_faults_are_clear_errors_and_nothing_is_cached() {
     let file = "HEAD:m/weights.safetensors";
     let cases: &[(&str, &[&str])] = &[
         ("missing", &["not on the LFS server (error 404"]),
-        ("garbage", &["not a GGUF or safetensors file"]),
+        ("garbage", &["not a GGUF, safetensors or PyTorch file"]),
         (
             "truncated",
             &["reading the body after 131072 of 262144 bytes"],

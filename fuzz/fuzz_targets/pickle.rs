@@ -1,9 +1,9 @@
-//! The pickle scanner (raw pickles and zip-wrapped PyTorch checkpoints) on arbitrary bytes:
-//! never a panic, never unpickled.
+//! The pickle import scanner (raw pickles and zip-wrapped PyTorch checkpoints) on arbitrary
+//! bytes: never a panic, never unpickled.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = weight_inspect::formats::pickle::sniff(data);
+    let _ = weight_inspect::formats::pytorch::sniff(data);
 });

@@ -91,7 +91,7 @@ fn header(report: &CiReport) -> String {
     if report.files.is_empty() {
         let _ = writeln!(
             out,
-            "No GGUF or safetensors file changed between {} and {}.",
+            "No GGUF, safetensors or PyTorch file changed between {} and {}.",
             rev(&report.base),
             rev(&report.head)
         );

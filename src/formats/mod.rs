@@ -4,7 +4,7 @@
 
 pub mod gguf;
 pub(crate) mod limits;
-pub mod pickle;
+pub mod pytorch;
 pub mod safetensors;
 pub mod wdelta;
 

@@ -235,6 +235,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             alignment: None,
             big_endian: false,
             files: None,
+            views: None,
         },
     })
 }

@@ -278,7 +278,8 @@ fn model_key(
     if let Some(name) = SplitName::parse(file) {
         return key(KeyKind::Split(name.base));
     }
-    if !file.to_ascii_lowercase().ends_with(".safetensors") {
+    let lower = file.to_ascii_lowercase();
+    if !lower.ends_with(".safetensors") && !lower.ends_with(".bin") {
         return Ok(None);
     }
     for snapshot in snapshots {

@@ -194,7 +194,7 @@ impl ModelSide {
             } => match content {
                 Content::Model(_) => None,
                 Content::Other { .. } => Some(format!(
-                    "not a GGUF or safetensors file ({size} bytes, sha256:{})",
+                    "not a GGUF, safetensors or PyTorch file ({size} bytes, sha256:{})",
                     sha256.as_deref().unwrap_or_default()
                 )),
                 Content::Invalid { error, .. } => {

@@ -28,7 +28,7 @@ use crate::render::escape::{quoted, shown};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
-pub const HEADER: &str = "weight-inspect textconv 2";
+pub const HEADER: &str = "weight-inspect textconv 3";
 
 /// Arrays up to this many elements (and [`INLINE_WIDTH`] characters) are shown in full.
 const INLINE_ELEMENTS: usize = 16;
@@ -122,7 +122,7 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
         } => {
             let _ = writeln!(
                 out,
-                "content: not a GGUF or safetensors file, {size} bytes, sha256:{}",
+                "content: not a GGUF, safetensors or PyTorch file, {size} bytes, sha256:{}",
                 sha256.as_deref().unwrap_or_default()
             );
         }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::config::{Effective, Expected, FormatName, Policy, Rule, Sourced};
+use super::config::{Effective, Expected, Policy, Rule, Sourced, format_policy_name};
 use super::error::PolicyError;
 use super::subject::{Judged, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
@@ -197,7 +197,7 @@ impl Evaluation<'_, '_> {
                 forbid
                     .value
                     .iter()
-                    .map(|f| f.as_str())
+                    .map(|f| format_policy_name(*f))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -224,7 +224,7 @@ impl Evaluation<'_, '_> {
                     "format",
                     first_rule,
                     format!(
-                        "a readable GGUF or safetensors file (for {})",
+                        "a readable GGUF, safetensors or PyTorch file (for {})",
                         keys.join(", ")
                     ),
                     shown(&content.describe()).into_owned(),
@@ -278,16 +278,11 @@ impl Evaluation<'_, '_> {
 }
 
 /// The format `forbid_formats` names the content by, if it is one of them.
-fn format_of(judged: &Judged) -> Option<FormatName> {
-    let name = |format: &Format| match format {
-        Format::Gguf => FormatName::Gguf,
-        Format::Safetensors => FormatName::Safetensors,
-    };
-    match (&judged.content, &judged.pickle) {
-        (Content::Model(a), _) => Some(name(&a.format)),
-        (Content::Invalid { format, .. }, _) => Some(name(format)),
-        (Content::Other { .. }, Some(_)) => Some(FormatName::Pickle),
-        (Content::Other { .. }, None) => None,
+fn format_of(judged: &Judged) -> Option<Format> {
+    match &judged.content {
+        Content::Model(a) => Some(a.format),
+        Content::Invalid { format, .. } => Some(*format),
+        Content::Other { .. } => None,
     }
 }
 

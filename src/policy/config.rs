@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::error::PolicyError;
+use crate::artifact::Format;
 
 /// Name of the policy file at the repository root.
 pub const POLICY_FILE: &str = ".weight-inspect.toml";
@@ -46,23 +47,29 @@ impl Rule {
     }
 }
 
-/// Formats `forbid_formats` can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FormatName {
-    Pickle,
-    Gguf,
-    Safetensors,
+/// How a policy names a format: `gguf`, `safetensors`, and `pickle` for PyTorch checkpoints and
+/// every other pickle (`pytorch` is accepted too).
+pub(crate) fn format_policy_name(format: Format) -> &'static str {
+    match format {
+        Format::Pytorch => "pickle",
+        other => other.name(),
+    }
 }
 
-impl FormatName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FormatName::Pickle => "pickle",
-            FormatName::Gguf => "gguf",
-            FormatName::Safetensors => "safetensors",
-        }
-    }
+fn format_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Format>>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "gguf" => Ok(Format::Gguf),
+            "safetensors" => Ok(Format::Safetensors),
+            "pickle" | "pytorch" => Ok(Format::Pytorch),
+            other => Err(de::Error::custom(format!(
+                "unknown format {other:?}; expected one of gguf, safetensors, pickle"
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// A metadata value required by `required_metadata`, as written in the policy.
@@ -87,7 +94,7 @@ pub struct Settings {
     pub max_parameters: Option<u64>,
     pub max_file_size: Option<u64>,
     pub require_lfs: Option<bool>,
-    pub forbid_formats: Option<Vec<FormatName>>,
+    pub forbid_formats: Option<Vec<Format>>,
 }
 
 /// A setting together with the rule it came from.
@@ -118,7 +125,7 @@ pub struct Effective<'a> {
     pub max_parameters: Option<Sourced<'a, u64>>,
     pub max_file_size: Option<Sourced<'a, u64>>,
     pub require_lfs: Option<Sourced<'a, bool>>,
-    pub forbid_formats: Option<Sourced<'a, Vec<FormatName>>>,
+    pub forbid_formats: Option<Sourced<'a, Vec<Format>>>,
 }
 
 impl Effective<'_> {
@@ -267,8 +274,8 @@ struct RawRule {
     max_file_size: Option<u64>,
     #[serde(default)]
     require_lfs: Option<bool>,
-    #[serde(default)]
-    forbid_formats: Option<Vec<FormatName>>,
+    #[serde(default, deserialize_with = "format_list")]
+    forbid_formats: Option<Vec<Format>>,
 }
 
 impl RawRule {
@@ -615,7 +622,7 @@ forbid_formats = ["pickle"]
             e.required_metadata.unwrap().value.get("format"),
             Some(&Expected::Equals(toml::Value::String("pt".into())))
         );
-        assert_eq!(e.forbid_formats.unwrap().value, &vec![FormatName::Pickle]);
+        assert_eq!(e.forbid_formats.unwrap().value, &vec![Format::Pytorch]);
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub enum PolicyError {
     /// `policy pin` without paths, and no path pinned yet.
     #[error("{shown} pins no path yet: name the model files to pin")]
     NothingPinned { shown: String },
-    #[error("no GGUF or safetensors file to pin")]
+    #[error("no GGUF, safetensors or PyTorch file to pin")]
     NoModelToPin,
     /// One file cannot be judged (or pinned); the path is shown escaped.
     #[error("{}: {reason}", shown(.path))]
@@ -90,7 +90,7 @@ pub enum PolicyError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FileReason {
     /// `policy pin` of a file that is not a model.
-    #[error("not a readable GGUF or safetensors file: {found}")]
+    #[error("not a readable GGUF, safetensors or PyTorch file: {found}")]
     NotAModel { found: String },
     /// `require_lfs` on a work-tree file outside a repository.
     #[error("cannot evaluate require_lfs outside a git repository")]

@@ -18,7 +18,8 @@ use gix::ObjectId;
 
 use super::error::{FileReason, PolicyError};
 use crate::artifact::Artifact;
-use crate::formats::pickle::{self, PickleReport};
+use crate::artifact::Format;
+use crate::formats::pytorch::{self, PickleReport};
 use crate::git::Pointer;
 use crate::git::{Entry, link_target};
 use crate::git::{GitError, RemoteOptions, SideReader};
@@ -75,8 +76,8 @@ pub enum Storage {
     Git { why: String },
 }
 
-/// What a judged file is: the core's classification of its content and, for content of
-/// none of the model formats, the pickle checkpoint it may be (listed with what it imports).
+/// What a judged file is: the core's classification of its content and, for a pickle (a
+/// PyTorch checkpoint, or one the reader refuses), what it imports.
 pub(crate) struct Judged {
     pub(crate) content: Content,
     pub(crate) pickle: Option<PickleReport>,
@@ -84,10 +85,12 @@ pub(crate) struct Judged {
 
 impl Judged {
     fn new(content: Content, bytes: &[u8]) -> Judged {
-        let pickle = match &content {
-            Content::Other { .. } => pickle::sniff(bytes),
-            _ => None,
+        let is_pickle = match &content {
+            Content::Model(a) => a.format == Format::Pytorch,
+            Content::Invalid { format, .. } => *format == Format::Pytorch,
+            Content::Other { .. } => false,
         };
+        let pickle = is_pickle.then(|| pytorch::sniff(bytes)).flatten();
         Judged { content, pickle }
     }
 
@@ -98,12 +101,12 @@ impl Judged {
     /// What the content is, for a violation's `found`.
     pub(crate) fn describe(&self) -> String {
         match (&self.content, &self.pickle) {
-            (Content::Model(a), _) => a.format.name().to_string(),
-            (Content::Invalid { format, error }, _) => {
+            (Content::Model(_) | Content::Invalid { .. }, Some(report)) => report.describe(),
+            (Content::Model(a), None) => a.format.name().to_string(),
+            (Content::Invalid { format, error }, None) => {
                 format!("an unreadable {} file ({error})", format.name())
             }
-            (Content::Other { .. }, Some(report)) => report.describe(),
-            (Content::Other { first_bytes }, None) => {
+            (Content::Other { first_bytes }, _) => {
                 format!("neither GGUF, safetensors nor pickle (first bytes {first_bytes})")
             }
         }
@@ -366,7 +369,7 @@ pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
     }
 }
 
-/// Whether a subject is a GGUF or safetensors file by its first bytes (an LFS pointer counts
+/// Whether a subject is a model file (GGUF, safetensors, PyTorch) by its first bytes (an LFS pointer counts
 /// by its object, when present). A refused subject is none.
 pub(crate) fn is_model(subject: &Subject<'_>) -> Result<bool> {
     match subject.origin {

@@ -5,35 +5,39 @@ use std::collections::BTreeMap;
 
 use super::split::{self, SPLIT_COUNT, SPLIT_KEYS, SPLIT_NO, SPLIT_TENSORS_COUNT};
 use super::{Directory, Index, ShardError, expect_format};
-use crate::artifact::{Artifact, Format, Layout, ModelFiles, PartLayout, Scheme, Tensors};
+use crate::artifact::{
+    Artifact, Format, Layout, ModelFiles, PartLayout, Scheme, StridedView, Tensors,
+};
 
-/// Safetensors shards named by `index`, in the order of `Index::shard_files`.
-pub(super) fn safetensors(
+/// Shards of `format` (safetensors, PyTorch) named by `index`, in the order of
+/// `Index::shard_files`.
+pub(super) fn indexed(
     dir: &dyn Directory,
     index_file: &str,
     index: &Index,
     parts: Vec<(String, Artifact)>,
+    format: Format,
 ) -> Result<Artifact, ShardError> {
     let index_label = dir.label(index_file);
+    let scheme = match format {
+        Format::Pytorch => Scheme::PytorchIndex,
+        _ => Scheme::SafetensorsIndex,
+    };
     let Some((first_file, first)) = parts.first() else {
         // An index with an empty weight_map: a model without tensors, and no file holds it.
         return Ok(merged(
-            Format::Safetensors,
+            format,
             None,
             BTreeMap::new(),
             Tensors::default(),
-            files(
-                Scheme::SafetensorsIndex,
-                Some(index_file),
-                Vec::new(),
-                Vec::new(),
-            ),
+            files(scheme, Some(index_file), Vec::new(), Vec::new()),
+            None,
             None,
         ));
     };
     let (first_file, metadata) = (first_file.clone(), first.metadata.clone());
     for (file, artifact) in &parts {
-        expect_format(dir, file, artifact, Format::Safetensors)?;
+        expect_format(dir, file, artifact, format)?;
         if artifact.metadata != metadata {
             return Err(ShardError::MetadataMismatch {
                 file: dir.label(file),
@@ -72,6 +76,7 @@ pub(super) fn safetensors(
         }
     }
     let (tensors, part_layouts, tensor_parts) = join_tensors(dir, &parts)?;
+    let views = join_views(&parts, &tensors);
     let actual: u64 = tensors.values().map(|t| t.byte_length).sum();
     if let Some(declared) = index.total_size
         && declared != actual
@@ -83,18 +88,33 @@ pub(super) fn safetensors(
         });
     }
     Ok(merged(
-        Format::Safetensors,
+        format,
         None,
         metadata,
         tensors,
-        files(
-            Scheme::SafetensorsIndex,
-            Some(index_file),
-            part_layouts,
-            tensor_parts,
-        ),
+        files(scheme, Some(index_file), part_layouts, tensor_parts),
         None,
+        views,
     ))
+}
+
+/// The strided views of the parts' tensors, at their positions in the joined table.
+fn join_views(parts: &[(String, Artifact)], tensors: &Tensors) -> Option<Vec<Option<Box<StridedView>>>> {
+    if parts.iter().all(|(_, a)| a.layout.views.is_none()) {
+        return None;
+    }
+    let mut views = vec![None; tensors.len()];
+    for (_, artifact) in parts {
+        let Some(part_views) = &artifact.layout.views else {
+            continue;
+        };
+        for ((name, _), view) in artifact.tensors.iter().zip(part_views) {
+            if let (Some(view), Some(position)) = (view, tensors.position(name)) {
+                views[position] = Some(view.clone());
+            }
+        }
+    }
+    Some(views)
 }
 
 /// GGUF parts 1..N in order.
@@ -205,6 +225,7 @@ pub(super) fn gguf(
         tensors,
         files(Scheme::GgufSplit, None, part_layouts, tensor_parts),
         alignment,
+        None,
     ))
 }
 
@@ -278,6 +299,7 @@ fn merged(
     tensors: Tensors,
     files: ModelFiles,
     alignment: Option<u64>,
+    views: Option<Vec<Option<Box<StridedView>>>>,
 ) -> Artifact {
     let sum = |f: fn(&PartLayout) -> u64| files.parts.iter().map(f).sum::<u64>();
     let layout = Layout {
@@ -288,6 +310,7 @@ fn merged(
         alignment,
         big_endian: false,
         files: None,
+        views,
     };
     Artifact {
         format,

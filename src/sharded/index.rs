@@ -1,5 +1,6 @@
-//! `*.safetensors.index.json`, as transformers and huggingface_hub write it:
-//! `{"metadata": {"total_size": N, ...}, "weight_map": {"tensor": "shard file", ...}}`.
+//! `*.safetensors.index.json` and `*.bin.index.json`, as transformers and huggingface_hub
+//! write them: `{"metadata": {"total_size": N, ...}, "weight_map": {"tensor": "shard file",
+//! ...}}`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -8,8 +9,14 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 
 use super::ShardError;
 
-/// The suffix that names an index file.
-pub const INDEX_SUFFIX: &str = ".safetensors.index.json";
+use crate::artifact::Format;
+
+/// The suffixes that name index files, the format of the shards each indexes, and the
+/// extension those shards have.
+const INDEX_SUFFIXES: &[(&str, Format, &str)] = &[
+    (".safetensors.index.json", Format::Safetensors, ".safetensors"),
+    (".bin.index.json", Format::Pytorch, ".bin"),
+];
 
 /// Index files are small (a 70B model's is about 60 KB); this bounds what is read of one.
 pub const MAX_INDEX_BYTES: u64 = 64 << 20;
@@ -34,7 +41,16 @@ impl Index {
 }
 
 pub fn is_index_name(file: &str) -> bool {
-    file.len() > INDEX_SUFFIX.len() && file.ends_with(INDEX_SUFFIX)
+    index_kind(file).is_some()
+}
+
+/// For an index file name: the name before its suffix, the format of its shards, and their
+/// extension (`model.safetensors.index.json` → `model`, safetensors, `.safetensors`).
+pub fn index_kind(file: &str) -> Option<(&str, Format, &'static str)> {
+    INDEX_SUFFIXES.iter().find_map(|(suffix, format, extension)| {
+        let prefix = file.strip_suffix(suffix).filter(|p| !p.is_empty())?;
+        Some((prefix, *format, *extension))
+    })
 }
 
 /// Parses an index file's bytes; `file` names it in errors.

@@ -31,7 +31,7 @@ pub trait Directory {
 /// A model a directory holds, as its files name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Candidate {
-    /// A `*.safetensors.index.json` and the shards it names.
+    /// An index (`*.safetensors.index.json`, `*.bin.index.json`) and the shards it names.
     Index(String),
     /// The parts of a split GGUF.
     Split(SplitName),
@@ -73,7 +73,7 @@ pub fn candidates(file_names: &[String]) -> Vec<Candidate> {
                 }
                 None => out.push(Candidate::Single(file.clone())),
             },
-            Some(crate::artifact::Format::Safetensors)
+            Some(crate::artifact::Format::Safetensors | crate::artifact::Format::Pytorch)
                 if !indexes.iter().any(|index| shard_of_index_name(file, index)) =>
             {
                 out.push(Candidate::Single(file.clone()));
@@ -85,14 +85,15 @@ pub fn candidates(file_names: &[String]) -> Vec<Candidate> {
     out
 }
 
-/// Whether a safetensors file is named as a shard of the model an index names: the index
-/// `P.safetensors.index.json` has shards `P-00001-of-0000N.safetensors`.
+/// Whether a file is named as a shard of the model an index names: the index
+/// `P.safetensors.index.json` has shards `P-00001-of-0000N.safetensors`, and
+/// `P.bin.index.json` has `P-00001-of-0000N.bin`.
 pub fn shard_of_index_name(file: &str, index_file: &str) -> bool {
-    let Some(prefix) = index_file.strip_suffix(index::INDEX_SUFFIX) else {
+    let Some((prefix, _, extension)) = index::index_kind(index_file) else {
         return false;
     };
     let Some(rest) = file
-        .strip_suffix(".safetensors")
+        .strip_suffix(extension)
         .and_then(|stem| stem.strip_prefix(prefix))
         .and_then(|rest| rest.strip_prefix('-'))
     else {
@@ -163,7 +164,8 @@ pub fn open_index(
         }
     }
     let parts = read_parts(dir, &files)?;
-    assemble::safetensors(dir, index_file, &index, parts)
+    let format = index::index_kind(index_file).map_or(Format::Safetensors, |(_, f, _)| f);
+    assemble::indexed(dir, index_file, &index, parts, format)
 }
 
 /// Opens a split GGUF from the name of any of its parts; `known` is a part already read.

@@ -90,12 +90,14 @@ pub fn name_note(file: &str) -> Option<String> {
             name.model_name()
         ));
     }
-    let stem = strip_suffix_ignore_case(file, ".safetensors")?;
+    let (stem, format) = strip_suffix_ignore_case(file, ".safetensors")
+        .map(|s| (s, "safetensors"))
+        .or_else(|| strip_suffix_ignore_case(file, ".bin").map(|s| (s, "PyTorch")))?;
     let (rest, count) = stem.rsplit_once("-of-")?;
     let (_, number) = rest.rsplit_once('-')?;
     let (number, count) = (part_number(number)?, part_number(count)?);
     (number >= 1 && number <= count)
-        .then(|| format!("shard {number} of {count} of a sharded safetensors model"))
+        .then(|| format!("shard {number} of {count} of a sharded {format} model"))
 }
 
 /// The non-negative integer value of `key`: None when absent, Err(type or sign) when it is not

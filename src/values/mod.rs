@@ -218,6 +218,11 @@ impl<'a> Side<'a> {
         }
     }
 
+    /// The strided view of the tensor at `position`, when it has one (PyTorch checkpoints).
+    fn view_at(&self, position: usize) -> Option<&'a crate::artifact::StridedView> {
+        self.artifact.layout.views.as_ref()?.get(position)?.as_deref()
+    }
+
     /// The bytes of the file holding the tensor at `position` of the tensor table.
     fn file_at(&self, position: usize) -> Result<&'a ModelBytes, ValuesError> {
         let part = match &self.artifact.layout.files {
@@ -231,13 +236,71 @@ impl<'a> Side<'a> {
     }
 }
 
+/// A tensor's bytes: one run, or (a strided view of a PyTorch storage) elements spread over
+/// its storage.
+enum TensorBytes<'a> {
+    Run(&'a [u8]),
+    Strided {
+        storage: &'a [u8],
+        /// The storage element of the tensor's first element.
+        first: u64,
+        shape: &'a [u64],
+        stride: &'a [u64],
+        elem: usize,
+    },
+}
+
+impl TensorBytes<'_> {
+    /// The bytes of elements [start, end) in row-major order: a slice of the run, or the
+    /// strided elements gathered into `scratch`.
+    fn elements<'s>(
+        &'s self,
+        codec: &dequant::Codec,
+        start: u64,
+        end: u64,
+        scratch: &'s mut Vec<u8>,
+    ) -> &'s [u8] {
+        match self {
+            TensorBytes::Run(bytes) => byte_range(bytes, codec, start, end),
+            TensorBytes::Strided {
+                storage,
+                first,
+                shape,
+                stride,
+                elem,
+            } => {
+                scratch.clear();
+                for i in start..end {
+                    // Row-major index i to its storage element.
+                    let mut rest = i;
+                    let mut at = *first;
+                    for (&size, &step) in shape.iter().zip(stride.iter()).rev() {
+                        at += (rest % size) * step;
+                        rest /= size;
+                    }
+                    let at = at as usize * elem;
+                    scratch.extend_from_slice(&storage[at..at + elem]);
+                }
+                scratch
+            }
+        }
+    }
+
+    fn run(&self) -> Option<&[u8]> {
+        match self {
+            TensorBytes::Run(bytes) => Some(bytes),
+            TensorBytes::Strided { .. } => None,
+        }
+    }
+}
+
 /// A tensor pair to compare by value.
 struct Pair<'a> {
     index: usize,
     old_file: &'a ModelBytes,
     new_file: &'a ModelBytes,
-    old: &'a [u8],
-    new: &'a [u8],
+    old: TensorBytes<'a>,
+    new: TensorBytes<'a>,
     old_codec: dequant::Codec,
     new_codec: dequant::Codec,
     elements: u64,
@@ -286,8 +349,8 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
                     index,
                     old_file,
                     new_file,
-                    old: checked_range(old_file, name, a, &ca)?,
-                    new: checked_range(new_file, name, b, &cb)?,
+                    old: tensor_bytes(old_file, name, a, &ca, old.view_at(old_position))?,
+                    new: tensor_bytes(new_file, name, b, &cb, new.view_at(new_position))?,
                     old_codec: ca,
                     new_codec: cb,
                     elements: n_old,
@@ -324,7 +387,12 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     // Same bytes, same values: a memcmp decides, without arithmetic.
     let identical: Vec<bool> = pairs
         .par_iter()
-        .map(|p| p.same_dtype && same_bytes(p.old_file, p.new_file, p.old, p.new))
+        .map(|p| match (p.old.run(), p.new.run()) {
+            (Some(old), Some(new)) => {
+                p.same_dtype && same_bytes(p.old_file, p.new_file, old, new)
+            }
+            _ => false,
+        })
         .collect();
     for (index, old_file, new_file, a, b) in &byte_pairs {
         diff.tensors[*index].changed = !same_bytes(old_file, new_file, a, b);
@@ -335,7 +403,9 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             diff.tensors[pair.index].stats = Some(ValueStats::identical());
             continue;
         }
-        diff.tensors[pair.index].changed = true;
+        // A strided view is not compared byte for byte: its values decide.
+        diff.tensors[pair.index].changed = pair.old.run().is_some() && pair.new.run().is_some()
+            || !pair.same_dtype;
         let mut start = 0;
         while start < pair.elements {
             let end = (start + PIECE).min(pair.elements);
@@ -348,14 +418,23 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     let pieces: Vec<(usize, Sums)> = work
         .par_iter()
         .map_init(
-            || (vec![0f64; STRIDE as usize], vec![0f64; STRIDE as usize]),
-            |(buf_old, buf_new), &(pair, start, end)| {
-                let sums = compare_piece(pair, start, end, buf_old, buf_new);
+            || Buffers {
+                old: vec![0f64; STRIDE as usize],
+                new: vec![0f64; STRIDE as usize],
+                old_bytes: Vec::new(),
+                new_bytes: Vec::new(),
+            },
+            |buffers, &(pair, start, end)| {
+                let sums = compare_piece(pair, start, end, buffers);
                 progress.inc(1);
-                pair.old_file
-                    .release(byte_range(pair.old, &pair.old_codec, start, end));
-                pair.new_file
-                    .release(byte_range(pair.new, &pair.new_codec, start, end));
+                if let Some(old) = pair.old.run() {
+                    pair.old_file
+                        .release(byte_range(old, &pair.old_codec, start, end));
+                }
+                if let Some(new) = pair.new.run() {
+                    pair.new_file
+                        .release(byte_range(new, &pair.new_codec, start, end));
+                }
                 (pair.index, sums)
             },
         )
@@ -366,10 +445,43 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     }
     for (tensor, total) in diff.tensors.iter_mut().zip(totals) {
         if let Some(total) = total {
-            tensor.stats = Some(ValueStats::from_sums(&total));
+            let stats = ValueStats::from_sums(&total);
+            tensor.changed |= stats.changed_elements > 0;
+            tensor.stats = Some(stats);
         }
     }
     Ok(diff)
+}
+
+/// A tensor's bytes: its run, checked as [`checked_range`] does, or for a strided view its
+/// storage, checked to lie inside the file.
+fn tensor_bytes<'a>(
+    bytes: &'a ModelBytes,
+    name: &str,
+    info: &'a TensorInfo,
+    codec: &dequant::Codec,
+    view: Option<&'a crate::artifact::StridedView>,
+) -> Result<TensorBytes<'a>, ValuesError> {
+    let Some(view) = view else {
+        return Ok(TensorBytes::Run(checked_range(bytes, name, info, codec)?));
+    };
+    let storage = bytes.range(name, view.storage_start, view.storage_bytes)?;
+    let elem = codec.type_size;
+    Ok(TensorBytes::Strided {
+        storage,
+        first: info.file_offset.saturating_sub(view.storage_start) / elem.max(1),
+        shape: &info.shape,
+        stride: &view.stride,
+        elem: elem as usize,
+    })
+}
+
+/// A worker's buffers: decoded values, and gathered bytes of strided views.
+struct Buffers {
+    old: Vec<f64>,
+    new: Vec<f64>,
+    old_bytes: Vec<u8>,
+    new_bytes: Vec<u8>,
 }
 
 /// The tensor's bytes, after checking that its byte length is what its dtype and element count
@@ -418,20 +530,20 @@ fn same_bytes(old_file: &ModelBytes, new_file: &ModelBytes, old: &[u8], new: &[u
     true
 }
 
-fn compare_piece(
-    pair: &Pair,
-    start: u64,
-    end: u64,
-    buf_old: &mut [f64],
-    buf_new: &mut [f64],
-) -> Sums {
+fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Sums {
+    let Buffers {
+        old: buf_old,
+        new: buf_new,
+        old_bytes,
+        new_bytes,
+    } = buffers;
     let mut sums = Sums::default();
     let mut at = start;
     while at < end {
         let to = (at + STRIDE).min(end);
         let n = (to - at) as usize;
-        let raw_old = byte_range(pair.old, &pair.old_codec, at, to);
-        let raw_new = byte_range(pair.new, &pair.new_codec, at, to);
+        let raw_old = pair.old.elements(&pair.old_codec, at, to, old_bytes);
+        let raw_new = pair.new.elements(&pair.new_codec, at, to, new_bytes);
         (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
         let part = if pair.same_dtype && raw_old == raw_new {
             Sums::unchanged(&buf_old[..n])

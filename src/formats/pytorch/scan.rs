@@ -1,32 +1,148 @@
-//! Recognizes PyTorch pickle checkpoints by their bytes and lists the globals they import.
-//!
-//! Nothing is ever unpickled: loading a pickle runs whatever callables it names (`os.system`
-//! included), which is why policies forbid them. The scanner walks the opcode stream, skipping
-//! every argument by its declared length, and records the `module.name` pairs that GLOBAL, INST
-//! and STACK_GLOBAL would import. Two containers are recognized:
-//! - a zip archive holding `data.pkl` (PyTorch ≥ 1.6 `torch.save`; entries are stored
-//!   uncompressed, so the pickle is read in place), found through the central directory;
-//! - a raw pickle of protocol 2 or later (legacy `torch.save`, which writes several pickles
-//!   back to back followed by raw storage bytes).
+//! The import scanner behind the policy's view of pickle checkpoints: it lists the globals a
+//! pickle would import (what GLOBAL, INST and STACK_GLOBAL name) without interpreting anything
+//! else, so it describes every pickle — a checkpoint the reader refuses included. Two
+//! containers are recognized: a zip archive holding `data.pkl` (PyTorch ≥ 1.6), and a raw
+//! pickle of protocol 2 or later (legacy `torch.save` writes several back to back, followed by
+//! raw storage bytes).
 //!
 //! Work is linear in the bytes scanned, the number of imports kept is capped, and nothing is
 //! allocated by a count read from the file.
-//!
-//! `zip.rs` finds the members of a zip archive, `opcodes.rs` walks a pickle stream, and
-//! `allowlist.rs` tells the imports a tensor checkpoint needs from the ones a reviewer should
-//! look at.
 
-mod allowlist;
-mod opcodes;
-mod zip;
+use std::collections::{HashMap, HashSet};
 
-use opcodes::Scanner;
-use zip::ZipEntry;
+use super::allowlist;
+use super::opcodes::{Lexer, Op};
+use super::zip::{self, Member};
 
 /// Imports beyond this many distinct names are counted but not listed.
 const MAX_IMPORTS: usize = 256;
 /// Raw pickles following one another (legacy torch.save writes five).
 const MAX_STREAMS: usize = 16;
+
+/// Memoized strings kept to resolve STACK_GLOBAL arguments fetched back from the memo.
+const MAX_MEMO_STRINGS: usize = 4096;
+/// Strings longer than this are not module or attribute names; they are not kept.
+const MAX_NAME_LEN: usize = 512;
+
+/// Tracks just enough of the stack (the last two pushed strings, and strings stored in the
+/// memo) to name what STACK_GLOBAL imports.
+#[derive(Default)]
+struct Scanner {
+    imports: Vec<String>,
+    seen: HashSet<String>,
+    omitted: usize,
+    /// Opcodes read so far, over every stream.
+    opcodes: u64,
+    /// The two most recent stack pushes, when they were strings (None: something else).
+    recent: [Option<String>; 2],
+    memo: HashMap<u64, String>,
+    /// Number of memo slots assigned so far (MEMOIZE uses it as the next index).
+    memo_len: u64,
+}
+
+impl Scanner {
+    fn finish(self, container: Container, incomplete: Option<String>) -> PickleReport {
+        PickleReport {
+            container,
+            imports: self.imports,
+            imports_omitted: self.omitted,
+            incomplete,
+        }
+    }
+
+    fn import(&mut self, module: &str, name: &str) {
+        let full = if module.is_empty() {
+            name.to_string()
+        } else {
+            format!("{module}.{name}")
+        };
+        if self.seen.contains(&full) {
+            return;
+        }
+        if self.imports.len() >= MAX_IMPORTS {
+            self.omitted += 1;
+        } else {
+            self.imports.push(full.clone());
+        }
+        self.seen.insert(full);
+    }
+
+    fn push(&mut self, value: Option<String>) {
+        self.recent[0] = self.recent[1].take();
+        self.recent[1] = value;
+    }
+
+    fn push_str(&mut self, raw: &[u8]) {
+        let value = (raw.len() <= MAX_NAME_LEN)
+            .then(|| std::str::from_utf8(raw).ok().map(str::to_string))
+            .flatten();
+        self.push(value);
+    }
+
+    fn memo_put(&mut self, index: u64) {
+        self.memo_len = self.memo_len.max(index.saturating_add(1));
+        match &self.recent[1] {
+            Some(s) if self.memo.len() < MAX_MEMO_STRINGS || self.memo.contains_key(&index) => {
+                self.memo.insert(index, s.clone());
+            }
+            _ => {
+                self.memo.remove(&index);
+            }
+        }
+    }
+
+    /// Scans one pickle stream starting at `start`; returns the offset just past its STOP.
+    fn run(&mut self, bytes: &[u8], start: usize) -> Result<usize, String> {
+        self.recent = [None, None];
+        self.memo.clear();
+        self.memo_len = 0;
+        let mut lexer = Lexer::new(bytes, start);
+        loop {
+            let offset = lexer.position();
+            let (at, op) = match lexer.next_op() {
+                None => return Err(format!("no STOP opcode before the end (offset {offset})")),
+                Some(result) => result.map_err(|e| e.to_string())?,
+            };
+            self.opcodes += 1;
+            match op {
+                Op::Stop => return Ok(lexer.position()),
+                Op::Proto(_) | Op::Frame => {}
+                Op::Dup => {
+                    let top = self.recent[1].clone();
+                    self.push(top);
+                }
+                Op::Memoize => {
+                    let index = self.memo_len;
+                    self.memo_put(index);
+                }
+                Op::Put(index) => self.memo_put(index),
+                Op::Get(index) => {
+                    let value = self.memo.get(&index).cloned();
+                    self.push(value);
+                }
+                Op::Str(s) | Op::Bytes8(s) => self.push_str(s),
+                Op::Ext(code) => {
+                    self.import("", &format!("<copyreg extension {code}>"));
+                    self.push(None);
+                }
+                Op::Global { module, name } | Op::Inst { module, name } => {
+                    let module = String::from_utf8_lossy(module).into_owned();
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    self.import(&module, &name);
+                    self.push(None);
+                }
+                Op::StackGlobal => {
+                    match (self.recent[0].take(), self.recent[1].take()) {
+                        (Some(module), Some(name)) => self.import(&module, &name),
+                        _ => self.import("", &format!("<unresolved STACK_GLOBAL at offset {at}>")),
+                    }
+                    self.push(None);
+                }
+                _ => self.push(None),
+            }
+        }
+    }
+}
 
 /// How the pickle was wrapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,14 +255,12 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
 }
 
 fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
-    let entries = zip::entries(bytes)?;
-    let data_pkl = entries
-        .iter()
-        .find(|e| e.name == "data.pkl" || e.name.ends_with("/data.pkl"))?;
+    let entries = zip::members(bytes).ok()??.members;
+    let data_pkl = entries.iter().find(|e| zip::is_data_pkl(&e.name))?;
     let mut scan = Scanner::default();
     let mut incomplete = None;
     // Scan data.pkl first, then any other pickle members (TorchScript's constants.pkl...).
-    let mut order: Vec<&ZipEntry> = vec![data_pkl];
+    let mut order: Vec<&Member> = vec![data_pkl];
     order.extend(
         entries
             .iter()
@@ -155,6 +269,7 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
     for entry in order {
         let result = entry
             .stored_data(bytes)
+            .map_err(|e| e.to_string())
             .and_then(|data| scan.run(data, 0).map(|_| ()));
         if let Err(err) = result {
             incomplete.get_or_insert(format!("{}: {err}", entry.name));

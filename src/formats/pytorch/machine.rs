@@ -1,0 +1,423 @@
+//! A restricted pickle machine: it interprets the opcodes of protocols 0–5 and builds only the
+//! values a state dict is made of — None, booleans, numbers, strings, bytes, tuples, lists,
+//! dicts, sets — plus the few globals `torch.save` names for dense tensors, which are
+//! recognized by name ([`super::torch::Global`]) and never looked up or called: this is Rust,
+//! there is nothing to call. Any other global is refused at the opcode that names it, with its
+//! `module.name` and offset.
+//!
+//! Values are shared, never copied (DUP, the memo and references are reference counts), so the
+//! memory a pickle can make the machine use is linear in its length, whatever it repeats.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::PytorchError;
+use super::opcodes::{Lexer, Long, Op};
+use super::torch::{self, Global};
+
+/// A value on the machine's stack.
+#[derive(Debug, Clone)]
+pub(super) enum Object {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer that does not fit an i64: kept only as such.
+    BigInt,
+    Float(f64),
+    Str(Rc<str>),
+    /// Bytes: kept only as such (never a name, a tensor or a plain value).
+    Bytes,
+    Tuple(Rc<[Object]>),
+    List(Rc<RefCell<Vec<Object>>>),
+    Dict(Rc<RefCell<Dict>>),
+    Set(Rc<RefCell<Vec<Object>>>),
+    /// A global `torch.save` names, recognized by name.
+    Global(Global),
+    /// What a recognized global built: a storage, a tensor, an ignored object.
+    Built(Rc<torch::Built>),
+}
+
+/// A dict in insertion order; a key set again keeps its first position (as in Python).
+#[derive(Debug, Default)]
+pub(super) struct Dict {
+    pub(super) items: Vec<(Object, Object)>,
+    index: HashMap<Key, usize>,
+}
+
+/// The keys a dict is indexed by; other keys are kept in order without replacing each other.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Str(Rc<str>),
+    Int(i64),
+    Bool(bool),
+    None,
+}
+
+impl Dict {
+    pub(super) fn set(&mut self, key: Object, value: Object) {
+        let k = match &key {
+            Object::Str(s) => Some(Key::Str(s.clone())),
+            Object::Int(i) => Some(Key::Int(*i)),
+            Object::Bool(b) => Some(Key::Bool(*b)),
+            Object::None => Some(Key::None),
+            _ => None,
+        };
+        if let Some(&position) = k.as_ref().and_then(|k| self.index.get(k)) {
+            self.items[position].1 = value;
+            return;
+        }
+        if let Some(k) = k {
+            self.index.insert(k, self.items.len());
+        }
+        self.items.push((key, value));
+    }
+}
+
+/// Where the machine's storages live: the archive's members (zip layout) or the raw bytes after
+/// the pickles (legacy layout). Called for every persistent id.
+pub(super) trait Storages {
+    fn load(&mut self, pid: &Object, offset: usize) -> Result<Object, PytorchError>;
+}
+
+/// Runs one pickle from `start` to its STOP; returns the object and the offset past STOP.
+/// `stream` names the pickle in errors (`data.pkl`, "the legacy object pickle").
+pub(super) fn run(
+    bytes: &[u8],
+    start: usize,
+    stream: &str,
+    storages: &mut dyn Storages,
+) -> Result<(Object, usize), PytorchError> {
+    let mut machine = Machine {
+        stream,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: HashMap::new(),
+    };
+    let mut lexer = Lexer::new(bytes, start);
+    loop {
+        let offset = lexer.position();
+        let (at, op) = match lexer.next_op() {
+            None => {
+                return Err(PytorchError::Pickle {
+                    stream: stream.to_owned(),
+                    offset,
+                    problem: "the pickle ends before its STOP opcode".to_owned(),
+                });
+            }
+            Some(Err(e)) => {
+                return Err(PytorchError::Pickle {
+                    stream: stream.to_owned(),
+                    offset,
+                    problem: e.to_string(),
+                });
+            }
+            Some(Ok(op)) => op,
+        };
+        if let Op::Stop = op {
+            let value = machine.pop(at)?;
+            return Ok((value, lexer.position()));
+        }
+        machine.step(at, op, storages)?;
+    }
+}
+
+struct Machine<'s> {
+    stream: &'s str,
+    stack: Vec<Object>,
+    marks: Vec<usize>,
+    memo: HashMap<u64, Object>,
+}
+
+impl Machine<'_> {
+    fn error(&self, offset: usize, problem: impl Into<String>) -> PytorchError {
+        PytorchError::Pickle {
+            stream: self.stream.to_owned(),
+            offset,
+            problem: problem.into(),
+        }
+    }
+
+    fn pop(&mut self, at: usize) -> Result<Object, PytorchError> {
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(self.error(at, "pops past a MARK"));
+        }
+        self.stack
+            .pop()
+            .ok_or_else(|| self.error(at, "pops an empty stack"))
+    }
+
+    fn top(&mut self, at: usize) -> Result<&mut Object, PytorchError> {
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(self.error(at, "reads past a MARK"));
+        }
+        let stream = self.stream;
+        self.stack.last_mut().ok_or_else(|| PytorchError::Pickle {
+            stream: stream.to_owned(),
+            offset: at,
+            problem: "reads an empty stack".to_owned(),
+        })
+    }
+
+    /// The items pushed since the last MARK, which is removed.
+    fn pop_mark(&mut self, at: usize) -> Result<Vec<Object>, PytorchError> {
+        let mark = self
+            .marks
+            .pop()
+            .ok_or_else(|| self.error(at, "expects a MARK"))?;
+        Ok(self.stack.split_off(mark))
+    }
+
+    fn step(
+        &mut self,
+        at: usize,
+        op: Op<'_>,
+        storages: &mut dyn Storages,
+    ) -> Result<(), PytorchError> {
+        match op {
+            Op::Proto(_) | Op::Frame | Op::Stop => {}
+            Op::Mark => self.marks.push(self.stack.len()),
+            Op::Pop => {
+                if self.marks.last() == Some(&self.stack.len()) {
+                    // POP right after MARK pops the mark (as CPython does).
+                    self.marks.pop();
+                } else {
+                    self.pop(at)?;
+                }
+            }
+            Op::PopMark => {
+                self.pop_mark(at)?;
+            }
+            Op::Dup => {
+                let top = self.top(at)?.clone();
+                self.stack.push(top);
+            }
+            Op::None => self.stack.push(Object::None),
+            Op::Bool(b) => self.stack.push(Object::Bool(b)),
+            Op::Int(i) => self.stack.push(Object::Int(i)),
+            Op::Long(long) => self.stack.push(long_object(long)),
+            Op::Float(f) => self.stack.push(Object::Float(f)),
+            Op::Str(raw) | Op::Bytes8(raw) => {
+                let text = std::str::from_utf8(raw)
+                    .map_err(|_| self.error(at, "a string that is not UTF-8"))?;
+                self.stack.push(Object::Str(Rc::from(text)));
+            }
+            Op::Bytes(_) => self.stack.push(Object::Bytes),
+            Op::EmptyTuple => self.stack.push(Object::Tuple(Rc::from([]))),
+            Op::Tuple => {
+                let items = self.pop_mark(at)?;
+                self.stack.push(Object::Tuple(Rc::from(items)));
+            }
+            Op::Tuple1 | Op::Tuple2 | Op::Tuple3 => {
+                let n = match op {
+                    Op::Tuple1 => 1,
+                    Op::Tuple2 => 2,
+                    _ => 3,
+                };
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.pop(at)?);
+                }
+                items.reverse();
+                self.stack.push(Object::Tuple(Rc::from(items)));
+            }
+            Op::EmptyList => self.stack.push(Object::List(Rc::default())),
+            Op::List => {
+                let items = self.pop_mark(at)?;
+                self.stack.push(Object::List(Rc::new(RefCell::new(items))));
+            }
+            Op::Append => {
+                let item = self.pop(at)?;
+                self.append(at, vec![item])?;
+            }
+            Op::Appends => {
+                let items = self.pop_mark(at)?;
+                self.append(at, items)?;
+            }
+            Op::EmptyDict => self.stack.push(Object::Dict(Rc::default())),
+            Op::Dict => {
+                let items = self.pop_mark(at)?;
+                let dict = self.pairs_into(at, Dict::default(), items)?;
+                self.stack.push(Object::Dict(Rc::new(RefCell::new(dict))));
+            }
+            Op::SetItem => {
+                let value = self.pop(at)?;
+                let key = self.pop(at)?;
+                self.set_items(at, vec![key, value])?;
+            }
+            Op::SetItems => {
+                let items = self.pop_mark(at)?;
+                self.set_items(at, items)?;
+            }
+            Op::EmptySet => self.stack.push(Object::Set(Rc::default())),
+            Op::AddItems => {
+                let items = self.pop_mark(at)?;
+                match self.top(at)? {
+                    Object::Set(set) => set.borrow_mut().extend(items),
+                    _ => return Err(self.error(at, "ADDITEMS on something that is not a set")),
+                }
+            }
+            Op::FrozenSet => {
+                let items = self.pop_mark(at)?;
+                self.stack.push(Object::Set(Rc::new(RefCell::new(items))));
+            }
+            Op::Global { module, name } | Op::Inst { module, name } => {
+                let (module, name) = (
+                    String::from_utf8_lossy(module).into_owned(),
+                    String::from_utf8_lossy(name).into_owned(),
+                );
+                let global = Global::recognize(&module, &name, at)?;
+                if let Op::Inst { .. } = op {
+                    let args = self.pop_mark(at)?;
+                    let built = torch::call(global, &Object::Tuple(Rc::from(args)), at)?;
+                    self.stack.push(built);
+                } else {
+                    self.stack.push(Object::Global(global));
+                }
+            }
+            Op::StackGlobal => {
+                let name = self.pop(at)?;
+                let module = self.pop(at)?;
+                let (Object::Str(module), Object::Str(name)) = (module, name) else {
+                    return Err(self.error(at, "STACK_GLOBAL without two strings"));
+                };
+                let global = Global::recognize(&module, &name, at)?;
+                self.stack.push(Object::Global(global));
+            }
+            Op::Reduce => {
+                let args = self.pop(at)?;
+                let callable = self.pop(at)?;
+                let Object::Global(global) = callable else {
+                    return Err(self.error(at, "REDUCE calls something that is not a global"));
+                };
+                let built = torch::call(global, &args, at)?;
+                self.stack.push(built);
+            }
+            Op::NewObj => {
+                let args = self.pop(at)?;
+                let class = self.pop(at)?;
+                let Object::Global(global) = class else {
+                    return Err(self.error(at, "NEWOBJ on something that is not a class"));
+                };
+                let built = torch::call(global, &args, at)?;
+                self.stack.push(built);
+            }
+            Op::NewObjEx => {
+                let _kwargs = self.pop(at)?;
+                let args = self.pop(at)?;
+                let class = self.pop(at)?;
+                let Object::Global(global) = class else {
+                    return Err(self.error(at, "NEWOBJ_EX on something that is not a class"));
+                };
+                let built = torch::call(global, &args, at)?;
+                self.stack.push(built);
+            }
+            Op::Obj => {
+                let mut items = self.pop_mark(at)?;
+                if items.is_empty() {
+                    return Err(self.error(at, "OBJ without a class"));
+                }
+                let class = items.remove(0);
+                let Object::Global(global) = class else {
+                    return Err(self.error(at, "OBJ on something that is not a class"));
+                };
+                let built = torch::call(global, &Object::Tuple(Rc::from(items)), at)?;
+                self.stack.push(built);
+            }
+            Op::Build => {
+                // The state of an object: OrderedDict's `_metadata` (module versions), a
+                // parameter's Python attributes. Neither is part of the tensors or values read.
+                let _state = self.pop(at)?;
+                self.top(at)?;
+            }
+            Op::Put(index) => {
+                let top = self.top(at)?.clone();
+                self.memo.insert(index, top);
+            }
+            Op::Memoize => {
+                let top = self.top(at)?.clone();
+                let index = self.memo.len() as u64;
+                self.memo.insert(index, top);
+            }
+            Op::Get(index) => {
+                let value =
+                    self.memo.get(&index).cloned().ok_or_else(|| {
+                        self.error(at, format!("memo entry {index} was never set"))
+                    })?;
+                self.stack.push(value);
+            }
+            Op::BinPersId => {
+                let pid = self.pop(at)?;
+                let storage = storages.load(&pid, at)?;
+                self.stack.push(storage);
+            }
+            Op::PersId(_) => {
+                return Err(self.error(
+                    at,
+                    "a text persistent id (PERSID), which torch never writes",
+                ));
+            }
+            Op::Ext(code) => {
+                return Err(PytorchError::RefusedGlobal {
+                    global: format!("<copyreg extension {code}>"),
+                    offset: at,
+                });
+            }
+            Op::NextBuffer | Op::ReadonlyBuffer => {
+                return Err(self.error(
+                    at,
+                    "out-of-band buffers (protocol 5), which torch never writes",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, at: usize, items: Vec<Object>) -> Result<(), PytorchError> {
+        match self.top(at)? {
+            Object::List(list) => {
+                list.borrow_mut().extend(items);
+                Ok(())
+            }
+            _ => Err(self.error(at, "APPEND to something that is not a list")),
+        }
+    }
+
+    fn set_items(&mut self, at: usize, items: Vec<Object>) -> Result<(), PytorchError> {
+        if !items.len().is_multiple_of(2) {
+            return Err(self.error(at, "SETITEMS with a key and no value"));
+        }
+        let dict = match self.top(at)? {
+            Object::Dict(dict) => dict.clone(),
+            _ => return Err(self.error(at, "SETITEM on something that is not a dict")),
+        };
+        let mut items = items.into_iter();
+        while let (Some(key), Some(value)) = (items.next(), items.next()) {
+            dict.borrow_mut().set(key, value);
+        }
+        Ok(())
+    }
+
+    fn pairs_into(
+        &self,
+        at: usize,
+        mut dict: Dict,
+        items: Vec<Object>,
+    ) -> Result<Dict, PytorchError> {
+        if !items.len().is_multiple_of(2) {
+            return Err(self.error(at, "DICT with a key and no value"));
+        }
+        let mut items = items.into_iter();
+        while let (Some(key), Some(value)) = (items.next(), items.next()) {
+            dict.set(key, value);
+        }
+        Ok(dict)
+    }
+}
+
+fn long_object(long: Long<'_>) -> Object {
+    match long.to_i64() {
+        Some(i) => Object::Int(i),
+        None => Object::BigInt,
+    }
+}

@@ -1,0 +1,541 @@
+//! PyTorch checkpoints (`torch.save`: `.bin`, `.pt`, `.pth`, `.ckpt`), read without running
+//! them. Loading a pickle with Python calls whatever callables it names — `os.system` included —
+//! which is why safetensors exists; here a restricted pickle machine ([`machine`]) builds only
+//! what a state dict is made of and refuses every other global by name and offset.
+//!
+//! Two layouts:
+//! - zip (torch ≥ 1.6): `FOLDER/data.pkl` (the object), `FOLDER/data/KEY` (one member per
+//!   storage, stored uncompressed), `FOLDER/byteorder`, `FOLDER/version` ([`zip`]);
+//! - legacy: five pickles back to back (magic number, protocol version, system info, the
+//!   object, the storage keys), then each storage as an 8-byte element count and its bytes.
+//!
+//! Tensors are views of storages: a storage, an offset, a size and a stride ([`torch`]). The
+//! artifact names each tensor by its key path (`state_dict.layer.weight`), gives its dtype, its
+//! shape and the bytes of the tensor (not of its storage), and records strided views in the
+//! layout so value diffs read the right elements. Plain values beside the tensors (numbers,
+//! strings, booleans, lists of one kind of them) are the metadata (docs/SPEC.md §5b).
+//!
+//! [`sniff`] lists what any pickle imports, for the policy's view of pickle files; it describes
+//! what the reader refuses too.
+
+mod allowlist;
+mod machine;
+mod opcodes;
+mod scan;
+mod torch;
+mod zip;
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use machine::{Object, Storages};
+pub use scan::{Container, PickleReport, sniff};
+use torch::{Built, Storage, Tensor};
+pub use zip::{MemberError, ZipError};
+
+use crate::artifact::{Artifact, Format, Layout, StridedView, TensorInfo, TensorName, Tensors};
+
+/// What the machine may build: this many objects for each byte of pickle, over every path to
+/// them (a pickle that refers to one list from many places is walked once per place).
+const ENTRIES_PER_PICKLE_BYTE: usize = 4;
+
+/// One named error per rule a checkpoint must follow. Offsets are within the pickle named
+/// (`data.pkl`), or within the file for the legacy layout.
+#[derive(Debug, thiserror::Error)]
+pub enum PytorchError {
+    #[error(transparent)]
+    Zip(#[from] ZipError),
+    #[error(transparent)]
+    Member(#[from] MemberError),
+    #[error("a zip archive without data.pkl: not a torch.save checkpoint")]
+    NoDataPkl,
+    #[error("data.pkl is {bytes} bytes, more than the {limit} a header may have ({raise})")]
+    PickleTooLarge {
+        bytes: u64,
+        limit: u64,
+        raise: String,
+    },
+    #[error("{stream}: at offset {offset}: {problem}")]
+    Pickle {
+        stream: String,
+        offset: usize,
+        problem: String,
+    },
+    #[error(
+        "refused global {global} at offset {offset}: a checkpoint of tensors never needs it, and \
+         unpickling would call it (it was not imported or called)"
+    )]
+    RefusedGlobal { global: String, offset: usize },
+    #[error("persistent id at offset {offset}: {problem}")]
+    PersistentId { offset: usize, problem: String },
+    #[error("storage {key:?} declares {declared} bytes, but its member holds {found}")]
+    StorageSize {
+        key: String,
+        declared: u64,
+        found: u64,
+    },
+    #[error("storage {key:?} has no member {member:?} in the archive")]
+    MissingStorage { key: String, member: String },
+    #[error(
+        "tensor {name:?}: its view (offset {offset}, size {size:?}, stride {stride:?}) reaches \
+         element {needs} of a storage of {elements} elements"
+    )]
+    ViewOutsideStorage {
+        name: String,
+        offset: u64,
+        size: Vec<u64>,
+        stride: Vec<u64>,
+        needs: u64,
+        elements: u64,
+    },
+    #[error("tensor {name:?}: its size {size:?} overflows")]
+    SizeOverflow { name: String, size: Vec<u64> },
+    #[error("{name:?}: two entries of the checkpoint have this name")]
+    DuplicateName { name: String },
+    #[error("{name:?}: containers nest deeper than {limit} levels")]
+    TooDeep { name: String, limit: usize },
+    #[error("{name:?}: a container that contains itself")]
+    Cycle { name: String },
+    #[error("the checkpoint's object graph expands to more than {limit} entries")]
+    TooManyEntries { limit: usize },
+    #[error("legacy layout: {problem}")]
+    Legacy { problem: String },
+    #[error("byteorder member says {found:?}, expected \"little\" or \"big\"")]
+    ByteOrder { found: String },
+}
+
+/// Whether `bytes` (the first bytes of a file) are a pickle checkpoint: a zip archive holding a
+/// `data.pkl`, or a pickle stream whose first opcodes read.
+pub fn detect(bytes: &[u8]) -> bool {
+    sniff(bytes).is_some()
+}
+
+/// Parses a checkpoint from `bytes`, the first bytes of a `file_len`-byte file (all of it, or a
+/// prefix holding the pickle: storages beyond it are reported as missing data, and the identity
+/// is the same as the whole file's).
+pub fn parse_prefix(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
+    if bytes.starts_with(b"PK") {
+        parse_zip(bytes, file_len)
+    } else {
+        parse_legacy(bytes, file_len)
+    }
+}
+
+/// A checkpoint in full.
+pub fn parse(bytes: &[u8]) -> Result<Artifact, PytorchError> {
+    parse_prefix(bytes, bytes.len() as u64)
+}
+
+fn parse_zip(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
+    let archive = zip::members(bytes)?.ok_or(PytorchError::NoDataPkl)?;
+    let members = archive.members;
+    zip::check_overlaps(&members, bytes)?;
+    let data_pkl = members
+        .iter()
+        .find(|m| zip::is_data_pkl(&m.name))
+        .ok_or(PytorchError::NoDataPkl)?;
+    let folder = data_pkl
+        .name
+        .strip_suffix("data.pkl")
+        .unwrap_or_default()
+        .to_owned();
+    let pickle = data_pkl.stored_data(bytes)?;
+    let limit = super::limits::max_header_bytes();
+    if pickle.len() as u64 > limit {
+        return Err(PytorchError::PickleTooLarge {
+            bytes: pickle.len() as u64,
+            limit,
+            raise: super::limits::how_to_raise(),
+        });
+    }
+    let big_endian = match members
+        .iter()
+        .find(|m| m.name == format!("{folder}byteorder"))
+    {
+        Some(m) => match m.stored_data(bytes) {
+            Ok(b"little") => false,
+            Ok(b"big") => true,
+            Ok(other) => {
+                return Err(PytorchError::ByteOrder {
+                    found: String::from_utf8_lossy(other).into_owned(),
+                });
+            }
+            // A prefix that does not reach it: storages are not read from a prefix anyway.
+            Err(_) => false,
+        },
+        None => false,
+    };
+    let mut storages = ZipStorages {
+        bytes,
+        folder: &folder,
+        complete: archive.complete,
+        members: members
+            .iter()
+            .map(|m| (m.name.as_str(), m))
+            .collect::<HashMap<_, _>>(),
+        loaded: HashMap::new(),
+    };
+    let (root, _) = machine::run(pickle, 0, "data.pkl", &mut storages)?;
+    let header_size = pickle.len() as u64;
+    artifact(&root, pickle.len(), file_len, header_size, big_endian)
+}
+
+/// The storages of a zip archive: `FOLDER/data/KEY` members.
+struct ZipStorages<'a> {
+    bytes: &'a [u8],
+    folder: &'a str,
+    /// Whether every member is known (else later ones are beyond the prefix read).
+    complete: bool,
+    members: HashMap<&'a str, &'a zip::Member>,
+    /// One storage object per key: tied weights share it.
+    loaded: HashMap<String, Object>,
+}
+
+impl Storages for ZipStorages<'_> {
+    fn load(&mut self, pid: &Object, offset: usize) -> Result<Object, PytorchError> {
+        let (dtype, key, numel) = storage_pid(pid, offset, 5)?;
+        if let Some(storage) = self.loaded.get(&key) {
+            return Ok(storage.clone());
+        }
+        let bytes = declared_bytes(dtype, numel, &key)?;
+        let member_name = format!("{}data/{key}", self.folder);
+        let data = match self.members.get(member_name.as_str()) {
+            Some(member) => {
+                let range = member.data_range(self.bytes)?;
+                let found = range.end - range.start;
+                if found != bytes {
+                    return Err(PytorchError::StorageSize {
+                        key,
+                        declared: bytes,
+                        found,
+                    });
+                }
+                Some(range.start)
+            }
+            // Walking the local headers of a prefix, later members are not known.
+            None if !self.complete => None,
+            None => {
+                return Err(PytorchError::MissingStorage {
+                    key,
+                    member: member_name,
+                });
+            }
+        };
+        let storage = Object::Built(Rc::new(Built::Storage(Rc::new(Storage {
+            dtype,
+            bytes,
+            data: std::cell::Cell::new(data),
+        }))));
+        self.loaded.insert(key, storage.clone());
+        Ok(storage)
+    }
+}
+
+/// `('storage', StorageClass, key, location, numel[, view])`: the storage's dtype (None:
+/// untyped bytes), key and element count.
+fn storage_pid(
+    pid: &Object,
+    offset: usize,
+    min_len: usize,
+) -> Result<(Option<&'static crate::dtype::Dtype>, String, u64), PytorchError> {
+    let problem = |p: &str| PytorchError::PersistentId {
+        offset,
+        problem: p.to_owned(),
+    };
+    let Object::Tuple(items) = pid else {
+        return Err(problem("not a tuple"));
+    };
+    if items.len() < min_len {
+        return Err(problem("too short for a storage"));
+    }
+    match &items[0] {
+        Object::Str(s) if &**s == "storage" => {}
+        _ => return Err(problem("not a storage")),
+    }
+    let dtype = match &items[1] {
+        Object::Global(torch::Global::Storage(dtype)) => *dtype,
+        _ => return Err(problem("its type is not a storage class")),
+    };
+    let key = match &items[2] {
+        Object::Str(s) => s.to_string(),
+        Object::Int(i) => i.to_string(),
+        _ => return Err(problem("its key is not a string")),
+    };
+    let numel = match items.get(4) {
+        Some(Object::Int(n)) => u64::try_from(*n).map_err(|_| problem("a negative size"))?,
+        _ => return Err(problem("its size is not an integer")),
+    };
+    Ok((dtype, key, numel))
+}
+
+fn declared_bytes(
+    dtype: Option<&'static crate::dtype::Dtype>,
+    numel: u64,
+    key: &str,
+) -> Result<u64, PytorchError> {
+    let elem = dtype.map_or(1, |d| d.block_bits / 8);
+    numel
+        .checked_mul(elem)
+        .ok_or_else(|| PytorchError::StorageSize {
+            key: key.to_owned(),
+            declared: u64::MAX,
+            found: 0,
+        })
+}
+
+/// The legacy layout's magic number, 0x1950a86a20f9469cfc6c, as the LONG1 bytes pickle writes.
+const LEGACY_MAGIC: &[u8] = b"\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+const LEGACY_PROTOCOL: i64 = 1001;
+
+fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
+    let legacy = |problem: &str| PytorchError::Legacy {
+        problem: problem.to_owned(),
+    };
+    // The first pickle: the magic number. A pickle that is not one is not a torch.save file,
+    // but the machine still reads it, so what it imports is named and refused.
+    let magic_end = legacy_magic(bytes);
+    let Some(magic_end) = magic_end else {
+        let mut none = NoStorages;
+        machine::run(bytes, 0, "the pickle", &mut none)?;
+        return Err(legacy(
+            "a pickle without the magic number of torch.save's legacy layout",
+        ));
+    };
+    let mut none = NoStorages;
+    let (protocol, after_protocol) =
+        machine::run(bytes, magic_end, "the protocol pickle", &mut none)?;
+    if !matches!(protocol, Object::Int(LEGACY_PROTOCOL)) {
+        return Err(legacy("the protocol version is not 1001"));
+    }
+    let (sys_info, after_info) =
+        machine::run(bytes, after_protocol, "the system-info pickle", &mut none)?;
+    let big_endian = match &sys_info {
+        Object::Dict(d) => d.borrow().items.iter().any(|(k, v)| {
+            matches!(k, Object::Str(s) if &**s == "little_endian")
+                && matches!(v, Object::Bool(false))
+        }),
+        _ => return Err(legacy("the system info is not a dict")),
+    };
+    let mut storages = LegacyStorages {
+        loaded: HashMap::new(),
+    };
+    let (root, after_object) = machine::run(bytes, after_info, "the object pickle", &mut storages)?;
+    let (keys, data_start) =
+        machine::run(bytes, after_object, "the storage-keys pickle", &mut none)?;
+    let keys: Vec<String> = match keys {
+        Object::List(list) => list
+            .borrow()
+            .iter()
+            .map(|k| match k {
+                Object::Str(s) => Ok(s.to_string()),
+                _ => Err(legacy("a storage key that is not a string")),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(legacy("the storage keys are not a list")),
+    };
+    // Each storage: its element count (8 bytes, little-endian) and its bytes, in key order.
+    let mut at = data_start as u64;
+    for key in &keys {
+        let Some(Object::Built(built)) = storages.loaded.get(key) else {
+            return Err(legacy(&format!(
+                "storage key {key:?} names no storage of the object"
+            )));
+        };
+        let Built::Storage(storage) = &**built else {
+            return Err(legacy("a storage key names a tensor"));
+        };
+        let count_end = at
+            .checked_add(8)
+            .ok_or_else(|| legacy("offsets overflow"))?;
+        if let Some(count) = bytes.get(at as usize..count_end as usize) {
+            let elem = storage.dtype.map_or(1, |d| d.block_bits / 8);
+            let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
+            if count.checked_mul(elem) != Some(storage.bytes) {
+                return Err(PytorchError::StorageSize {
+                    key: key.clone(),
+                    declared: storage.bytes,
+                    found: count.saturating_mul(elem),
+                });
+            }
+            storage.data.set(Some(count_end));
+        }
+        at = count_end
+            .checked_add(storage.bytes)
+            .ok_or_else(|| legacy("offsets overflow"))?;
+    }
+    if let Some(key) = storages.loaded.keys().find(|k| !keys.contains(k)) {
+        return Err(legacy(&format!(
+            "storage {key:?} is not in the storage keys"
+        )));
+    }
+    artifact(&root, bytes.len(), file_len, data_start as u64, big_endian)
+}
+
+/// The end of the legacy layout's first pickle (PROTO, the magic number, STOP), if it is one.
+fn legacy_magic(bytes: &[u8]) -> Option<usize> {
+    let mut lexer = opcodes::Lexer::new(bytes, 0);
+    match lexer.next_op()?.ok()? {
+        (_, opcodes::Op::Proto(_)) => {}
+        _ => return None,
+    }
+    match lexer.next_op()?.ok()? {
+        (_, opcodes::Op::Long(opcodes::Long::Binary(b))) if b == LEGACY_MAGIC => {}
+        _ => return None,
+    }
+    match lexer.next_op()?.ok()? {
+        (_, opcodes::Op::Stop) => Some(lexer.position()),
+        _ => None,
+    }
+}
+
+/// The pickles around the object name no storage.
+struct NoStorages;
+
+impl Storages for NoStorages {
+    fn load(&mut self, _: &Object, offset: usize) -> Result<Object, PytorchError> {
+        Err(PytorchError::PersistentId {
+            offset,
+            problem: "a persistent id outside the object pickle".to_owned(),
+        })
+    }
+}
+
+/// The legacy object pickle's storages; their offsets are known once the keys pickle is read.
+struct LegacyStorages {
+    loaded: HashMap<String, Object>,
+}
+
+impl Storages for LegacyStorages {
+    fn load(&mut self, pid: &Object, offset: usize) -> Result<Object, PytorchError> {
+        let (dtype, key, numel) = storage_pid(pid, offset, 6)?;
+        if let Object::Tuple(items) = pid
+            && !matches!(items[5], Object::None)
+        {
+            return Err(PytorchError::PersistentId {
+                offset,
+                problem: "a view of a storage (torch < 1.0), which is not read".to_owned(),
+            });
+        }
+        if let Some(storage) = self.loaded.get(&key) {
+            return Ok(storage.clone());
+        }
+        let bytes = declared_bytes(dtype, numel, &key)?;
+        let storage = Object::Built(Rc::new(Built::Storage(Rc::new(Storage {
+            dtype,
+            bytes,
+            data: std::cell::Cell::new(None),
+        }))));
+        self.loaded.insert(key, storage.clone());
+        Ok(storage)
+    }
+}
+
+/// The artifact of an unpickled checkpoint: its named tensors and metadata, with their views
+/// checked against their storages.
+fn artifact(
+    root: &Object,
+    pickle_len: usize,
+    file_len: u64,
+    header_size: u64,
+    big_endian: bool,
+) -> Result<Artifact, PytorchError> {
+    let limit = pickle_len
+        .saturating_mul(ENTRIES_PER_PICKLE_BYTE)
+        .max(1 << 16);
+    let walked = torch::walk(root, limit)?;
+    let mut entries: Vec<(TensorName, TensorInfo)> = Vec::with_capacity(walked.tensors.len());
+    let mut views: Vec<(String, StridedView)> = Vec::new();
+    let mut storages: BTreeMap<*const Storage, (u64, bool)> = BTreeMap::new();
+    for (name, tensor) in &walked.tensors {
+        check_view(name, tensor)?;
+        let elem = tensor.elem_bytes();
+        let numel = tensor.numel().expect("checked by check_view");
+        let byte_length = numel
+            .checked_mul(elem)
+            .ok_or_else(|| PytorchError::SizeOverflow {
+                name: name.clone(),
+                size: tensor.size.to_vec(),
+            })?;
+        let storage = &tensor.storage;
+        let data = storage.data.get();
+        let file_offset = data.map_or(0, |d| d.saturating_add(tensor.offset.saturating_mul(elem)));
+        let present = data.is_some_and(|d| d.saturating_add(storage.bytes) <= file_len);
+        storages.insert(Rc::as_ptr(storage), (storage.bytes, present));
+        if !tensor.is_contiguous() {
+            views.push((
+                name.clone(),
+                StridedView {
+                    stride: tensor.stride.clone(),
+                    storage_start: data.unwrap_or(0),
+                    storage_bytes: storage.bytes,
+                },
+            ));
+        }
+        entries.push((
+            TensorName::from(name.as_str()),
+            TensorInfo {
+                dtype: tensor.dtype.name,
+                shape: tensor.size.clone(),
+                byte_length,
+                file_offset,
+            },
+        ));
+    }
+    let data_expected = storages.values().map(|(b, _)| b).sum();
+    let data_present = storages
+        .values()
+        .filter(|(_, present)| *present)
+        .map(|(b, _)| b)
+        .sum();
+    let tensors: Tensors = entries.into_iter().collect();
+    let views = if views.is_empty() {
+        None
+    } else {
+        let mut table = vec![None; tensors.len()];
+        for (name, view) in views {
+            if let Some(position) = tensors.position(&name) {
+                table[position] = Some(Box::new(view));
+            }
+        }
+        Some(table)
+    };
+    Ok(Artifact {
+        format: Format::Pytorch,
+        gguf_version: None,
+        metadata: walked.metadata,
+        tensors,
+        layout: Layout {
+            file_size: file_len,
+            header_size,
+            data_expected,
+            data_present,
+            alignment: None,
+            big_endian,
+            files: None,
+            views,
+        },
+    })
+}
+
+/// A view may only read elements of its storage.
+fn check_view(name: &str, tensor: &Tensor) -> Result<(), PytorchError> {
+    let overflow = || PytorchError::SizeOverflow {
+        name: name.to_owned(),
+        size: tensor.size.to_vec(),
+    };
+    tensor.numel().ok_or_else(overflow)?;
+    let needs = tensor.extent().ok_or_else(overflow)?;
+    let elem = tensor.elem_bytes().max(1);
+    let elements = tensor.storage.bytes / elem;
+    if needs > elements {
+        return Err(PytorchError::ViewOutsideStorage {
+            name: name.to_owned(),
+            offset: tensor.offset,
+            size: tensor.size.to_vec(),
+            stride: tensor.stride.to_vec(),
+            needs,
+            elements,
+        });
+    }
+    Ok(())
+}

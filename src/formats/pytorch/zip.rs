@@ -1,0 +1,359 @@
+//! The members of a zip archive as `torch.save` writes them: read from the central directory
+//! or, in a prefix of a file (a partial download, the first window of a remote read), from the
+//! local headers in order. PyTorch stores every member uncompressed, so a member is read in
+//! place; anything else is refused rather than inflated. No zip crate does this: they read the
+//! whole central directory into memory and cannot walk the local headers of a prefix.
+
+use std::ops::Range;
+
+/// Members beyond this many are refused: a checkpoint has one per storage and a few more.
+pub(super) const MAX_MEMBERS: u64 = 1 << 20;
+
+/// One member of the archive as the central directory (or its local header) describes it.
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    pub(super) name: String,
+    method: u16,
+    compressed: u64,
+    uncompressed: u64,
+    local_header: u64,
+}
+
+/// One named error per rule of the container.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ZipError {
+    #[error(
+        "the zip directory declares {count} members, more than the {limit} a checkpoint may have"
+    )]
+    TooManyMembers { count: u64, limit: u64 },
+    #[error(
+        "the zip directory at offset {offset} ({size} bytes) lies outside the file ({file_len} bytes)"
+    )]
+    DirectoryOutsideFile {
+        offset: u64,
+        size: u64,
+        file_len: u64,
+    },
+    #[error(
+        "member {member:?} is compressed (zip method {method}); torch.save stores members \
+         uncompressed, and compressed ones are not inflated"
+    )]
+    Compressed { member: String, method: u16 },
+    #[error(
+        "member {member:?} declares {compressed} stored bytes but {uncompressed} bytes of content"
+    )]
+    SizeMismatch {
+        member: String,
+        compressed: u64,
+        uncompressed: u64,
+    },
+    #[error("member {member:?}: no local header at offset {offset}")]
+    NoLocalHeader { member: String, offset: u64 },
+    #[error("member {member:?}: its local header names it {local:?}")]
+    NameMismatch { member: String, local: String },
+    #[error(
+        "member {first:?} (bytes {first_range:?}) overlaps member {second:?} (bytes {second_range:?})"
+    )]
+    Overlap {
+        first: String,
+        first_range: Range<u64>,
+        second: String,
+        second_range: Range<u64>,
+    },
+}
+
+impl Member {
+    /// Where the member's bytes are: after its local header. Err when it is not stored as
+    /// torch stores members or its header is not where the directory says.
+    pub(super) fn data_range(&self, bytes: &[u8]) -> Result<Range<u64>, ZipError> {
+        if self.method != 0 {
+            return Err(ZipError::Compressed {
+                member: self.name.clone(),
+                method: self.method,
+            });
+        }
+        if self.compressed != self.uncompressed {
+            return Err(ZipError::SizeMismatch {
+                member: self.name.clone(),
+                compressed: self.compressed,
+                uncompressed: self.uncompressed,
+            });
+        }
+        let no_header = || ZipError::NoLocalHeader {
+            member: self.name.clone(),
+            offset: self.local_header,
+        };
+        let at = usize::try_from(self.local_header).map_err(|_| no_header())?;
+        let header = bytes
+            .get(at..at.saturating_add(30))
+            .filter(|h| h.starts_with(b"PK\x03\x04"))
+            .ok_or_else(no_header)?;
+        let name_len = usize::from(u16le(header, 26));
+        let extra_len = usize::from(u16le(header, 28));
+        if let Some(local) = bytes.get(at + 30..at + 30 + name_len)
+            && local != self.name.as_bytes()
+            && String::from_utf8_lossy(local) != self.name
+        {
+            return Err(ZipError::NameMismatch {
+                member: self.name.clone(),
+                local: String::from_utf8_lossy(local).into_owned(),
+            });
+        }
+        let start = self.local_header + 30 + name_len as u64 + extra_len as u64;
+        Ok(start..start.saturating_add(self.compressed))
+    }
+
+    /// The member's bytes, when stored uncompressed and present in full.
+    pub(super) fn stored_data<'a>(&self, bytes: &'a [u8]) -> Result<&'a [u8], MemberError> {
+        let range = self.data_range(bytes)?;
+        let file_len = bytes.len() as u64;
+        let outside = MemberError::OutsideFile {
+            member: self.name.clone(),
+            range: range.clone(),
+            file_len,
+        };
+        let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end))
+        else {
+            return Err(outside);
+        };
+        bytes.get(start..end).ok_or(outside)
+    }
+
+    /// The span the member takes in the file, header included.
+    fn span(&self, bytes: &[u8]) -> Result<Range<u64>, ZipError> {
+        let data = self.data_range(bytes)?;
+        Ok(self.local_header..data.end)
+    }
+}
+
+/// A member's bytes could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberError {
+    #[error(transparent)]
+    Zip(#[from] ZipError),
+    #[error(
+        "member {member:?} (bytes {range:?}) runs past the end of the file ({file_len} bytes): \
+         the file is truncated"
+    )]
+    OutsideFile {
+        member: String,
+        range: Range<u64>,
+        file_len: u64,
+    },
+}
+
+/// Whether a member name is the pickle of a `torch.save` archive (`FOLDER/data.pkl`).
+pub(super) fn is_data_pkl(name: &str) -> bool {
+    name == "data.pkl" || name.ends_with("/data.pkl")
+}
+
+fn u16le(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32le(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64le(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// The members of an archive, and whether they are all of them.
+pub(super) struct Archive {
+    pub(super) members: Vec<Member>,
+    /// From the central directory: every member of the archive. Otherwise the members whose
+    /// local headers a prefix of the file holds, in order.
+    pub(super) complete: bool,
+}
+
+/// The members of a zip archive: from the central directory when the end record is present,
+/// else by walking local headers from the start (a prefix of a file). Ok(None) when `bytes`
+/// hold no zip member at all.
+pub(super) fn members(bytes: &[u8]) -> Result<Option<Archive>, ZipError> {
+    if let Some(members) = central_directory(bytes)? {
+        return Ok(Some(Archive {
+            members,
+            complete: true,
+        }));
+    }
+    Ok(local_headers(bytes).map(|members| Archive {
+        members,
+        complete: false,
+    }))
+}
+
+/// Checks that no two members share bytes (a member inside another is how a zip bomb reuses
+/// data). Members whose header is not in `bytes` are left out.
+pub(super) fn check_overlaps(members: &[Member], bytes: &[u8]) -> Result<(), ZipError> {
+    let mut spans: Vec<(Range<u64>, &str)> = Vec::with_capacity(members.len());
+    for m in members {
+        if m.local_header >= bytes.len() as u64 {
+            continue;
+        }
+        spans.push((m.span(bytes)?, &m.name));
+    }
+    spans.sort_by_key(|(r, _)| (r.start, r.end));
+    for pair in spans.windows(2) {
+        let ((a, an), (b, bn)) = (&pair[0], &pair[1]);
+        if b.start < a.end {
+            return Err(ZipError::Overlap {
+                first: an.to_string(),
+                first_range: a.clone(),
+                second: bn.to_string(),
+                second_range: b.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn central_directory(bytes: &[u8]) -> Result<Option<Vec<Member>>, ZipError> {
+    let file_len = bytes.len() as u64;
+    // The end record is 22 bytes plus a comment of up to 65535 bytes.
+    let Some(last) = bytes.len().checked_sub(22) else {
+        return Ok(None);
+    };
+    let tail_start = bytes.len().saturating_sub(22 + 65535);
+    let Some(eocd) = (tail_start..=last)
+        .rev()
+        .find(|&i| bytes[i..].starts_with(b"PK\x05\x06"))
+    else {
+        return Ok(None);
+    };
+    let mut count = u64::from(u16le(bytes, eocd + 10));
+    let mut cd_size = u64::from(u32le(bytes, eocd + 12));
+    let mut cd_offset = u64::from(u32le(bytes, eocd + 16));
+    if cd_offset == 0xFFFF_FFFF || cd_size == 0xFFFF_FFFF || count == 0xFFFF {
+        // zip64: the locator sits just before the end record and points at the zip64 end record.
+        let Some(record) = eocd
+            .checked_sub(20)
+            .filter(|&loc| bytes[loc..].starts_with(b"PK\x06\x07"))
+            .and_then(|loc| usize::try_from(u64le(bytes, loc + 8)).ok())
+            .and_then(|rec| bytes.get(rec..rec.checked_add(56)?))
+            .filter(|rec| rec.starts_with(b"PK\x06\x06"))
+        else {
+            return Ok(None);
+        };
+        count = u64le(record, 32);
+        cd_size = u64le(record, 40);
+        cd_offset = u64le(record, 48);
+    }
+    if count > MAX_MEMBERS {
+        return Err(ZipError::TooManyMembers {
+            count,
+            limit: MAX_MEMBERS,
+        });
+    }
+    let outside = ZipError::DirectoryOutsideFile {
+        offset: cd_offset,
+        size: cd_size,
+        file_len,
+    };
+    let cd = usize::try_from(cd_offset)
+        .ok()
+        .zip(usize::try_from(cd_size).ok())
+        .and_then(|(start, size)| bytes.get(start..start.checked_add(size)?))
+        .ok_or(outside)?;
+    let mut members = Vec::new();
+    let mut pos = 0usize;
+    while cd.len() >= pos + 46 && cd[pos..].starts_with(b"PK\x01\x02") {
+        if members.len() as u64 >= MAX_MEMBERS {
+            return Err(ZipError::TooManyMembers {
+                count: members.len() as u64 + 1,
+                limit: MAX_MEMBERS,
+            });
+        }
+        let h = &cd[pos..];
+        let method = u16le(h, 10);
+        let mut compressed = u64::from(u32le(h, 20));
+        let mut uncompressed = u64::from(u32le(h, 24));
+        let name_len = usize::from(u16le(h, 28));
+        let extra_len = usize::from(u16le(h, 30));
+        let comment_len = usize::from(u16le(h, 32));
+        let mut local_header = u64::from(u32le(h, 42));
+        let Some(name) = h.get(46..46 + name_len) else {
+            break;
+        };
+        let extra = h
+            .get(46 + name_len..46 + name_len + extra_len)
+            .unwrap_or_default();
+        // zip64 extended information: present fields appear in a fixed order, each only when
+        // its 32-bit counterpart is saturated.
+        if let Some(z64) = zip64_extra(extra) {
+            let mut fields = z64.chunks_exact(8).map(|c| u64le(c, 0));
+            if uncompressed == 0xFFFF_FFFF {
+                uncompressed = fields.next().unwrap_or(uncompressed);
+            }
+            if compressed == 0xFFFF_FFFF {
+                compressed = fields.next().unwrap_or(compressed);
+            }
+            if local_header == 0xFFFF_FFFF {
+                local_header = fields.next().unwrap_or(local_header);
+            }
+        }
+        members.push(Member {
+            name: String::from_utf8_lossy(name).into_owned(),
+            method,
+            compressed,
+            uncompressed,
+            local_header,
+        });
+        pos += 46 + name_len + extra_len + comment_len;
+    }
+    Ok((!members.is_empty()).then_some(members))
+}
+
+fn zip64_extra(mut extra: &[u8]) -> Option<&[u8]> {
+    while extra.len() >= 4 {
+        let id = u16le(extra, 0);
+        let len = usize::from(u16le(extra, 2));
+        let body = extra.get(4..4 + len)?;
+        if id == 0x0001 {
+            return Some(body);
+        }
+        extra = &extra[4 + len..];
+    }
+    None
+}
+
+fn local_headers(bytes: &[u8]) -> Option<Vec<Member>> {
+    let mut members = Vec::new();
+    let mut pos = 0usize;
+    while let Some(h) = bytes
+        .get(pos..pos + 30)
+        .filter(|h| h.starts_with(b"PK\x03\x04"))
+    {
+        if members.len() as u64 >= MAX_MEMBERS {
+            break;
+        }
+        let flags = u16le(h, 6);
+        let method = u16le(h, 8);
+        let compressed = u64::from(u32le(h, 18));
+        let uncompressed = u64::from(u32le(h, 22));
+        let name_len = usize::from(u16le(h, 26));
+        let extra_len = usize::from(u16le(h, 28));
+        let name = bytes.get(pos + 30..pos + 30 + name_len)?;
+        members.push(Member {
+            name: String::from_utf8_lossy(name).into_owned(),
+            method,
+            compressed,
+            uncompressed,
+            local_header: pos as u64,
+        });
+        // A data descriptor (sizes after the data) or a zip64 size cannot be walked past.
+        if flags & 0x08 != 0 || compressed == 0xFFFF_FFFF {
+            break;
+        }
+        let next = usize::try_from(compressed)
+            .ok()
+            .and_then(|len| (pos + 30 + name_len + extra_len).checked_add(len));
+        match next {
+            Some(next) => pos = next,
+            None => break,
+        }
+    }
+    (!members.is_empty()).then_some(members)
+}
