@@ -578,8 +578,13 @@ fn the_policy_covers_other_files_and_its_own_changes() {
 
     let run = repo.wi(&["ci", "--summary", "-"]);
     let summary = common::stdout(&run);
+    // The pickle is a PyTorch file whose one global is refused: a changed model, unreadable.
     assert!(
-        summary.contains("No GGUF, safetensors or PyTorch file changed"),
+        summary.contains("| added | `weights/evil.bin` | pytorch | — → ? (not a readable model) |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("refused global os.system at offset 2"),
         "{summary}"
     );
     assert!(

@@ -266,10 +266,14 @@ allowed_dtypes = ["f16"]
     let out = check(dir.path(), &["model.bin", "empty.bin"]);
     let text = common::stdout(&out);
     assert_eq!(code(&out), 1, "{text}");
-    assert!(text.contains(
-        "model.bin: format: expected a readable GGUF, safetensors or PyTorch file (for allowed_dtypes); found pickle (zip archive"
-    ), "{text}");
-    assert!(text.contains("empty.bin: format: expected a readable GGUF, safetensors or PyTorch file (for allowed_dtypes); found neither GGUF, safetensors nor pickle (first bytes none: the file is empty)"), "{text}");
+    // A PyTorch checkpoint is read: the structural rules judge its tensors.
+    assert!(
+        text.contains(
+            "model.bin: allowed_dtypes: expected only f16; found f32 in 1 tensor (weight)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("empty.bin: format: expected a readable GGUF, safetensors or PyTorch file (for allowed_dtypes); found none of GGUF, safetensors or PyTorch (first bytes none: the file is empty)"), "{text}");
 }
 
 #[test]

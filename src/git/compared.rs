@@ -15,6 +15,7 @@ use super::reader::SideReader;
 use super::side::{ModelSide, SideJson};
 use super::values::ValuesOutcome;
 use crate::diff::{DiffCounts, StructuralDiff};
+use crate::read::Content;
 
 /// One compared model file.
 pub struct ComparedFile {
@@ -137,10 +138,12 @@ impl ComparedFile {
     }
 
     /// The file's format(s): `gguf`, `gguf → safetensors`, `link` for a symbolic link, or
-    /// `?` when no side was read.
+    /// `?` when no side was read. A side with a format's magic whose header does not parse
+    /// (a refused pickle) still names its format.
     pub fn format(&self) -> String {
-        let name = |s: &Option<ModelSide>| match s {
-            Some(ModelSide::Link { .. }) => Some("link"),
+        let name = |s: &Option<ModelSide>| match s.as_ref().map(|s| (s, s.content())) {
+            Some((ModelSide::Link { .. }, _)) => Some("link"),
+            Some((_, Some(Content::Invalid { format, .. }))) => Some(format.name()),
             _ => artifact(s).map(|a| a.format.name()),
         };
         match (name(&self.old), name(&self.new)) {

@@ -111,8 +111,8 @@ const RULES: &[(&str, &str, &str)] = &[
     (
         "format",
         "A readable model file",
-        "A rule with structural checks applies to the file, so it must be a readable GGUF or \
-         safetensors file (format).",
+        "A rule with structural checks applies to the file, so it must be a readable GGUF, \
+         safetensors or PyTorch file (format).",
     ),
     (
         "model_files",

@@ -107,7 +107,7 @@ impl Judged {
                 format!("an unreadable {} file ({error})", format.name())
             }
             (Content::Other { first_bytes }, _) => {
-                format!("neither GGUF, safetensors nor pickle (first bytes {first_bytes})")
+                format!("none of GGUF, safetensors or PyTorch (first bytes {first_bytes})")
             }
         }
     }
@@ -609,11 +609,11 @@ mod tests {
         };
         assert_eq!(
             describe(b""),
-            "neither GGUF, safetensors nor pickle (first bytes none: the file is empty)"
+            "none of GGUF, safetensors or PyTorch (first bytes none: the file is empty)"
         );
         assert_eq!(
             describe(b"0123456789"),
-            "neither GGUF, safetensors nor pickle (first bytes 30 31 32 33 34 35 36 37)"
+            "none of GGUF, safetensors or PyTorch (first bytes 30 31 32 33 34 35 36 37)"
         );
         assert_eq!(
             describe(b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01K\x01s."),

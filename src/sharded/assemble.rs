@@ -99,7 +99,10 @@ pub(super) fn indexed(
 }
 
 /// The strided views of the parts' tensors, at their positions in the joined table.
-fn join_views(parts: &[(String, Artifact)], tensors: &Tensors) -> Option<Vec<Option<Box<StridedView>>>> {
+fn join_views(
+    parts: &[(String, Artifact)],
+    tensors: &Tensors,
+) -> Option<Vec<Option<Box<StridedView>>>> {
     if parts.iter().all(|(_, a)| a.layout.views.is_none()) {
         return None;
     }

@@ -14,7 +14,11 @@ use crate::artifact::Format;
 /// The suffixes that name index files, the format of the shards each indexes, and the
 /// extension those shards have.
 const INDEX_SUFFIXES: &[(&str, Format, &str)] = &[
-    (".safetensors.index.json", Format::Safetensors, ".safetensors"),
+    (
+        ".safetensors.index.json",
+        Format::Safetensors,
+        ".safetensors",
+    ),
     (".bin.index.json", Format::Pytorch, ".bin"),
 ];
 
@@ -47,10 +51,12 @@ pub fn is_index_name(file: &str) -> bool {
 /// For an index file name: the name before its suffix, the format of its shards, and their
 /// extension (`model.safetensors.index.json` → `model`, safetensors, `.safetensors`).
 pub fn index_kind(file: &str) -> Option<(&str, Format, &'static str)> {
-    INDEX_SUFFIXES.iter().find_map(|(suffix, format, extension)| {
-        let prefix = file.strip_suffix(suffix).filter(|p| !p.is_empty())?;
-        Some((prefix, *format, *extension))
-    })
+    INDEX_SUFFIXES
+        .iter()
+        .find_map(|(suffix, format, extension)| {
+            let prefix = file.strip_suffix(suffix).filter(|p| !p.is_empty())?;
+            Some((prefix, *format, *extension))
+        })
 }
 
 /// Parses an index file's bytes; `file` names it in errors.

@@ -220,7 +220,12 @@ impl<'a> Side<'a> {
 
     /// The strided view of the tensor at `position`, when it has one (PyTorch checkpoints).
     fn view_at(&self, position: usize) -> Option<&'a crate::artifact::StridedView> {
-        self.artifact.layout.views.as_ref()?.get(position)?.as_deref()
+        self.artifact
+            .layout
+            .views
+            .as_ref()?
+            .get(position)?
+            .as_deref()
     }
 
     /// The bytes of the file holding the tensor at `position` of the tensor table.
@@ -388,9 +393,7 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     let identical: Vec<bool> = pairs
         .par_iter()
         .map(|p| match (p.old.run(), p.new.run()) {
-            (Some(old), Some(new)) => {
-                p.same_dtype && same_bytes(p.old_file, p.new_file, old, new)
-            }
+            (Some(old), Some(new)) => p.same_dtype && same_bytes(p.old_file, p.new_file, old, new),
             _ => false,
         })
         .collect();
@@ -404,8 +407,8 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             continue;
         }
         // A strided view is not compared byte for byte: its values decide.
-        diff.tensors[pair.index].changed = pair.old.run().is_some() && pair.new.run().is_some()
-            || !pair.same_dtype;
+        diff.tensors[pair.index].changed =
+            pair.old.run().is_some() && pair.new.run().is_some() || !pair.same_dtype;
         let mut start = 0;
         while start < pair.elements {
             let end = (start + PIECE).min(pair.elements);

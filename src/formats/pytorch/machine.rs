@@ -13,67 +13,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::PytorchError;
+use super::object::{Dict, Object};
 use super::opcodes::{Lexer, Long, Op};
-use super::torch::{self, Global};
-
-/// A value on the machine's stack.
-#[derive(Debug, Clone)]
-pub(super) enum Object {
-    None,
-    Bool(bool),
-    Int(i64),
-    /// An integer that does not fit an i64: kept only as such.
-    BigInt,
-    Float(f64),
-    Str(Rc<str>),
-    /// Bytes: kept only as such (never a name, a tensor or a plain value).
-    Bytes,
-    Tuple(Rc<[Object]>),
-    List(Rc<RefCell<Vec<Object>>>),
-    Dict(Rc<RefCell<Dict>>),
-    Set(Rc<RefCell<Vec<Object>>>),
-    /// A global `torch.save` names, recognized by name.
-    Global(Global),
-    /// What a recognized global built: a storage, a tensor, an ignored object.
-    Built(Rc<torch::Built>),
-}
-
-/// A dict in insertion order; a key set again keeps its first position (as in Python).
-#[derive(Debug, Default)]
-pub(super) struct Dict {
-    pub(super) items: Vec<(Object, Object)>,
-    index: HashMap<Key, usize>,
-}
-
-/// The keys a dict is indexed by; other keys are kept in order without replacing each other.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key {
-    Str(Rc<str>),
-    Int(i64),
-    Bool(bool),
-    None,
-}
-
-impl Dict {
-    pub(super) fn set(&mut self, key: Object, value: Object) {
-        let k = match &key {
-            Object::Str(s) => Some(Key::Str(s.clone())),
-            Object::Int(i) => Some(Key::Int(*i)),
-            Object::Bool(b) => Some(Key::Bool(*b)),
-            Object::None => Some(Key::None),
-            _ => None,
-        };
-        if let Some(&position) = k.as_ref().and_then(|k| self.index.get(k)) {
-            self.items[position].1 = value;
-            return;
-        }
-        if let Some(k) = k {
-            self.index.insert(k, self.items.len());
-        }
-        self.items.push((key, value));
-    }
-}
-
+use super::rebuild;
+use super::torch::Global;
 /// Where the machine's storages live: the archive's members (zip layout) or the raw bytes after
 /// the pickles (legacy layout). Called for every persistent id.
 pub(super) trait Storages {
@@ -269,7 +212,7 @@ impl Machine<'_> {
                 let global = Global::recognize(&module, &name, at)?;
                 if let Op::Inst { .. } = op {
                     let args = self.pop_mark(at)?;
-                    let built = torch::call(global, &Object::Tuple(Rc::from(args)), at)?;
+                    let built = rebuild::call(global, &Object::Tuple(Rc::from(args)), at)?;
                     self.stack.push(built);
                 } else {
                     self.stack.push(Object::Global(global));
@@ -290,7 +233,7 @@ impl Machine<'_> {
                 let Object::Global(global) = callable else {
                     return Err(self.error(at, "REDUCE calls something that is not a global"));
                 };
-                let built = torch::call(global, &args, at)?;
+                let built = rebuild::call(global, &args, at)?;
                 self.stack.push(built);
             }
             Op::NewObj => {
@@ -299,7 +242,7 @@ impl Machine<'_> {
                 let Object::Global(global) = class else {
                     return Err(self.error(at, "NEWOBJ on something that is not a class"));
                 };
-                let built = torch::call(global, &args, at)?;
+                let built = rebuild::call(global, &args, at)?;
                 self.stack.push(built);
             }
             Op::NewObjEx => {
@@ -309,7 +252,7 @@ impl Machine<'_> {
                 let Object::Global(global) = class else {
                     return Err(self.error(at, "NEWOBJ_EX on something that is not a class"));
                 };
-                let built = torch::call(global, &args, at)?;
+                let built = rebuild::call(global, &args, at)?;
                 self.stack.push(built);
             }
             Op::Obj => {
@@ -321,7 +264,7 @@ impl Machine<'_> {
                 let Object::Global(global) = class else {
                     return Err(self.error(at, "OBJ on something that is not a class"));
                 };
-                let built = torch::call(global, &Object::Tuple(Rc::from(items)), at)?;
+                let built = rebuild::call(global, &Object::Tuple(Rc::from(items)), at)?;
                 self.stack.push(built);
             }
             Op::Build => {

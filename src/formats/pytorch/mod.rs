@@ -20,15 +20,19 @@
 
 mod allowlist;
 mod machine;
+mod object;
 mod opcodes;
+mod rebuild;
 mod scan;
 mod torch;
+mod walk;
 mod zip;
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use machine::{Object, Storages};
+use machine::Storages;
+use object::Object;
 pub use scan::{Container, PickleReport, sniff};
 use torch::{Built, Storage, Tensor};
 pub use zip::{MemberError, ZipError};
@@ -442,7 +446,7 @@ fn artifact(
     let limit = pickle_len
         .saturating_mul(ENTRIES_PER_PICKLE_BYTE)
         .max(1 << 16);
-    let walked = torch::walk(root, limit)?;
+    let walked = walk::walk(root, limit)?;
     let mut entries: Vec<(TensorName, TensorInfo)> = Vec::with_capacity(walked.tensors.len());
     let mut views: Vec<(String, StridedView)> = Vec::new();
     let mut storages: BTreeMap<*const Storage, (u64, bool)> = BTreeMap::new();

@@ -1,0 +1,66 @@
+//! The values a restricted pickle machine builds: the plain ones a state dict is made of and
+//! what the recognized torch globals build.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::torch::{Built, Global};
+
+/// A value on the machine's stack.
+#[derive(Debug, Clone)]
+pub(super) enum Object {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer that does not fit an i64: kept only as such.
+    BigInt,
+    Float(f64),
+    Str(Rc<str>),
+    /// Bytes: kept only as such (never a name, a tensor or a plain value).
+    Bytes,
+    Tuple(Rc<[Object]>),
+    List(Rc<RefCell<Vec<Object>>>),
+    Dict(Rc<RefCell<Dict>>),
+    Set(Rc<RefCell<Vec<Object>>>),
+    /// A global `torch.save` names, recognized by name.
+    Global(Global),
+    /// What a recognized global built: a storage, a tensor, an ignored object.
+    Built(Rc<Built>),
+}
+
+/// A dict in insertion order; a key set again keeps its first position (as in Python).
+#[derive(Debug, Default)]
+pub(super) struct Dict {
+    pub(super) items: Vec<(Object, Object)>,
+    index: HashMap<Key, usize>,
+}
+
+/// The keys a dict is indexed by; other keys are kept in order without replacing each other.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Str(Rc<str>),
+    Int(i64),
+    Bool(bool),
+    None,
+}
+
+impl Dict {
+    pub(super) fn set(&mut self, key: Object, value: Object) {
+        let k = match &key {
+            Object::Str(s) => Some(Key::Str(s.clone())),
+            Object::Int(i) => Some(Key::Int(*i)),
+            Object::Bool(b) => Some(Key::Bool(*b)),
+            Object::None => Some(Key::None),
+            _ => None,
+        };
+        if let Some(&position) = k.as_ref().and_then(|k| self.index.get(k)) {
+            self.items[position].1 = value;
+            return;
+        }
+        if let Some(k) = k {
+            self.index.insert(k, self.items.len());
+        }
+        self.items.push((key, value));
+    }
+}

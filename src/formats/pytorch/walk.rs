@@ -1,0 +1,222 @@
+//! The walk from a checkpoint's root object to named tensors and plain metadata.
+
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+
+use super::PytorchError;
+use super::object::{Dict, Object};
+use super::torch::{Built, Tensor};
+use crate::artifact::{Array, F64Bits, StringArray, Value};
+
+/// How deep containers may nest; torch state dicts are a few levels deep.
+pub(super) const MAX_DEPTH: usize = 256;
+
+/// The named tensors and the metadata of a checkpoint, walked from its root object.
+pub(super) struct Walked {
+    pub(super) tensors: Vec<(String, Rc<Tensor>)>,
+    pub(super) metadata: BTreeMap<String, Value>,
+}
+
+/// Walks the root object: dicts and lists by key (names joined by `.`), tensors by their
+/// names, plain scalars and strings (and lists of one kind of them) as metadata under their
+/// names. `limit` bounds the entries visited (shared parts are visited once per path).
+pub(super) fn walk(root: &Object, limit: usize) -> Result<Walked, PytorchError> {
+    let mut out = Walked {
+        tensors: Vec::new(),
+        metadata: BTreeMap::new(),
+    };
+    let mut names: HashSet<String> = HashSet::new();
+    let mut visited = 0usize;
+    // (object, its name, depth, the containers on its path)
+    let mut stack: Vec<(Object, String, usize, Rc<PathSet>)> =
+        vec![(root.clone(), String::new(), 0, Rc::new(PathSet::default()))];
+    while let Some((object, name, depth, path)) = stack.pop() {
+        visited += 1;
+        if visited > limit {
+            return Err(PytorchError::TooManyEntries { limit });
+        }
+        if depth > MAX_DEPTH {
+            return Err(PytorchError::TooDeep {
+                name,
+                limit: MAX_DEPTH,
+            });
+        }
+        let children: Vec<(String, Object)> = match &object {
+            Object::Dict(dict) => keyed(&dict.borrow()),
+            Object::List(list) => {
+                let list = list.borrow();
+                if let Some(array) = scalar_array(&list) {
+                    add_metadata(&mut out, &mut names, name, Value::Array(array))?;
+                    continue;
+                }
+                indexed(&list)
+            }
+            Object::Tuple(items) => {
+                if let Some(array) = scalar_array(items) {
+                    add_metadata(&mut out, &mut names, name, Value::Array(array))?;
+                    continue;
+                }
+                indexed(items)
+            }
+            Object::Built(built) => {
+                if let Built::Tensor(t) = &**built {
+                    claim(&mut names, &name)?;
+                    out.tensors.push((name, t.clone()));
+                }
+                continue;
+            }
+            Object::Int(i) => {
+                add_metadata(&mut out, &mut names, name, Value::I64(*i))?;
+                continue;
+            }
+            Object::Float(f) => {
+                add_metadata(&mut out, &mut names, name, Value::F64(F64Bits(f.to_bits())))?;
+                continue;
+            }
+            Object::Bool(b) => {
+                add_metadata(&mut out, &mut names, name, Value::Bool(*b))?;
+                continue;
+            }
+            Object::Str(s) => {
+                add_metadata(&mut out, &mut names, name, Value::String(s.to_string()))?;
+                continue;
+            }
+            // None, bytes, sets, big integers, classes and dtypes: neither tensors nor plain
+            // values.
+            _ => continue,
+        };
+        let id = container_id(&object);
+        if path.contains(id) {
+            return Err(PytorchError::Cycle { name });
+        }
+        let path = Rc::new(PathSet {
+            id,
+            parent: Some(path),
+        });
+        // Pushed in reverse, so entries are visited in their order.
+        for (key, child) in children.into_iter().rev() {
+            let child_name = if name.is_empty() {
+                key
+            } else {
+                format!("{name}.{key}")
+            };
+            stack.push((child, child_name, depth + 1, path.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// The containers on the path to an entry, to tell a cycle from shared parts.
+#[derive(Default)]
+struct PathSet {
+    id: usize,
+    parent: Option<Rc<PathSet>>,
+}
+
+impl PathSet {
+    fn contains(&self, id: usize) -> bool {
+        let mut at = Some(self);
+        while let Some(p) = at {
+            if p.id == id && id != 0 {
+                return true;
+            }
+            at = p.parent.as_deref();
+        }
+        false
+    }
+}
+
+fn container_id(object: &Object) -> usize {
+    match object {
+        Object::Dict(d) => Rc::as_ptr(d) as *const u8 as usize,
+        Object::List(l) => Rc::as_ptr(l) as *const u8 as usize,
+        Object::Tuple(t) => Rc::as_ptr(t) as *const u8 as usize,
+        _ => 0,
+    }
+}
+
+fn claim(names: &mut HashSet<String>, name: &str) -> Result<(), PytorchError> {
+    if !names.insert(name.to_owned()) {
+        return Err(PytorchError::DuplicateName {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn add_metadata(
+    out: &mut Walked,
+    names: &mut HashSet<String>,
+    name: String,
+    value: Value,
+) -> Result<(), PytorchError> {
+    claim(names, &name)?;
+    out.metadata.insert(name, value);
+    Ok(())
+}
+
+/// A dict's entries by their keys as names: strings as they are, integers in decimal, and
+/// True, False and None by name; entries with other keys (tuples, floats) are left out.
+fn keyed(dict: &Dict) -> Vec<(String, Object)> {
+    dict.items
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = match k {
+                Object::Str(s) => s.to_string(),
+                Object::Int(i) => i.to_string(),
+                Object::Bool(true) => "True".to_owned(),
+                Object::Bool(false) => "False".to_owned(),
+                Object::None => "None".to_owned(),
+                _ => return None,
+            };
+            Some((key, v.clone()))
+        })
+        .collect()
+}
+
+fn indexed(items: &[Object]) -> Vec<(String, Object)> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i.to_string(), v.clone()))
+        .collect()
+}
+
+/// A non-empty list of one kind of plain value as a metadata array.
+fn scalar_array(items: &[Object]) -> Option<Array> {
+    match items.first()? {
+        Object::Int(_) => items
+            .iter()
+            .map(|o| match o {
+                Object::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Array::I64),
+        Object::Float(_) => items
+            .iter()
+            .map(|o| match o {
+                Object::Float(f) => Some(F64Bits(f.to_bits())),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Array::F64),
+        Object::Bool(_) => items
+            .iter()
+            .map(|o| match o {
+                Object::Bool(b) => Some(*b),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Array::Bool),
+        Object::Str(_) => items
+            .iter()
+            .map(|o| match o {
+                Object::Str(s) => Some(s.as_ref()),
+                _ => None,
+            })
+            .collect::<Option<StringArray>>()
+            .map(Array::String),
+        _ => None,
+    }
+}
