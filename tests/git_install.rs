@@ -12,6 +12,10 @@ const BLOCK: &str =
     "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)
 *.gguf diff=weight-inspect
 *.safetensors diff=weight-inspect
+*.pt diff=weight-inspect
+*.pth diff=weight-inspect
+*.ckpt diff=weight-inspect
+pytorch_model*.bin diff=weight-inspect
 ";
 
 /// weight-inspect in the repository with the PATH the tests were started with instead of the
@@ -59,6 +63,7 @@ fn fresh_repository() {
             "set diff.weight-inspect.command = ",
             "added `*.gguf diff=weight-inspect`",
             "added `*.safetensors diff=weight-inspect`",
+            "added `pytorch_model*.bin diff=weight-inspect`",
         ],
     );
     assert_eq!(

@@ -221,7 +221,7 @@ impl Machine<'_> {
             Op::StackGlobal => {
                 let name = self.pop(at)?;
                 let module = self.pop(at)?;
-                let (Object::Str(module), Object::Str(name)) = (module, name) else {
+                let (Object::Str(module), Object::Str(name)) = (&module, &name) else {
                     return Err(self.error(at, "STACK_GLOBAL without two strings"));
                 };
                 let global = Global::recognize(&module, &name, at)?;

@@ -70,6 +70,15 @@ pub enum PytorchError {
          unpickling would call it (it was not imported or called)"
     )]
     RefusedGlobal { global: String, offset: usize },
+    #[error(
+        "{kind} ({global}) at offset {offset}: only dense tensors are read; convert it to a \
+         dense one (for example with `.dequantize()` or `.to_dense()`) before saving"
+    )]
+    UnreadTensor {
+        global: String,
+        kind: &'static str,
+        offset: usize,
+    },
     #[error("persistent id at offset {offset}: {problem}")]
     PersistentId { offset: usize, problem: String },
     #[error("storage {key:?} declares {declared} bytes, but its member holds {found}")]
@@ -77,6 +86,15 @@ pub enum PytorchError {
         key: String,
         declared: u64,
         found: u64,
+    },
+    #[error(
+        "storage {key:?} declares {elements} elements of {element_bytes} bytes: more bytes than \
+         a file can hold"
+    )]
+    StorageOverflow {
+        key: String,
+        elements: u64,
+        element_bytes: u64,
     },
     #[error("storage {key:?} has no member {member:?} in the archive")]
     MissingStorage { key: String, member: String },
@@ -280,10 +298,10 @@ fn declared_bytes(
     let elem = dtype.map_or(1, |d| d.block_bits / 8);
     numel
         .checked_mul(elem)
-        .ok_or_else(|| PytorchError::StorageSize {
+        .ok_or_else(|| PytorchError::StorageOverflow {
             key: key.to_owned(),
-            declared: u64::MAX,
-            found: 0,
+            elements: numel,
+            element_bytes: elem,
         })
 }
 
@@ -326,7 +344,7 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     let (root, after_object) = machine::run(bytes, after_info, "the object pickle", &mut storages)?;
     let (keys, data_start) =
         machine::run(bytes, after_object, "the storage-keys pickle", &mut none)?;
-    let keys: Vec<String> = match keys {
+    let keys: Vec<String> = match &keys {
         Object::List(list) => list
             .borrow()
             .iter()

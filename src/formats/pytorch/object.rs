@@ -64,3 +64,47 @@ impl Dict {
         self.items.push((key, value));
     }
 }
+
+/// Containers are taken apart one level at a time: a pickle nests lists as deep as its length
+/// allows, and dropping them recursively would overflow the stack.
+impl Drop for Object {
+    fn drop(&mut self) {
+        let mut pending = Vec::new();
+        take_children(self, &mut pending);
+        while let Some(mut child) = pending.pop() {
+            // Emptied first, so dropping it at the end of this iteration does not recurse.
+            take_children(&mut child, &mut pending);
+        }
+    }
+}
+
+/// Moves the children of a container nothing else shares into `into`.
+fn take_children(object: &mut Object, into: &mut Vec<Object>) {
+    match object {
+        Object::List(items) | Object::Set(items) => {
+            if let Some(items) = Rc::get_mut(items) {
+                into.append(items.get_mut());
+            }
+        }
+        Object::Dict(dict) => {
+            if let Some(dict) = Rc::get_mut(dict) {
+                let dict = dict.get_mut();
+                dict.index.clear();
+                for (key, value) in dict.items.drain(..) {
+                    into.push(key);
+                    into.push(value);
+                }
+            }
+        }
+        Object::Tuple(items) => {
+            if let Some(items) = Rc::get_mut(items) {
+                into.extend(
+                    items
+                        .iter_mut()
+                        .map(|item| std::mem::replace(item, Object::None)),
+                );
+            }
+        }
+        _ => {}
+    }
+}

@@ -255,7 +255,18 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
 }
 
 fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
-    let entries = zip::members(bytes).ok()??.members;
+    let entries = match zip::members(bytes) {
+        Ok(archive) => archive?.members,
+        // A broken directory behind a first member named as torch.save names it is a
+        // damaged (or hostile) checkpoint: its parse gives the error, not "not a model".
+        Err(err) => {
+            let first = zip::local_headers(bytes)?.into_iter().next()?;
+            return zip::is_data_pkl(&first.name).then(|| {
+                Scanner::default()
+                    .finish(Container::Zip { entry: first.name }, Some(err.to_string()))
+            });
+        }
+    };
     let data_pkl = entries.iter().find(|e| zip::is_data_pkl(&e.name))?;
     let mut scan = Scanner::default();
     let mut incomplete = None;

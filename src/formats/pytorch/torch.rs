@@ -44,6 +44,26 @@ const STORAGES: &[(&str, &str)] = &[
     ("ComplexDoubleStorage", "complex128"),
 ];
 
+/// torch's rebuild functions for tensors that are not plain dense storage views: legitimate,
+/// but their values are not a storage's bytes, so they are named as such rather than refused
+/// as foreign code.
+const UNREAD_TENSORS: &[(&str, &str)] = &[
+    ("_rebuild_qtensor", "a quantized tensor"),
+    ("_rebuild_sparse_tensor", "a sparse tensor"),
+    ("_rebuild_nested_tensor", "a nested tensor"),
+    ("_rebuild_meta_tensor_no_storage", "a meta tensor (no data)"),
+    (
+        "_rebuild_wrapper_subclass",
+        "a tensor subclass without storage",
+    ),
+    (
+        "_rebuild_device_tensor_from_numpy",
+        "a tensor pickled through numpy",
+    ),
+    ("_rebuild_xla_tensor", "an XLA tensor"),
+    ("_rebuild_mtia_tensor", "an MTIA tensor"),
+];
+
 /// torch's other names for some dtypes (`torch.float` is `torch.float32`).
 const DTYPE_ALIASES: &[(&str, &str)] = &[
     ("float", "float32"),
@@ -93,6 +113,16 @@ impl Global {
             }
             _ => None,
         };
+        if let Some((_, kind)) = UNREAD_TENSORS
+            .iter()
+            .find(|(rebuild, _)| module == "torch._utils" && *rebuild == name)
+        {
+            return Err(PytorchError::UnreadTensor {
+                global: format!("{module}.{name}"),
+                kind,
+                offset,
+            });
+        }
         found.ok_or_else(|| PytorchError::RefusedGlobal {
             global: with_os_alias(&format!("{module}.{name}")),
             offset,

@@ -319,7 +319,7 @@ fn zip64_extra(mut extra: &[u8]) -> Option<&[u8]> {
     None
 }
 
-fn local_headers(bytes: &[u8]) -> Option<Vec<Member>> {
+pub(super) fn local_headers(bytes: &[u8]) -> Option<Vec<Member>> {
     let mut members = Vec::new();
     let mut pos = 0usize;
     while let Some(h) = bytes

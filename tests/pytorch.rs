@@ -1,0 +1,487 @@
+//! PyTorch checkpoints, checked against what torch itself recorded: tests/fixtures/pytorch holds
+//! files written by real `torch.save` (scripts/make_pytorch_fixtures.py) and a manifest of every
+//! tensor torch saw (key path, dtype, shape, stride, SHA-256 of its values). Values are checked
+//! against a safetensors twin written without weight-inspect or torch
+//! (tests/common/pytorch_twin.py); hostile files come from tests/common/hostile_pytorch.py.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::git::Repo;
+use common::{
+    assert_contains, assert_success, code, combined, python, run, run_in, stderr, stdout,
+};
+use serde_json::Value;
+
+fn dir() -> PathBuf {
+    common::fixture("pytorch")
+}
+
+fn manifest() -> Value {
+    let text = std::fs::read_to_string(dir().join("manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Fixtures that hold only dense tensors (quantized.pt is refused by design, the malicious
+/// ones are not in "files").
+fn dense_fixtures(manifest: &Value) -> Vec<String> {
+    manifest["files"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|name| *name != "quantized.pt")
+        .cloned()
+        .collect()
+}
+
+/// torch's dtype name → weight-inspect's name and bytes per element.
+fn dtype(torch: &str) -> (&'static str, u64) {
+    match torch {
+        "float32" => ("f32", 4),
+        "float64" => ("f64", 8),
+        "float16" => ("f16", 2),
+        "bfloat16" => ("bf16", 2),
+        "int64" => ("i64", 8),
+        "int32" => ("i32", 4),
+        "int16" => ("i16", 2),
+        "int8" => ("i8", 1),
+        "uint64" => ("u64", 8),
+        "uint32" => ("u32", 4),
+        "uint16" => ("u16", 2),
+        "uint8" => ("u8", 1),
+        "bool" => ("bool", 1),
+        "complex32" => ("c32", 4),
+        "complex64" => ("c64", 8),
+        "complex128" => ("c128", 16),
+        "float8_e4m3fn" => ("f8_e4m3", 1),
+        "float8_e4m3fnuz" => ("f8_e4m3fnuz", 1),
+        "float8_e5m2" => ("f8_e5m2", 1),
+        "float8_e5m2fnuz" => ("f8_e5m2fnuz", 1),
+        "float8_e8m0fnu" => ("f8_e8m0", 1),
+        "float4_e2m1fn_x2" => ("f4_e2m1_x2", 1),
+        "bits8" => ("bits8", 1),
+        "bits16" => ("bits16", 2),
+        other => panic!("the manifest names a dtype this test does not know: {other}"),
+    }
+}
+
+/// The name weight-inspect gives a value at a key path: the keys joined by ".".
+fn dotted(path: &Value) -> String {
+    path.as_array()
+        .unwrap()
+        .iter()
+        .map(|k| match k {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn inspect_json(path: &Path) -> Value {
+    let out = run(&["inspect", "--json", path.to_str().unwrap()]);
+    assert_success(&format!("inspect {}", path.display()), &out);
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn hash_of(path: &Path) -> String {
+    inspect_json(path)["structural_hash"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn every_checkpoint_lists_the_tensors_torch_saved() {
+    let manifest = manifest();
+    for file in dense_fixtures(&manifest) {
+        let entry = &manifest["files"][&file];
+        let listed = inspect_json(&dir().join(&file));
+        assert_eq!(listed["schema"], 1);
+        assert_eq!(listed["format"], "pytorch", "{file}");
+        let found: BTreeMap<String, &Value> = listed["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["name"].as_str().unwrap().to_owned(), t))
+            .collect();
+        let expected = entry["tensors"].as_array().unwrap();
+        assert_eq!(found.len(), expected.len(), "{file}: {found:?}");
+        for tensor in expected {
+            let name = dotted(&tensor["path"]);
+            let t = found
+                .get(&name)
+                .unwrap_or_else(|| panic!("{file}: no tensor {name:?} in {found:?}"));
+            let (dtype, size) = dtype(tensor["dtype"].as_str().unwrap());
+            assert_eq!(t["dtype"], dtype, "{file} {name}");
+            assert_eq!(t["shape"], tensor["shape"], "{file} {name}");
+            // The tensor's bytes, not its storage's.
+            let elements = tensor["elements"].as_u64().unwrap();
+            assert_eq!(t["byte_length"], elements * size, "{file} {name}");
+        }
+    }
+}
+
+#[test]
+fn plain_values_beside_the_tensors_are_metadata() {
+    let manifest = manifest();
+    for file in dense_fixtures(&manifest) {
+        let metadata = inspect_json(&dir().join(&file))["metadata"].clone();
+        let metadata = metadata.as_object().unwrap();
+        let mut explained = BTreeSet::new();
+        for value in manifest["files"][&file]["values"].as_array().unwrap() {
+            let path = value["path"].as_array().unwrap();
+            let containers = value["containers"].as_array().unwrap();
+            let want = &value["value"];
+            let (kind, scalar) = match value["type"].as_str().unwrap() {
+                "int" => ("i64", true),
+                "float" => ("f64", true),
+                "bool" => ("bool", true),
+                "str" => ("string", true),
+                // None, empty containers: no metadata (nothing to compare).
+                _ => ("", false),
+            };
+            if !scalar {
+                continue;
+            }
+            // An item of a list or tuple of plain values is an element of one array entry.
+            let in_sequence = matches!(
+                containers.last().and_then(Value::as_str),
+                Some("list" | "tuple")
+            );
+            if in_sequence {
+                let parent = dotted(&Value::Array(path[..path.len() - 1].to_vec()));
+                let entry = &metadata
+                    .get(&parent)
+                    .unwrap_or_else(|| panic!("{file}: no array {parent:?}"));
+                assert_eq!(entry["type"], "array", "{file} {parent}");
+                assert_eq!(entry["element_type"], kind, "{file} {parent}");
+                let index = path.last().unwrap().as_u64().unwrap() as usize;
+                assert_eq!(&entry["values"][index], want, "{file} {parent}[{index}]");
+                explained.insert(parent);
+            } else {
+                let name = dotted(&value["path"]);
+                let entry = metadata
+                    .get(&name)
+                    .unwrap_or_else(|| panic!("{file}: no metadata {name:?} in {metadata:?}"));
+                assert_eq!(entry["type"], kind, "{file} {name}");
+                assert_eq!(&entry["value"], want, "{file} {name}");
+                explained.insert(name);
+            }
+        }
+        let listed: BTreeSet<String> = metadata.keys().cloned().collect();
+        assert_eq!(listed, explained, "{file}: metadata torch did not save");
+    }
+    // The rule on a real Lightning checkpoint: hyper-parameters and counters, never tensors.
+    let lightning = inspect_json(&dir().join("lightning.ckpt"));
+    assert_eq!(lightning["metadata"]["hyper_parameters.lr"]["value"], 0.001);
+    assert_eq!(lightning["metadata"]["epoch"]["type"], "i64");
+    assert!(
+        lightning["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "state_dict.layer.weight")
+    );
+}
+
+#[test]
+fn one_state_dict_has_one_identity_whatever_the_layout() {
+    // The zip layout, the legacy layout, pickle protocols 4 and 5 and data.pkl at the end of
+    // the archive are one state dict.
+    let basic = hash_of(&dir().join("basic.pt"));
+    for same in [
+        "basic-legacy.pt",
+        "protocol4.pt",
+        "protocol5.pt",
+        "data-pkl-last.zip.pt",
+    ] {
+        assert_eq!(hash_of(&dir().join(same)), basic, "{same}");
+    }
+    assert_eq!(
+        hash_of(&dir().join("views.pt")),
+        hash_of(&dir().join("views-legacy.pt"))
+    );
+    // A sharded checkpoint opens as one model: its folder, its index, or the one-file save.
+    let whole = hash_of(&dir().join("hf-bin/pytorch_model.bin"));
+    assert_eq!(hash_of(&dir().join("hf-bin-sharded")), whole);
+    assert_eq!(
+        hash_of(&dir().join("hf-bin-sharded/pytorch_model.bin.index.json")),
+        whole
+    );
+    let sharded = inspect_json(&dir().join("hf-bin-sharded"));
+    assert_eq!(sharded["tensor_count"], 21);
+    // `id` says the same as inspect.
+    let out = run(&["id", dir().join("basic-legacy.pt").to_str().unwrap()]);
+    assert_success("id", &out);
+    assert_contains(&stdout(&out), &[&format!("structural_hash: {basic}")]);
+}
+
+/// Writes the safetensors twin of a fixture; returns the names it holds.
+fn twin(file: &str, out: &Path) -> Vec<String> {
+    let run = Command::new(python())
+        .arg(common::repo_root().join("tests/common/pytorch_twin.py"))
+        .arg(dir().join("manifest.json"))
+        .arg(file)
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_success(&format!("pytorch_twin.py {file}"), &run);
+    serde_json::from_str(&stdout(&run)).unwrap()
+}
+
+#[test]
+fn values_equal_an_independent_reading_of_every_fixture() {
+    let manifest = manifest();
+    let tmp = tempfile::tempdir().unwrap();
+    for file in dense_fixtures(&manifest) {
+        let twin_path = tmp
+            .path()
+            .join(format!("{}.safetensors", file.replace('/', "_")));
+        let names = twin(&file, &twin_path);
+        let checkpoint = dir().join(&file);
+        let out = run(&[
+            "diff",
+            "--values",
+            "--json",
+            checkpoint.to_str().unwrap(),
+            twin_path.to_str().unwrap(),
+        ]);
+        let report: Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{file}: {e}\n{}", combined(&out)));
+        let values = &report["values"];
+        assert_eq!(values["changed"], 0, "{file}: {values}");
+        let compared: BTreeSet<&str> = values["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(t["changed"], false, "{file}: {t}");
+                // Complex numbers have no decoder: they are compared byte for byte.
+                if t["compared"] == "values" {
+                    assert_eq!(t["max_abs_diff"], 0.0, "{file}: {t}");
+                } else {
+                    assert_eq!(t["compared"], "bytes", "{file}: {t}");
+                    assert!(t["name"].as_str().unwrap().starts_with('c'), "{file}: {t}");
+                }
+                t["name"].as_str().unwrap()
+            })
+            .collect();
+        let expected: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        assert_eq!(compared, expected, "{file}: {values}");
+    }
+}
+
+#[test]
+fn a_bin_checkpoint_and_its_safetensors_conversion_hold_the_same_values() {
+    let st = dir().join("hf-safetensors/model.safetensors");
+    for bin in [
+        dir().join("hf-bin/pytorch_model.bin"),
+        dir().join("hf-bin-sharded/pytorch_model.bin.index.json"),
+    ] {
+        let out = run(&[
+            "diff",
+            "--values",
+            bin.to_str().unwrap(),
+            st.to_str().unwrap(),
+        ]);
+        let text = combined(&out);
+        assert_contains(&text, &["values identical in all 21 compared tensors"]);
+        // Same tensors, same dtypes and shapes: only the format differs.
+        assert_contains(&text, &["pytorch", "safetensors"]);
+    }
+}
+
+/// A copy of the malicious fixtures in a fresh directory, which each command then runs in:
+/// had any of them run its payload, `weight-inspect-canary` would appear there.
+fn malicious_copies() -> (tempfile::TempDir, Vec<(String, String)>) {
+    let manifest = manifest();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (name, entry) in manifest["malicious"].as_object().unwrap() {
+        std::fs::copy(dir().join(name), tmp.path().join(name)).unwrap();
+        assert_eq!(entry["creates"], "weight-inspect-canary");
+        // The global the payload calls, as `module name`: refused as `module.name`.
+        let global = entry["globals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_str().unwrap())
+            .find(|g| !g.starts_with("torch") && !g.starts_with("collections"))
+            .unwrap()
+            .replace(' ', ".");
+        files.push((name.clone(), global));
+    }
+    (tmp, files)
+}
+
+#[test]
+fn malicious_pickles_are_refused_by_name_and_never_run() {
+    let (tmp, files) = malicious_copies();
+    let here = tmp.path();
+    for (name, global) in &files {
+        for args in [
+            vec!["inspect", name.as_str()],
+            vec!["id", name.as_str()],
+            vec!["diff", name.as_str(), name.as_str()],
+            vec!["diff", "--values", name.as_str(), name.as_str()],
+        ] {
+            let out = run_in(Some(here), &args);
+            assert_eq!(code(&out), 2, "{args:?}: {}", combined(&out));
+            let err = stderr(&out);
+            assert_contains(
+                &err,
+                &[name, &format!("refused global {global}"), "at offset "],
+            );
+            if global == "posix.system" {
+                assert_contains(&err, &["posix.system (os.system)"]);
+            }
+        }
+        // textconv never fails git: it prints the refusal instead of the structure.
+        let out = run_in(Some(here), &["textconv", name]);
+        assert_eq!(code(&out), 0, "{}", combined(&out));
+        assert_contains(&stdout(&out), &[&format!("refused global {global}")]);
+    }
+    assert!(
+        !here.join("weight-inspect-canary").exists(),
+        "a payload ran: the canary file exists"
+    );
+    // The policy's pickle rule lists what the file would import.
+    std::fs::write(
+        here.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"*.pt\"]\nforbid_formats = [\"pickle\"]\n",
+    )
+    .unwrap();
+    let out = run_in(Some(here), &["check", "malicious-popen.pt"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &["forbid_formats", "subprocess.Popen"]);
+    assert!(!here.join("weight-inspect-canary").exists());
+}
+
+#[test]
+fn git_diff_shows_checkpoint_changes_and_refuses_payloads_without_failing() {
+    let repo = Repo::new();
+    let out = repo.wi(&["git", "install"]);
+    assert_success("git install", &out);
+    std::fs::copy(dir().join("basic.pt"), repo.path("model.pt")).unwrap();
+    std::fs::copy(
+        dir().join("hf-bin/pytorch_model.bin"),
+        repo.path("pytorch_model.bin"),
+    )
+    .unwrap();
+    repo.commit_all("v1");
+    // The same state dict in the legacy layout: same structure, no structural change.
+    std::fs::copy(dir().join("basic-legacy.pt"), repo.path("model.pt")).unwrap();
+    repo.commit_all("legacy layout");
+    let shown = repo.ok(&["show", "--no-ext-diff", "--format=", "HEAD"]);
+    assert!(!shown.contains("\n-tensor"), "{shown}");
+    // Another state dict: tensors come and go.
+    std::fs::copy(dir().join("views.pt"), repo.path("model.pt")).unwrap();
+    std::fs::copy(
+        dir().join("malicious-os-system-zip.pt"),
+        repo.path("pytorch_model.bin"),
+    )
+    .unwrap();
+    repo.commit_all("v2");
+    let diff = repo.ok(&["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
+    assert_contains(
+        &diff,
+        &[
+            "format: pytorch",
+            "+tensor w_t: f32 [5, 3] 60 bytes",
+            "refused global posix.system (os.system)",
+        ],
+    );
+    let driver = repo.ok(&["diff", "HEAD~1", "HEAD", "--", "model.pt"]);
+    assert_contains(&driver, &["model.pt", "w_t"]);
+    assert!(!repo.path("weight-inspect-canary").exists());
+}
+
+#[test]
+fn hostile_checkpoints_get_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run_script = Command::new(python())
+        .arg(common::repo_root().join("tests/common/hostile_pytorch.py"))
+        .arg(dir().join("basic.pt"))
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_success("hostile_pytorch.py", &run_script);
+    let expect: &[(&str, &str)] = &[
+        (
+            "declared-size.pt",
+            "declares 48 stored bytes but 52 bytes of content",
+        ),
+        ("overlap.pt", "overlaps member"),
+        (
+            "million-members.pt",
+            "the zip directory declares 1099511627776 members, more than the 1048576",
+        ),
+        ("directory-outside.pt", "lies outside the file"),
+        ("compressed.pt", "is compressed (zip method 8)"),
+        ("memo-bomb.pt", "expands to more than"),
+        ("deep.pt", "containers nest deeper than 256 levels"),
+        ("cycle.pt", "\"a.0\": a container that contains itself"),
+        (
+            "huge-storage.pt",
+            "declares 4611686018427387904 elements of 4 bytes",
+        ),
+        (
+            "view-past-storage.pt",
+            "reaches element 7 of a storage of 4 elements",
+        ),
+        (
+            "missing-storage.pt",
+            "storage \"7\" has no member \"archive/data/7\"",
+        ),
+        ("negative-stride.pt", "a negative stride"),
+        (
+            "duplicate-name.pt",
+            "\"a.b\": two entries of the checkpoint have this name",
+        ),
+    ];
+    let written: BTreeSet<String> = stdout(&run_script).lines().map(str::to_owned).collect();
+    let tested: BTreeSet<String> = expect.iter().map(|(f, _)| f.to_string()).collect();
+    assert_eq!(written, tested);
+    for (file, message) in expect {
+        let path = tmp.path().join(file);
+        let out = run(&["inspect", path.to_str().unwrap()]);
+        assert_eq!(code(&out), 2, "{file}: {}", combined(&out));
+        assert_contains(&stderr(&out), &[path.to_str().unwrap(), message]);
+    }
+}
+
+#[test]
+fn every_truncation_is_an_error_never_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    for file in ["basic.pt", "basic-legacy.pt", "views.pt"] {
+        let bytes = std::fs::read(dir().join(file)).unwrap();
+        let cut_path = tmp.path().join(file);
+        // Every cut in the first 600 bytes (headers and pickles), then every 7th.
+        let cuts = (0..bytes.len()).filter(|&n| n < 600 || n % 7 == 0);
+        for cut in cuts {
+            std::fs::write(&cut_path, &bytes[..cut]).unwrap();
+            let out = run(&["inspect", "--json", cut_path.to_str().unwrap()]);
+            let status = out.status.code();
+            assert!(
+                status == Some(2) || status == Some(0),
+                "{file} cut at {cut}: {:?}\n{}",
+                out.status,
+                combined(&out)
+            );
+            assert!(!stderr(&out).contains("panicked"), "{file} cut at {cut}");
+            if status == Some(0) {
+                // A complete header without all its data is reported as a prefix.
+                let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+                assert_eq!(listed["truncated"], true, "{file} cut at {cut}");
+                assert!(
+                    listed["data_bytes_present"].as_u64() < listed["data_bytes_expected"].as_u64(),
+                    "{file} cut at {cut}: {listed}"
+                );
+            }
+        }
+    }
+}
