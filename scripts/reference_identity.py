@@ -10,6 +10,8 @@ Shares no code with weight-inspect. Parsing is done by the formats' own Python p
 gguf-py's GGUFReader for GGUF v2/v3 (either byte order), the safetensors package for safetensors
 (safe_open validates the file and gives __metadata__; dtype/shape/offsets come from a json parse
 of the header). gguf-py cannot read GGUF v1, so v1 has a small struct-based reader here.
+PyTorch checkpoints are read with Python's zipfile and pickle (a restricted Unpickler; torch is
+never imported).
 
 The canonical form (see docs/SPEC.md): one JSON object, no whitespace, keys sorted by UTF-8
 bytes, {"format", "gguf_version" (GGUF only), "metadata", "tensors": {name: {"byte_length",
@@ -20,14 +22,18 @@ bytes, {"format", "gguf_version" (GGUF only), "metadata", "tensors": {name: {"by
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
+import io
 import json
 import re
 import os
+import pickle
 import shutil
 import struct
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +308,171 @@ def safetensors_doc(path: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
+# PyTorch checkpoints (docs/SPEC.md, "PyTorch checkpoints"): Python's own Unpickler with
+# find_class limited to the globals torch.save names for dense tensors, each standing for a
+# plain Python function here (torch is never imported); persistent_load gives a storage's dtype.
+
+TORCH_DTYPES = {
+    "float32": "f32", "float": "f32", "float64": "f64", "double": "f64", "float16": "f16",
+    "half": "f16", "bfloat16": "bf16", "int64": "i64", "long": "i64", "int32": "i32", "int": "i32",
+    "int16": "i16", "short": "i16", "int8": "i8", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+    "uint64": "u64", "bool": "bool", "complex32": "c32", "chalf": "c32", "complex64": "c64",
+    "cfloat": "c64", "complex128": "c128", "cdouble": "c128", "float8_e4m3fn": "f8_e4m3",
+    "float8_e4m3fnuz": "f8_e4m3fnuz", "float8_e5m2": "f8_e5m2", "float8_e5m2fnuz": "f8_e5m2fnuz",
+    "float8_e8m0fnu": "f8_e8m0", "float4_e2m1fn_x2": "f4_e2m1_x2", "bits8": "bits8",
+    "bits16": "bits16", "bits1x8": "bits1x8", "bits2x4": "bits2x4", "bits4x2": "bits4x2",
+}
+DTYPE_BYTES = {
+    "f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1,
+    "u16": 2, "u32": 4, "u64": 8, "bool": 1, "c32": 4, "c64": 8, "c128": 16, "f8_e4m3": 1,
+    "f8_e4m3fnuz": 1, "f8_e5m2": 1, "f8_e5m2fnuz": 1, "f8_e8m0": 1, "f4_e2m1_x2": 1,
+    "bits8": 1, "bits16": 2, "bits1x8": 1, "bits2x4": 1, "bits4x2": 1,
+}
+TYPED_STORAGES = {
+    "FloatStorage": "f32", "DoubleStorage": "f64", "HalfStorage": "f16", "BFloat16Storage": "bf16",
+    "LongStorage": "i64", "IntStorage": "i32", "ShortStorage": "i16", "CharStorage": "i8",
+    "ByteStorage": "u8", "BoolStorage": "bool", "ComplexFloatStorage": "c64",
+    "ComplexDoubleStorage": "c128",
+}
+
+
+class TorchTensor:
+    def __init__(self, dtype: str, size: tuple):
+        self.dtype, self.size = dtype, list(size)
+
+
+class StorageType:
+    def __init__(self, dtype: str | None):
+        self.dtype = dtype
+
+
+class TorchDtype:
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+
+class Storage:
+    def __init__(self, dtype: str | None):
+        self.dtype = dtype
+
+
+def rebuild_tensor(storage, _offset, size, _stride, *_rest):
+    return TorchTensor(storage.dtype, size)
+
+
+def rebuild_tensor_v3(storage, _offset, size, _stride, _grad, _hooks, dtype, *_rest):
+    return TorchTensor(dtype.dtype, size)
+
+
+def rebuild_parameter(data, *_rest):
+    return data
+
+
+def rebuild_from_type_v2(func, _new_type, args, _state):
+    return func(*args)
+
+
+class TensorClass:
+    pass
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    def __init__(self, file, storages: dict[str, Storage]):
+        super().__init__(file)
+        self.storages = storages
+
+    def find_class(self, module: str, name: str):
+        known = {
+            ("collections", "OrderedDict"): collections.OrderedDict,
+            ("torch._utils", "_rebuild_tensor"): rebuild_tensor,
+            ("torch._utils", "_rebuild_tensor_v2"): rebuild_tensor,
+            ("torch._utils", "_rebuild_tensor_v3"): rebuild_tensor_v3,
+            ("torch._utils", "_rebuild_parameter"): rebuild_parameter,
+            ("torch._utils", "_rebuild_parameter_with_state"): rebuild_parameter,
+            ("torch._tensor", "_rebuild_from_type_v2"): rebuild_from_type_v2,
+            ("torch", "Tensor"): TensorClass,
+            ("torch.nn.parameter", "Parameter"): TensorClass,
+            ("torch", "UntypedStorage"): StorageType(None),
+            ("torch.storage", "UntypedStorage"): StorageType(None),
+        }
+        if (module, name) in known:
+            return known[(module, name)]
+        if module == "torch" and name in TYPED_STORAGES:
+            return StorageType(TYPED_STORAGES[name])
+        if module == "torch" and name in TORCH_DTYPES:
+            return TorchDtype(TORCH_DTYPES[name])
+        raise Invalid(f"refused global {module}.{name}")
+
+    def persistent_load(self, pid):
+        kind, storage_type, key = pid[0], pid[1], str(pid[2])
+        if kind != "storage":
+            raise Invalid(f"persistent id {pid!r}")
+        return self.storages.setdefault(key, Storage(storage_type.dtype))
+
+
+def pytorch_walk(root: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, bool):
+            return ("bool", value)
+        if isinstance(value, int) and -(2**63) <= value < 2**63:
+            return ("int", value)
+        if isinstance(value, float):
+            return ("float", struct.unpack("<Q", struct.pack("<d", value))[0])
+        if isinstance(value, str):
+            return ("str", value)
+        return None
+
+    def visit(value: Any, name: str) -> None:
+        if isinstance(value, TorchTensor):
+            elements = 1
+            for d in value.size:
+                elements *= d
+            tensors[name] = {"byte_length": elements * DTYPE_BYTES[value.dtype], "dtype": value.dtype, "shape": value.size}
+            return
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if isinstance(key, bool) or key is None:
+                    key = str(key)
+                elif not isinstance(key, (str, int)):
+                    continue
+                visit(child, f"{name}.{key}" if name else str(key))
+            return
+        if isinstance(value, (list, tuple)):
+            items = [plain(v) for v in value]
+            if items and items[0] is not None and all(i is not None and i[0] == items[0][0] for i in items):
+                metadata[name] = [i[1] for i in items]
+                return
+            for i, child in enumerate(value):
+                visit(child, f"{name}.{i}" if name else str(i))
+            return
+        scalar = plain(value)
+        if scalar is not None:
+            metadata[name] = scalar[1]
+
+    visit(root, "")
+    return {"format": "pytorch", "metadata": metadata, "tensors": tensors}
+
+
+def pytorch_doc(path: Path) -> dict[str, Any]:
+    storages: dict[str, Storage] = {}
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            pickles = [n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
+            if len(pickles) != 1:
+                raise Invalid(f"{path}: {len(pickles)} data.pkl members")
+            root = RestrictedUnpickler(io.BytesIO(z.read(pickles[0])), storages).load()
+        return pytorch_walk(root)
+    with open(path, "rb") as f:
+        for _ in range(3):  # magic number, protocol, sys info
+            RestrictedUnpickler(f, storages).load()
+        root = RestrictedUnpickler(f, storages).load()
+    return pytorch_walk(root)
+
+
+# --------------------------------------------------------------------------------------------
 # multi-file models (docs/SPEC.md, "Multi-file models"): the identity of the same model written
 # as one file. Written from the spec, without validating more than the merge needs.
 
@@ -331,6 +502,15 @@ def sharded_safetensors_doc(index_path: Path) -> dict[str, Any]:
     return merged(docs, docs[0]["metadata"] if docs else {}, {"format": "safetensors"})
 
 
+def sharded_pytorch_doc(index_path: Path) -> dict[str, Any]:
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    shards = sorted(set(index["weight_map"].values()))
+    docs = [pytorch_doc(index_path.parent / shard) for shard in shards]
+    if any(doc["metadata"] != docs[0]["metadata"] for doc in docs):
+        raise Invalid("shards disagree on metadata")
+    return merged(docs, docs[0]["metadata"] if docs else {}, {"format": "pytorch"})
+
+
 def split_gguf_doc(part: Path) -> dict[str, Any]:
     match = re.fullmatch(r"(.+)-(\d+)-of-(\d+)\.gguf", part.name)
     if match is None:
@@ -346,14 +526,21 @@ def model_doc(path: Path) -> dict[str, Any]:
         indexes = sorted(path.glob("*.safetensors.index.json"))
         if len(indexes) == 1:
             return sharded_safetensors_doc(indexes[0])
+        bin_indexes = sorted(path.glob("*.bin.index.json"))
+        if len(bin_indexes) == 1:
+            return sharded_pytorch_doc(bin_indexes[0])
         firsts = sorted(path.glob("*-00001-of-*.gguf"))
         if len(firsts) == 1:
             return split_gguf_doc(firsts[0])
         raise Invalid(f"{path}: not one multi-file model")
     if path.name.endswith(".safetensors.index.json"):
         return sharded_safetensors_doc(path)
+    if path.name.endswith(".bin.index.json"):
+        return sharded_pytorch_doc(path)
     with open(path, "rb") as f:
         magic = f.read(4)
+    if magic.startswith(b"PK\x03\x04") or magic.startswith(b"\x80"):
+        return pytorch_doc(path)
     if magic == b"GGUF":
         doc = gguf_doc(path)
         count = doc["metadata"].get("split.count")

@@ -485,3 +485,29 @@ fn every_truncation_is_an_error_never_a_crash() {
         }
     }
 }
+
+#[test]
+fn the_independent_reference_computes_the_same_identities() {
+    let manifest = manifest();
+    let mut paths: Vec<PathBuf> = dense_fixtures(&manifest)
+        .iter()
+        .map(|f| dir().join(f))
+        .collect();
+    paths.push(dir().join("hf-bin-sharded"));
+    let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
+    let out = common::run_python("reference_identity.py", &args);
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), paths.len());
+    for (path, reference) in paths.iter().zip(&lines) {
+        assert_eq!(
+            hash_of(path),
+            reference["structural_hash"].as_str().unwrap(),
+            "{}: {}",
+            path.display(),
+            reference["canonical"]
+        );
+    }
+}

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::artifact::{Array, Artifact, TensorInfo, Value};
+use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
 use crate::identity::{structural_hash, value_digest};
 use crate::render::Palette;
@@ -235,10 +235,16 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
         diff.old_metadata_count == diff.new_metadata_count
     );
     if diff.format_changed() {
+        // PyTorch and safetensors files of one model share Hugging Face's tensor names; GGUF
+        // has its own names and metadata keys.
+        let note = if diff.old_format == Format::Gguf || diff.new_format == Format::Gguf {
+            "metadata keys and tensor names follow different conventions"
+        } else {
+            "the same tensor names; metadata differs by format"
+        };
         let _ = writeln!(
             out,
-            "  format: {} -> {} (different formats: metadata keys and tensor names follow \
-             different conventions)",
+            "  format: {} -> {} (different formats: {note})",
             diff.old_format.name(),
             diff.new_format.name()
         );

@@ -224,7 +224,7 @@ impl Machine<'_> {
                 let (Object::Str(module), Object::Str(name)) = (&module, &name) else {
                     return Err(self.error(at, "STACK_GLOBAL without two strings"));
                 };
-                let global = Global::recognize(&module, &name, at)?;
+                let global = Global::recognize(module, name, at)?;
                 self.stack.push(Object::Global(global));
             }
             Op::Reduce => {
