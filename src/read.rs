@@ -123,10 +123,23 @@ const READERS: &[Reader] = &[
             let have = prefix.len() as u64;
             match formats::pytorch::parse_prefix(prefix, file_len) {
                 Ok(artifact) => HeaderStep::Parsed(Ok(artifact)),
-                // The pickle (or the zip directory naming it) lies beyond the prefix: read on.
-                // A checkpoint does not declare where its pickle ends.
+                // The pickle (or the zip directory naming it) lies beyond the prefix: read on,
+                // up to the header cap. A checkpoint does not declare where its pickle ends.
+                Err(source) if have < file_len && have >= formats::limits::max_header_bytes() => {
+                    HeaderStep::Parsed(Err(Error::Pytorch {
+                        path: path.to_owned(),
+                        source: Box::new(formats::pytorch::PytorchError::PickleNotInPrefix {
+                            read: have,
+                            raise: formats::limits::how_to_raise(),
+                            last: Box::new(source),
+                        }),
+                    }))
+                }
                 Err(_) if have < file_len => HeaderStep::Need {
-                    end: have.saturating_mul(2).min(file_len),
+                    end: have
+                        .saturating_mul(2)
+                        .min(file_len)
+                        .min(formats::limits::max_header_bytes().max(have + 1)),
                     exact: false,
                 },
                 Err(source) => HeaderStep::Parsed(Err(Error::Pytorch {

@@ -511,3 +511,47 @@ fn the_independent_reference_computes_the_same_identities() {
         );
     }
 }
+
+#[test]
+fn a_pickle_at_the_end_is_read_up_to_the_header_cap() {
+    // data.pkl after 3 MB of other members: beyond the first window of a prefix reader.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("last.pt");
+    let script = "import sys, zipfile
+src = zipfile.ZipFile(sys.argv[1])
+with zipfile.ZipFile(sys.argv[2], 'w') as out:
+    for n in src.namelist():
+        if not n.endswith('data.pkl'):
+            out.writestr(n, src.read(n))
+    out.writestr('basic/padding', bytes(3000000))
+    for n in src.namelist():
+        if n.endswith('data.pkl'):
+            out.writestr(n, src.read(n))
+";
+    let made = Command::new(python())
+        .args(["-c", script])
+        .arg(dir().join("basic.pt"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_success("writing last.pt", &made);
+    let basic = hash_of(&dir().join("basic.pt"));
+    assert_eq!(hash_of(&file), basic);
+    // textconv reads prefixes (never a memory map): it reads on until data.pkl is complete...
+    let out = run(&["textconv", file.to_str().unwrap()]);
+    assert_contains(&stdout(&out), &[&format!("structural-hash: {basic}")]);
+    // ...but never past the header cap.
+    let out = Command::new(common::bin())
+        .args(["textconv", file.to_str().unwrap()])
+        .env("WEIGHT_INSPECT_MAX_HEADER_BYTES", "1500000")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0);
+    assert_contains(
+        &stdout(&out),
+        &[
+            "the checkpoint's pickle is not complete within its first",
+            "WEIGHT_INSPECT_MAX_HEADER_BYTES",
+        ],
+    );
+}

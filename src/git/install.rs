@@ -502,12 +502,12 @@ mod tests {
         let (once, change) = add_rules(LFS);
         assert_eq!(change, Some("added"));
         assert!(once.starts_with(LFS));
-        assert!(once.ends_with("*.safetensors diff=weight-inspect\n"));
+        assert!(once.ends_with("pytorch_model*.bin diff=weight-inspect\n"));
         let (twice, change) = add_rules(&once);
         assert_eq!(change, None);
         assert_eq!(twice, once);
         let (removed, n) = remove_rules(&once);
-        assert_eq!(n, 3);
+        assert_eq!(n, 1 + RULES.len());
         assert_eq!(removed, LFS);
     }
 

@@ -59,6 +59,15 @@ pub enum PytorchError {
         limit: u64,
         raise: String,
     },
+    #[error(
+        "the checkpoint's pickle is not complete within its first {read} bytes, the most a \
+         header may take ({raise}); last problem: {last}"
+    )]
+    PickleNotInPrefix {
+        read: u64,
+        raise: String,
+        last: Box<PytorchError>,
+    },
     #[error("{stream}: at offset {offset}: {problem}")]
     Pickle {
         stream: String,

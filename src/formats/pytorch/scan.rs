@@ -256,6 +256,22 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
 
 fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
     let entries = match zip::members(bytes) {
+        Ok(Some(archive))
+            if !archive.complete && !archive.members.iter().any(|m| zip::is_data_pkl(&m.name)) =>
+        {
+            // A prefix whose data.pkl comes later: torch.save's other members say what it is.
+            let first = archive
+                .members
+                .iter()
+                .find(|m| zip::is_torch_member(&m.name))?;
+            let folder = first.name.split('/').next().unwrap_or_default();
+            return Some(Scanner::default().finish(
+                Container::Zip {
+                    entry: format!("{folder}/data.pkl"),
+                },
+                Some("data.pkl lies beyond the bytes read".to_owned()),
+            ));
+        }
         Ok(archive) => archive?.members,
         // A broken directory behind a first member named as torch.save names it is a
         // damaged (or hostile) checkpoint: its parse gives the error, not "not a model".

@@ -147,6 +147,20 @@ pub(super) fn is_data_pkl(name: &str) -> bool {
     name == "data.pkl" || name.ends_with("/data.pkl")
 }
 
+/// Whether a member name is one `torch.save` writes beside data.pkl (`FOLDER/byteorder`,
+/// `FOLDER/version`, `FOLDER/.format_version`, `FOLDER/data/KEY`).
+pub(super) fn is_torch_member(name: &str) -> bool {
+    let Some((_, rest)) = name.split_once('/') else {
+        return false;
+    };
+    matches!(
+        rest,
+        "byteorder" | "version" | ".format_version" | ".storage_alignment"
+    ) || rest
+        .strip_prefix("data/")
+        .is_some_and(|key| !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn u16le(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
