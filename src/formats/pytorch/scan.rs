@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::allowlist;
-use super::opcodes::{Lexer, Op};
+use super::opcodes::{LexError, Lexer, Op};
 use super::zip::{self, Member};
 
 /// Imports beyond this many distinct names are counted but not listed.
@@ -92,7 +92,7 @@ impl Scanner {
     }
 
     /// Scans one pickle stream starting at `start`; returns the offset just past its STOP.
-    fn run(&mut self, bytes: &[u8], start: usize) -> Result<usize, String> {
+    fn run(&mut self, bytes: &[u8], start: usize) -> Result<usize, StreamError> {
         self.recent = [None, None];
         self.memo.clear();
         self.memo_len = 0;
@@ -100,8 +100,8 @@ impl Scanner {
         loop {
             let offset = lexer.position();
             let (at, op) = match lexer.next_op() {
-                None => return Err(format!("no STOP opcode before the end (offset {offset})")),
-                Some(result) => result.map_err(|e| e.to_string())?,
+                None => return Err(StreamError::NoStop { offset }),
+                Some(result) => result.map_err(StreamError::Lex)?,
             };
             self.opcodes += 1;
             match op {
@@ -142,6 +142,15 @@ impl Scanner {
             }
         }
     }
+}
+
+/// Why a pickle stream could not be scanned to its STOP.
+#[derive(Debug, thiserror::Error)]
+enum StreamError {
+    #[error("no STOP opcode before the end (offset {offset})")]
+    NoStop { offset: usize },
+    #[error("{0}")]
+    Lex(LexError),
 }
 
 /// How the pickle was wrapped.
@@ -245,7 +254,7 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
                 // After a complete pickle, what follows may be raw storage bytes that merely
                 // start like one; the imports seen on the way are kept either way.
                 if streams == 0 {
-                    incomplete = Some(err);
+                    incomplete = Some(err.to_string());
                 }
                 break;
             }
@@ -297,7 +306,7 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
         let result = entry
             .stored_data(bytes)
             .map_err(|e| e.to_string())
-            .and_then(|data| scan.run(data, 0).map(|_| ()));
+            .and_then(|data| scan.run(data, 0).map(|_| ()).map_err(|e| e.to_string()));
         if let Err(err) = result {
             incomplete.get_or_insert(format!("{}: {err}", entry.name));
         }
