@@ -18,6 +18,7 @@ mod fsutil;
 mod git;
 mod identity;
 mod input;
+mod mapped;
 mod output;
 mod policy;
 mod progress;

@@ -38,15 +38,13 @@ pub fn read_file(path: &Path) -> Result<Artifact> {
     if len == 0 {
         return read_bytes(path, &[]);
     }
-    // SAFETY: the map is read-only and dropped before returning; a file truncated underneath
-    // us is the one hazard, as with every mmap-based reader (ggml's included).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = crate::mapped::GuardedMap::map(&file, path).map_err(|e| Error::io(path, e))?;
     // A zip checkpoint's header is scattered: the pickle, the directory at the end and one
     // local header before each storage. Read-around on each of those faults would pull in
     // megabytes of weights per member (8 MB on a disk with that read-ahead), so only the
     // pages touched are read.
     if map.starts_with(b"PK\x03\x04") {
-        let _ = map.advise(memmap2::Advice::Random);
+        map.advise(memmap2::Advice::Random);
     }
     read_bytes(path, &map)
 }
@@ -340,8 +338,7 @@ pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
     if !formats::wdelta::is_wdelta(&magic[..n]) {
         return Ok(None);
     }
-    // SAFETY: read-only map, dropped before returning.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = crate::mapped::GuardedMap::map(&file, path).map_err(|e| Error::io(path, e))?;
     WdeltaFile::parse(&map)
         .map(Some)
         .map_err(|source| Error::Wdelta {

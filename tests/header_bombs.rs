@@ -222,3 +222,41 @@ fn textconv_notes_a_bomb_and_exits_0() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("more than the limit of 97656"), "{text}");
 }
+
+#[test]
+fn the_safetensors_header_limit_follows_the_environment() {
+    let example = common::repo_root().join("examples/tiny-base.safetensors");
+    let example = example.to_str().unwrap();
+    let header_len = u64::from_le_bytes(std::fs::read(example).unwrap()[..8].try_into().unwrap());
+    // A cap below the example's header refuses it, naming the cap and how to raise it.
+    let below = (header_len - 1).to_string();
+    let (code, err, _) = run_measured(&["id", example], &[(ENV, below.as_str())]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tiny-base.safetensors"), "{err}");
+    assert!(
+        err.contains(&format!("exceeds the limit of {below} bytes")),
+        "{err}"
+    );
+    assert!(err.contains(ENV), "{err}");
+    let at = header_len.to_string();
+    let (code, err, _) = run_measured(&["id", example], &[(ENV, at.as_str())]);
+    assert_eq!(code, Some(0), "{err}");
+
+    // A declared length above the default cap is refused without reading on; raised, the cap
+    // lets the reader see that the header runs past the end of the file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("declares-150mb.safetensors");
+    let mut bytes = 150_000_000u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(b"{\"a\":1}");
+    std::fs::write(&path, bytes).unwrap();
+    let path = path.to_str().unwrap();
+    let (code, err, _) = run_measured(&["id", path], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("exceeds the limit of 100000000 bytes"),
+        "{err}"
+    );
+    let (code, err, _) = run_measured(&["id", path], &[(ENV, "200000000")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("runs past the end of the file"), "{err}");
+}

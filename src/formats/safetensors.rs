@@ -12,15 +12,17 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use crate::artifact::{Artifact, Format, Layout, TensorInfo, TensorName, Tensors, Value};
 
-pub const MAX_HEADER_SIZE: u64 = 100_000_000;
 const METADATA_KEY: &str = "__metadata__";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SafetensorsError {
     #[error("file is {file_len} bytes, too short for the 8-byte header length")]
     MissingHeaderLength { file_len: u64 },
-    #[error("header length {header_len} (bytes 0-7) exceeds the limit of {MAX_HEADER_SIZE} bytes")]
-    HeaderTooLarge { header_len: u64 },
+    #[error(
+        "header length {header_len} (bytes 0-7) exceeds the limit of {limit} bytes; {how}",
+        how = crate::formats::limits::how_to_raise()
+    )]
+    HeaderTooLarge { header_len: u64, limit: u64 },
     #[error(
         "header length {header_len} (bytes 0-7) runs past the end of the file ({file_len} bytes): \
          the header is incomplete"
@@ -110,7 +112,11 @@ pub fn detect(bytes: &[u8]) -> bool {
 /// (None until the first 8 bytes are there).
 pub fn header_bytes_needed(prefix: &[u8]) -> Option<u64> {
     let len = u64::from_le_bytes(prefix.get(..8)?.try_into().ok()?);
-    Some(8u64.saturating_add(len.min(MAX_HEADER_SIZE)))
+    // Over the limit: nothing more to read, the parse refuses it at once.
+    Some(match len > super::limits::max_header_bytes() {
+        true => 8,
+        false => 8 + len,
+    })
 }
 
 /// Parses the first bytes of a file of `file_len` bytes: sizes and offsets are checked against
@@ -121,8 +127,9 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
         return Err(SafetensorsError::MissingHeaderLength { file_len });
     };
     let header_len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
-    if header_len > MAX_HEADER_SIZE {
-        return Err(SafetensorsError::HeaderTooLarge { header_len });
+    let limit = super::limits::max_header_bytes();
+    if header_len > limit {
+        return Err(SafetensorsError::HeaderTooLarge { header_len, limit });
     }
     let data_start = 8 + header_len;
     if data_start > file_len || data_start > bytes.len() as u64 {

@@ -115,7 +115,7 @@ impl Judged {
 
 /// The model bytes of a subject.
 enum Body {
-    Map(memmap2::Mmap),
+    Map(crate::mapped::GuardedMap),
     Bytes(Vec<u8>),
     Empty,
 }
@@ -549,9 +549,8 @@ fn map_file(file: &Path) -> Result<Body> {
     if len == 0 {
         return Ok(Body::Empty);
     }
-    // SAFETY: the mapping is read-only and lives only for this check; a concurrent truncation
-    // of a model file being committed is not a case we defend against (git itself doesn't).
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| crate::error::Error::io(file, e))?;
+    let map =
+        crate::mapped::GuardedMap::map(&f, file).map_err(|e| crate::error::Error::io(file, e))?;
     Ok(Body::Map(map))
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::ValuesError;
 
 enum Storage {
-    Mapped(memmap2::Mmap),
+    Mapped(crate::mapped::GuardedMap),
     Owned(Vec<u8>),
     Empty,
 }
@@ -35,9 +35,7 @@ impl ModelBytes {
         let storage = if len == 0 {
             Storage::Empty
         } else {
-            // SAFETY: read-only map; a file truncated while it is compared is the one hazard,
-            // as for every mmap-based reader.
-            Storage::Mapped(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
+            Storage::Mapped(crate::mapped::GuardedMap::map(&file, path).map_err(io)?)
         };
         Ok(ModelBytes {
             name: path.to_owned(),
@@ -95,11 +93,7 @@ impl ModelBytes {
         let end = start + range.len();
         let (start, end) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
         if end > start {
-            // SAFETY: DontNeed on a read-only file mapping only drops this process's view of
-            // the pages; the next access reads them again from the file.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-            };
+            map.release(start, end - start);
         }
     }
 }
