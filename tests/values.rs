@@ -366,3 +366,49 @@ print(json.dumps(out))
         }
     }
 }
+
+#[test]
+fn sixty_four_bit_integers_beyond_f64_are_counted_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (
+        dir.path().join("old.safetensors"),
+        dir.path().join("new.safetensors"),
+    );
+    // 2^53 and 2^53 + 1 round to the same f64; so do u64::MAX and u64::MAX - 1.
+    let script = r#"
+import sys
+import numpy as np
+from safetensors.numpy import save_file
+big = 2**53
+save_file({
+    "counter": np.array([big, big + 2, 5], dtype=np.int64),
+    "ids": np.array([2**64 - 1, 1], dtype=np.uint64),
+    "small": np.array([1, 2, 3], dtype=np.int64),
+}, sys.argv[1])
+save_file({
+    "counter": np.array([big + 1, big + 2, 5], dtype=np.int64),
+    "ids": np.array([2**64 - 2, 1], dtype=np.uint64),
+    "small": np.array([1, 2, 4], dtype=np.int64),
+}, sys.argv[2])
+"#;
+    let out = std::process::Command::new(python())
+        .args(["-c", script, old.to_str().unwrap(), new.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (old, new) = (old.to_str().unwrap(), new.to_str().unwrap());
+    let out = run(&["diff", "--values", "--json", old, new]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for (name, changed, approximate) in
+        [("counter", 1, true), ("ids", 1, true), ("small", 1, false)]
+    {
+        let t = tensor(&doc, name);
+        assert_eq!(t["changed"], true, "{name}: {t}");
+        assert_eq!(t["changed_elements"], changed, "{name}: {t}");
+        let note = t["note"].as_str().unwrap_or_default();
+        assert_eq!(note.contains("2^53"), approximate, "{name}: {t}");
+    }
+    let text = stdout(&run(&["diff", "--values", old, new]));
+    assert!(text.contains("counted exactly"), "{text}");
+}

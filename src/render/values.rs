@@ -125,6 +125,9 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
                     t.old_dtype, t.new_dtype
                 );
             }
+            if t.stats.is_some_and(|s| s.approximate) {
+                let _ = write!(name, " ({APPROXIMATE})");
+            }
             let line = format!(
                 "  {:>9}  {max:>12}  {cos:>9}  {count:>21}  {name}",
                 rel_l2_text(t)
@@ -235,6 +238,10 @@ struct DiffWithValues<'a> {
     values: ValuesDoc<'a>,
 }
 
+/// Said of a tensor whose figures were computed from rounded values.
+const APPROXIMATE: &str = "64-bit integers of magnitude 2^53 or more: changed elements counted \
+     exactly, the other figures computed from values rounded to f64";
+
 fn tensor_doc(t: &TensorValues) -> TensorDoc<'_> {
     let note = match t.method {
         Method::Bytes(why) => Some(format!("compared byte for byte: {}", why.describe())),
@@ -243,6 +250,11 @@ fn tensor_doc(t: &TensorValues) -> TensorDoc<'_> {
             t.old_dtype, t.new_dtype
         )),
         Method::Values => None,
+    };
+    let note = match (note, t.stats.is_some_and(|s| s.approximate)) {
+        (note, false) => note,
+        (None, true) => Some(APPROXIMATE.to_owned()),
+        (Some(note), true) => Some(format!("{note}; {APPROXIMATE}")),
     };
     TensorDoc {
         name: &t.name,

@@ -16,6 +16,9 @@ pub struct Sums {
     pub sum_sq_new: f64,
     pub sum_sq_diff: f64,
     pub dot: f64,
+    /// Some value did not convert to f64 exactly (a 64-bit integer of magnitude ≥ 2^53): the
+    /// norms and max |b - a| are approximate.
+    pub inexact: bool,
 }
 
 /// Lanes of the accumulators: independent sums the compiler keeps in vector registers.
@@ -43,6 +46,7 @@ impl Sums {
         self.sum_sq_new += other.sum_sq_new;
         self.sum_sq_diff += other.sum_sq_diff;
         self.dot += other.dot;
+        self.inexact |= other.inexact;
     }
 
     /// The sums of `old` against `new` (equal lengths).
@@ -127,6 +131,7 @@ fn unchanged_body(values: &[f64]) -> Sums {
         sum_sq_new: sum,
         sum_sq_diff: 0.0,
         dot: sum,
+        inexact: false,
     }
 }
 
@@ -213,6 +218,7 @@ fn finish(acc: [[f64; LANES]; 6], tail_old: &[f64], tail_new: &[f64], len: usize
         sum_sq_new: sum(acc[2]),
         sum_sq_diff: sum(acc[0]),
         dot: sum(acc[3]),
+        inexact: false,
     };
     for (&a, &b) in tail_old.iter().zip(tail_new) {
         s.add_finite(a, b);
@@ -234,6 +240,9 @@ pub struct ValueStats {
     pub rel_l2: Option<f64>,
     /// a·b / (‖a‖ ‖b‖); None when either norm is 0 (undefined).
     pub cosine: Option<f64>,
+    /// The norms, cosine and max |b - a| are approximate: 64-bit integers of magnitude ≥ 2^53
+    /// were rounded to f64 (changed elements are counted exactly all the same).
+    pub approximate: bool,
 }
 
 impl ValueStats {
@@ -245,6 +254,7 @@ impl ValueStats {
             max_abs_diff: 0.0,
             rel_l2: Some(0.0),
             cosine: Some(1.0),
+            approximate: false,
         }
     }
 
@@ -271,6 +281,7 @@ impl ValueStats {
             max_abs_diff: s.max_abs_diff,
             rel_l2,
             cosine,
+            approximate: s.inexact,
         }
     }
 }

@@ -548,16 +548,36 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
         let raw_old = pair.old.elements(&pair.old_codec, at, to, old_bytes);
         let raw_new = pair.new.elements(&pair.new_codec, at, to, new_bytes);
         (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
-        let part = if pair.same_dtype && raw_old == raw_new {
+        let unchanged = pair.same_dtype && raw_old == raw_new;
+        let mut part = if unchanged {
             Sums::unchanged(&buf_old[..n])
         } else {
             (pair.new_codec.decode)(raw_new, &mut buf_new[..n]);
             Sums::of(&buf_old[..n], &buf_new[..n])
         };
+        if pair.old_codec.wide_integer || pair.new_codec.wide_integer {
+            part.inexact = beyond_f64(&buf_old[..n]) || !unchanged && beyond_f64(&buf_new[..n]);
+            if pair.same_dtype && !unchanged {
+                // Two integers that round to the same f64 may still differ.
+                let width = pair.old_codec.type_size as usize;
+                part.changed = raw_old
+                    .chunks_exact(width)
+                    .zip(raw_new.chunks_exact(width))
+                    .filter(|(a, b)| a != b)
+                    .count() as u64;
+            }
+        }
         sums.merge(&part);
         at = to;
     }
     sums
+}
+
+/// Whether some decoded 64-bit integer may have been rounded: f64 holds every integer of
+/// magnitude below 2^53 exactly, and not all of those above.
+fn beyond_f64(values: &[f64]) -> bool {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    values.iter().any(|v| v.abs() >= EXACT)
 }
 
 /// Decodes a whole tensor's bytes of `dtype` (tests and the dequantization check).

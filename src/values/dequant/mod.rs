@@ -25,6 +25,9 @@ pub struct Codec {
     /// Bytes per block.
     pub type_size: u64,
     pub decode: DecodeFn,
+    /// 64-bit integers: values of magnitude 2^53 and more do not all fit an f64, so changes
+    /// are counted on the raw values and the norms are approximate.
+    pub wide_integer: bool,
 }
 
 impl std::fmt::Debug for Codec {
@@ -68,6 +71,7 @@ const fn c(block_size: u64, type_size: u64, decode: DecodeFn) -> Codec {
         block_size,
         type_size,
         decode,
+        wide_integer: false,
     }
 }
 
@@ -121,12 +125,16 @@ pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
             };
         }
     };
-    match (big_endian, be) {
-        (false, _) => Ok(le),
-        (true, Some(be)) => Ok(be),
+    let codec = match (big_endian, be) {
+        (false, _) => le,
+        (true, Some(be)) => be,
         // Only GGUF files are big-endian, and these are safetensors-only names.
-        (true, None) => Err(NotDecoded::UnsupportedType),
-    }
+        (true, None) => return Err(NotDecoded::UnsupportedType),
+    };
+    Ok(Codec {
+        wide_integer: matches!(dtype, "i64" | "u64"),
+        ..codec
+    })
 }
 
 /// The quantized types: name, values per block, bytes per block; the decoder has the type's
