@@ -215,3 +215,86 @@ fn delta_commands_take_committed_models_by_rev_path() {
         stderr(&missing)
     );
 }
+
+/// `delta store` and `delta restore` copy a parent named by `REV:path` (a git blob) to a
+/// temporary file; SIGINT, SIGTERM or SIGHUP while they run removes it, and the command
+/// writes nothing.
+#[cfg(unix)]
+#[test]
+fn a_signal_during_store_or_restore_leaves_no_temporary_copy() {
+    use std::time::{Duration, Instant};
+    let repo = Repo::new();
+    let work = repo.tmp.path().join("work");
+    let tmpdir = repo.tmp.path().join("tmp");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    // 4096 x 4096 float32: 64 MiB, long enough to copy and encode that a signal lands mid-run.
+    pair(&work, "4096x4096", "f32", 3, 1);
+    std::fs::write(repo.path(".gitignore"), "model.safetensors\n").unwrap();
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    repo.git(&["add", ".gitignore", "base.safetensors"]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    std::fs::copy(work.join("ft1.safetensors"), repo.path("model.safetensors")).unwrap();
+    let blob_copies = || -> Vec<String> {
+        std::fs::read_dir(&tmpdir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".weight-inspect-"))
+            .collect()
+    };
+    // Runs `args` until its temporary copy of the blob exists, then sends `signal`.
+    let interrupt = |args: &[&str], signal: i32| {
+        let mut child = repo
+            .command(common::bin())
+            .args(args)
+            .env("TMPDIR", &tmpdir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while blob_copies().is_empty() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{args:?} ended before it copied the blob"
+            );
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no copy after 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(128 + signal), "{}", stderr(&out));
+        assert!(blob_copies().is_empty(), "left {:?}", blob_copies());
+    };
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        interrupt(
+            &[
+                "delta",
+                "store",
+                "model.safetensors",
+                "--parent",
+                "HEAD:base.safetensors",
+            ],
+            signal,
+        );
+        assert!(!repo.path("model.safetensors.wdelta").exists());
+    }
+
+    // A stored delta whose parent is found in git: restore copies the base blob.
+    ok(&repo.wi(&[
+        "delta",
+        "store",
+        "model.safetensors",
+        "--parent",
+        "HEAD:base.safetensors",
+    ]));
+    std::fs::remove_file(repo.path("model.safetensors")).unwrap();
+    interrupt(
+        &["delta", "restore", "model.safetensors.wdelta"],
+        libc::SIGINT,
+    );
+    assert!(!repo.path("model.safetensors").exists());
+}
