@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::PytorchError;
-use super::object::{Dict, Object};
+use super::object::{Dict, Graph, Object, Shared, break_cycles};
 use super::opcodes::{Lexer, Long, Op};
 use super::rebuild;
 use super::torch::Global;
@@ -30,12 +30,13 @@ pub(super) fn run(
     start: usize,
     stream: &str,
     storages: &mut dyn Storages,
-) -> Result<(Object, usize), PytorchError> {
+) -> Result<(Graph, usize), PytorchError> {
     let mut machine = Machine {
         stream,
         stack: Vec::new(),
         marks: Vec::new(),
         memo: HashMap::new(),
+        shared: Vec::new(),
     };
     let mut lexer = Lexer::new(bytes, start);
     loop {
@@ -58,8 +59,9 @@ pub(super) fn run(
             Some(Ok(op)) => op,
         };
         if let Op::Stop = op {
-            let value = machine.pop(at)?;
-            return Ok((value, lexer.position()));
+            let root = machine.pop(at)?;
+            let shared = std::mem::take(&mut machine.shared);
+            return Ok((Graph { root, shared }, lexer.position()));
         }
         machine.step(at, op, storages)?;
     }
@@ -70,6 +72,15 @@ struct Machine<'s> {
     stack: Vec<Object>,
     marks: Vec<usize>,
     memo: HashMap<u64, Object>,
+    /// Containers referenced twice: emptied when the machine stops on an error, else by the
+    /// [`Graph`] it returns.
+    shared: Vec<Shared>,
+}
+
+impl Drop for Machine<'_> {
+    fn drop(&mut self) {
+        break_cycles(&mut self.shared);
+    }
 }
 
 impl Machine<'_> {
@@ -133,6 +144,7 @@ impl Machine<'_> {
             }
             Op::Dup => {
                 let top = self.top(at)?.clone();
+                self.shared.extend(Shared::of(&top));
                 self.stack.push(top);
             }
             Op::None => self.stack.push(Object::None),
@@ -275,10 +287,12 @@ impl Machine<'_> {
             }
             Op::Put(index) => {
                 let top = self.top(at)?.clone();
+                self.shared.extend(Shared::of(&top));
                 self.memo.insert(index, top);
             }
             Op::Memoize => {
                 let top = self.top(at)?.clone();
+                self.shared.extend(Shared::of(&top));
                 let index = self.memo.len() as u64;
                 self.memo.insert(index, top);
             }
@@ -362,5 +376,37 @@ fn long_object(long: Long<'_>) -> Object {
     match long.to_i64() {
         Some(i) => Object::Int(i),
         None => Object::BigInt,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoStorages;
+    impl Storages for NoStorages {
+        fn load(&mut self, _: &Object, offset: usize) -> Result<Object, PytorchError> {
+            Err(PytorchError::Pickle {
+                stream: "test".into(),
+                offset,
+                problem: "no storages".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_dict_holding_itself_is_freed() {
+        // d = {}; d["a"] = d; also a list holding itself through the memo, then an error.
+        let cyclic = b"\x80\x02}q\x00X\x01\x00\x00\x00ah\x00s.";
+        let (graph, _) = run(cyclic, 0, "test", &mut NoStorages).unwrap();
+        let Object::Dict(dict) = &*graph else {
+            panic!("not a dict")
+        };
+        let weak = Rc::downgrade(dict);
+        drop(graph);
+        assert!(weak.upgrade().is_none(), "the cycle kept the dict alive");
+
+        let unfinished = b"\x80\x02]q\x00h\x00a";
+        assert!(run(unfinished, 0, "test", &mut NoStorages).is_err());
     }
 }

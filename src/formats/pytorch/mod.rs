@@ -335,12 +335,12 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     let mut none = NoStorages;
     let (protocol, after_protocol) =
         machine::run(bytes, magic_end, "the protocol pickle", &mut none)?;
-    if !matches!(protocol, Object::Int(LEGACY_PROTOCOL)) {
+    if !matches!(*protocol, Object::Int(LEGACY_PROTOCOL)) {
         return Err(legacy("the protocol version is not 1001"));
     }
     let (sys_info, after_info) =
         machine::run(bytes, after_protocol, "the system-info pickle", &mut none)?;
-    let big_endian = match &sys_info {
+    let big_endian = match &*sys_info {
         Object::Dict(d) => d.borrow().items.iter().any(|(k, v)| {
             matches!(k, Object::Str(s) if &**s == "little_endian")
                 && matches!(v, Object::Bool(false))
@@ -353,7 +353,7 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     let (root, after_object) = machine::run(bytes, after_info, "the object pickle", &mut storages)?;
     let (keys, data_start) =
         machine::run(bytes, after_object, "the storage-keys pickle", &mut none)?;
-    let keys: Vec<String> = match &keys {
+    let keys: Vec<String> = match &*keys {
         Object::List(list) => list
             .borrow()
             .iter()

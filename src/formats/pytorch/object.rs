@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use super::torch::{Built, Global};
 
@@ -106,5 +106,64 @@ fn take_children(object: &mut Object, into: &mut Vec<Object>) {
             }
         }
         _ => {}
+    }
+}
+
+/// A mutable container that was referenced more than once (memoized or duplicated): the only
+/// kind a reference cycle can run through, since a container can hold itself only through a
+/// second reference.
+pub(super) enum Shared {
+    List(Weak<RefCell<Vec<Object>>>),
+    Dict(Weak<RefCell<Dict>>),
+}
+
+impl Shared {
+    pub(super) fn of(object: &Object) -> Option<Shared> {
+        match object {
+            Object::List(items) | Object::Set(items) => Some(Shared::List(Rc::downgrade(items))),
+            Object::Dict(dict) => Some(Shared::Dict(Rc::downgrade(dict))),
+            _ => None,
+        }
+    }
+}
+
+/// Empties the shared containers still alive: reference counts never free a container that
+/// holds itself (nothing torch writes; a hostile pickle can), and emptying them breaks every
+/// such cycle.
+pub(super) fn break_cycles(shared: &mut Vec<Shared>) {
+    for container in shared.drain(..) {
+        match container {
+            Shared::List(weak) => {
+                if let Some(list) = weak.upgrade() {
+                    let items = std::mem::take(&mut *list.borrow_mut());
+                    drop(items);
+                }
+            }
+            Shared::Dict(weak) => {
+                if let Some(dict) = weak.upgrade() {
+                    let dict = std::mem::take(&mut *dict.borrow_mut());
+                    drop(dict);
+                }
+            }
+        }
+    }
+}
+
+/// What a pickle built, with its shared containers: dropping it breaks any cycle among them.
+pub(super) struct Graph {
+    pub(super) root: Object,
+    pub(super) shared: Vec<Shared>,
+}
+
+impl std::ops::Deref for Graph {
+    type Target = Object;
+    fn deref(&self) -> &Object {
+        &self.root
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        break_cycles(&mut self.shared);
     }
 }
