@@ -38,6 +38,13 @@ pub mod deltas {
         reconstruction_error,
     };
 }
+/// What HTTP servers hand the remote reader, parsed as it parses them (for the fuzz targets).
+pub mod network {
+    pub use crate::remote::{
+        LfsObject, ObjectOutcome, RemoteError, origin, parse_batch_response, parse_content_range,
+        status_detail,
+    };
+}
 pub use diff::StructuralDiff;
 pub use digest::hex;
 pub use error::Error;

@@ -220,20 +220,36 @@ pub fn download_actions(
                 url: shown_url(&url),
                 message: format!("reading the batch response: {e}"),
             })?;
-        let parsed: BatchResponse = serde_json::from_slice(&text).map_err(|e| {
-            RemoteError::protocol(&url, format!("the batch response is not valid: {e}"))
-        })?;
-        if let Some(transfer) = parsed.transfer.as_deref()
-            && transfer != "basic"
-        {
-            return Err(RemoteError::protocol(
-                &url,
-                format!("the server chose the transfer adapter {transfer:?}, expected \"basic\""),
-            ));
-        }
-        outcomes.extend(chunk.iter().map(|object| outcome_of(&parsed, object)));
+        outcomes.extend(parse_batch_response(&url, &text, chunk)?);
     }
     Ok(outcomes)
+}
+
+/// The outcome for each of `objects` (in order) in `text`, the body of a batch response from
+/// `url`: a download action with an http(s) link, or the reason there is none. Err when the
+/// body is not a batch response or chose another transfer adapter than "basic".
+pub fn parse_batch_response(
+    url: &str,
+    text: &[u8],
+    objects: &[LfsObject],
+) -> Result<Vec<ObjectOutcome>, RemoteError> {
+    let parsed: BatchResponse = serde_json::from_slice(text)
+        .map_err(|e| RemoteError::protocol(url, format!("the batch response is not valid: {e}")))?;
+    if let Some(transfer) = parsed.transfer.as_deref()
+        && transfer != "basic"
+    {
+        return Err(RemoteError::protocol(
+            url,
+            format!(
+                "the server chose the transfer adapter \"{}\", expected \"basic\"",
+                crate::render::escape::shown(transfer)
+            ),
+        ));
+    }
+    Ok(objects
+        .iter()
+        .map(|object| outcome_of(&parsed, object))
+        .collect())
 }
 
 fn outcome_of(response: &BatchResponse, object: &LfsObject) -> ObjectOutcome {
@@ -259,5 +275,47 @@ fn outcome_of(response: &BatchResponse, object: &LfsObject) -> ObjectOutcome {
             code: 0,
             message: "the server gave no download action for this object".to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(c: char) -> LfsObject {
+        LfsObject {
+            oid: c.to_string().repeat(64),
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn each_object_gets_its_outcome_in_order() {
+        let (a, b, c) = (object('a'), object('b'), object('c'));
+        let body = format!(
+            r#"{{"objects":[
+                {{"oid":"{}","error":{{"code":404,"message":"{}"}}}},
+                {{"oid":"{}","actions":{{"download":{{"href":"file:///etc/passwd"}}}}}},
+                {{"oid":"{}","actions":{{"download":{{"href":"https://cdn.example/x"}}}}}}]}}"#,
+            b.oid,
+            "x".repeat(300),
+            c.oid,
+            a.oid
+        );
+        let outcomes = parse_batch_response("https://lfs/b", body.as_bytes(), &[a, b, c]).unwrap();
+        assert!(
+            matches!(&outcomes[0], ObjectOutcome::Download(action) if action.href == "https://cdn.example/x")
+        );
+        assert!(
+            matches!(&outcomes[1], ObjectOutcome::Failed { code: 404, message } if message.len() == 200)
+        );
+        assert!(
+            matches!(&outcomes[2], ObjectOutcome::Failed { code: 0, message } if message.contains("not an http(s) URL"))
+        );
+        let err = parse_batch_response("https://lfs/b", br#"{"transfer":"ssh","objects":[]}"#, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"ssh\""), "{err}");
+        assert!(parse_batch_response("https://lfs/b", b"<html>", &[]).is_err());
     }
 }

@@ -204,7 +204,8 @@ fn content_range(url: &str, response: &Response) -> Result<(u64, u64, u64), Remo
     })
 }
 
-fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
+/// `bytes START-END/TOTAL` with START ≤ END < TOTAL, digits only; None for anything else.
+pub fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
     let rest = value.trim().strip_prefix("bytes ")?;
     let (range, total) = rest.split_once('/')?;
     let (start, end) = range.split_once('-')?;
@@ -238,10 +239,20 @@ pub fn status_error(url: &str, response: Response) -> RemoteError {
         .into_reader()
         .take(4096)
         .read_to_string(&mut text);
-    let message = serde_json::from_str::<serde_json::Value>(&text)
+    RemoteError::Status {
+        url: shown_url(url),
+        status,
+        detail: status_detail(status, &text),
+    }
+}
+
+/// What follows "the server answered HTTP STATUS" for a body `text`: a hint for the status,
+/// and the JSON `message` (or the text) cut to 200 characters and escaped.
+pub fn status_detail(status: u16, text: &str) -> String {
+    let message = serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-        .unwrap_or(text);
+        .unwrap_or_else(|| text.to_owned());
     let message: String = message.trim().chars().take(200).collect();
     let hint = match status {
         401 => " (no valid credentials)",
@@ -251,15 +262,10 @@ pub fn status_error(url: &str, response: Response) -> RemoteError {
         416 => " (range not satisfiable: the file is shorter than expected)",
         _ => "",
     };
-    let detail = if message.is_empty() {
+    if message.is_empty() {
         hint.to_owned()
     } else {
         format!("{hint}: {}", crate::render::escape::shown(&message))
-    };
-    RemoteError::Status {
-        url: shown_url(url),
-        status,
-        detail,
     }
 }
 

@@ -14,11 +14,12 @@ mod url;
 
 // The face of the remote adapter: what git's LFS reading, the input seam and the command line
 // use.
-pub(crate) use batch::{
-    Credential, CredentialSource, Endpoint, LfsObject, ObjectOutcome, download_actions,
-};
+pub(crate) use batch::{Credential, CredentialSource, Endpoint, download_actions};
+// Also what the crate's `network` face gives the fuzz targets.
+pub use batch::{LfsObject, ObjectOutcome, parse_batch_response};
 pub(crate) use cache::HeaderCache;
 pub(crate) use header::{RemoteHeader, read_header};
+pub use header::{parse_content_range, status_detail};
 pub(crate) use http::{Client, HttpSettings};
 pub(crate) use url::{is_url, parse_header, read_url_header};
 
