@@ -13,6 +13,7 @@ mod diff;
 mod digest;
 mod dtype;
 mod error;
+mod escape;
 pub mod formats;
 mod fsutil;
 mod git;

@@ -62,7 +62,10 @@ impl GuardedMap {
         use std::os::unix::ffi::OsStrExt;
         let c_path = CString::new(path.as_os_str().as_bytes())
             .unwrap_or_else(|_| CString::from(c"(a path holding NUL)"));
-        let shown: Box<[u8]> = path.display().to_string().into_bytes().into();
+        let shown: Box<[u8]> = crate::escape::shown(&path.display().to_string())
+            .into_owned()
+            .into_bytes()
+            .into();
         let slot = (0..SLOTS)
             .find(|&i| {
                 MAPS[i]

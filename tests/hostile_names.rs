@@ -526,3 +526,58 @@ fn ci_logs_and_summaries_show_hostile_paths_escaped() {
         ],
     );
 }
+
+/// Paths the user typed are printed escaped too: a file name holding ESC, CR, a bidi override
+/// and a terminal hyperlink, missing and present, through every command that takes a path.
+#[test]
+fn typed_paths_are_shown_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hostile = "x\u{1b}]8;;evil\u{1b}\\y\rz\u{202e}";
+    let present = tmp.path().join(format!("{hostile}.gguf"));
+    std::fs::copy(
+        common::repo_root().join("examples/tiny-llama-q8_0.gguf"),
+        &present,
+    )
+    .unwrap();
+    let missing = tmp.path().join(format!("{hostile}-missing.gguf"));
+    let other = common::repo_root().join("examples/tiny-llama-f16.gguf");
+    let out_file = tmp.path().join(format!("{hostile}.wdelta"));
+    let mut escaped_seen = 0;
+    for path in [&present, &missing] {
+        let p = s(path);
+        let commands: Vec<Vec<&str>> = vec![
+            vec!["inspect", p],
+            vec!["inspect", "--json", p],
+            vec!["id", p],
+            vec!["diff", p, s(&other)],
+            vec!["diff", s(&other), p],
+            vec!["diff", "--values", p, s(&other)],
+            vec!["delta", "inspect", p],
+            vec![
+                "delta",
+                "create",
+                "--base",
+                p,
+                s(&other),
+                "-o",
+                s(&out_file),
+            ],
+            vec!["delta", "apply", "--base", p, p, "-o", s(&out_file)],
+            vec!["check", p],
+            vec!["textconv", p],
+        ];
+        for args in commands {
+            let out = common::run_in(Some(tmp.path()), &args);
+            check_output(&format!("{args:?}"), &out, false);
+            let err = String::from_utf8_lossy(&out.stderr);
+            if err.contains("\\x1b]8;;evil\\x1b") {
+                escaped_seen += 1;
+            }
+        }
+    }
+    // The path is named in the errors, escaped (a missing file in every command).
+    assert!(
+        escaped_seen >= 11,
+        "the escaped path was named {escaped_seen} times"
+    );
+}

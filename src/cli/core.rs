@@ -171,7 +171,10 @@ fn model_or_delta(
 
 fn noted<T>((value, note): (T, Option<String>)) -> T {
     if let Some(note) = note {
-        eprintln!("weight-inspect: note: {note}");
+        eprintln!(
+            "weight-inspect: note: {}",
+            crate::render::escape::terminal_safe(&note)
+        );
     }
     value
 }

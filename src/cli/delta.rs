@@ -361,7 +361,11 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
             say(s)
         }
         Err(e) => {
-            eprintln!("weight-inspect: {e}");
+            let message = e.to_string();
+            eprintln!(
+                "weight-inspect: {}",
+                crate::render::escape::terminal_safe(&message)
+            );
             Ok(Exit::Found)
         }
     }

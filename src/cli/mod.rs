@@ -109,7 +109,11 @@ pub fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(err) => {
             let _ = std::io::stdout().flush();
-            eprintln!("weight-inspect: {err}");
+            let message = err.to_string();
+            eprintln!(
+                "weight-inspect: {}",
+                crate::render::escape::terminal_safe(&message)
+            );
             Exit::Error.into()
         }
     }
