@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::escape::{quoted, shown, shown_path};
 use crate::formats::gguf::GgufError;
 use crate::formats::pytorch::PytorchError;
 use crate::formats::safetensors::SafetensorsError;
@@ -9,44 +10,45 @@ use crate::formats::wdelta::WdeltaError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     Gguf {
         path: PathBuf,
         #[source]
         source: GgufError,
     },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     Safetensors {
         path: PathBuf,
         #[source]
         source: SafetensorsError,
     },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     Pytorch {
         path: PathBuf,
         #[source]
         source: Box<PytorchError>,
     },
-    #[error("{path}: invalid .wdelta: {source}")]
+    #[error("{}: invalid .wdelta: {source}", shown_path(.path))]
     Wdelta {
         path: PathBuf,
         #[source]
         source: Box<WdeltaError>,
     },
     #[error(
-        "{path}: not a GGUF, safetensors or PyTorch file (first bytes {first_bytes}); expected the \
+        "{}: not a GGUF, safetensors or PyTorch file (first bytes {first_bytes}); expected the \
          magic \"GGUF\", an 8-byte little-endian header length followed by '{{', or a pickle (a \
-         zip archive holding data.pkl, or a pickle stream)"
+         zip archive holding data.pkl, or a pickle stream)",
+        shown_path(.path)
     )]
     UnknownFormat { path: PathBuf, first_bytes: String },
     /// A model header read from an LFS server (for the file `name`) that does not parse.
-    #[error("{source} (header read from the LFS server for {name})")]
+    #[error("{source} (header read from the LFS server for {})", shown(.name))]
     ServerHeader {
         name: String,
         #[source]
@@ -70,94 +72,146 @@ impl Error {
 /// naming the file (and the tensor or key) it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
-    #[error("{dir}: no model file (*.gguf, *.safetensors or *.safetensors.index.json) in it")]
+    #[error(
+        "{}: no model file (*.gguf, *.safetensors or *.safetensors.index.json) in it",
+        shown(.dir)
+    )]
     NoModel { dir: String },
-    #[error("{dir}: holds {} models ({}); name one of them", .candidates.len(), .candidates.join(", "))]
+    #[error(
+        "{}: holds {} models ({}); name one of them",
+        shown(.dir),
+        .candidates.len(),
+        shown_list(.candidates)
+    )]
     Ambiguous {
         dir: String,
         candidates: Vec<String>,
     },
-    #[error("{file}: {message}")]
+    #[error("{}: {message}", shown(.file))]
     Unreadable { file: String, message: String },
-    #[error("{file}: not a safetensors index: {message}")]
+    #[error("{}: not a safetensors index: {message}", shown(.file))]
     IndexJson { file: String, message: String },
-    #[error("{file}: tensor \"{tensor}\" appears twice in weight_map")]
+    #[error("{}: tensor {} appears twice in weight_map", shown(.file), quoted(.tensor))]
     IndexDuplicate { file: String, tensor: String },
     #[error(
-        "{index}: shard name \"{name}\" is not a plain file name in the index's directory \
-         (no '/', '\\\\', '..', or empty names)"
+        "{}: shard name {} is not a plain file name in the index's directory \
+         (no '/', '\\\\', '..', or empty names)",
+        shown(.index),
+        quoted(.name)
     )]
     UnsafeShardName { index: String, name: String },
-    #[error("{file}: a symbolic link to {target}, outside the model's directory (not followed)")]
+    #[error(
+        "{}: a symbolic link to {}, outside the model's directory (not followed)",
+        shown(.file),
+        shown(.target)
+    )]
     LinkOutside { file: String, target: String },
-    #[error("{file}: missing; {expected_by} names it as a part of the model")]
+    #[error(
+        "{}: missing; {} names it as a part of the model",
+        shown(.file),
+        shown(.expected_by)
+    )]
     MissingPart { file: String, expected_by: String },
     #[error(
-        "{file}: named like a part of {model} but not one of its parts ({why}); remove it or \
-         fix the model"
+        "{}: named like a part of {} but not one of its parts ({why}); remove it or \
+         fix the model",
+        shown(.file),
+        shown(.model)
     )]
     ExtraPart {
         file: String,
         model: String,
         why: String,
     },
-    #[error("{file}: is {found}, expected {expected} like the other parts")]
+    #[error("{}: is {found}, expected {expected} like the other parts", shown(.file))]
     FormatMismatch {
         file: String,
         found: &'static str,
         expected: &'static str,
     },
-    #[error("{shard}: tensor \"{tensor}\" is missing; {index} maps it to this shard")]
+    #[error(
+        "{}: tensor {} is missing; {} maps it to this shard",
+        shown(.shard),
+        quoted(.tensor),
+        shown(.index)
+    )]
     TensorNotInShard {
         tensor: String,
         shard: String,
         index: String,
     },
-    #[error("{shard}: holds tensor \"{tensor}\", which {index} does not name")]
+    #[error(
+        "{}: holds tensor {}, which {} does not name",
+        shown(.shard),
+        quoted(.tensor),
+        shown(.index)
+    )]
     TensorNotInIndex {
         tensor: String,
         shard: String,
         index: String,
     },
-    #[error("{shard}: holds tensor \"{tensor}\", which {index} maps to {named}")]
+    #[error(
+        "{}: holds tensor {}, which {} maps to {}",
+        shown(.shard),
+        quoted(.tensor),
+        shown(.index),
+        shown(.named)
+    )]
     TensorInOtherShard {
         tensor: String,
         shard: String,
         named: String,
         index: String,
     },
-    #[error("{second}: holds tensor \"{tensor}\", already held by {first}")]
+    #[error(
+        "{}: holds tensor {}, already held by {}",
+        shown(.second),
+        quoted(.tensor),
+        shown(.first)
+    )]
     TensorInTwoParts {
         tensor: String,
         first: String,
         second: String,
     },
     #[error(
-        "{index}: metadata.total_size is {declared}, but the shards' tensors hold {actual} bytes"
+        "{}: metadata.total_size is {declared}, but the shards' tensors hold {actual} bytes",
+        shown(.index)
     )]
     TotalSize {
         index: String,
         declared: u64,
         actual: u64,
     },
-    #[error("{file}: __metadata__ differs from that of {first}; shards of one model must agree")]
+    #[error(
+        "{}: __metadata__ differs from that of {}; shards of one model must agree",
+        shown(.file),
+        shown(.first)
+    )]
     MetadataMismatch { file: String, first: String },
-    #[error("{file}: GGUF version {found}, but {first} is version {expected}")]
+    #[error(
+        "{}: GGUF version {found}, but {} is version {expected}",
+        shown(.file),
+        shown(.first)
+    )]
     VersionMismatch {
         file: String,
         first: String,
         found: u32,
         expected: u32,
     },
-    #[error("{file}: {key} {problem}")]
+    #[error("{}: {key} {problem}", shown(.file))]
     SplitKey {
         file: String,
         key: &'static str,
         problem: String,
     },
     #[error(
-        "{file}: metadata key \"{key}\" in part {part}; only the first part carries the model's \
-         metadata"
+        "{}: metadata key {} in part {part}; only the first part carries the model's \
+         metadata",
+        shown(.file),
+        quoted(.key)
     )]
     MetadataOutsideFirst {
         file: String,
@@ -165,7 +219,8 @@ pub enum ShardError {
         part: u32,
     },
     #[error(
-        "{first}: split.tensors.count is {declared}, but the {parts} parts hold {actual} tensors"
+        "{}: split.tensors.count is {declared}, but the {parts} parts hold {actual} tensors",
+        shown(.first)
     )]
     TensorsCount {
         first: String,
@@ -175,6 +230,15 @@ pub enum ShardError {
     },
     #[error(transparent)]
     Part(#[from] Box<Error>),
+}
+
+/// Names as [`shown`] shows them, separated by ", ".
+fn shown_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| shown(n))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -17,7 +17,8 @@
 //! the first `#` of every `##[`, as `\x23`: the same escapes, so the name still reads back.
 
 use std::borrow::Cow;
-use std::fmt::Write;
+use std::fmt::{self, Write};
+use std::path::Path;
 
 /// `name` with every control character, bidirectional formatting character and backslash
 /// escaped; borrowed unchanged when it has none (the common case).
@@ -48,6 +49,50 @@ pub fn shown(name: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A path as it is printed, wherever it came from (typed by the user, found in a directory, named
+/// by a repository): [`shown`] of its text (a path that is not UTF-8 shown as
+/// [`Path::to_string_lossy`] reads it). Format it with `{}` where the path goes in a message.
+#[derive(Debug, Clone, Copy)]
+pub struct ShownPath<'a>(pub &'a Path);
+
+impl fmt::Display for ShownPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&shown(&self.0.to_string_lossy()))
+    }
+}
+
+/// `path` as [`ShownPath`] shows it, for format arguments: `format!("{}", shown_path(&p))`.
+pub fn shown_path(path: &Path) -> ShownPath<'_> {
+    ShownPath(path)
+}
+
+/// A message composed of parts already shown escaped (an error naming a path through
+/// [`ShownPath`], a name through [`shown`]) put on one line of a report or a log: whatever
+/// [`shown`] escapes — line breaks and other control characters, bidirectional characters, the
+/// openers of workflow commands — but backslashes, which belong to the escapes already made
+/// (escaping them again would show `\\x1b` for a path holding ESC).
+pub fn shown_message(message: &str) -> Cow<'_, str> {
+    let lead = message.len() - message.trim_start().len();
+    let starts_with_colon = message[lead..].starts_with(':');
+    let unsafe_char = |c: char| c != '\\' && needs_escape(c);
+    if !starts_with_colon && !message.contains("##[") && !message.chars().any(unsafe_char) {
+        return Cow::Borrowed(message);
+    }
+    let mut out = String::with_capacity(message.len() + 8);
+    for (i, c) in message.char_indices() {
+        let command_opener =
+            (i == lead && c == ':') || (c == '#' && message[i..].starts_with("##["));
+        if command_opener {
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
+        } else if c == '\\' {
+            out.push(c);
+        } else {
+            push_escaped(&mut out, c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// A string value in double quotes, as [`shown`] shows names, with `"` escaped as `\"`.
 pub fn quoted(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
@@ -74,10 +119,11 @@ fn push_shown(out: &mut String, text: &str, quote: Option<char>) {
     }
 }
 
-/// A message for the terminal (an error line) whose parts may include a path the user typed or
-/// a name no rule escaped yet: every control or bidirectional character but the line breaks
-/// between its lines is shown escaped as [`escape_name`] shows it. Backslashes are left alone,
-/// so names already escaped read the same.
+/// A message for the terminal (an error line, whose paths and names its error already shows
+/// escaped) with text no rule reached, such as a message from a server: every control or
+/// bidirectional character but the line breaks between its lines is shown escaped as
+/// [`escape_name`] shows it. Backslashes are left alone, so names already escaped read the
+/// same.
 pub fn terminal_safe(message: &str) -> Cow<'_, str> {
     let unsafe_char = |c: char| c != '\n' && c != '\\' && needs_escape(c);
     if !message.chars().any(unsafe_char) {
@@ -145,6 +191,46 @@ mod tests {
             terminal_safe("already \\x1b escaped"),
             "already \\x1b escaped"
         );
+    }
+
+    #[test]
+    fn paths_are_shown_as_names() {
+        let plain = Path::new("models/v2,rc:50%/é 名.gguf");
+        assert_eq!(shown_path(plain).to_string(), "models/v2,rc:50%/é 名.gguf");
+        let hostile = Path::new("d/x\x1b]8;;e\x1b\\y\rz\nq\u{202e}.gguf");
+        assert_eq!(
+            format!("{}: missing", shown_path(hostile)),
+            "d/x\\x1b]8;;e\\x1b\\\\y\\rz\\nq\\u{202e}.gguf: missing"
+        );
+        assert_eq!(
+            shown_path(hostile).to_string(),
+            shown(&hostile.to_string_lossy())
+        );
+        // Padding applies to the shown form.
+        assert_eq!(
+            format!("[{:<6}]", shown_path(Path::new("a\tb"))),
+            "[a\\tb  ]"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let not_utf8 = Path::new(std::ffi::OsStr::from_bytes(b"a\xff\x1b.gguf"));
+            assert_eq!(shown_path(not_utf8).to_string(), "a\u{fffd}\\x1b.gguf");
+        }
+    }
+
+    #[test]
+    fn messages_of_shown_parts_are_not_escaped_again() {
+        let message = format!("{}: no such file", shown_path(Path::new("a\\b\x1bc")));
+        assert_eq!(message, "a\\\\b\\x1bc: no such file");
+        assert_eq!(shown_message(&message), message);
+        assert!(matches!(shown_message(&message), Cow::Borrowed(_)));
+        // What no rule escaped yet is escaped here, line breaks and command openers included.
+        assert_eq!(
+            shown_message("::error ::x\nline\x1b[2J ##[warning]"),
+            "\\x3a:error ::x\\nline\\x1b[2J \\x23#[warning]"
+        );
+        assert_eq!(shown_message("  :x"), "  \\x3ax");
     }
 
     /// Reads an escaped name back (the escaping is unambiguous if this inverts it).

@@ -52,7 +52,7 @@ pub enum InputError {
     Remote(#[from] crate::remote::RemoteError),
     /// The input was found but holds no readable model (an absent LFS object, a file of
     /// another kind); the message says which and what to do.
-    #[error("{name}: {message}")]
+    #[error("{}: {message}", crate::escape::shown(.name))]
     NoModel { name: String, message: String },
     #[error(transparent)]
     Values(#[from] crate::values::ValuesError),
@@ -176,7 +176,7 @@ fn open_url(
     let header = crate::remote::read_url_header(url, headers)?;
     let note = format!(
         "header of {} read from the server ({} of {} bytes)",
-        crate::remote::shown_url(url),
+        crate::escape::shown(&crate::remote::shown_url(url)),
         header.prefix.len(),
         header.file_size
     );

@@ -54,7 +54,7 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
             level: policy_level,
             file: Some(e.path.clone()),
             title: "weight-inspect: cannot check".into(),
-            message: shown(&e.reason).into_owned(),
+            message: e.shown_reason().into_owned(),
         });
     }
     if report.fail_on == FailOn::Change {

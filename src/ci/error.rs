@@ -7,7 +7,9 @@ pub enum CiError {
     /// clone did not fetch it.
     #[error(
         "{rev}: cannot resolve revision ({message}); in a shallow clone, fetch it first \
-         (`git fetch --depth=1 origin {rev}`) or check out with `fetch-depth: 0`"
+         (`git fetch --depth=1 origin {rev}`) or check out with `fetch-depth: 0`",
+        rev = crate::escape::escape_name(.rev),
+        message = crate::escape::escape_name(.message)
     )]
     UnresolvedRevision { rev: String, message: String },
     #[error("cannot serialize the report: {0}")]

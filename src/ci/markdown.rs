@@ -265,7 +265,7 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             let row = format!(
                 "| {} | {} |\n",
                 cell_code(&e.path),
-                cell_text(&shown(&e.reason))
+                cell_text(&e.shown_reason())
             );
             if !w.push(&row) {
                 w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));

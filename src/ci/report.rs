@@ -377,7 +377,7 @@ impl CiReport {
                     out,
                     "{}: cannot check: {}",
                     shown(&e.path),
-                    shown(&e.reason)
+                    e.shown_reason()
                 );
             }
         }

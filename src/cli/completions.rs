@@ -58,7 +58,10 @@ fn manpages(dir: &std::path::Path) -> Result<Exit> {
     write_pages(&command, dir, &mut written)?;
     let mut out = String::new();
     for path in written {
-        out.push_str(&format!("wrote {}\n", path.display()));
+        out.push_str(&format!(
+            "wrote {}\n",
+            crate::render::escape::shown_path(&path)
+        ));
     }
     write_stdout(out.as_bytes())?;
     Ok(Exit::Clean)

@@ -12,6 +12,7 @@ use crate::delta::{
 use crate::formats::wdelta::Strategy;
 use crate::input::Opener;
 use crate::output::{Exit, write_stdout};
+use crate::render::escape::{shown, shown_path, terminal_safe};
 
 use super::Result;
 
@@ -271,7 +272,7 @@ fn created_summary(out: &Path, c: &Created) -> String {
     };
     format!(
         "wrote {}: {} tensors, {} bytes ({ratio:.2}x smaller than the fine-tuned weights)\nparent hash: {}\n",
-        out.display(),
+        shown_path(out),
         c.tensors,
         c.file_bytes,
         c.parent_hash
@@ -316,7 +317,7 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
     )?;
     say(format!(
         "wrote {}: {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
-        a.output.display(),
+        shown_path(&a.output),
         r.tensors,
         r.file_bytes,
         r.base_hash,
@@ -333,8 +334,7 @@ fn inspect(a: InspectArgs) -> Result<Exit> {
         say(s)
     } else {
         // Written in two pieces: the description of a large delta is not copied again.
-        let path = a.delta.display().to_string();
-        write_stdout(format!("file: {}\n", crate::render::escape::shown(&path)).as_bytes())?;
+        write_stdout(format!("file: {}\n", shown_path(&a.delta)).as_bytes())?;
         say(crate::render::wdelta::describe(&d.file))
     }
 }
@@ -346,11 +346,15 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let links = open_all(&paths)?;
     match verify_lineage(&base, &links, false, &a.run.options()) {
         Ok(v) => {
-            let mut s = format!("ok: base {} has hash {}\n", a.lineage.base, v.base_hash);
+            let mut s = format!(
+                "ok: base {} has hash {}\n",
+                shown(&a.lineage.base),
+                v.base_hash
+            );
             for (i, l) in links.iter().enumerate() {
                 s.push_str(&format!(
                     "ok: {} applies (parent hash {})\n",
-                    l.path.display(),
+                    shown_path(&l.path),
                     if i == 0 {
                         &v.base_hash
                     } else {
@@ -361,11 +365,9 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
             say(s)
         }
         Err(e) => {
+            // The message shows its paths escaped; terminal_safe is the net for the rest.
             let message = e.to_string();
-            eprintln!(
-                "weight-inspect: {}",
-                crate::render::escape::terminal_safe(&message)
-            );
+            eprintln!("weight-inspect: {}", terminal_safe(&message));
             Ok(Exit::Found)
         }
     }

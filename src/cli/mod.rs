@@ -100,7 +100,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Parses the command line and runs the command. Errors print as `weight-inspect: ...`, exit 2.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return argument_error(err),
+    };
     let remote = RemoteOptions {
         offline: cli.offline,
         remote: cli.remote,
@@ -109,6 +112,8 @@ pub fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(err) => {
             let _ = std::io::stdout().flush();
+            // Every error shows the paths and names it holds escaped (crate::escape);
+            // terminal_safe is the net for text no rule reached (a message from a server).
             let message = err.to_string();
             eprintln!(
                 "weight-inspect: {}",
@@ -133,6 +138,33 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
         Command::Ci(args) => ci::run(args, remote),
         Command::Delta(args) => delta::run(args, remote),
         Command::Completions(args) => completions::completions(args),
+    }
+}
+
+/// A command line clap refuses (or help and version, which it prints). Its messages quote the
+/// arguments as typed; when one holds a control or bidirectional character, the command line
+/// is parsed again with every argument shown escaped, as every name we print, and that
+/// refusal printed (clap strips no line break or CR of an argument, and on a terminal no
+/// escape sequence).
+fn argument_error(err: clap::Error) -> ExitCode {
+    use crate::render::escape::{escape_name, needs_escape};
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let hostile = |a: &String| a.chars().any(|c| c != '\\' && needs_escape(c));
+    if !err.use_stderr() || !args.iter().any(hostile) {
+        err.exit()
+    }
+    let shown = args.iter().map(|a| escape_name(a).into_owned());
+    match Cli::try_parse_from(shown) {
+        Err(escaped) => escaped.exit(),
+        // Accepted once escaped (an argument that is not UTF-8 reads as text once shown): the
+        // first refusal, as plain text, its control and bidirectional characters escaped.
+        Ok(_) => {
+            let plain = err.render().to_string();
+            eprint!("{}", crate::render::escape::terminal_safe(&plain));
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::git::RemoteOptions;
 use crate::output::{Exit, print, write_stdout};
 use crate::policy::{Missing, OutputFormat, Policy, PolicyError, PolicySource, Workspace};
+use crate::render::escape::shown;
 
 use super::Result;
 
@@ -98,10 +99,11 @@ pub fn policy(args: PolicyArgs, remote: &RemoteOptions) -> Result<Exit> {
         }
         PolicyCommand::Validate { policy } => {
             let ws = Workspace::discover(policy.as_deref(), remote)?;
-            let (policy, shown) = load(&ws, policy.as_ref())?;
+            let (policy, shown_name) = load(&ws, policy.as_ref())?;
             let n = policy.rules.len();
             let out = format!(
-                "{shown}: valid, {n} {}\n",
+                "{}: valid, {n} {}\n",
+                shown(&shown_name),
                 if n == 1 { "rule" } else { "rules" }
             );
             Ok(print(&out)?)
@@ -135,7 +137,7 @@ pub fn hook(args: HookArgs) -> Result<Exit> {
     let cwd = super::cwd()?;
     let hooks = crate::git::hooks_dir(&cwd)?;
     let ws = Workspace::discover(None, &RemoteOptions::ONLINE)?;
-    let hook_shown = ws.display(&hooks.join("pre-commit"));
+    let hook_shown = shown(&ws.display(&hooks.join("pre-commit"))).into_owned();
     let out = match args.command {
         HookCommand::Install { chain, force } => {
             use crate::policy::Installed;
@@ -144,11 +146,11 @@ pub fn hook(args: HookArgs) -> Result<Exit> {
                 Installed::Updated => format!("updated {hook_shown}\n"),
                 Installed::Chained(p) => format!(
                     "installed {hook_shown}; the previous hook now runs first from {}\n",
-                    ws.display(&p)
+                    shown(&ws.display(&p))
                 ),
                 Installed::Replaced(p) => format!(
                     "replaced {hook_shown}; the previous hook is saved as {}\n",
-                    ws.display(&p)
+                    shown(&ws.display(&p))
                 ),
             };
             let policy = ws.policy_path(None);
@@ -156,7 +158,7 @@ pub fn hook(args: HookArgs) -> Result<Exit> {
                 out.push_str(&format!(
                     "note: {} does not exist yet; commits are refused until it does (see \
                      docs/policy.md)\n",
-                    ws.display(&policy)
+                    shown(&ws.display(&policy))
                 ));
             }
             out

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::escape::{shown, shown_path};
+
 use crate::formats::wdelta::WdeltaError;
 
 #[derive(Debug, thiserror::Error)]
@@ -16,16 +18,21 @@ pub enum DeltaError {
 
     // ---- .wdelta files ----
     /// A `.wdelta` file breaks a rule of the format.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     Format {
         path: PathBuf,
         #[source]
         source: Box<WdeltaError>,
     },
-    #[error("{path}: no tensor {tensor} in the delta")]
+    #[error("{}: no tensor {} in the delta", shown_path(.path), shown(.tensor))]
     TensorNotInDelta { path: PathBuf, tensor: String },
     /// A delta's tensors (names, shapes) are not those of the base it is applied to.
-    #[error("{delta} does not fit the base {base}:\n  {}", differences.join("\n  "))]
+    #[error(
+        "{} does not fit the base {}:\n  {}",
+        shown_path(.delta),
+        shown_path(.base),
+        differences.join("\n  ")
+    )]
     BaseMismatch {
         delta: PathBuf,
         base: PathBuf,
@@ -33,8 +40,10 @@ pub enum DeltaError {
     },
     /// The parent a delta names by hash is not the model it is applied to.
     #[error(
-        "{delta}: wrong parent: the delta was made against a model with hash\n  expected \
-         {expected}\n  but {parent} hashes to\n  actual   {actual}"
+        "{}: wrong parent: the delta was made against a model with hash\n  expected \
+         {expected}\n  but {} hashes to\n  actual   {actual}",
+        shown_path(.delta),
+        shown(.parent)
     )]
     WrongParent {
         delta: PathBuf,
@@ -47,7 +56,9 @@ pub enum DeltaError {
     // ---- models ----
     /// The base and the fine-tuned model of `create` differ in tensor names or shapes.
     #[error(
-        "tensor names and shapes of {base} and {finetuned} differ:\n  {}",
+        "tensor names and shapes of {} and {} differ:\n  {}",
+        shown_path(.base),
+        shown_path(.finetuned),
         differences.join("\n  ")
     )]
     ModelsDiffer {
@@ -55,16 +66,19 @@ pub enum DeltaError {
         finetuned: PathBuf,
         differences: Vec<String>,
     },
-    #[error("{model}: no tensor {tensor}")]
+    #[error("{}: no tensor {}", shown_path(.model), shown(.tensor))]
     TensorNotInModel { model: PathBuf, tensor: String },
     #[error(
-        "{0}: holds no safetensors model (no index with its shards, no single *.safetensors file)"
+        "{}: holds no safetensors model (no index with its shards, no single *.safetensors \
+         file)",
+        shown_path(.0)
     )]
     NoShards(PathBuf),
-    #[error("{path}: a {format} file; delta works on safetensors models")]
+    #[error("{}: a {format} file; delta works on safetensors models", shown_path(.path))]
     NotSafetensors { path: PathBuf, format: &'static str },
     #[error(
-        "{path}: truncated: {present} bytes of tensor data present, the header declares {declared}"
+        "{}: truncated: {present} bytes of tensor data present, the header declares {declared}",
+        shown_path(.path)
     )]
     Truncated {
         path: PathBuf,
@@ -73,8 +87,9 @@ pub enum DeltaError {
     },
     /// A model file ended early while it was read: it was truncated or replaced during the run.
     #[error(
-        "{path}: the file changed while it was read: bytes {offset}..{end} are gone (the file \
+        "{}: the file changed while it was read: bytes {offset}..{end} are gone (the file \
          is now {}); nothing was written",
+        shown_path(.path),
         now.map_or("unreadable".to_string(), |n| format!("{n} bytes"))
     )]
     InputShrank {
@@ -84,8 +99,10 @@ pub enum DeltaError {
         now: Option<u64>,
     },
     #[error(
-        "{path}: tensor {tensor} has dtype {dtype}; deltas are computed over float (f64, f32, \
-         f16, bf16), integer and bool tensors only"
+        "{}: tensor {} has dtype {dtype}; deltas are computed over float (f64, f32, f16, \
+         bf16), integer and bool tensors only",
+        shown_path(.path),
+        shown(.tensor)
     )]
     UnsupportedDtype {
         path: PathBuf,
@@ -96,8 +113,10 @@ pub enum DeltaError {
     // ---- outputs ----
     /// The output is one of the inputs: writing it would destroy what is being read.
     #[error(
-        "{output} is the {role} {input}: writing the output there would replace an input; give \
-         another output path"
+        "{} is the {role} {}: writing the output there would replace an input; give another \
+         output path",
+        shown_path(.output),
+        shown_path(.input)
     )]
     OutputIsInput {
         output: PathBuf,
@@ -105,7 +124,9 @@ pub enum DeltaError {
         role: &'static str,
     },
     #[error(
-        "{output} is inside the {role} directory {dir}, an input: give an output path outside it"
+        "{} is inside the {role} directory {}, an input: give an output path outside it",
+        shown_path(.output),
+        shown_path(.dir)
     )]
     OutputInInputDir {
         output: PathBuf,
@@ -116,7 +137,8 @@ pub enum DeltaError {
     // ---- integer tensors ----
     /// An integer tensor rebuilds to a value its type cannot hold.
     #[error(
-        "tensor {tensor}: element {position} rebuilds to {value}, which is not a {dtype} value"
+        "tensor {}: element {position} rebuilds to {value}, which is not a {dtype} value",
+        shown(.tensor)
     )]
     IntegerOutOfRange {
         tensor: String,
@@ -126,9 +148,11 @@ pub enum DeltaError {
     },
     /// An integer tensor changed in a way the encoded delta cannot rebuild exactly.
     #[error(
-        "{finetuned}: integer tensor {tensor} changed in a way the delta cannot carry exactly: \
-         element {position} is {expected}, the {strategy} delta rebuilds {actual} (integer \
-         tensors are stored exactly or not at all)"
+        "{}: integer tensor {} changed in a way the delta cannot carry exactly: element \
+         {position} is {expected}, the {strategy} delta rebuilds {actual} (integer tensors are \
+         stored exactly or not at all)",
+        shown_path(.finetuned),
+        shown(.tensor)
     )]
     IntegerNotExact {
         finetuned: PathBuf,
@@ -139,8 +163,11 @@ pub enum DeltaError {
         strategy: &'static str,
     },
     #[error(
-        "tensor {tensor}: {base_dtype} in {base}, {finetuned_dtype} in {finetuned}; an integer \
-         tensor must keep its dtype"
+        "tensor {}: {base_dtype} in {}, {finetuned_dtype} in {}; an integer tensor must keep \
+         its dtype",
+        shown(.tensor),
+        shown_path(.base),
+        shown_path(.finetuned)
     )]
     IntegerDtypeChanged {
         tensor: String,
@@ -161,14 +188,18 @@ pub enum DeltaError {
     NothingToApply,
     #[error("give a .wdelta file to apply, or a lineage with --chain")]
     NoDeltaGiven,
-    #[error("{0}: the name does not end in .wdelta; give the output with -o")]
+    #[error(
+        "{}: the name does not end in .wdelta; give the output with -o",
+        shown_path(.0)
+    )]
     NoOutputName(PathBuf),
 
     // ---- finding parents in a repository ----
     /// No model with the hash a delta names was found.
     #[error(
-        "{delta}: no model with the parent hash {hash} was found ({}); give the parent with \
+        "{}: no model with the parent hash {hash} was found ({}); give the parent with \
          --parent FILE|REV:path{}",
+        shown_path(.delta),
         searched_phrase(*searched),
         absent_phrase(absent)
     )]
@@ -205,7 +236,11 @@ fn absent_phrase(absent: &[String]) -> String {
     } else {
         format!(
             "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
-            absent.join(", ")
+            absent
+                .iter()
+                .map(|a| shown(a))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     }
 }

@@ -526,23 +526,25 @@ impl Model {
 
 /// Describes how two models' tensor lists differ (names, shapes); empty when they match.
 pub(crate) fn structure_differences(a: &Model, b: &Model) -> Vec<String> {
+    use crate::escape::{shown, shown_path};
     let mut out = Vec::new();
     for (name, t) in &a.tensors {
         match b.tensors.get(name) {
-            None => out.push(format!("only in {}: {name}", a.path.display())),
+            None => out.push(format!("only in {}: {}", shown_path(&a.path), shown(name))),
             Some(u) if u.shape != t.shape => out.push(format!(
-                "shape of {name}: {:?} in {}, {:?} in {}",
+                "shape of {}: {:?} in {}, {:?} in {}",
+                shown(name),
                 t.shape,
-                a.path.display(),
+                shown_path(&a.path),
                 u.shape,
-                b.path.display()
+                shown_path(&b.path)
             )),
             Some(_) => {}
         }
     }
     for name in b.tensors.keys() {
         if !a.tensors.contains_key(name) {
-            out.push(format!("only in {}: {name}", b.path.display()));
+            out.push(format!("only in {}: {}", shown_path(&b.path), shown(name)));
         }
     }
     out

@@ -17,6 +17,7 @@ use super::codec;
 use super::error::DeltaError;
 use super::model::Model;
 use crate::error::Error;
+use crate::escape::shown;
 use crate::formats::wdelta::{self as format, TensorArrays, TensorEntry, WdeltaError, WdeltaFile};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -195,17 +196,19 @@ pub(crate) fn check_against_base(delta: &OpenDelta, base: &Model) -> Result<()> 
     let mut differences = Vec::new();
     for (name, e) in &delta.file.header.tensors {
         match base.tensors.get(name) {
-            None => differences.push(format!("only in the delta: {name}")),
+            None => differences.push(format!("only in the delta: {}", shown(name))),
             Some(t) if !e.shape.iter().eq(t.shape.iter().copied()) => differences.push(format!(
-                "shape of {name}: {:?} in the delta, {:?} in the base",
-                e.shape, t.shape
+                "shape of {}: {:?} in the delta, {:?} in the base",
+                shown(name),
+                e.shape,
+                t.shape
             )),
             Some(_) => {}
         }
     }
     for name in base.tensors.keys() {
         if !delta.file.header.tensors.contains_key(name) {
-            differences.push(format!("only in the base: {name}"));
+            differences.push(format!("only in the base: {}", shown(name)));
         }
     }
     if differences.is_empty() {

@@ -20,6 +20,7 @@ use super::open::OpenDelta;
 use super::pipeline::RunOptions;
 use super::verify::verify_lineage;
 use crate::artifact::Format;
+use crate::escape::{shown, shown_path};
 use crate::formats::wdelta::is_wdelta_path as is_wdelta_name;
 use crate::git::{HistoryFile, files_in_history};
 use crate::progress::{Progress, Unit};
@@ -319,9 +320,10 @@ pub(crate) fn restore(
     let r = apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
     let mut chain = vec![finder.label(&lineage.base.path)];
     chain.extend(lineage.links.iter().map(|l| finder.label(&l.path)));
+    let chain: Vec<_> = chain.iter().map(|label| shown(label)).collect();
     Ok(format!(
         "wrote {}: {} tensors, {} bytes\nlineage: {}\n",
-        out.display(),
+        shown_path(out),
         r.tensors,
         r.file_bytes,
         chain.join(" -> ")

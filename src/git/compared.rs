@@ -296,7 +296,12 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Which) {
         }
         None => {
             let note = side_note(side, which);
-            let _ = writeln!(out, "{label}: {}", crate::render::escape::shown(&note));
+            // Its names are shown escaped by the errors it holds; the rest escaped here.
+            let _ = writeln!(
+                out,
+                "{label}: {}",
+                crate::render::escape::shown_message(&note)
+            );
         }
     }
 }

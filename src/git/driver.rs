@@ -15,7 +15,7 @@ use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::diff::StructuralDiff;
 use crate::render::Palette;
-use crate::render::escape::shown;
+use crate::render::escape::{shown, shown_message};
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +225,7 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide) {
             );
         }
         (None, Some(note)) => {
-            let _ = writeln!(out, "{label}: {}", shown(&note));
+            let _ = writeln!(out, "{label}: {}", shown_message(&note));
         }
         (None, None) => {}
     }

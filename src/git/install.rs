@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::GitError;
+use crate::render::escape::shown_path;
 type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// The diff driver's name: `diff.weight-inspect.*`, `diff=weight-inspect`.
@@ -253,7 +254,7 @@ pub fn install(cwd: &Path, scope: Scope, mode: Mode) -> Result<String> {
             let _ = writeln!(
                 report,
                 "{change} `{rule}` in {}",
-                target.attributes.display()
+                shown_path(&target.attributes)
             );
         }
     }
@@ -310,7 +311,7 @@ pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
                 let _ = writeln!(
                     report,
                     "removed {} (it held only weight-inspect's lines)",
-                    target.attributes.display()
+                    shown_path(&target.attributes)
                 );
             } else {
                 write_attributes(&target.attributes, &updated)?;
@@ -318,7 +319,7 @@ pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
                     report,
                     "removed {removed} weight-inspect line{} from {}",
                     if removed == 1 { "" } else { "s" },
-                    target.attributes.display()
+                    shown_path(&target.attributes)
                 );
             }
         }
@@ -349,7 +350,7 @@ fn warn_if_shadowed(cwd: &Path, report: &mut String) {
             report,
             "warning: {} sets the diff attribute of model files and takes precedence over \
              global attributes; run `weight-inspect git install` in this repository",
-            root.join(".gitattributes").display()
+            shown_path(&root.join(".gitattributes"))
         );
     }
 }

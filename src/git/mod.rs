@@ -49,10 +49,18 @@ pub(crate) use textconv::render_file as render_textconv;
 
 use std::path::PathBuf;
 
+use crate::escape::{escape_name, quoted, shown_path, terminal_safe};
+
 /// `REV:path` names something that is not a file (`found`: "does not exist", "is a
-/// directory", ...).
+/// directory", ...). `spec`, `path` and `place` are raw (shown escaped here); `detail` is
+/// composed with its names shown escaped.
 #[derive(Debug, thiserror::Error)]
-#[error("{spec}: {path} {found} in {place}{detail}")]
+#[error(
+    "{}: {} {found} in {}{detail}",
+    escape_name(.spec),
+    escape_name(.path),
+    escape_name(.place)
+)]
 pub struct NotAFile {
     pub spec: String,
     pub path: String,
@@ -64,27 +72,43 @@ pub struct NotAFile {
 /// Errors of the git adapter, phrased for the user.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
-    #[error("{dir}: not inside a git repository ({message})")]
+    #[error(
+        "{}: not inside a git repository ({})",
+        shown_path(.dir),
+        escape_name(.message)
+    )]
     Open { dir: PathBuf, message: String },
-    #[error("{rev}: cannot resolve revision ({message})")]
+    #[error(
+        "{}: cannot resolve revision ({})",
+        escape_name(.rev),
+        escape_name(.message)
+    )]
     Revision { rev: String, message: String },
-    #[error("{what}: cannot read git object ({message})")]
+    #[error(
+        "{}: cannot read git object ({})",
+        escape_name(.what),
+        escape_name(.message)
+    )]
     Object { what: String, message: String },
-    #[error("{path}: cannot read the git index ({message})")]
+    #[error(
+        "{}: cannot read the git index ({})",
+        shown_path(.path),
+        escape_name(.message)
+    )]
     Index { path: PathBuf, message: String },
-    #[error("{0}: the repository has no work tree")]
+    #[error("{}: the repository has no work tree", shown_path(.0))]
     Bare(PathBuf),
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("`git {args}` failed: {message}")]
+    #[error("`git {}` failed: {}", escape_name(.args), terminal_safe(.message))]
     Command { args: String, message: String },
     #[error("git diff takes at most two revisions")]
     TooManyRevisions,
-    #[error("pathspec {spec:?}: {source}")]
+    #[error("pathspec {}: {source}", quoted(.spec))]
     Pathspec {
         spec: String,
         #[source]
@@ -94,9 +118,9 @@ pub enum GitError {
     NotAFile(Box<NotAFile>),
     #[error("neither HOME nor XDG_CONFIG_HOME is set: cannot locate the global attributes file")]
     NoHome,
-    #[error("there is no remote `{name}`")]
+    #[error("there is no remote `{}`", escape_name(.name))]
     NoRemote { name: String },
-    #[error("cannot read the URL of remote `{name}`")]
+    #[error("cannot read the URL of remote `{}`", escape_name(.name))]
     RemoteUrl { name: String },
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),

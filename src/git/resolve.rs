@@ -8,7 +8,7 @@ use gix::ObjectId;
 
 use super::objects::{self, Entry};
 use super::{GitError, NotAFile};
-use crate::render::escape::{escape_name, shown};
+use crate::render::escape::shown;
 
 /// A parsed `REV:path`. `rev` is empty for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,14 +75,14 @@ impl RevPath {
         } else {
             &self.rev
         };
-        // The argument as typed, escaped (the message never starts a line with it); the
-        // link's target as every name from the repository is shown.
-        let (spec, shown_path) = (escape_name(&self.spec), escape_name(&path));
+        // The argument, the path and the revision as typed: NotAFile shows them escaped (its
+        // message never starts a line with them); the link's target as every name from the
+        // repository is shown.
         match entry {
             Some(Entry::File(id)) => Ok(id),
             None => Err(GitError::NotAFile(Box::new(NotAFile {
-                spec: spec.into_owned(),
-                path: shown_path.into_owned(),
+                spec: self.spec.clone(),
+                path: path.clone(),
                 found: "does not exist".to_owned(),
                 place: place.to_string(),
                 detail: String::new(),
@@ -90,16 +90,16 @@ impl RevPath {
             Some(Entry::Link(id)) => {
                 let target = objects::link_target(repo, id)?;
                 Err(GitError::NotAFile(Box::new(NotAFile {
-                    spec: spec.into_owned(),
-                    path: shown_path.into_owned(),
+                    spec: self.spec.clone(),
+                    path: path.clone(),
                     found: "is a symbolic link".to_owned(),
                     place: place.to_string(),
                     detail: format!(" (to {}), not a file", shown(&target)),
                 })))
             }
             Some(other) => Err(GitError::NotAFile(Box::new(NotAFile {
-                spec: spec.into_owned(),
-                path: shown_path.into_owned(),
+                spec: self.spec.clone(),
+                path: path.clone(),
                 found: format!("is {}", other.describe()),
                 place: place.to_string(),
                 detail: ", not a file".to_owned(),

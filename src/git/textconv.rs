@@ -24,7 +24,7 @@ use super::side::ModelSide;
 use crate::artifact::{Array, Value};
 use crate::artifact::{Artifact, Format};
 use crate::read::Content;
-use crate::render::escape::{quoted, shown};
+use crate::render::escape::{quoted, shown, shown_message, shown_path};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
@@ -104,7 +104,7 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
             let _ = writeln!(
                 out,
                 "content: not present locally, and the LFS server did not give its header: {}",
-                shown(&why.to_string())
+                shown_message(&why.to_string())
             );
         }
         ModelSide::Absent { .. } => {
@@ -157,19 +157,20 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
 }
 
 /// Error messages name the file; git's temporary file names change on every run. The message
-/// (which may name the file, or a key of it) is shown escaped, as one line.
+/// names the file (and a key of it) shown escaped, as every path is; the file is replaced by
+/// its name, shown the same way, and the message kept to one line.
 fn stable_message(message: &str, file: &Path) -> String {
-    let full = file.display().to_string();
+    let full = shown_path(file).to_string();
     let name = file
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+        .map(|n| shown(&n.to_string_lossy()).into_owned())
         .unwrap_or_default();
     let message = if full.is_empty() {
         message.to_owned()
     } else {
         message.replace(&full, &name)
     };
-    shown(&message).into_owned()
+    shown_message(&message).into_owned()
 }
 
 /// The rendering of a parsed model: header lines, then metadata and tensors.

@@ -9,7 +9,7 @@ use super::error::PolicyError;
 use super::subject::{Judged, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
 use crate::read::Content;
-use crate::render::escape::shown;
+use crate::render::escape::{shown, shown_message};
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -143,7 +143,7 @@ pub fn unassembled(policy: &Policy, dir: &str, why: &dyn std::fmt::Display) -> V
         rule,
         "the files of one model that fit together (an index and its shards, or parts 1..N)"
             .to_owned(),
-        shown(&why.to_string()).into_owned(),
+        shown_message(&why.to_string()).into_owned(),
     );
     v.detail.anchor = Some(format!("{dir}/"));
     v

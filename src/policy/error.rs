@@ -3,20 +3,20 @@
 
 use std::path::PathBuf;
 
-use crate::render::escape::shown;
+use crate::render::escape::{shown, shown_path};
 
 /// Why `check`, `policy` or `hook` could not do its work.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The policy file cannot be read.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown(.path))]
     Read {
         path: String,
         #[source]
         source: std::io::Error,
     },
     /// A mistake in the policy file, located by line and column.
-    #[error("{path}:{line}:{column}: {message}\n{snippet}")]
+    #[error("{}:{line}:{column}: {message}\n{snippet}", shown(.path))]
     Invalid {
         path: String,
         line: usize,
@@ -25,60 +25,68 @@ pub enum PolicyError {
         snippet: String,
     },
     /// A mistake in the policy file that TOML does not locate.
-    #[error("{path}: {message}")]
+    #[error("{}: {message}", shown(.path))]
     InvalidNoSpan { path: String, message: String },
     /// The default policy file does not exist.
     #[error(
-        "no policy file: {shown} does not exist (create it, see docs/policy.md, or pass \
-         --policy FILE)"
+        "no policy file: {} does not exist (create it, see docs/policy.md, or pass --policy \
+         FILE)",
+        crate::escape::shown(.shown)
     )]
     NoPolicyFile { shown: String },
     /// A committed policy file that is not text.
-    #[error("{shown}: not UTF-8 text")]
+    #[error("{}: not UTF-8 text", crate::escape::shown(.shown))]
     NotUtf8 { shown: String },
     /// `policy pin` cannot edit the policy file.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown(.path))]
     Edit {
         path: String,
         #[source]
         source: toml_edit::TomlError,
     },
-    #[error("{path}: `rules` must be an array of tables")]
+    #[error("{}: `rules` must be an array of tables", shown(.path))]
     RulesNotTables { path: String },
     /// `policy pin` without paths, and no path pinned yet.
-    #[error("{shown} pins no path yet: name the model files to pin")]
+    #[error("{} pins no path yet: name the model files to pin", crate::escape::shown(.shown))]
     NothingPinned { shown: String },
     #[error("no GGUF, safetensors or PyTorch file to pin")]
     NoModelToPin,
     /// One file cannot be judged (or pinned); the path is shown escaped.
     #[error("{}: {reason}", shown(.path))]
     File { path: String, reason: FileReason },
-    #[error("{}: not inside a git repository", .dir.display())]
+    #[error("{}: not inside a git repository", shown_path(.dir))]
     NoRepository { dir: PathBuf },
     /// A command-line path outside the directory the policy's globs are relative to.
-    #[error("{}: outside the repository ({})", .path.display(), .root.display())]
+    #[error(
+        "{}: outside the repository ({})",
+        shown_path(.path),
+        shown_path(.root)
+    )]
     OutsideRoot { path: PathBuf, root: PathBuf },
-    #[error("{}: path is not valid UTF-8", .0.display())]
+    #[error("{}: path is not valid UTF-8", shown_path(.0))]
     NotUtf8Path(PathBuf),
     /// `check --staged PATH` for a path the index does not have.
-    #[error("{}: not staged (no such file in the index)", .0.display())]
+    #[error("{}: not staged (no such file in the index)", shown_path(.0))]
     NotStaged(PathBuf),
     /// `hook install --chain` when a chained hook is there already.
     #[error(
         "{}: cannot chain the existing pre-commit hook, {} already exists",
-        .hook.display(),
-        .chained.display()
+        shown_path(.hook),
+        shown_path(.chained)
     )]
     ChainedHookExists { hook: PathBuf, chained: PathBuf },
     /// `hook install` over a hook that is not ours, without `--chain` or `--force`.
     #[error(
         "{}: a pre-commit hook that is not weight-inspect's already exists; rerun with --chain \
          to keep it (it will run first) or --force to replace it",
-        .0.display()
+        shown_path(.0)
     )]
     ForeignHook(PathBuf),
     /// `hook uninstall` of a hook that is not ours.
-    #[error("{}: this pre-commit hook is not weight-inspect's; left in place", .0.display())]
+    #[error(
+        "{}: this pre-commit hook is not weight-inspect's; left in place",
+        shown_path(.0)
+    )]
     ForeignHookKept(PathBuf),
     #[error(transparent)]
     Core(#[from] crate::error::Error),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::PolicyError;
 use crate::error::Error;
+use crate::render::escape::shown_path;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -95,7 +96,7 @@ pub fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
 pub fn uninstall(hooks: &Path) -> Result<String> {
     let hook = hooks.join("pre-commit");
     if std::fs::symlink_metadata(&hook).is_err() {
-        return Ok(format!("no pre-commit hook at {}", hook.display()));
+        return Ok(format!("no pre-commit hook at {}", shown_path(&hook)));
     }
     if !is_ours(&hook)? {
         return Err(PolicyError::ForeignHookKept(hook));
@@ -106,10 +107,10 @@ pub fn uninstall(hooks: &Path) -> Result<String> {
         std::fs::rename(&chained, &hook).map_err(|e| Error::io(&chained, e))?;
         return Ok(format!(
             "removed the weight-inspect hook; restored the previous hook at {}",
-            hook.display()
+            shown_path(&hook)
         ));
     }
-    Ok(format!("removed {}", hook.display()))
+    Ok(format!("removed {}", shown_path(&hook)))
 }
 
 #[cfg(test)]

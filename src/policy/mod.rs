@@ -217,9 +217,10 @@ pub fn pin_paths(
             pin::PinChange::Unchanged => "unchanged".to_string(),
         };
         out.push_str(&format!(
-            "{}: {what} {} [{shown}, rule {}]\n",
+            "{}: {what} {} [{}, rule {}]\n",
             crate::render::escape::shown(&p.path),
             p.hash,
+            crate::render::escape::shown(&shown),
             p.rule
         ));
     }

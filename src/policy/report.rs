@@ -10,7 +10,7 @@ use serde::ser::SerializeStruct;
 
 use super::check::Violation;
 use super::error::PolicyError;
-use crate::render::escape::shown;
+use crate::render::escape::{shown, shown_message};
 use crate::render::github::{Annotation, Level};
 
 /// Output formats of `check`.
@@ -60,6 +60,22 @@ impl FileError {
             Cow::Borrowed(&self.reason)
         }
     }
+
+    /// The whole message as text prints it: the path shown escaped, the reason (whose names
+    /// its error shows escaped) on the same line.
+    pub fn shown_message(&self) -> String {
+        if self.prefixed {
+            format!("{}: {}", shown(&self.path), self.shown_reason())
+        } else {
+            self.shown_reason().into_owned()
+        }
+    }
+
+    /// The reason as text prints it: its names are shown escaped by the error it comes from,
+    /// and nothing else in it starts a line or acts on a terminal ([`shown_message`]).
+    pub fn shown_reason(&self) -> Cow<'_, str> {
+        shown_message(&self.reason)
+    }
 }
 
 impl Serialize for FileError {
@@ -106,7 +122,9 @@ impl Tally {
             Phrasing::Markdown => (None, false, true),
         };
         let strong = |s: String| if bold { format!("**{s}**") } else { s };
-        let against = policy.map(|p| format!(" against {p}")).unwrap_or_default();
+        let against = policy
+            .map(|p| format!(" against {}", shown(p)))
+            .unwrap_or_default();
         let files = plural(self.checked, "file", "files");
         let mut out = if clean_form && self.violations == 0 {
             format!("{files} checked{against}, no violations")
@@ -199,7 +217,7 @@ impl CheckReport {
         out.push_str(&format!("weight-inspect: {}\n", self.summary()));
         let mut err = String::new();
         for e in &self.errors {
-            err.push_str(&format!("weight-inspect: {}\n", shown(&e.message())));
+            err.push_str(&format!("weight-inspect: {}\n", e.shown_message()));
         }
         (out, err)
     }
@@ -224,7 +242,7 @@ impl CheckReport {
                 level: Level::Error,
                 file: Some(e.path.clone()),
                 title: "weight-inspect: cannot check".into(),
-                message: shown(&e.message()).into_owned(),
+                message: e.shown_message(),
             };
             out.push_str(&annotation.command());
         }
@@ -241,7 +259,7 @@ pub fn violation_line(v: &Violation, policy: &str) -> String {
         v.rule,
         v.expected,
         v.found,
-        policy,
+        shown(policy),
         v.policy_line
     )
 }
@@ -253,8 +271,11 @@ pub(crate) fn violation_annotation(v: &Violation, policy: &str, level: Level) ->
         file: Some(v.path.clone()),
         title: format!("weight-inspect: {}", v.rule),
         message: format!(
-            "expected {}; found {} ({policy}:{})",
-            v.expected, v.found, v.policy_line
+            "expected {}; found {} ({}:{})",
+            v.expected,
+            v.found,
+            shown(policy),
+            v.policy_line
         ),
     }
 }

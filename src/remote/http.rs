@@ -78,7 +78,10 @@ impl Client {
         };
         let proxy = match &settings.proxy {
             Some(value) => Some(ureq::Proxy::new(value).map_err(|e| {
-                RemoteError::Config(format!("http.proxy {}: {e}", shown_url(value)))
+                RemoteError::Config(format!(
+                    "http.proxy {}: {e}",
+                    crate::escape::shown(&shown_url(value))
+                ))
             })?),
             None => ureq::Proxy::try_from_env(),
         };
@@ -259,7 +262,10 @@ fn read_pem_certs(
     file: &std::path::Path,
 ) -> Result<Vec<ureq::tls::Certificate<'static>>, RemoteError> {
     let bytes = std::fs::read(file).map_err(|e| {
-        RemoteError::Config(format!("{}: cannot read the CA file: {e}", file.display()))
+        RemoteError::Config(format!(
+            "{}: cannot read the CA file: {e}",
+            crate::escape::shown_path(file)
+        ))
     })?;
     let certs: Vec<_> = ureq::tls::parse_pem(&bytes)
         .filter_map(|item| match item {
@@ -270,7 +276,7 @@ fn read_pem_certs(
     if certs.is_empty() {
         return Err(RemoteError::Config(format!(
             "{}: no PEM certificate in the CA file",
-            file.display()
+            crate::escape::shown_path(file)
         )));
     }
     Ok(certs)

@@ -23,19 +23,22 @@ pub use header::{parse_content_range, status_detail};
 pub(crate) use http::{Client, HttpSettings};
 pub(crate) use url::{is_url, parse_header, read_url_header};
 
+use crate::escape::shown;
+
 /// Errors of reading over HTTP. Every message names the URL without its credentials or query
-/// string ([`shown_url`]); no header value (a token) is ever part of a message.
+/// string ([`shown_url`]), shown escaped as every name is; no header value (a token) is ever
+/// part of a message.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
-    #[error("{url}: {message}")]
+    #[error("{}: {message}", shown(.url))]
     Transport { url: String, message: String },
-    #[error("{url}: the server answered HTTP {status}{detail}")]
+    #[error("{}: the server answered HTTP {status}{detail}", shown(.url))]
     Status {
         url: String,
         status: u16,
         detail: String,
     },
-    #[error("{url}: {message}")]
+    #[error("{}: {message}", shown(.url))]
     Protocol { url: String, message: String },
     #[error("{0}")]
     Config(String),
