@@ -56,6 +56,10 @@ pub enum InputError {
     NoModel { name: String, message: String },
     #[error(transparent)]
     Values(#[from] crate::values::ValuesError),
+    #[error(transparent)]
+    Conversion(#[from] crate::conversion::ConversionError),
+    #[error(transparent)]
+    Map(#[from] crate::conversion::MapError),
 }
 
 /// How inputs are opened for one command: the headers to send to a URL's server (`--header`)
@@ -239,6 +243,20 @@ impl Opener<'_> {
                     .map(|part| crate::values::ModelBytes::map(&dir.join(&part.file)))
                     .collect::<Result<Vec<_>, _>>()?;
                 return Ok((artifact, bytes));
+            }
+            if path.is_dir() {
+                // A directory of one model file: that file's bytes.
+                let dir = crate::read::FsDirectory::new(&path);
+                let names =
+                    crate::sharded::Directory::file_names(&dir).map_err(crate::Error::from)?;
+                if let [crate::sharded::Candidate::Single(file)] =
+                    crate::sharded::candidates(&names).as_slice()
+                {
+                    let file = path.join(file);
+                    let bytes = crate::values::ModelBytes::map(&file)?;
+                    let artifact = crate::read::read_bytes(&file, bytes.bytes())?;
+                    return Ok((artifact, vec![bytes]));
+                }
             }
         }
         let (artifact, bytes) = match self.whole(spec)? {

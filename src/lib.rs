@@ -8,6 +8,7 @@
 mod artifact;
 mod ci;
 mod cli;
+mod conversion;
 mod delta;
 mod diff;
 mod digest;

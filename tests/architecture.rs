@@ -6,8 +6,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const CORE: &[&str] = &[
-    "artifact", "diff", "digest", "dtype", "error", "escape", "formats", "fsutil", "identity",
-    "mapped", "output", "progress", "read", "render", "sharded", "table", "values",
+    "artifact",
+    "conversion",
+    "diff",
+    "digest",
+    "dtype",
+    "error",
+    "escape",
+    "formats",
+    "fsutil",
+    "identity",
+    "mapped",
+    "output",
+    "progress",
+    "read",
+    "render",
+    "sharded",
+    "table",
+    "values",
 ];
 const ADAPTERS: &[&str] = &["input", "git", "policy", "ci", "delta", "remote"];
 const CLI: &str = "cli";

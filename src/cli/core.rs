@@ -63,6 +63,12 @@ pub struct DiffArgs {
     /// Also compare the weight values of the tensors on both sides (reads all their data).
     #[arg(long)]
     pub values: bool,
+    /// With --values: how tensors pair across naming conventions. A GGUF compared with a
+    /// safetensors or PyTorch model is paired as llama.cpp's converter names and lays out the
+    /// tensors (a conversion report); FILE adds TOML rename rules tried first; `none` pairs by
+    /// equal names only.
+    #[arg(long, value_name = "FILE|none", requires = "values")]
+    pub map: Option<String>,
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
@@ -125,6 +131,51 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
     use crate::values::{Side, compare};
     let (a, a_bytes) = opener.model_with_bytes(&args.a)?;
     let (b, b_bytes) = opener.model_with_bytes(&args.b)?;
+    let map = match args.map.as_deref() {
+        Some("none") => Pairing::Names,
+        Some(path) => Pairing::Map(
+            crate::conversion::MapFile::read(std::path::Path::new(path))
+                .map_err(input::InputError::from)?,
+        ),
+        None if is_conversion(&a, &b) => Pairing::Table,
+        None => Pairing::Names,
+    };
+    if !matches!(map, Pairing::Names) {
+        let a_side = Side {
+            artifact: &a,
+            files: &a_bytes,
+        };
+        let b_side = Side {
+            artifact: &b,
+            files: &b_bytes,
+        };
+        // The source is the side that is not GGUF, whichever order they were given in.
+        let swap = a.format == crate::artifact::Format::Gguf && b.format != a.format;
+        let ((source, source_spec), (target, target_spec)) = if swap {
+            ((b_side, &args.b), (a_side, &args.a))
+        } else {
+            ((a_side, &args.a), (b_side, &args.b))
+        };
+        let models = crate::conversion::Models {
+            source,
+            source_path: std::path::Path::new(source_spec),
+            target,
+            target_name: target_spec,
+        };
+        let map_file = match &map {
+            Pairing::Map(file) => Some(file),
+            _ => None,
+        };
+        let conversion =
+            crate::conversion::compare(&models, map_file).map_err(input::InputError::from)?;
+        let out = if args.json {
+            crate::render::conversion::json(&conversion, source_spec, target_spec)
+        } else {
+            crate::render::conversion::text(&conversion, source_spec, target_spec, &color.palette())
+        };
+        print(&out)?;
+        return Ok(Exit::found_if(conversion.differs()));
+    }
     let diff = crate::diff::StructuralDiff::between(&a, &b);
     let old = Side {
         artifact: &a,
@@ -148,6 +199,26 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
     Ok(Exit::found_if(
         !diff.is_identical() || values.changed_count() > 0,
     ))
+}
+
+/// How `diff --values` pairs tensors.
+enum Pairing {
+    /// By equal names.
+    Names,
+    /// By llama.cpp's converter table (a GGUF against a safetensors or PyTorch model).
+    Table,
+    /// By the rules of a `--map` file first.
+    Map(crate::conversion::MapFile),
+}
+
+/// A GGUF on one side and a safetensors or PyTorch model on the other.
+fn is_conversion(a: &crate::artifact::Artifact, b: &crate::artifact::Artifact) -> bool {
+    use crate::artifact::Format;
+    matches!(
+        (a.format, b.format),
+        (Format::Gguf, Format::Safetensors | Format::Pytorch)
+            | (Format::Safetensors | Format::Pytorch, Format::Gguf)
+    )
 }
 
 /// The model `spec` names; a `.wdelta` has no structural identity of schema 1, so it is

@@ -1,6 +1,7 @@
 //! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]);
 //! descriptions of `.wdelta` files ([`wdelta`]); weight-value diffs ([`values`]).
 
+pub mod conversion;
 pub mod escape;
 pub mod github;
 pub mod json;

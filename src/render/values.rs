@@ -16,7 +16,7 @@ const LISTED: usize = 40;
 const BAR: usize = 8;
 
 /// A figure in 3 significant digits ("1.23e-4", "0.0123").
-fn figure(x: f64) -> String {
+pub(super) fn figure(x: f64) -> String {
     if x == 0.0 {
         "0".into()
     } else if (1e-3..1e4).contains(&x.abs()) {
@@ -31,7 +31,7 @@ fn figure(x: f64) -> String {
 
 /// A cosine: 6 decimals, or `1-2.3e-8` when it is within 1e-4 of 1 (a small change's cosine
 /// would otherwise print as 1.000000).
-fn cosine_text(c: f64) -> String {
+pub(super) fn cosine_text(c: f64) -> String {
     if c != 1.0 && (1.0 - c).abs() < 1e-4 {
         format!("1-{:.1e}", 1.0 - c)
     } else {
@@ -142,8 +142,17 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
             );
         }
     }
-    let layers = values.layers();
-    if layers.len() > 1 && values.changed_count() > 0 {
+    if values.changed_count() > 0 {
+        out.push_str(&layers_text(&values.layers()));
+    }
+    out
+}
+
+/// The per-layer view: one line per layer with a bar on a log scale (empty for fewer than two
+/// layers).
+pub fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
+    let mut out = String::new();
+    if layers.len() > 1 {
         let top = layers
             .iter()
             .filter_map(|l| l.max_rel_l2)
@@ -155,7 +164,7 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
             "  Per layer (changed/compared tensors, largest rel_l2; bars on a log scale over 6 \
              decades):"
         );
-        for l in &layers {
+        for l in layers {
             let (figure_text, bar) = if l.changed == 0 {
                 (String::new(), String::new())
             } else {

@@ -219,7 +219,7 @@ impl<'a> Side<'a> {
     }
 
     /// The strided view of the tensor at `position`, when it has one (PyTorch checkpoints).
-    fn view_at(&self, position: usize) -> Option<&'a crate::artifact::StridedView> {
+    pub(crate) fn view_at(&self, position: usize) -> Option<&'a crate::artifact::StridedView> {
         self.artifact
             .layout
             .views
@@ -229,7 +229,7 @@ impl<'a> Side<'a> {
     }
 
     /// The bytes of the file holding the tensor at `position` of the tensor table.
-    fn file_at(&self, position: usize) -> Result<&'a ModelBytes, ValuesError> {
+    pub(crate) fn file_at(&self, position: usize) -> Result<&'a ModelBytes, ValuesError> {
         let part = match &self.artifact.layout.files {
             Some(files) => files.tensor_parts.get(position).copied().unwrap_or(0) as usize,
             None => 0,
@@ -243,7 +243,7 @@ impl<'a> Side<'a> {
 
 /// A tensor's bytes: one run, or (a strided view of a PyTorch storage) elements spread over
 /// its storage.
-enum TensorBytes<'a> {
+pub(crate) enum TensorBytes<'a> {
     Run(&'a [u8]),
     Strided {
         storage: &'a [u8],
@@ -258,7 +258,7 @@ enum TensorBytes<'a> {
 impl TensorBytes<'_> {
     /// The bytes of elements [start, end) in row-major order: a slice of the run, or the
     /// strided elements gathered into `scratch`.
-    fn elements<'s>(
+    pub(crate) fn elements<'s>(
         &'s self,
         codec: &dequant::Codec,
         start: u64,
@@ -458,7 +458,7 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
 
 /// A tensor's bytes: its run, checked as [`checked_range`] does, or for a strided view its
 /// storage, checked to lie inside the file.
-fn tensor_bytes<'a>(
+pub(crate) fn tensor_bytes<'a>(
     bytes: &'a ModelBytes,
     name: &str,
     info: &'a TensorInfo,

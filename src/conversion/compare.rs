@@ -1,0 +1,321 @@
+//! The values of planned pairs: each converted tensor is streamed in pieces in its own order,
+//! dequantized, and compared with the source elements its row map points at (decoded from the
+//! source's bytes, or gathered from a PyTorch view), in parallel, memory bounded by the pieces.
+
+use rayon::prelude::*;
+
+use super::layout::{Part, RowMap};
+use super::pairing::{Plan, PlannedPair};
+use crate::values::dequant::{self, Codec};
+use crate::values::{Side, Sums, TensorBytes, ValueStats, ValuesError, tensor_bytes};
+
+/// Target elements per piece of work (a multiple of every block size).
+const PIECE: u64 = 1 << 18;
+/// Elements decoded at a time inside a piece.
+const STRIDE: u64 = 1 << 12;
+
+/// What the comparison found for a planned pair.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Compared {
+        stats: ValueStats,
+        /// Undoing the other Q/K layout matches better: the converter (or the file) permuted
+        /// the rows differently from what the architecture calls for.
+        other_layout: Option<ValueStats>,
+    },
+    NotCompared(String),
+}
+
+/// A tensor's bytes and how to decode them.
+struct Operand<'a> {
+    bytes: TensorBytes<'a>,
+    codec: Codec,
+    /// Elements per source row; for a transposed source, its row length.
+    cols: u64,
+}
+
+struct Work<'a> {
+    target: Operand<'a>,
+    sources: Vec<Operand<'a>>,
+    rows: RowMap,
+}
+
+/// Compares every planned pair; `Outcome`s are in the plan's order.
+pub fn compare(
+    plan: &Plan,
+    source: &Side<'_>,
+    target: &Side<'_>,
+) -> Result<Vec<Outcome>, ValuesError> {
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; plan.pairs.len()];
+    let mut works: Vec<(usize, Work)> = Vec::new();
+    for (index, pair) in plan.pairs.iter().enumerate() {
+        match prepare(pair, &pair.rows, source, target)? {
+            Ok(work) => works.push((index, work)),
+            Err(why) => outcomes[index] = Some(Outcome::NotCompared(why)),
+        }
+    }
+    let sums = run(&works);
+    // A Q/K tensor far from its source: try the other layout, to name a wrong permutation.
+    let mut retry = Vec::new();
+    for ((index, _), total) in works.iter().zip(&sums) {
+        let stats = ValueStats::from_sums(total);
+        let pair = &plan.pairs[*index];
+        if pair.heads.is_some() && stats.rel_l2.is_none_or(|r| r > RETRY_ABOVE) {
+            let other = other_layout(&pair.rows);
+            if let Ok(work) = prepare(pair, &other, source, target)? {
+                retry.push((*index, work));
+            }
+        }
+        outcomes[*index] = Some(Outcome::Compared {
+            stats,
+            other_layout: None,
+        });
+    }
+    let retried = run(&retry);
+    for ((index, _), total) in retry.iter().zip(&retried) {
+        let other = ValueStats::from_sums(total);
+        if let Some(Outcome::Compared {
+            stats,
+            other_layout,
+        }) = &mut outcomes[*index]
+        {
+            let better = match (stats.rel_l2, other.rel_l2) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(planned), Some(alternative)) => alternative < planned / 4.0,
+            };
+            if better {
+                *other_layout = Some(other);
+            }
+        }
+    }
+    Ok(outcomes
+        .into_iter()
+        .map(|o| o.expect("every pair has an outcome"))
+        .collect())
+}
+
+/// rel_l2 above which a Q/K pair is compared again in the other layout.
+const RETRY_ABOVE: f64 = 0.3;
+
+/// The same rows without the permutation, or permuted where they were not.
+fn other_layout(rows: &RowMap) -> RowMap {
+    RowMap {
+        parts: rows
+            .parts
+            .iter()
+            .map(|p| Part {
+                heads: None,
+                ..p.clone()
+            })
+            .collect(),
+        ..rows.clone()
+    }
+}
+
+/// The operands of a pair, or why it cannot be compared.
+fn prepare<'a>(
+    pair: &PlannedPair,
+    rows: &RowMap,
+    source: &Side<'a>,
+    target: &Side<'a>,
+) -> Result<Result<Work<'a>, String>, ValuesError> {
+    let Some(target_op) = operand(target, &pair.target)? else {
+        return Ok(Err(format!(
+            "{} is not in the converted model",
+            pair.target
+        )));
+    };
+    let target_op = match target_op {
+        Ok(op) => op,
+        Err(why) => return Ok(Err(why)),
+    };
+    let expected = rows.target_elements();
+    let target_elements = element_count(target, &pair.target);
+    if expected != target_elements {
+        return Ok(Err(format!(
+            "{} has {target_elements} elements, its sources make {expected}",
+            pair.target
+        )));
+    }
+    let mut sources = Vec::with_capacity(pair.sources.len());
+    for name in &pair.sources {
+        match operand(source, name)? {
+            Some(Ok(op)) if op.codec.block_size == 1 => sources.push(op),
+            Some(Ok(_)) => {
+                return Ok(Err(format!(
+                    "source tensor {name} is block-quantized; only plain numbers are read as a \
+                     conversion's source"
+                )));
+            }
+            Some(Err(why)) => return Ok(Err(why)),
+            None => return Ok(Err(format!("{name} is not in the source model"))),
+        }
+    }
+    // Every source row the map reads must be inside its tensor.
+    for part in &rows.parts {
+        let available = element_count(source, &pair.sources[part.source]);
+        let needed = if rows.transposed {
+            rows.cols * part.rows
+        } else {
+            (part.rows + part.skip_rows) * rows.cols
+        };
+        if needed > available {
+            return Ok(Err(format!(
+                "{} has {available} elements, the layout reads {needed}",
+                pair.sources[part.source]
+            )));
+        }
+    }
+    if rows.transposed
+        && let Some(first) = sources.first_mut()
+    {
+        // Source rows are the target's columns: a source row holds one element per target row.
+        first.cols = rows.parts[0].rows;
+    }
+    Ok(Ok(Work {
+        target: target_op,
+        sources,
+        rows: rows.clone(),
+    }))
+}
+
+fn element_count(side: &Side<'_>, name: &str) -> u64 {
+    side.artifact
+        .tensors
+        .get(name)
+        .map(|t| t.n_elements())
+        .unwrap_or(0)
+}
+
+/// A tensor's operand: None when the model has no such tensor, Err(why) when it cannot be
+/// decoded.
+fn operand<'a>(
+    side: &Side<'a>,
+    name: &str,
+) -> Result<Option<Result<Operand<'a>, String>>, ValuesError> {
+    let Some(position) = side.artifact.tensors.position(name) else {
+        return Ok(None);
+    };
+    let (name, info) = side
+        .artifact
+        .tensors
+        .get_index(position)
+        .expect("position found");
+    let codec = match dequant::codec(info.dtype, side.artifact.layout.big_endian) {
+        Ok(codec) => codec,
+        Err(why) => {
+            return Ok(Some(Err(format!(
+                "{name}: {} is not dequantized: {}",
+                info.dtype,
+                why.describe()
+            ))));
+        }
+    };
+    let file = side.file_at(position)?;
+    let bytes = tensor_bytes(file, name, info, &codec, side.view_at(position))?;
+    Ok(Some(Ok(Operand {
+        bytes,
+        codec,
+        cols: 0,
+    })))
+}
+
+/// The sums of each work, in parallel over pieces of all of them.
+fn run(works: &[(usize, Work)]) -> Vec<Sums> {
+    let mut pieces = Vec::new();
+    for (w, (_, work)) in works.iter().enumerate() {
+        let elements = work.rows.target_elements();
+        let mut start = 0;
+        while start < elements {
+            let end = (start + PIECE).min(elements);
+            pieces.push((w, start, end));
+            start = end;
+        }
+    }
+    let results: Vec<(usize, Sums)> = pieces
+        .par_iter()
+        .map_init(Buffers::new, |buffers, &(w, start, end)| {
+            (w, compare_piece(&works[w].1, start, end, buffers))
+        })
+        .collect();
+    let mut totals = vec![Sums::default(); works.len()];
+    for (w, sums) in results {
+        totals[w].merge(&sums);
+    }
+    totals
+}
+
+struct Buffers {
+    source: Vec<f64>,
+    target: Vec<f64>,
+    source_bytes: Vec<u8>,
+    target_bytes: Vec<u8>,
+}
+
+impl Buffers {
+    fn new() -> Buffers {
+        Buffers {
+            source: vec![0.0; STRIDE as usize],
+            target: vec![0.0; STRIDE as usize],
+            source_bytes: Vec::new(),
+            target_bytes: Vec::new(),
+        }
+    }
+}
+
+fn compare_piece(work: &Work, start: u64, end: u64, buffers: &mut Buffers) -> Sums {
+    let mut sums = Sums::default();
+    let mut at = start;
+    while at < end {
+        let to = (at + STRIDE).min(end);
+        let n = (to - at) as usize;
+        let raw = work
+            .target
+            .bytes
+            .elements(&work.target.codec, at, to, &mut buffers.target_bytes);
+        (work.target.codec.decode)(raw, &mut buffers.target[..n]);
+        fill_source(
+            work,
+            at,
+            to,
+            &mut buffers.source[..n],
+            &mut buffers.source_bytes,
+        );
+        sums.merge(&Sums::of(&buffers.source[..n], &buffers.target[..n]));
+        at = to;
+    }
+    sums
+}
+
+/// The source values of target elements [at, to), in target order.
+fn fill_source(work: &Work, at: u64, to: u64, out: &mut [f64], scratch: &mut Vec<u8>) {
+    let cols = work.rows.cols;
+    if work.rows.transposed {
+        let source = &work.sources[0];
+        for i in at..to {
+            let (row, col) = (i / cols, i % cols);
+            let element = col * source.cols + row;
+            let raw = source
+                .bytes
+                .elements(&source.codec, element, element + 1, scratch);
+            let k = (i - at) as usize;
+            (source.codec.decode)(raw, &mut out[k..k + 1]);
+        }
+        return;
+    }
+    let mut i = at;
+    while i < to {
+        let (row, in_row) = (i / cols, i % cols);
+        let len = (cols - in_row).min(to - i);
+        let (s, source_row) = work.rows.source_row(row);
+        let source = &work.sources[s];
+        let first = source_row * cols + in_row;
+        let raw = source
+            .bytes
+            .elements(&source.codec, first, first + len, scratch);
+        let k = (i - at) as usize;
+        (source.codec.decode)(raw, &mut out[k..k + len as usize]);
+        i += len;
+    }
+}

@@ -1,0 +1,324 @@
+//! Conversions are diffs too: a GGUF (or any model) compared by value with the model it was
+//! made from, although the two name, shape and lay out the same weights differently.
+//!
+//! [`pairing`] plans which converted tensor holds which source tensors and how (gguf-py's name
+//! table, the converter's transforms, `--map` rules); [`compare`] streams each pair in the
+//! converted tensor's order, undoing the transform on the source side; [`metadata`] compares
+//! what the source's config.json says with the GGUF's keys. The result is a [`Conversion`].
+
+mod compare;
+mod layout;
+mod map_file;
+mod metadata;
+mod names;
+#[rustfmt::skip]
+mod names_table;
+mod pairing;
+
+use std::path::Path;
+
+pub use map_file::{MapError, MapFile};
+pub use metadata::MetadataChecks;
+pub use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
+
+use crate::values::{Side, ValueStats, ValuesError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConversionError {
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+    #[error(transparent)]
+    Values(#[from] ValuesError),
+}
+
+/// One compared pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComparedPair {
+    pub target: String,
+    pub sources: Vec<String>,
+    pub transform: Transform,
+    /// The source dtypes, in source order, without repeats.
+    pub source_dtypes: Vec<&'static str>,
+    pub target_dtype: &'static str,
+    pub elements: u64,
+    pub stats: ValueStats,
+    pub suspect: Option<Suspect>,
+}
+
+/// Why a pair is not what a faithful conversion gives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Suspect {
+    /// The other Q/K layout matches: the head permutation is wrong (applied where it should not
+    /// be, or missing).
+    Permutation { other: ValueStats },
+    /// More error than the target dtype loses on its own.
+    Error { bound: f64 },
+    /// Infinite relative error: the source is all zeros and the target is not.
+    FromZero,
+}
+
+impl ComparedPair {
+    pub fn rel_l2(&self) -> Option<f64> {
+        self.stats.rel_l2
+    }
+
+    pub fn identical(&self) -> bool {
+        self.stats.changed_elements == 0 && self.stats.nonfinite_elements == 0
+    }
+}
+
+/// A conversion compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversion {
+    pub paired_by: PairedBy,
+    pub map: Option<std::path::PathBuf>,
+    pub source_tensors: usize,
+    pub target_tensors: usize,
+    /// In target name order.
+    pub pairs: Vec<ComparedPair>,
+    pub dropped: Vec<Dropped>,
+    pub added: Vec<String>,
+    pub not_compared: Vec<NotCompared>,
+    pub metadata: MetadataChecks,
+}
+
+/// The two models of a conversion.
+pub struct Models<'a> {
+    pub source: Side<'a>,
+    /// Where the source was read from (its config.json is looked for beside it).
+    pub source_path: &'a Path,
+    pub target: Side<'a>,
+    /// The converted model's name in messages.
+    pub target_name: &'a str,
+}
+
+/// Compares a converted model with its source.
+pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion, ConversionError> {
+    let plan = pairing::plan(
+        models.source.artifact,
+        models.target.artifact,
+        models.target_name,
+        map,
+    )?;
+    let outcomes = compare::compare(&plan, &models.source, &models.target)?;
+    let mut pairs = Vec::new();
+    let mut not_compared = plan.not_compared.clone();
+    for (planned, outcome) in plan.pairs.iter().zip(outcomes) {
+        match outcome {
+            compare::Outcome::NotCompared(why) => not_compared.push(NotCompared {
+                target: Some(planned.target.clone()),
+                sources: planned.sources.clone(),
+                why,
+            }),
+            compare::Outcome::Compared {
+                stats,
+                other_layout,
+            } => {
+                let target_dtype = models
+                    .target
+                    .artifact
+                    .tensors
+                    .get(&planned.target)
+                    .map(|t| t.dtype)
+                    .unwrap_or("?");
+                let mut source_dtypes: Vec<&'static str> = Vec::new();
+                for s in &planned.sources {
+                    let dtype = models
+                        .source
+                        .artifact
+                        .tensors
+                        .get(s)
+                        .map(|t| t.dtype)
+                        .unwrap_or("?");
+                    if !source_dtypes.contains(&dtype) {
+                        source_dtypes.push(dtype);
+                    }
+                }
+                let suspect = match other_layout {
+                    Some(other) => Some(Suspect::Permutation { other }),
+                    None => suspect(&source_dtypes, target_dtype, &stats),
+                };
+                pairs.push(ComparedPair {
+                    target: planned.target.clone(),
+                    sources: planned.sources.clone(),
+                    transform: planned.transform.clone(),
+                    source_dtypes,
+                    target_dtype,
+                    elements: planned.rows.target_elements(),
+                    stats,
+                    suspect,
+                });
+            }
+        }
+    }
+    not_compared.sort_by(|a, b| a.target.cmp(&b.target).then(a.sources.cmp(&b.sources)));
+    let metadata = match &plan.paired_by {
+        PairedBy::Table { architecture, .. } => {
+            metadata::check(models.source_path, models.target.artifact, architecture)
+        }
+        PairedBy::Names => MetadataChecks::default(),
+    };
+    Ok(Conversion {
+        paired_by: plan.paired_by,
+        map: plan.map,
+        source_tensors: models.source.artifact.tensors.len(),
+        target_tensors: models.target.artifact.tensors.len(),
+        pairs,
+        dropped: plan.dropped,
+        added: plan.added,
+        not_compared,
+        metadata,
+    })
+}
+
+/// The error a target dtype loses on its own, as a bound on rel_l2: beyond it a pair is
+/// suspect (a wrong tensor, layout or scale rather than rounding). Bounds are loose on purpose
+/// — a few times what the type gives on Gaussian weights.
+pub fn error_bound(source_dtypes: &[&str], target: &str) -> f64 {
+    let precision = |d: &str| match d {
+        "f64" | "i64" | "u64" => 3,
+        "f32" | "i32" | "u32" => 2,
+        "f16" | "bf16" | "i16" | "u16" => 1,
+        _ => 0,
+    };
+    let source = source_dtypes
+        .iter()
+        .map(|d| precision(d))
+        .max()
+        .unwrap_or(0);
+    match target {
+        "f64" | "f32" if source <= 2 => 0.0,
+        "f64" | "f32" => 1e-6,
+        "f16" if source <= 1 && source_dtypes.iter().all(|d| *d == "f16") => 0.0,
+        "f16" => 1e-3,
+        "bf16" if source_dtypes.iter().all(|d| *d == "bf16") => 0.0,
+        "bf16" => 1e-2,
+        "q8_0" | "q8_1" | "q8_k" => 0.02,
+        "q6_k" => 0.05,
+        "q5_0" | "q5_1" | "q5_k" => 0.08,
+        "q4_0" | "q4_1" | "q4_k" | "iq4_nl" | "iq4_xs" | "mxfp4" => 0.15,
+        "q3_k" | "iq3_xxs" | "iq3_s" => 0.3,
+        _ => 0.8,
+    }
+}
+
+fn suspect(source_dtypes: &[&str], target: &str, stats: &ValueStats) -> Option<Suspect> {
+    let bound = error_bound(source_dtypes, target);
+    match stats.rel_l2 {
+        None => Some(Suspect::FromZero),
+        Some(r) if r > bound => Some(Suspect::Error { bound }),
+        Some(_) => None,
+    }
+}
+
+/// The figures the summary line gives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub faithful: bool,
+    /// Source tensors that are in a compared pair.
+    pub paired_sources: usize,
+    pub identical: usize,
+    pub suspect: usize,
+    /// Median rel_l2 of the changed pairs.
+    pub median_rel_l2: Option<f64>,
+    /// The changed pair with the largest rel_l2.
+    pub worst: Option<usize>,
+}
+
+impl Conversion {
+    pub fn summary(&self) -> Summary {
+        let paired_sources = self.pairs.iter().map(|p| p.sources.len()).sum();
+        let identical = self.pairs.iter().filter(|p| p.identical()).count();
+        let suspect = self.pairs.iter().filter(|p| p.suspect.is_some()).count();
+        let mut changed: Vec<f64> = self
+            .pairs
+            .iter()
+            .filter(|p| !p.identical())
+            .map(|p| p.rel_l2().unwrap_or(f64::INFINITY))
+            .collect();
+        changed.sort_by(f64::total_cmp);
+        let median_rel_l2 = (!changed.is_empty()).then(|| {
+            let mid = changed.len() / 2;
+            if changed.len() % 2 == 1 {
+                changed[mid]
+            } else {
+                (changed[mid - 1] + changed[mid]) / 2.0
+            }
+        });
+        let worst = self
+            .pairs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.identical())
+            .max_by(|(_, a), (_, b)| {
+                let key = |p: &ComparedPair| p.rel_l2().unwrap_or(f64::INFINITY);
+                key(a)
+                    .total_cmp(&key(b))
+                    .then_with(|| b.target.cmp(&a.target))
+            })
+            .map(|(i, _)| i);
+        Summary {
+            faithful: suspect == 0 && !self.pairs.is_empty(),
+            paired_sources,
+            identical,
+            suspect,
+            median_rel_l2,
+            worst,
+        }
+    }
+
+    /// Changed pairs, largest rel_l2 first (suspect ones first of all), then by name.
+    pub fn worst_first(&self) -> Vec<&ComparedPair> {
+        let mut changed: Vec<&ComparedPair> =
+            self.pairs.iter().filter(|p| !p.identical()).collect();
+        changed.sort_by(|a, b| {
+            let key = |p: &ComparedPair| p.rel_l2().unwrap_or(f64::INFINITY);
+            b.suspect
+                .is_some()
+                .cmp(&a.suspect.is_some())
+                .then(key(b).total_cmp(&key(a)))
+                .then_with(|| a.target.cmp(&b.target))
+        });
+        changed
+    }
+
+    /// Whether the two models hold different values or tensors (the exit status follows it).
+    pub fn differs(&self) -> bool {
+        self.pairs.iter().any(|p| !p.identical())
+            || !self.dropped.is_empty()
+            || !self.added.is_empty()
+            || !self.not_compared.is_empty()
+    }
+}
+
+impl Conversion {
+    /// The pairs as a value diff named by the converted model's tensors (source dtype → target
+    /// dtype), for the views value diffs have (per layer, heatmap).
+    pub fn as_value_diff(&self) -> crate::values::ValueDiff {
+        crate::values::ValueDiff {
+            tensors: self
+                .pairs
+                .iter()
+                .map(|p| crate::values::TensorValues {
+                    name: p.target.clone(),
+                    old_dtype: p.source_dtypes.first().copied().unwrap_or("?"),
+                    new_dtype: p.target_dtype,
+                    elements: p.elements,
+                    changed: !p.identical(),
+                    method: crate::values::Method::Values,
+                    stats: Some(p.stats),
+                })
+                .collect(),
+            skipped: self
+                .not_compared
+                .iter()
+                .filter_map(|n| {
+                    Some(crate::values::Skipped {
+                        name: n.target.clone()?,
+                        reason: n.why.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,802 @@
+//! Which tensors of a converted model come from which tensors of its source, and how: the
+//! plan the value comparison follows. Mirrors what llama.cpp's `convert_hf_to_gguf.py` does
+//! (name table, Q/K permutation, fused QKV, stacked and fused experts, cut position rows);
+//! rename rules from `--map` come first.
+
+use std::collections::BTreeMap;
+
+use super::layout::{Part, RowMap, permutable};
+use super::map_file::MapFile;
+use super::names::NameMap;
+use crate::artifact::{Artifact, Format, TensorInfo, Value};
+
+/// GGUF architectures whose Q and K rows the converter permutes (`LlamaModel.permute`, used by
+/// LlamaModel and its subclasses that keep `undo_permute`, and by Arctic, Chameleon, MiniCPM
+/// and OLMo) — the source rows are found by undoing it with the GGUF's head counts.
+const PERMUTE_QK_ARCHS: &[&str] = &[
+    "arcee",
+    "arctic",
+    "chameleon",
+    "llada",
+    "llama",
+    "minicpm",
+    "nanbeige",
+    "olmo",
+];
+
+/// Block counts above this are refused: the name table is built per block.
+const MAX_BLOCKS: u64 = 4096;
+
+/// What the comparison undoes for a pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transform {
+    /// The tensor as is (its dtype, and for GGUF the order of its dimensions, may change).
+    Identity,
+    /// The converter's Q/K head permutation.
+    PermuteQk,
+    /// Q, K and V concatenated by rows (`--fuse-qkv`), Q and K permuted first or not.
+    FuseQkv { permuted: bool },
+    /// Per-expert tensors stacked into one [experts, rows, cols] tensor.
+    StackExperts,
+    /// Per-expert gate and up tensors stacked and concatenated into one gate_up tensor.
+    FuseGateUpExperts,
+    /// The converter cut the first rows (RoBERTa's position embeddings start after padding).
+    DropRows(u64),
+    /// A `--map` rule's transpose.
+    Transpose,
+}
+
+impl Transform {
+    pub fn name(&self) -> String {
+        match self {
+            Transform::Identity => "identity".into(),
+            Transform::PermuteQk => "permute_qk".into(),
+            Transform::FuseQkv { permuted: false } => "fuse_qkv".into(),
+            Transform::FuseQkv { permuted: true } => "fuse_qkv+permute_qk".into(),
+            Transform::StackExperts => "stack_experts".into(),
+            Transform::FuseGateUpExperts => "stack_experts+fuse_gate_up".into(),
+            Transform::DropRows(n) => format!("drop_rows:{n}"),
+            Transform::Transpose => "transpose".into(),
+        }
+    }
+}
+
+/// A pair to compare: one tensor of the converted model and the source tensors it holds.
+#[derive(Debug, Clone)]
+pub struct PlannedPair {
+    pub target: String,
+    pub sources: Vec<String>,
+    pub transform: Transform,
+    pub rows: RowMap,
+    /// The GGUF head counts a Q or K tensor would be permuted with: the comparison tries the
+    /// other layout when the values do not match, to name a wrong permutation.
+    pub heads: Option<u64>,
+}
+
+/// A source tensor with no counterpart in the converted model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub source: String,
+    pub why: String,
+}
+
+/// Tensors paired but not compared, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotCompared {
+    pub target: Option<String>,
+    pub sources: Vec<String>,
+    pub why: String,
+}
+
+/// How the two models were paired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairedBy {
+    /// gguf-py's name table for this architecture and block count.
+    Table { architecture: String, blocks: u64 },
+    /// Equal names (both models use the same convention).
+    Names,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub paired_by: PairedBy,
+    /// The `--map` file, when one was given.
+    pub map: Option<std::path::PathBuf>,
+    pub pairs: Vec<PlannedPair>,
+    pub dropped: Vec<Dropped>,
+    /// Target tensors no source tensor maps to.
+    pub added: Vec<String>,
+    pub not_compared: Vec<NotCompared>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PairingError {
+    #[error(
+        "{file}: general.architecture is {found}, expected a string naming the model's \
+         architecture (the name table is chosen by it)"
+    )]
+    NoArchitecture { file: String, found: String },
+    #[error(
+        "{file}: {key} is {found}, expected a block count between 1 and {MAX_BLOCKS} (the name \
+         table is built per block)"
+    )]
+    BlockCount {
+        file: String,
+        key: String,
+        found: String,
+    },
+}
+
+/// The logical shape of a tensor, outermost dimension first (GGUF stores ne[0] first).
+pub fn logical_shape(artifact: &Artifact, info: &TensorInfo) -> Vec<u64> {
+    let mut shape: Vec<u64> = info.shape.to_vec();
+    if artifact.format == Format::Gguf {
+        shape.reverse();
+    }
+    shape
+}
+
+/// A GGUF integer metadata value.
+pub fn metadata_u64(artifact: &Artifact, key: &str) -> Option<u64> {
+    match artifact.metadata.get(key)? {
+        Value::U8(v) => Some(*v as u64),
+        Value::U16(v) => Some(*v as u64),
+        Value::U32(v) => Some(*v as u64),
+        Value::U64(v) => Some(*v),
+        Value::I8(v) => u64::try_from(*v).ok(),
+        Value::I16(v) => u64::try_from(*v).ok(),
+        Value::I32(v) => u64::try_from(*v).ok(),
+        Value::I64(v) => u64::try_from(*v).ok(),
+        _ => None,
+    }
+}
+
+fn describe(value: Option<&Value>) -> String {
+    match value {
+        None => "missing".into(),
+        Some(Value::String(s)) => format!("{s:?}"),
+        Some(v) => format!("a {}", v.type_name()),
+    }
+}
+
+/// Plans the comparison of `source` (a Hugging Face or PyTorch model) with `target` (what was
+/// made of it). With a GGUF target the converter's name table pairs the tensors, else equal
+/// names do; `map` rules come before either.
+pub fn plan(
+    source: &Artifact,
+    target: &Artifact,
+    target_file: &str,
+    map: Option<&MapFile>,
+) -> Result<Plan, PairingError> {
+    let table = if target.format == Format::Gguf && source.format != Format::Gguf {
+        let arch = match target.metadata.get("general.architecture") {
+            Some(Value::String(s)) => s.clone(),
+            other => {
+                return Err(PairingError::NoArchitecture {
+                    file: target_file.to_owned(),
+                    found: describe(other),
+                });
+            }
+        };
+        let key = format!("{arch}.block_count");
+        let blocks = match metadata_u64(target, &key) {
+            Some(n) if (1..=MAX_BLOCKS).contains(&n) => n,
+            _ => {
+                return Err(PairingError::BlockCount {
+                    file: target_file.to_owned(),
+                    found: describe(target.metadata.get(&key)),
+                    key,
+                });
+            }
+        };
+        NameMap::new(&arch, blocks).map(|names| (arch, blocks, names))
+    } else {
+        None
+    };
+    let mut planner = Planner {
+        source,
+        target,
+        groups: BTreeMap::new(),
+        experts: BTreeMap::new(),
+        plan: Plan {
+            paired_by: match &table {
+                Some((architecture, blocks, _)) => PairedBy::Table {
+                    architecture: architecture.clone(),
+                    blocks: *blocks,
+                },
+                None => PairedBy::Names,
+            },
+            map: map.map(|m| m.path.clone()),
+            pairs: Vec::new(),
+            dropped: Vec::new(),
+            added: Vec::new(),
+            not_compared: Vec::new(),
+        },
+        heads: None,
+    };
+    if let Some((arch, _, _)) = &table
+        && PERMUTE_QK_ARCHS.contains(&arch.as_str())
+    {
+        let q = metadata_u64(target, &format!("{arch}.attention.head_count"));
+        let kv = metadata_u64(target, &format!("{arch}.attention.head_count_kv")).or(q);
+        planner.heads = q.zip(kv);
+    }
+    let names = table.as_ref().map(|(_, _, names)| names);
+
+    for name in source.tensors.keys() {
+        if let Some(map) = map
+            && let Some(renamed) = map.rename(name)
+        {
+            let rule = Rule {
+                transpose: renamed.rule.transpose,
+                heads: renamed.rule.permute_heads,
+            };
+            planner.add(renamed.target, None, name, Some(rule));
+            continue;
+        }
+        let Some(names) = names else {
+            planner.add(name.to_owned(), None, name, None);
+            continue;
+        };
+        if let Some((stacked, expert)) = expert_of(name)
+            && let Some(mapped) = names.get(&stacked)
+        {
+            planner
+                .experts
+                .entry(mapped.gguf)
+                .or_default()
+                .push((expert, name.to_owned()));
+            continue;
+        }
+        match names.get(name) {
+            Some(mapped) => planner.add(mapped.gguf, Some(mapped.kind), name, None),
+            None => planner.plan.dropped.push(Dropped {
+                source: name.to_owned(),
+                why: "no GGUF name in the converter's table".into(),
+            }),
+        }
+    }
+    if names.is_some() {
+        planner.fuse_qkv();
+        planner.stack_experts();
+    }
+    planner.single_pairs();
+    let used: std::collections::HashSet<&str> = planner
+        .plan
+        .pairs
+        .iter()
+        .map(|p| p.target.as_str())
+        .collect();
+    let noted: std::collections::HashSet<&str> = planner
+        .plan
+        .not_compared
+        .iter()
+        .filter_map(|n| n.target.as_deref())
+        .collect();
+    let added: Vec<String> = target
+        .tensors
+        .keys()
+        .filter(|t| !used.contains(t) && !noted.contains(t))
+        .map(str::to_owned)
+        .collect();
+    let mut plan = planner.plan;
+    plan.added = added;
+    plan.pairs.sort_by(|a, b| a.target.cmp(&b.target));
+    plan.dropped.sort_by(|a, b| a.source.cmp(&b.source));
+    plan.added.sort();
+    Ok(plan)
+}
+
+/// A `--map` rule's layout change.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    transpose: bool,
+    heads: Option<u64>,
+}
+
+/// A source name mapped to a target name.
+struct Member {
+    source: String,
+    kind: Option<&'static str>,
+    rule: Option<Rule>,
+}
+
+struct Planner<'a> {
+    source: &'a Artifact,
+    target: &'a Artifact,
+    /// Target name → the source tensors mapped to it.
+    groups: BTreeMap<String, Vec<Member>>,
+    /// Stacked target name → (expert, source name).
+    experts: BTreeMap<String, Vec<(u64, String)>>,
+    plan: Plan,
+    /// Q and KV head counts when the architecture's Q/K rows are permuted.
+    heads: Option<(u64, u64)>,
+}
+
+impl Planner<'_> {
+    fn add(
+        &mut self,
+        target: String,
+        kind: Option<&'static str>,
+        source: &str,
+        rule: Option<Rule>,
+    ) {
+        self.groups.entry(target).or_default().push(Member {
+            source: source.to_owned(),
+            kind,
+            rule,
+        });
+    }
+
+    fn source_shape(&self, name: &str) -> Vec<u64> {
+        let info = self.source.tensors.get(name).expect("a source tensor");
+        logical_shape(self.source, info)
+    }
+
+    fn target_shape(&self, name: &str) -> Option<Vec<u64>> {
+        let info = self.target.tensors.get(name)?;
+        Some(logical_shape(self.target, info))
+    }
+
+    fn not_compared(&mut self, target: Option<&str>, sources: Vec<String>, why: String) {
+        self.plan.not_compared.push(NotCompared {
+            target: target.map(str::to_owned),
+            sources,
+            why,
+        });
+    }
+
+    /// `--fuse-qkv`: a block's Q, K and V map to GGUF names absent from the file, and the
+    /// block's attn_qkv is there.
+    fn fuse_qkv(&mut self) {
+        let mut fused: BTreeMap<String, [Option<String>; 3]> = BTreeMap::new();
+        let candidates: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(target, members)| {
+                !self.target.tensors.contains_key(target.as_str())
+                    && members.len() == 1
+                    && matches!(members[0].kind, Some("ATTN_Q" | "ATTN_K" | "ATTN_V"))
+            })
+            .map(|(target, _)| target.clone())
+            .collect();
+        for target in candidates {
+            let Some(bid) = block_of(&target) else {
+                continue;
+            };
+            let suffix = if target.ends_with(".bias") {
+                ".bias"
+            } else {
+                ".weight"
+            };
+            let Some(qkv) = NameMap::gguf_name("ATTN_QKV", Some(bid)) else {
+                continue;
+            };
+            let qkv = format!("{qkv}{suffix}");
+            if !self.target.tensors.contains_key(qkv.as_str()) {
+                continue;
+            }
+            let member = self.groups.remove(&target).expect("a candidate").remove(0);
+            let slot = match member.kind {
+                Some("ATTN_Q") => 0,
+                Some("ATTN_K") => 1,
+                _ => 2,
+            };
+            fused.entry(qkv).or_default()[slot] = Some(member.source);
+        }
+        for (qkv, [q, k, v]) in fused {
+            let (Some(q), Some(k), Some(v)) = (q.clone(), k.clone(), v.clone()) else {
+                let sources = [q, k, v].into_iter().flatten().collect();
+                self.not_compared(
+                    Some(&qkv),
+                    sources,
+                    "fused Q/K/V, but the source lacks one of q, k and v".into(),
+                );
+                continue;
+            };
+            let sources = vec![q, k, v];
+            let shapes: Vec<Vec<u64>> = sources.iter().map(|s| self.source_shape(s)).collect();
+            let target_shape = self.target_shape(&qkv).expect("checked above");
+            let cols = row_length(&shapes[0], true);
+            let rows: Vec<u64> = shapes.iter().map(|s| first_dim(s, true)).collect();
+            let heads = self.heads.map(|(q, kv)| [Some(q), Some(kv), None]);
+            let fits = shapes.iter().all(|s| row_length(s, true) == cols)
+                && rows.iter().sum::<u64>() * cols == elements(&target_shape)
+                && (target_shape.len() == 1 || target_shape.last() == Some(&cols));
+            if !fits {
+                let why = format!(
+                    "fused Q/K/V: source shapes {} do not add up to {}",
+                    shapes
+                        .iter()
+                        .map(|s| show(s))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    show(&target_shape)
+                );
+                self.not_compared(Some(&qkv), sources, why);
+                continue;
+            }
+            if let Some(h) = heads
+                && !rows[..2]
+                    .iter()
+                    .zip(&h[..2])
+                    .all(|(&r, &n)| permutable(r, n.unwrap_or(0)))
+            {
+                let why = format!(
+                    "fused Q/K/V: Q/K rows {} and {} cannot be permuted with {} / {} heads",
+                    rows[0],
+                    rows[1],
+                    h[0].unwrap_or(0),
+                    h[1].unwrap_or(0)
+                );
+                self.not_compared(Some(&qkv), sources, why);
+                continue;
+            }
+            let parts = (0..3)
+                .map(|i| Part {
+                    source: i,
+                    rows: rows[i],
+                    heads: heads.and_then(|h| h[i]),
+                    skip_rows: 0,
+                })
+                .collect();
+            self.plan.pairs.push(PlannedPair {
+                target: qkv,
+                sources,
+                transform: Transform::FuseQkv {
+                    permuted: heads.is_some(),
+                },
+                rows: RowMap {
+                    cols,
+                    parts,
+                    transposed: false,
+                },
+                heads: None,
+            });
+        }
+    }
+
+    /// Per-expert tensors stacked into one tensor, or (`--fuse-gate-up-exps`) gate and up
+    /// stacked and concatenated into the block's gate_up tensor.
+    fn stack_experts(&mut self) {
+        let experts = std::mem::take(&mut self.experts);
+        let mut gate_up: BTreeMap<String, [Option<Vec<String>>; 2]> = BTreeMap::new();
+        for (stacked, mut members) in experts {
+            members.sort();
+            let expected: Vec<u64> = (0..members.len() as u64).collect();
+            let order: Vec<u64> = members.iter().map(|(e, _)| *e).collect();
+            let sources: Vec<String> = members.into_iter().map(|(_, s)| s).collect();
+            if order != expected {
+                self.not_compared(
+                    Some(&stacked),
+                    sources,
+                    format!("experts {order:?} are not numbered 0..n"),
+                );
+                continue;
+            }
+            if !self.target.tensors.contains_key(stacked.as_str()) {
+                let fused = block_of(&stacked).and_then(|bid| {
+                    let gate = NameMap::gguf_name("FFN_GATE_EXP", Some(bid))?;
+                    let up = NameMap::gguf_name("FFN_UP_EXP", Some(bid))?;
+                    let fused = NameMap::gguf_name("FFN_GATE_UP_EXP", Some(bid))?;
+                    let slot = if stacked.starts_with(&format!("{gate}.")) {
+                        0
+                    } else if stacked.starts_with(&format!("{up}.")) {
+                        1
+                    } else {
+                        return None;
+                    };
+                    let suffix = &stacked[stacked.rfind('.')?..];
+                    let fused = format!("{fused}{suffix}");
+                    self.target
+                        .tensors
+                        .contains_key(fused.as_str())
+                        .then_some((fused, slot))
+                });
+                match fused {
+                    Some((fused, slot)) => gate_up.entry(fused).or_default()[slot] = Some(sources),
+                    None => self
+                        .plan
+                        .dropped
+                        .extend(sources.into_iter().map(|source| Dropped {
+                            source,
+                            why: format!(
+                                "stacked as {stacked}, which is not in the converted model"
+                            ),
+                        })),
+                }
+                continue;
+            }
+            let shape = self.source_shape(&sources[0]);
+            let target_shape = self.target_shape(&stacked).expect("checked above");
+            let same = sources.iter().all(|s| self.source_shape(s) == shape);
+            let mut want = vec![sources.len() as u64];
+            want.extend(&shape);
+            if !same || target_shape != want {
+                let why = format!(
+                    "{} experts of shape {} do not stack into {}",
+                    sources.len(),
+                    show(&shape),
+                    show(&target_shape)
+                );
+                self.not_compared(Some(&stacked), sources, why);
+                continue;
+            }
+            let parts = (0..sources.len())
+                .map(|i| Part {
+                    source: i,
+                    rows: first_dim(&shape, false),
+                    heads: None,
+                    skip_rows: 0,
+                })
+                .collect();
+            self.plan.pairs.push(PlannedPair {
+                target: stacked,
+                sources,
+                transform: Transform::StackExperts,
+                rows: RowMap {
+                    cols: row_length(&shape, false),
+                    parts,
+                    transposed: false,
+                },
+                heads: None,
+            });
+        }
+        for (fused, [gate, up]) in gate_up {
+            let (Some(gate), Some(up)) = (gate.clone(), up.clone()) else {
+                let sources = gate.into_iter().chain(up).flatten().collect();
+                self.not_compared(
+                    Some(&fused),
+                    sources,
+                    "fused gate/up experts, but the source lacks gate or up".into(),
+                );
+                continue;
+            };
+            let shape = self.source_shape(&gate[0]);
+            let target_shape = self.target_shape(&fused).expect("checked above");
+            let all_same = gate
+                .iter()
+                .chain(&up)
+                .all(|s| self.source_shape(s) == shape);
+            let fits = all_same
+                && gate.len() == up.len()
+                && shape.len() == 2
+                && target_shape == [gate.len() as u64, 2 * shape[0], shape[1]];
+            let mut sources = Vec::with_capacity(2 * gate.len());
+            let mut parts = Vec::with_capacity(2 * gate.len());
+            for (g, u) in gate.into_iter().zip(up) {
+                for s in [g, u] {
+                    parts.push(Part {
+                        source: sources.len(),
+                        rows: first_dim(&shape, false),
+                        heads: None,
+                        skip_rows: 0,
+                    });
+                    sources.push(s);
+                }
+            }
+            if !fits {
+                let why = format!(
+                    "gate and up experts of shape {} do not fuse into {}",
+                    show(&shape),
+                    show(&target_shape)
+                );
+                self.not_compared(Some(&fused), sources, why);
+                continue;
+            }
+            self.plan.pairs.push(PlannedPair {
+                target: fused,
+                sources,
+                transform: Transform::FuseGateUpExperts,
+                rows: RowMap {
+                    cols: row_length(&shape, false),
+                    parts,
+                    transposed: false,
+                },
+                heads: None,
+            });
+        }
+    }
+
+    /// One source tensor per target tensor.
+    fn single_pairs(&mut self) {
+        let groups = std::mem::take(&mut self.groups);
+        for (target, members) in groups {
+            if members.len() > 1 {
+                let sources: Vec<String> = members.into_iter().map(|m| m.source).collect();
+                let why = format!("{} source tensors map to it", sources.len());
+                self.not_compared(Some(&target), sources, why);
+                continue;
+            }
+            let member = members.into_iter().next().expect("one member");
+            let Some(target_shape) = self.target_shape(&target) else {
+                self.plan.dropped.push(Dropped {
+                    source: member.source,
+                    why: format!("mapped to {target}, which is not in the converted model"),
+                });
+                continue;
+            };
+            let shape = self.source_shape(&member.source);
+            let qk_heads = match (member.kind, self.heads) {
+                (Some("ATTN_Q"), Some((q, _))) => Some(q),
+                (Some("ATTN_K"), Some((_, kv))) => Some(kv),
+                _ => None,
+            };
+            let heads = member.rule.and_then(|r| r.heads).or(qk_heads);
+            let transpose = member.rule.is_some_and(|r| r.transpose);
+            let pos_embd = member.kind == Some("POS_EMBD");
+            match single_map(&shape, &target_shape, heads, transpose, pos_embd) {
+                Ok((rows, transform)) => self.plan.pairs.push(PlannedPair {
+                    target,
+                    sources: vec![member.source],
+                    transform,
+                    rows,
+                    heads: qk_heads,
+                }),
+                Err(why) => self.not_compared(Some(&target), vec![member.source], why),
+            }
+        }
+    }
+}
+
+/// The row map of a single source tensor, or why its shape does not fit.
+fn single_map(
+    source: &[u64],
+    target: &[u64],
+    heads: Option<u64>,
+    transpose: bool,
+    may_drop_rows: bool,
+) -> Result<(RowMap, Transform), String> {
+    let one = |rows: u64, cols: u64, heads: Option<u64>, skip_rows: u64| RowMap {
+        cols,
+        parts: vec![Part {
+            source: 0,
+            rows,
+            heads,
+            skip_rows,
+        }],
+        transposed: false,
+    };
+    if transpose {
+        if source.len() == 2 && target == [source[1], source[0]] {
+            let mut map = one(source[1], source[0], None, 0);
+            map.transposed = true;
+            return Ok((map, Transform::Transpose));
+        }
+        return Err(format!(
+            "a --map rule transposes it, but {} is not {} transposed",
+            show(target),
+            show(source)
+        ));
+    }
+    let same = squeezed(source) == squeezed(target);
+    if let Some(heads) = heads {
+        let rows = first_dim(source, true);
+        if !same {
+            return Err(format!(
+                "shape {} → {}: the Q/K permutation keeps the shape",
+                show(source),
+                show(target)
+            ));
+        }
+        if !permutable(rows, heads) {
+            return Err(format!(
+                "{rows} rows cannot be permuted with {heads} heads (a multiple of {} is needed)",
+                2 * heads
+            ));
+        }
+        return Ok((
+            one(rows, row_length(source, true), Some(heads), 0),
+            Transform::PermuteQk,
+        ));
+    }
+    if same {
+        return Ok((one(1, elements(source), None, 0), Transform::Identity));
+    }
+    if may_drop_rows
+        && source.len() == 2
+        && target.len() == 2
+        && source[1] == target[1]
+        && source[0] > target[0]
+    {
+        let cut = source[0] - target[0];
+        return Ok((
+            one(target[0], target[1], None, cut),
+            Transform::DropRows(cut),
+        ));
+    }
+    Err(format!(
+        "shape {} → {}: no transform this pairing knows explains it (a --map rule can transpose \
+         or permute)",
+        show(source),
+        show(target)
+    ))
+}
+
+/// Rows are everything after the first dimension; a vector with a permutation is a column of
+/// rows of one element (the permutation moves its elements).
+fn first_dim(shape: &[u64], vector_as_column: bool) -> u64 {
+    match shape {
+        [] => 1,
+        [_] if !vector_as_column => 1,
+        [n, ..] => *n,
+    }
+}
+
+fn row_length(shape: &[u64], vector_as_column: bool) -> u64 {
+    match shape {
+        [] => 1,
+        [n] if !vector_as_column => *n,
+        [_, rest @ ..] => rest.iter().product(),
+    }
+}
+
+fn elements(shape: &[u64]) -> u64 {
+    shape.iter().product()
+}
+
+fn squeezed(shape: &[u64]) -> Vec<u64> {
+    shape.iter().copied().filter(|&d| d != 1).collect()
+}
+
+pub fn show(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// The block number in a GGUF name ("blk.3.attn_q.weight" → 3).
+fn block_of(name: &str) -> Option<u64> {
+    name.split('.')
+        .find(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()
+}
+
+/// A per-expert name "….experts.E.NAME.weight": the stacked name "….experts.NAME.weight" and E.
+fn expert_of(name: &str) -> Option<(String, u64)> {
+    let stem = name.strip_suffix(".weight")?;
+    let (head, leaf) = stem.rsplit_once('.')?;
+    let (pre, expert) = head.rsplit_once('.')?;
+    if !pre.ends_with(".experts") && pre != "experts" {
+        return None;
+    }
+    if expert.is_empty() || !expert.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((format!("{pre}.{leaf}.weight"), expert.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expert_names_give_their_stacked_name() {
+        assert_eq!(
+            expert_of("model.layers.0.block_sparse_moe.experts.3.w1.weight"),
+            Some((
+                "model.layers.0.block_sparse_moe.experts.w1.weight".into(),
+                3
+            ))
+        );
+        assert_eq!(expert_of("model.layers.0.mlp.gate_proj.weight"), None);
+    }
+
+    #[test]
+    fn shapes_pick_the_transform() {
+        let (map, t) = single_map(&[64, 96], &[64, 96], None, false, false).unwrap();
+        assert_eq!((t, map.target_elements()), (Transform::Identity, 64 * 96));
+        let (_, t) = single_map(&[64, 96], &[64, 96], Some(4), false, false).unwrap();
+        assert_eq!(t, Transform::PermuteQk);
+        let (map, t) = single_map(&[514, 8], &[512, 8], None, false, true).unwrap();
+        assert_eq!((t, map.parts[0].skip_rows), (Transform::DropRows(2), 2));
+        assert!(single_map(&[514, 8], &[512, 8], None, false, false).is_err());
+        let (map, t) = single_map(&[3, 5], &[5, 3], None, true, false).unwrap();
+        assert_eq!(
+            (t, map.cols, map.transposed),
+            (Transform::Transpose, 3, true)
+        );
+        let err = single_map(&[4, 6], &[6, 4], None, false, false).unwrap_err();
+        assert!(err.contains("no transform"), "{err}");
+    }
+}

@@ -1,0 +1,422 @@
+//! Conversions compared by value: GGUF files made by llama.cpp's own convert_hf_to_gguf.py and
+//! llama-quantize (committed with their generator, tests/fixtures/conversions/manifest.json)
+//! against the Hugging Face / PyTorch models they were made from, checked pair by pair against
+//! an independent numpy reference over gguf-py (scripts/conversion_reference.py).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{python, repo_root, run, stdout};
+use serde_json::Value;
+
+fn conversions_dir() -> std::path::PathBuf {
+    repo_root().join("tests/fixtures/conversions")
+}
+
+fn manifest() -> Vec<Value> {
+    let text = std::fs::read_to_string(conversions_dir().join("manifest.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    doc["conversions"].as_array().unwrap().clone()
+}
+
+fn report(source: &Path, gguf: &Path, extra: &[&str]) -> (Value, i32) {
+    let mut args = vec![
+        "diff",
+        "--values",
+        "--json",
+        source.to_str().unwrap(),
+        gguf.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = run(&args);
+    let code = out.status.code().unwrap_or(-1);
+    assert!(
+        code == 0 || code == 1,
+        "weight-inspect {args:?} exited {code}: {}",
+        common::stderr(&out)
+    );
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("JSON output");
+    assert_eq!(doc["schema"], 1);
+    (doc["conversion"].clone(), code)
+}
+
+fn reference(source: &Path, gguf: &Path) -> Value {
+    let out = common::run_python(
+        "conversion_reference.py",
+        &[source.to_str().unwrap(), gguf.to_str().unwrap()],
+    );
+    serde_json::from_slice(&out.stdout).expect("reference JSON")
+}
+
+/// Equal to 1e-6 relative (absolute below 1e-12).
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()) || (a - b).abs() < 1e-12
+}
+
+fn names(values: &Value) -> Vec<String> {
+    let mut v: Vec<String> = values
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_conversion_matches_the_numpy_reference() {
+    let _ = python();
+    for conversion in manifest() {
+        let gguf_name = conversion["gguf"].as_str().unwrap();
+        let gguf = conversions_dir().join(gguf_name);
+        let source = conversions_dir().join(conversion["source"].as_str().unwrap());
+        let reference_source =
+            conversions_dir().join(conversion["reference_source"].as_str().unwrap());
+        let (ours, _) = report(&source, &gguf, &[]);
+        let theirs = reference(&reference_source, &gguf);
+
+        assert_eq!(
+            ours["paired_by"]["architecture"], theirs["architecture"],
+            "{gguf_name}"
+        );
+        let ours_pairs: BTreeMap<String, &Value> = ours["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["target"].as_str().unwrap().to_owned(), p))
+            .collect();
+        let their_pairs = theirs["pairs"].as_array().unwrap();
+        assert_eq!(
+            ours_pairs.keys().cloned().collect::<Vec<_>>(),
+            their_pairs
+                .iter()
+                .map(|p| p["target"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>(),
+            "{gguf_name}: paired GGUF tensors"
+        );
+        for t in their_pairs {
+            let target = t["target"].as_str().unwrap();
+            let o = ours_pairs[target];
+            let what = format!("{gguf_name}: {target}");
+            assert_eq!(o["sources"], t["source"], "{what}: sources");
+            assert_eq!(o["transform"], t["transform"], "{what}: transform");
+            assert_eq!(
+                o["target_dtype"].as_str().unwrap().to_uppercase(),
+                t["target_type"].as_str().unwrap(),
+                "{what}: dtype"
+            );
+            assert_eq!(o["elements"], t["elements"], "{what}: elements");
+            assert_eq!(
+                o["changed_elements"], t["changed_elements"],
+                "{what}: changed elements"
+            );
+            assert_eq!(
+                o["nonfinite_elements"], t["nonfinite_elements"],
+                "{what}: non-finite elements"
+            );
+            for figure in ["max_abs_diff", "rel_l2", "cosine"] {
+                let (a, b) = (o[figure].as_f64(), t[figure].as_f64());
+                match (a, b) {
+                    (Some(a), Some(b)) => {
+                        assert!(close(a, b), "{what}: {figure} {a} vs reference {b}")
+                    }
+                    _ => assert_eq!(a, b, "{what}: {figure}"),
+                }
+            }
+        }
+        let dropped: Vec<String> = ours["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["source"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            dropped,
+            names(&theirs["unpaired_source"]),
+            "{gguf_name}: dropped source tensors"
+        );
+        assert_eq!(
+            names(&ours["added"]),
+            names(&theirs["unpaired_target"]),
+            "{gguf_name}: added GGUF tensors"
+        );
+        assert_eq!(
+            ours["not_compared"].as_array().unwrap().len(),
+            0,
+            "{gguf_name}: {}",
+            ours["not_compared"]
+        );
+    }
+}
+
+#[test]
+fn lossless_conversions_report_every_tensor_identical() {
+    for conversion in manifest() {
+        if conversion["reference_check"] != "every pair has changed_elements 0" {
+            continue;
+        }
+        let gguf_name = conversion["gguf"].as_str().unwrap();
+        let gguf = conversions_dir().join(gguf_name);
+        let source = conversions_dir().join(conversion["source"].as_str().unwrap());
+        let (ours, code) = report(&source, &gguf, &[]);
+        assert_eq!(ours["faithful"], true, "{gguf_name}: {}", ours["summary"]);
+        assert_eq!(ours["identical"], ours["compared"], "{gguf_name}");
+        assert!(ours["compared"].as_u64().unwrap() > 0);
+        // Exit 1 only for the tensors the converter left out (XLM-R's pooler).
+        let dropped = ours["dropped"].as_array().unwrap().len();
+        assert_eq!(code, (dropped > 0) as i32, "{gguf_name}: exit status");
+    }
+}
+
+#[test]
+fn a_wrong_permutation_is_caught_and_named() {
+    let dir = conversions_dir();
+    let (ours, code) = report(
+        &dir.join("llama"),
+        &dir.join("llama-f32-attn_q-not-permuted.gguf"),
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(ours["faithful"], false, "{}", ours["summary"]);
+    assert_eq!(ours["suspect"], 1);
+    let suspect: Vec<&Value> = ours["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !p["suspect"].is_null())
+        .collect();
+    assert_eq!(suspect.len(), 1);
+    assert_eq!(suspect[0]["target"], "blk.0.attn_q.weight");
+    let why = suspect[0]["suspect"].as_str().unwrap();
+    assert!(why.contains("Q/K head permutation is wrong"), "{why}");
+    assert!(why.contains("(rel_l2 0)"), "{why}");
+
+    let out = run(&[
+        "diff",
+        "--values",
+        dir.join("llama").to_str().unwrap(),
+        dir.join("llama-f32-attn_q-not-permuted.gguf")
+            .to_str()
+            .unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("NOT faithful"), "{text}");
+    assert!(
+        text.contains("blk.0.attn_q.weight: the Q/K head permutation is wrong"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_quantized_conversion_is_faithful_and_reports_its_error() {
+    let dir = conversions_dir();
+    let (ours, code) = report(&dir.join("llama"), &dir.join("llama-q4_1.gguf"), &[]);
+    assert_eq!(code, 1, "values changed");
+    assert_eq!(ours["faithful"], true, "{}", ours["summary"]);
+    let summary = ours["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(
+            "faithful: 21/21 source tensors paired, identical in 5, error rel_l2 median"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("(q4_1)"), "{summary}");
+    // Either order of the arguments: the source is the side that is not GGUF.
+    let (swapped, _) = report(&dir.join("llama-q4_1.gguf"), &dir.join("llama"), &[]);
+    assert_eq!(swapped["pairs"], ours["pairs"]);
+    // The per-layer view covers both blocks.
+    let layers: Vec<&str> = ours["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["layer"].as_str().unwrap())
+        .collect();
+    assert_eq!(layers, ["blk.0", "blk.1"]);
+}
+
+#[test]
+fn the_configuration_is_checked_where_the_converter_writes_it() {
+    let dir = conversions_dir();
+    let (ours, _) = report(
+        &dir.join("xlm-roberta"),
+        &dir.join("xlm-roberta-f32.gguf"),
+        &[],
+    );
+    let checks = ours["metadata"]["checks"].as_array().unwrap();
+    let get = |key: &str| {
+        checks
+            .iter()
+            .find(|c| c["config_key"] == key)
+            .unwrap_or_else(|| panic!("{key} not checked: {checks:?}"))
+    };
+    assert_eq!(get("num_hidden_layers")["equal"], true);
+    assert_eq!(get("hidden_size")["gguf_key"], "bert.embedding_length");
+    // RoBERTa's positions start after the padding: the converter writes 2 fewer.
+    let positions = get("max_position_embeddings");
+    assert_eq!(positions["equal"], false);
+    assert_eq!(positions["source"], "40");
+    assert_eq!(positions["target"], "38");
+    assert!(
+        ours["metadata"]["not_checked"]
+            .as_str()
+            .unwrap()
+            .contains("tokenizer contents")
+    );
+}
+
+#[test]
+fn map_none_pairs_by_names_only() {
+    let dir = conversions_dir();
+    let (ours, _) = report(
+        &dir.join("llama"),
+        &dir.join("llama-f32.gguf"),
+        &["--map", "none"],
+    );
+    assert!(ours.is_null(), "a plain value diff, no conversion report");
+    let out = run(&[
+        "diff",
+        "--values",
+        "--map",
+        "none",
+        dir.join("llama").to_str().unwrap(),
+        dir.join("llama-f32.gguf").to_str().unwrap(),
+    ]);
+    assert!(
+        stdout(&out).contains("values identical in all 0 compared tensors"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Two safetensors files written by the safetensors package: the second holds the first's
+/// tensors under other names, one transposed and one with its rows permuted per head.
+#[test]
+fn map_rules_rename_transpose_and_permute() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        tmp.path().join("a.safetensors"),
+        tmp.path().join("b.safetensors"),
+    );
+    let script = r#"
+import sys, numpy as np
+from safetensors.numpy import save_file
+rng = np.random.default_rng(7)
+w = rng.standard_normal((8, 6)).astype(np.float32)
+q = rng.standard_normal((16, 4)).astype(np.float32)
+n = rng.standard_normal((6,)).astype(np.float32)
+def permute(x, heads):
+    return x.reshape(heads, 2, x.shape[0] // heads // 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+save_file({"double_blocks.0.proj": w, "double_blocks.0.q": q, "norm": n}, sys.argv[1])
+save_file({"transformer.0.proj_t": np.ascontiguousarray(w.T), "transformer.0.q": permute(q, 2),
+           "final_norm": n}, sys.argv[2])
+"#;
+    let out = std::process::Command::new(python())
+        .args(["-c", script, a.to_str().unwrap(), b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let map = tmp.path().join("map.toml");
+    std::fs::write(
+        &map,
+        r#"
+[[rule]]
+from = 'double_blocks\.(\d+)\.proj'
+to = 'transformer.$1.proj_t'
+transpose = true
+
+[[rule]]
+from = 'double_blocks\.(\d+)\.q'
+to = 'transformer.$1.q'
+permute_heads = 2
+
+[[rule]]
+from = 'norm'
+to = 'final_norm'
+"#,
+    )
+    .unwrap();
+    let (ours, code) = report(&a, &b, &["--map", map.to_str().unwrap()]);
+    assert_eq!(code, 0, "{}", ours["summary"]);
+    assert_eq!(ours["paired_by"]["method"], "names");
+    assert_eq!(ours["compared"], 3);
+    assert_eq!(ours["identical"], 3, "{}", ours["pairs"]);
+    let transforms: Vec<&str> = ours["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["transform"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        transforms,
+        ["final_norm", "transformer.0.proj_t", "transformer.0.q"].map(|t| {
+            match t {
+                "final_norm" => "identity",
+                "transformer.0.proj_t" => "transpose",
+                _ => "permute_qk",
+            }
+        })
+    );
+
+    // Without the rules nothing pairs: the names differ.
+    let out = run(&["diff", "--values", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(stdout(&out).contains("values identical in all 0 compared tensors"));
+
+    // A rule that does not fit the shapes is reported, not compared.
+    std::fs::write(
+        &map,
+        "[[rule]]\nfrom = 'double_blocks\\.0\\.proj'\nto = 'transformer.0.proj_t'\n",
+    )
+    .unwrap();
+    let (ours, code) = report(&a, &b, &["--map", map.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let not = ours["not_compared"].as_array().unwrap();
+    assert_eq!(not.len(), 1, "{not:?}");
+    assert!(
+        not[0]["why"].as_str().unwrap().contains("[8, 6] → [6, 8]"),
+        "{not:?}"
+    );
+}
+
+#[test]
+fn a_bad_map_file_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let map = tmp.path().join("map.toml");
+    std::fs::write(&map, "[[rule]]\nfrom = '('\nto = 'x'\n").unwrap();
+    let dir = conversions_dir();
+    let out = run(&[
+        "diff",
+        "--values",
+        "--map",
+        map.to_str().unwrap(),
+        dir.join("llama").to_str().unwrap(),
+        dir.join("llama-f32.gguf").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("map.toml: rule 1: `from` is not a regular expression"),
+        "{err}"
+    );
+    let out = run(&[
+        "diff",
+        "--map",
+        "none",
+        dir.join("llama").to_str().unwrap(),
+        dir.join("llama-f32.gguf").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "--map needs --values");
+}
+
+#[test]
+fn the_name_table_is_what_the_generator_writes() {
+    let out = common::run_python("gen_tensor_names.py", &[]);
+    let committed =
+        std::fs::read_to_string(repo_root().join("src/conversion/names_table.rs")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == committed,
+        "src/conversion/names_table.rs differs from scripts/gen_tensor_names.py's output"
+    );
+}
