@@ -420,3 +420,241 @@ fn the_name_table_is_what_the_generator_writes() {
         "src/conversion/names_table.rs differs from scripts/gen_tensor_names.py's output"
     );
 }
+
+mod in_git {
+    use super::*;
+    use common::git::Repo;
+
+    fn copy(repo: &Repo, from: &str, to: &str) {
+        let target = repo.path(to);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(conversions_dir().join(from), target).unwrap();
+    }
+
+    /// main: models/ holds the Hugging Face model (config.json, model.safetensors) and its f32
+    /// GGUF, all in LFS; branch pr: the GGUF re-converted as q4_1.
+    fn repo_with_a_conversion() -> Repo {
+        let repo = Repo::with_lfs(&["*.gguf", "*.safetensors"]);
+        copy(&repo, "llama/model.safetensors", "models/model.safetensors");
+        copy(&repo, "llama/config.json", "models/config.json");
+        copy(&repo, "llama-f32.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+        repo.git(&["commit", "-q", "-m", "base"]);
+        repo.git(&["checkout", "-q", "-b", "pr"]);
+        copy(&repo, "llama-q4_1.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+        repo.git(&["commit", "-q", "-m", "q4_1"]);
+        repo
+    }
+
+    #[test]
+    fn git_diff_compares_a_changed_gguf_with_its_reference() {
+        let repo = repo_with_a_conversion();
+        let out = repo.wi(&[
+            "git",
+            "diff",
+            "--values",
+            "--reference",
+            "models/model.safetensors",
+            "main",
+            "pr",
+        ]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        assert!(
+            text.contains("Conversion: models/model.safetensors → models/model.gguf"),
+            "{text}"
+        );
+        assert!(
+            text.contains("faithful: 21/21 source tensors paired, identical in 5"),
+            "{text}"
+        );
+        assert!(text.contains("(q4_1)"), "{text}");
+
+        let out = repo.wi(&[
+            "git",
+            "diff",
+            "--json",
+            "--values",
+            "--reference",
+            "models/model.safetensors",
+            "main",
+            "pr",
+        ]);
+        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let file = &doc["files"][0];
+        assert_eq!(file["new_path"], "models/model.gguf");
+        assert_eq!(file["conversion"]["faithful"], true);
+        assert_eq!(file["conversion"]["source"], "models/model.safetensors");
+        assert_eq!(file["conversion"]["compared"], 21);
+
+        // In the work tree: the wrongly permuted file is caught.
+        copy(
+            &repo,
+            "llama-f32-attn_q-not-permuted.gguf",
+            "models/model.gguf",
+        );
+        let out = repo.wi(&[
+            "git",
+            "diff",
+            "--values",
+            "--reference",
+            "models/model.safetensors",
+        ]);
+        let text = stdout(&out);
+        assert!(text.contains("NOT faithful"), "{text}");
+        assert!(text.contains("blk.0.attn_q.weight: the Q/K head permutation is wrong"));
+
+        // A reference that is not there is said, not fatal.
+        let out = repo.wi(&[
+            "git",
+            "diff",
+            "--values",
+            "--reference",
+            "models/nope.safetensors",
+        ]);
+        assert!(out.status.success());
+        assert!(
+            stdout(&out).contains("not compared with the reference: the reference models/nope.safetensors is not a file in the work tree"),
+            "{}",
+            stdout(&out)
+        );
+    }
+
+    #[test]
+    fn ci_summarizes_the_conversion_in_the_weights_column() {
+        let repo = repo_with_a_conversion();
+        let json = repo.path("report.json");
+        let summary = repo.path("summary.md");
+        let out = repo.wi(&[
+            "ci",
+            "--summary",
+            summary.to_str().unwrap(),
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--values",
+            "--reference",
+            "models/model.safetensors",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        let summary = std::fs::read_to_string(&summary).unwrap();
+        assert!(
+            summary.contains(
+                "conversion of models/model.safetensors: faithful: 21/21 source tensors paired"
+            ),
+            "{summary}"
+        );
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["files"][0]["conversion"]["faithful"], true, "{doc}");
+    }
+
+    #[test]
+    fn the_action_script_passes_the_reference_input() {
+        let repo = repo_with_a_conversion();
+        let summary = repo.path("../summary.md");
+        let mut cmd = repo.command("bash");
+        cmd.arg(repo_root().join("scripts/action/run.sh"))
+            .env("WI_BIN", common::bin())
+            .env("WI_BASE", "main")
+            .env("WI_VALUES", "true")
+            .env("WI_REFERENCE", "models/model.safetensors")
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("RUNNER_TEMP", repo.path(".."));
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let text = std::fs::read_to_string(&summary).unwrap();
+        assert!(
+            text.contains("conversion of models/model.safetensors: faithful"),
+            "{text}"
+        );
+    }
+
+    const POLICY: &str = r#"[[rules]]
+paths = ["models/*.gguf"]
+reference = "model.safetensors"
+max_rel_l2 = 0.02
+"#;
+
+    #[test]
+    fn a_policy_bounds_the_conversion_error_per_tensor() {
+        let repo = repo_with_a_conversion();
+        repo.write(".weight-inspect.toml", POLICY);
+        // q4_1 loses ~8 % per tensor: every quantized tensor is named with its figure.
+        let out = repo.wi(&["check", "models/model.gguf"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let text = stdout(&out);
+        assert!(text.contains("max_rel_l2"), "{text}");
+        assert!(text.contains("blk.0.attn_k.weight: rel_l2 0.08"), "{text}");
+        // output.weight stays q6_k: within the bound; the other 15 are not.
+        let named = text
+            .lines()
+            .filter(|l| l.contains(": max_rel_l2: "))
+            .count();
+        assert_eq!(named, 15, "{text}");
+        assert!(!text.contains("found output.weight"), "{text}");
+
+        // SARIF from ci: one result per tensor, the tensor as a logical location.
+        let sarif = repo.path("out.sarif");
+        repo.git(&["add", ".weight-inspect.toml"]);
+        repo.git(&["commit", "-q", "-m", "policy"]);
+        let out = repo.wi(&[
+            "ci",
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--sarif",
+            sarif.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
+        let results = doc["runs"][0]["results"].as_array().unwrap();
+        let ours: Vec<&Value> = results
+            .iter()
+            .filter(|r| r["ruleId"] == "max_rel_l2")
+            .collect();
+        assert_eq!(ours.len(), 15, "{results:?}");
+        assert!(
+            ours.iter()
+                .any(|r| r.to_string().contains("blk.1.ffn_down.weight"))
+        );
+
+        // q8_0 stays within 2 %: clean. The f32 original: clean.
+        copy(&repo, "llama-q8_0.gguf", "models/model.gguf");
+        let out = repo.wi(&["check", "models/model.gguf"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        copy(&repo, "llama-f32.gguf", "models/model.gguf");
+        assert_eq!(
+            repo.wi(&["check", "models/model.gguf"]).status.code(),
+            Some(0)
+        );
+
+        // Without the reference beside it: a violation that says so.
+        std::fs::remove_file(repo.path("models/model.safetensors")).unwrap();
+        let out = repo.wi(&["check", "models/model.gguf"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stdout(&out).contains("no file models/model.safetensors beside it"),
+            "{}",
+            stdout(&out)
+        );
+    }
+
+    #[test]
+    fn a_half_conversion_rule_is_refused_with_its_line() {
+        let repo = Repo::new();
+        repo.write(
+            ".weight-inspect.toml",
+            "[[rules]]\npaths = [\"*.gguf\"]\nmax_rel_l2 = 0.02\n",
+        );
+        let out = repo.wi(&["check"]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = common::stderr(&out);
+        assert!(err.contains("`max_rel_l2` needs `reference`"), "{err}");
+        assert!(err.contains(":3:"), "{err}");
+    }
+}

@@ -8,7 +8,8 @@
 # (`true` to compare weight values too), WI_TOKEN and WI_SERVER_URL (a token for the LFS server
 # of the repository on that server: LFS objects the checkout did not fetch have their headers
 # read from it), WI_SARIF (a SARIF file to write, or empty; its path becomes the step output
-# `sarif`).
+# `sarif`), WI_REFERENCE (with WI_VALUES: the model the changed GGUF files beside it were
+# converted from, repository-relative; each is compared with it as a conversion).
 # Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
 set -euo pipefail
 
@@ -26,6 +27,9 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
 fi
 if [ "${WI_VALUES:-false}" = "true" ]; then
     args+=(--values)
+    if [ -n "${WI_REFERENCE:-}" ]; then
+        args+=(--reference "$WI_REFERENCE")
+    fi
 fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     args+=(--outputs "$GITHUB_OUTPUT")

@@ -148,7 +148,10 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
                 | Metadata +/−/~ | Size (old → new) |\n\
                 | --- | --- | --- | --- | --- | --- | --- |\n";
     // With --values, a "Weights" column.
-    let weights = report.files.iter().any(|f| f.values.is_some());
+    let weights = report
+        .files
+        .iter()
+        .any(|f| f.values.is_some() || f.conversion.is_some());
     let head = if weights {
         head.replace(" |\n|", " | Weights |\n|")
             .replacen("--- |\n", "--- | --- |\n", 1)

@@ -92,7 +92,7 @@ fn committed_policy(
         Some(Entry::File(id)) => Ok(Some(id)),
         Some(Entry::Link(link)) => {
             let lookup = |p: &str| tree_entry(repo, head, p);
-            match follow_committed_link(repo, path, link, head, &lookup)? {
+            match follow_committed_link(repo, path, link, head, Some(head), &lookup)? {
                 Origin::Blob { id, .. } => Ok(Some(id)),
                 Origin::Refused(reason) => Err(PolicyError::file(path, reason).into()),
                 _ => unreachable!("a committed link leads to a blob or is refused"),

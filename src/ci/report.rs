@@ -52,6 +52,9 @@ pub struct LoadedPolicy {
 pub struct Options<'a> {
     /// Also compare weight values where both sides are local.
     pub values: bool,
+    /// A conversion's source, relative to the repository root: changed GGUF files in its
+    /// directory are compared with it.
+    pub reference: Option<&'a str>,
     pub base: &'a str,
     pub head: &'a str,
     pub paths: &'a [String],
@@ -158,6 +161,7 @@ impl CiReport {
             },
             changes,
             options.values,
+            options.reference,
         )?;
         let files = compared
             .into_iter()
@@ -237,9 +241,20 @@ impl CiReport {
                 if !loaded.policy.covers(&path) {
                     continue;
                 }
-                follow_committed_link(repo, &path, id, &self.head.rev, &lookup)?
+                follow_committed_link(
+                    repo,
+                    &path,
+                    id,
+                    &self.head.rev,
+                    Some(&self.head.commit),
+                    &lookup,
+                )?
             } else {
-                Origin::Blob { repo, id }
+                Origin::Blob {
+                    repo,
+                    id,
+                    tree: Some(self.head.commit.clone()),
+                }
             };
             let subject = Subject {
                 path: path.clone(),

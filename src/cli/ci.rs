@@ -42,6 +42,11 @@ pub struct CiArgs {
     /// two sides are local: blobs, and LFS objects the checkout fetched; nothing is downloaded.
     #[arg(long)]
     pub values: bool,
+    /// With --values: the model the GGUF files were converted from (a safetensors or PyTorch
+    /// file, relative to the repository root); each changed GGUF in its directory is compared
+    /// with it as a conversion.
+    #[arg(long, value_name = "PATH", requires = "values")]
+    pub reference: Option<String>,
     /// Write the policy's findings as SARIF 2.1.0 to FILE, for GitHub code scanning
     /// (github/codeql-action/upload-sarif).
     #[arg(long, value_name = "FILE")]
@@ -65,6 +70,7 @@ pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
         paths: &args.paths,
         fail_on: args.fail_on,
         values: args.values,
+        reference: args.reference.as_deref(),
         remote,
     };
     let report = CiReport::collect(&repo, policy, &options)?;

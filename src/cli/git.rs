@@ -94,6 +94,11 @@ pub struct GitDiffArgs {
     /// work tree, LFS objects in the local store; nothing is downloaded).
     #[arg(long)]
     pub values: bool,
+    /// With --values: the model the GGUF files were converted from (a safetensors or PyTorch
+    /// file, relative to the current directory); each changed GGUF in its directory is also
+    /// compared with it as a conversion (`diff --values SOURCE GGUF`).
+    #[arg(long, value_name = "PATH", requires = "values")]
+    pub reference: Option<String>,
 }
 
 pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
@@ -128,6 +133,7 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
                 json: args.json,
                 color: color.enabled(std::io::IsTerminal::is_terminal(&std::io::stdout())),
                 values: args.values,
+                reference: args.reference.as_deref(),
                 remote,
             };
             let out = crate::git::git_diff(&cwd()?, &options)?;

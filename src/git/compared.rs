@@ -31,6 +31,9 @@ pub struct ComparedFile {
     /// When values were asked for and both sides are models: their value diff, or why it was
     /// not computed.
     pub values: Option<ValuesOutcome>,
+    /// With a reference model (its path): this GGUF compared with it as a conversion, or why
+    /// not.
+    pub conversion: Option<(String, super::values::ConversionOutcome)>,
 }
 
 /// Reads both sides of `changes` (grouping the shards of each multi-file model into one file)
@@ -41,6 +44,7 @@ pub fn compare(
     new: Snapshot<'_>,
     changes: Vec<FileChange>,
     values: bool,
+    reference: Option<&str>,
 ) -> Result<Vec<ComparedFile>, GitError> {
     let mut files =
         super::models::entries(reader, old, new, changes, |(change, old, new, model)| {
@@ -56,8 +60,40 @@ pub fn compare(
                 file.new.as_ref(),
             );
         }
+        if let Some(path) = reference {
+            conversions(repo, new, path, &mut files);
+        }
     }
     Ok(files)
+}
+
+/// Compares every changed GGUF in the reference's directory with the reference, as a
+/// conversion of it.
+fn conversions(repo: &gix::Repository, new: Snapshot<'_>, path: &str, files: &mut [ComparedFile]) {
+    let dir = |p: &str| p.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+    let reference_dir = dir(path);
+    let mut reference = None;
+    for file in files.iter_mut() {
+        let Some(new_side) = &file.new else { continue };
+        let is_gguf = match new_side.artifact() {
+            Some(a) => a.format == crate::artifact::Format::Gguf,
+            None => file.change.path().ends_with(".gguf"),
+        };
+        if !is_gguf || file.model.is_some() || dir(file.change.path()) != reference_dir {
+            continue;
+        }
+        let loaded =
+            reference.get_or_insert_with(|| super::values::reference_model(repo, new, path));
+        file.conversion = Some((
+            path.to_owned(),
+            match loaded {
+                Ok(model) => {
+                    super::values::compare_conversion(repo, &file.change, new_side, model, path)
+                }
+                Err(why) => Err(super::values::ValuesSkipped::Reference(why.to_string())),
+            },
+        ));
+    }
 }
 
 /// Tensor and metadata changes of a file, when known.
@@ -90,6 +126,9 @@ pub struct FileJson<'a> {
     /// With values: the value diff, or `{"skipped": why}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     values: Option<serde_json::Value>,
+    /// With a reference: the conversion report, or `{"skipped": why}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversion: Option<serde_json::Value>,
 }
 
 impl ComparedFile {
@@ -114,6 +153,7 @@ impl ComparedFile {
             model,
             diff,
             values: None,
+            conversion: None,
         }
     }
 
@@ -197,6 +237,31 @@ impl ComparedFile {
                 Ok(values) => crate::render::values::json_value(values),
                 Err(why) => serde_json::json!({ "skipped": why.to_string() }),
             }),
+            conversion: self.conversion.as_ref().map(|(reference, c)| match c {
+                Ok(c) => crate::render::conversion::json_value(c, reference, self.change.path()),
+                Err(why) => {
+                    serde_json::json!({ "reference": reference, "skipped": why.to_string() })
+                }
+            }),
+        }
+    }
+
+    /// The conversion section: the report against the reference, or why there is none; empty
+    /// without a reference.
+    pub fn conversion_text(&self, palette: &crate::render::Palette) -> String {
+        let Some((reference, outcome)) = &self.conversion else {
+            return String::new();
+        };
+        match outcome {
+            Ok(conversion) => format!(
+                "\n{}",
+                crate::render::conversion::text(conversion, reference, self.change.path(), palette)
+            ),
+            Err(why) => format!(
+                "\n{}\n  not compared with the reference: {}\n",
+                palette.heading("Conversion:"),
+                crate::escape::terminal_safe(&why.to_string())
+            ),
         }
     }
 
@@ -247,6 +312,7 @@ impl ComparedFile {
                 &palette,
             ));
         }
+        out.push_str(&self.conversion_text(&palette));
         // Without both structures, the LFS pointers still tell whether the content changed.
         if self.diff.is_none()
             && let (Some(a), Some(b)) = (pointer(&self.old), pointer(&self.new))
@@ -263,10 +329,25 @@ impl ComparedFile {
     /// The "weights" cell: how many tensors' values changed and the largest rel_l2, or why the
     /// values were not compared; None without values.
     pub fn weights(&self) -> Option<String> {
-        Some(match self.values.as_ref()? {
+        let values = self.values.as_ref().map(|v| match v {
             Ok(values) => crate::render::values::summary(values),
             Err(_) => "not compared (see details)".to_owned(),
-        })
+        });
+        let conversion = self.conversion.as_ref().map(|(reference, c)| match c {
+            Ok(c) => format!(
+                "conversion of {}: {}",
+                crate::render::escape::shown(reference),
+                crate::render::conversion::summary(c)
+            ),
+            Err(_) => format!(
+                "conversion of {}: not compared (see details)",
+                crate::render::escape::shown(reference)
+            ),
+        });
+        match (values, conversion) {
+            (Some(v), Some(c)) => Some(format!("{v}; {c}")),
+            (v, c) => v.or(c),
+        }
     }
 }
 

@@ -21,6 +21,8 @@ pub struct GitDiffOptions<'a> {
     pub color: bool,
     /// Also compare weight values where both sides are local (see [`super::values`]).
     pub values: bool,
+    /// A conversion's source, relative to the current directory (see [`super::values`]).
+    pub reference: Option<&'a str>,
     pub remote: &'a super::RemoteOptions,
 }
 
@@ -65,8 +67,17 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         label: &base,
     };
     let reader = super::SideReader::new(&repo, args.remote);
-    let compared =
-        super::compared::compare(&reader, old_snapshot, new_snapshot, changes, args.values)?;
+    let reference = args
+        .reference
+        .map(|r| super::resolve::pathspecs_from_cwd(&repo, cwd, &[r.to_owned()]).remove(0));
+    let compared = super::compared::compare(
+        &reader,
+        old_snapshot,
+        new_snapshot,
+        changes,
+        args.values,
+        reference.as_deref(),
+    )?;
     let text = if args.json {
         let report = DiffReport {
             schema: crate::identity::SCHEMA_VERSION,
@@ -108,6 +119,7 @@ fn text_of(file: &ComparedFile, color: bool) -> String {
             &crate::render::Palette::new(color),
         ));
     }
+    text.push_str(&file.conversion_text(&crate::render::Palette::new(color)));
     text
 }
 

@@ -28,6 +28,108 @@ pub enum ValuesSkipped {
     Git(#[from] GitError),
     #[error(transparent)]
     Values(#[from] ValuesError),
+    #[error(transparent)]
+    Conversion(#[from] crate::conversion::ConversionError),
+    /// The reference could not be read (said once per file it was to be compared with).
+    #[error("{0}")]
+    Reference(String),
+    #[error("the reference {path} is not a file in {snapshot}")]
+    NoReference { path: String, snapshot: String },
+    #[error("the reference {path} in {snapshot} is not a model: {error}")]
+    ReferenceNotModel {
+        path: String,
+        snapshot: String,
+        error: Box<crate::error::Error>,
+    },
+}
+
+/// A conversion's report, or why it was not made.
+pub type ConversionOutcome = Result<Box<crate::conversion::Conversion>, ValuesSkipped>;
+
+/// The reference model (the source a GGUF was converted from) as `snapshot` has it: its LFS
+/// object in the local store, its work-tree file, or its blob.
+pub fn reference_model(
+    repo: &gix::Repository,
+    snapshot: super::models::Snapshot<'_>,
+    path: &str,
+) -> Result<(crate::artifact::Artifact, ModelBytes), ValuesSkipped> {
+    use super::models::Snapshot;
+    let label = match snapshot {
+        Snapshot::Tree { label, .. } => label.to_owned(),
+        Snapshot::WorkTree => "the work tree".to_owned(),
+        Snapshot::Index => "the index".to_owned(),
+    };
+    let missing = || ValuesSkipped::NoReference {
+        path: path.to_owned(),
+        snapshot: label.clone(),
+    };
+    let bytes = match snapshot {
+        Snapshot::Tree { rev, .. } => {
+            let Some(super::objects::Entry::File(id)) =
+                super::objects::tree_entry(repo, rev, path)?
+            else {
+                return Err(missing());
+            };
+            let blob = super::objects::blob_bytes(repo, id)?;
+            match Pointer::parse(&blob) {
+                Some(pointer) => local_object(repo, &pointer, "reference")?,
+                None => ModelBytes::owned(format!("{rev}:{path}"), blob),
+            }
+        }
+        Snapshot::WorkTree | Snapshot::Index => {
+            let file = repo.workdir().ok_or_else(missing)?.join(path);
+            if !file.is_file() {
+                return Err(missing());
+            }
+            match super::reader::read_pointer_file(&file) {
+                Some(pointer) => local_object(repo, &pointer, "reference")?,
+                None => ModelBytes::map(&file)?,
+            }
+        }
+    };
+    let artifact = crate::read::read_bytes(Path::new(path), bytes.bytes()).map_err(|error| {
+        ValuesSkipped::ReferenceNotModel {
+            path: path.to_owned(),
+            snapshot: label.clone(),
+            error: Box::new(error),
+        }
+    })?;
+    Ok((artifact, bytes))
+}
+
+/// The conversion report of a changed GGUF against the reference model it was made from.
+pub fn compare_conversion(
+    repo: &gix::Repository,
+    change: &FileChange,
+    new: &ModelSide,
+    reference: &(crate::artifact::Artifact, ModelBytes),
+    reference_path: &str,
+) -> ConversionOutcome {
+    if let ModelSide::Absent { pointer, .. } = new {
+        return Err(not_local(pointer, "new"));
+    }
+    let artifact = new
+        .artifact()
+        .ok_or(ValuesSkipped::NoBlob { side: "new" })?;
+    let bytes = side_bytes(
+        repo,
+        new,
+        change.new_id,
+        change.new_worktree.as_deref(),
+        "new",
+    )?;
+    let target_name = change.path().to_owned();
+    let source_path = repo
+        .workdir()
+        .map(|root| root.join(reference_path))
+        .unwrap_or_else(|| Path::new(reference_path).to_owned());
+    let models = crate::conversion::Models {
+        source: Side::single(&reference.0, &reference.1),
+        source_path: &source_path,
+        target: Side::single(artifact, &bytes),
+        target_name: &target_name,
+    };
+    Ok(Box::new(crate::conversion::compare(&models, None)?))
 }
 
 /// Compares the values of a changed file whose two sides are models; None when a side is not a

@@ -66,7 +66,13 @@ impl Violation {
         Violation::at(path, rule, from.rule, expected, found)
     }
 
-    fn at(path: &str, rule: &'static str, source: &Rule, expected: String, found: String) -> Self {
+    pub(super) fn at(
+        path: &str,
+        rule: &'static str,
+        source: &Rule,
+        expected: String,
+        found: String,
+    ) -> Self {
         Violation {
             path: path.to_string(),
             rule,
@@ -235,6 +241,11 @@ impl Evaluation<'_, '_> {
         };
         let found = structural_violations(self.path(), eff, artifact);
         self.violations.extend(found);
+        if let Some(bound) = eff.conversion {
+            let subject = self.reader.subject();
+            let found = super::conversion::check(subject, artifact, &bound)?;
+            self.violations.extend(found);
+        }
         self.stamp_hash(&content);
         Ok(())
     }
@@ -295,6 +306,7 @@ fn first_structural_rule<'a>(eff: &Effective<'a>) -> &'a Rule {
         eff.forbidden_metadata.map(|s| s.rule),
         eff.max_tensors.map(|s| s.rule),
         eff.max_parameters.map(|s| s.rule),
+        eff.conversion.map(|s| s.rule),
     ];
     candidates
         .into_iter()

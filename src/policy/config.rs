@@ -95,6 +95,16 @@ pub struct Settings {
     pub max_file_size: Option<u64>,
     pub require_lfs: Option<bool>,
     pub forbid_formats: Option<Vec<Format>>,
+    /// A GGUF's conversion source, relative to the GGUF's directory, and the largest rel_l2
+    /// any tensor may have against it (set together).
+    pub conversion: Option<ConversionBound>,
+}
+
+/// `reference` and `max_rel_l2`: a GGUF compared with the model it was converted from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversionBound {
+    pub reference: String,
+    pub max_rel_l2: f64,
 }
 
 /// A setting together with the rule it came from.
@@ -126,6 +136,7 @@ pub struct Effective<'a> {
     pub max_file_size: Option<Sourced<'a, u64>>,
     pub require_lfs: Option<Sourced<'a, bool>>,
     pub forbid_formats: Option<Sourced<'a, Vec<Format>>>,
+    pub conversion: Option<Sourced<'a, ConversionBound>>,
 }
 
 impl Effective<'_> {
@@ -138,6 +149,7 @@ impl Effective<'_> {
             || self.forbidden_metadata.is_some()
             || self.max_tensors.is_some()
             || self.max_parameters.is_some()
+            || self.conversion.is_some()
     }
 
     /// Names of the keys that need the parsed structure (for messages).
@@ -151,6 +163,7 @@ impl Effective<'_> {
             (self.forbidden_metadata.is_some(), "forbidden_metadata"),
             (self.max_tensors.is_some(), "max_tensors"),
             (self.max_parameters.is_some(), "max_parameters"),
+            (self.conversion.is_some(), "max_rel_l2"),
         ] {
             if set {
                 keys.push(name);
@@ -186,6 +199,7 @@ impl Policy {
                     "`paths` must list at least one glob".into(),
                 ));
             }
+            raw_rule.check_conversion(path, text)?;
             let (paths, matcher) = glob_set(path, text, &raw_rule.paths)?;
             let (exclude, excluder) = match &raw_rule.exclude {
                 Some(ex) => glob_set(path, text, ex)?,
@@ -236,7 +250,8 @@ impl Policy {
                 max_parameters,
                 max_file_size,
                 require_lfs,
-                forbid_formats
+                forbid_formats,
+                conversion
             );
         }
         matched.then_some(eff)
@@ -276,6 +291,10 @@ struct RawRule {
     require_lfs: Option<bool>,
     #[serde(default, deserialize_with = "format_list")]
     forbid_formats: Option<Vec<Format>>,
+    #[serde(default)]
+    reference: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    max_rel_l2: Option<toml::Spanned<f64>>,
 }
 
 impl RawRule {
@@ -291,6 +310,64 @@ impl RawRule {
             max_file_size: self.max_file_size,
             require_lfs: self.require_lfs,
             forbid_formats: self.forbid_formats.clone(),
+            conversion: match (&self.reference, &self.max_rel_l2) {
+                (Some(reference), Some(max)) => Some(ConversionBound {
+                    reference: reference.get_ref().clone(),
+                    max_rel_l2: *max.get_ref(),
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    /// `reference` and `max_rel_l2` come together; the bound is a finite non-negative number
+    /// and the reference a relative path.
+    fn check_conversion(&self, path: &Path, text: &str) -> Result<(), PolicyError> {
+        match (&self.reference, &self.max_rel_l2) {
+            (None, None) => Ok(()),
+            (Some(r), None) => Err(invalid(
+                path,
+                text,
+                r.span().start,
+                "`reference` needs `max_rel_l2` in the same rule (the bound on each tensor's \
+                 rel_l2 against the reference)"
+                    .into(),
+            )),
+            (None, Some(m)) => Err(invalid(
+                path,
+                text,
+                m.span().start,
+                "`max_rel_l2` needs `reference` in the same rule (the model the GGUF was \
+                 converted from, relative to the GGUF's directory)"
+                    .into(),
+            )),
+            (Some(r), Some(m)) => {
+                let bound = *m.get_ref();
+                if !(bound.is_finite() && bound >= 0.0) {
+                    return Err(invalid(
+                        path,
+                        text,
+                        m.span().start,
+                        format!("`max_rel_l2` must be a number at least 0, found {bound}"),
+                    ));
+                }
+                let reference = r.get_ref();
+                if reference.is_empty()
+                    || reference.starts_with('/')
+                    || reference.split('/').any(|c| c.is_empty() || c == ".")
+                {
+                    return Err(invalid(
+                        path,
+                        text,
+                        r.span().start,
+                        format!(
+                            "`reference` must be a path relative to the GGUF's directory, found \
+                             {reference:?}"
+                        ),
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -143,6 +143,9 @@ pub enum FileReason {
     /// A multi-file model whose files could not be read as one model.
     #[error("{why}")]
     Unassembled { why: String },
+    /// The weights a `max_rel_l2` check compares could not be read.
+    #[error("its weights could not be read: {why}")]
+    WeightsUnreadable { why: String },
 }
 
 impl PolicyError {

@@ -12,6 +12,7 @@
 
 mod check;
 mod config;
+mod conversion;
 mod error;
 mod hook;
 mod pin;

@@ -90,6 +90,14 @@ const RULES: &[(&str, &str, &str)] = &[
          (max_parameters).",
     ),
     (
+        "max_rel_l2",
+        "A faithful conversion",
+        "Every tensor of the GGUF must be within the policy's bound of the model it was \
+         converted from (reference, max_rel_l2): ‖GGUF − source‖ / ‖source‖ per tensor, after \
+         undoing the converter's renaming and layout changes. One result per tensor beyond the \
+         bound, naming it and its figure.",
+    ),
+    (
         "max_file_size",
         "At most so many bytes",
         "The file (for a Git LFS pointer: the size it records; for a multi-file model: the sum \
@@ -568,6 +576,7 @@ mod tests {
             "forbidden_metadata",
             "max_tensors",
             "max_parameters",
+            "max_rel_l2",
             "max_file_size",
             "require_lfs",
             "forbid_formats",

@@ -50,6 +50,9 @@ pub enum Origin<'r> {
     Blob {
         repo: &'r gix::Repository,
         id: ObjectId,
+        /// The revision whose tree holds it; None for the index. Where a conversion's
+        /// reference beside it is looked up.
+        tree: Option<String>,
     },
     /// A file in the work tree. `repo` and `index_id` (its stage-0 index entry) decide how
     /// git stores it, for `require_lfs`.
@@ -176,6 +179,10 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         }
     }
 
+    pub(crate) fn subject(&self) -> &'s Subject<'r> {
+        self.subject
+    }
+
     pub(crate) fn path(&self) -> &'s str {
         &self.subject.path
     }
@@ -188,7 +195,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
     fn stored(&mut self) -> Result<Option<&Stored>> {
         if self.stored.is_none() {
             let stored = match &self.subject.origin {
-                Origin::Blob { repo, id } => Some(stored_blob(repo, *id)?),
+                Origin::Blob { repo, id, .. } => Some(stored_blob(repo, *id)?),
                 Origin::Worktree { .. } | Origin::Refused(_) | Origin::Model(_) => None,
             };
             self.stored = stored;
@@ -333,7 +340,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         let stored_pointer = self.stored()?.and_then(|s| s.pointer.clone());
         let subject: &'s Subject<'r> = self.subject;
         match &subject.origin {
-            Origin::Blob { repo, id } => match stored_pointer {
+            Origin::Blob { repo, id, .. } => match stored_pointer {
                 Some(p) => self.lfs_body(Some(repo), path, &p),
                 None => {
                     let stored = self.stored.as_mut().expect("stored above");
@@ -481,6 +488,7 @@ pub(crate) fn follow_committed_link<'r>(
     path: &str,
     link: ObjectId,
     place: &str,
+    tree: Option<&str>,
     lookup: &dyn Fn(&str) -> std::result::Result<Option<Entry>, GitError>,
 ) -> Result<Origin<'r>> {
     let first = link_target(repo, link)?;
@@ -499,7 +507,13 @@ pub(crate) fn follow_committed_link<'r>(
             }));
         }
         let found = match lookup(&next)? {
-            Some(Entry::File(id)) => return Ok(Origin::Blob { repo, id }),
+            Some(Entry::File(id)) => {
+                return Ok(Origin::Blob {
+                    repo,
+                    id,
+                    tree: tree.map(str::to_owned),
+                });
+            }
             Some(Entry::Link(id)) => {
                 target = link_target(repo, id)?;
                 at = next;

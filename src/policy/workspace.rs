@@ -61,6 +61,7 @@ impl Target {
                 origin: Origin::Blob {
                     repo: repo.expect("staged targets come from a repository"),
                     id: *id,
+                    tree: None,
                 },
                 remote,
             },
@@ -269,7 +270,7 @@ impl Workspace {
                 let lookup = |p: &str| {
                     crate::git::index_entry(repo, p, gix::index::entry::Stage::Unconflicted)
                 };
-                match follow_committed_link(repo, path, link, "the index", &lookup)? {
+                match follow_committed_link(repo, path, link, "the index", None, &lookup)? {
                     Origin::Blob { id, .. } => id,
                     Origin::Refused(reason) => {
                         return Ok(Target::Refused {

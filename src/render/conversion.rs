@@ -385,6 +385,11 @@ struct Document<'a> {
     conversion: ConversionDoc<'a>,
 }
 
+/// The conversion document as a JSON value (for the reports of `git diff --json` and `ci`).
+pub fn json_value(c: &Conversion, source: &str, target: &str) -> serde_json::Value {
+    serde_json::to_value(conversion_doc(c, source, target)).expect("JSON of plain data cannot fail")
+}
+
 fn conversion_doc<'a>(c: &'a Conversion, source: &'a str, target: &'a str) -> ConversionDoc<'a> {
     let s = c.summary();
     let (method, architecture, blocks) = match &c.paired_by {

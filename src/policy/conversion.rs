@@ -1,0 +1,264 @@
+//! `reference` + `max_rel_l2`: a GGUF judged as a conversion of the model beside it. Both are
+//! read from where the GGUF is judged (the work tree, the index, or the commit under review),
+//! their weights compared as `diff --values SOURCE GGUF` does, and every tensor whose rel_l2
+//! against the source exceeds the bound is a violation naming the tensor and the figure.
+
+use std::path::{Path, PathBuf};
+
+use super::check::Violation;
+use super::config::{ConversionBound, Sourced};
+use super::error::PolicyError;
+use super::subject::{Origin, Subject};
+use crate::artifact::{Artifact, Format};
+use crate::conversion::{Conversion, Models};
+use crate::git::Pointer;
+use crate::render::escape::shown;
+use crate::values::{ModelBytes, Side};
+
+type Result<T, E = PolicyError> = std::result::Result<T, E>;
+
+/// The violations of a GGUF against its conversion bound (none for other formats and for
+/// multi-file models, which the rule does not cover).
+pub(crate) fn check(
+    subject: &Subject<'_>,
+    artifact: &Artifact,
+    bound: &Sourced<'_, ConversionBound>,
+) -> Result<Vec<Violation>> {
+    if artifact.format != Format::Gguf || matches!(subject.origin, Origin::Model(_)) {
+        return Ok(Vec::new());
+    }
+    let path = &subject.path;
+    let reference = beside(path, &bound.value.reference);
+    let violation = |found: String| {
+        Violation::at(
+            path,
+            "max_rel_l2",
+            bound.rule,
+            format!(
+                "every tensor within rel_l2 {} of {}",
+                bound.value.max_rel_l2,
+                shown(&reference)
+            ),
+            found,
+        )
+    };
+    let Some(reference_bytes) = reference_bytes(subject, &reference, &bound.value.reference)?
+    else {
+        return Ok(vec![violation(format!(
+            "no file {} beside it to compare with",
+            shown(&reference)
+        ))]);
+    };
+    let reference_artifact =
+        match crate::read::read_bytes(Path::new(&reference), reference_bytes.bytes()) {
+            Ok(a) => a,
+            Err(e) => {
+                return Ok(vec![violation(format!(
+                    "{} is not a readable model: {}",
+                    shown(&reference),
+                    crate::escape::terminal_safe(&e.to_string())
+                ))]);
+            }
+        };
+    let gguf_bytes = subject_bytes(subject)?;
+    // Its config.json is read from the work tree only (a commit's is not checked).
+    let source_path = match &subject.origin {
+        Origin::Worktree { file, .. } => file
+            .parent()
+            .map(|d| d.join(&bound.value.reference))
+            .unwrap_or_default(),
+        _ => PathBuf::new(),
+    };
+    let models = Models {
+        source: Side::single(&reference_artifact, &reference_bytes),
+        source_path: &source_path,
+        target: Side::single(artifact, &gguf_bytes),
+        target_name: path,
+    };
+    let conversion = match crate::conversion::compare(&models, None) {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(vec![violation(format!(
+                "not compared: {}",
+                crate::escape::terminal_safe(&e.to_string())
+            ))]);
+        }
+    };
+    Ok(violations(&conversion, bound.value.max_rel_l2, &violation))
+}
+
+fn violations(
+    conversion: &Conversion,
+    max: f64,
+    violation: &dyn Fn(String) -> Violation,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if conversion.pairs.is_empty() {
+        out.push(violation(
+            "no tensor of the reference pairs with a tensor of the GGUF".into(),
+        ));
+    }
+    for p in &conversion.pairs {
+        let exceeds = p.stats.rel_l2.is_none_or(|r| r > max);
+        if !exceeds {
+            continue;
+        }
+        let figure = p
+            .stats
+            .rel_l2
+            .map_or("inf (the source is all zeros)".into(), |r| {
+                format!("{r:.6}")
+            });
+        let mut v = violation(format!(
+            "{}: rel_l2 {figure} ({}, {} → {})",
+            shown(&p.target),
+            p.transform.name(),
+            p.source_dtypes.join("+"),
+            p.target_dtype
+        ));
+        v.detail.key = Some(p.target.clone());
+        v.detail.tensors = vec![p.target.clone()];
+        out.push(v);
+    }
+    for n in &conversion.not_compared {
+        let mut v = violation(format!(
+            "{}: not compared: {}",
+            n.target.as_deref().map_or("-".into(), shown),
+            n.why
+        ));
+        v.detail.key = n.target.clone();
+        v.detail.tensors = n.target.iter().cloned().collect();
+        out.push(v);
+    }
+    out
+}
+
+/// `reference` relative to the directory of `path` (repository-relative, `/`-separated).
+fn beside(path: &str, reference: &str) -> String {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    parts.pop();
+    for part in reference.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+/// Every byte of the judged GGUF: the work-tree file, the blob, or their LFS object in the
+/// local store (weights are never downloaded).
+fn subject_bytes(subject: &Subject<'_>) -> Result<ModelBytes> {
+    match &subject.origin {
+        Origin::Worktree { repo, file, .. } => worktree_bytes(*repo, &subject.path, file),
+        Origin::Blob { repo, id, .. } => blob_bytes(repo, &subject.path, *id),
+        Origin::Refused(reason) => Err(PolicyError::file(&subject.path, reason.clone())),
+        Origin::Model(_) => unreachable!("multi-file models are not checked"),
+    }
+}
+
+/// The reference's bytes from the same place as the subject's; None when it has no such file.
+/// `reference` is repository-relative, `relative` as the policy gives it (to the GGUF's
+/// directory).
+fn reference_bytes(
+    subject: &Subject<'_>,
+    reference: &str,
+    relative: &str,
+) -> Result<Option<ModelBytes>> {
+    match &subject.origin {
+        Origin::Worktree { repo, file, .. } => {
+            let on_disk = match (repo.and_then(|r| r.workdir()), file.parent()) {
+                (Some(root), _) => root.join(reference),
+                (None, Some(dir)) => dir.join(relative),
+                (None, None) => return Ok(None),
+            };
+            if !on_disk.is_file() {
+                return Ok(None);
+            }
+            worktree_bytes(*repo, reference, &on_disk).map(Some)
+        }
+        Origin::Blob { repo, tree, .. } => {
+            let entry = match tree {
+                Some(rev) => crate::git::tree_entry(repo, rev, reference)?,
+                None => crate::git::index_entry(
+                    repo,
+                    reference,
+                    gix::index::entry::Stage::Unconflicted,
+                )?,
+            };
+            match entry {
+                Some(crate::git::Entry::File(id)) => blob_bytes(repo, reference, id).map(Some),
+                _ => Ok(None),
+            }
+        }
+        Origin::Refused(_) | Origin::Model(_) => Ok(None),
+    }
+}
+
+fn worktree_bytes(repo: Option<&gix::Repository>, path: &str, file: &Path) -> Result<ModelBytes> {
+    let head = std::fs::read(file)
+        .ok()
+        .filter(|b| b.len() < crate::git::MAX_POINTER_SIZE)
+        .and_then(|b| Pointer::parse(&b));
+    match head {
+        Some(pointer) => local_object(repo, path, &pointer),
+        None => ModelBytes::map(file).map_err(|e| values_error(path, e)),
+    }
+}
+
+fn blob_bytes(repo: &gix::Repository, path: &str, id: gix::ObjectId) -> Result<ModelBytes> {
+    let bytes = crate::git::blob_bytes(repo, id)?;
+    match Pointer::parse(&bytes) {
+        Some(pointer) => local_object(Some(repo), path, &pointer),
+        None => Ok(ModelBytes::owned(path, bytes)),
+    }
+}
+
+fn local_object(
+    repo: Option<&gix::Repository>,
+    path: &str,
+    pointer: &Pointer,
+) -> Result<ModelBytes> {
+    let object = repo.and_then(|r| crate::git::present_object(r, pointer));
+    match object {
+        Some(object) => ModelBytes::map(&object).map_err(|e| values_error(path, e)),
+        None => Err(PolicyError::file(
+            path,
+            super::error::FileReason::LfsObjectAbsent {
+                oid: pointer.oid.clone(),
+                size: pointer.size,
+            },
+        )),
+    }
+}
+
+fn values_error(path: &str, e: crate::values::ValuesError) -> PolicyError {
+    PolicyError::file(
+        path,
+        super::error::FileReason::WeightsUnreadable { why: e.to_string() },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_is_beside_the_gguf() {
+        assert_eq!(
+            beside("models/m.gguf", "model.safetensors"),
+            "models/model.safetensors"
+        );
+        assert_eq!(
+            beside("m.gguf", "src/model.safetensors"),
+            "src/model.safetensors"
+        );
+        assert_eq!(
+            beside("a/b/m.gguf", "../hf/model.safetensors"),
+            "a/hf/model.safetensors"
+        );
+    }
+}
