@@ -66,13 +66,7 @@ impl Violation {
         Violation::at(path, rule, from.rule, expected, found)
     }
 
-    pub(super) fn at(
-        path: &str,
-        rule: &'static str,
-        source: &Rule,
-        expected: String,
-        found: String,
-    ) -> Self {
+    fn at(path: &str, rule: &'static str, source: &Rule, expected: String, found: String) -> Self {
         Violation {
             path: path.to_string(),
             rule,
@@ -243,8 +237,23 @@ impl Evaluation<'_, '_> {
         self.violations.extend(found);
         if let Some(bound) = eff.conversion {
             let subject = self.reader.subject();
-            let found = super::conversion::check(subject, artifact, &bound)?;
-            self.violations.extend(found);
+            let expected = format!(
+                "every tensor within rel_l2 {} of {}",
+                bound.value.max_rel_l2,
+                shown(&super::conversion::reference_of(&subject.path, bound.value))
+            );
+            for finding in super::conversion::check(subject, artifact, bound.value)? {
+                let mut v = Violation::new(
+                    self.path(),
+                    "max_rel_l2",
+                    &bound,
+                    expected.clone(),
+                    finding.found,
+                );
+                v.detail.tensors = finding.tensor.iter().cloned().collect();
+                v.detail.key = finding.tensor;
+                self.push(v);
+            }
         }
         self.stamp_hash(&content);
         Ok(())

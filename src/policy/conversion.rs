@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::check::Violation;
-use super::config::{ConversionBound, Sourced};
+use super::config::ConversionBound;
 use super::error::PolicyError;
 use super::subject::{Origin, Subject};
 use crate::artifact::{Artifact, Format};
@@ -17,33 +16,34 @@ use crate::values::{ModelBytes, Side};
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
-/// The violations of a GGUF against its conversion bound (none for other formats and for
-/// multi-file models, which the rule does not cover).
+/// What breaks a conversion bound: the text of a violation, and the tensor it is about.
+pub(crate) struct Finding {
+    pub(crate) found: String,
+    pub(crate) tensor: Option<String>,
+}
+
+/// The reference as the violations name it: `reference` beside the GGUF at `path`.
+pub(crate) fn reference_of(path: &str, bound: &ConversionBound) -> String {
+    beside(path, &bound.reference)
+}
+
+/// What breaks `bound` for a GGUF (nothing for other formats and for multi-file models, which
+/// the rule does not cover).
 pub(crate) fn check(
     subject: &Subject<'_>,
     artifact: &Artifact,
-    bound: &Sourced<'_, ConversionBound>,
-) -> Result<Vec<Violation>> {
+    bound: &ConversionBound,
+) -> Result<Vec<Finding>> {
     if artifact.format != Format::Gguf || matches!(subject.origin, Origin::Model(_)) {
         return Ok(Vec::new());
     }
     let path = &subject.path;
-    let reference = beside(path, &bound.value.reference);
-    let violation = |found: String| {
-        Violation::at(
-            path,
-            "max_rel_l2",
-            bound.rule,
-            format!(
-                "every tensor within rel_l2 {} of {}",
-                bound.value.max_rel_l2,
-                shown(&reference)
-            ),
-            found,
-        )
+    let reference = reference_of(path, bound);
+    let violation = |found: String| Finding {
+        found,
+        tensor: None,
     };
-    let Some(reference_bytes) = reference_bytes(subject, &reference, &bound.value.reference)?
-    else {
+    let Some(reference_bytes) = reference_bytes(subject, &reference, &bound.reference)? else {
         return Ok(vec![violation(format!(
             "no file {} beside it to compare with",
             shown(&reference)
@@ -65,7 +65,7 @@ pub(crate) fn check(
     let source_path = match &subject.origin {
         Origin::Worktree { file, .. } => file
             .parent()
-            .map(|d| d.join(&bound.value.reference))
+            .map(|d| d.join(&bound.reference))
             .unwrap_or_default(),
         _ => PathBuf::new(),
     };
@@ -84,14 +84,14 @@ pub(crate) fn check(
             ))]);
         }
     };
-    Ok(violations(&conversion, bound.value.max_rel_l2, &violation))
+    Ok(violations(&conversion, bound.max_rel_l2, &violation))
 }
 
 fn violations(
     conversion: &Conversion,
     max: f64,
-    violation: &dyn Fn(String) -> Violation,
-) -> Vec<Violation> {
+    violation: &dyn Fn(String) -> Finding,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     if conversion.pairs.is_empty() {
         out.push(violation(
@@ -116,8 +116,7 @@ fn violations(
             p.source_dtypes.join("+"),
             p.target_dtype
         ));
-        v.detail.key = Some(p.target.clone());
-        v.detail.tensors = vec![p.target.clone()];
+        v.tensor = Some(p.target.clone());
         out.push(v);
     }
     for n in &conversion.not_compared {
@@ -126,8 +125,7 @@ fn violations(
             n.target.as_deref().map_or("-".into(), shown),
             n.why
         ));
-        v.detail.key = n.target.clone();
-        v.detail.tensors = n.target.iter().cloned().collect();
+        v.tensor = n.target.clone();
         out.push(v);
     }
     out
