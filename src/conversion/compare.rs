@@ -1,13 +1,16 @@
 //! The values of planned pairs: each converted tensor is streamed in pieces in its own order,
 //! dequantized, and compared with the source elements its row map points at (decoded from the
-//! source's bytes, or gathered from a PyTorch view), in parallel, memory bounded by the pieces.
+//! source's bytes, or gathered from a PyTorch view), in parallel. Pages read are released
+//! behind each piece, so the resident set stays bounded whatever the models' size.
 
 use rayon::prelude::*;
 
 use super::layout::{Part, RowMap};
 use super::pairing::{Plan, PlannedPair};
 use crate::values::dequant::{self, Codec};
-use crate::values::{Side, Sums, TensorBytes, ValueStats, ValuesError, tensor_bytes};
+use crate::values::{
+    ModelBytes, Side, Sums, TensorBytes, ValueStats, ValuesError, byte_range, tensor_bytes,
+};
 
 /// Target elements per piece of work (a multiple of every block size).
 const PIECE: u64 = 1 << 18;
@@ -29,6 +32,7 @@ pub enum Outcome {
 /// A tensor's bytes and how to decode them.
 struct Operand<'a> {
     bytes: TensorBytes<'a>,
+    file: &'a ModelBytes,
     codec: Codec,
     /// Elements per source row; for a transposed source, its row length.
     cols: u64,
@@ -216,6 +220,7 @@ fn operand<'a>(
     let bytes = tensor_bytes(file, name, info, &codec, side.view_at(position))?;
     Ok(Some(Ok(Operand {
         bytes,
+        file,
         codec,
         cols: 0,
     })))
@@ -251,6 +256,8 @@ struct Buffers {
     target: Vec<f64>,
     source_bytes: Vec<u8>,
     target_bytes: Vec<u8>,
+    /// Per source tensor, the elements a piece read: [first, end).
+    source_spans: Vec<Option<(u64, u64)>>,
 }
 
 impl Buffers {
@@ -260,12 +267,15 @@ impl Buffers {
             target: vec![0.0; STRIDE as usize],
             source_bytes: Vec::new(),
             target_bytes: Vec::new(),
+            source_spans: Vec::new(),
         }
     }
 }
 
 fn compare_piece(work: &Work, start: u64, end: u64, buffers: &mut Buffers) -> Sums {
     let mut sums = Sums::default();
+    buffers.source_spans.clear();
+    buffers.source_spans.resize(work.sources.len(), None);
     let mut at = start;
     while at < end {
         let to = (at + STRIDE).min(end);
@@ -281,15 +291,41 @@ fn compare_piece(work: &Work, start: u64, end: u64, buffers: &mut Buffers) -> Su
             to,
             &mut buffers.source[..n],
             &mut buffers.source_bytes,
+            &mut buffers.source_spans,
         );
         sums.merge(&Sums::of(&buffers.source[..n], &buffers.target[..n]));
         at = to;
     }
+    release(&work.target, start, end);
+    for (source, span) in work.sources.iter().zip(&buffers.source_spans) {
+        if let Some((first, end)) = span {
+            release(source, *first, *end);
+        }
+    }
     sums
 }
 
-/// The source values of target elements [at, to), in target order.
-fn fill_source(work: &Work, at: u64, to: u64, out: &mut [f64], scratch: &mut Vec<u8>) {
+/// Lets the kernel drop the pages of elements [start, end) from this process's resident set.
+/// A page another piece still needs (a row shared at a boundary, a permuted head) is read back
+/// from the page cache when touched: releasing early costs a fault, never a wrong value.
+fn release(operand: &Operand, start: u64, end: u64) {
+    if let TensorBytes::Run(bytes) = operand.bytes {
+        operand
+            .file
+            .release(byte_range(bytes, &operand.codec, start, end));
+    }
+}
+
+/// The source values of target elements [at, to), in target order; `spans` grows to cover the
+/// source elements read (transposed sources are not tracked: they are read by columns).
+fn fill_source(
+    work: &Work,
+    at: u64,
+    to: u64,
+    out: &mut [f64],
+    scratch: &mut Vec<u8>,
+    spans: &mut [Option<(u64, u64)>],
+) {
     let cols = work.rows.cols;
     if work.rows.transposed {
         let source = &work.sources[0];
@@ -311,6 +347,11 @@ fn fill_source(work: &Work, at: u64, to: u64, out: &mut [f64], scratch: &mut Vec
         let (s, source_row) = work.rows.source_row(row);
         let source = &work.sources[s];
         let first = source_row * cols + in_row;
+        let span = &mut spans[s];
+        *span = Some(match *span {
+            Some((lo, hi)) => (lo.min(first), hi.max(first + len)),
+            None => (first, first + len),
+        });
         let raw = source
             .bytes
             .elements(&source.codec, first, first + len, scratch);

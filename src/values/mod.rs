@@ -512,7 +512,12 @@ fn checked_range<'a>(
 
 /// The bytes holding values [start, end) of a tensor (block-aligned: pieces start at
 /// multiples of [`STRIDE`], every block size divides it).
-fn byte_range<'a>(bytes: &'a [u8], codec: &dequant::Codec, start: u64, end: u64) -> &'a [u8] {
+pub(crate) fn byte_range<'a>(
+    bytes: &'a [u8],
+    codec: &dequant::Codec,
+    start: u64,
+    end: u64,
+) -> &'a [u8] {
     let at = |i: u64| (i / codec.block_size * codec.type_size) as usize;
     &bytes[at(start)..at(end)]
 }
