@@ -14,7 +14,7 @@ code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, m
 .summary.bad { border-left-color: #cf222e; }
 .summary.good { border-left-color: #1a7f37; }
 .dim { color: var(--dim); }
-pre.diff { background: var(--soft); padding: 8px 10px; overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; max-height: 480px; }
+pre.diff { background: var(--soft); padding: 8px 10px; overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; max-height: 300px; }
 pre.diff .add { color: #116329; } pre.diff .rem { color: #a40e26; } pre.diff .chg { color: #7d4e00; }
 pre.diff .head { font-weight: 600; }
 .heatwrap { display: flex; gap: 24px; align-items: flex-start; flex-wrap: wrap; }
@@ -32,8 +32,10 @@ table.heat td.nc { background: repeating-linear-gradient(45deg, #d8dee4 0 3px, #
 table.heat td.mixed { box-shadow: inset 0 0 0 2px #59636e; }
 table.heat td.sel { outline: 2px solid #0969da; outline-offset: 1px; }
 .legend { font-size: 12px; color: var(--dim); }
-.legend .sw { display: inline-block; width: 18px; height: 12px; border-radius: 2px; vertical-align: middle; margin: 0 4px 0 10px; }
-.info { min-width: 320px; max-width: 520px; background: var(--soft); border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; white-space: pre-wrap; }
+.legend .sw { display: inline-block; width: 18px; height: 12px; border-radius: 2px; vertical-align: middle; margin: 0 4px 0 0; }
+.legend .mark { display: inline-block; margin: 2px 12px 2px 0; white-space: nowrap; }
+.heatside { max-width: 460px; }
+.info { min-width: 320px; max-width: 100%; background: var(--soft); border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; white-space: pre-wrap; }
 table.changes { border-collapse: collapse; width: 100%; }
 table.changes th, table.changes td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
 table.changes th { background: var(--soft); cursor: pointer; user-select: none; position: sticky; top: 0; }

@@ -241,10 +241,10 @@ pub fn render(entries: &[Entry], id: &str) -> String {
     out.push_str("</tbody></table>\n");
     let _ = writeln!(
         out,
-        "<div><div class=\"legend\">{}</div>\n<p class=\"dim\">Hover a cell for its tensors' \
+        "<div class=\"heatside\"><div class=\"legend\">{}</div>\n<p class=\"dim\">Hover a cell for its tensors' \
          figures; click to keep them here:</p>\n<div class=\"info mono\" id=\"{info}\">(no cell \
          selected)</div></div>",
-        legend(scale)
+        legend(scale, entries)
     );
     out.push_str("</div>\n");
     out
@@ -301,8 +301,27 @@ fn cell(out: &mut String, group: &[&Entry], scale: Option<Scale>, row: &str, kin
     );
 }
 
-/// The colour ramp with its decades, and the marks of the other cells.
-fn legend(scale: Option<Scale>) -> String {
+/// Room left and right of the legend's ramp for the labels of its ends.
+const LEFT: f64 = 24.0;
+
+/// A tick's label: a power of ten below 0.001 as `1e-5`, other figures as the text shows them.
+fn tick_label(r: f64) -> String {
+    let p = r.log10().round();
+    if r < 1e-3 && (r.log10() - p).abs() < 1e-9 {
+        format!("1e{p}")
+    } else {
+        figure(r)
+    }
+}
+
+/// `x` to two significant digits, for a label.
+fn round_2(x: f64) -> f64 {
+    let unit = 10f64.powi(x.log10().floor() as i32 - 1);
+    (x / unit).round() * unit
+}
+
+/// The colour ramp with its decades, and the marks of the other cells that `entries` have.
+fn legend(scale: Option<Scale>, entries: &[Entry]) -> String {
     let mut out = String::new();
     if let Some(scale) = scale {
         let (w, h) = (260.0, 14.0);
@@ -311,8 +330,8 @@ fn legend(scale: Option<Scale>) -> String {
             "<div>rel_l2 ‖b − a‖ / ‖a‖, log scale</div>\n<svg width=\"{}\" height=\"34\" \
              viewBox=\"0 0 {} 34\" role=\"img\" aria-label=\"colour scale\"><defs>\
              <linearGradient id=\"ramp\">",
-            w + 40.0,
-            w + 40.0
+            w + 2.0 * LEFT,
+            w + 2.0 * LEFT
         );
         for (i, _) in RAMP.iter().enumerate() {
             let t = i as f64 / (RAMP.len() - 1) as f64;
@@ -325,39 +344,77 @@ fn legend(scale: Option<Scale>) -> String {
         }
         let _ = write!(
             out,
-            "</linearGradient></defs><rect x=\"10\" y=\"0\" width=\"{w}\" height=\"{h}\" \
-             fill=\"url(#ramp)\" rx=\"2\"/>"
+            "</linearGradient></defs><rect x=\"{}\" y=\"0\" width=\"{w}\" height=\"{h}\" \
+             fill=\"url(#ramp)\" rx=\"2\"/>",
+            LEFT
         );
-        // A tick at each power of ten inside the scale, and at both ends.
-        let mut ticks = vec![scale.lo, scale.hi];
+        // A tick at each power of ten inside the scale; the ends too when there are few.
+        let mut ticks = Vec::new();
         let mut p = scale.lo.log10().ceil() as i32;
-        while 10f64.powi(p) < scale.hi {
+        while 10f64.powi(p) <= scale.hi * (1.0 + 1e-9) {
             ticks.push(10f64.powi(p));
             p += 1;
         }
+        if ticks.len() < 2 {
+            for end in [scale.lo, scale.hi] {
+                if ticks.iter().all(|t| (t.log10() - end.log10()).abs() > 0.4) {
+                    ticks.push(round_2(end));
+                }
+            }
+        }
         ticks.sort_by(f64::total_cmp);
-        ticks.dedup_by(|a, b| (a.log10() - b.log10()).abs() < 0.35);
         for r in ticks {
-            let x = 10.0 + scale.position(r) * w;
+            let x = LEFT + scale.position(r) * w;
             let _ = write!(
                 out,
                 "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{h}\" y2=\"19\" stroke=\"#59636e\"/>\
                  <text x=\"{x:.1}\" y=\"31\" font-size=\"10\" text-anchor=\"middle\" \
                  fill=\"#59636e\">{}</text>",
-                figure(r)
+                tick_label(r)
             );
         }
         out.push_str("</svg>\n");
     } else {
         out.push_str("<div>no tensor's values changed</div>\n");
     }
-    out.push_str(
-        "<div><span class=\"sw\" style=\"background:#e6f2e8\"></span>= identical\
-         <span class=\"sw\" style=\"background:#3b0a45\"></span>∞ from zero\
-         <span class=\"sw\" style=\"background:#8c959f\"></span>b bytes changed (no figures)\
-         <span class=\"sw\" style=\"background:repeating-linear-gradient(45deg,#d8dee4 0 3px,#fff 3px 6px)\"></span>n/c not compared\
-         <span class=\"sw\" style=\"background:#f03b20;color:#fff;text-align:center;font-size:10px\">!</span>suspect pair</div>",
-    );
+    let has = |f: fn(&Entry) -> bool| entries.iter().any(f);
+    let marks = [
+        (
+            has(|e| matches!(e.state, State::Unchanged | State::BytesSame)),
+            "background:#e6f2e8",
+            "= identical",
+        ),
+        (
+            has(|e| e.changed() && e.state != State::BytesChanged && e.rel_l2().is_none()),
+            "background:#3b0a45",
+            "∞ changed from all zeros",
+        ),
+        (
+            has(|e| e.state == State::BytesChanged),
+            "background:#8c959f",
+            "b bytes changed (not decoded: no figures)",
+        ),
+        (
+            has(|e| matches!(e.state, State::NotCompared(_))),
+            "background:repeating-linear-gradient(45deg,#d8dee4 0 3px,#fff 3px 6px)",
+            "n/c not compared",
+        ),
+        (
+            has(|e| e.state == State::Suspect),
+            "background:#f03b20",
+            "! suspect pair",
+        ),
+    ];
+    out.push_str("<div>");
+    for (present, style, text) in marks {
+        if present {
+            let _ = write!(
+                out,
+                "<span class=\"mark\"><span class=\"sw\" style=\"{style}\"></span>{text}</span>"
+            );
+        }
+    }
+    out.push_str("</div>\n");
     out
 }
 
@@ -403,6 +460,14 @@ mod tests {
         for (name, kind) in cases {
             assert_eq!(kind_of(name), kind, "{name}");
         }
+    }
+
+    #[test]
+    fn ticks_read_as_figures() {
+        assert_eq!(tick_label(1e-4), "1e-4");
+        assert_eq!(tick_label(0.01), "0.01");
+        assert_eq!(tick_label(3.6e-5), "3.60e-5");
+        assert!((round_2(0.003557) - 0.0036).abs() < 1e-15);
     }
 
     #[test]
