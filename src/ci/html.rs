@@ -30,7 +30,7 @@ pub fn render(report: &CiReport) -> String {
     );
     if !report.files.is_empty() {
         body.push_str(
-            "<table class=\"changes\" id=\"files\"><thead><tr><th class=\"kind\">status</th>\
+            "<table class=\"changes files\" id=\"files\"><thead><tr><th class=\"kind\">status</th>\
              <th class=\"name\">file</th><th class=\"kind\">format</th><th class=\"kind\">tensors \
              +/−/~, metadata +/−/~</th><th class=\"kind\">weights</th></tr></thead>\n<tbody>\n",
         );

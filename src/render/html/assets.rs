@@ -43,6 +43,9 @@ table.changes th.sorted-asc::after { content: " ▲"; } table.changes th.sorted-
 table.changes td.name, table.changes th.name, table.changes td.kind, table.changes th.kind { text-align: left; }
 table.changes td.name { white-space: normal; word-break: break-all; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12.5px; }
 table.changes tr.suspect td { background: #ffebe9; }
+table.files td, table.files th { white-space: normal; text-align: left; vertical-align: top; }
+table.files td.name { word-break: normal; white-space: nowrap; }
+h1 code, h2 code { font-size: 0.85em; }
 table.changes td .bar { display: inline-block; height: 9px; border-radius: 2px; vertical-align: middle; margin-right: 6px; }
 .scroll { max-height: 640px; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
 ul.plain { margin: 4px 0; padding-left: 20px; }
