@@ -370,6 +370,9 @@ fn a_700_tensor_report_stays_small() {
     assert_eq!(cell_tensors(&dom), tensors);
 }
 
+/// A path that is markup, in a report whose names and paths must stay text.
+const HOSTILE_PATH: &str = "m/x\"><img src=x onerror=alert(1)>.gguf";
+
 fn gguf_versions(repo: &Repo, rel: &str, layers: usize, new: bool) {
     make_models(
         &repo.dir,
@@ -382,9 +385,11 @@ fn ci_report_has_a_section_per_changed_model_in_the_summary_order() {
     let repo = Repo::new();
     gguf_versions(&repo, "models/b.gguf", 3, false);
     gguf_versions(&repo, "a.gguf", 2, false);
+    gguf_versions(&repo, HOSTILE_PATH, 1, false);
     repo.commit_all("v1");
     gguf_versions(&repo, "models/b.gguf", 3, true);
     gguf_versions(&repo, "a.gguf", 2, true);
+    gguf_versions(&repo, HOSTILE_PATH, 1, true);
     repo.commit_all("v2");
     let html: PathBuf = repo.dir.join("out/report.html");
     let outputs = repo.dir.join("outputs.txt");
@@ -407,7 +412,7 @@ fn ci_report_has_a_section_per_changed_model_in_the_summary_order() {
         "{outputs}"
     );
     let summary = repo.read("summary.md");
-    let order: Vec<&str> = ["a.gguf", "models/b.gguf"]
+    let order: Vec<&str> = ["a.gguf", "models/b.gguf", HOSTILE_PATH]
         .into_iter()
         .map(|p| (summary.find(&format!("`{p}`")).unwrap(), p))
         .collect::<std::collections::BTreeMap<_, _>>()
@@ -421,8 +426,8 @@ fn ci_report_has_a_section_per_changed_model_in_the_summary_order() {
         json!(order),
         "one section per model, in the summary's order"
     );
-    // Both sections have their heatmap: 2 and 3 layers of nine tensors, plus four.
-    assert_eq!(cell_tensors(&dom), (2 * 9 + 4) + (3 * 9 + 4));
-    assert_eq!(count(&dom, "tags", "h2"), 2);
+    // Every section has its heatmap: 2, 3 and 1 layers of nine tensors, plus four.
+    assert_eq!(cell_tensors(&dom), (2 * 9 + 4) + (3 * 9 + 4) + (9 + 4));
+    assert_eq!(count(&dom, "tags", "h2"), 3);
     assert_not_blank(&screenshot(&html));
 }
