@@ -272,6 +272,29 @@ fn conversion_report_of_llama_cpp_outputs() {
         + conversion["added"].as_array().unwrap().len();
     assert_eq!(cells, (pairs.len() + listed_targets) as u64);
     assert_not_blank(&screenshot(&html));
+
+    // A conversion whose Q permutation was left out: the suspect pair is named and marked.
+    let wrong = conversions.join("llama-f32-attn_q-not-permuted.gguf");
+    let html = tmp.path().join("suspect.html");
+    run(&[
+        "diff",
+        "--values",
+        "--html",
+        s(&html),
+        s(&source),
+        s(&wrong),
+    ]);
+    let dom = loaded_dom(&html);
+    assert_live_and_self_contained(&dom);
+    let text = dom["text"].as_str().unwrap();
+    for needle in [
+        "NOT faithful",
+        "Suspect pairs",
+        "blk.0.attn_q.weight: the Q/K head permutation is wrong",
+        "! suspect pair",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in the page");
+    }
 }
 
 /// Names that are markup, or that would close an attribute or a `<pre>`, beside the names of
