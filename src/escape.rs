@@ -140,6 +140,35 @@ pub fn terminal_safe(message: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text put into an HTML document, as element content or a quoted attribute value: `&`, `<`,
+/// `>`, `"` and `'` as character references. For text already safe to read (our own words, or
+/// names passed through [`shown`] or [`shown_message`]); a name from a file goes through
+/// [`html_name`].
+pub fn html_text(text: &str) -> Cow<'_, str> {
+    if !text.contains(['&', '<', '>', '"', '\'']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A name from a file or a repository in an HTML document: shown as every name is
+/// ([`shown`]: control and bidirectional characters as visible escapes), then [`html_text`],
+/// so that no name becomes markup, whether in an element or in an attribute.
+pub fn html_name(name: &str) -> String {
+    html_text(&shown(name)).into_owned()
+}
+
 /// Whether [`escape_name`] escapes `c`.
 pub fn needs_escape(c: char) -> bool {
     c == '\\' || c.is_control() || is_bidi_control(c)
@@ -190,6 +219,15 @@ mod tests {
         assert_eq!(
             terminal_safe("already \\x1b escaped"),
             "already \\x1b escaped"
+        );
+    }
+
+    #[test]
+    fn html_names_hold_no_markup() {
+        assert_eq!(html_text("blk.0.attn_q.weight"), "blk.0.attn_q.weight");
+        assert_eq!(
+            html_name("<img src=x onerror='a(\"b\")'>&\n\u{202e}"),
+            "&lt;img src=x onerror=&#39;a(&quot;b&quot;)&#39;&gt;&amp;\\n\\u{202e}"
         );
     }
 

@@ -702,7 +702,8 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
     let result = run_action(
         &runner,
         &work,
-        json!({"paths": "  models  \n\n", "sarif": "out/weight-inspect.sarif"}),
+        json!({"paths": "  models  \n\n", "sarif": "out/weight-inspect.sarif",
+               "html": "out/weight-inspect.html"}),
         &[("WEIGHT_INSPECT_BIN", bin.to_str().unwrap())],
         event.clone(),
     );
@@ -751,8 +752,20 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
             "failed": "true",
             "report": report_path.display().to_string(),
             "sarif": "out/weight-inspect.sarif",
+            "html": work.join("out/weight-inspect.html").display().to_string(),
             "base": remote.c4,
         }),
+        "{all}"
+    );
+    // The HTML report, in the workspace, and the summary's pointer to the run's artifacts.
+    let html = std::fs::read_to_string(work.join("out/weight-inspect.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains("models/m.gguf"), "{html}");
+    assert!(
+        summary.contains(
+            "**HTML report** (per-layer heatmap, sortable table): weight-inspect.html, in the \
+             run's artifacts once the workflow uploads it with `actions/upload-artifact`."
+        ),
         "{all}"
     );
     // The SARIF file, for code scanning, in the workspace.

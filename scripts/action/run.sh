@@ -9,7 +9,9 @@
 # of the repository on that server: LFS objects the checkout did not fetch have their headers
 # read from it), WI_SARIF (a SARIF file to write, or empty; its path becomes the step output
 # `sarif`), WI_REFERENCE (with WI_VALUES: the model the changed GGUF files beside it were
-# converted from, repository-relative; each is compared with it as a conversion).
+# converted from, repository-relative; each is compared with it as a conversion), WI_HTML (an
+# HTML report to write, or empty: the step output `html` is its absolute path, and the job
+# summary says where the run's artifacts are, for the workflow's upload-artifact step).
 # Exits with weight-inspect's status: 0 pass, 1 failed per fail-on, 2 error.
 set -euo pipefail
 
@@ -40,6 +42,9 @@ if [ -n "${WI_SARIF:-}" ]; then
         printf 'sarif=%s\n' "$WI_SARIF" >>"$GITHUB_OUTPUT"
     fi
 fi
+if [ -n "${WI_HTML:-}" ]; then
+    args+=(--html "$WI_HTML")
+fi
 args+=(--)
 while IFS= read -r line; do
     # Trim surrounding blanks; skip empty lines.
@@ -62,4 +67,18 @@ if [ -n "${WI_TOKEN:-}" ] && [ -n "${WI_SERVER_URL:-}" ] &&
     export GIT_CONFIG_COUNT=$((count + 1))
 fi
 
-exec "$WI_BIN" --color never "${args[@]}"
+status=0
+"$WI_BIN" --color never "${args[@]}" || status=$?
+
+# The summary points to the HTML report where the workflow uploads it: the run's artifacts.
+if [ -n "${WI_HTML:-}" ] && [ -f "$WI_HTML" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    name=$(basename -- "$WI_HTML" | sed 's/[][`*_<>&|\\]/\\&/g')
+    if [ -n "${GITHUB_SERVER_URL:-}" ] && [ -n "${GITHUB_REPOSITORY:-}" ] && [ -n "${GITHUB_RUN_ID:-}" ]; then
+        where="[the run's artifacts](${GITHUB_SERVER_URL}/${GITHUB_REPOSITORY}/actions/runs/${GITHUB_RUN_ID}#artifacts)"
+    else
+        where="the run's artifacts"
+    fi
+    printf '\n**HTML report** (per-layer heatmap, sortable table): %s, in %s once the workflow uploads it with `actions/upload-artifact`.\n' \
+        "$name" "$where" >>"$GITHUB_STEP_SUMMARY"
+fi
+exit "$status"

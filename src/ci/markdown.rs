@@ -387,14 +387,10 @@ fn cell_text(s: &str) -> String {
     out
 }
 
-/// Text inside HTML (the `<summary>` of a section), of names already shown escaped.
-fn html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r")
+/// Text inside HTML (the `<summary>` of a section), of names already shown escaped (so
+/// without line breaks): the one HTML escaping rule of the crate.
+fn html(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::escape::html_text(s)
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@
 //! structural diff of each, and the policy ([`crate::policy`]) applied to the head side: a
 //! [`report`] of [`entry`]s, one per changed file. The results go to a Markdown job summary
 //! ([`markdown`]), workflow-command annotations ([`annotations`]), step outputs and a JSON
-//! report ([`outputs`]); what can go wrong is a [`CiError`]. The action's shell
+//! report ([`outputs`]), a self-contained HTML page ([`html`]); what can go wrong is a [`CiError`]. The action's shell
 //! (`action.yml`, `scripts/action/`) only installs the binary, fetches the base commit and
 //! calls this command.
 
 mod annotations;
 mod error;
+mod html;
 mod markdown;
 mod outputs;
 mod report;
@@ -23,7 +24,7 @@ use crate::policy::{Origin, PolicyError, PolicySource};
 pub(crate) use annotations::render as render_annotations;
 pub(crate) use error::CiError;
 pub(crate) use markdown::{SUMMARY_LIMIT, render as render_markdown};
-pub(crate) use outputs::{append_outputs, write_json, write_sarif};
+pub(crate) use outputs::{append_outputs, write_html, write_json, write_sarif};
 pub(crate) use report::{CiReport, FailOn, Options};
 
 type Result<T, E = CiError> = std::result::Result<T, E>;

@@ -60,6 +60,11 @@ pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
     write_report(path, &json(report)?)
 }
 
+/// Writes the HTML report to `path` (atomically; missing directories are created).
+pub fn write_html(path: &Path, report: &CiReport) -> Result<()> {
+    write_report(path, &super::html::render(report))
+}
+
 /// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
 /// `--fail-on never` violations are warnings, as in the annotations.
 pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
@@ -87,9 +92,13 @@ fn write_report(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed` and,
-/// with a JSON report, `report` (its absolute path).
-pub fn output_lines(report: &CiReport, json_path: Option<&Path>) -> Result<String> {
+/// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed`,
+/// with a JSON report `report` (its absolute path) and with an HTML report `html` (its path).
+pub fn output_lines(
+    report: &CiReport,
+    json_path: Option<&Path>,
+    html_path: Option<&Path>,
+) -> Result<String> {
     let mut out = String::new();
     push_output(&mut out, "changed-files", &report.files.len().to_string());
     push_output(&mut out, "violations", &report.violations.len().to_string());
@@ -102,13 +111,22 @@ pub fn output_lines(report: &CiReport, json_path: Option<&Path>) -> Result<Strin
         let abs = absolute(path)?;
         push_output(&mut out, "report", &abs.to_string_lossy());
     }
+    if let Some(path) = html_path {
+        let abs = absolute(path)?;
+        push_output(&mut out, "html", &abs.to_string_lossy());
+    }
     Ok(out)
 }
 
 /// Appends the step outputs to `path` (the file GitHub gives each step; appending is its
 /// protocol, so other outputs of the step are kept).
-pub fn append_outputs(path: &Path, report: &CiReport, json_path: Option<&Path>) -> Result<()> {
-    crate::fsutil::append(path, &output_lines(report, json_path)?)?;
+pub fn append_outputs(
+    path: &Path,
+    report: &CiReport,
+    json_path: Option<&Path>,
+    html_path: Option<&Path>,
+) -> Result<()> {
+    crate::fsutil::append(path, &output_lines(report, json_path, html_path)?)?;
     Ok(())
 }
 

@@ -32,7 +32,7 @@ pub struct CiArgs {
     #[arg(long, value_enum, default_value_t = FailOn::Violation)]
     pub fail_on: FailOn,
     /// Append step outputs to FILE (in Actions: $GITHUB_OUTPUT): changed-files, violations,
-    /// failed, report.
+    /// failed, report, html.
     #[arg(long, value_name = "FILE")]
     pub outputs: Option<PathBuf>,
     /// Write the full report as JSON (schema 1) to FILE.
@@ -47,6 +47,11 @@ pub struct CiArgs {
     /// with it as a conversion.
     #[arg(long, value_name = "PATH", requires = "values")]
     pub reference: Option<String>,
+    /// Write a self-contained HTML report to FILE: the files table, then per changed model its
+    /// structural diff and, with --values, a per-layer heatmap of rel_l2 and the changed
+    /// tensors (or its conversion report). Upload it with actions/upload-artifact.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Write the policy's findings as SARIF 2.1.0 to FILE, for GitHub code scanning
     /// (github/codeql-action/upload-sarif).
     #[arg(long, value_name = "FILE")]
@@ -81,6 +86,9 @@ pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
     if let Some(path) = &args.sarif {
         ci::write_sarif(path, &report)?;
     }
+    if let Some(path) = &args.html {
+        ci::write_html(path, &report)?;
+    }
     let summary_to_stdout = args.summary.as_deref() == Some(Path::new("-"));
     match &args.summary {
         Some(_) if summary_to_stdout => {
@@ -90,7 +98,7 @@ pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
         None => {}
     }
     if let Some(path) = &args.outputs {
-        ci::append_outputs(path, &report, args.json.as_deref())?;
+        ci::append_outputs(path, &report, args.json.as_deref(), args.html.as_deref())?;
     }
     if !summary_to_stdout {
         let mut out = report.text_lines(!args.annotations);

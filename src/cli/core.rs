@@ -69,6 +69,10 @@ pub struct DiffArgs {
     /// equal names only.
     #[arg(long, value_name = "FILE|none", requires = "values")]
     pub map: Option<String>,
+    /// With --values: also write a self-contained HTML report to FILE (the structural diff, a
+    /// per-layer heatmap of rel_l2, a sortable table of the changed tensors).
+    #[arg(long, value_name = "FILE", requires = "values")]
+    pub html: Option<std::path::PathBuf>,
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
@@ -168,6 +172,11 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         };
         let conversion =
             crate::conversion::compare(&models, map_file).map_err(input::InputError::from)?;
+        if let Some(path) = &args.html {
+            let page =
+                crate::render::html::conversion_report(&conversion, source_spec, target_spec);
+            crate::render::html::write(path, &page)?;
+        }
         let out = if args.json {
             crate::render::conversion::json(&conversion, source_spec, target_spec)
         } else {
@@ -186,6 +195,10 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         files: &b_bytes,
     };
     let values = compare(old, new).map_err(input::InputError::from)?;
+    if let Some(path) = &args.html {
+        let page = crate::render::html::diff_report(&args.a, &args.b, &diff, &values);
+        crate::render::html::write(path, &page)?;
+    }
     let out = if args.json {
         crate::render::values::json(&diff, &values)
     } else {

@@ -1,9 +1,11 @@
 //! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]);
-//! descriptions of `.wdelta` files ([`wdelta`]); weight-value diffs ([`values`]).
+//! descriptions of `.wdelta` files ([`wdelta`]); weight-value diffs ([`values`]); self-contained
+//! HTML reports of value diffs and conversions ([`html`]).
 
 pub mod conversion;
 pub mod escape;
 pub mod github;
+pub mod html;
 pub mod json;
 pub mod text;
 pub mod values;

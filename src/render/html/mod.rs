@@ -1,0 +1,599 @@
+//! Self-contained HTML reports of value diffs and conversions: one file with its style, script
+//! and pictures inline (it is opened from disk or as a CI artifact, so it loads nothing), with
+//! the structural diff, a per-layer [`heatmap`] of rel_l2 and a sortable table of the changed
+//! tensors.
+//!
+//! Every name and string from a model file or a repository reaches the page through
+//! [`crate::escape::html_name`] (or, once shown, [`crate::escape::html_text`]); the script
+//! writes text into the page with `textContent` only.
+
+mod assets;
+pub mod heatmap;
+
+use std::fmt::Write;
+
+use crate::conversion::{ComparedPair, Conversion};
+use crate::diff::StructuralDiff;
+use crate::escape::{html_name, html_text, shown};
+use crate::values::{Method, ValueDiff, ValueStats};
+
+use super::values::{cosine_text, figure};
+
+/// Lines of the structural diff shown at most: a report stays a file one can open and mail
+/// (the JSON output has every line).
+const DIFF_LINES: usize = 4000;
+
+/// What became of one tensor (or converted pair).
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    Unchanged,
+    Changed,
+    /// A converted pair with more error than its dtype explains.
+    Suspect,
+    /// Compared byte for byte (a dtype without a decoder): changed, no figures.
+    BytesChanged,
+    BytesSame,
+    /// On both sides (or in the converted model) but not compared, and why.
+    NotCompared(String),
+}
+
+/// One row of the report: a tensor of a value diff, or a pair of a conversion.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The tensor's name as the file gives it: its layer and kind are found from it; never
+    /// written into the page as is.
+    key: String,
+    /// The name as shown (escaped as every name is), with a conversion's sources.
+    label: String,
+    /// dtype, `old → new`, or a conversion's transform and dtypes.
+    detail: String,
+    elements: u64,
+    state: State,
+    stats: Option<ValueStats>,
+    note: Option<String>,
+}
+
+impl Entry {
+    fn rel_l2(&self) -> Option<f64> {
+        self.stats.and_then(|s| s.rel_l2)
+    }
+
+    fn changed(&self) -> bool {
+        matches!(
+            self.state,
+            State::Changed | State::Suspect | State::BytesChanged
+        )
+    }
+
+    /// Order of concern inside a heatmap cell: infinite, then larger rel_l2, then bytes
+    /// changed, identical, not compared.
+    fn severity(&self) -> f64 {
+        match self.state {
+            State::NotCompared(_) => 0.0,
+            State::Unchanged | State::BytesSame => 1.0,
+            State::BytesChanged => 2.0,
+            State::Changed | State::Suspect => match self.rel_l2() {
+                None => 5.0,
+                Some(r) => 3.0 + r / (1.0 + r),
+            },
+        }
+    }
+
+    /// The tensor's figures in plain text (a cell's title; the page escapes it).
+    fn figures_text(&self) -> String {
+        let mut out = format!("{}\n{}", self.label, self.detail);
+        match (&self.state, self.stats) {
+            (State::NotCompared(why), _) => {
+                let _ = write!(out, "\nnot compared: {why}");
+            }
+            (State::BytesChanged, _) => out.push_str("\nbytes changed (not decoded: no figures)"),
+            (State::BytesSame, _) => out.push_str("\nbytes identical"),
+            (State::Unchanged, _) => out.push_str("\nidentical"),
+            (_, Some(s)) => {
+                let _ = write!(
+                    out,
+                    "\nrel_l2 {} · max |Δ| {} · cosine {}\nchanged elements {}/{}",
+                    s.rel_l2.map_or("inf".into(), figure),
+                    figure(s.max_abs_diff),
+                    s.cosine.map_or("-".into(), cosine_text),
+                    group(s.changed_elements),
+                    group(self.elements)
+                );
+            }
+            (_, None) => {}
+        }
+        if let Some(note) = &self.note {
+            let _ = write!(out, "\n{note}");
+        }
+        out
+    }
+}
+
+fn group(n: u64) -> String {
+    super::text::group_digits(n)
+}
+
+/// The entries of a value diff: every compared tensor, then those not compared.
+pub fn value_entries(values: &ValueDiff) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = values
+        .tensors
+        .iter()
+        .map(|t| Entry {
+            key: t.name.clone(),
+            label: shown(&t.name).into_owned(),
+            detail: if t.dtype_changed() {
+                format!("{} → {}", t.old_dtype, t.new_dtype)
+            } else {
+                t.old_dtype.to_owned()
+            },
+            elements: t.elements,
+            state: match (t.method, t.changed) {
+                (Method::Bytes(_), true) => State::BytesChanged,
+                (Method::Bytes(_), false) => State::BytesSame,
+                (Method::Values, true) => State::Changed,
+                (Method::Values, false) => State::Unchanged,
+            },
+            stats: t.stats,
+            note: match t.method {
+                Method::Bytes(why) => Some(format!("compared byte for byte: {}", why.describe())),
+                Method::Values if t.dtype_changed() => {
+                    Some("dtype changed: the figures are the quantization error".into())
+                }
+                Method::Values => None,
+            },
+        })
+        .collect();
+    entries.extend(values.skipped.iter().map(|s| Entry {
+        key: s.name.clone(),
+        label: shown(&s.name).into_owned(),
+        detail: String::new(),
+        elements: 0,
+        state: State::NotCompared(s.reason.clone()),
+        stats: None,
+        note: None,
+    }));
+    entries
+}
+
+/// The entries of a conversion: every compared pair (named by the converted tensor), then the
+/// converted tensors not compared or that no source tensor maps to.
+pub fn conversion_entries(c: &Conversion) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = c
+        .pairs
+        .iter()
+        .map(|p| Entry {
+            key: p.target.clone(),
+            label: format!("{} ← {}", shown(&p.target), sources_text(&p.sources)),
+            detail: pair_detail(p),
+            elements: p.elements,
+            state: if p.suspect.is_some() {
+                State::Suspect
+            } else if p.identical() {
+                State::Unchanged
+            } else {
+                State::Changed
+            },
+            stats: Some(p.stats),
+            note: super::conversion::suspect_text(p),
+        })
+        .collect();
+    for n in &c.not_compared {
+        if let Some(target) = &n.target {
+            entries.push(Entry {
+                key: target.clone(),
+                label: format!("{} ← {}", shown(target), sources_text(&n.sources)),
+                detail: String::new(),
+                elements: 0,
+                state: State::NotCompared(n.why.clone()),
+                stats: None,
+                note: None,
+            });
+        }
+    }
+    for a in &c.added {
+        entries.push(Entry {
+            key: a.clone(),
+            label: shown(a).into_owned(),
+            detail: String::new(),
+            elements: 0,
+            state: State::NotCompared("no source tensor maps to it".into()),
+            stats: None,
+            note: None,
+        });
+    }
+    entries
+}
+
+fn pair_detail(p: &ComparedPair) -> String {
+    format!(
+        "{}, {} → {}",
+        p.transform.name(),
+        p.source_dtypes.join("+"),
+        p.target_dtype
+    )
+}
+
+fn sources_text(sources: &[String]) -> String {
+    match sources {
+        [] => "-".into(),
+        [one] => shown(one).into_owned(),
+        [first, .., last] if sources.len() > 3 => format!(
+            "{} … {} ({} tensors)",
+            shown(first),
+            shown(last),
+            sources.len()
+        ),
+        many => many
+            .iter()
+            .map(|s| shown(s).into_owned())
+            .collect::<Vec<_>>()
+            .join(" + "),
+    }
+}
+
+/// A whole page: `title` (already HTML) as its heading, then `body`.
+pub fn document(title: &str, body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 8192);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n\
+         <title>weight-inspect: {}</title>\n<style>{}</style>\n</head>\n<body>\n\
+         <h1>weight-inspect: {title}</h1>\n{body}\n<footer>weight-inspect {} · rel_l2 = \
+         ‖b − a‖ / ‖a‖ per tensor · max |Δ| over finite elements · cosine of the two tensors \
+         · a self-contained file: nothing is loaded from the network</footer>\n\
+         <script>{}</script>\n</body>\n</html>\n",
+        strip_tags(title),
+        assets::STYLE,
+        env!("CARGO_PKG_VERSION"),
+        assets::SCRIPT
+    );
+    out
+}
+
+/// The text of a heading for the `<title>` (markup dropped; the text stays escaped).
+fn strip_tags(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A structural diff as the text report prints it, in a block whose added, removed and
+/// changed lines are coloured; cut after [`DIFF_LINES`] lines.
+pub fn diff_block(text: &str) -> String {
+    let mut out = String::from("<pre class=\"diff\">");
+    let total = text.lines().count();
+    for line in text.lines().take(DIFF_LINES) {
+        let trimmed = line.trim_start();
+        let class = if !line.starts_with(' ') && line.ends_with(':') {
+            Some("head")
+        } else if trimmed.starts_with("+ ") {
+            Some("add")
+        } else if trimmed.starts_with("- ") {
+            Some("rem")
+        } else if trimmed.starts_with("~ ") {
+            Some("chg")
+        } else {
+            None
+        };
+        // The text report already shows every name escaped; here it only becomes HTML text.
+        let line = html_text(line);
+        match class {
+            Some(c) => {
+                let _ = writeln!(out, "<span class=\"{c}\">{line}</span>");
+            }
+            None => {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    if total > DIFF_LINES {
+        let _ = writeln!(
+            out,
+            "<span class=\"dim\">… {} more lines (--json has the whole diff)</span>",
+            total - DIFF_LINES
+        );
+    }
+    out.push_str("</pre>\n");
+    out
+}
+
+/// The values part of a section: the summary line, what was not compared, the heatmap and the
+/// table of changed tensors. `id` keeps the element ids of several sections apart.
+pub fn values_part(id: &str, values: &ValueDiff) -> String {
+    let mut out = String::new();
+    let class = if values.changed_count() > 0 {
+        "summary bad"
+    } else {
+        "summary good"
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"{class}\">{}</p>",
+        html_text(&super::values::summary(values))
+    );
+    let entries = value_entries(values);
+    out.push_str(&entries_part(id, &entries, "dtype"));
+    out
+}
+
+/// The conversion part of a section: how the tensors were paired, the summary line, suspect
+/// pairs, the heatmap, the table of changed pairs, what was dropped, added or not compared,
+/// and the configuration checks.
+pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<p>Converted model <code>{}</code> compared with its source <code>{}</code>: {}.</p>",
+        html_name(target),
+        html_name(source),
+        html_text(&paired_by_text(c))
+    );
+    let class = if c.summary().faithful {
+        "summary good"
+    } else {
+        "summary bad"
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"{class}\">{}</p>",
+        html_text(&super::conversion::summary(c))
+    );
+    let suspects: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.suspect.is_some()).collect();
+    if !suspects.is_empty() {
+        out.push_str("<h3>Suspect pairs</h3>\n<ul class=\"plain\">\n");
+        for p in suspects {
+            let _ = writeln!(
+                out,
+                "<li>{}: {}</li>",
+                html_name(&p.target),
+                html_text(&super::conversion::suspect_text(p).unwrap_or_default())
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    let entries = conversion_entries(c);
+    out.push_str(&entries_part(id, &entries, "transform, dtypes"));
+    let identical: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.identical()).collect();
+    if !identical.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h3>Identical values</h3>\n<details><summary>{} pair(s)</summary>\n\
+             <ul class=\"plain\">",
+            identical.len()
+        );
+        for p in identical {
+            let _ = writeln!(
+                out,
+                "<li>{} ← {} ({})</li>",
+                html_name(&p.target),
+                html_text(&sources_text(&p.sources)),
+                html_text(&pair_detail(p))
+            );
+        }
+        out.push_str("</ul></details>\n");
+    }
+    let list = |out: &mut String, heading: &str, items: Vec<String>| {
+        if items.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "<h3>{heading}</h3>\n<ul class=\"plain\">");
+        for item in items {
+            let _ = writeln!(out, "<li>{item}</li>");
+        }
+        out.push_str("</ul>\n");
+    };
+    list(
+        &mut out,
+        "Source tensors not in the converted model",
+        c.dropped
+            .iter()
+            .map(|d| format!("{}: {}", html_name(&d.source), html_text(&d.why)))
+            .collect(),
+    );
+    list(
+        &mut out,
+        "Tensors of the converted model no source tensor maps to",
+        c.added.iter().map(|a| html_name(a)).collect(),
+    );
+    list(
+        &mut out,
+        "Not compared",
+        c.not_compared
+            .iter()
+            .map(|n| {
+                format!(
+                    "{} ← {}: {}",
+                    n.target.as_deref().map_or("-".into(), html_name),
+                    html_text(&sources_text(&n.sources)),
+                    html_text(&shown(&n.why))
+                )
+            })
+            .collect(),
+    );
+    match &c.metadata.config {
+        Some(config) => {
+            let differ: Vec<_> = c.metadata.checks.iter().filter(|k| !k.equal).collect();
+            let _ = writeln!(
+                out,
+                "<h3>Configuration</h3>\n<p><code>{}</code>: {} checked, {} equal.</p>",
+                html_text(&crate::escape::shown_path(config).to_string()),
+                c.metadata.checks.len(),
+                c.metadata.checks.len() - differ.len()
+            );
+            if !differ.is_empty() {
+                out.push_str("<ul class=\"plain\">\n");
+                for k in differ {
+                    let _ = writeln!(
+                        out,
+                        "<li>{} {} → {} {}</li>",
+                        k.config_key,
+                        html_name(&k.source),
+                        html_name(&k.gguf_key),
+                        k.target.as_deref().map_or("missing".into(), html_name)
+                    );
+                }
+                out.push_str("</ul>\n");
+            }
+        }
+        None => out.push_str(
+            "<h3>Configuration</h3>\n<p>No config.json beside the source: not checked.</p>\n",
+        ),
+    }
+    out
+}
+
+fn paired_by_text(c: &Conversion) -> String {
+    let mut text = match &c.paired_by {
+        crate::conversion::PairedBy::Table {
+            architecture,
+            blocks,
+        } => format!(
+            "paired by llama.cpp's name table (gguf-py) for {} with {blocks} blocks",
+            shown(architecture)
+        ),
+        crate::conversion::PairedBy::Names => "paired by equal names".into(),
+    };
+    if let Some(map) = &c.map {
+        let _ = write!(
+            text,
+            ", after the rules of {}",
+            crate::escape::shown_path(map)
+        );
+    }
+    text
+}
+
+/// The heatmap and the table of the changed entries.
+fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
+    let mut out = String::new();
+    let map = heatmap::render(entries, id);
+    if !map.is_empty() {
+        out.push_str("<h3>Per layer</h3>\n");
+        out.push_str(&map);
+    }
+    let changed: Vec<&Entry> = entries.iter().filter(|e| e.changed()).collect();
+    if changed.is_empty() {
+        return out;
+    }
+    let scale = heatmap::Scale::of(entries);
+    let _ = writeln!(
+        out,
+        "<h3>Changed tensors ({})</h3>\n<p class=\"dim\">Click a heading to sort.</p>\n\
+         <div class=\"scroll\"><table class=\"changes\" id=\"{id}-changes\">\n<thead><tr>\
+         <th class=\"name\">name</th><th class=\"kind\">{}</th><th>rel_l2</th><th>max |Δ|</th>\
+         <th>cosine</th><th>changed elements</th></tr></thead>\n<tbody>",
+        changed.len(),
+        html_text(detail_heading)
+    );
+    let mut sorted = changed;
+    sorted.sort_by(|a, b| {
+        b.severity()
+            .total_cmp(&a.severity())
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    for e in sorted {
+        let row_class = if e.state == State::Suspect {
+            " class=\"suspect\""
+        } else {
+            ""
+        };
+        let (rel, max, cos, count) = match e.stats {
+            Some(s) if e.state != State::BytesChanged => (
+                (
+                    s.rel_l2.map_or("inf".into(), |r| format!("{r:e}")),
+                    s.rel_l2.map_or("inf".into(), figure),
+                ),
+                (format!("{:e}", s.max_abs_diff), figure(s.max_abs_diff)),
+                (
+                    s.cosine.map_or("-1e999".into(), |c| format!("{c:e}")),
+                    s.cosine.map_or("-".into(), cosine_text),
+                ),
+                (
+                    s.changed_elements.to_string(),
+                    format!("{}/{}", group(s.changed_elements), group(e.elements)),
+                ),
+            ),
+            _ => (
+                ("-1".into(), "bytes".into()),
+                ("-1".into(), "-".into()),
+                ("-1e999".into(), "-".into()),
+                ("-1".into(), "-".into()),
+            ),
+        };
+        let bar = match (e.rel_l2(), scale) {
+            (Some(r), Some(scale)) if e.state != State::BytesChanged => {
+                format!(
+                    "<span class=\"bar\" style=\"width:12px;background:{}\"></span>",
+                    heatmap::colour_of(r, scale)
+                )
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr{row_class} data-tensor><td class=\"name\" title=\"{}\">{}</td>\
+             <td class=\"kind\">{}</td><td data-v=\"{}\">{bar}{}</td><td data-v=\"{}\">{}</td>\
+             <td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td></tr>",
+            html_text(&e.figures_text()),
+            html_text(&e.label),
+            html_text(&e.detail),
+            rel.0,
+            rel.1,
+            max.0,
+            max.1,
+            cos.0,
+            cos.1,
+            count.0,
+            count.1
+        );
+    }
+    out.push_str("</tbody></table></div>\n");
+    out
+}
+
+/// `diff --values --html`: the report of two models compared by value.
+pub fn diff_report(old: &str, new: &str, diff: &StructuralDiff, values: &ValueDiff) -> String {
+    let title = format!(
+        "<code>{}</code> → <code>{}</code>",
+        html_name(old),
+        html_name(new)
+    );
+    let mut body = String::new();
+    body.push_str("<h2>Structure</h2>\n");
+    let text =
+        super::text::diff_or_identical(diff, &super::Palette::plain(), values.changed_count() > 0);
+    body.push_str(&diff_block(&text));
+    body.push_str("<h2>Values</h2>\n");
+    body.push_str(&values_part("values", values));
+    document(&title, &body)
+}
+
+/// `diff --values --html` of a conversion: the converted model against its source.
+pub fn conversion_report(c: &Conversion, source: &str, target: &str) -> String {
+    let title = format!(
+        "conversion <code>{}</code> → <code>{}</code>",
+        html_name(source),
+        html_name(target)
+    );
+    let body = format!(
+        "<h2>Conversion</h2>\n{}",
+        conversion_part("conversion", c, source, target)
+    );
+    document(&title, &body)
+}
+
+/// Writes `html` to `path` through a temporary file renamed over it.
+pub fn write(path: &std::path::Path, html: &str) -> crate::error::Result<()> {
+    crate::fsutil::write_bytes_atomically(path, html.as_bytes())
+}
