@@ -10,7 +10,7 @@
 # (scripts/bench_conversion_gen.py), built once under bench-work/conversion/ with the fixture
 # venv (FIXTURE_PYTHON, default /work/fixture-venv/bin/python: torch, transformers) and the
 # llama.cpp tree vendored in the llama-cpp-python sdist (LLAMA_CPP_DIR). Target: <= 3x cat.
-# Writes bench-work/conversion.result.json ({work, ours, peer, ratio, target} per GGUF).
+# Records the ratios in bench-work/results/conversion.json (scripts/bench_result.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,18 +39,14 @@ for outtype in q8_0 f16; do
     results+=("$WORK/hyperfine-$outtype.json")
 done
 
-python3 - "$WORK" "${results[@]}" <<'PY'
-import json, sys
-work, files = sys.argv[1], sys.argv[2:]
-out = []
-for f in files:
-    runs = json.load(open(f))["results"]
-    cat, ours = (min(r["times"]) for r in runs)
-    outtype = f.rsplit("-", 1)[1].split(".")[0]
-    out.append({"work": f"diff --values f32 safetensors vs {outtype} GGUF (162M params)",
-                "ours": round(ours, 4), "peer": round(cat, 4), "peer_name": "cat both files",
-                "ratio": round(ours / cat, 2), "target": "<= 3.0"})
-    print(f"{outtype}: ours {ours:.3f} s, cat {cat:.3f} s, ratio {ours / cat:.2f}")
-json.dump(out, open("bench-work/conversion.result.json", "w"), indent=1)
-PY
+for f in "${results[@]}"; do
+    outtype=$(basename "$f" .json); outtype=${outtype#hyperfine-}
+    read -r CAT_MIN OURS_MIN < <(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+print(min(r[0]["times"]), min(r[1]["times"]))' "$f")
+    echo "$outtype: ours $OURS_MIN s, cat $CAT_MIN s"
+    python3 scripts/bench_result.py add conversion \
+        --work "diff --values, f32 safetensors (650 MB) vs its $outtype GGUF made by convert_hf_to_gguf.py" \
+        --ours "$OURS_MIN" --peer "$CAT_MIN" --peer-name "cat both files" --max-ratio 3.0
+done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

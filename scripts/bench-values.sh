@@ -64,6 +64,8 @@ for kind in gguf safetensors; do
     o=$(measure "$WI" diff --values --json "$A" "$B")
     r=$(RUNS=1 measure "$PY" scripts/values_reference.py "$A" "$B")
     row "$kind $(du -m "$A" | cut -f1) MB x2" "$c" "$o" "$r"
+    python3 scripts/bench_result.py add values --work "diff --values, $kind $(du -m "$A" | cut -f1) MB x2, page cache warm" \
+        --ours "${o%% *}" --peer "${c%% *}" --peer-name "cat A B" --max-ratio 2.0 >&2
     # Same figures as the reference (the test suite checks this on small pairs).
     "$WI" diff --values --json "$A" "$B" > "$WORK/ours.json" || true
     "$PY" scripts/values_reference.py "$A" "$B" > "$WORK/reference.json"

@@ -124,3 +124,11 @@ print(f"| ratio id / head -c, wall / CPU | {ms(ours) / ms(head):.1f}x / {cpu(our
 print(f"| gguf-py GGUFReader (fields + tensors), wall | {ms(py) / 1000:.1f} s | ({ms(py) / ms(ours):.0f}x the time of id) |")
 print(f"| `weight-inspect id` peak RSS | {rss / 2**20:.1f} MiB ({rss / header:.2f}x header) | <= 4x header + 10 MB = {rss_limit / 2**20:.1f} MiB: {ok(rss <= rss_limit)} |")
 EOF
+
+# The ratio for scripts/bench-all: best of the runs, ours against openssl dgst.
+read -r OURS_MIN DGST_MIN < <(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+print(r[0]["min"], r[2]["min"])' "$WORK/hyperfine-id.json")
+python3 scripts/bench_result.py add id --work "id, GGUF with a 262,144-token vocabulary (7.3 MB header)" \
+    --ours "$OURS_MIN" --peer "$DGST_MIN" --peer-name "openssl dgst -sha256 of its canonical JSON" \
+    --max-ratio 1.5
