@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use super::apply_stream::apply_streamed;
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model};
 use super::open::{OpenDelta, check_against_base};
@@ -71,24 +70,6 @@ pub(crate) fn plan_output(base: &Model, dtype: OutDtype) -> Result<OutputPlan<'_
         tensors,
         layout,
     })
-}
-
-/// Reconstructs the model `delta` describes from `base` into `out`: streamed in one pass over
-/// each input when the file's records are grouped by tensor in name order (as every known
-/// writer writes them), else with the file read whole.
-pub(crate) fn apply_file(
-    base: &Model,
-    delta: &Path,
-    out: &Path,
-    dtype: OutDtype,
-    sync: bool,
-    run: &RunOptions,
-) -> Result<Applied> {
-    if let Some(applied) = apply_streamed(base, delta, out, dtype, sync, run)? {
-        return Ok(applied);
-    }
-    let link = OpenDelta::open_deferred(delta)?;
-    apply(base, std::slice::from_ref(&link), out, dtype, sync, run)
 }
 
 /// What `apply` wrote.

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use sha2::{Digest, Sha256};
 
-use super::apply::{Applied, OutDtype, plan_output};
+use super::apply::{Applied, OutDtype, apply, plan_output};
 use super::codec::RangeDecoder;
 use super::error::DeltaError;
 use super::model::Model;
@@ -48,6 +48,24 @@ struct Piece {
     window: Vec<u8>,
     window_from: usize,
     delta: Arc<TensorDelta>,
+}
+
+/// Reconstructs the model `delta` describes from `base` into `out`: streamed in one pass over
+/// each input when the file's records are grouped by tensor in name order (as every known
+/// writer writes them), else with the file read whole.
+pub(crate) fn apply_file(
+    base: &Model,
+    delta: &Path,
+    out: &Path,
+    dtype: OutDtype,
+    sync: bool,
+    run: &RunOptions,
+) -> Result<Applied> {
+    if let Some(applied) = apply_streamed(base, delta, out, dtype, sync, run)? {
+        return Ok(applied);
+    }
+    let link = super::open::OpenDelta::open_deferred(delta)?;
+    apply(base, std::slice::from_ref(&link), out, dtype, sync, run)
 }
 
 /// Rebuilds the model `delta_path` describes from `base` into `out`, streaming; `None` when
@@ -180,9 +198,10 @@ fn read_inputs(
         let entry = entry.clone();
         let records = match stream.next_tensor()? {
             Some(r) if r.position == i => r,
-            Some(r) if r.position < i => return Err(Stop::NotStreamable),
-            // Tensor i has no records at all.
-            _ => {
+            // Tensor i's records come later, or not at all: the whole-file reader tells.
+            Some(_) => return Err(Stop::NotStreamable),
+            // The records ended before tensor i.
+            None => {
                 return Err(stream.structure_error(WdeltaError::MissingRecord {
                     tensor: name.to_string(),
                     field: entry.strategy().fields()[0].to_string(),

@@ -28,7 +28,8 @@ mod stream;
 mod verify;
 
 // The face of the delta adapter: what the command line (and the tests) use.
-pub(crate) use apply::{OutDtype, apply, apply_file};
+pub(crate) use apply::{OutDtype, apply};
+pub(crate) use apply_stream::apply_file;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
 pub(crate) use create::{Created, create};
 pub use error::DeltaError;
