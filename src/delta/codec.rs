@@ -343,7 +343,19 @@ impl NibblePacker {
             self.push(quantize(x, offset, range));
             seg = rest;
         }
-        let pairs = seg.chunks_exact(2);
+        // Blocks of 64 values: quantized in a plain loop over contiguous floats (which the
+        // compiler vectorizes; a pair-at-a-time loop did not), then packed.
+        let blocks = seg.chunks_exact(64);
+        let tail = blocks.remainder();
+        let mut q = [0u8; 64];
+        for block in blocks {
+            for (q, &x) in q.iter_mut().zip(block) {
+                *q = quantize(x, offset, range);
+            }
+            self.out
+                .extend(q.chunks_exact(2).map(|p| (p[0] << 4) | p[1]));
+        }
+        let pairs = tail.chunks_exact(2);
         let rest = pairs.remainder();
         self.out.extend(
             pairs.map(|c| (quantize(c[0], offset, range) << 4) | quantize(c[1], offset, range)),
