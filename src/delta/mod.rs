@@ -9,7 +9,8 @@
 //! model, `verify.rs` checks a lineage of hashes and measures the reconstruction error, and
 //! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
 //! ordered parallel map of `pipeline.rs`; `apply_stream.rs` applies one file in a single pass
-//! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses an output that is an input. `store.rs` keeps commits' weights as deltas in a git
+//! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses
+//! an output that is an input. `store.rs` keeps commits' weights as deltas in a git
 //! repository. Every failure is a [`DeltaError`].
 
 mod apply;
