@@ -226,6 +226,12 @@ fn read_inputs(
         };
         let decoder = RangeDecoder::new(&entry, &arrays);
         let tail = records.tail;
+        let mut records = records;
+        // The decoder holds the small arrays decoded; the records' bytes are needed only when
+        // they hold the range field (it came before the others).
+        if tail.is_some() || RangeDecoder::range_field(entry.strategy()).is_none() {
+            records.bytes = Vec::new();
+        }
         let delta = Arc::new(TensorDelta {
             records,
             decoder,
