@@ -19,7 +19,7 @@ PY="${WEIGHT_INSPECT_PYTHON:-.venv/bin/python}"
 RUNS="${RUNS:-1}"
 mkdir -p "$WORK"
 cargo build --release --quiet
-WI="$PWD/target/release/weight-inspect"
+WI="${CARGO_TARGET_DIR:-$PWD/target}/release/weight-inspect"
 RESULTS="$WORK/results.md"
 
 if [ ! -f "$WORK/base.safetensors" ] || [ "$(cat "$WORK/scale" 2>/dev/null)" != "$SCALE" ]; then

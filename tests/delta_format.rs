@@ -177,6 +177,92 @@ fn records_may_come_in_any_order() {
     }
 }
 
+/// `delta apply --base BASE DELTA -o OUT`.
+fn apply(
+    base: &std::path::Path,
+    delta: &std::path::Path,
+    out: &std::path::Path,
+) -> std::process::Output {
+    run(&["delta", "apply", "--base", s(base), s(delta), "-o", s(out)])
+}
+
+/// The file with its records in reverse order (resealed): valid, but not grouped by tensor in
+/// name order, so `apply` reads it whole instead of streaming it.
+fn records_reversed(good: &[u8]) -> Vec<u8> {
+    let parsed = WdeltaFile::parse(good).unwrap();
+    let mut recs: Vec<_> = parsed.records.values().cloned().collect();
+    recs.sort_by_key(|r| std::cmp::Reverse(r.record_offset));
+    let records_start = 15 + parsed.header_len;
+    let mut out = good[..records_start].to_vec();
+    for r in &recs {
+        out.extend_from_slice(&good[r.record_offset..r.record_offset + r.record_len]);
+    }
+    out.extend_from_slice(&[0; 32]);
+    reseal(&mut out);
+    out
+}
+
+#[test]
+fn streamed_apply_matches_the_whole_file_reading_and_rejects_every_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A tensor of more than one piece (2^20 elements), odd sizes, a scalar-like tensor.
+    pair(d, "1100x1000,33,1,3x5x7,7x9,17", "f32", 5, 1);
+    let base = d.join("base.safetensors");
+    let ft = d.join("ft1.safetensors");
+    for (strategy, version) in [
+        ("int4", "1"),
+        ("int4", "2"),
+        ("quantized", "1"),
+        ("sparse", "2"),
+    ] {
+        let wd = d.join(format!("{strategy}{version}.wdelta"));
+        ok(&create(
+            &base,
+            &ft,
+            &wd,
+            &["--strategy", strategy, "--format-version", version],
+        ));
+        let streamed = d.join("streamed.safetensors");
+        ok(&apply(&base, &wd, &streamed));
+        let good = std::fs::read(&wd).unwrap();
+        let reversed = d.join("reversed.wdelta");
+        std::fs::write(&reversed, records_reversed(&good)).unwrap();
+        let whole = d.join("whole.safetensors");
+        ok(&apply(&base, &reversed, &whole));
+        assert!(
+            std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
+            "{strategy} v{version}: streamed and whole-file apply differ"
+        );
+        // A flipped byte anywhere after the magic (header, framing, outliers, packed data,
+        // checksum): a checksum mismatch, and no output.
+        let out = d.join("never.safetensors");
+        let step = good.len() / 23;
+        for at in (7..good.len()).step_by(step).chain([good.len() - 1]) {
+            let mut bad = good.clone();
+            bad[at] ^= 0x41;
+            let corrupt = d.join("corrupt.wdelta");
+            std::fs::write(&corrupt, &bad).unwrap();
+            let r = apply(&base, &corrupt, &out);
+            assert_eq!(r.status.code(), Some(2), "flip at {at}");
+            assert!(
+                stderr(&r).contains("checksum mismatch"),
+                "{strategy} v{version}, flip at {at}: {}",
+                stderr(&r)
+            );
+            assert!(!out.exists(), "flip at {at}: an output was written");
+        }
+        // Cut short: an error, and no output.
+        for len in [good.len() / 2, good.len() - 33] {
+            let cut = d.join("cut.wdelta");
+            std::fs::write(&cut, &good[..len]).unwrap();
+            let r = apply(&base, &cut, &out);
+            assert_eq!(r.status.code(), Some(2), "cut to {len}");
+            assert!(!out.exists(), "cut to {len}: an output was written");
+        }
+    }
+}
+
 #[test]
 fn wrong_base_is_rejected_with_both_hashes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -297,6 +297,31 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
         assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
         assert!(!outdir.join("model.safetensors").exists());
     }
+    // The .wdelta, which apply streams alongside the base, cut short while it is read.
+    for round in 0..3 {
+        let victim = d.join(format!("victim{round}.wdelta"));
+        std::fs::copy(&wd, &victim).unwrap();
+        let child = apply_until_temp_exists(&base, &victim, &outdir)
+            .expect("apply finished before the delta could be truncated");
+        // Its first kilobyte (magic and header) stays.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_len(1024)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "delta round {round}: {:?} {err}",
+            out.status
+        );
+        common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
+        assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
+        assert!(!outdir.join("model.safetensors").exists());
+    }
 }
 
 /// A BERT-like pair: float weights that change, an int64 `position_ids` that does not, an

@@ -302,27 +302,39 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
     let base_file = opener.local_file(&a.lineage.base)?;
     let base = Model::open(&base_file.path)?;
-    // The checksums are verified alongside the work (before the output is renamed into place).
-    let links = paths
-        .iter()
-        .map(|p| OpenDelta::open_deferred(p))
-        .collect::<Result<Vec<_>, DeltaError>>()?;
-    let r = delta::apply(
-        &base,
-        &links,
-        &a.output,
-        a.rebuild.dtype.into(),
-        a.rebuild.fsync,
-        &a.rebuild.run.options(),
-    )?;
+    // The checksums are verified alongside the work (before the output is renamed into place);
+    // a single delta is streamed, a lineage is read whole.
+    let r = if let [one] = paths.as_slice() {
+        delta::apply_file(
+            &base,
+            one,
+            &a.output,
+            a.rebuild.dtype.into(),
+            a.rebuild.fsync,
+            &a.rebuild.run.options(),
+        )?
+    } else {
+        let links = paths
+            .iter()
+            .map(|p| OpenDelta::open_deferred(p))
+            .collect::<Result<Vec<_>, DeltaError>>()?;
+        delta::apply(
+            &base,
+            &links,
+            &a.output,
+            a.rebuild.dtype.into(),
+            a.rebuild.fsync,
+            &a.rebuild.run.options(),
+        )?
+    };
     say(format!(
         "wrote {}: {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
         shown_path(&a.output),
         r.tensors,
         r.file_bytes,
         r.base_hash,
-        links.len(),
-        if links.len() == 1 { "" } else { "s" }
+        paths.len(),
+        if paths.len() == 1 { "" } else { "s" }
     ))
 }
 

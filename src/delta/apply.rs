@@ -35,6 +35,43 @@ impl OutDtype {
     }
 }
 
+/// The output of `apply`: the base's tensors in name order, their dtypes and byte lengths
+/// in the output, and where each lies in it.
+pub(crate) struct OutputPlan<'a> {
+    pub(crate) names: Vec<&'a String>,
+    pub(crate) elems: Vec<Elem>,
+    pub(crate) tensors: Vec<OutTensor>,
+    pub(crate) layout: safetensors_out::Layout,
+}
+
+pub(crate) fn plan_output(base: &Model, dtype: OutDtype) -> Result<OutputPlan<'_>> {
+    let names: Vec<&String> = base.tensors.keys().collect();
+    let elems: Vec<Elem> = names
+        .iter()
+        .map(|n| Ok(dtype.resolve(base.elem(n, &base.tensors[n.as_str()])?)))
+        .collect::<Result<_>>()?;
+    let tensors: Vec<OutTensor> = names
+        .iter()
+        .zip(&elems)
+        .map(|(n, e)| {
+            let t = &base.tensors[n.as_str()];
+            OutTensor {
+                name: n.to_string(),
+                dtype: e.safetensors_name(),
+                shape: t.shape.clone(),
+                byte_len: (t.n_elements() * e.size()) as u64,
+            }
+        })
+        .collect();
+    let layout = safetensors_out::layout(&base.metadata, &tensors);
+    Ok(OutputPlan {
+        names,
+        elems,
+        tensors,
+        layout,
+    })
+}
+
 /// What `apply` wrote.
 #[derive(Debug, Clone)]
 pub(crate) struct Applied {
@@ -57,7 +94,7 @@ pub(crate) fn apply(
     if links.is_empty() {
         return Err(DeltaError::NothingToApply);
     }
-    refuse_output_among_inputs(out, base, links, None)?;
+    refuse_output_among_inputs(out, base, links.iter().map(|l| l.path.as_path()), None)?;
     // A single delta: the base is hashed on its own thread while the output is computed, and
     // the output is renamed into place only if the hash matched. A lineage is verified first.
     let single = links.len() == 1;
@@ -73,25 +110,12 @@ pub(crate) fn apply(
     } else {
         base_hash = verify_lineage(base, links, false, run)?.base_hash;
     }
-    let names: Vec<&String> = base.tensors.keys().collect();
-    let elems: Vec<Elem> = names
-        .iter()
-        .map(|n| Ok(dtype.resolve(base.elem(n, &base.tensors[n.as_str()])?)))
-        .collect::<Result<_>>()?;
-    let tensors: Vec<OutTensor> = names
-        .iter()
-        .zip(&elems)
-        .map(|(n, e)| {
-            let t = &base.tensors[n.as_str()];
-            OutTensor {
-                name: n.to_string(),
-                dtype: e.safetensors_name(),
-                shape: t.shape.clone(),
-                byte_len: (t.n_elements() * e.size()) as u64,
-            }
-        })
-        .collect();
-    let layout = safetensors_out::layout(&base.metadata, &tensors);
+    let OutputPlan {
+        names,
+        elems,
+        tensors,
+        layout,
+    } = plan_output(base, dtype)?;
     let bar = run.bar(layout.total_len, "applying");
     std::thread::scope(|s| {
         let hasher = single.then(|| s.spawn(|| base.parent_hash(|_| {})));

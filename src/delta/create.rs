@@ -46,7 +46,7 @@ pub(crate) fn create(
     run: &RunOptions,
 ) -> Result<Created> {
     validate_encode_options(enc)?;
-    refuse_output_among_inputs(out, base, links, Some(ft))?;
+    refuse_output_among_inputs(out, base, links.iter().map(|l| l.path.as_path()), Some(ft))?;
     let differences = structure_differences(base, ft);
     if !differences.is_empty() {
         return Err(DeltaError::ModelsDiffer {

@@ -8,10 +8,13 @@
 //! `.wdelta` and checks it against a base, `create.rs` makes a delta, `apply.rs` rebuilds a
 //! model, `verify.rs` checks a lineage of hashes and measures the reconstruction error, and
 //! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
-//! ordered parallel map of `pipeline.rs`; `outputs.rs` refuses an output that is an input. `store.rs` keeps commits' weights as deltas in a git
+//! ordered parallel map of `pipeline.rs`; `apply_stream.rs` applies one file in a single pass
+//! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses
+//! an output that is an input. `store.rs` keeps commits' weights as deltas in a git
 //! repository. Every failure is a [`DeltaError`].
 
 mod apply;
+mod apply_stream;
 mod codec;
 mod create;
 mod error;
@@ -22,10 +25,12 @@ mod pipeline;
 mod reconstruct;
 mod safetensors_out;
 mod store;
+mod stream;
 mod verify;
 
 // The face of the delta adapter: what the command line (and the tests) use.
 pub(crate) use apply::{OutDtype, apply};
+pub(crate) use apply_stream::apply_file;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
 pub(crate) use create::{Created, create};
 pub use error::DeltaError;

@@ -193,8 +193,17 @@ fn too_large(path: &Path, len: u64) -> DeltaError {
 
 /// Checks that a delta covers exactly the base's tensors with the same shapes.
 pub(crate) fn check_against_base(delta: &OpenDelta, base: &Model) -> Result<()> {
+    check_header_against_base(&delta.path, &delta.file.header, base)
+}
+
+/// [`check_against_base`] for the header of the delta at `path`.
+pub(crate) fn check_header_against_base(
+    path: &Path,
+    header: &crate::formats::wdelta::Header,
+    base: &Model,
+) -> Result<()> {
     let mut differences = Vec::new();
-    for (name, e) in &delta.file.header.tensors {
+    for (name, e) in &header.tensors {
         match base.tensors.get(name) {
             None => differences.push(format!("only in the delta: {}", shown(name))),
             Some(t) if !e.shape.iter().eq(t.shape.iter().copied()) => differences.push(format!(
@@ -207,7 +216,7 @@ pub(crate) fn check_against_base(delta: &OpenDelta, base: &Model) -> Result<()> 
         }
     }
     for name in base.tensors.keys() {
-        if !delta.file.header.tensors.contains_key(name) {
+        if !header.tensors.contains_key(name) {
             differences.push(format!("only in the base: {}", shown(name)));
         }
     }
@@ -215,7 +224,7 @@ pub(crate) fn check_against_base(delta: &OpenDelta, base: &Model) -> Result<()> 
         Ok(())
     } else {
         Err(DeltaError::BaseMismatch {
-            delta: delta.path.clone(),
+            delta: path.to_path_buf(),
             base: base.path.clone(),
             differences,
         })

@@ -6,25 +6,24 @@ use std::path::{Path, PathBuf};
 
 use super::error::DeltaError;
 use super::model::Model;
-use super::open::OpenDelta;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// Refuses `out` when it is the same file as one of the inputs (the same device and inode when
 /// it exists, through symlinks and hard links; else the same path once resolved), or a file
 /// inside a directory given as a sharded model.
-pub(crate) fn refuse_output_among_inputs(
+pub(crate) fn refuse_output_among_inputs<'a>(
     out: &Path,
     base: &Model,
-    links: &[OpenDelta],
+    deltas: impl IntoIterator<Item = &'a Path>,
     finetuned: Option<&Model>,
 ) -> Result<()> {
     check_model(out, base, "base model")?;
     if let Some(ft) = finetuned {
         check_model(out, ft, "fine-tuned model")?;
     }
-    for l in links {
-        check_file(out, &l.path, "delta")?;
+    for d in deltas {
+        check_file(out, d, "delta")?;
     }
     Ok(())
 }

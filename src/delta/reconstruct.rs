@@ -89,26 +89,9 @@ impl<'a> IntReconstructor<'a> {
         self.buf.resize(out.len(), 0.0);
         for d in &mut self.decoders {
             d.fill(&mut self.buf);
-            for (a, b) in out.iter_mut().zip(&self.buf) {
-                // Saturating: a value this far out is refused by the range check below.
-                *a = a.saturating_add(b.round_ties_even() as i128);
-            }
+            add_rounded(out, &self.buf);
         }
-        let (lo, hi) = self.elem.int_range();
-        for (k, (v, d)) in out.iter().zip(&self.buf).enumerate() {
-            if !d.is_finite() || *v < lo || *v > hi {
-                return Err(DeltaError::IntegerOutOfRange {
-                    tensor: self.name.to_string(),
-                    position: (self.pos + k) as u64,
-                    value: if d.is_finite() {
-                        v.to_string()
-                    } else {
-                        d.to_string()
-                    },
-                    dtype: self.elem.numpy_name(),
-                });
-            }
-        }
+        check_int_range(self.elem, self.name, self.pos, out, &self.buf)?;
         self.pos += out.len();
         Ok(())
     }
@@ -116,6 +99,46 @@ impl<'a> IntReconstructor<'a> {
     pub(crate) fn elem(&self) -> Elem {
         self.elem
     }
+}
+
+/// Adds each delta, rounded half to even, to the integers `vals` (elements `pos..` of tensor
+/// `name`, of type `elem`), and checks the results against the type's range.
+pub(crate) fn add_int_delta(
+    elem: Elem,
+    name: &str,
+    pos: usize,
+    vals: &mut [i128],
+    deltas: &[f32],
+) -> Result<()> {
+    add_rounded(vals, deltas);
+    check_int_range(elem, name, pos, vals, deltas)
+}
+
+fn add_rounded(vals: &mut [i128], deltas: &[f32]) {
+    for (a, b) in vals.iter_mut().zip(deltas) {
+        // Saturating: a value this far out is refused by the range check.
+        *a = a.saturating_add(b.round_ties_even() as i128);
+    }
+}
+
+/// Every value within the type's range, and no delta (`last`: the last link's) infinite or NaN.
+fn check_int_range(elem: Elem, name: &str, pos: usize, vals: &[i128], last: &[f32]) -> Result<()> {
+    let (lo, hi) = elem.int_range();
+    for (k, (v, d)) in vals.iter().zip(last).enumerate() {
+        if !d.is_finite() || *v < lo || *v > hi {
+            return Err(DeltaError::IntegerOutOfRange {
+                tensor: name.to_string(),
+                position: (pos + k) as u64,
+                value: if d.is_finite() {
+                    v.to_string()
+                } else {
+                    d.to_string()
+                },
+                dtype: elem.numpy_name(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// base + each link's delta, in float32, as the reference reconstructs (`base + delta`).

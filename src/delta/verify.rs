@@ -110,10 +110,20 @@ pub(crate) fn verify_lineage(
 /// The error of a delta whose parent hash is not `actual`, the hash of `parent` (named for the
 /// message).
 pub(crate) fn wrong_parent(delta: &OpenDelta, parent: String, actual: &str) -> DeltaError {
+    wrong_parent_of(&delta.path, delta.parent_hash(), parent, actual)
+}
+
+/// [`wrong_parent`] of the delta at `delta`, whose header names `expected`.
+pub(crate) fn wrong_parent_of(
+    delta: &std::path::Path,
+    expected: &str,
+    parent: String,
+    actual: &str,
+) -> DeltaError {
     DeltaError::WrongParent {
-        delta: delta.path.clone(),
+        delta: delta.to_path_buf(),
         parent,
-        expected: delta.parent_hash().to_string(),
+        expected: expected.to_string(),
         actual: actual.to_string(),
     }
 }

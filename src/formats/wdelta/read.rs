@@ -176,163 +176,178 @@ impl WdeltaFile {
         name: &str,
         entry: &TensorEntry,
     ) -> Result<(), WdeltaError> {
-        let n = entry.n_elements().ok_or_else(|| WdeltaError::HeaderField {
-            key: format!("tensors.{name}.shape"),
-            expected: "dimensions whose product fits in 64 bits".into(),
-        })?;
-        let strategy = entry.strategy();
-        let slots = self.records_at(position);
-        let get = |field: &str| {
-            strategy
-                .field_slot(field)
-                .and_then(|slot| slots.get(slot)?.as_ref())
-                .ok_or_else(|| WdeltaError::MissingRecord {
-                    tensor: name.to_string(),
-                    field: field.to_string(),
-                })
-        };
-        let dtype_err = |field: &str, r: &Record, expected: &str| WdeltaError::ArrayDtype {
-            tensor: name.to_string(),
-            field: field.to_string(),
-            found: r.dtype.name(),
-            expected: expected.to_string(),
-        };
-        let len_err = |field: &str, found: usize, expected: String| WdeltaError::ArrayLength {
-            tensor: name.to_string(),
-            field: field.to_string(),
-            found: found as u64,
-            expected,
-        };
-        match entry.params {
-            Params::Sparse { .. } => {
-                let idx = get("indices")?;
-                let vals = get("values")?;
-                if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
-                    return Err(dtype_err("indices", idx, "int64 or int32"));
-                }
-                if vals.dtype != ArrayDtype::Float32 {
-                    return Err(dtype_err("values", vals, "float32"));
-                }
-                if idx.len() as u64 > n {
-                    return Err(len_err("indices", idx.len(), format!("at most {n}")));
-                }
-                if vals.len() != idx.len() {
-                    return Err(len_err(
-                        "values",
-                        vals.len(),
-                        format!("{} (as many as indices)", idx.len()),
-                    ));
-                }
-                check_indices(name, "indices", idx.dtype, self.data(bytes, idx), n)?;
+        validate_tensor(name, entry, self.records_at(position), |r| {
+            self.data(bytes, r)
+        })
+    }
+}
+
+/// Checks the arrays of one tensor (`slots`: its records in the order of its strategy's
+/// fields, as [`RecordIndex::of_tensor`] gives them) against its header entry: every array
+/// present, dtypes, lengths, and index arrays in range and strictly ascending. `data` gives a
+/// record's bytes; only index arrays are read. A reader streaming a file validates each tensor
+/// with it as soon as its records are in.
+pub fn validate_tensor<'a>(
+    name: &str,
+    entry: &TensorEntry,
+    slots: &[Option<Record>],
+    data: impl Fn(&Record) -> &'a [u8],
+) -> Result<(), WdeltaError> {
+    let n = entry.n_elements().ok_or_else(|| WdeltaError::HeaderField {
+        key: format!("tensors.{name}.shape"),
+        expected: "dimensions whose product fits in 64 bits".into(),
+    })?;
+    let strategy = entry.strategy();
+    let get = |field: &str| {
+        strategy
+            .field_slot(field)
+            .and_then(|slot| slots.get(slot)?.as_ref())
+            .ok_or_else(|| WdeltaError::MissingRecord {
+                tensor: name.to_string(),
+                field: field.to_string(),
+            })
+    };
+    let dtype_err = |field: &str, r: &Record, expected: &str| WdeltaError::ArrayDtype {
+        tensor: name.to_string(),
+        field: field.to_string(),
+        found: r.dtype.name(),
+        expected: expected.to_string(),
+    };
+    let len_err = |field: &str, found: usize, expected: String| WdeltaError::ArrayLength {
+        tensor: name.to_string(),
+        field: field.to_string(),
+        found: found as u64,
+        expected,
+    };
+    match entry.params {
+        Params::Sparse { .. } => {
+            let idx = get("indices")?;
+            let vals = get("values")?;
+            if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
+                return Err(dtype_err("indices", idx, "int64 or int32"));
             }
-            Params::Quantized { n_elements, n_cols } => {
-                if n_elements != n {
-                    return Err(WdeltaError::HeaderField {
-                        key: format!("tensors.{name}.n_elements"),
-                        expected: format!("{n} (the product of the shape), found {n_elements}"),
-                    });
-                }
-                let shape = entry.shape.unpack();
-                let want_cols = quantized_cols(&shape);
-                if n_cols != want_cols {
-                    return Err(WdeltaError::HeaderField {
-                        key: format!("tensors.{name}.n_cols"),
-                        expected: format!("{want_cols} (the product of shape[1:]), found {n_cols}"),
-                    });
-                }
-                let scales = get("scales")?;
-                let signs = get("packed_signs")?;
-                if scales.dtype != ArrayDtype::Float16 {
-                    return Err(dtype_err("scales", scales, "float16"));
-                }
-                if signs.dtype != ArrayDtype::Uint8 {
-                    return Err(dtype_err("packed_signs", signs, "uint8"));
-                }
-                let rows = quantized_rows(&shape);
-                if scales.len() as u64 != rows {
-                    return Err(len_err(
-                        "scales",
-                        scales.len(),
-                        format!("{rows} (one per row)"),
-                    ));
-                }
-                let want = n.div_ceil(8);
-                if signs.len() as u64 != want {
-                    return Err(len_err("packed_signs", signs.len(), format!("{want}")));
-                }
+            if vals.dtype != ArrayDtype::Float32 {
+                return Err(dtype_err("values", vals, "float32"));
             }
-            Params::Int4 {
-                n_elements,
-                n_outliers,
-                layout,
-                ..
-            } => {
-                if n_elements != n {
-                    return Err(WdeltaError::HeaderField {
-                        key: format!("tensors.{name}.n_elements"),
-                        expected: format!("{n} (the product of the shape), found {n_elements}"),
-                    });
-                }
-                if n_outliers > n {
-                    return Err(WdeltaError::HeaderField {
-                        key: format!("tensors.{name}.n_outliers"),
-                        expected: format!("at most n_elements ({n}), found {n_outliers}"),
-                    });
-                }
-                let idx = get("outlier_idx")?;
-                let vals = get("outlier_vals")?;
-                let scale = get("scale")?;
-                let zero = get("zero_point")?;
-                let packed = get("packed")?;
-                if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
-                    return Err(dtype_err("outlier_idx", idx, "int64 or int32"));
-                }
-                for (field, r) in [
-                    ("outlier_vals", vals),
-                    ("scale", scale),
-                    ("zero_point", zero),
-                ] {
-                    if r.dtype != ArrayDtype::Float16 {
-                        return Err(dtype_err(field, r, "float16"));
-                    }
-                }
-                if packed.dtype != ArrayDtype::Uint8 {
-                    return Err(dtype_err("packed", packed, "uint8"));
-                }
-                if idx.len() as u64 != n_outliers {
-                    return Err(len_err(
-                        "outlier_idx",
-                        idx.len(),
-                        format!("{n_outliers} (n_outliers)"),
-                    ));
-                }
-                if vals.len() as u64 != n_outliers {
-                    return Err(len_err(
-                        "outlier_vals",
-                        vals.len(),
-                        format!("{n_outliers} (n_outliers)"),
-                    ));
-                }
-                if scale.len() != 1 {
-                    return Err(len_err("scale", scale.len(), "1".into()));
-                }
-                if zero.len() != 1 {
-                    return Err(len_err("zero_point", zero.len(), "1".into()));
-                }
-                let quantized = if layout == 1 { n - n_outliers } else { n };
-                let want = quantized.div_ceil(2);
-                if packed.len() as u64 != want {
-                    return Err(len_err(
-                        "packed",
-                        packed.len(),
-                        format!("{want} (two 4-bit values per byte for {quantized} values)"),
-                    ));
-                }
-                check_indices(name, "outlier_idx", idx.dtype, self.data(bytes, idx), n)?;
+            if idx.len() as u64 > n {
+                return Err(len_err("indices", idx.len(), format!("at most {n}")));
+            }
+            if vals.len() != idx.len() {
+                return Err(len_err(
+                    "values",
+                    vals.len(),
+                    format!("{} (as many as indices)", idx.len()),
+                ));
+            }
+            check_indices(name, "indices", idx.dtype, data(idx), n)?;
+        }
+        Params::Quantized { n_elements, n_cols } => {
+            if n_elements != n {
+                return Err(WdeltaError::HeaderField {
+                    key: format!("tensors.{name}.n_elements"),
+                    expected: format!("{n} (the product of the shape), found {n_elements}"),
+                });
+            }
+            let shape = entry.shape.unpack();
+            let want_cols = quantized_cols(&shape);
+            if n_cols != want_cols {
+                return Err(WdeltaError::HeaderField {
+                    key: format!("tensors.{name}.n_cols"),
+                    expected: format!("{want_cols} (the product of shape[1:]), found {n_cols}"),
+                });
+            }
+            let scales = get("scales")?;
+            let signs = get("packed_signs")?;
+            if scales.dtype != ArrayDtype::Float16 {
+                return Err(dtype_err("scales", scales, "float16"));
+            }
+            if signs.dtype != ArrayDtype::Uint8 {
+                return Err(dtype_err("packed_signs", signs, "uint8"));
+            }
+            let rows = quantized_rows(&shape);
+            if scales.len() as u64 != rows {
+                return Err(len_err(
+                    "scales",
+                    scales.len(),
+                    format!("{rows} (one per row)"),
+                ));
+            }
+            let want = n.div_ceil(8);
+            if signs.len() as u64 != want {
+                return Err(len_err("packed_signs", signs.len(), format!("{want}")));
             }
         }
-        Ok(())
+        Params::Int4 {
+            n_elements,
+            n_outliers,
+            layout,
+            ..
+        } => {
+            if n_elements != n {
+                return Err(WdeltaError::HeaderField {
+                    key: format!("tensors.{name}.n_elements"),
+                    expected: format!("{n} (the product of the shape), found {n_elements}"),
+                });
+            }
+            if n_outliers > n {
+                return Err(WdeltaError::HeaderField {
+                    key: format!("tensors.{name}.n_outliers"),
+                    expected: format!("at most n_elements ({n}), found {n_outliers}"),
+                });
+            }
+            let idx = get("outlier_idx")?;
+            let vals = get("outlier_vals")?;
+            let scale = get("scale")?;
+            let zero = get("zero_point")?;
+            let packed = get("packed")?;
+            if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
+                return Err(dtype_err("outlier_idx", idx, "int64 or int32"));
+            }
+            for (field, r) in [
+                ("outlier_vals", vals),
+                ("scale", scale),
+                ("zero_point", zero),
+            ] {
+                if r.dtype != ArrayDtype::Float16 {
+                    return Err(dtype_err(field, r, "float16"));
+                }
+            }
+            if packed.dtype != ArrayDtype::Uint8 {
+                return Err(dtype_err("packed", packed, "uint8"));
+            }
+            if idx.len() as u64 != n_outliers {
+                return Err(len_err(
+                    "outlier_idx",
+                    idx.len(),
+                    format!("{n_outliers} (n_outliers)"),
+                ));
+            }
+            if vals.len() as u64 != n_outliers {
+                return Err(len_err(
+                    "outlier_vals",
+                    vals.len(),
+                    format!("{n_outliers} (n_outliers)"),
+                ));
+            }
+            if scale.len() != 1 {
+                return Err(len_err("scale", scale.len(), "1".into()));
+            }
+            if zero.len() != 1 {
+                return Err(len_err("zero_point", zero.len(), "1".into()));
+            }
+            let quantized = if layout == 1 { n - n_outliers } else { n };
+            let want = quantized.div_ceil(2);
+            if packed.len() as u64 != want {
+                return Err(len_err(
+                    "packed",
+                    packed.len(),
+                    format!("{want} (two 4-bit values per byte for {quantized} values)"),
+                ));
+            }
+            check_indices(name, "outlier_idx", idx.dtype, data(idx), n)?;
+        }
     }
+    Ok(())
 }
 
 /// Indices must be strictly ascending and below `n`: decoding relies on it.

@@ -1,0 +1,354 @@
+//! `apply` of one `.wdelta` file in a single pass over each input: the base is read once, in
+//! name order, for both its hash and the reconstruction, and the delta is streamed
+//! ([`super::stream`]): its checksum covers exactly the bytes decoded. A reader thread (the
+//! caller's) reads and hashes both inputs and cuts each tensor into pieces; workers decode,
+//! add and write each piece at its place in the output. Buffers go round between them, so
+//! the memory held is a few pieces and the small arrays of the tensors in flight, whatever
+//! the size of the files. The output is renamed into place only after the checksum and the
+//! parent hash matched.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+
+use sha2::{Digest, Sha256};
+
+use super::apply::{Applied, OutDtype, apply, plan_output};
+use super::codec::RangeDecoder;
+use super::error::DeltaError;
+use super::model::Model;
+use super::open::check_header_against_base;
+use super::outputs::refuse_output_among_inputs;
+use super::pipeline::RunOptions;
+use super::reconstruct::add_int_delta;
+use super::stream::{DeltaStream, Stop, TensorRecords};
+use super::verify::wrong_parent_of;
+use crate::error::Error;
+use crate::formats::wdelta::{ArrayRef, Strategy, TensorArrays, WdeltaError, validate_tensor};
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+/// Elements per piece of work.
+const PIECE_ELEMS: usize = 1 << 20;
+
+/// One tensor's delta, shared by the pieces of the tensor.
+struct TensorDelta {
+    records: TensorRecords,
+    decoder: RangeDecoder,
+    strategy: Strategy,
+}
+
+/// A range of one tensor: the base's raw bytes and the range field's bytes it needs.
+struct Piece {
+    tensor: usize,
+    start: usize,
+    len: usize,
+    raw: Vec<u8>,
+    /// Bytes `window_from..` of the range field when it is streamed (else the field is held).
+    window: Vec<u8>,
+    window_from: usize,
+    delta: Arc<TensorDelta>,
+}
+
+/// Reconstructs the model `delta` describes from `base` into `out`: streamed in one pass over
+/// each input when the file's records are grouped by tensor in name order (as every known
+/// writer writes them), else with the file read whole.
+pub(crate) fn apply_file(
+    base: &Model,
+    delta: &Path,
+    out: &Path,
+    dtype: OutDtype,
+    sync: bool,
+    run: &RunOptions,
+) -> Result<Applied> {
+    if let Some(applied) = apply_streamed(base, delta, out, dtype, sync, run)? {
+        return Ok(applied);
+    }
+    let link = super::open::OpenDelta::open_deferred(delta)?;
+    apply(base, std::slice::from_ref(&link), out, dtype, sync, run)
+}
+
+/// Rebuilds the model `delta_path` describes from `base` into `out`, streaming; `None` when
+/// the file's records are not grouped by tensor in name order (read it whole instead).
+pub(crate) fn apply_streamed(
+    base: &Model,
+    delta_path: &Path,
+    out: &Path,
+    dtype: OutDtype,
+    sync: bool,
+    run: &RunOptions,
+) -> Result<Option<Applied>> {
+    refuse_output_among_inputs(out, base, [delta_path], None)?;
+    let mut stream = match DeltaStream::open(delta_path) {
+        Ok(s) => s,
+        Err(Stop::NotStreamable) => return Ok(None),
+        Err(Stop::Failed(e)) => return Err(*e),
+    };
+    check_header_against_base(delta_path, &stream.header, base)?;
+    base.check_elems()?;
+    let plan = plan_output(base, dtype)?;
+    let bar = run.bar(plan.layout.total_len, "applying");
+    let threads = run.threads().max(1);
+    let mut base_hash = String::new();
+    let result = crate::fsutil::write_atomically_with::<Stop>(out, sync, |file| {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(&plan.layout.header, 0)
+            .map_err(|e| Error::io(out, e))?;
+        let failed = AtomicBool::new(false);
+        let first_error: Mutex<Option<DeltaError>> = Mutex::new(None);
+        // Buffers circulate: the reader takes one per piece, workers give them back. Their
+        // number bounds the pieces in flight.
+        let (give_back, take) = mpsc::channel::<(Vec<u8>, Vec<u8>)>();
+        for _ in 0..2 * threads + 1 {
+            give_back
+                .send((Vec::new(), Vec::new()))
+                .expect("receiver alive");
+        }
+        let (send, receive) = mpsc::sync_channel::<Piece>(threads);
+        let receive = Mutex::new(receive);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                let (receive, give_back, failed, first_error) =
+                    (&receive, give_back.clone(), &failed, &first_error);
+                let (plan, bar) = (&plan, &bar);
+                s.spawn(move || {
+                    let mut work = Work::default();
+                    loop {
+                        let piece = match receive.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+                            Ok(p) => p,
+                            Err(_) => break,
+                        };
+                        if failed.load(Ordering::Relaxed) {
+                            let _ = give_back.send((piece.raw, piece.window));
+                            continue;
+                        }
+                        match work.run(base, plan, &piece, |offset, b| {
+                            file.write_all_at(b, offset)
+                                .map_err(|e| DeltaError::from(Error::io(out, e)))
+                        }) {
+                            Ok(written) => bar.inc(written),
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                first_error
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .get_or_insert(e);
+                            }
+                        }
+                        let _ = give_back.send((piece.raw, piece.window));
+                    }
+                });
+            }
+            let read = read_inputs(base, &plan.names, &mut stream, &send, &take, &failed);
+            drop(send);
+            read
+        })
+        .map(|hash| base_hash = hash)?;
+        // Checked in this order: the delta's integrity, then what the workers met, then
+        // whether the delta was made against this base.
+        if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(stream.unless_corrupt(e));
+        }
+        let expected = stream.header.parent_hash.clone();
+        stream.finish()?;
+        if base_hash != expected {
+            return Err(Stop::from(wrong_parent_of(
+                delta_path,
+                &expected,
+                base.path.display().to_string(),
+                &base_hash,
+            )));
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            bar.finish();
+            Ok(Some(Applied {
+                base_hash,
+                tensors: plan.names.len(),
+                file_bytes: plan.layout.total_len,
+            }))
+        }
+        Err(Stop::NotStreamable) => Ok(None),
+        Err(Stop::Failed(e)) => Err(*e),
+    }
+}
+
+/// The reader: every tensor in name order, its base bytes hashed and its delta records
+/// validated, cut into pieces for the workers. Returns the base's parent hash.
+fn read_inputs(
+    base: &Model,
+    names: &[&String],
+    stream: &mut DeltaStream,
+    send: &mpsc::SyncSender<Piece>,
+    take: &mpsc::Receiver<(Vec<u8>, Vec<u8>)>,
+    failed: &AtomicBool,
+) -> Result<String, Stop> {
+    let mut hasher = Sha256::new();
+    for (i, name) in names.iter().enumerate() {
+        if failed.load(Ordering::Relaxed) {
+            break;
+        }
+        let (_, entry) = stream
+            .header
+            .tensors
+            .get_index(i)
+            .expect("checked against the base");
+        let entry = entry.clone();
+        let records = match stream.next_tensor()? {
+            Some(r) if r.position == i => r,
+            // Tensor i's records come later, or not at all: the whole-file reader tells.
+            Some(_) => return Err(Stop::NotStreamable),
+            // The records ended before tensor i.
+            None => {
+                return Err(stream.structure_error(WdeltaError::MissingRecord {
+                    tensor: name.to_string(),
+                    field: entry.strategy().fields()[0].to_string(),
+                }));
+            }
+        };
+        if let Err(e) = validate_tensor(name, &entry, &records.slots, |r| {
+            &records.bytes[r.data_offset..r.data_offset + r.data_len]
+        }) {
+            return Err(stream.structure_error(e));
+        }
+        let arrays = TensorArrays {
+            fields: records
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(slot, r)| ArrayRef {
+                    dtype: r.as_ref().expect("validated").dtype,
+                    data: records.data(slot),
+                })
+                .collect(),
+        };
+        let decoder = RangeDecoder::new(&entry, &arrays);
+        let tail = records.tail;
+        let mut records = records;
+        // The decoder holds the small arrays decoded; the records' bytes are needed only when
+        // they hold the range field (it came before the others).
+        if tail.is_some() || RangeDecoder::range_field(entry.strategy()).is_none() {
+            records.bytes = Vec::new();
+        }
+        let delta = Arc::new(TensorDelta {
+            records,
+            decoder,
+            strategy: entry.strategy(),
+        });
+        let t = &base.tensors[name.as_str()];
+        let size = base.elem(name, t)?.size();
+        hasher.update(name.as_bytes());
+        let n = t.n_elements();
+        // The range field is read in order; neighbouring pieces may share a byte.
+        let mut taken = 0usize;
+        let mut last_byte = 0u8;
+        let mut start = 0;
+        while start < n {
+            if failed.load(Ordering::Relaxed) {
+                return Ok(String::new());
+            }
+            let len = PIECE_ELEMS.min(n - start);
+            let (mut raw, mut window) = take.recv().expect("buffers come back");
+            raw.resize(len * size, 0);
+            base.read_raw_into(t, start * size, &mut raw)?;
+            hasher.update(&raw);
+            let mut window_from = 0;
+            window.clear();
+            if tail.is_some() {
+                let (from, to) = delta.decoder.range_bytes(start, start + len);
+                window_from = from;
+                if from < taken {
+                    window.push(last_byte);
+                }
+                let have = window.len();
+                let to = to.max(taken);
+                window.resize(have + (to - taken), 0);
+                stream.take_tail(&mut window[have..])?;
+                taken = to;
+                if let Some(&b) = window.last() {
+                    last_byte = b;
+                }
+            }
+            send.send(Piece {
+                tensor: i,
+                start,
+                len,
+                raw,
+                window,
+                window_from,
+                delta: Arc::clone(&delta),
+            })
+            .map_err(|_| Stop::from(worker_gone()))?;
+            start += len;
+        }
+        if tail.is_some() {
+            stream.skip_tail()?;
+        }
+    }
+    Ok(crate::digest::hex(&hasher.finalize()))
+}
+
+fn worker_gone() -> DeltaError {
+    Error::io(
+        Path::new("."),
+        std::io::Error::other("a reconstruction worker stopped"),
+    )
+    .into()
+}
+
+/// A worker's reused buffers.
+#[derive(Default)]
+struct Work {
+    vals: Vec<f32>,
+    deltas: Vec<f32>,
+    ints: Vec<i128>,
+    bytes: Vec<u8>,
+}
+
+impl Work {
+    /// Reconstructs one piece and writes it; returns the bytes written.
+    fn run(
+        &mut self,
+        base: &Model,
+        plan: &super::apply::OutputPlan<'_>,
+        piece: &Piece,
+        write: impl Fn(u64, &[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let name = plan.names[piece.tensor].as_str();
+        let t = &base.tensors[name];
+        let base_elem = base.elem(name, t)?;
+        let out_elem = plan.elems[piece.tensor];
+        let len = piece.len;
+        self.deltas.resize(len, 0.0);
+        let delta = &piece.delta;
+        let window: &[u8] = match delta.records.tail {
+            Some(_) => &piece.window,
+            None => match RangeDecoder::range_field(delta.strategy) {
+                Some(slot) => delta.records.data(slot),
+                None => &[],
+            },
+        };
+        delta
+            .decoder
+            .decode(piece.start, window, piece.window_from, &mut self.deltas);
+        self.bytes.resize(len * out_elem.size(), 0);
+        if out_elem.is_float() {
+            self.vals.resize(len, 0.0);
+            base_elem.to_f32(&piece.raw, &mut self.vals);
+            for (a, b) in self.vals.iter_mut().zip(&self.deltas) {
+                *a += *b;
+            }
+            out_elem.write_f32(&self.vals, &mut self.bytes);
+        } else {
+            self.ints.resize(len, 0);
+            base_elem.to_i128(&piece.raw, &mut self.ints);
+            add_int_delta(base_elem, name, piece.start, &mut self.ints, &self.deltas)?;
+            out_elem.write_i128(&self.ints, &mut self.bytes);
+        }
+        let at = plan.layout.offsets[piece.tensor] + (piece.start * out_elem.size()) as u64;
+        write(at, &self.bytes)?;
+        Ok(self.bytes.len() as u64)
+    }
+}
