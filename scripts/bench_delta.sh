@@ -91,3 +91,21 @@ PYEOF
     done < "$WORK/errors"
 } > "$RESULTS"
 cat "$RESULTS"
+
+# The ratios for scripts/bench-all: best wall time against deltatensors, apply's peak RSS
+# against its 256 MB bound.
+params=$("$PY" -c 'import sys, json
+from safetensors import safe_open
+with safe_open(sys.argv[1], "np") as f:
+    print(sum(int(__import__("numpy").prod(f.get_slice(k).get_shape())) for k in f.keys()))' "$B")
+for step in create-int4 apply-int4; do
+    read -r _ ow orss < <(grep "^ours-$step " "$WORK/times")
+    read -r _ rw _ < <(grep "^ref-$step " "$WORK/times")
+    target=0.2
+    [ "$step" = apply-int4 ] && target=0.1
+    python3 scripts/bench_result.py add delta --work "delta ${step%-int4} --strategy int4, $((params / 1000000))M float32 parameters" \
+        --ours "$ow" --peer "$rw" --peer-name "deltatensors 0.2.0 (numpy API)" --max-ratio "$target"
+done
+read -r _ _ orss < <(grep "^ours-apply-int4 " "$WORK/times")
+python3 scripts/bench_result.py add delta --work "delta apply peak RSS, $((params / 1000000))M parameters" \
+    --ours "$orss" --peer 256 --peer-name "bound" --max-ratio 1.0 --unit MB
