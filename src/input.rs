@@ -247,8 +247,8 @@ impl Opener<'_> {
             if path.is_dir() {
                 // A directory of one model file: that file's bytes.
                 let dir = crate::read::FsDirectory::new(&path);
-                let names =
-                    crate::sharded::Directory::file_names(&dir).map_err(crate::Error::from)?;
+                let names = crate::sharded::Directory::file_names(&dir)
+                    .map_err(crate::error::Error::from)?;
                 if let [crate::sharded::Candidate::Single(file)] =
                     crate::sharded::candidates(&names).as_slice()
                 {
