@@ -44,7 +44,12 @@ fn url(path: &Path) -> String {
 
 /// The DOM Chromium built from the page, after its script ran, as html_check.py parses it.
 fn loaded_dom(page: &Path) -> Value {
-    let out = chromium(&["--dump-dom", &url(page)]);
+    loaded_dom_at(page, "")
+}
+
+/// The same, with `fragment` (such as `#sort=2-asc`) in the address.
+fn loaded_dom_at(page: &Path, fragment: &str) -> Value {
+    let out = chromium(&["--dump-dom", &format!("{}{fragment}", url(page))]);
     let dump = page.with_extension("dom.html");
     std::fs::write(&dump, &out.stdout).unwrap();
     check("dom", &dump)
@@ -225,6 +230,26 @@ fn value_diff_report_shows_every_changed_tensor_in_a_heatmap() {
     }
     assert!(text.contains(&values["summary"].as_str().unwrap().to_string()));
     assert_not_blank(&screenshot(&html));
+
+    // The table: worst rel_l2 first as written; sorted by the script when the address asks
+    // (column 2 is rel_l2, column 5 the changed elements).
+    let column = |dom: &Value, at: usize| -> Vec<f64> {
+        dom["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row[at].as_str().unwrap().parse::<f64>().unwrap())
+            .collect()
+    };
+    let written = column(&dom, 0);
+    assert_eq!(written.len(), changed.len());
+    assert!(written.windows(2).all(|w| w[0] >= w[1]), "{written:?}");
+    let ascending = loaded_dom_at(&html, "#sort=2-asc");
+    let rel = column(&ascending, 0);
+    assert!(rel.windows(2).all(|w| w[0] <= w[1]), "{rel:?}");
+    assert_ne!(rel, written, "the rows moved");
+    let by_count = column(&loaded_dom_at(&html, "#sort=5-desc"), 3);
+    assert!(by_count.windows(2).all(|w| w[0] >= w[1]), "{by_count:?}");
 }
 
 #[test]

@@ -5,7 +5,8 @@ Usage: html_check.py dom FILE   FILE is a DOM as `chromium --dump-dom` printed i
                                 on* attribute, as "tag.attr"), "attributes" (attribute name ->
                                 count), "text" (the text content), "cells" (the data-n of every
                                 heatmap cell), "html_attributes" (those of the root element),
-                                "headings" (the text of every <h2>).
+                                "headings" (the text of every <h2>), "rows" (per row of a
+                                changed-tensor table, the data-v of its cells, in page order).
        html_check.py png FILE   FILE is a PNG screenshot. Prints JSON: "width", "height",
                                 "colours" (distinct RGB colours), "non_white" (fraction of
                                 pixels that are not near-white), decoded with zlib and the PNG
@@ -30,6 +31,8 @@ class Dom(html.parser.HTMLParser):
         self.root = {}
         self.headings = []
         self.in_h2 = False
+        self.rows = []
+        self.in_changes = False
 
     def handle_starttag(self, tag, attrs):
         self.tags[tag] += 1
@@ -43,10 +46,18 @@ class Dom(html.parser.HTMLParser):
             self.headings.append("")
         if tag == "html":
             self.root = attrs
+        if tag == "table":
+            self.in_changes = "changes" in attrs.get("class", "").split()
+        if self.in_changes and tag == "tr" and "data-tensor" in attrs:
+            self.rows.append([])
+        if self.in_changes and tag == "td" and "data-v" in attrs and self.rows:
+            self.rows[-1].append(attrs["data-v"])
         if "data-cell" in attrs:
             self.cells.append(int(attrs.get("data-n", "0")))
 
     def handle_endtag(self, tag):
+        if tag == "table":
+            self.in_changes = False
         if tag == "h2":
             self.in_h2 = False
 
@@ -69,6 +80,7 @@ def dom(path):
         "cells": parser.cells,
         "html_attributes": parser.root,
         "headings": parser.headings,
+        "rows": parser.rows,
     }
 
 

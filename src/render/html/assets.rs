@@ -63,25 +63,34 @@ pub const SCRIPT: &str = r#"
     if (v === null) return cell.textContent;
     return v === 'inf' ? Infinity : parseFloat(v);
   }
+  // A sort shows in the address (#sort=COLUMN-asc|desc), so a sorted view can be linked to
+  // and opens sorted.
+  var wanted = /^#sort=(\d+)-(asc|desc)$/.exec(location.hash);
   document.querySelectorAll('table.changes').forEach(function (table) {
     var heads = table.querySelectorAll('thead th');
+    function sortBy(col, asc) {
+      var th = heads[col];
+      heads.forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
+      th.classList.add(asc ? 'sorted-asc' : 'sorted-desc');
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = key(a.cells[col]), y = key(b.cells[col]);
+        var order = (typeof x === 'number' && typeof y === 'number')
+          ? (x === y ? 0 : (x < y ? -1 : 1))
+          : String(x).localeCompare(String(y));
+        return asc ? order : -order;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    }
     heads.forEach(function (th, col) {
       th.addEventListener('click', function () {
         var asc = !th.classList.contains('sorted-asc');
-        heads.forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
-        th.classList.add(asc ? 'sorted-asc' : 'sorted-desc');
-        var body = table.tBodies[0];
-        var rows = Array.prototype.slice.call(body.rows);
-        rows.sort(function (a, b) {
-          var x = key(a.cells[col]), y = key(b.cells[col]);
-          var order = (typeof x === 'number' && typeof y === 'number')
-            ? (x === y ? 0 : (x < y ? -1 : 1))
-            : String(x).localeCompare(String(y));
-          return asc ? order : -order;
-        });
-        rows.forEach(function (r) { body.appendChild(r); });
+        sortBy(col, asc);
+        history.replaceState(null, '', '#sort=' + col + '-' + (asc ? 'asc' : 'desc'));
       });
     });
+    if (wanted && Number(wanted[1]) < heads.length) sortBy(Number(wanted[1]), wanted[2] === 'asc');
   });
   document.querySelectorAll('table.heat').forEach(function (heat) {
     var info = document.getElementById(heat.getAttribute('data-info'));

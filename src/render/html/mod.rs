@@ -489,7 +489,7 @@ fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
     let scale = heatmap::Scale::of(entries);
     let _ = writeln!(
         out,
-        "<h3>Changed tensors ({})</h3>\n<p class=\"dim\">Click a heading to sort.</p>\n\
+        "<h3>Changed tensors ({})</h3>\n<p class=\"dim\">Click a heading to sort; the address keeps the order (#sort=COLUMN-asc or -desc).</p>\n\
          <div class=\"scroll\"><table class=\"changes\" id=\"{id}-changes\">\n<thead><tr>\
          <th class=\"name\">name</th><th class=\"kind\">{}</th><th>rel_l2</th><th>max |Δ|</th>\
          <th>cosine</th><th>changed elements</th></tr></thead>\n<tbody>",
