@@ -7,6 +7,9 @@
       rows and one changed byte per row elsewhere, and the f32 tensors are scaled by 1.001.
   bench_values_gen.py safetensors DIR [--mb N]  DIR/a.safetensors, DIR/b.safetensors: N MB
       (default 1100) each of float32 and bfloat16 tensors; b = a * (1 + 1e-3 noise).
+  bench_values_gen.py gguf-type DIR --type T [--mb N]   DIR/a-T.gguf, DIR/b-T.gguf: N MB
+      (default 100) each of 2048-wide tensors of one quantized type T (q4_k, q5_0, q6_k,
+      q8_0); every block of b is new, so both sides are decoded and compared everywhere.
 Written with gguf-py's GGUFWriter and the safetensors package.
 """
 import argparse
@@ -68,6 +71,24 @@ def gguf_pair(out, mb):
         w.close()
 
 
+def gguf_type_pair(out, mb, name):
+    rng = np.random.default_rng(3)
+    qtype = {"q4_k": T.Q4_K, "q5_0": T.Q5_0, "q6_k": T.Q6_K, "q8_0": T.Q8_0}[name]
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    rows, cols = 2048, 2048
+    count = max(1, -(-mb * 1_000_000 // (rows * cols // block * size)))
+    wa = gguf.GGUFWriter(os.path.join(out, f"a-{name}.gguf"), "llama")
+    wb = gguf.GGUFWriter(os.path.join(out, f"b-{name}.gguf"), "llama")
+    for i in range(count):
+        wa.add_tensor(f"blk.{i}.weight", blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+        wb.add_tensor(f"blk.{i}.weight", blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+    for w in (wa, wb):
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
 def safetensors_pair(out, mb):
     rng = np.random.default_rng(2)
     a, b, keep = {}, {}, []
@@ -94,12 +115,15 @@ def safetensors_pair(out, mb):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["gguf", "safetensors"])
+    p.add_argument("kind", choices=["gguf", "gguf-type", "safetensors"])
     p.add_argument("dir")
     p.add_argument("--mb", type=int)
+    p.add_argument("--type", choices=["q4_k", "q5_0", "q6_k", "q8_0"])
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     if args.kind == "gguf":
         gguf_pair(args.dir, args.mb or 300)
+    elif args.kind == "gguf-type":
+        gguf_type_pair(args.dir, args.mb or 100, args.type)
     else:
         safetensors_pair(args.dir, args.mb or 1100)

@@ -545,22 +545,45 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
         old_bytes,
         new_bytes,
     } = buffers;
+    let wide = pair.old_codec.wide_integer || pair.new_codec.wide_integer;
     let mut sums = Sums::default();
+    // An unchanged run decoded into `buf_old` whose sums wait for a second one: the two are
+    // summed together (see [`Sums::unchanged_two`]), and merged in order.
+    let mut pending: Option<usize> = None;
     let mut at = start;
     while at < end {
         let to = (at + STRIDE).min(end);
         let n = (to - at) as usize;
         let raw_old = pair.old.elements(&pair.old_codec, at, to, old_bytes);
         let raw_new = pair.new.elements(&pair.new_codec, at, to, new_bytes);
-        (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
         let unchanged = pair.same_dtype && raw_old == raw_new;
+        if unchanged && !wide {
+            match pending.take() {
+                None => {
+                    (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
+                    pending = Some(n);
+                }
+                Some(m) => {
+                    (pair.old_codec.decode)(raw_old, &mut buf_new[..n]);
+                    let (first, second) = Sums::unchanged_two(&buf_old[..m], &buf_new[..n]);
+                    sums.merge(&first);
+                    sums.merge(&second);
+                }
+            }
+            at = to;
+            continue;
+        }
+        if let Some(m) = pending.take() {
+            sums.merge(&Sums::unchanged(&buf_old[..m]));
+        }
+        (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
         let mut part = if unchanged {
             Sums::unchanged(&buf_old[..n])
         } else {
             (pair.new_codec.decode)(raw_new, &mut buf_new[..n]);
             Sums::of(&buf_old[..n], &buf_new[..n])
         };
-        if pair.old_codec.wide_integer || pair.new_codec.wide_integer {
+        if wide {
             part.inexact = beyond_f64(&buf_old[..n]) || !unchanged && beyond_f64(&buf_new[..n]);
             if pair.same_dtype && !unchanged {
                 // Two integers that round to the same f64 may still differ.
@@ -574,6 +597,9 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
         }
         sums.merge(&part);
         at = to;
+    }
+    if let Some(m) = pending {
+        sums.merge(&Sums::unchanged(&buf_old[..m]));
     }
     sums
 }

@@ -26,40 +26,51 @@ fn nibble(qs: &[u8], index: usize) -> u8 {
 /// super-scales d and dmin; value = d * scale * q - dmin * min.
 #[inline(always)]
 pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<84, 256>(bytes, out, |b, v| {
-        let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
-        let qs = &b[16..80];
-        for (i, v) in v.iter_mut().enumerate() {
-            let sc = b[i / 16];
-            let dl = d * (sc & 0x0F) as f32;
-            let ml = dmin * (sc >> 4) as f32;
-            *v = dl * crumb(qs, i) as f32 - ml;
-        }
-    });
+    each_block::<84, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+            let qs = &b[16..80];
+            for (i, v) in v.iter_mut().enumerate() {
+                let sc = b[i / 16];
+                let dl = d * (sc & 0x0F) as f32;
+                let ml = dmin * (sc >> 4) as f32;
+                *v = dl * crumb(qs, i) as f32 - ml;
+            }
+        },
+    );
 }
 
 /// q3_k: 32 bytes of high bits (set means "no -4"), 64 bytes of 2-bit values, 12 bytes of
 /// sixteen 6-bit signed scales, super-scale d; value = d * (scale - 32) * q.
 #[inline(always)]
 pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<110, 256>(bytes, out, |b, v| {
-        let (hmask, qs, packed) = (&b[0..32], &b[32..96], &b[96..108]);
-        let d = f16_at(b, 108);
-        let mut dl = [0f32; 16];
-        for (i, dl) in dl.iter_mut().enumerate() {
-            let low = (packed[i % 8] >> (4 * (i / 8))) & 0x0F;
-            let high = (packed[8 + i % 4] >> (2 * (i / 4))) & 0x03;
-            *dl = d * (((low | (high << 4)) as i32) - 32) as f32;
-        }
-        for (i, v) in v.iter_mut().enumerate() {
-            let high = (hmask[i % 32] >> (i / 32)) & 1;
-            let q = crumb(qs, i) as i32 - (((high ^ 1) as i32) << 2);
-            *v = dl[i / 16] * q as f32;
-        }
-    });
+    each_block::<110, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (hmask, qs, packed) = (&b[0..32], &b[32..96], &b[96..108]);
+            let d = f16_at(b, 108);
+            let mut dl = [0f32; 16];
+            for (i, dl) in dl.iter_mut().enumerate() {
+                let low = (packed[i % 8] >> (4 * (i / 8))) & 0x0F;
+                let high = (packed[8 + i % 4] >> (2 * (i / 4))) & 0x03;
+                *dl = d * (((low | (high << 4)) as i32) - 32) as f32;
+            }
+            for (i, v) in v.iter_mut().enumerate() {
+                let high = (hmask[i % 32] >> (i / 32)) & 1;
+                let q = crumb(qs, i) as i32 - (((high ^ 1) as i32) << 2);
+                *v = dl[i / 16] * q as f32;
+            }
+        },
+    );
 }
 
 /// The eight 6-bit scales and minimums of q4_k and q5_k, packed in 12 bytes.
+#[inline(always)]
 fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
     let (d, m, md) = (&packed[0..4], &packed[4..8], &packed[8..12]);
     let mut sc = [0u8; 8];
@@ -77,65 +88,80 @@ fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
 /// value = d * scale * q - dmin * min.
 #[inline(always)]
 pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<144, 256>(bytes, out, |b, v| {
-        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-        let (sc, mn) = scales_and_mins(&b[4..16]);
-        // Byte g * 32 + l holds value g * 64 + l (low nibble) and g * 64 + 32 + l (high).
-        for g in 0..4 {
-            let qs = &b[16 + g * 32..][..32];
-            let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
-            let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
-            let (lo, hi) = v[g * 64..][..64].split_at_mut(32);
-            for l in 0..32 {
-                lo[l] = d0 * (qs[l] & 0x0F) as f32 - m0;
-                hi[l] = d1 * (qs[l] >> 4) as f32 - m1;
+    each_block::<144, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+            let (sc, mn) = scales_and_mins(&b[4..16]);
+            // Byte g * 32 + l holds value g * 64 + l (low nibble) and g * 64 + 32 + l (high).
+            for g in 0..4 {
+                let qs = &b[16 + g * 32..][..32];
+                let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
+                let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
+                let (lo, hi) = v[g * 64..][..64].split_at_mut(32);
+                for l in 0..32 {
+                    lo[l] = d0 * (qs[l] & 0x0F) as f32 - m0;
+                    hi[l] = d1 * (qs[l] >> 4) as f32 - m1;
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// q5_k: q4_k plus 32 bytes holding a fifth bit per value (bit `i / 32` of byte `i % 32`).
 #[inline(always)]
 pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<176, 256>(bytes, out, |b, v| {
-        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-        let (sc, mn) = scales_and_mins(&b[4..16]);
-        let (qh, qs) = (&b[16..48], &b[48..176]);
-        for j in 0..8 {
-            let (dl, ml) = (d * sc[j] as f32, dmin * mn[j] as f32);
-            for l in 0..32 {
-                let i = j * 32 + l;
-                let q = nibble(qs, i) | (((qh[l] >> j) & 1) << 4);
-                v[i] = dl * q as f32 - ml;
+    each_block::<176, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+            let (sc, mn) = scales_and_mins(&b[4..16]);
+            let (qh, qs) = (&b[16..48], &b[48..176]);
+            for j in 0..8 {
+                let (dl, ml) = (d * sc[j] as f32, dmin * mn[j] as f32);
+                for l in 0..32 {
+                    let i = j * 32 + l;
+                    let q = nibble(qs, i) | (((qh[l] >> j) & 1) << 4);
+                    v[i] = dl * q as f32 - ml;
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales, d;
 /// value = d * scale * (q - 32).
 #[inline(always)]
 pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<210, 256>(bytes, out, |b, v| {
-        let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
-        let d = f16_at(b, 208);
-        // Value h * 128 + s * 32 + l: low nibble of byte h * 64 + (s % 2) * 32 + l (high
-        // nibble for s >= 2), 2 high bits at 2 s of byte h * 32 + l of qh.
-        for h in 0..2 {
-            for s in 0..4 {
-                let low_bytes = &ql[h * 64 + (s % 2) * 32..][..32];
-                let high_bytes = &qh[h * 32..][..32];
-                let dl = [0, 1].map(|k| d * (scales[h * 8 + s * 2 + k] as i8) as f32);
-                let dst = &mut v[h * 128 + s * 32..][..32];
-                for l in 0..32 {
-                    let low = (low_bytes[l] >> (4 * (s / 2))) & 0x0F;
-                    let high = (high_bytes[l] >> (2 * s)) & 3;
-                    let q = ((low | (high << 4)) as i32) - 32;
-                    dst[l] = dl[l / 16] * q as f32;
+    each_block::<210, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
+            let d = f16_at(b, 208);
+            // Value h * 128 + s * 32 + l: low nibble of byte h * 64 + (s % 2) * 32 + l (high
+            // nibble for s >= 2), 2 high bits at 2 s of byte h * 32 + l of qh.
+            for h in 0..2 {
+                for s in 0..4 {
+                    let low_bytes = &ql[h * 64 + (s % 2) * 32..][..32];
+                    let high_bytes = &qh[h * 32..][..32];
+                    let dl = [0, 1].map(|k| d * (scales[h * 8 + s * 2 + k] as i8) as f32);
+                    let dst = &mut v[h * 128 + s * 32..][..32];
+                    for l in 0..32 {
+                        let low = (low_bytes[l] >> (4 * (s / 2))) & 0x0F;
+                        let high = (high_bytes[l] >> (2 * s)) & 3;
+                        let q = ((low | (high << 4)) as i32) - 32;
+                        dst[l] = dl[l / 16] * q as f32;
+                    }
                 }
             }
-        }
-    });
+        },
+    );
 }
 
 /// iq4_xs: d, 16 bits of 2-bit scale highs, 4 bytes of 4-bit scale lows (eight 6-bit signed
@@ -143,20 +169,25 @@ pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
 /// level, the 16 low nibbles of a 16-byte run first.
 #[inline(always)]
 pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
-    each_block::<136, 256>(bytes, out, |b, v| {
-        let d = f16_at(b, 0);
-        let scales_h = u16_at(b, 2);
-        let (scales_l, qs) = (&b[4..8], &b[8..136]);
-        for j in 0..8 {
-            let low = (scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
-            let high = ((scales_h >> (2 * j)) & 0x03) as u8;
-            let dl = d * (((low | (high << 4)) as i32) - 32) as f32;
-            for l in 0..32 {
-                let q = (qs[j * 16 + l % 16] >> (4 * (l / 16))) & 0x0F;
-                v[j * 32 + l] = dl * IQ4_LEVELS[q as usize] as f32;
+    each_block::<136, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 0);
+            let scales_h = u16_at(b, 2);
+            let (scales_l, qs) = (&b[4..8], &b[8..136]);
+            for j in 0..8 {
+                let low = (scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
+                let high = ((scales_h >> (2 * j)) & 0x03) as u8;
+                let dl = d * (((low | (high << 4)) as i32) - 32) as f32;
+                for l in 0..32 {
+                    let q = (qs[j * 16 + l % 16] >> (4 * (l / 16))) & 0x0F;
+                    v[j * 32 + l] = dl * IQ4_LEVELS[q as usize] as f32;
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// tq1_0: 48 bytes of five base-3 digits each and 4 bytes of four, as fixed-point fractions of
@@ -168,31 +199,41 @@ pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
         let shifted = x.wrapping_mul(POW3[p]);
         (((shifted as u16 * 3) >> 8) as i32 - 1) as f32
     };
-    each_block::<54, 256>(bytes, out, |b, v| {
-        let d = f16_at(b, 52);
-        for p in 0..5 {
-            for l in 0..32 {
-                v[p * 32 + l] = d * trit(b[l], p);
+    each_block::<54, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 52);
+            for p in 0..5 {
+                for l in 0..32 {
+                    v[p * 32 + l] = d * trit(b[l], p);
+                }
+                for l in 0..16 {
+                    v[160 + p * 16 + l] = d * trit(b[32 + l], p);
+                }
             }
-            for l in 0..16 {
-                v[160 + p * 16 + l] = d * trit(b[32 + l], p);
+            for p in 0..4 {
+                for l in 0..4 {
+                    v[240 + p * 4 + l] = d * trit(b[48 + l], p);
+                }
             }
-        }
-        for p in 0..4 {
-            for l in 0..4 {
-                v[240 + p * 4 + l] = d * trit(b[48 + l], p);
-            }
-        }
-    });
+        },
+    );
 }
 
 /// tq2_0: 64 bytes of 2-bit values (as q2_k's), then d; value = d * (q - 1).
 #[inline(always)]
 pub fn tq2_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<66, 256>(bytes, out, |b, v| {
-        let d = f16_at(b, 64);
-        for (i, v) in v.iter_mut().enumerate() {
-            *v = d * (crumb(&b[..64], i) as i32 - 1) as f32;
-        }
-    });
+    each_block::<66, 256>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 64);
+            for (i, v) in v.iter_mut().enumerate() {
+                *v = d * (crumb(&b[..64], i) as i32 - 1) as f32;
+            }
+        },
+    );
 }

@@ -18,89 +18,118 @@ const E2M1_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, 
 /// q4_0: f16 scale d, 16 bytes of nibbles q; value = d * (q - 8).
 #[inline(always)]
 pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<18, 32>(bytes, out, |b, v| {
-        let d = f16_at(b, 0);
-        for j in 0..16 {
-            let q = b[2 + j];
-            v[j] = d * ((q & 0x0F) as i32 - 8) as f32;
-            v[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
-        }
-    });
+    each_block::<18, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 0);
+            for j in 0..16 {
+                let q = b[2 + j];
+                v[j] = d * ((q & 0x0F) as i32 - 8) as f32;
+                v[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+            }
+        },
+    );
 }
 
 /// q4_1: scale d, minimum m, 16 bytes of nibbles; value = d * q + m.
 #[inline(always)]
 pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
-    each_block::<20, 32>(bytes, out, |b, v| {
-        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-        for j in 0..16 {
-            let q = b[4 + j];
-            v[j] = d * (q & 0x0F) as f32 + m;
-            v[j + 16] = d * (q >> 4) as f32 + m;
-        }
-    });
+    each_block::<20, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+            for j in 0..16 {
+                let q = b[4 + j];
+                v[j] = d * (q & 0x0F) as f32 + m;
+                v[j + 16] = d * (q >> 4) as f32 + m;
+            }
+        },
+    );
 }
 
 /// The 32 5-bit values of a block: low nibbles from `qs` (value j and j + 16 in byte j), the
 /// fifth bits from the 32-bit mask `qh` (bit j for value j).
 #[inline(always)]
-fn five_bits(qs: &[u8], qh: u32) -> [u8; 32] {
-    std::array::from_fn(|j| {
-        let low = if j < 16 {
-            qs[j] & 0x0F
-        } else {
-            qs[j - 16] >> 4
-        };
-        low | ((((qh >> j) & 1) as u8) << 4)
-    })
+fn five_bits(qs: &[u8; 16], qh: u32) -> [u8; 32] {
+    // Plain loops over fixed-size arrays: `array::from_fn` was left as an out-of-line call.
+    let mut q = [0u8; 32];
+    for j in 0..16 {
+        q[j] = (qs[j] & 0x0F) | ((((qh >> j) & 1) as u8) << 4);
+        q[j + 16] = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
+    }
+    q
 }
 
 /// q5_0: scale d, 32 high bits, 16 bytes of nibbles; value = d * (q - 16).
 #[inline(always)]
 pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<22, 32>(bytes, out, |b, v| {
-        let d = f16_at(b, 0);
-        let q = five_bits(&b[6..22], u32_at(b, 2));
-        for j in 0..32 {
-            v[j] = d * (q[j] as i32 - 16) as f32;
-        }
-    });
+    each_block::<22, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 0);
+            let q = five_bits(b[6..22].try_into().expect("16 bytes"), u32_at(b, 2));
+            for j in 0..32 {
+                v[j] = d * (q[j] as i32 - 16) as f32;
+            }
+        },
+    );
 }
 
 /// q5_1: scale d, minimum m, 32 high bits, 16 bytes of nibbles; value = d * q + m.
 #[inline(always)]
 pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
-    each_block::<24, 32>(bytes, out, |b, v| {
-        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-        let q = five_bits(&b[8..24], u32_at(b, 4));
-        for j in 0..32 {
-            v[j] = d * q[j] as f32 + m;
-        }
-    });
+    each_block::<24, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+            let q = five_bits(b[8..24].try_into().expect("16 bytes"), u32_at(b, 4));
+            for j in 0..32 {
+                v[j] = d * q[j] as f32 + m;
+            }
+        },
+    );
 }
 
 /// q8_0: scale d, 32 signed bytes; value = q * d.
 #[inline(always)]
 pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<34, 32>(bytes, out, |b, v| {
-        let d = f16_at(b, 0);
-        for (j, v) in v.iter_mut().enumerate() {
-            *v = (b[2 + j] as i8) as f32 * d;
-        }
-    });
+    each_block::<34, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 0);
+            for (j, v) in v.iter_mut().enumerate() {
+                *v = (b[2 + j] as i8) as f32 * d;
+            }
+        },
+    );
 }
 
 /// iq4_nl: scale d, 16 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * level.
 #[inline(always)]
 pub fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
-    each_block::<18, 32>(bytes, out, |b, v| {
-        let d = f16_at(b, 0);
-        for j in 0..16 {
-            let q = b[2 + j];
-            v[j] = d * IQ4_LEVELS[(q & 0x0F) as usize] as f32;
-            v[j + 16] = d * IQ4_LEVELS[(q >> 4) as usize] as f32;
-        }
-    });
+    each_block::<18, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = f16_at(b, 0);
+            for j in 0..16 {
+                let q = b[2 + j];
+                v[j] = d * IQ4_LEVELS[(q & 0x0F) as usize] as f32;
+                v[j + 16] = d * IQ4_LEVELS[(q >> 4) as usize] as f32;
+            }
+        },
+    );
 }
 
 /// An e8m0 exponent byte as the f32 2^(e - 127) / 2 (ggml's `e8m0_to_fp32_half`).
@@ -116,14 +145,19 @@ fn e8m0_half(e: u8) -> f32 {
 /// mxfp4: one e8m0 scale byte, 16 bytes of e2m1 nibbles; value = scale * e2m1.
 #[inline(always)]
 pub fn mxfp4(bytes: &[u8], out: &mut [f64]) {
-    each_block::<17, 32>(bytes, out, |b, v| {
-        let d = e8m0_half(b[0]);
-        for j in 0..16 {
-            let q = b[1 + j];
-            v[j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
-            v[j + 16] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
-        }
-    });
+    each_block::<17, 32>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            let d = e8m0_half(b[0]);
+            for j in 0..16 {
+                let q = b[1 + j];
+                v[j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
+                v[j + 16] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+            }
+        },
+    );
 }
 
 /// An unsigned e4m3 scale byte (bias 7) as f32, halved for the doubled e2m1 values; 0 and 0x7f
@@ -146,14 +180,19 @@ fn ue4m3_half(x: u8) -> f32 {
 /// then 4 x 8 bytes of e2m1 nibbles; value = scale * e2m1.
 #[inline(always)]
 pub fn nvfp4(bytes: &[u8], out: &mut [f64]) {
-    each_block::<36, 64>(bytes, out, |b, v| {
-        for s in 0..4 {
-            let d = ue4m3_half(b[s]);
-            for j in 0..8 {
-                let q = b[4 + s * 8 + j];
-                v[s * 16 + j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
-                v[s * 16 + 8 + j] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+    each_block::<36, 64>(
+        bytes,
+        out,
+        #[inline(always)]
+        |b, v| {
+            for s in 0..4 {
+                let d = ue4m3_half(b[s]);
+                for j in 0..8 {
+                    let q = b[4 + s * 8 + j];
+                    v[s * 16 + j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
+                    v[s * 16 + 8 + j] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+                }
             }
-        }
-    });
+        },
+    );
 }

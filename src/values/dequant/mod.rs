@@ -39,31 +39,29 @@ impl std::fmt::Debug for Codec {
     }
 }
 
-/// Runs a decoder compiled for AVX2 when the CPU has it (the decoders are inlined into both
-/// versions). Without FMA contraction, which Rust never does implicitly, both compute the
-/// same values bit for bit.
-#[inline(always)]
-fn dispatch(decode: impl Fn(&[u8], &mut [f64]), bytes: &[u8], out: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        unsafe { with_avx2(decode, bytes, out) };
-        return;
-    }
-    decode(bytes, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn with_avx2(decode: impl Fn(&[u8], &mut [f64]), bytes: &[u8], out: &mut [f64]) {
-    decode(bytes, out)
-}
-
-/// A decoder as a [`DecodeFn`] that dispatches on the CPU's features.
+/// A decoder as a [`DecodeFn`] that runs a copy compiled for AVX2 when the CPU has it. The
+/// decoder is called directly (not through a generic `Fn`), so its `#[inline(always)]` body is
+/// compiled into the AVX2 copy; passed as a generic `Fn`, the body stayed in a baseline-compiled
+/// call shim. Without FMA contraction, which Rust never does implicitly, both copies compute
+/// the same values bit for bit.
 macro_rules! v {
-    ($f:expr) => {
-        |bytes: &[u8], out: &mut [f64]| dispatch($f, bytes, out)
-    };
+    ($f:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        fn with_avx2(bytes: &[u8], out: &mut [f64]) {
+            $f(bytes, out)
+        }
+        fn decode(bytes: &[u8], out: &mut [f64]) {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                unsafe { with_avx2(bytes, out) };
+                return;
+            }
+            $f(bytes, out)
+        }
+        decode as DecodeFn
+    }};
 }
 
 const fn c(block_size: u64, type_size: u64, decode: DecodeFn) -> Codec {

@@ -15,11 +15,11 @@ macro_rules! numbers {
     ($($le:ident, $be:ident, $ty:ty, $n:literal, $conv:expr;)*) => {$(
         #[inline(always)]
         pub fn $le(bytes: &[u8], out: &mut [f64]) {
-            each::<$n>(bytes, out, |b| $conv(<$ty>::from_le_bytes(b)));
+            each::<$n>(bytes, out, #[inline(always)] |b| $conv(<$ty>::from_le_bytes(b)));
         }
         #[inline(always)]
         pub fn $be(bytes: &[u8], out: &mut [f64]) {
-            each::<$n>(bytes, out, |b| $conv(<$ty>::from_be_bytes(b)));
+            each::<$n>(bytes, out, #[inline(always)] |b| $conv(<$ty>::from_be_bytes(b)));
         }
     )*};
 }
