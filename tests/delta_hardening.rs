@@ -273,54 +273,37 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
     let (base, wd) = big_setup(d, "4096x4096,4096x4096");
     let outdir = d.join("out");
     std::fs::create_dir_all(&outdir).unwrap();
-    for round in 0..3 {
-        let victim = d.join(format!("victim{round}.safetensors"));
-        std::fs::copy(&base, &victim).unwrap();
-        let child = apply_until_temp_exists(&victim, &wd, &outdir)
-            .expect("apply finished before the base could be truncated");
-        // Truncate the base to its first kilobyte (its header stays readable).
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&victim)
-            .unwrap()
-            .set_len(1024)
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = stderr(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "round {round}: {:?} {err}",
-            out.status
-        );
-        common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
-        assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
-        assert!(!outdir.join("model.safetensors").exists());
-    }
-    // The .wdelta, which apply streams alongside the base, cut short while it is read.
-    for round in 0..3 {
-        let victim = d.join(format!("victim{round}.wdelta"));
-        std::fs::copy(&wd, &victim).unwrap();
-        let child = apply_until_temp_exists(&base, &victim, &outdir)
-            .expect("apply finished before the delta could be truncated");
-        // Its first kilobyte (magic and header) stays.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&victim)
-            .unwrap()
-            .set_len(1024)
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = stderr(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "delta round {round}: {:?} {err}",
-            out.status
-        );
-        common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
-        assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
-        assert!(!outdir.join("model.safetensors").exists());
+    // The base, then the .wdelta (which apply streams alongside it), cut short while they are
+    // read; each keeps its first kilobyte (the header stays readable).
+    for (which, original) in [("safetensors", &base), ("wdelta", &wd)] {
+        for round in 0..3 {
+            let victim = d.join(format!("victim{round}.{which}"));
+            std::fs::copy(original, &victim).unwrap();
+            let (base_in, delta_in) = if which == "wdelta" {
+                (&base, &victim)
+            } else {
+                (&victim, &wd)
+            };
+            let child = apply_until_temp_exists(base_in, delta_in, &outdir)
+                .expect("apply finished before the file could be truncated");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&victim)
+                .unwrap()
+                .set_len(1024)
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{which} round {round}: {:?} {err}",
+                out.status
+            );
+            common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
+            assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
+            assert!(!outdir.join("model.safetensors").exists());
+        }
     }
 }
 

@@ -883,6 +883,19 @@ fn f16_le(c: &[u8]) -> f16 {
 mod tests {
     use super::*;
 
+    /// The arrays an encoder wrote, as a decoder reads them.
+    fn refs_of(arrays: &[OwnedArray]) -> TensorArrays<'_> {
+        TensorArrays {
+            fields: arrays
+                .iter()
+                .map(|a| crate::formats::wdelta::ArrayRef {
+                    dtype: a.dtype,
+                    data: &a.data,
+                })
+                .collect(),
+        }
+    }
+
     #[test]
     fn top_k_breaks_ties_by_index() {
         let x = [1.0, -3.0, 3.0, 0.5, 3.0, f32::NAN];
@@ -929,15 +942,7 @@ mod tests {
                     let shape = [n as u64];
                     let entry = entry_for(&shape, &opts, Some("float32"));
                     let arrays = encode(&delta, &shape, &opts);
-                    let refs = TensorArrays {
-                        fields: arrays
-                            .iter()
-                            .map(|a| crate::formats::wdelta::ArrayRef {
-                                dtype: a.dtype,
-                                data: &a.data,
-                            })
-                            .collect(),
-                    };
+                    let refs = refs_of(&arrays);
                     let mut whole = vec![0f32; n];
                     decode(&entry, &refs, &mut whole);
                     let ranged = RangeDecoder::new(&entry, &refs);
@@ -979,15 +984,7 @@ mod tests {
                 let shape = [10u64, 100];
                 let entry = entry_for(&shape, &opts, Some("float32"));
                 let arrays = encode(&delta, &shape, &opts);
-                let refs = TensorArrays {
-                    fields: arrays
-                        .iter()
-                        .map(|a| crate::formats::wdelta::ArrayRef {
-                            dtype: a.dtype,
-                            data: &a.data,
-                        })
-                        .collect(),
-                };
+                let refs = refs_of(&arrays);
                 let mut out = vec![0f32; delta.len()];
                 decode(&entry, &refs, &mut out);
                 let max_err = delta

@@ -358,18 +358,10 @@ impl DeltaStream {
         }
         self.need(record_offset, 8, "byte count")?;
         let byte_count = u64::from_le_bytes(self.take(8)?[..8].try_into().expect("8 bytes"));
-        let expected = shape
-            .iter()
-            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
-        if expected != Some(byte_count) {
-            return Err(self.structure_error(WdeltaError::RecordSize {
-                offset: record_offset,
-                array: format!("{tensor}/{field}"),
-                dtype: dtype.name(),
-                shape: format!("{shape:?}"),
-                byte_count,
-                expected: expected.map_or("overflow".into(), |e| e.to_string()),
-            }));
+        if let Err(e) =
+            format::check_record_size(record_offset, &tensor, &field, dtype, &shape, byte_count)
+        {
+            return Err(self.structure_error(e));
         }
         self.need(record_offset, byte_count, "array data")?;
         Ok(Frame {

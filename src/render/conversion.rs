@@ -276,7 +276,8 @@ pub fn text(c: &Conversion, source: &str, target: &str, palette: &Palette) -> St
 const NOT_CHECKED: &str = "tokenizer contents, chat template, special tokens and config.json \
      keys the converter does not write";
 
-fn sources_text(sources: &[String]) -> String {
+/// A pair's source tensors as shown: one, a few joined by +, or the first and last of many.
+pub(super) fn sources_text(sources: &[String]) -> String {
     match sources {
         [] => "-".into(),
         [one] => shown(one).into_owned(),

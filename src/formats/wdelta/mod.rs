@@ -21,7 +21,9 @@ pub use crate::artifact::{Shape, TensorName};
 
 pub use error::WdeltaError;
 pub use header::{HEADER_BYTES_PER_TENSOR, MAX_DIMS, is_sha256_hex, max_tensors, parse_header};
-pub use read::{WdeltaFile, index_iter, sha256, validate_tensor, verify_checksum};
+pub use read::{
+    WdeltaFile, check_record_size, index_iter, sha256, validate_tensor, verify_checksum,
+};
 pub use write::{OwnedArray, WdeltaWriter, header_json, record_prefix, write_to_vec};
 
 pub const MAGIC: &[u8; 7] = b"wdelta\0";

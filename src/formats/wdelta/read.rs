@@ -483,19 +483,7 @@ fn index_records(
         cur.need(ndim.saturating_mul(8), "dimensions")?;
         let shape: RecordShape = (0..ndim).map(|_| cur.u64_unchecked()).collect();
         let byte_count = cur.u64("byte count")?;
-        let expected = shape
-            .iter()
-            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
-        if expected != Some(byte_count) {
-            return Err(WdeltaError::RecordSize {
-                offset: record_offset,
-                array: format!("{tensor}/{field}"),
-                dtype: dtype.name(),
-                shape: format!("{shape:?}"),
-                byte_count,
-                expected: expected.map_or("overflow".into(), |e| e.to_string()),
-            });
-        }
+        check_record_size(record_offset, tensor, field, dtype, &shape, byte_count)?;
         cur.need(byte_count, "array data")?;
         let data_offset = cur.pos;
         let data_len = byte_count as usize;
@@ -593,4 +581,30 @@ impl<'a> Cursor<'a> {
             what,
         })
     }
+}
+
+/// The rule on a record's size: its byte count is its dtype's size times its shape's elements
+/// (the whole-file reader and `apply`'s streaming reader both hold records to it).
+pub fn check_record_size(
+    record_offset: usize,
+    tensor: &str,
+    field: &str,
+    dtype: ArrayDtype,
+    shape: &[u64],
+    byte_count: u64,
+) -> Result<(), WdeltaError> {
+    let expected = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+    if expected == Some(byte_count) {
+        return Ok(());
+    }
+    Err(WdeltaError::RecordSize {
+        offset: record_offset,
+        array: format!("{tensor}/{field}"),
+        dtype: dtype.name(),
+        shape: format!("{shape:?}"),
+        byte_count,
+        expected: expected.map_or("overflow".into(), |e| e.to_string()),
+    })
 }

@@ -17,6 +17,7 @@ use crate::diff::StructuralDiff;
 use crate::escape::{html_name, html_text, shown};
 use crate::values::{Method, ValueDiff, ValueStats};
 
+use super::conversion::sources_text;
 use super::values::{cosine_text, figure};
 
 /// Lines of the structural diff shown at most: a report stays a file one can open and mail
@@ -211,24 +212,6 @@ fn pair_detail(p: &ComparedPair) -> String {
         p.source_dtypes.join("+"),
         p.target_dtype
     )
-}
-
-fn sources_text(sources: &[String]) -> String {
-    match sources {
-        [] => "-".into(),
-        [one] => shown(one).into_owned(),
-        [first, .., last] if sources.len() > 3 => format!(
-            "{} … {} ({} tensors)",
-            shown(first),
-            shown(last),
-            sources.len()
-        ),
-        many => many
-            .iter()
-            .map(|s| shown(s).into_owned())
-            .collect::<Vec<_>>()
-            .join(" + "),
-    }
 }
 
 /// A whole page: `title` (already HTML) as its heading, then `body`.
