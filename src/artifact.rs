@@ -195,11 +195,6 @@ impl StringArray {
         StringArray { text, ends }
     }
 
-    /// The strings joined, each followed by a NUL, and the end of each in that text.
-    pub(crate) fn joined(&self) -> (&str, &[usize]) {
-        (&self.text, &self.ends)
-    }
-
     pub fn push(&mut self, s: &str) {
         self.text.push_str(s);
         self.ends.push(self.text.len());

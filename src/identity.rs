@@ -16,7 +16,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 use sha2::{Digest, Sha256};
 
-use crate::artifact::{Array, Artifact, StringArray, Value};
+use crate::artifact::{Array, Artifact, Value};
 
 /// Lowercase hex SHA-256 of the canonical JSON.
 pub fn structural_hash(artifact: &Artifact) -> String {
@@ -249,75 +249,17 @@ fn write_array(out: &mut impl Sink, array: &Array) {
             out.put(b"]");
         }
         Array::Bool(v) => write_items(out, v, |o, x| o.put(if *x { b"true" } else { b"false" })),
-        Array::String(v) => write_string_array(out, v),
+        Array::String(v) => {
+            out.put(b"[");
+            for (i, item) in v.iter().enumerate() {
+                out.put(if i > 0 { b",\"" } else { b"\"" });
+                write_str_content(out, item);
+                out.put(b"\"");
+            }
+            out.put(b"]");
+        }
         Array::Array(v) => write_items(out, v, |o, x| write_array(o, x)),
     }
-}
-
-/// `["a","b",...]`. A vocabulary is hundreds of thousands of short strings, nearly always with
-/// nothing to escape; then each string goes out with its quotes and comma in one copy into a
-/// local chunk, and the sink takes whole chunks.
-fn write_string_array(out: &mut impl Sink, array: &StringArray) {
-    let (text, ends) = array.joined();
-    let bytes = text.as_bytes();
-    // Each string is followed by one NUL, itself a byte to escape: nothing else needs escaping
-    // exactly when the count is the number of strings. (Non-short-circuiting: it vectorizes.)
-    let escapes = bytes
-        .iter()
-        .fold(0usize, |n, &b| n + usize::from(needs_escape(b)));
-    if escapes != ends.len() {
-        out.put(b"[");
-        for (i, item) in array.iter().enumerate() {
-            out.put(if i > 0 { b",\"" } else { b"\"" });
-            write_str_content(out, item);
-            out.put(b"\"");
-        }
-        out.put(b"]");
-        return;
-    }
-    const CHUNK: usize = 1 << 15;
-    const SHORT: usize = 16;
-    let mut chunk = [0u8; CHUNK];
-    let mut used = 0;
-    chunk[0] = b'[';
-    used += 1;
-    let mut start = 0;
-    for (i, &end) in ends.iter().enumerate() {
-        let item_start = start;
-        let item = &bytes[item_start..end];
-        start = end + 1;
-        // `,"` + item + `"`; an item longer than a chunk goes out on its own.
-        let needed = item.len() + 3;
-        if used + needed > CHUNK {
-            out.put(&chunk[..used]);
-            used = 0;
-            if needed > CHUNK {
-                out.put(if i > 0 { b",\"" } else { b"\"" });
-                out.put(item);
-                out.put(b"\"");
-                continue;
-            }
-        }
-        if i > 0 {
-            chunk[used] = b',';
-            used += 1;
-        }
-        chunk[used] = b'"';
-        used += 1;
-        // A short string goes as one fixed-size copy (a load and a store, not a call); the
-        // bytes past it are overwritten next.
-        match bytes.get(item_start..item_start + SHORT) {
-            Some(window) if item.len() <= SHORT && used + SHORT <= CHUNK => {
-                chunk[used..used + SHORT].copy_from_slice(window)
-            }
-            _ => chunk[used..used + item.len()].copy_from_slice(item),
-        }
-        used += item.len();
-        chunk[used] = b'"';
-        used += 1;
-    }
-    out.put(&chunk[..used]);
-    out.put(b"]");
 }
 
 /// Integers with their separating comma in one append each.
@@ -491,36 +433,6 @@ mod tests {
             write_str(&mut ours, &s);
             proptest::prop_assert_eq!(ours, serde_json::to_vec(&s).unwrap());
         }
-    }
-
-    proptest::proptest! {
-        /// String arrays, written in chunks with fixed-size copies of short strings, are
-        /// serde_json's compact output: empty and long strings (past a chunk), escapes or none.
-        #[test]
-        fn string_arrays_are_written_as_serde_json_writes_them(
-            items in proptest::collection::vec("[a-z]{0,20}|\\PC{0,3}|[\\x00-\\x7f]{0,5}", 0..200),
-            long in proptest::option::of(20_000usize..70_000),
-        ) {
-            let mut items = items;
-            if let Some(n) = long {
-                items.insert(items.len() / 2, "x".repeat(n));
-            }
-            let array: crate::artifact::StringArray = items.iter().collect();
-            let mut ours = Vec::new();
-            write_string_array(&mut ours, &array);
-            proptest::prop_assert_eq!(ours, serde_json::to_vec(&items).unwrap());
-        }
-    }
-
-    #[test]
-    fn a_vocabulary_filling_many_chunks_is_written_as_serde_json_writes_it() {
-        let items: Vec<String> = (0..40_000)
-            .map(|i| format!("t{}", "é".repeat(i % 23)))
-            .collect();
-        let array: crate::artifact::StringArray = items.iter().collect();
-        let mut ours = Vec::new();
-        write_string_array(&mut ours, &array);
-        assert_eq!(ours, serde_json::to_vec(&items).unwrap());
     }
 
     #[test]

@@ -206,7 +206,6 @@ mod value_type {
 }
 
 /// A bounds-checked reader over the header bytes in the file's byte order.
-#[derive(Clone)]
 struct Cursor<'a> {
     bytes: &'a [u8],
     /// Size of the whole file (`bytes` may be a prefix of it): counts are bounded by it.
@@ -736,31 +735,14 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     let item = || format!("an element of array {key:?}");
     let array_start = cur.pos;
     let mut ends = Vec::with_capacity(len);
-    let mut joined = vec![0u8; joined_size(cur, len) + SHORT_STRING];
-    let mut written = 0;
+    let mut joined = Vec::new();
     for _ in 0..len {
         let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
-        let start = cur.pos;
         let raw = cur.take(str_len, &item)?;
-        let needed = written + raw.len().max(SHORT_STRING) + 1;
-        if needed > joined.len() {
-            joined.resize(needed, 0);
-        }
-        // Most tokens are a few bytes: a fixed-size copy (where the header has the bytes) is
-        // one load and store, a copy of the exact length a call. What it writes past the
-        // string is overwritten next.
-        match cur.bytes.get(start..start + SHORT_STRING) {
-            Some(window) if raw.len() <= SHORT_STRING => {
-                joined[written..written + SHORT_STRING].copy_from_slice(window)
-            }
-            _ => joined[written..written + raw.len()].copy_from_slice(raw),
-        }
-        written += raw.len();
-        ends.push(written);
-        joined[written] = 0;
-        written += 1;
+        joined.extend_from_slice(raw);
+        ends.push(joined.len());
+        joined.push(0);
     }
-    joined.truncate(written);
     if let Err(e) = simdutf8::compat::from_utf8(&joined) {
         let bad = ends.partition_point(|&end| end < e.valid_up_to());
         return Err(GgufError::InvalidUtf8 {
@@ -771,28 +753,6 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.
     let text = unsafe { String::from_utf8_unchecked(joined) };
     Ok(StringArray::from_parts(text, ends))
-}
-
-/// Strings up to this length are copied as one fixed-size block.
-const SHORT_STRING: usize = 16;
-
-/// The bytes the array's strings take joined (each with its NUL), summed in a first walk so
-/// the text is allocated once: grown by doubling, a 262,144-token vocabulary was copied and
-/// faulted in several times over. Bounded by the bytes walked; a malformed length ends the
-/// walk, and the reading loop reports it.
-fn joined_size(cur: &Cursor, len: usize) -> usize {
-    let mut walk = cur.clone();
-    let mut total = 0usize;
-    for _ in 0..len {
-        let Ok(n) = walk.bounded_count(1, &String::new) else {
-            break;
-        };
-        if walk.take(n, &String::new).is_err() {
-            break;
-        }
-        total += n + 1;
-    }
-    total
 }
 
 /// File offset of the second tensor record named `name`: the records (already validated) are
