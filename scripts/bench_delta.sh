@@ -9,12 +9,15 @@
 # (/usr/bin/time), plus the reconstruction error of each strategy. deltatensors runs through
 # its numpy API (save_delta / load_delta + safetensors.numpy): its streaming *_from_paths
 # functions need torch, which the test environment does not install. Each command runs once
-# after a warm-up read of its inputs, so both sides read from the page cache.
+# after a warm-up read of its inputs, so both sides read from the page cache. Ours runs twice:
+# with the base's hash remembered from an earlier run (the cache in $WORK/cache, primed by one
+# unmeasured `create`), and with --verify-base, which hashes the base every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SCALE="${SCALE:-1.0}"
 WORK="${WORK:-bench-work}"
+export WEIGHT_INSPECT_CACHE_DIR="$PWD/$WORK/cache"
 PY="${WEIGHT_INSPECT_PYTHON:-.venv/bin/python}"
 RUNS="${RUNS:-1}"
 mkdir -p "$WORK"
@@ -48,11 +51,16 @@ measure() {
 }
 
 : > "$WORK/times"
-rm -f "$WORK"/ours.* "$WORK"/ref.*
+rm -rf "$WORK"/ours.* "$WORK"/ref.* "$WEIGHT_INSPECT_CACHE_DIR"
+# The cache keeps a hash only of files left alone for a second before hashing.
+sleep 1.5
+"$WI" delta create --base "$B" "$F" -o "$WORK/ours.wdelta" --strategy int4 > /dev/null
 measure "ours-create-int4" "$WI" delta create --base "$B" "$F" -o "$WORK/ours.wdelta" --strategy int4
+measure "ours-create-int4-verify" "$WI" delta create --verify-base --base "$B" "$F" -o "$WORK/ours.wdelta" --strategy int4
 measure "ref-create-int4" "${REF[@]}" ref-create "$B" "$F" "$WORK/ref.wdelta" int4
 rm -f "$WORK/ours.safetensors"
 measure "ours-apply-int4" "$WI" delta apply --base "$B" "$WORK/ours.wdelta" -o "$WORK/ours.safetensors"
+measure "ours-apply-int4-verify" "$WI" delta apply --verify-base --base "$B" "$WORK/ours.wdelta" -o "$WORK/ours.safetensors"
 measure "ref-apply-int4" "${REF[@]}" ref-apply "$WORK/ref.wdelta" "$B" "$WORK/ref.safetensors"
 
 # Reconstruction error per strategy (and format version for int4).
@@ -72,9 +80,9 @@ done
     echo
     echo "| step | weight-inspect | deltatensors 0.2.0 | speed-up | memory ratio |"
     echo "| --- | --- | --- | --- | --- |"
-    for step in create-int4 apply-int4; do
+    for step in create-int4 create-int4-verify apply-int4 apply-int4-verify; do
         read -r _ ow orss < <(grep "^ours-$step " "$WORK/times")
-        read -r _ rw rrss < <(grep "^ref-$step " "$WORK/times")
+        read -r _ rw rrss < <(grep "^ref-${step%-verify} " "$WORK/times")
         awk -v s="$step" -v ow="$ow" -v orss="$orss" -v rw="$rw" -v rrss="$rrss" 'BEGIN {
             printf "| %s | %.2f s, %d MB | %.2f s, %d MB | %.1fx | %.2f |\n", s, ow, orss, rw, rrss, rw / ow, orss / rrss }'
     done
@@ -98,12 +106,15 @@ params=$("$PY" -c 'import sys, json
 from safetensors import safe_open
 with safe_open(sys.argv[1], "np") as f:
     print(sum(int(__import__("numpy").prod(f.get_slice(k).get_shape())) for k in f.keys()))' "$B")
-for step in create-int4 apply-int4; do
-    read -r _ ow orss < <(grep "^ours-$step " "$WORK/times")
-    read -r _ rw _ < <(grep "^ref-$step " "$WORK/times")
+for step in create-int4 create-int4-verify apply-int4 apply-int4-verify; do
+    read -r _ ow _ < <(grep "^ours-$step " "$WORK/times")
+    read -r _ rw _ < <(grep "^ref-${step%-verify} " "$WORK/times")
     target=0.2
-    [ "$step" = apply-int4 ] && target=0.1
-    python3 scripts/bench_result.py add delta --work "delta ${step%-int4} --strategy int4, $((params / 1000000))M float32 parameters" \
+    case "$step" in apply*) target=0.1 ;; esac
+    how="base hash remembered"
+    case "$step" in *-verify) how="--verify-base: base hashed" ;; esac
+    command=${step%-verify}
+    python3 scripts/bench_result.py add delta --work "delta ${command%-int4} --strategy int4 ($how), $((params / 1000000))M float32 parameters" \
         --ours "$ow" --peer "$rw" --peer-name "deltatensors 0.2.0 (numpy API)" --max-ratio "$target"
 done
 read -r _ _ orss < <(grep "^ours-apply-int4 " "$WORK/times")

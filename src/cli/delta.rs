@@ -112,6 +112,10 @@ pub struct RunArgs {
     /// Worker threads (0: one per core). The output does not depend on it.
     #[arg(long, default_value_t = 0, env = "WEIGHT_INSPECT_THREADS")]
     pub threads: usize,
+    /// Hash the base even when its hash is remembered from an earlier run on the same,
+    /// unchanged files (see "The base-hash cache" in docs/wdelta.md).
+    #[arg(long)]
+    pub verify_base: bool,
 }
 
 impl RunArgs {
@@ -119,6 +123,7 @@ impl RunArgs {
         RunOptions {
             threads: self.threads,
             progress: std::io::stderr().is_terminal(),
+            verify_base: self.verify_base,
         }
     }
 }
@@ -356,7 +361,12 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let base_file = opener.local_file(&a.lineage.base)?;
     let base = Model::open(&base_file.path)?;
     let links = open_all(&paths)?;
-    match verify_lineage(&base, &links, false, &a.run.options()) {
+    // Verifying is this command's whole job: the base is hashed, never taken from the cache.
+    let run = RunOptions {
+        verify_base: true,
+        ..a.run.options()
+    };
+    match verify_lineage(&base, &links, false, &run) {
         Ok(v) => {
             let mut s = format!(
                 "ok: base {} has hash {}\n",

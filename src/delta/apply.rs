@@ -118,7 +118,7 @@ pub(crate) fn apply(
     } = plan_output(base, dtype)?;
     let bar = run.bar(layout.total_len, "applying");
     std::thread::scope(|s| {
-        let hasher = single.then(|| s.spawn(|| base.parent_hash(|_| {})));
+        let hasher = single.then(|| s.spawn(|| super::base_hash::parent_hash(base, run, |_| {})));
         let checksum =
             (single && links[0].checksum_pending).then(|| s.spawn(|| links[0].verify_checksum()));
         crate::fsutil::write_atomically_with::<DeltaError>(out, sync, |file| {

@@ -1,22 +1,21 @@
-//! `apply` of one `.wdelta` file in a single pass over each input: the base is read once, in
-//! name order, for both its hash and the reconstruction, and the delta is streamed
+//! `apply` of one `.wdelta` file in a single pass over each input: the delta is streamed
 //! ([`super::stream`]): its checksum covers exactly the bytes decoded. A reader thread (the
-//! caller's) reads and hashes both inputs and cuts each tensor into pieces; workers decode,
-//! add and write each piece at its place in the output. Buffers go round between them, so
-//! the memory held is a few pieces and the small arrays of the tensors in flight, whatever
-//! the size of the files. The output is renamed into place only after the checksum and the
-//! parent hash matched.
+//! caller's) validates each tensor's records and cuts the tensor into pieces; workers read the
+//! base's bytes of a piece, decode, add and write it at its place in the output. The base's
+//! hash comes from the cache ([`super::base_hash`]), or is computed on a thread of its own that
+//! reads the base in name order beside the workers. Window buffers go round between reader
+//! and workers, so the memory held is a few pieces and the small arrays of the tensors in
+//! flight, whatever the size of the files. The output is renamed into place only after the
+//! checksum and the parent hash matched.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
-use sha2::{Digest, Sha256};
-
 use super::apply::{Applied, OutDtype, apply, plan_output};
 use super::codec::RangeDecoder;
 use super::error::DeltaError;
-use super::model::Model;
+use super::model::{Elem, Model};
 use super::open::check_header_against_base;
 use super::outputs::refuse_output_among_inputs;
 use super::pipeline::RunOptions;
@@ -38,12 +37,11 @@ struct TensorDelta {
     strategy: Strategy,
 }
 
-/// A range of one tensor: the base's raw bytes and the range field's bytes it needs.
+/// A range of one tensor and the range field's bytes it needs.
 struct Piece {
     tensor: usize,
     start: usize,
     len: usize,
-    raw: Vec<u8>,
     /// Bytes `window_from..` of the range field when it is streamed (else the field is held).
     window: Vec<u8>,
     window_from: usize,
@@ -86,6 +84,17 @@ pub(crate) fn apply_streamed(
     };
     check_header_against_base(delta_path, &stream.header, base)?;
     base.check_elems()?;
+    let expected = stream.header.parent_hash.clone();
+    let remembered = super::base_hash::remembered(base, run);
+    if let Some(hash) = &remembered
+        && *hash != expected
+    {
+        let remembered_of = format!(
+            "{} (as remembered from an earlier run; --verify-base hashes it anew)",
+            base.path.display()
+        );
+        return Err(wrong_parent_of(delta_path, &expected, remembered_of, hash));
+    }
     let plan = plan_output(base, dtype)?;
     let bar = run.bar(plan.layout.total_len, "applying");
     let threads = run.threads().max(1);
@@ -96,17 +105,21 @@ pub(crate) fn apply_streamed(
             .map_err(|e| Error::io(out, e))?;
         let failed = AtomicBool::new(false);
         let first_error: Mutex<Option<DeltaError>> = Mutex::new(None);
-        // Buffers circulate: the reader takes one per piece, workers give them back. Their
-        // number bounds the pieces in flight.
-        let (give_back, take) = mpsc::channel::<(Vec<u8>, Vec<u8>)>();
+        // Window buffers circulate: the reader takes one per piece, workers give them back.
+        // Their number bounds the pieces in flight.
+        let (give_back, take) = mpsc::channel::<Vec<u8>>();
         for _ in 0..2 * threads + 1 {
-            give_back
-                .send((Vec::new(), Vec::new()))
-                .expect("receiver alive");
+            give_back.send(Vec::new()).expect("receiver alive");
         }
         let (send, receive) = mpsc::sync_channel::<Piece>(threads);
         let receive = Mutex::new(receive);
-        std::thread::scope(|s| {
+        let hashed = std::thread::scope(|s| {
+            let hashing = remembered.is_none().then(|| {
+                let failed = &failed;
+                s.spawn(move || {
+                    super::base_hash::hash_and_remember(base, |_| !failed.load(Ordering::Relaxed))
+                })
+            });
             for _ in 0..threads {
                 let (receive, give_back, failed, first_error) =
                     (&receive, give_back.clone(), &failed, &first_error);
@@ -119,7 +132,7 @@ pub(crate) fn apply_streamed(
                             Err(_) => break,
                         };
                         if failed.load(Ordering::Relaxed) {
-                            let _ = give_back.send((piece.raw, piece.window));
+                            let _ = give_back.send(piece.window);
                             continue;
                         }
                         match work.run(base, plan, &piece, |offset, b| {
@@ -135,22 +148,29 @@ pub(crate) fn apply_streamed(
                                     .get_or_insert(e);
                             }
                         }
-                        let _ = give_back.send((piece.raw, piece.window));
+                        let _ = give_back.send(piece.window);
                     }
                 });
             }
             let read = read_inputs(base, &plan.names, &mut stream, &send, &take, &failed);
+            if read.is_err() {
+                failed.store(true, Ordering::Relaxed);
+            }
             drop(send);
-            read
-        })
-        .map(|hash| base_hash = hash)?;
+            let hashed = hashing.map(|h| h.join().expect("the hashing thread does not panic"));
+            read.map(|()| hashed)
+        })?;
         // Checked in this order: the delta's integrity, then what the workers met, then
         // whether the delta was made against this base.
         if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(stream.unless_corrupt(e));
         }
-        let expected = stream.header.parent_hash.clone();
         stream.finish()?;
+        base_hash = match (hashed, &remembered) {
+            (Some(hashed), _) => hashed?.unwrap_or_default(),
+            (None, Some(hash)) => hash.clone(),
+            (None, None) => unreachable!("the base is hashed unless its hash is remembered"),
+        };
         if base_hash != expected {
             return Err(Stop::from(wrong_parent_of(
                 delta_path,
@@ -175,17 +195,16 @@ pub(crate) fn apply_streamed(
     }
 }
 
-/// The reader: every tensor in name order, its base bytes hashed and its delta records
-/// validated, cut into pieces for the workers. Returns the base's parent hash.
+/// The reader: every tensor in name order, its delta records validated, cut into pieces for
+/// the workers.
 fn read_inputs(
     base: &Model,
     names: &[&String],
     stream: &mut DeltaStream,
     send: &mpsc::SyncSender<Piece>,
-    take: &mpsc::Receiver<(Vec<u8>, Vec<u8>)>,
+    take: &mpsc::Receiver<Vec<u8>>,
     failed: &AtomicBool,
-) -> Result<String, Stop> {
-    let mut hasher = Sha256::new();
+) -> Result<(), Stop> {
     for (i, name) in names.iter().enumerate() {
         if failed.load(Ordering::Relaxed) {
             break;
@@ -237,23 +256,17 @@ fn read_inputs(
             decoder,
             strategy: entry.strategy(),
         });
-        let t = &base.tensors[name.as_str()];
-        let size = base.elem(name, t)?.size();
-        hasher.update(name.as_bytes());
-        let n = t.n_elements();
+        let n = base.tensors[name.as_str()].n_elements();
         // The range field is read in order; neighbouring pieces may share a byte.
         let mut taken = 0usize;
         let mut last_byte = 0u8;
         let mut start = 0;
         while start < n {
             if failed.load(Ordering::Relaxed) {
-                return Ok(String::new());
+                return Ok(());
             }
             let len = PIECE_ELEMS.min(n - start);
-            let (mut raw, mut window) = take.recv().expect("buffers come back");
-            raw.resize(len * size, 0);
-            base.read_raw_into(t, start * size, &mut raw)?;
-            hasher.update(&raw);
+            let mut window = take.recv().expect("buffers come back");
             let mut window_from = 0;
             window.clear();
             if tail.is_some() {
@@ -275,7 +288,6 @@ fn read_inputs(
                 tensor: i,
                 start,
                 len,
-                raw,
                 window,
                 window_from,
                 delta: Arc::clone(&delta),
@@ -287,7 +299,7 @@ fn read_inputs(
             stream.skip_tail()?;
         }
     }
-    Ok(crate::digest::hex(&hasher.finalize()))
+    Ok(())
 }
 
 fn worker_gone() -> DeltaError {
@@ -301,6 +313,7 @@ fn worker_gone() -> DeltaError {
 /// A worker's reused buffers.
 #[derive(Default)]
 struct Work {
+    raw: Vec<u8>,
     vals: Vec<f32>,
     deltas: Vec<f32>,
     ints: Vec<i128>,
@@ -333,19 +346,32 @@ impl Work {
         delta
             .decoder
             .decode(piece.start, window, piece.window_from, &mut self.deltas);
+        let base_at = piece.start * base_elem.size();
         self.bytes.resize(len * out_elem.size(), 0);
-        if out_elem.is_float() {
-            self.vals.resize(len, 0.0);
-            base_elem.to_f32(&piece.raw, &mut self.vals);
-            for (a, b) in self.vals.iter_mut().zip(&self.deltas) {
-                *a += *b;
+        if base_elem == Elem::F32 && out_elem == Elem::F32 {
+            // The common case in one buffer: the base's bytes are read where the output's go
+            // and the delta is added in place (the same operations, so the same bits).
+            base.read_raw_into(t, base_at, &mut self.bytes)?;
+            for (b, d) in self.bytes.chunks_exact_mut(4).zip(&self.deltas) {
+                let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + *d;
+                b.copy_from_slice(&v.to_le_bytes());
             }
-            out_elem.write_f32(&self.vals, &mut self.bytes);
         } else {
-            self.ints.resize(len, 0);
-            base_elem.to_i128(&piece.raw, &mut self.ints);
-            add_int_delta(base_elem, name, piece.start, &mut self.ints, &self.deltas)?;
-            out_elem.write_i128(&self.ints, &mut self.bytes);
+            self.raw.resize(len * base_elem.size(), 0);
+            base.read_raw_into(t, base_at, &mut self.raw)?;
+            if out_elem.is_float() {
+                self.vals.resize(len, 0.0);
+                base_elem.to_f32(&self.raw, &mut self.vals);
+                for (a, b) in self.vals.iter_mut().zip(&self.deltas) {
+                    *a += *b;
+                }
+                out_elem.write_f32(&self.vals, &mut self.bytes);
+            } else {
+                self.ints.resize(len, 0);
+                base_elem.to_i128(&self.raw, &mut self.ints);
+                add_int_delta(base_elem, name, piece.start, &mut self.ints, &self.deltas)?;
+                out_elem.write_i128(&self.ints, &mut self.bytes);
+            }
         }
         let at = plan.layout.offsets[piece.tensor] + (piece.start * out_elem.size()) as u64;
         write(at, &self.bytes)?;

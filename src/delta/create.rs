@@ -85,7 +85,7 @@ pub(crate) fn create(
     std::thread::scope(|s| {
         let mut hasher = known
             .is_none()
-            .then(|| s.spawn(|| base.parent_hash(|_| {})));
+            .then(|| s.spawn(|| super::base_hash::parent_hash(base, run, |_| {})));
         crate::fsutil::write_atomically_with::<DeltaError>(out, true, |file| {
             let mut buffered = BufWriter::with_capacity(1 << 20, file);
             let w = &mut buffered;

@@ -10,11 +10,12 @@
 //! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
 //! ordered parallel map of `pipeline.rs`; `apply_stream.rs` applies one file in a single pass
 //! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses
-//! an output that is an input. `store.rs` keeps commits' weights as deltas in a git
-//! repository. Every failure is a [`DeltaError`].
+//! an output that is an input; `base_hash.rs` remembers a base's hash between runs. `store.rs`
+//! keeps commits' weights as deltas in a git repository. Every failure is a [`DeltaError`].
 
 mod apply;
 mod apply_stream;
+mod base_hash;
 mod codec;
 mod create;
 mod error;

@@ -381,6 +381,13 @@ impl Model {
         self.shards.iter().map(|s| s.path.as_path())
     }
 
+    /// What the kernel says of each file the model is read from, through the open handles.
+    pub(crate) fn file_metadata(
+        &self,
+    ) -> impl Iterator<Item = std::io::Result<std::fs::Metadata>> + '_ {
+        self.shards.iter().map(|s| s.file.metadata())
+    }
+
     pub fn shard_path(&self, t: &TensorSource) -> &Path {
         &self.shards[t.shard].path
     }
@@ -509,13 +516,28 @@ impl Model {
     /// name order (the reference's `hash_state_dict` over the stored arrays; bfloat16 is hashed
     /// as its 16-bit patterns). `tick` is called with the bytes hashed so far.
     pub fn parent_hash(&self, mut tick: impl FnMut(u64)) -> Result<String> {
+        let hash = self.parent_hash_while(|n| {
+            tick(n);
+            true
+        })?;
+        Ok(hash.expect("never stopped"))
+    }
+
+    /// [`Model::parent_hash`], stopped (`None`) after any tensor for which `go_on`, called with
+    /// the bytes hashed, says false.
+    pub(crate) fn parent_hash_while(
+        &self,
+        mut go_on: impl FnMut(u64) -> bool,
+    ) -> Result<Option<String>> {
         let mut h = Sha256::new();
         let mut buf = vec![0u8; CHUNK_BYTES.min(self.data_bytes() as usize).max(1)];
         for (name, t) in &self.tensors {
             self.hash_tensor(name, t, &mut h, &mut buf)?;
-            tick(t.len as u64);
+            if !go_on(t.len as u64) {
+                return Ok(None);
+            }
         }
-        Ok(crate::digest::hex(&h.finalize()))
+        Ok(Some(crate::digest::hex(&h.finalize())))
     }
 
     /// Total bytes of tensor data.

@@ -10,11 +10,13 @@ use std::sync::{Condvar, Mutex, mpsc};
 
 use crate::progress::{Progress, Unit};
 
-/// How to run: threads (0 = one per core) and whether to draw a progress bar.
+/// How to run: threads (0 = one per core), whether to draw a progress bar, and whether to hash
+/// the base even when its hash is remembered ([`super::base_hash`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
     pub threads: usize,
     pub progress: bool,
+    pub verify_base: bool,
 }
 
 impl RunOptions {

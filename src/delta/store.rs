@@ -161,7 +161,7 @@ impl Finder {
                     let Ok(model) = Model::open(&path) else {
                         continue;
                     };
-                    let h = model.parent_hash(|_| {})?;
+                    let h = super::base_hash::parent_hash(&model, run, |_| {})?;
                     self.progress.inc(1);
                     self.hashes.insert(id, h.clone());
                     h

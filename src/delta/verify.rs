@@ -35,7 +35,7 @@ pub(crate) fn verify_lineage(
     }
     base.check_elems()?;
     let bar = run.bar(base.data_bytes(), "hashing");
-    let base_hash = base.parent_hash(|n| bar.inc(n))?;
+    let base_hash = super::base_hash::parent_hash(base, run, |n| bar.inc(n))?;
     bar.finish();
     let Some(first) = links.first() else {
         return Ok(Verified {
