@@ -2,6 +2,8 @@
 # Benchmarks `weight-inspect diff --values` on generated model pairs, page cache warm:
 #   - a pair of GGUF files (~390 MB each: q4_k, q5_0, q6_k, q8_0 and f32 tensors of random
 #     valid blocks; every tensor changed),
+#   - a Q4_K_M-like pair (~241 MiB each: q4_k and q6_k as llama.cpp's Q4_K_M lays out a Llama;
+#     every block changed, as in a fine-tune quantized again),
 #   - a pair of safetensors files (~1.1 GB each: float32 and bfloat16; every value changed),
 # against reading the bytes once (`cat A B > /dev/null`) and against the numpy / gguf-py
 # reference (scripts/values_reference.py), with wall time and peak resident memory
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/.."
 WORK="${WORK:-bench-work/values}"
 PY="${WEIGHT_INSPECT_PYTHON:-.venv/bin/python}"
 GGUF_MB="${GGUF_MB:-300}"
+Q4KM_MB="${Q4KM_MB:-253}"
 ST_MB="${ST_MB:-1100}"
 RUNS="${RUNS:-3}"
 mkdir -p "$WORK"
@@ -25,6 +28,10 @@ WI="${CARGO_TARGET_DIR:-target}/release/weight-inspect"
 if [ ! -f "$WORK/b.gguf" ] || [ "$(cat "$WORK/gguf-mb" 2>/dev/null)" != "$GGUF_MB" ]; then
     "$PY" scripts/bench_values_gen.py gguf "$WORK" --mb "$GGUF_MB"
     echo "$GGUF_MB" > "$WORK/gguf-mb"
+fi
+if [ ! -f "$WORK/b-q4km.gguf" ] || [ "$(cat "$WORK/q4km-mb" 2>/dev/null)" != "$Q4KM_MB" ]; then
+    "$PY" scripts/bench_values_gen.py gguf-q4km "$WORK" --mb "$Q4KM_MB"
+    echo "$Q4KM_MB" > "$WORK/q4km-mb"
 fi
 if [ ! -f "$WORK/b.safetensors" ] || [ "$(cat "$WORK/st-mb" 2>/dev/null)" != "$ST_MB" ]; then
     "$PY" scripts/bench_values_gen.py safetensors "$WORK" --mb "$ST_MB"
@@ -57,14 +64,19 @@ row() { # label, cat line, ours line, reference line
 
 echo "| pair | cat A B | diff --values | ratio to cat | reference | reference / ours | peak anon (ours) | peak file-backed (ours) | peak anon (reference) |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for kind in gguf safetensors; do
-    A="$WORK/a.$kind" B="$WORK/b.$kind"
+for kind in gguf q4km.gguf safetensors; do
+    case "$kind" in
+        q4km.gguf) A="$WORK/a-q4km.gguf" B="$WORK/b-q4km.gguf" ;;
+        *) A="$WORK/a.$kind" B="$WORK/b.$kind" ;;
+    esac
     cat "$A" "$B" > /dev/null
     c=$(measure sh -c "cat '$A' '$B' > /dev/null")
     o=$(measure "$WI" diff --values --json "$A" "$B")
     r=$(RUNS=1 measure "$PY" scripts/values_reference.py "$A" "$B")
-    row "$kind $(du -m "$A" | cut -f1) MB x2" "$c" "$o" "$r"
-    python3 scripts/bench_result.py add values --work "diff --values, $kind $(du -m "$A" | cut -f1) MB x2, page cache warm" \
+    label="$kind $(du -m "$A" | cut -f1) MB x2"
+    [ "$kind" = q4km.gguf ] && label="gguf Q4_K_M-like $(du -m "$A" | cut -f1) MiB x2, every block changed"
+    row "$label" "$c" "$o" "$r"
+    python3 scripts/bench_result.py add values --work "diff --values, $label, page cache warm" \
         --ours "${o%% *}" --peer "${c%% *}" --peer-name "cat A B" --max-ratio 2.0 >&2
     # Same figures as the reference (the test suite checks this on small pairs).
     "$WI" diff --values --json "$A" "$B" > "$WORK/ours.json" || true

@@ -7,6 +7,10 @@
       rows and one changed byte per row elsewhere, and the f32 tensors are scaled by 1.001.
   bench_values_gen.py safetensors DIR [--mb N]  DIR/a.safetensors, DIR/b.safetensors: N MB
       (default 1100) each of float32 and bfloat16 tensors; b = a * (1 + 1e-3 noise).
+  bench_values_gen.py gguf-q4km DIR [--mb N]    DIR/a-q4km.gguf, DIR/b-q4km.gguf: N MB (default
+      253, 241 MiB) each, laid out as llama.cpp's Q4_K_M lays out a Llama: q4_k everywhere but
+      attn_v and ffn_down in every other layer and the output matrix, which are q6_k; every
+      block of b is new (a fine-tune quantized again), so every value is decoded and compared.
   bench_values_gen.py gguf-type DIR --type T [--mb N]   DIR/a-T.gguf, DIR/b-T.gguf: N MB
       (default 100) each of 2048-wide tensors of one quantized type T (q4_k, q5_0, q6_k,
       q8_0); every block of b is new, so both sides are decoded and compared everywhere.
@@ -71,6 +75,39 @@ def gguf_pair(out, mb):
         w.close()
 
 
+def gguf_q4km_pair(out, mb):
+    rng = np.random.default_rng(4)
+    dim, ff = 2048, 5632
+
+    def layout(i):
+        more_bits = T.Q6_K if i % 2 == 0 else T.Q4_K
+        return [("attn_q", T.Q4_K, dim, dim), ("attn_k", T.Q4_K, dim, dim),
+                ("attn_v", more_bits, dim, dim), ("attn_output", T.Q4_K, dim, dim),
+                ("ffn_gate", T.Q4_K, ff, dim), ("ffn_up", T.Q4_K, ff, dim),
+                ("ffn_down", more_bits, dim, ff)]
+
+    def size(qtype, rows, cols):
+        return rows * cols // gguf.GGML_QUANT_SIZES[qtype][0] * gguf.GGML_QUANT_SIZES[qtype][1]
+
+    wa = gguf.GGUFWriter(os.path.join(out, "a-q4km.gguf"), "llama")
+    wb = gguf.GGUFWriter(os.path.join(out, "b-q4km.gguf"), "llama")
+    tensors = [("output.weight", T.Q6_K, 8192, dim)]
+    total, i = size(T.Q6_K, 8192, dim), 0
+    while total < mb * 1_000_000:
+        for name, qtype, rows, cols in layout(i):
+            tensors.append((f"blk.{i}.{name}.weight", qtype, rows, cols))
+            total += size(qtype, rows, cols)
+        i += 1
+    for name, qtype, rows, cols in tensors:
+        wa.add_tensor(name, blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+        wb.add_tensor(name, blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+    for w in (wa, wb):
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
 def gguf_type_pair(out, mb, name):
     rng = np.random.default_rng(3)
     qtype = {"q4_k": T.Q4_K, "q5_0": T.Q5_0, "q6_k": T.Q6_K, "q8_0": T.Q8_0}[name]
@@ -115,7 +152,7 @@ def safetensors_pair(out, mb):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["gguf", "gguf-type", "safetensors"])
+    p.add_argument("kind", choices=["gguf", "gguf-q4km", "gguf-type", "safetensors"])
     p.add_argument("dir")
     p.add_argument("--mb", type=int)
     p.add_argument("--type", choices=["q4_k", "q5_0", "q6_k", "q8_0"])
@@ -123,6 +160,8 @@ if __name__ == "__main__":
     os.makedirs(args.dir, exist_ok=True)
     if args.kind == "gguf":
         gguf_pair(args.dir, args.mb or 300)
+    elif args.kind == "gguf-q4km":
+        gguf_q4km_pair(args.dir, args.mb or 253)
     elif args.kind == "gguf-type":
         gguf_type_pair(args.dir, args.mb or 100, args.type)
     else:

@@ -52,12 +52,40 @@ impl Sums {
     /// The sums of `old` against `new` (equal lengths).
     pub fn of(old: &[f64], new: &[f64]) -> Sums {
         debug_assert_eq!(old.len(), new.len());
-        let sums = Self::all_finite(old, new);
         // A non-finite input makes some sum non-finite: then take the careful path.
-        if sums.sum_sq_old.is_finite() && sums.sum_sq_new.is_finite() && sums.dot.is_finite() {
-            sums
+        Self::all_finite(old, new).or_careful((old, new))
+    }
+
+    /// [`Sums::of`] of two runs at once, for values whose products are exact in f64 (each has
+    /// at most 26 significant bits: every float of 32 bits or less, every quantized value,
+    /// integers below 2^26). Then `s + a * b` and a fused multiply-add round the same exact
+    /// sum once, so the FMA units can take the products off the adders, and the two runs'
+    /// chains of additions interleave; each run's sums are bit for bit those of
+    /// [`Sums::of`]. The difference `b - a` may not be exact: its square is added as there.
+    pub fn of_two_exact(first: (&[f64], &[f64]), second: (&[f64], &[f64])) -> (Sums, Sums) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // Twelve accumulators and their operands need more than AVX2's 16 registers; with
+            // AVX-512VL's 32 none is spilled to the stack.
+            let (a, b) = if std::arch::is_x86_feature_detected!("avx512vl") {
+                // SAFETY: the CPU has AVX2, FMA, AVX-512F and AVX-512VL.
+                unsafe { two_exact_avx512vl(first, second) }
+            } else {
+                // SAFETY: the CPU has AVX2 and FMA.
+                unsafe { two_exact_avx2_fma(first, second) }
+            };
+            return (a.or_careful(first), b.or_careful(second));
+        }
+        (Sums::of(first.0, first.1), Sums::of(second.0, second.1))
+    }
+
+    /// These sums, unless some value was not finite: then the careful sums of `run`.
+    fn or_careful(self, run: (&[f64], &[f64])) -> Sums {
+        if self.sum_sq_old.is_finite() && self.sum_sq_new.is_finite() && self.dot.is_finite() {
+            self
         } else {
-            Self::careful(old, new)
+            Self::careful(run.0, run.1)
         }
     }
 
@@ -238,6 +266,122 @@ unsafe fn all_finite_avx2(old: &[f64], new: &[f64]) -> Sums {
     )
 }
 
+/// [`all_finite_avx2`] of two runs in one loop for values whose products are exact (see
+/// [`Sums::of_two_exact`]): Σa², Σb² and Σab by fused multiply-add, `changed` counted in
+/// integer lanes, the runs' chains interleaved; each run gets exactly its own sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn two_exact_avx2_fma(first: (&[f64], &[f64]), second: (&[f64], &[f64])) -> (Sums, Sums) {
+    two_exact_body(first, second)
+}
+
+/// [`two_exact_avx2_fma`] with AVX-512VL's 32 vector registers (the same instructions).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn two_exact_avx512vl(first: (&[f64], &[f64]), second: (&[f64], &[f64])) -> (Sums, Sums) {
+    two_exact_body(first, second)
+}
+
+/// The loop of [`two_exact_avx2_fma`], compiled into each caller with its target features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn two_exact_body(first: (&[f64], &[f64]), second: (&[f64], &[f64])) -> (Sums, Sums) {
+    use std::arch::x86_64::*;
+    const _: () = assert!(LANES == 4);
+
+    /// One run's lanes: Σd², Σa², Σb², Σab, max|d| and the changed count.
+    #[derive(Clone, Copy)]
+    struct Acc {
+        dd: __m256d,
+        aa: __m256d,
+        bb: __m256d,
+        ab: __m256d,
+        mx: __m256d,
+        ch: __m256i,
+    }
+
+    #[inline(always)]
+    fn step(acc: &mut Acc, old: &[f64], new: &[f64], i: usize) {
+        // SAFETY: the caller keeps i + 4 within both runs; AVX2 and FMA are enabled in the
+        // functions this is inlined into.
+        unsafe {
+            let a = _mm256_loadu_pd(old.as_ptr().add(i));
+            let b = _mm256_loadu_pd(new.as_ptr().add(i));
+            let d = _mm256_sub_pd(b, a);
+            acc.dd = _mm256_add_pd(acc.dd, _mm256_mul_pd(d, d));
+            acc.aa = _mm256_fmadd_pd(a, a, acc.aa);
+            acc.bb = _mm256_fmadd_pd(b, b, acc.bb);
+            acc.ab = _mm256_fmadd_pd(a, b, acc.ab);
+            let abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX));
+            acc.mx = _mm256_max_pd(_mm256_and_pd(d, abs_mask), acc.mx);
+            // All ones (-1) where they differ.
+            let differ = _mm256_castpd_si256(_mm256_cmp_pd::<_CMP_NEQ_UQ>(a, b));
+            acc.ch = _mm256_sub_epi64(acc.ch, differ);
+        }
+    }
+
+    #[inline(always)]
+    fn sums_of(acc: Acc, old: &[f64], new: &[f64], whole: usize) -> Sums {
+        let lanes = |v: __m256d| {
+            let mut out = [0f64; LANES];
+            // SAFETY: out holds 4 f64.
+            unsafe { _mm256_storeu_pd(out.as_mut_ptr(), v) };
+            out
+        };
+        let mut counts = [0i64; LANES];
+        // SAFETY: counts holds 4 i64.
+        unsafe { _mm256_storeu_si256(counts.as_mut_ptr().cast(), acc.ch) };
+        // Counts below 2^53 are exact in f64, as the baseline counts them.
+        let changed = counts.map(|c| c as f64);
+        finish(
+            [
+                lanes(acc.dd),
+                lanes(acc.aa),
+                lanes(acc.bb),
+                lanes(acc.ab),
+                lanes(acc.mx),
+                changed,
+            ],
+            &old[whole..],
+            &new[whole..],
+            old.len(),
+        )
+    }
+
+    // SAFETY: inlined only into functions with AVX2 enabled, on CPUs that have it.
+    let (zero, zero_counts) = unsafe { (_mm256_setzero_pd(), _mm256_setzero_si256()) };
+    let fresh = Acc {
+        dd: zero,
+        aa: zero,
+        bb: zero,
+        ab: zero,
+        mx: zero,
+        ch: zero_counts,
+    };
+    let (mut one, mut two) = (fresh, fresh);
+    let whole = |run: (&[f64], &[f64])| run.0.len().min(run.1.len()) / LANES * LANES;
+    let (n1, n2) = (whole(first), whole(second));
+    let mut i = 0;
+    while i < n1.min(n2) {
+        step(&mut one, first.0, first.1, i);
+        step(&mut two, second.0, second.1, i);
+        i += LANES;
+    }
+    let mut j = i;
+    while i < n1 {
+        step(&mut one, first.0, first.1, i);
+        i += LANES;
+    }
+    while j < n2 {
+        step(&mut two, second.0, second.1, j);
+        j += LANES;
+    }
+    (
+        sums_of(one, first.0, first.1, n1),
+        sums_of(two, second.0, second.1, n2),
+    )
+}
+
 fn all_finite_body(old: &[f64], new: &[f64]) -> Sums {
     let mut acc = [[0f64; LANES]; 6];
     let (ca, cb) = (old.chunks_exact(LANES), new.chunks_exact(LANES));
@@ -376,6 +520,56 @@ mod tests {
                 );
             }
             assert_eq!(Sums::of(&old, &new), baseline);
+        }
+    }
+
+    #[test]
+    fn two_runs_of_exact_products_give_the_sums_of_each_bit_for_bit() {
+        // f32 values of many magnitudes (their products are exact in f64), uneven lengths,
+        // a NaN and an infinity.
+        let run = |n: usize, seed: u32| -> Vec<f64> {
+            (0..n as u32)
+                .map(|i| {
+                    let x = (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 8) as f32;
+                    (x * 1.37e-7 - 0.9) as f64 * f64::from(1u32 << (i % 7))
+                })
+                .collect()
+        };
+        let changed = |v: &[f64]| -> Vec<f64> {
+            v.iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    if i % 3 == 0 {
+                        *x
+                    } else {
+                        (*x as f32 * 1.0001) as f64
+                    }
+                })
+                .collect()
+        };
+        let mut with_nan = run(37, 5);
+        with_nan[9] = f64::NAN;
+        let mut with_inf = run(64, 6);
+        with_inf[17] = f64::INFINITY;
+        let runs = [
+            run(0, 1),
+            run(3, 2),
+            run(4096, 3),
+            run(1001, 4),
+            with_nan,
+            with_inf,
+        ];
+        for a in &runs {
+            for b in &runs {
+                let (a2, b2) = (changed(a), changed(b));
+                let expected = (Sums::of(a, &a2), Sums::of(b, &b2));
+                let pair = Sums::of_two_exact((a, &a2), (b, &b2));
+                assert_eq!(format!("{pair:?}"), format!("{expected:?}"));
+                assert_eq!(
+                    format!("{:?}", all_finite_body(a, &a2).or_careful((a, &a2))),
+                    format!("{:?}", expected.0)
+                );
+            }
         }
     }
 

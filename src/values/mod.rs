@@ -424,6 +424,8 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             || Buffers {
                 old: vec![0f64; STRIDE as usize],
                 new: vec![0f64; STRIDE as usize],
+                old_next: vec![0f64; STRIDE as usize],
+                new_next: vec![0f64; STRIDE as usize],
                 old_bytes: Vec::new(),
                 new_bytes: Vec::new(),
             },
@@ -479,10 +481,12 @@ pub(crate) fn tensor_bytes<'a>(
     })
 }
 
-/// A worker's buffers: decoded values, and gathered bytes of strided views.
+/// A worker's buffers: decoded values (of two strides), and gathered bytes of strided views.
 struct Buffers {
     old: Vec<f64>,
     new: Vec<f64>,
+    old_next: Vec<f64>,
+    new_next: Vec<f64>,
     old_bytes: Vec<u8>,
     new_bytes: Vec<u8>,
 }
@@ -538,18 +542,35 @@ fn same_bytes(old_file: &ModelBytes, new_file: &ModelBytes, old: &[u8], new: &[u
     true
 }
 
+/// A stride decoded and waiting for a second one, so that the two are summed together (the
+/// sums of each are merged in order).
+#[derive(Clone, Copy)]
+enum Waiting {
+    Nothing,
+    /// Values the same on both sides, in the old buffer.
+    Unchanged(usize),
+    /// Changed values whose products are exact, in the old and new buffers.
+    Changed(usize),
+}
+
 fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Sums {
     let Buffers {
         old: buf_old,
         new: buf_new,
+        old_next,
+        new_next,
         old_bytes,
         new_bytes,
     } = buffers;
     let wide = pair.old_codec.wide_integer || pair.new_codec.wide_integer;
+    let exact = pair.old_codec.exact_products && pair.new_codec.exact_products;
     let mut sums = Sums::default();
-    // An unchanged run decoded into `buf_old` whose sums wait for a second one: the two are
-    // summed together (see [`Sums::unchanged_two`]), and merged in order.
-    let mut pending: Option<usize> = None;
+    let mut waiting = Waiting::Nothing;
+    let flush = |waiting: Waiting, sums: &mut Sums, old: &[f64], new: &[f64]| match waiting {
+        Waiting::Nothing => {}
+        Waiting::Unchanged(m) => sums.merge(&Sums::unchanged(&old[..m])),
+        Waiting::Changed(m) => sums.merge(&Sums::of(&old[..m], &new[..m])),
+    };
     let mut at = start;
     while at < end {
         let to = (at + STRIDE).min(end);
@@ -557,25 +578,48 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
         let raw_old = pair.old.elements(&pair.old_codec, at, to, old_bytes);
         let raw_new = pair.new.elements(&pair.new_codec, at, to, new_bytes);
         let unchanged = pair.same_dtype && raw_old == raw_new;
+        at = to;
         if unchanged && !wide {
-            match pending.take() {
-                None => {
-                    (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
-                    pending = Some(n);
-                }
-                Some(m) => {
-                    (pair.old_codec.decode)(raw_old, &mut buf_new[..n]);
-                    let (first, second) = Sums::unchanged_two(&buf_old[..m], &buf_new[..n]);
+            match waiting {
+                Waiting::Unchanged(m) => {
+                    (pair.old_codec.decode)(raw_old, &mut old_next[..n]);
+                    let (first, second) = Sums::unchanged_two(&buf_old[..m], &old_next[..n]);
                     sums.merge(&first);
                     sums.merge(&second);
+                    waiting = Waiting::Nothing;
+                }
+                _ => {
+                    flush(waiting, &mut sums, buf_old, buf_new);
+                    (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
+                    waiting = Waiting::Unchanged(n);
                 }
             }
-            at = to;
             continue;
         }
-        if let Some(m) = pending.take() {
-            sums.merge(&Sums::unchanged(&buf_old[..m]));
+        if exact && !wide {
+            match waiting {
+                Waiting::Changed(m) => {
+                    (pair.old_codec.decode)(raw_old, &mut old_next[..n]);
+                    (pair.new_codec.decode)(raw_new, &mut new_next[..n]);
+                    let (first, second) = Sums::of_two_exact(
+                        (&buf_old[..m], &buf_new[..m]),
+                        (&old_next[..n], &new_next[..n]),
+                    );
+                    sums.merge(&first);
+                    sums.merge(&second);
+                    waiting = Waiting::Nothing;
+                }
+                _ => {
+                    flush(waiting, &mut sums, buf_old, buf_new);
+                    (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
+                    (pair.new_codec.decode)(raw_new, &mut buf_new[..n]);
+                    waiting = Waiting::Changed(n);
+                }
+            }
+            continue;
         }
+        flush(waiting, &mut sums, buf_old, buf_new);
+        waiting = Waiting::Nothing;
         (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
         let mut part = if unchanged {
             Sums::unchanged(&buf_old[..n])
@@ -596,11 +640,8 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
             }
         }
         sums.merge(&part);
-        at = to;
     }
-    if let Some(m) = pending {
-        sums.merge(&Sums::unchanged(&buf_old[..m]));
-    }
+    flush(waiting, &mut sums, buf_old, buf_new);
     sums
 }
 

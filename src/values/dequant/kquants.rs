@@ -71,7 +71,7 @@ pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
 
 /// The eight 6-bit scales and minimums of q4_k and q5_k, packed in 12 bytes.
 #[inline(always)]
-fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
+pub(super) fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
     let (d, m, md) = (&packed[0..4], &packed[4..8], &packed[8..12]);
     let mut sc = [0u8; 8];
     let mut mn = [0u8; 8];

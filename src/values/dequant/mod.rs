@@ -11,6 +11,7 @@ pub mod iq;
 #[rustfmt::skip]
 mod iq_tables;
 pub mod kquants;
+mod kquants_avx2;
 pub mod legacy;
 pub mod plain;
 
@@ -28,6 +29,10 @@ pub struct Codec {
     /// 64-bit integers: values of magnitude 2^53 and more do not all fit an f64, so changes
     /// are counted on the raw values and the norms are approximate.
     pub wide_integer: bool,
+    /// Every value has at most 26 significant bits, so the product of two is exact in f64
+    /// (see [`crate::values::compare::Sums::of_two_exact`]): all but f64 and 32- and 64-bit
+    /// integers.
+    pub exact_products: bool,
 }
 
 impl std::fmt::Debug for Codec {
@@ -70,6 +75,7 @@ const fn c(block_size: u64, type_size: u64, decode: DecodeFn) -> Codec {
         type_size,
         decode,
         wide_integer: false,
+        exact_products: true,
     }
 }
 
@@ -115,7 +121,11 @@ pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
         "f8_e5m2fnuz" => (c(1, 1, v!(f8_e5m2fnuz)), None),
         "f8_e8m0" => (c(1, 1, v!(f8_e8m0)), None),
         quantized => {
-            let codec = quantized_codec(quantized).ok_or(NotDecoded::UnsupportedType)?;
+            let codec = match quantized {
+                "q4_k" => c(256, 144, kquants_avx2::q4_k_dispatched),
+                "q6_k" => c(256, 210, kquants_avx2::q6_k_dispatched),
+                _ => quantized_codec(quantized).ok_or(NotDecoded::UnsupportedType)?,
+            };
             return if big_endian {
                 Err(NotDecoded::BigEndianBlocks)
             } else {
@@ -131,6 +141,7 @@ pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
     };
     Ok(Codec {
         wide_integer: matches!(dtype, "i64" | "u64"),
+        exact_products: !matches!(dtype, "f64" | "i32" | "u32" | "i64" | "u64"),
         ..codec
     })
 }

@@ -1,0 +1,138 @@
+//! q4_k and q6_k, the bulk of a Q4_K_M model, written with AVX2 intrinsics: the same f32
+//! multiplications and subtractions as [`super::kquants`], eight values at a time, widened
+//! to f64 straight into the output. The results are those of the portable decoders bit for
+//! bit (a unit test compares them on random blocks).
+
+use super::bytes::f16_at;
+use super::kquants::{q4_k, q6_k, scales_and_mins};
+
+/// q4_k, with AVX2 when the CPU has it.
+pub fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { avx2::q4_k(bytes, out) };
+    }
+    q4_k(bytes, out)
+}
+
+/// q6_k, with AVX2 when the CPU has it.
+pub fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { avx2::q6_k(bytes, out) };
+    }
+    q6_k(bytes, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{f16_at, scales_and_mins};
+
+    /// Writes `scale * q - min` of 32 small integers `q` (bytes of `q8`) as f64 to `out`,
+    /// computed in f32 as the portable decoders do (a product, then a difference).
+    #[inline(always)]
+    fn scaled_32(q8: __m256i, scale: f32, min: f32, out: &mut [f64]) {
+        debug_assert!(out.len() >= 32);
+        // SAFETY: inlined only into functions with AVX2 enabled; out holds 32 values.
+        unsafe {
+            let (scale, min) = (_mm256_set1_ps(scale), _mm256_set1_ps(min));
+            let halves = [
+                _mm256_castsi256_si128(q8),
+                _mm256_extracti128_si256::<1>(q8),
+            ];
+            for (h, half) in halves.into_iter().enumerate() {
+                for (k, eight) in [half, _mm_srli_si128::<8>(half)].into_iter().enumerate() {
+                    let q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(eight));
+                    let v = _mm256_sub_ps(_mm256_mul_ps(q, scale), min);
+                    let at = out.as_mut_ptr().add(h * 16 + k * 8);
+                    _mm256_storeu_pd(at, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+                    _mm256_storeu_pd(at.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)));
+                }
+            }
+        }
+    }
+
+    /// Loads 32 bytes.
+    #[inline(always)]
+    fn load_32(bytes: &[u8]) -> __m256i {
+        assert!(bytes.len() >= 32);
+        // SAFETY: 32 readable bytes (checked above); AVX2 is enabled where this is inlined.
+        unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn q4_k(bytes: &[u8], out: &mut [f64]) {
+        let low_nibbles = _mm256_set1_epi8(0x0F);
+        for (b, v) in bytes.chunks_exact(144).zip(out.chunks_exact_mut(256)) {
+            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+            let (sc, mn) = scales_and_mins(&b[4..16]);
+            for g in 0..4 {
+                let qs = load_32(&b[16 + g * 32..]);
+                let lo = _mm256_and_si256(qs, low_nibbles);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
+                let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
+                let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
+                scaled_32(lo, d0, m0, &mut v[g * 64..]);
+                scaled_32(hi, d1, m1, &mut v[g * 64 + 32..]);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn q6_k(bytes: &[u8], out: &mut [f64]) {
+        let (low_nibbles, two_bits) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3));
+        for (b, v) in bytes.chunks_exact(210).zip(out.chunks_exact_mut(256)) {
+            let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
+            let d = f16_at(b, 208);
+            for h in 0..2 {
+                let high_bytes = load_32(&qh[h * 32..]);
+                for s in 0..4 {
+                    let low_bytes = load_32(&ql[h * 64 + (s % 2) * 32..]);
+                    let low = match s / 2 {
+                        0 => _mm256_and_si256(low_bytes, low_nibbles),
+                        _ => _mm256_and_si256(_mm256_srli_epi16::<4>(low_bytes), low_nibbles),
+                    };
+                    let high = _mm256_and_si256(
+                        _mm256_srl_epi16(high_bytes, _mm_cvtsi32_si128(2 * s as i32)),
+                        two_bits,
+                    );
+                    // 6-bit values 0..=63: the high bits stay inside their byte.
+                    let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
+                    let dst = &mut v[h * 128 + s * 32..][..32];
+                    // value = scale * (q - 32): q - 32 is exact in f32, so subtracting 32 from
+                    // the integer first is the same; "min" is 0 here (x - 0 = x exactly).
+                    let dl = [0, 1].map(|k| d * (scales[h * 8 + s * 2 + k] as i8) as f32);
+                    let shifted = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
+                    scaled_signed_16(shifted, dl[0], &mut dst[..16], false);
+                    scaled_signed_16(shifted, dl[1], &mut dst[16..], true);
+                }
+            }
+        }
+    }
+
+    /// Writes `scale * q` of 16 signed bytes of `q8` (its upper 16 when `upper`) as f64.
+    #[inline(always)]
+    fn scaled_signed_16(q8: __m256i, scale: f32, out: &mut [f64], upper: bool) {
+        debug_assert!(out.len() >= 16);
+        // SAFETY: inlined only into functions with AVX2 enabled; out holds 16 values.
+        unsafe {
+            let scale = _mm256_set1_ps(scale);
+            let half = if upper {
+                _mm256_extracti128_si256::<1>(q8)
+            } else {
+                _mm256_castsi256_si128(q8)
+            };
+            for (k, eight) in [half, _mm_srli_si128::<8>(half)].into_iter().enumerate() {
+                let q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eight));
+                let v = _mm256_mul_ps(q, scale);
+                let at = out.as_mut_ptr().add(k * 8);
+                _mm256_storeu_pd(at, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+                _mm256_storeu_pd(at.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)));
+            }
+        }
+    }
+}
