@@ -1,13 +1,20 @@
 //! q4_k and q6_k, the bulk of a Q4_K_M model, written with AVX2 intrinsics: the same f32
 //! multiplications and subtractions as [`super::kquants`], eight values at a time, widened
-//! to f64 straight into the output. The results are those of the portable decoders bit for
-//! bit (a unit test compares them on random blocks).
+//! to f64 straight into the output. With AVX-512, q4_k computes the 16 values a sub-block's
+//! nibbles can take once (the same f32 operations) and looks each nibble up in them. The
+//! results are those of the portable decoders bit for bit (unit tests compare every variant
+//! the CPU runs on random blocks).
 
 use super::bytes::f16_at;
 use super::kquants::{q4_k, q6_k, scales_and_mins};
 
-/// q4_k, with AVX2 when the CPU has it.
+/// q4_k, with AVX-512 or AVX2 when the CPU has them.
 pub fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (and so AVX2).
+        return unsafe { avx512::q4_k(bytes, out) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
@@ -24,6 +31,64 @@ pub fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
         return unsafe { avx2::q6_k(bytes, out) };
     }
     q6_k(bytes, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{f16_at, scales_and_mins};
+
+    #[target_feature(enable = "avx512f,avx2")]
+    pub(super) fn q4_k(bytes: &[u8], out: &mut [f64]) {
+        let low_nibbles = _mm256_set1_epi8(0x0F);
+        let nibble_values = _mm512_cvtepi32_ps(_mm512_set_epi32(
+            15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+        ));
+        for (b, v) in bytes.chunks_exact(144).zip(out.chunks_exact_mut(256)) {
+            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+            let (sc, mn) = scales_and_mins(&b[4..16]);
+            for g in 0..4 {
+                let qs = &b[16 + g * 32..][..32];
+                // SAFETY: qs holds 32 bytes.
+                let qs = unsafe { _mm256_loadu_si256(qs.as_ptr().cast()) };
+                let lo = _mm256_and_si256(qs, low_nibbles);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
+                for (half, nibbles) in [lo, hi].into_iter().enumerate() {
+                    let j = 2 * g + half;
+                    let (scale, min) = (d * sc[j] as f32, dmin * mn[j] as f32);
+                    // value(q) = scale * q - min for q = 0..=15, in f32 as the portable decoder.
+                    let table = _mm512_sub_ps(
+                        _mm512_mul_ps(nibble_values, _mm512_set1_ps(scale)),
+                        _mm512_set1_ps(min),
+                    );
+                    let table = _mm512_castps_pd(table);
+                    let first = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_castpd512_pd256(table)));
+                    let second =
+                        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(table)));
+                    let dst = &mut v[g * 64 + half * 32..][..32];
+                    let quarters = [
+                        _mm256_castsi256_si128(nibbles),
+                        _mm256_extracti128_si256::<1>(nibbles),
+                    ];
+                    for (h, sixteen) in quarters.into_iter().enumerate() {
+                        for (k, eight) in [sixteen, _mm_srli_si128::<8>(sixteen)]
+                            .into_iter()
+                            .enumerate()
+                        {
+                            // Index bit 3 picks the second half of the table.
+                            let values =
+                                _mm512_permutex2var_pd(first, _mm512_cvtepu8_epi64(eight), second);
+                            // SAFETY: dst holds 32 values; h * 16 + k * 8 + 8 <= 32.
+                            unsafe {
+                                _mm512_storeu_pd(dst.as_mut_ptr().add(h * 16 + k * 8), values)
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -132,6 +197,47 @@ mod avx2 {
                 let at = out.as_mut_ptr().add(k * 8);
                 _mm256_storeu_pd(at, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
                 _mm256_storeu_pd(at.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant this CPU runs gives the portable decoder's values bit for bit.
+    #[test]
+    fn every_variant_agrees_with_the_portable_decoder() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut byte = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        };
+        let blocks = 64;
+        type Decoder = fn(&[u8], &mut [f64]);
+        let mut cases: Vec<(&str, usize, Decoder, Decoder)> = vec![
+            ("q4_k", 144, q4_k, q4_k_dispatched),
+            ("q6_k", 210, q6_k, q6_k_dispatched),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY (of the calls through these): the CPU has AVX2.
+            cases.push(("q4_k avx2", 144, q4_k, |b, o| unsafe { avx2::q4_k(b, o) }));
+            cases.push(("q6_k avx2", 210, q6_k, |b, o| unsafe { avx2::q6_k(b, o) }));
+        }
+        for (name, type_size, portable, variant) in cases {
+            let bytes: Vec<u8> = (0..blocks * type_size).map(|_| byte()).collect();
+            let (mut a, mut b) = (vec![0f64; blocks * 256], vec![0f64; blocks * 256]);
+            portable(&bytes, &mut a);
+            variant(&bytes, &mut b);
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    "{name} value {i}: {x} vs {y}"
+                );
             }
         }
     }
