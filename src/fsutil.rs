@@ -193,6 +193,25 @@ where
     })
 }
 
+/// Reserves the first `len` bytes of `file` on disk before they are written: the writes then
+/// fill space already allocated (no block allocation under the file's lock as each arrives),
+/// and a full disk shows at once. A filesystem that cannot reserve is left to allocate as it
+/// writes; a full disk is an error naming `path`.
+pub fn reserve(file: &File, path: &Path, len: u64) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(len) else {
+        return Ok(());
+    };
+    // SAFETY: fallocate on an open descriptor; mode 0 allocates (and extends) the range.
+    if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            return Err(Error::io(path, e));
+        }
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `path` atomically.
 pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomically(path, |out| out.write_all(bytes))

@@ -123,6 +123,7 @@ pub(crate) fn apply(
             (single && links[0].checksum_pending).then(|| s.spawn(|| links[0].verify_checksum()));
         crate::fsutil::write_atomically_with::<DeltaError>(out, sync, |file| {
             use std::os::unix::fs::FileExt;
+            crate::fsutil::reserve(file, out, layout.total_len)?;
             file.write_all_at(&layout.header, 0)
                 .map_err(|e| Error::io(out, e))?;
             // Every tensor's place in the output is known: workers write there directly, so no

@@ -101,6 +101,7 @@ pub(crate) fn apply_streamed(
     let mut base_hash = String::new();
     let result = crate::fsutil::write_atomically_with::<Stop>(out, sync, |file| {
         use std::os::unix::fs::FileExt;
+        crate::fsutil::reserve(file, out, plan.layout.total_len)?;
         file.write_all_at(&plan.layout.header, 0)
             .map_err(|e| Error::io(out, e))?;
         let failed = AtomicBool::new(false);
