@@ -391,11 +391,17 @@ fn write_string_array(out: &mut Writer<impl ChunkOut>, array: &StringArray) {
     let (joined, ends) = array.joined();
     let text = joined.as_bytes();
     // Each string is followed by one NUL, itself a byte to escape: no string needs escaping
-    // exactly when the count equals the number of strings. (Non-short-circuiting: it
-    // vectorizes.)
-    let escapes = text
-        .iter()
-        .fold(0usize, |n, &b| n + usize::from(needs_escape(b)));
+    // exactly when the count equals the number of strings. Counted in byte-sized lanes per
+    // 255 bytes (a u8 cannot overflow there): counting in usize lanes was four times slower.
+    let escapes: usize = text
+        .chunks(255)
+        .map(|block| {
+            let n = block
+                .iter()
+                .fold(0u8, |n, &b| n + u8::from(needs_escape(b)));
+            usize::from(n)
+        })
+        .sum();
     out.put(b"[");
     let mut start = 0;
     for (i, &end) in ends.iter().enumerate() {
