@@ -672,18 +672,16 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
             const N: usize = std::mem::size_of::<$ty>();
             let raw = cur.take(len * N, &item)?;
             let big_endian = cur.big_endian;
-            Array::$variant(
-                raw.chunks_exact(N)
-                    .map(|chunk| {
-                        let bytes: [u8; N] = chunk.try_into().expect("chunks of N bytes");
-                        $wrap(if big_endian {
-                            <$ty>::from_be_bytes(bytes)
-                        } else {
-                            <$ty>::from_le_bytes(bytes)
-                        })
-                    })
-                    .collect(),
-            )
+            let mut out = crate::hugepages::vec_with_capacity(len);
+            out.extend(raw.chunks_exact(N).map(|chunk| {
+                let bytes: [u8; N] = chunk.try_into().expect("chunks of N bytes");
+                $wrap(if big_endian {
+                    <$ty>::from_be_bytes(bytes)
+                } else {
+                    <$ty>::from_le_bytes(bytes)
+                })
+            }));
+            Array::$variant(out)
         }};
     }
     Ok(match elem_type {
@@ -734,13 +732,13 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
 fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
     let item = || format!("an element of array {key:?}");
     let array_start = cur.pos;
-    let mut ends = Vec::with_capacity(len);
+    let mut ends = crate::hugepages::vec_with_capacity(len);
     // Reserved once: every string is preceded by its length in the header, so the joined text
     // (strings and NULs) is at most the bytes left less what the lengths take. Pages are only
     // touched as the text fills them; grown by doubling, the text was copied several times.
     let most = (cur.bytes.len() - cur.pos)
         .saturating_sub(len.saturating_mul(cur.string_len_size() as usize - 1));
-    let mut joined = Vec::with_capacity(most + SHORT_STRING);
+    let mut joined = crate::hugepages::vec_with_capacity(most + SHORT_STRING);
     for _ in 0..len {
         let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
         let start = cur.pos;
