@@ -218,6 +218,11 @@ impl StringArray {
         Some(&self.text[start..end])
     }
 
+    /// The joined text (each string followed by a NUL) and where each string ends in it.
+    pub(crate) fn joined(&self) -> (&str, &[usize]) {
+        (&self.text, &self.ends)
+    }
+
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         (0..self.len()).map(|i| self.get(i).expect("index below len"))
     }

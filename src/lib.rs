@@ -18,6 +18,7 @@ mod escape;
 pub mod formats;
 mod fsutil;
 mod git;
+mod hugepages;
 mod identity;
 mod input;
 mod mapped;

@@ -15,6 +15,7 @@ const CORE: &[&str] = &[
     "escape",
     "formats",
     "fsutil",
+    "hugepages",
     "identity",
     "mapped",
     "output",

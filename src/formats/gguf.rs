@@ -672,18 +672,16 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
             const N: usize = std::mem::size_of::<$ty>();
             let raw = cur.take(len * N, &item)?;
             let big_endian = cur.big_endian;
-            Array::$variant(
-                raw.chunks_exact(N)
-                    .map(|chunk| {
-                        let bytes: [u8; N] = chunk.try_into().expect("chunks of N bytes");
-                        $wrap(if big_endian {
-                            <$ty>::from_be_bytes(bytes)
-                        } else {
-                            <$ty>::from_le_bytes(bytes)
-                        })
-                    })
-                    .collect(),
-            )
+            let mut out = crate::hugepages::vec_with_capacity(len);
+            out.extend(raw.chunks_exact(N).map(|chunk| {
+                let bytes: [u8; N] = chunk.try_into().expect("chunks of N bytes");
+                $wrap(if big_endian {
+                    <$ty>::from_be_bytes(bytes)
+                } else {
+                    <$ty>::from_le_bytes(bytes)
+                })
+            }));
+            Array::$variant(out)
         }};
     }
     Ok(match elem_type {
@@ -734,12 +732,28 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
 fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
     let item = || format!("an element of array {key:?}");
     let array_start = cur.pos;
-    let mut ends = Vec::with_capacity(len);
-    let mut joined = Vec::new();
+    let mut ends = crate::hugepages::vec_with_capacity(len);
+    // Reserved once: every string is preceded by its length in the header, so the joined text
+    // (strings and NULs) is at most the bytes left less what the lengths take. Pages are only
+    // touched as the text fills them; grown by doubling, the text was copied several times.
+    let most = (cur.bytes.len() - cur.pos)
+        .saturating_sub(len.saturating_mul(cur.string_len_size() as usize - 1));
+    let mut joined = crate::hugepages::vec_with_capacity(most + SHORT_STRING);
     for _ in 0..len {
         let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
+        let start = cur.pos;
         let raw = cur.take(str_len, &item)?;
-        joined.extend_from_slice(raw);
+        // Most tokens are a few bytes: a fixed-size copy of the header bytes from the string on
+        // is a couple of moves where a copy of the exact length is a memcpy call. The bytes
+        // past the string are cut off again.
+        match cur.bytes[start..].first_chunk::<SHORT_STRING>() {
+            Some(window) if raw.len() <= SHORT_STRING => {
+                let at = joined.len();
+                joined.extend_from_slice(window);
+                joined.truncate(at + raw.len());
+            }
+            _ => joined.extend_from_slice(raw),
+        }
         ends.push(joined.len());
         joined.push(0);
     }
@@ -754,6 +768,9 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     let text = unsafe { String::from_utf8_unchecked(joined) };
     Ok(StringArray::from_parts(text, ends))
 }
+
+/// Strings up to this length are copied as one fixed-size block.
+const SHORT_STRING: usize = 32;
 
 /// File offset of the second tensor record named `name`: the records (already validated) are
 /// walked again only to report the duplicate, so the happy path keeps no per-record offsets.
@@ -830,6 +847,38 @@ mod tests {
             f.extend_from_slice(item);
         }
         (f, offsets)
+    }
+
+    #[test]
+    fn string_arrays_keep_every_length_around_the_block_copy() {
+        // Short strings are copied as fixed-size blocks read from the header; the last ones end
+        // at the end of the bytes, where no full block is left.
+        let long = "é".repeat(40);
+        let items: Vec<String> = [0, 1, 31, 32, 33, 7, 64, 0, 3, 32, 31]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                if n == 64 {
+                    long.clone()
+                } else {
+                    "abcdefghijklmnopqrstuvwxyz0123456789"
+                        .chars()
+                        .cycle()
+                        .skip(i)
+                        .take(n)
+                        .collect()
+                }
+            })
+            .collect();
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        let (file, _) = string_array_file(&bytes);
+        let artifact = parse(&file).unwrap();
+        match &artifact.metadata["toks"] {
+            Value::Array(Array::String(parsed)) => {
+                assert_eq!(parsed.iter().collect::<Vec<_>>(), items);
+            }
+            other => panic!("expected a string array, got {other:?}"),
+        }
     }
 
     #[test]
