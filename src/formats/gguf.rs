@@ -736,9 +736,18 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
     // Reserved once: every string is preceded by its length in the header, so the joined text
     // (strings and NULs) is at most the bytes left less what the lengths take. Pages are only
     // touched as the text fills them; grown by doubling, the text was copied several times.
-    let most = (cur.bytes.len() - cur.pos)
+    // The bytes are the whole mapped file, weights included: the header limit bounds them.
+    let header_end = cur
+        .bytes
+        .len()
+        .min(usize::try_from(cur.limit).unwrap_or(usize::MAX));
+    let most = header_end
+        .saturating_sub(cur.pos)
         .saturating_sub(len.saturating_mul(cur.string_len_size() as usize - 1));
-    let mut joined = crate::hugepages::vec_with_capacity(most + SHORT_STRING);
+    // Vocabulary tokens average a few bytes: a small array does not reserve the whole header,
+    // and an array of long strings grows as it must.
+    let likely = len.saturating_mul(16).saturating_add(4096);
+    let mut joined = crate::hugepages::vec_with_capacity(most.min(likely) + SHORT_STRING);
     for _ in 0..len {
         let str_len = cur.bounded_count(1, &|| format!("the length of {}", item()))?;
         let start = cur.pos;
