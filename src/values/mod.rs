@@ -422,23 +422,22 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
         .par_iter()
         .map_init(
             || Buffers {
-                old: vec![0f64; STRIDE as usize],
-                new: vec![0f64; STRIDE as usize],
-                old_next: vec![0f64; STRIDE as usize],
-                new_next: vec![0f64; STRIDE as usize],
+                old: std::array::from_fn(|_| vec![0f64; STRIDE as usize]),
+                new: std::array::from_fn(|_| vec![0f64; STRIDE as usize]),
                 old_bytes: Vec::new(),
                 new_bytes: Vec::new(),
+                read: source::ReleaseBehind::new(),
             },
             |buffers, &(pair, start, end)| {
                 let sums = compare_piece(pair, start, end, buffers);
                 progress.inc(1);
                 if let Some(old) = pair.old.run() {
-                    pair.old_file
-                        .release(byte_range(old, &pair.old_codec, start, end));
+                    let range = byte_range(old, &pair.old_codec, start, end);
+                    buffers.read.add(pair.old_file, range);
                 }
                 if let Some(new) = pair.new.run() {
-                    pair.new_file
-                        .release(byte_range(new, &pair.new_codec, start, end));
+                    let range = byte_range(new, &pair.new_codec, start, end);
+                    buffers.read.add(pair.new_file, range);
                 }
                 (pair.index, sums)
             },
@@ -481,14 +480,14 @@ pub(crate) fn tensor_bytes<'a>(
     })
 }
 
-/// A worker's buffers: decoded values (of two strides), and gathered bytes of strided views.
-struct Buffers {
-    old: Vec<f64>,
-    new: Vec<f64>,
-    old_next: Vec<f64>,
-    new_next: Vec<f64>,
+/// A worker's buffers: decoded values (of a group of strides), gathered bytes of strided
+/// views, and the bytes read whose pages wait to be released.
+struct Buffers<'a> {
+    old: [Vec<f64>; GROUP],
+    new: [Vec<f64>; GROUP],
     old_bytes: Vec<u8>,
     new_bytes: Vec<u8>,
+    read: source::ReleaseBehind<'a>,
 }
 
 /// The tensor's bytes, after checking that its byte length is what its dtype and element count
@@ -542,106 +541,95 @@ fn same_bytes(old_file: &ModelBytes, new_file: &ModelBytes, old: &[u8], new: &[u
     true
 }
 
-/// A stride decoded and waiting for a second one, so that the two are summed together (the
-/// sums of each are merged in order).
-#[derive(Clone, Copy)]
-enum Waiting {
-    Nothing,
-    /// Values the same on both sides, in the old buffer.
-    Unchanged(usize),
-    /// Changed values whose products are exact, in the old and new buffers.
-    Changed(usize),
-}
+/// Strides decoded before their sums are taken: the changed ones are summed two at a time,
+/// and so are the unchanged ones, whatever lies between them (a tensor changed in places
+/// alternates the two), and the sums are merged in stride order.
+const GROUP: usize = 4;
 
 fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Sums {
     let Buffers {
-        old: buf_old,
-        new: buf_new,
-        old_next,
-        new_next,
+        old: bufs_old,
+        new: bufs_new,
         old_bytes,
         new_bytes,
+        read: _,
     } = buffers;
     let wide = pair.old_codec.wide_integer || pair.new_codec.wide_integer;
     let exact = pair.old_codec.exact_products && pair.new_codec.exact_products;
     let mut sums = Sums::default();
-    let mut waiting = Waiting::Nothing;
-    let flush = |waiting: Waiting, sums: &mut Sums, old: &[f64], new: &[f64]| match waiting {
-        Waiting::Nothing => {}
-        Waiting::Unchanged(m) => sums.merge(&Sums::unchanged(&old[..m])),
-        Waiting::Changed(m) => sums.merge(&Sums::of(&old[..m], &new[..m])),
-    };
     let mut at = start;
     while at < end {
-        let to = (at + STRIDE).min(end);
-        let n = (to - at) as usize;
-        let raw_old = pair.old.elements(&pair.old_codec, at, to, old_bytes);
-        let raw_new = pair.new.elements(&pair.new_codec, at, to, new_bytes);
-        let unchanged = pair.same_dtype && raw_old == raw_new;
-        at = to;
-        if unchanged && !wide {
-            match waiting {
-                Waiting::Unchanged(m) => {
-                    (pair.old_codec.decode)(raw_old, &mut old_next[..n]);
-                    let (first, second) = Sums::unchanged_two(&buf_old[..m], &old_next[..n]);
-                    sums.merge(&first);
-                    sums.merge(&second);
-                    waiting = Waiting::Nothing;
-                }
-                _ => {
-                    flush(waiting, &mut sums, buf_old, buf_new);
-                    (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
-                    waiting = Waiting::Unchanged(n);
-                }
+        // Each stride of the group: its length, whether it is the same on both sides, and
+        // its sums once taken.
+        let mut strides = [(0usize, false); GROUP];
+        let mut parts: [Option<Sums>; GROUP] = [None; GROUP];
+        let mut count = 0;
+        while count < GROUP && at < end {
+            let to = (at + STRIDE).min(end);
+            let n = (to - at) as usize;
+            let raw_old = pair.old.elements(&pair.old_codec, at, to, old_bytes);
+            let raw_new = pair.new.elements(&pair.new_codec, at, to, new_bytes);
+            let unchanged = pair.same_dtype && raw_old == raw_new;
+            let (buf_old, buf_new) = (&mut bufs_old[count][..n], &mut bufs_new[count][..n]);
+            (pair.old_codec.decode)(raw_old, buf_old);
+            if !unchanged {
+                (pair.new_codec.decode)(raw_new, buf_new);
             }
-            continue;
-        }
-        if exact && !wide {
-            match waiting {
-                Waiting::Changed(m) => {
-                    (pair.old_codec.decode)(raw_old, &mut old_next[..n]);
-                    (pair.new_codec.decode)(raw_new, &mut new_next[..n]);
-                    let (first, second) = Sums::of_two_exact(
-                        (&buf_old[..m], &buf_new[..m]),
-                        (&old_next[..n], &new_next[..n]),
-                    );
-                    sums.merge(&first);
-                    sums.merge(&second);
-                    waiting = Waiting::Nothing;
+            if wide {
+                let mut part = if unchanged {
+                    Sums::unchanged(buf_old)
+                } else {
+                    Sums::of(buf_old, buf_new)
+                };
+                part.inexact = beyond_f64(buf_old) || !unchanged && beyond_f64(buf_new);
+                if pair.same_dtype && !unchanged {
+                    // Two integers that round to the same f64 may still differ.
+                    let width = pair.old_codec.type_size as usize;
+                    part.changed = raw_old
+                        .chunks_exact(width)
+                        .zip(raw_new.chunks_exact(width))
+                        .filter(|(a, b)| a != b)
+                        .count() as u64;
                 }
-                _ => {
-                    flush(waiting, &mut sums, buf_old, buf_new);
-                    (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
-                    (pair.new_codec.decode)(raw_new, &mut buf_new[..n]);
-                    waiting = Waiting::Changed(n);
-                }
+                parts[count] = Some(part);
             }
-            continue;
+            strides[count] = (n, unchanged);
+            count += 1;
+            at = to;
         }
-        flush(waiting, &mut sums, buf_old, buf_new);
-        waiting = Waiting::Nothing;
-        (pair.old_codec.decode)(raw_old, &mut buf_old[..n]);
-        let mut part = if unchanged {
-            Sums::unchanged(&buf_old[..n])
-        } else {
-            (pair.new_codec.decode)(raw_new, &mut buf_new[..n]);
-            Sums::of(&buf_old[..n], &buf_new[..n])
-        };
-        if wide {
-            part.inexact = beyond_f64(&buf_old[..n]) || !unchanged && beyond_f64(&buf_new[..n]);
-            if pair.same_dtype && !unchanged {
-                // Two integers that round to the same f64 may still differ.
-                let width = pair.old_codec.type_size as usize;
-                part.changed = raw_old
-                    .chunks_exact(width)
-                    .zip(raw_new.chunks_exact(width))
-                    .filter(|(a, b)| a != b)
-                    .count() as u64;
+        let old = |i: usize| &bufs_old[i][..strides[i].0];
+        let new = |i: usize| &bufs_new[i][..strides[i].0];
+        // Unchanged strides in pairs, then changed ones.
+        for same in [true, false] {
+            let (mut todo, mut k) = ([0usize; GROUP], 0);
+            for i in (0..count).filter(|&i| parts[i].is_none() && strides[i].1 == same) {
+                todo[k] = i;
+                k += 1;
+            }
+            let mut waiting: Option<usize> = None;
+            for &i in &todo[..k] {
+                let Some(first) = waiting.take() else {
+                    waiting = Some(i);
+                    continue;
+                };
+                let (a, b) = match (same, exact) {
+                    (true, _) => Sums::unchanged_two(old(first), old(i)),
+                    (false, true) => Sums::of_two_exact((old(first), new(first)), (old(i), new(i))),
+                    (false, false) => (Sums::of(old(first), new(first)), Sums::of(old(i), new(i))),
+                };
+                (parts[first], parts[i]) = (Some(a), Some(b));
+            }
+            if let Some(i) = waiting {
+                parts[i] = Some(match same {
+                    true => Sums::unchanged(old(i)),
+                    false => Sums::of(old(i), new(i)),
+                });
             }
         }
-        sums.merge(&part);
+        for part in &parts[..count] {
+            sums.merge(part.as_ref().expect("every stride summed"));
+        }
     }
-    flush(waiting, &mut sums, buf_old, buf_new);
     sums
 }
 
