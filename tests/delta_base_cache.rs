@@ -39,6 +39,22 @@ fn parent_hash_of(delta: &Path) -> String {
     json["parent_hash"].as_str().unwrap().to_string()
 }
 
+/// `delta apply [EXTRA] --base BASE DELTA -o OUT` with the cache in `cache`.
+fn apply(cache: &Path, extra: &[&str], base: &Path, delta: &Path, out: &Path) -> Output {
+    let mut args = vec!["delta", "apply"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--base", s(base), s(delta), "-o", s(out)]);
+    wi(cache, &args)
+}
+
+/// `delta create --base BASE FINETUNED -o OUT` with the cache in `cache`.
+fn create(cache: &Path, base: &Path, finetuned: &Path, out: &Path) -> Output {
+    wi(
+        cache,
+        &common::delta::create_args(base, finetuned, out, &[]),
+    )
+}
+
 /// Puts `hash` in place of the hash an entry holds.
 fn tamper(entry: &Path, hash: &str) {
     let text = std::fs::read_to_string(entry).unwrap();
@@ -56,26 +72,12 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
 
     // Written a moment ago: hashed, but not remembered (a write in the same clock tick
     // would not show in the stamps).
-    ok(&wi(
-        &cache,
-        &[
-            "delta",
-            "create",
-            "--base",
-            s(&base),
-            s(&ft),
-            "-o",
-            s(&d.join("fresh.wdelta")),
-        ],
-    ));
+    ok(&create(&cache, &base, &ft, &d.join("fresh.wdelta")));
     assert!(entries(&cache).is_empty(), "{:?}", entries(&cache));
 
     std::thread::sleep(std::time::Duration::from_millis(1300));
     let wd = d.join("d.wdelta");
-    ok(&wi(
-        &cache,
-        &["delta", "create", "--base", s(&base), s(&ft), "-o", s(&wd)],
-    ));
+    ok(&create(&cache, &base, &ft, &wd));
     let parent = parent_hash_of(&wd);
     let remembered = entries(&cache);
     assert_eq!(remembered.len(), 1, "{remembered:?}");
@@ -85,63 +87,25 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
 
     // Trusted: the same reconstruction as when the base is hashed.
     let (out_cached, out_hashed) = (d.join("cached.safetensors"), d.join("hashed.safetensors"));
-    ok(&wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&out_cached),
-        ],
-    ));
-    ok(&wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--verify-base",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&out_hashed),
-        ],
-    ));
-    assert_eq!(
-        std::fs::read(&out_cached).unwrap(),
-        std::fs::read(&out_hashed).unwrap()
-    );
+    ok(&apply(&cache, &[], &base, &wd, &out_cached));
+    ok(&apply(&cache, &["--verify-base"], &base, &wd, &out_hashed));
+    let same_output = || {
+        assert_eq!(
+            std::fs::read(&out_cached).unwrap(),
+            std::fs::read(&out_hashed).unwrap()
+        )
+    };
+    same_output();
 
     // Trusted indeed: a remembered hash that is not the delta's parent refuses the base, and
     // says how to hash it anew; nothing is written.
     let wrong = "0".repeat(64);
     tamper(entry, &wrong);
     let refused_out = d.join("refused.safetensors");
-    let refused = wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&refused_out),
-        ],
-    );
-    assert_eq!(
-        refused.status.code(),
-        Some(2),
-        "{}",
-        common::stderr(&refused)
-    );
-    common::assert_contains(
-        &common::stderr(&refused),
-        &["wrong parent", &wrong, "--verify-base"],
-    );
+    let refused = apply(&cache, &[], &base, &wd, &refused_out);
+    let stderr = common::stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    common::assert_contains(&stderr, &["wrong parent", &wrong, "--verify-base"]);
     assert!(!refused_out.exists());
 
     // `delta verify` hashes: it is its job.
@@ -150,19 +114,7 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
         &["delta", "verify", "--base", s(&base), s(&wd)],
     ));
     // --verify-base hashes and renews the entry.
-    ok(&wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--verify-base",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&out_hashed),
-        ],
-    ));
+    ok(&apply(&cache, &["--verify-base"], &base, &wd, &out_hashed));
     let renewed = std::fs::read_to_string(entry).unwrap();
     assert!(renewed.trim_end().ends_with(&parent), "{renewed}");
 
@@ -171,22 +123,8 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
     tamper(entry, &wrong);
     let bytes = std::fs::read(&base).unwrap();
     std::fs::write(&base, &bytes).unwrap();
-    ok(&wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&out_cached),
-        ],
-    ));
-    assert_eq!(
-        std::fs::read(&out_cached).unwrap(),
-        std::fs::read(&out_hashed).unwrap()
-    );
+    ok(&apply(&cache, &[], &base, &wd, &out_cached));
+    same_output();
     assert_eq!(entries(&cache).len(), 1);
 
     // A base that changed for real is refused by its hash, not by the cache.
@@ -195,33 +133,11 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
     changed[last] ^= 1;
     std::fs::write(&base, &changed).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1300));
-    let out = wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&refused_out),
-        ],
-    );
+    let out = apply(&cache, &[], &base, &wd, &refused_out);
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     common::assert_lacks(&common::stderr(&out), &["remembered"]);
     // Its hash is remembered now, and still refuses it on the next run.
     assert_eq!(entries(&cache).len(), 2);
-    let again = wi(
-        &cache,
-        &[
-            "delta",
-            "apply",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&refused_out),
-        ],
-    );
+    let again = apply(&cache, &[], &base, &wd, &refused_out);
     common::assert_contains(&common::stderr(&again), &["wrong parent", "remembered"]);
 }

@@ -24,6 +24,16 @@ pub fn ok(out: &Output) {
 
 /// `weight-inspect delta create --base BASE FINETUNED -o OUT EXTRA...`.
 pub fn create(base: &Path, finetuned: &Path, out: &Path, extra: &[&str]) -> Output {
+    super::run(&create_args(base, finetuned, out, extra))
+}
+
+/// The arguments of [`create`].
+pub fn create_args<'a>(
+    base: &'a Path,
+    finetuned: &'a Path,
+    out: &'a Path,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
         "delta",
         "create",
@@ -34,7 +44,7 @@ pub fn create(base: &Path, finetuned: &Path, out: &Path, extra: &[&str]) -> Outp
         s(out),
     ];
     args.extend_from_slice(extra);
-    super::run(&args)
+    args
 }
 
 /// `delta_ref.py make-pair`: DIR/base.safetensors and DIR/ft1..ftSTEPS.safetensors in `dtype`

@@ -230,15 +230,20 @@ mod tests {
     /// The dispatched decoders (AVX2 on this machine, when it has it) and the baseline ones
     /// give the same values bit for bit; the dispatched ones are checked against gguf-py in
     /// tests/values.rs.
-    #[test]
-    fn dispatched_and_baseline_decoders_agree() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut byte = || {
+    /// A reproducible stream of pseudo-random bytes (xorshift) from `seed`.
+    pub(super) fn random_bytes(seed: u64) -> impl FnMut() -> u8 {
+        let mut state = seed;
+        move || {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state as u8
-        };
+        }
+    }
+
+    #[test]
+    fn dispatched_and_baseline_decoders_agree() {
+        let mut byte = random_bytes(0x9E37_79B9_7F4A_7C15);
         for name in DECODED_GGUF_TYPES {
             let Some(baseline) = baseline_decoder(name) else {
                 continue;
