@@ -30,7 +30,7 @@ const ENTRY_VERSION: &str = "weight-inspect base hash 1";
 
 /// What the kernel says of each file of a model, as a line per file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stamps {
+struct Stamps {
     lines: String,
     /// The latest modification or change time among the files.
     newest: (i64, i64),
@@ -39,7 +39,7 @@ pub(crate) struct Stamps {
 impl Stamps {
     /// The stamps of `model`'s files, through the handles it reads from (so a file renamed
     /// over one of its paths meanwhile does not count).
-    pub(crate) fn of(model: &Model) -> Option<Stamps> {
+    fn of(model: &Model) -> Option<Stamps> {
         let mut lines = String::new();
         let mut newest = (i64::MIN, 0);
         for meta in model.file_metadata() {
@@ -111,7 +111,14 @@ fn record(stamps: &Stamps, hash: &str) {
         return;
     }
     let text = format!("{ENTRY_VERSION}\n{}{hash}\n", stamps.lines);
-    let _ = crate::fsutil::write_bytes_atomically(&path, text.as_bytes());
+    // Not flushed to disk: after a crash an entry may be lost or empty, which reads as a miss
+    // (the lookup checks the whole layout), and waiting for the disk cost every hashing run.
+    let _ = crate::fsutil::write_atomically_with::<crate::error::Error>(&path, false, |file| {
+        use std::io::Write;
+        let mut file = file;
+        file.write_all(text.as_bytes())
+            .map_err(|e| crate::error::Error::io(&path, e))
+    });
 }
 
 /// The hash recorded for `model`'s files as they are now, unless `run` asks to verify.
