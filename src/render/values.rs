@@ -178,8 +178,8 @@ pub fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
         let _ = writeln!(
             out,
             "  Per layer (changed/compared tensors, largest rel_l2; bars on a fixed log scale, \
-             the same in every report: {BAR} cells at rel_l2 1 or more, one less per 3/4 \
-             decade, one at 1e-6 or less):"
+             the same in every report:\n  {BAR} cells at rel_l2 1 or more, one less per 3/4 of \
+             a decade, one at 1e-6 or less):"
         );
         for l in layers {
             let (figure_text, bar) = if l.changed == 0 {
