@@ -26,10 +26,13 @@ def main():
     for const, key, enum in ENUMS:
         members = sorted(enum, key=lambda m: m.value)
         out.append(f"/// `{key}`: gguf-py's `{enum.__name__}`, by value.\n")
-        out.append(f"pub(super) static {const}: [(u64, &str); {len(members)}] = [\n")
-        for m in members:
-            out.append(f"    ({m.value}, \"{m.name}\"),\n")
-        out.append("];\n")
+        decl = f"pub(super) static {const}: [(u64, &str); {len(members)}] = "
+        items = [f"({m.value}, \"{m.name}\")" for m in members]
+        one_line = decl + "[" + ", ".join(items) + "];"
+        if len(one_line) <= 100:  # as rustfmt lays it out
+            out.append(one_line + "\n")
+        else:
+            out.append(decl + "[\n" + "".join(f"    {i},\n" for i in items) + "];\n")
     text = "".join(out).replace("];\n/// ", "];\n\n/// ")
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:

@@ -474,7 +474,8 @@ fn inspect_lists_gguf_tensors_in_file_order_with_the_offsets_gguf_py_reads() {
     assert_eq!(lines.len(), 4, "{text}");
     for (line, (name, offset, data)) in lines.iter().zip(&expected) {
         assert!(
-            line.contains(&format!(" {name} ")) && line.ends_with(&format!("offset {offset} (data +{data})")),
+            line.contains(&format!(" {name} "))
+                && line.ends_with(&format!("offset {offset} (data +{data})")),
             "{line} should list {name} at {offset}:\n{text}"
         );
     }
@@ -548,7 +549,10 @@ fn enumerated_metadata_is_named_in_inspect_and_diff_but_not_in_the_identity() {
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
 
     let text = stdout(&run(&["inspect", b]));
-    assert!(text.contains("  general.file_type: 15 (MOSTLY_Q4_K_M)\n"), "{text}");
+    assert!(
+        text.contains("  general.file_type: 15 (MOSTLY_Q4_K_M)\n"),
+        "{text}"
+    );
     assert!(text.contains("  llama.pooling_type: 2 (CLS)\n"), "{text}");
     assert!(text.contains("  llama.context_length: 15\n"), "{text}");
     let doc = json(&run(&["inspect", "--json", b]));
@@ -556,7 +560,11 @@ fn enumerated_metadata_is_named_in_inspect_and_diff_but_not_in_the_identity() {
         doc["metadata"]["general.file_type"],
         serde_json::json!({"type": "u32", "value": 15, "name": "MOSTLY_Q4_K_M"})
     );
-    assert!(doc["metadata"]["llama.context_length"].get("name").is_none());
+    assert!(
+        doc["metadata"]["llama.context_length"]
+            .get("name")
+            .is_none()
+    );
 
     let out = run(&["diff", a, b]);
     assert_eq!(code(&out), Some(1));
@@ -565,7 +573,10 @@ fn enumerated_metadata_is_named_in_inspect_and_diff_but_not_in_the_identity() {
         text.contains("~ general.file_type: 1 (MOSTLY_F16) -> 15 (MOSTLY_Q4_K_M)"),
         "{text}"
     );
-    assert!(text.contains("~ llama.pooling_type: 1 (MEAN) -> 2 (CLS)"), "{text}");
+    assert!(
+        text.contains("~ llama.pooling_type: 1 (MEAN) -> 2 (CLS)"),
+        "{text}"
+    );
     let doc = json(&run(&["diff", "--json", a, b]));
     let changed = &doc["metadata"]["changed"]["general.file_type"];
     assert_eq!(changed["old"]["name"], "MOSTLY_F16");
@@ -611,11 +622,17 @@ fn a_changed_array_names_its_first_differing_index_and_both_values() {
     let mut appended = old.clone();
     appended.push("<added>".into());
     common::models::make_model(&c, &spec(&appended, 1));
-    let (a, b, c) = (a.to_str().unwrap(), b.to_str().unwrap(), c.to_str().unwrap());
+    let (a, b, c) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    );
 
     let text = stdout(&run(&["diff", a, b]));
     assert!(
-        text.contains("      length: 512 -> 513, first difference at [511]: \"tok511\" -> \"<changed>\"\n"),
+        text.contains(
+            "      length: 512 -> 513, first difference at index 511: \"tok511\" -> \"<changed>\"\n"
+        ),
         "{text}"
     );
     let doc = json(&run(&["diff", "--json", a, b]));
@@ -626,7 +643,7 @@ fn a_changed_array_names_its_first_differing_index_and_both_values() {
     // Only appended: the first difference is past the old end.
     let text = stdout(&run(&["diff", a, c]));
     assert!(
-        text.contains("length: 512 -> 513, first difference at [512]: (none) -> \"<added>\""),
+        text.contains("length: 512 -> 513, first difference at index 512: (none) -> \"<added>\""),
         "{text}"
     );
     let doc = json(&run(&["diff", "--json", a, c]));

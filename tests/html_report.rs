@@ -537,7 +537,9 @@ fn two_reports_colour_and_bar_the_same_change_alike_on_one_fixed_scale() {
         assert_live_and_self_contained(&dom);
         let text = dom["text"].as_str().unwrap();
         assert!(
-            text.contains("fixed log scale, the same in every report: 1e-6 or less palest, 1 or more darkest"),
+            text.contains(
+                "fixed log scale, the same in every report: 1e-6 or less palest, 1 or more darkest"
+            ),
             "the legend states the scale: {text}"
         );
         pages.push(std::fs::read_to_string(&html).unwrap());

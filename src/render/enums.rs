@@ -13,9 +13,7 @@ pub fn enum_name(key: &str, value: &Value) -> Option<&'static str> {
         "general.file_type" => &table::FILE_TYPES,
         _ => match key.split_once('.') {
             Some((arch, "pooling_type")) if !arch.is_empty() => &table::POOLING_TYPES,
-            Some((arch, "expert_gating_func")) if !arch.is_empty() => {
-                &table::EXPERT_GATING_FUNCS
-            }
+            Some((arch, "expert_gating_func")) if !arch.is_empty() => &table::EXPERT_GATING_FUNCS,
             _ => return None,
         },
     };
@@ -64,6 +62,9 @@ mod tests {
         assert_eq!(enum_name("general.file_type", &Value::I32(-1)), None);
         assert_eq!(enum_name("llama.context_length", &Value::U32(15)), None);
         assert_eq!(enum_name("a.b.pooling_type", &Value::U32(1)), None);
-        assert_eq!(enum_note("general.file_type", &Value::U32(1)), " (MOSTLY_F16)");
+        assert_eq!(
+            enum_note("general.file_type", &Value::U32(1)),
+            " (MOSTLY_F16)"
+        );
     }
 }

@@ -51,7 +51,4 @@ pub(super) static POOLING_TYPES: [(u64, &str); 5] = [
 ];
 
 /// `{arch}.expert_gating_func`: gguf-py's `ExpertGatingFuncType`, by value.
-pub(super) static EXPERT_GATING_FUNCS: [(u64, &str); 2] = [
-    (1, "SOFTMAX"),
-    (2, "SIGMOID"),
-];
+pub(super) static EXPERT_GATING_FUNCS: [(u64, &str); 2] = [(1, "SOFTMAX"), (2, "SIGMOID")];

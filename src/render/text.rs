@@ -357,7 +357,12 @@ pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ:
     )
 }
 
-fn write_metadata_change(out: &mut String, raw_key: &str, change: &Change<Value>, palette: &Palette) {
+fn write_metadata_change(
+    out: &mut String,
+    raw_key: &str,
+    change: &Change<Value>,
+    palette: &Palette,
+) {
     let key = shown(raw_key);
     let line = |v: &Value| format!("{}{}", value_line(v), enum_note(raw_key, v));
     match change {
@@ -395,7 +400,7 @@ fn write_metadata_change(out: &mut String, raw_key: &str, change: &Change<Value>
     }
 }
 
-/// Where two arrays first differ: `length: 512 -> 513, first difference at [511]: "a" -> "b"`.
+/// Where two arrays first differ: `length: 512 -> 513, first difference at index 511: "a" -> "b"`.
 fn first_array_difference(a: &Array, b: &Array) -> Option<String> {
     if a.element_type_name() != b.element_type_name() {
         return Some(format!(
@@ -412,7 +417,7 @@ fn first_array_difference(a: &Array, b: &Array) -> Option<String> {
         format!("length: {} -> {}, ", d.old_length, d.new_length)
     };
     Some(format!(
-        "{length}first difference at [{}]: {} -> {}",
+        "{length}first difference at index {}: {} -> {}",
         d.index,
         element(&d.old),
         element(&d.new)
