@@ -666,3 +666,25 @@ fn help_and_the_directory_error_name_all_three_formats() {
         assert!(err.contains(needle), "{needle} missing: {err}");
     }
 }
+
+#[test]
+fn the_hooks_install_hint_is_what_the_readme_says() {
+    let hook = common::repo_root().join("hooks/pre-commit");
+    let dir = tempfile::tempdir().unwrap();
+    // Without weight-inspect on PATH: the hook refuses and says how to install it.
+    let out = Command::new("sh")
+        .arg(&hook)
+        .current_dir(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("WEIGHT_INSPECT")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Some(1));
+    let hint = stderr(&out);
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    for command in ["cargo install --locked --path .", "pip install ."] {
+        assert!(hint.contains(&format!("'{command}'")), "{hint}");
+        assert!(readme.contains(command), "README.md lacks {command}");
+    }
+    assert!(!hint.contains("pip install weight-inspect"), "{hint}");
+}
