@@ -84,3 +84,45 @@ pub fn count(old: &[u8], new: &[u8], codec: &Codec, scratch: &mut [Vec<f64>; 2])
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q8_0_block(scale: half::f16, quant: i8) -> Vec<u8> {
+        let mut block = scale.to_le_bytes().to_vec();
+        block.extend(std::iter::repeat_n(quant as u8, 32));
+        block
+    }
+
+    #[test]
+    fn signed_zeros_nan_payloads_and_other_encodings_are_told_apart() {
+        let f32s = |v: &[u32]| v.iter().flat_map(|b| b.to_le_bytes()).collect::<Vec<u8>>();
+        let codec = crate::values::dequant::codec("f32", false).unwrap();
+        let mut scratch = [Vec::new(), Vec::new()];
+        let old = f32s(&[0x0000_0000, 0x7fc0_0000, 0x3f80_0000, 0x8000_0000]);
+        let new = f32s(&[0x8000_0000, 0x7fc0_0001, 0x3f80_0000, 0x0000_0000]);
+        let found = count(&old, &new, &codec, &mut scratch);
+        assert_eq!(
+            found,
+            BitsDiffer {
+                signed_zeros: 2,
+                nan_payloads: 1,
+                other_encodings: 0
+            }
+        );
+        assert_eq!(found.describe(), "2 signed zeros, 1 NaN payload");
+
+        // q8_0: all-zero quants under another positive scale decode to the same +0s; under a
+        // negative scale to -0s.
+        let codec = crate::values::dequant::codec("q8_0", false).unwrap();
+        let one = q8_0_block(half::f16::from_f32(1.0), 0);
+        let two = q8_0_block(half::f16::from_f32(2.0), 0);
+        let minus = q8_0_block(half::f16::from_f32(-1.0), 0);
+        let found = count(&one, &two, &codec, &mut scratch);
+        assert_eq!(found.other_encodings, 1);
+        assert_eq!(found.describe(), "1 block encoded differently");
+        assert_eq!(count(&one, &minus, &codec, &mut scratch).signed_zeros, 32);
+        assert_eq!(count(&one, &one, &codec, &mut scratch), BitsDiffer::default());
+    }
+}
