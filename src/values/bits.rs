@@ -123,6 +123,9 @@ mod tests {
         assert_eq!(found.other_encodings, 1);
         assert_eq!(found.describe(), "1 block encoded differently");
         assert_eq!(count(&one, &minus, &codec, &mut scratch).signed_zeros, 32);
-        assert_eq!(count(&one, &one, &codec, &mut scratch), BitsDiffer::default());
+        assert_eq!(
+            count(&one, &one, &codec, &mut scratch),
+            BitsDiffer::default()
+        );
     }
 }
