@@ -14,7 +14,9 @@ gguf.quants.dequantize; safetensors files are read from their JSON header with n
   rel_l2              ||b - a|| / ||a|| (finite positions); null when ||a|| = 0 and b differs
   cosine              a.b / (||a|| ||b||); 1 when nothing differs; null when a norm is 0
 Tensors of the same dtype with identical bytes are identical (rel_l2 0, cosine 1, and no
-non-finite count), without decoding them.
+non-finite count), without decoding them. Tensors of the same dtype whose bytes differ while
+every value is equal are not changed; for float dtypes their "bits_differ" counts positions
+holding zeros of opposite signs and NaNs with other bits.
 """
 import json
 import math
@@ -106,6 +108,21 @@ def figures(a, b):
     }
 
 
+# The float dtypes whose raw bytes are one value each (bf16 as a 16-bit float of its own bits).
+FLOATS = {"f64": np.float64, "f32": np.float32, "f16": np.float16}
+
+
+def bits_differ(a, b):
+    """Equal values of one float dtype: what makes their bits differ, position by position."""
+    unsigned = np.dtype(f"u{a.dtype.itemsize}")
+    differ = a.view(unsigned) != b.view(unsigned)
+    return {
+        "signed_zeros": int((differ & (a == 0) & (b == 0)).sum()),
+        "nan_payloads": int((differ & np.isnan(a) & np.isnan(b)).sum()),
+        "other_encodings": 0,
+    }
+
+
 def main():
     old, new = read_model(sys.argv[1]), read_model(sys.argv[2])
     out = {}
@@ -120,7 +137,11 @@ def main():
         a, b = va(), vb()
         if a.size != b.size:
             continue
-        out[name] = dict(figures(a, b), changed=True)
+        entry = figures(a, b)
+        entry["changed"] = da != db or entry["changed_elements"] > 0
+        if not entry["changed"] and da in FLOATS:
+            entry["bits_differ"] = bits_differ(ra.view(FLOATS[da]), rb.view(FLOATS[da]))
+        out[name] = entry
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 

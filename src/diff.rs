@@ -1,6 +1,6 @@
 //! Structural diff of two artifacts: what the identity covers, compared key by key.
 
-use crate::artifact::{Artifact, Format, TensorInfo, Value};
+use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::identity::structural_hash;
 
 /// One side's change of an item that is keyed by name.
@@ -207,6 +207,46 @@ impl StructuralDiff {
             }
         }
         counts
+    }
+}
+
+/// Where two arrays of one element type first differ: a changed vocabulary is found, not just
+/// flagged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayDifference {
+    pub old_length: usize,
+    pub new_length: usize,
+    /// The first index whose elements differ, or that only one side has.
+    pub index: usize,
+    /// The elements at `index`; None on the side the index is past the end of.
+    pub old: Option<Value>,
+    pub new: Option<Value>,
+}
+
+impl ArrayDifference {
+    /// None when the arrays are equal or their element types differ.
+    pub fn between(a: &Array, b: &Array) -> Option<ArrayDifference> {
+        if a.element_type_name() != b.element_type_name() {
+            return None;
+        }
+        let common = a.len().min(b.len());
+        let index = match (a, b) {
+            // Compared in place: a 262,144-token vocabulary is not copied string by string.
+            (Array::String(x), Array::String(y)) => (0..common).find(|&i| x.get(i) != y.get(i)),
+            _ => (0..common).find(|&i| a.get(i) != b.get(i)),
+        };
+        let index = match index {
+            Some(i) => i,
+            None if a.len() != b.len() => common,
+            None => return None,
+        };
+        Some(ArrayDifference {
+            old_length: a.len(),
+            new_length: b.len(),
+            index,
+            old: a.get(index),
+            new: b.get(index),
+        })
     }
 }
 

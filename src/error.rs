@@ -73,7 +73,9 @@ impl Error {
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
     #[error(
-        "{}: no model file (*.gguf, *.safetensors or *.safetensors.index.json) in it",
+        "{}: no model file in it; expected a GGUF (*.gguf), safetensors (*.safetensors, \
+         *.safetensors.index.json) or PyTorch file (pytorch_model.bin, *.bin, *.pt, *.pth, \
+         *.ckpt, *.bin.index.json)",
         shown(.dir)
     )]
     NoModel { dir: String },

@@ -1,4 +1,5 @@
-//! weight-inspect: structural identity and structural diffs of GGUF and safetensors files.
+//! weight-inspect: structural identity and structural diffs of GGUF, safetensors and PyTorch
+//! files.
 //!
 //! The data flows read ([`formats`], `read`) → model (`artifact`) → identity, diff and values →
 //! render. The git driver (`git`), policy checks (`policy`), CI reporting (`ci`) and weight

@@ -401,3 +401,290 @@ fn inspect_shows_versions_and_byte_order() {
     let doc = json(&run(&["inspect", "--json", &f("v2.gguf")]));
     assert_eq!(doc["gguf_version"], 2);
 }
+
+/// Runs `code` with the test venv's Python and `args`; its stdout parsed as JSON.
+fn python_json(code: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(common::python())
+        .args(["-c", code])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "python: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// (name, offset from the start of the file, offset in the data section) of each tensor, in
+/// `inspect --json`'s order.
+fn listed(doc: &serde_json::Value) -> Vec<(String, u64, u64)> {
+    doc["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["offset"].as_u64().unwrap(),
+                t["data_offset"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn tensor_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("Tensors"))
+        .skip(1)
+        .collect()
+}
+
+#[test]
+fn inspect_lists_gguf_tensors_in_file_order_with_the_offsets_gguf_py_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.gguf");
+    // Written in this order by gguf-py: not name order (blk.10 before blk.2, output first).
+    let tensors: Vec<serde_json::Value> = [
+        "output_norm.weight",
+        "token_embd.weight",
+        "blk.10.attn_q.weight",
+        "blk.2.attn_q.weight",
+    ]
+    .iter()
+    .map(|n| serde_json::json!({"name": n, "dtype": "f32", "shape": [3, 5]}))
+    .collect();
+    common::models::make_model(
+        &path,
+        &serde_json::json!({"kind": "gguf", "metadata": {}, "tensors": tensors}),
+    );
+    let p = path.to_str().unwrap();
+    let reference = python_json(
+        "import gguf, json, sys\n\
+         r = gguf.GGUFReader(sys.argv[1])\n\
+         start = r.data_offset\n\
+         print(json.dumps([[t.name, int(t.data_offset), int(t.data_offset) - start] for t in r.tensors]))",
+        &[p],
+    );
+    let expected: Vec<(String, u64, u64)> = serde_json::from_value(reference).unwrap();
+    assert_eq!(expected[0].0, "output_norm.weight");
+    let doc = json(&run(&["inspect", "--json", p]));
+    assert_eq!(doc["tensor_order"], "file");
+    assert_eq!(listed(&doc), expected);
+
+    let text = stdout(&run(&["inspect", p]));
+    let lines = tensor_lines(&text);
+    assert_eq!(lines.len(), 4, "{text}");
+    for (line, (name, offset, data)) in lines.iter().zip(&expected) {
+        assert!(
+            line.contains(&format!(" {name} "))
+                && line.ends_with(&format!("offset {offset} (data +{data})")),
+            "{line} should list {name} at {offset}:\n{text}"
+        );
+    }
+
+    // --sort name: the identity's order; the identity itself does not change.
+    let by_name = json(&run(&["inspect", "--json", "--sort", "name", p]));
+    assert_eq!(by_name["tensor_order"], "name");
+    let names: Vec<String> = listed(&by_name).into_iter().map(|t| t.0).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert_eq!(by_name["structural_hash"], doc["structural_hash"]);
+    let text = stdout(&run(&["inspect", "--sort", "name", p]));
+    assert!(
+        tensor_lines(&text)[0].contains("blk.10.attn_q.weight"),
+        "{text}"
+    );
+}
+
+#[test]
+fn inspect_lists_safetensors_tensors_in_the_order_of_their_data_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    // The safetensors package lays out wider dtypes first: data order is not name order.
+    common::models::make_model(
+        &path,
+        &serde_json::json!({"kind": "safetensors", "tensors": [
+            {"name": "a.bytes", "dtype": "uint8", "shape": [3]},
+            {"name": "m.half", "dtype": "float16", "shape": [2, 3]},
+            {"name": "z.double", "dtype": "float64", "shape": [4]},
+            {"name": "b.float", "dtype": "float32", "shape": [5]},
+        ]}),
+    );
+    let p = path.to_str().unwrap();
+    let reference = python_json(
+        "import json, struct, sys\n\
+         f = open(sys.argv[1], 'rb')\n\
+         n = struct.unpack('<Q', f.read(8))[0]\n\
+         h = json.loads(f.read(n))\n\
+         h.pop('__metadata__', None)\n\
+         ts = sorted(h.items(), key=lambda kv: kv[1]['data_offsets'][0])\n\
+         print(json.dumps([[k, 8 + n + v['data_offsets'][0], v['data_offsets'][0]] for k, v in ts]))",
+        &[p],
+    );
+    let expected: Vec<(String, u64, u64)> = serde_json::from_value(reference).unwrap();
+    assert_eq!(expected[0].0, "z.double", "{expected:?}");
+    let doc = json(&run(&["inspect", "--json", p]));
+    assert_eq!(listed(&doc), expected);
+    let text = stdout(&run(&["inspect", p]));
+    let first = tensor_lines(&text)[0];
+    assert!(
+        first.contains("z.double") && first.contains(&format!("offset {}", expected[0].1)),
+        "{text}"
+    );
+}
+
+#[test]
+fn enumerated_metadata_is_named_in_inspect_and_diff_but_not_in_the_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors = serde_json::json!([{"name": "t", "dtype": "f32", "shape": [4]}]);
+    let spec = |file_type: u32, pooling: u32| {
+        serde_json::json!({"kind": "gguf", "tensors": tensors, "metadata": {
+            "general.file_type": file_type,
+            "llama.pooling_type": pooling,
+            "llama.context_length": 15,
+        }})
+    };
+    let (a, b) = (dir.path().join("a.gguf"), dir.path().join("b.gguf"));
+    common::models::make_model(&a, &spec(1, 1));
+    common::models::make_model(&b, &spec(15, 2));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+
+    let text = stdout(&run(&["inspect", b]));
+    assert!(
+        text.contains("  general.file_type: 15 (MOSTLY_Q4_K_M)\n"),
+        "{text}"
+    );
+    assert!(text.contains("  llama.pooling_type: 2 (CLS)\n"), "{text}");
+    assert!(text.contains("  llama.context_length: 15\n"), "{text}");
+    let doc = json(&run(&["inspect", "--json", b]));
+    assert_eq!(
+        doc["metadata"]["general.file_type"],
+        serde_json::json!({"type": "u32", "value": 15, "name": "MOSTLY_Q4_K_M"})
+    );
+    assert!(
+        doc["metadata"]["llama.context_length"]
+            .get("name")
+            .is_none()
+    );
+
+    let out = run(&["diff", a, b]);
+    assert_eq!(code(&out), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("~ general.file_type: 1 (MOSTLY_F16) -> 15 (MOSTLY_Q4_K_M)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("~ llama.pooling_type: 1 (MEAN) -> 2 (CLS)"),
+        "{text}"
+    );
+    let doc = json(&run(&["diff", "--json", a, b]));
+    let changed = &doc["metadata"]["changed"]["general.file_type"];
+    assert_eq!(changed["old"]["name"], "MOSTLY_F16");
+    assert_eq!(changed["new"]["name"], "MOSTLY_Q4_K_M");
+
+    let canonical = stdout(&run(&["id", "--canonical", b]));
+    assert!(!canonical.contains("MOSTLY"), "{canonical}");
+}
+
+#[test]
+fn the_metadata_enum_names_are_what_the_generator_writes_from_gguf_py() {
+    let out = common::run_python("gen_metadata_enums.py", &[]);
+    let committed =
+        std::fs::read_to_string(common::repo_root().join("src/render/enums_table.rs")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == committed,
+        "src/render/enums_table.rs differs from scripts/gen_metadata_enums.py's output"
+    );
+    assert!(committed.contains("from gguf-py 0.19.0"), "{committed}");
+}
+
+#[test]
+fn a_changed_array_names_its_first_differing_index_and_both_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors = serde_json::json!([{"name": "t", "dtype": "f32", "shape": [4]}]);
+    let old: Vec<String> = (0..512).map(|i| format!("tok{i}")).collect();
+    let mut new = old.clone();
+    new[511] = "<changed>".into();
+    new.push("<added>".into());
+    let spec = |tokens: &[String], n_ctx: u32| {
+        serde_json::json!({"kind": "gguf", "tensors": tensors, "metadata": {
+            "tokenizer.ggml.tokens": tokens,
+            "llama.context_length": n_ctx,
+        }})
+    };
+    let (a, b, c) = (
+        dir.path().join("a.gguf"),
+        dir.path().join("b.gguf"),
+        dir.path().join("c.gguf"),
+    );
+    common::models::make_model(&a, &spec(&old, 1));
+    common::models::make_model(&b, &spec(&new, 1));
+    let mut appended = old.clone();
+    appended.push("<added>".into());
+    common::models::make_model(&c, &spec(&appended, 1));
+    let (a, b, c) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    );
+
+    let text = stdout(&run(&["diff", a, b]));
+    assert!(
+        text.contains(
+            "      length: 512 -> 513, first difference at index 511: \"tok511\" -> \"<changed>\"\n"
+        ),
+        "{text}"
+    );
+    let doc = json(&run(&["diff", "--json", a, b]));
+    assert_eq!(
+        doc["metadata"]["changed"]["tokenizer.ggml.tokens"]["first_difference"],
+        serde_json::json!({"index": 511, "old": "tok511", "new": "<changed>"})
+    );
+    // Only appended: the first difference is past the old end.
+    let text = stdout(&run(&["diff", a, c]));
+    assert!(
+        text.contains("length: 512 -> 513, first difference at index 512: (none) -> \"<added>\""),
+        "{text}"
+    );
+    let doc = json(&run(&["diff", "--json", a, c]));
+    assert_eq!(
+        doc["metadata"]["changed"]["tokenizer.ggml.tokens"]["first_difference"],
+        serde_json::json!({"index": 512, "old": null, "new": "<added>"})
+    );
+}
+
+#[test]
+fn help_and_the_directory_error_name_all_three_formats() {
+    let help = stdout(&run(&["--help"]));
+    assert!(help.contains("GGUF, safetensors and PyTorch"), "{help}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "no model here\n").unwrap();
+    let out = run(&["inspect", dir.path().to_str().unwrap()]);
+    assert_eq!(code(&out), Some(2));
+    let err = stderr(&out);
+    for needle in ["GGUF", "safetensors", "PyTorch", "pytorch_model.bin", ".pt"] {
+        assert!(err.contains(needle), "{needle} missing: {err}");
+    }
+}
+
+#[test]
+fn the_hooks_install_hint_is_what_the_readme_says() {
+    let hook = common::repo_root().join("hooks/pre-commit");
+    let dir = tempfile::tempdir().unwrap();
+    // Without weight-inspect on PATH: the hook refuses and says how to install it.
+    let out = Command::new("sh")
+        .arg(&hook)
+        .current_dir(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("WEIGHT_INSPECT")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Some(1));
+    let hint = stderr(&out);
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    for command in ["cargo install --locked --path .", "pip install ."] {
+        assert!(hint.contains(&format!("'{command}'")), "{hint}");
+        assert!(readme.contains(command), "README.md lacks {command}");
+    }
+    assert!(!hint.contains("pip install weight-inspect"), "{hint}");
+}

@@ -479,3 +479,86 @@ fn ci_report_has_a_section_per_changed_model_in_the_summary_order() {
     assert_eq!(count(&dom, "tags", "h2"), 3);
     assert_not_blank(&screenshot(&html));
 }
+
+/// The background of the heatmap cell of `row`'s `kind` tensors, as the page writes it.
+fn cell_background(page: &str, row: &str, kind: &str) -> String {
+    let at = page
+        .find(&format!("title=\"{row} · {kind}"))
+        .unwrap_or_else(|| panic!("no cell {row} · {kind}"));
+    let rest = &page[at..];
+    let end = rest.find("</td>").unwrap();
+    let style = rest[..end]
+        .find("style=\"background:")
+        .unwrap_or_else(|| panic!("cell {row} · {kind} has no colour"));
+    rest[style + 18..style + 25].to_owned()
+}
+
+/// The bar of `layer` in the text's per-layer view, in cells.
+fn bar_cells(text: &str, layer: &str) -> usize {
+    let line = text
+        .lines()
+        .skip_while(|l| !l.contains("Per layer"))
+        .find(|l| l.trim_start().starts_with(&format!("{layer} ")))
+        .unwrap_or_else(|| panic!("no per-layer line for {layer}:\n{text}"));
+    line.chars().filter(|&c| c == '█').count()
+}
+
+#[test]
+fn two_reports_colour_and_bar_the_same_change_alike_on_one_fixed_scale() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // The same change of blk.0.attn_q (rel_l2 about 0.01) beside a large change of blk.1 in
+    // one pair and a tiny one in the other: a scale per report would colour it differently.
+    let model = |q0: f64, q1: f64| {
+        let tensor = |name: &str, seed: u64, plus: f64| {
+            json!({"name": name, "dtype": "f32", "shape": [16, 64],
+                   "fill": {"normal": seed, "plus": plus}})
+        };
+        json!({"kind": "gguf", "metadata": {}, "tensors": [
+            tensor("blk.0.attn_q.weight", 1, q0),
+            tensor("blk.1.attn_q.weight", 2, q1),
+            tensor("blk.2.attn_q.weight", 3, 0.0),
+        ]})
+    };
+    make_models(
+        dir,
+        &json!({"old.gguf": model(0.0, 0.0), "large.gguf": model(0.01, 0.5),
+                "tiny.gguf": model(0.01, 1e-5)}),
+    );
+    let mut pages = Vec::new();
+    let mut texts = Vec::new();
+    for new in ["large", "tiny"] {
+        let html = dir.join(format!("{new}.html"));
+        let (old, new) = (dir.join("old.gguf"), dir.join(format!("{new}.gguf")));
+        let out = run(&["diff", "--values", "--html", s(&html), s(&old), s(&new)]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        texts.push(stdout(&out));
+        let dom = loaded_dom(&html);
+        assert_live_and_self_contained(&dom);
+        let text = dom["text"].as_str().unwrap();
+        assert!(
+            text.contains(
+                "fixed log scale, the same in every report: 1e-6 or less palest, 1 or more darkest"
+            ),
+            "the legend states the scale: {text}"
+        );
+        pages.push(std::fs::read_to_string(&html).unwrap());
+    }
+    let (large, tiny) = (&pages[0], &pages[1]);
+    assert_eq!(
+        cell_background(large, "blk.0", "attn q"),
+        cell_background(tiny, "blk.0", "attn q")
+    );
+    assert_ne!(
+        cell_background(large, "blk.1", "attn q"),
+        cell_background(tiny, "blk.1", "attn q")
+    );
+    // The text's bars: the same scale, stated in the heading.
+    for text in &texts {
+        assert!(text.contains("bars on a fixed log scale"), "{text}");
+    }
+    assert_eq!(bar_cells(&texts[0], "blk.0"), bar_cells(&texts[1], "blk.0"));
+    // rel_l2 0.01 is 2 decades below 1: 8 - 2 × 4/3 cells, rounded.
+    assert_eq!(bar_cells(&texts[0], "blk.0"), 5, "{}", texts[0]);
+    assert_eq!(bar_cells(&texts[1], "blk.1"), 1, "{}", texts[1]);
+}

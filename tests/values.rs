@@ -98,6 +98,9 @@ fn assert_matches_reference(ours: &Value, reference: &Value) {
         for key in ["changed_elements", "nonfinite_elements"] {
             assert_eq!(t[key], r[key], "{name}: {key}");
         }
+        if r.get("bits_differ").is_some() {
+            assert_eq!(t["bits_differ"], r["bits_differ"], "{name}: bits_differ");
+        }
         assert!(
             close(&t["max_abs_diff"], &r["max_abs_diff"], 1e-12),
             "{name}: {t} vs {r}"
@@ -158,11 +161,24 @@ fn gguf_value_diffs_match_the_numpy_reference() {
         (&zero["rel_l2"], &zero["cosine"]),
         (&Value::Null, &Value::Null)
     );
+    // Equal values with other bits: not changed, and said why.
     let signed_zero = tensor(&ours, "blk.4.signed_zero");
     assert_eq!(
         (&signed_zero["changed"], &signed_zero["changed_elements"]),
-        (&true.into(), &0.into())
+        (&false.into(), &0.into())
     );
+    assert_eq!(signed_zero["bits_differ"]["signed_zeros"], 128);
+    let bits = tensor(&ours, "blk.4.bits");
+    assert_eq!(bits["changed"], false);
+    assert_eq!(
+        bits["bits_differ"],
+        serde_json::json!({"signed_zeros": 3, "nan_payloads": 2, "other_encodings": 0})
+    );
+    assert_eq!(
+        bits["note"],
+        "values equal, bits differ: 3 signed zeros, 2 NaN payloads"
+    );
+    assert_eq!(ours["values"]["bits_differ"], 2);
     let skipped = ours["values"]["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0]["name"], "blk.3.f32_to_q4_k_shape");
@@ -205,7 +221,7 @@ fn text_output_summarizes_then_lists_by_rel_l2_with_a_layer_view() {
     let summary = lines.next().unwrap();
     assert!(
         summary.starts_with(
-            "  values changed in 23 of 24 tensors; largest rel_l2 inf (blk.4.zero_norm)"
+            "  values changed in 22 of 25 tensors; largest rel_l2 inf (blk.4.zero_norm)"
         ),
         "{text}"
     );
@@ -214,6 +230,18 @@ fn text_output_summarizes_then_lists_by_rel_l2_with_a_layer_view() {
         "{text}"
     );
     assert!(values.contains("Per layer"), "{text}");
+    assert!(
+        values.contains("  blk.4.bits: values equal, bits differ: 3 signed zeros, 2 NaN payloads"),
+        "{text}"
+    );
+    assert!(
+        !values
+            .lines()
+            .skip_while(|l| !l.contains("largest rel_l2 first"))
+            .take_while(|l| !l.is_empty())
+            .any(|l| l.contains("blk.4.bits") || l.contains("blk.4.signed_zero")),
+        "equal values are not listed as changed:\n{text}"
+    );
     // Listed in decreasing rel_l2 (infinite first).
     let listed: Vec<&str> = values
         .lines()
@@ -243,7 +271,7 @@ fn identical_files_exit_0() {
     let out = run(&["diff", "--values", p, p]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("values identical in all 25 compared tensors"),
+        stdout(&out).contains("values identical in all 26 compared tensors"),
         "{}",
         stdout(&out)
     );

@@ -5,6 +5,7 @@ use crate::git::RemoteOptions;
 use crate::input::{self, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 use crate::remote::parse_header;
+use crate::render::order::TensorOrder;
 
 use super::Result;
 
@@ -28,6 +29,26 @@ pub struct InspectArgs {
     /// For a multi-file model: list each shard or part with its own structural hash.
     #[arg(long)]
     pub shards: bool,
+    /// Order of the tensor list: `file` (as their data lies in the file, with offsets, like
+    /// gguf-dump) or `name` (the order of the structural identity).
+    #[arg(long, value_enum, default_value_t = SortBy::File)]
+    pub sort: SortBy,
+}
+
+/// `inspect --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortBy {
+    File,
+    Name,
+}
+
+impl From<SortBy> for TensorOrder {
+    fn from(sort: SortBy) -> TensorOrder {
+        match sort {
+            SortBy::File => TensorOrder::File,
+            SortBy::Name => TensorOrder::Name,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -81,9 +102,11 @@ pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) ->
         Err(described) => return Ok(described),
     };
     let out = if args.json {
-        crate::render::json::inspect(&artifact, args.full_arrays)
+        crate::render::json::inspect_in(&artifact, args.full_arrays, args.sort.into())
     } else {
-        crate::render::text::inspect(&artifact, &color.palette(), args.all, args.shards)
+        let palette = color.palette();
+        let order = args.sort.into();
+        crate::render::text::inspect_in(&artifact, &palette, args.all, args.shards, order)
     };
     exit_without_freeing(artifact);
     Ok(print(&out)?)
@@ -209,8 +232,9 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         out
     };
     print(&out)?;
+    let bits_differ = values.bits_differ().next().is_some();
     Ok(Exit::found_if(
-        !diff.is_identical() || values.changed_count() > 0,
+        !diff.is_identical() || values.changed_count() > 0 || bits_differ,
     ))
 }
 

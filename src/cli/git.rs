@@ -45,7 +45,8 @@ pub struct GitArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum GitCommand {
-    /// Make weight-inspect git's diff driver for *.gguf and *.safetensors (works with LFS).
+    /// Make weight-inspect git's diff driver for GGUF, safetensors and PyTorch files (*.gguf,
+    /// *.safetensors, *.pt, *.pth, *.ckpt, pytorch_model*.bin; works with LFS).
     Install(InstallArgs),
     /// Remove exactly what `install` added.
     Uninstall(UninstallArgs),

@@ -20,7 +20,7 @@ use crate::output::{ColorChoice, Exit};
 #[command(
     name = "weight-inspect",
     version,
-    about = "Structural identity and structural diffs for GGUF and safetensors model files",
+    about = "Structural identity and structural diffs for GGUF, safetensors and PyTorch model files",
     max_term_width = 100
 )]
 pub struct Cli {

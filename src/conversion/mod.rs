@@ -307,6 +307,7 @@ impl Conversion {
                     changed: !p.identical(),
                     method: crate::values::Method::Values,
                     stats: Some(p.stats),
+                    bits_differ: None,
                 })
                 .collect(),
             skipped: self

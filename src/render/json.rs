@@ -9,6 +9,8 @@ use crate::artifact::{Array, Artifact, TensorInfo, Value};
 use crate::diff::{Change, DiffCounts, StructuralDiff};
 use crate::identity::SCHEMA_VERSION;
 use crate::identity::{structural_hash, value_digest};
+use crate::render::enums::enum_name;
+use crate::render::order::{self, TensorOrder};
 
 /// Arrays up to this length are included in full; longer ones as length, head and digest.
 const FULL_ARRAY_ITEMS: usize = 16;
@@ -57,6 +59,8 @@ struct InspectDoc<'a> {
     files: Option<FilesJson<'a>>,
     parameters: Parameters,
     metadata: MetadataJson<'a>,
+    /// "file" (as the data lies in the file) or "name": the order of `tensors`.
+    tensor_order: &'static str,
     tensors: Vec<TensorJson<'a>>,
 }
 
@@ -89,13 +93,23 @@ struct TensorJson<'a> {
     dtype: &'static str,
     shape: &'a [u64],
     byte_length: u64,
+    /// From the start of the file (of its part, for a multi-file model).
     offset: u64,
+    /// From the start of the data section, as the header records it (GGUF, safetensors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_offset: Option<u64>,
     /// The part file that holds the tensor (multi-file models only); `offset` is in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<&'a str>,
 }
 
+/// `inspect --json` with tensors in file order.
 pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
+    inspect_in(artifact, full_arrays, TensorOrder::File)
+}
+
+/// [`inspect`] with tensors listed in `order`.
+pub fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) -> String {
     let (total, by_dtype) = artifact.parameter_counts();
     let layout = &artifact.layout;
     let doc = InspectDoc {
@@ -127,16 +141,20 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
             entries: artifact.metadata.iter().collect(),
             full_arrays,
         },
-        tensors: artifact
-            .tensors
-            .iter()
-            .enumerate()
+        tensor_order: match order {
+            TensorOrder::File => "file",
+            TensorOrder::Name => "name",
+        },
+        tensors: order::positions(artifact, order)
+            .into_iter()
+            .filter_map(|position| Some((position, artifact.tensors.get_index(position)?)))
             .map(|(position, (name, t))| TensorJson {
                 name,
                 dtype: t.dtype,
                 shape: &t.shape,
                 byte_length: t.byte_length,
                 offset: t.file_offset,
+                data_offset: order::data_offset(artifact, position),
                 file: layout
                     .files
                     .as_ref()
@@ -157,15 +175,17 @@ impl Serialize for MetadataJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.entries.len()))?;
         for (key, value) in &self.entries {
-            map.serialize_entry(key, &TypedValue(value, self.full_arrays))?;
+            let name = enum_name(key, value);
+            map.serialize_entry(key, &TypedValue(value, self.full_arrays, name))?;
         }
         map.end()
     }
 }
 
-/// `{"type": "u32", "value": 7}`; arrays `{"type":"array","element_type","length","values"}`,
-/// or with `head` and `digest` instead of `values` when long and not requested in full.
-struct TypedValue<'a>(&'a Value, bool);
+/// `{"type": "u32", "value": 7}` (and `"name"` for a named member of an enumerated key, such
+/// as `general.file_type`); arrays `{"type":"array","element_type","length","values"}`, or
+/// with `head` and `digest` instead of `values` when long and not requested in full.
+struct TypedValue<'a>(&'a Value, bool, Option<&'static str>);
 
 impl Serialize for TypedValue<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -184,6 +204,9 @@ impl Serialize for TypedValue<'_> {
                 }
             }
             scalar => map.serialize_entry("value", &PlainValue(scalar))?,
+        }
+        if let Some(name) = self.2 {
+            map.serialize_entry("name", name)?;
         }
         map.end()
     }
@@ -306,19 +329,34 @@ trait DiffItemJson {
     type View<'a>: Serialize
     where
         Self: 'a;
-    fn view(&self) -> Self::View<'_>;
+    fn view<'a>(&'a self, key: &str) -> Self::View<'a>;
+    /// Where a changed item first differs, when it has parts (arrays).
+    fn first_difference(_old: &Self, _new: &Self) -> Option<FirstDifference> {
+        None
+    }
 }
 
 impl DiffItemJson for Value {
     type View<'a> = TypedValue<'a>;
-    fn view(&self) -> TypedValue<'_> {
-        TypedValue(self, false)
+    fn view<'a>(&'a self, key: &str) -> TypedValue<'a> {
+        TypedValue(self, false, enum_name(key, self))
+    }
+    fn first_difference(old: &Value, new: &Value) -> Option<FirstDifference> {
+        let (Value::Array(a), Value::Array(b)) = (old, new) else {
+            return None;
+        };
+        let d = crate::diff::ArrayDifference::between(a, b)?;
+        Some(FirstDifference {
+            index: d.index,
+            old: d.old,
+            new: d.new,
+        })
     }
 }
 
 impl DiffItemJson for TensorInfo {
     type View<'a> = TensorShape<'a>;
-    fn view(&self) -> TensorShape<'_> {
+    fn view<'a>(&'a self, _key: &str) -> TensorShape<'a> {
         TensorShape(self)
     }
 }
@@ -327,6 +365,25 @@ impl DiffItemJson for TensorInfo {
 struct OldNew<T> {
     old: T,
     new: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_difference: Option<FirstDifference>,
+}
+
+/// A changed array's first differing index and both elements (null past an array's end).
+struct FirstDifference {
+    index: usize,
+    old: Option<Value>,
+    new: Option<Value>,
+}
+
+impl Serialize for FirstDifference {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("index", &self.index)?;
+        map.serialize_entry("old", &self.old.as_ref().map(PlainValue))?;
+        map.serialize_entry("new", &self.new.as_ref().map(PlainValue))?;
+        map.end()
+    }
 }
 
 struct TensorShape<'a>(&'a TensorInfo);
@@ -348,7 +405,7 @@ impl<T: DiffItemJson> Serialize for Sections<'_, T> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut map = s.serialize_map(Some(self.0.len()))?;
                 for (name, item) in self.0 {
-                    map.serialize_entry(name, &item.view())?;
+                    map.serialize_entry(name, &item.view(name))?;
                 }
                 map.end()
             }
@@ -359,8 +416,9 @@ impl<T: DiffItemJson> Serialize for Sections<'_, T> {
                 let mut map = s.serialize_map(Some(self.0.len()))?;
                 for (name, old, new) in self.0 {
                     let pair = OldNew {
-                        old: old.view(),
-                        new: new.view(),
+                        old: old.view(name),
+                        new: new.view(name),
+                        first_difference: T::first_difference(old, new),
                     };
                     map.serialize_entry(name, &pair)?;
                 }

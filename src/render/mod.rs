@@ -3,10 +3,12 @@
 //! HTML reports of value diffs and conversions ([`html`]).
 
 pub mod conversion;
+pub mod enums;
 pub mod escape;
 pub mod github;
 pub mod html;
 pub mod json;
+pub mod order;
 pub mod text;
 pub mod values;
 pub mod wdelta;

@@ -6,7 +6,9 @@ use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
 use crate::identity::{structural_hash, value_digest};
 use crate::render::Palette;
+use crate::render::enums::enum_note;
 use crate::render::escape::{quoted, shown};
+use crate::render::order::{self, TensorOrder};
 
 /// Tensors listed by `inspect` unless `--all`.
 const INSPECT_TENSORS: usize = 5;
@@ -29,8 +31,20 @@ pub fn id(artifact: &Artifact) -> String {
     out
 }
 
-/// `inspect`: `all` lists every tensor, `parts` every file of a multi-file model.
+/// `inspect` with tensors in file order: `all` lists every tensor, `parts` every file of a
+/// multi-file model.
 pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -> String {
+    inspect_in(artifact, palette, all, parts, TensorOrder::File)
+}
+
+/// [`inspect`] with tensors listed in `order`.
+pub fn inspect_in(
+    artifact: &Artifact,
+    palette: &Palette,
+    all: bool,
+    parts: bool,
+    order: TensorOrder,
+) -> String {
     let mut out = String::new();
     let layout = &artifact.layout;
     let _ = writeln!(out, "format: {}", artifact.format.name());
@@ -94,7 +108,13 @@ pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -
     if !artifact.metadata.is_empty() {
         let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));
         for (key, value) in &artifact.metadata {
-            let _ = writeln!(out, "  {}: {}", shown(key), value_summary(value));
+            let _ = writeln!(
+                out,
+                "  {}: {}{}",
+                shown(key),
+                value_summary(value),
+                enum_note(key, value)
+            );
         }
     }
 
@@ -105,15 +125,30 @@ pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -
             INSPECT_TENSORS.min(artifact.tensors.len())
         };
         let heading = if listed == artifact.tensors.len() {
-            "Tensors:".to_string()
+            format!("Tensors ({}):", order.describe())
         } else {
-            format!("First {listed} tensors:")
+            format!("First {listed} tensors ({}):", order.describe())
         };
         let _ = writeln!(out, "\n{}", palette.heading(&heading));
-        for (i, (name, tensor)) in artifact.tensors.iter().take(listed).enumerate() {
+        let files = artifact.layout.files.as_deref();
+        for (i, position) in order::positions(artifact, order)
+            .into_iter()
+            .take(listed)
+            .enumerate()
+        {
+            let Some((name, tensor)) = artifact.tensors.get_index(position) else {
+                continue;
+            };
+            let mut place = format!("offset {}", tensor.file_offset);
+            if let Some(data) = order::data_offset(artifact, position) {
+                let _ = write!(place, " (data +{data})");
+            }
+            if let Some(part) = files.and_then(|f| f.part_at(position)) {
+                let _ = write!(place, " in {}", shown(&part.file));
+            }
             let _ = writeln!(
                 out,
-                "  {}: {} {}",
+                "  {}: {} {} {place}",
                 i + 1,
                 shown(name),
                 tensor_summary(tensor)
@@ -322,21 +357,23 @@ pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ:
     )
 }
 
-fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, palette: &Palette) {
-    let key = shown(key);
+fn write_metadata_change(
+    out: &mut String,
+    raw_key: &str,
+    change: &Change<Value>,
+    palette: &Palette,
+) {
+    let key = shown(raw_key);
+    let line = |v: &Value| format!("{}{}", value_line(v), enum_note(raw_key, v));
     match change {
         Change::Added(v) => {
-            let _ = writeln!(
-                out,
-                "{}",
-                palette.added(&format!("  + {key}: {}", value_line(v)))
-            );
+            let _ = writeln!(out, "{}", palette.added(&format!("  + {key}: {}", line(v))));
         }
         Change::Removed(v) => {
             let _ = writeln!(
                 out,
                 "{}",
-                palette.removed(&format!("  - {key}: {}", value_line(v)))
+                palette.removed(&format!("  - {key}: {}", line(v)))
             );
         }
         Change::Changed(a, b) if is_long_text(a) || is_long_text(b) => {
@@ -352,11 +389,7 @@ fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, pa
             let _ = writeln!(
                 out,
                 "{}",
-                palette.changed(&format!(
-                    "  ~ {key}: {} -> {}",
-                    value_line(a),
-                    value_line(b)
-                ))
+                palette.changed(&format!("  ~ {key}: {} -> {}", line(a), line(b)))
             );
             if let (Value::Array(x), Value::Array(y)) = (a, b)
                 && let Some(note) = first_array_difference(x, y)
@@ -367,7 +400,7 @@ fn write_metadata_change(out: &mut String, key: &str, change: &Change<Value>, pa
     }
 }
 
-/// Where two arrays first differ: a changed vocabulary is found, not just flagged.
+/// Where two arrays first differ: `length: 512 -> 513, first difference at index 511: "a" -> "b"`.
 fn first_array_difference(a: &Array, b: &Array) -> Option<String> {
     if a.element_type_name() != b.element_type_name() {
         return Some(format!(
@@ -376,18 +409,19 @@ fn first_array_difference(a: &Array, b: &Array) -> Option<String> {
             b.element_type_name()
         ));
     }
-    let n = a.len().min(b.len());
-    for i in 0..n {
-        let (x, y) = (a.get(i)?, b.get(i)?);
-        if x != y {
-            return Some(format!(
-                "first difference at index {i}: {} -> {}",
-                value_summary(&x),
-                value_summary(&y)
-            ));
-        }
-    }
-    (a.len() != b.len()).then(|| format!("length: {} -> {}", a.len(), b.len()))
+    let d = crate::diff::ArrayDifference::between(a, b)?;
+    let element = |v: &Option<Value>| v.as_ref().map_or("(none)".into(), value_summary);
+    let length = if d.old_length == d.new_length {
+        String::new()
+    } else {
+        format!("length: {} -> {}, ", d.old_length, d.new_length)
+    };
+    Some(format!(
+        "{length}first difference at index {}: {} -> {}",
+        d.index,
+        element(&d.old),
+        element(&d.new)
+    ))
 }
 
 /// Line diff of a long string (e.g. `tokenizer.chat_template`), two lines of context.

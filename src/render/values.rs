@@ -14,6 +14,11 @@ use crate::values::{Method, TensorValues, ValueDiff};
 const LISTED: usize = 40;
 /// Width of the per-layer bars.
 const BAR: usize = 8;
+/// The one fixed log scale of the per-layer bars and the HTML heatmap, so that two reports
+/// compare: one cell (palest) at this rel_l2 or less...
+pub(super) const SCALE_LOW: f64 = 1e-6;
+/// ...the full bar (darkest) at this or more.
+pub(super) const SCALE_HIGH: f64 = 1.0;
 
 /// A figure in 3 significant digits ("1.23e-4", "0.0123").
 pub(super) fn figure(x: f64) -> String {
@@ -51,6 +56,13 @@ fn rel_l2_text(t: &TensorValues) -> String {
 pub fn summary(values: &ValueDiff) -> String {
     let compared = values.tensors.len();
     let changed = values.changed_count();
+    let bits = values.bits_differ().count();
+    if changed == 0 && bits > 0 {
+        return format!(
+            "values equal in all {compared} compared tensors; bits differ in {bits} ({})",
+            bits_total(values).describe()
+        );
+    }
     if changed == 0 {
         return format!("values identical in all {compared} compared tensors");
     }
@@ -94,6 +106,14 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
     }
     for s in &values.skipped {
         let _ = writeln!(out, "  not compared: {}: {}", shown(&s.name), s.reason);
+    }
+    for (t, bits) in values.bits_differ() {
+        let _ = writeln!(
+            out,
+            "  {}: values equal, bits differ: {}",
+            shown(&t.name),
+            bits.describe()
+        );
     }
     let changed = values.changed_by_rel_l2();
     if !changed.is_empty() {
@@ -148,21 +168,18 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
     out
 }
 
-/// The per-layer view: one line per layer with a bar on a log scale (empty for fewer than two
-/// layers).
+/// The per-layer view: one line per layer with a bar on the fixed log scale (empty for fewer
+/// than two layers).
 pub fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
     let mut out = String::new();
     if layers.len() > 1 {
-        let top = layers
-            .iter()
-            .filter_map(|l| l.max_rel_l2)
-            .fold(0f64, f64::max);
         let width = layers.iter().map(|l| l.label().len()).max().unwrap_or(0);
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "  Per layer (changed/compared tensors, largest rel_l2; bars on a log scale over 6 \
-             decades):"
+            "  Per layer (changed/compared tensors, largest rel_l2; bars on a fixed log scale, \
+             the same in every report:\n  {BAR} cells at rel_l2 1 or more, one less per 3/4 of \
+             a decade, one at 1e-6 or less):"
         );
         for l in layers {
             let (figure_text, bar) = if l.changed == 0 {
@@ -170,7 +187,7 @@ pub fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
             } else {
                 match l.max_rel_l2 {
                     None => ("inf".into(), "█".repeat(BAR)),
-                    Some(r) => (figure(r), "█".repeat(bar_width(r, top))),
+                    Some(r) => (figure(r), "█".repeat(bar_width(r))),
                 }
             };
             let line = format!(
@@ -187,15 +204,25 @@ pub fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
     out
 }
 
-/// Bar cells for `r` against the largest `top`: the full bar at `top`, one cell less per
-/// 6/8 of a decade below it, at least one cell for any change.
-fn bar_width(r: f64, top: f64) -> usize {
-    if r <= 0.0 || top <= 0.0 {
+/// Bar cells for `r` on the fixed scale: the full bar at [`SCALE_HIGH`] or more, one cell less
+/// per 3/4 of a decade below it, at least one cell for any change.
+fn bar_width(r: f64) -> usize {
+    if r <= 0.0 {
         return 1;
     }
-    let decades = (top / r).log10();
-    let cells = BAR as f64 - decades * BAR as f64 / 6.0;
-    (cells.round() as usize).clamp(1, BAR)
+    let span = (SCALE_HIGH / SCALE_LOW).log10();
+    let decades = (SCALE_HIGH / r).log10();
+    let cells = BAR as f64 - decades * BAR as f64 / span;
+    (cells.round().max(1.0) as usize).clamp(1, BAR)
+}
+
+/// What differs in the bits of every tensor whose values are equal.
+fn bits_total(values: &ValueDiff) -> crate::values::BitsDiffer {
+    let mut total = crate::values::BitsDiffer::default();
+    for (_, bits) in values.bits_differ() {
+        total.merge(bits);
+    }
+    total
 }
 
 #[derive(Serialize)]
@@ -212,6 +239,9 @@ struct TensorDoc<'a> {
     cosine: Option<f64>,
     changed_elements: Option<u64>,
     nonfinite_elements: Option<u64>,
+    /// Values equal, bits not: what differs (then `changed` is false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bits_differ: Option<crate::values::BitsDiffer>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
@@ -234,6 +264,8 @@ struct SkippedDoc<'a> {
 struct ValuesDoc<'a> {
     compared: usize,
     changed: usize,
+    /// Tensors whose values are equal and whose bits are not (not counted in `changed`).
+    bits_differ: usize,
     summary: String,
     tensors: Vec<TensorDoc<'a>>,
     layers: Vec<LayerDoc>,
@@ -260,6 +292,10 @@ fn tensor_doc(t: &TensorValues) -> TensorDoc<'_> {
         )),
         Method::Values => None,
     };
+    let note = match (note, &t.bits_differ) {
+        (None, Some(bits)) => Some(format!("values equal, bits differ: {}", bits.describe())),
+        (note, _) => note,
+    };
     let note = match (note, t.stats.is_some_and(|s| s.approximate)) {
         (note, false) => note,
         (None, true) => Some(APPROXIMATE.to_owned()),
@@ -280,6 +316,7 @@ fn tensor_doc(t: &TensorValues) -> TensorDoc<'_> {
         cosine: t.stats.and_then(|s| s.cosine),
         changed_elements: t.stats.map(|s| s.changed_elements),
         nonfinite_elements: t.stats.map(|s| s.nonfinite_elements),
+        bits_differ: t.bits_differ,
         note,
     }
 }
@@ -288,6 +325,7 @@ fn values_doc(values: &ValueDiff) -> ValuesDoc<'_> {
     ValuesDoc {
         compared: values.tensors.len(),
         changed: values.changed_count(),
+        bits_differ: values.bits_differ().count(),
         summary: summary(values),
         tensors: values.tensors.iter().map(tensor_doc).collect(),
         layers: values

@@ -7,6 +7,7 @@
 //! ([`compare`]), a piece whose bytes are equal on both sides only adding to the norms. Pages
 //! are released behind the work, so memory stays bounded whatever the model's size.
 
+mod bits;
 pub mod compare;
 pub mod dequant;
 mod source;
@@ -16,6 +17,7 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::artifact::{Artifact, TensorInfo};
+pub use bits::BitsDiffer;
 pub use compare::{Sums, ValueStats};
 pub use dequant::{DECODED_GGUF_TYPES, NotDecoded};
 pub use source::ModelBytes;
@@ -77,6 +79,9 @@ pub struct TensorValues {
     pub method: Method,
     /// None when compared by bytes.
     pub stats: Option<ValueStats>,
+    /// The bytes differ but every value is equal (signed zeros, NaN payloads): then not
+    /// `changed`, and this says what differs.
+    pub bits_differ: Option<BitsDiffer>,
 }
 
 impl TensorValues {
@@ -109,6 +114,13 @@ pub struct ValueDiff {
 impl ValueDiff {
     pub fn changed_count(&self) -> usize {
         self.tensors.iter().filter(|t| t.changed).count()
+    }
+
+    /// Tensors whose values are equal and whose bits are not.
+    pub fn bits_differ(&self) -> impl Iterator<Item = (&TensorValues, &BitsDiffer)> {
+        self.tensors
+            .iter()
+            .filter_map(|t| Some((t, t.bits_differ.as_ref()?)))
     }
 
     /// Changed tensors, largest rel_l2 first (infinite ones — a zero old norm — first of all,
@@ -347,6 +359,7 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             changed: a.dtype != b.dtype,
             method: Method::Values,
             stats: None,
+            bits_differ: None,
         };
         match (codec_old, codec_new) {
             (Ok(ca), Ok(cb)) => {
@@ -454,7 +467,34 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             tensor.stats = Some(stats);
         }
     }
+    // Bytes that differ with every value equal: rare, so a second pass says why.
+    for pair in &pairs {
+        let tensor = &mut diff.tensors[pair.index];
+        if pair.same_dtype
+            && tensor.changed
+            && tensor.stats.is_some_and(|s| s.changed_elements == 0)
+        {
+            tensor.bits_differ = Some(bits_differ(pair));
+            tensor.changed = false;
+        }
+    }
     Ok(diff)
+}
+
+/// What differs in the bytes of a pair of one dtype whose values are all equal.
+fn bits_differ(pair: &Pair) -> BitsDiffer {
+    let mut found = BitsDiffer::default();
+    let (mut old_bytes, mut new_bytes) = (Vec::new(), Vec::new());
+    let mut scratch = [Vec::new(), Vec::new()];
+    let mut at = 0;
+    while at < pair.elements {
+        let to = (at + STRIDE).min(pair.elements);
+        let old = pair.old.elements(&pair.old_codec, at, to, &mut old_bytes);
+        let new = pair.new.elements(&pair.new_codec, at, to, &mut new_bytes);
+        found.merge(&bits::count(old, new, &pair.old_codec, &mut scratch));
+        at = to;
+    }
+    found
 }
 
 /// A tensor's bytes: its run, checked as [`checked_range`] does, or for a strided view its

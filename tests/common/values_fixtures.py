@@ -141,6 +141,15 @@ def pairs(out):
     old["blk.4.zero_norm"], new["blk.4.zero_norm"] = (None, z), (None, z2)
     old["blk.4.to_zero"], new["blk.4.to_zero"] = (None, normal(4, 32)), (None, z.copy())
     old["blk.4.signed_zero"], new["blk.4.signed_zero"] = (None, z.copy()), (None, -z)
+    # Equal values, other bits: 3 signed zeros and 2 NaNs with another payload or sign.
+    a = normal(4, 32)
+    a[0, 0:3] = 0.0
+    a.view(np.uint32)[1, 0:2] = 0x7FC00000
+    b = a.copy()
+    b[0, 0:3] = -0.0
+    b.view(np.uint32)[1, 0] = 0x7FC00001
+    b.view(np.uint32)[1, 1] = 0xFFC00000
+    old["blk.4.bits"], new["blk.4.bits"] = (None, a), (None, b)
     write_gguf(os.path.join(out, "old.gguf"), old)
     write_gguf(os.path.join(out, "new.gguf"), new)
 

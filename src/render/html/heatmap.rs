@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 use super::{Entry, State};
 use crate::escape::html_text;
-use crate::render::values::figure;
+use crate::render::values::{SCALE_HIGH, SCALE_LOW, figure};
 
 /// Kinds of tensors, in column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -117,35 +117,18 @@ pub struct Scale {
     hi: f64,
 }
 
-/// Decades the scale spans at most (as the text view's bars).
-const DECADES: f64 = 6.0;
-/// Decades the scale spans at least.
-const MIN_DECADES: f64 = 2.0;
-
 impl Scale {
-    /// The scale of the changed figures; None when no tensor has a finite, nonzero rel_l2.
+    /// The one fixed scale of every report (the text view's bars use it too), so that two
+    /// reports compare by colour; None when no tensor has a finite, nonzero rel_l2.
     pub fn of(entries: &[Entry]) -> Option<Scale> {
-        let figures = entries.iter().filter_map(|e| match e.state {
-            State::Changed | State::Suspect => e.rel_l2().filter(|r| *r > 0.0),
-            _ => None,
+        let has_figure = entries.iter().any(|e| match e.state {
+            State::Changed | State::Suspect => e.rel_l2().is_some_and(|r| r > 0.0),
+            _ => false,
         });
-        let (mut lo, mut hi) = (f64::INFINITY, 0f64);
-        for r in figures {
-            lo = lo.min(r);
-            hi = hi.max(r);
-        }
-        if hi <= 0.0 {
-            return None;
-        }
-        lo = lo.max(hi / 10f64.powf(DECADES));
-        if hi / lo < 10f64.powf(MIN_DECADES) {
-            // Close figures (a quantization's error is about the same in every tensor) sit in
-            // the middle of a wider scale: they read as alike, not as palest and darkest.
-            let mid = (hi * lo).sqrt();
-            let half = 10f64.powf(MIN_DECADES / 2.0);
-            (lo, hi) = (mid / half, mid * half);
-        }
-        Some(Scale { lo, hi })
+        has_figure.then_some(Scale {
+            lo: SCALE_LOW,
+            hi: SCALE_HIGH,
+        })
     }
 
     /// Where `r` lies on the scale, 0 (lo or below) to 1 (hi).
@@ -327,9 +310,12 @@ fn legend(scale: Option<Scale>, entries: &[Entry]) -> String {
         let (w, h) = (260.0, 14.0);
         let _ = write!(
             out,
-            "<div>rel_l2 ‖b − a‖ / ‖a‖, log scale</div>\n<svg width=\"{}\" height=\"34\" \
+            "<div>rel_l2 ‖b − a‖ / ‖a‖ on a fixed log scale, the same in every report: \
+             {} or less palest, {} or more darkest</div>\n<svg width=\"{}\" height=\"34\" \
              viewBox=\"0 0 {} 34\" role=\"img\" aria-label=\"colour scale\"><defs>\
              <linearGradient id=\"ramp\">",
+            tick_label(scale.lo),
+            tick_label(scale.hi),
             w + 2.0 * LEFT,
             w + 2.0 * LEFT
         );

@@ -140,7 +140,9 @@ pub fn value_entries(values: &ValueDiff) -> Vec<Entry> {
                 Method::Values if t.dtype_changed() => {
                     Some("dtype changed: the figures are the quantization error".into())
                 }
-                Method::Values => None,
+                Method::Values => t
+                    .bits_differ
+                    .map(|b| format!("values equal, bits differ: {}", b.describe())),
             },
         })
         .collect();
