@@ -6,7 +6,7 @@ use crate::input::{self, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 use crate::remote::parse_header;
 
-use super::Result;
+use super::error::Result;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {

@@ -14,7 +14,7 @@ use crate::input::Opener;
 use crate::output::{Exit, write_stdout};
 use crate::render::escape::{shown, shown_path, terminal_safe};
 
-use super::Result;
+use super::error::Result;
 
 /// Compressed weight deltas (.wdelta).
 #[derive(Debug, clap::Args)]

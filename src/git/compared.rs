@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::GitError;
 use super::changes::FileChange;
+use super::error::GitError;
 use super::lfs::Pointer;
 use super::models::{ModelGroup, Snapshot};
 use super::reader::SideReader;

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::GitError;
 use super::changes::FileChange;
 use super::config::GitConfig;
+use super::error::GitError;
 use super::lfs::{self, Pointer};
 use super::lfs_server::Server;
 use super::objects::{blob_bytes, open_repo};

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use gix::ObjectId;
 
+use super::error::{GitError, NotAFile};
 use super::objects::{self, Entry};
-use super::{GitError, NotAFile};
 use crate::render::escape::shown;
 
 /// A parsed `REV:path`. `rev` is empty for the index.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::GitError;
+use super::error::GitError;
 use super::lfs::Pointer;
 use crate::artifact::Artifact;
 use crate::error::ShardError;

@@ -6,8 +6,9 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::{RemoteError, shown_url};
 use super::http::{Client, Request};
-use super::{RemoteError, origin, shown_url};
+use super::origin::origin;
 
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (the API's recommended maximum).

@@ -6,8 +6,8 @@
 use std::io::Read;
 use std::path::Path;
 
+use super::error::{RemoteError, shown_url};
 use super::http::{Client, Request, Response};
-use super::{RemoteError, shown_url};
 use crate::artifact::Artifact;
 use crate::read::{HeaderStep, header_step};
 
