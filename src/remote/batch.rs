@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{RemoteError, shown_url};
 use super::http::{Client, Request};
-use super::origin::origin;
+use super::origins::origin;
 
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (the API's recommended maximum).

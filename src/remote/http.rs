@@ -9,7 +9,7 @@ use std::time::Duration;
 use ureq::tls::{RootCerts, TlsConfig};
 
 use super::error::{RemoteError, shown_url};
-use super::origin::origin;
+use super::origins::origin;
 
 /// How to reach servers; the git adapter's LFS server discovery says where git keeps each value.
 #[derive(Debug, Clone)]

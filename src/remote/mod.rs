@@ -11,7 +11,7 @@ mod cache;
 mod error;
 mod header;
 mod http;
-mod origin;
+mod origins;
 mod url;
 
 // The face of the remote adapter: what git's LFS reading, the input seam and the command line
@@ -25,5 +25,5 @@ pub(crate) use error::shown_url;
 pub(crate) use header::{RemoteHeader, read_header};
 pub use header::{parse_content_range, status_detail};
 pub(crate) use http::{Client, HttpSettings};
-pub use origin::origin;
+pub use origins::origin;
 pub(crate) use url::{is_url, parse_header, read_url_header};

@@ -50,7 +50,7 @@ pub fn parse_header(text: &str) -> Result<(String, String), RemoteError> {
 }
 
 fn is_hugging_face(url: &str) -> bool {
-    let Some(origin) = super::origin::origin(url) else {
+    let Some(origin) = super::origins::origin(url) else {
         return false;
     };
     let host = origin.split_once("://").map_or("", |(_, rest)| {
