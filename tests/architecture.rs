@@ -1,33 +1,11 @@
-//! The layering of docs/ARCHITECTURE.md, checked over the `crate::` and `super::` paths of every
-//! source file: the core imports no adapter and no CLI, adapters import no CLI, the top-level
-//! modules import each other without a circle, and so do the files inside each folder.
+//! docs/ARCHITECTURE.md held against the code, over the `crate::` and `super::` paths of every
+//! source file (and a folder's mod.rs's paths to its own files): the page's table of who
+//! imports whom is exactly the code's, its floors are exact, the core imports no adapter and no
+//! CLI, adapters import no CLI and each other only through their faces, no file imports the
+//! mod.rs of a folder it lies in, and no import runs in a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-const CORE: &[&str] = &[
-    "artifact",
-    "conversion",
-    "diff",
-    "digest",
-    "dtype",
-    "error",
-    "escape",
-    "formats",
-    "fsutil",
-    "hugepages",
-    "identity",
-    "mapped",
-    "output",
-    "progress",
-    "read",
-    "render",
-    "sharded",
-    "table",
-    "values",
-];
-const ADAPTERS: &[&str] = &["input", "git", "policy", "ci", "delta", "remote"];
-const CLI: &str = "cli";
 
 /// Names `lib.rs` re-exports at the crate root, and the module each comes from.
 const ROOT_REEXPORTS: &[(&str, &str)] = &[
@@ -38,16 +16,82 @@ const ROOT_REEXPORTS: &[(&str, &str)] = &[
     ("Error", "error"),
 ];
 
-fn layer(top: &str) -> u8 {
-    if CORE.contains(&top) {
-        0
-    } else if ADAPTERS.contains(&top) {
-        1
-    } else if top == CLI {
-        2
-    } else {
-        panic!("src/{top}: not named in docs/ARCHITECTURE.md's layers (add it to this test too)")
+/// A row of the table "Who imports whom" in docs/ARCHITECTURE.md: a top-level module's layer,
+/// its floor in the layer and the top-level modules it imports.
+struct Row {
+    layer: String,
+    floor: u32,
+    imports: BTreeSet<String>,
+}
+
+const LAYERS: [&str; 3] = ["core", "adapter", "command line"];
+
+/// The table of docs/ARCHITECTURE.md, by module: the page is the one place the layers and the
+/// arrows between top-level modules are written, and the tests hold the code to it.
+fn page() -> BTreeMap<String, Row> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let section = text
+        .split("\n## Who imports whom")
+        .nth(1)
+        .expect("docs/ARCHITECTURE.md has a section `## Who imports whom`");
+    let section = section.split("\n## ").next().unwrap();
+    let backticked = |cell: &str| -> BTreeSet<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut rows = BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        let [module, layer, floor, imports] = cells[..] else {
+            panic!(
+                "docs/ARCHITECTURE.md: `{line}`: expected | `module` | layer | floor | imports |"
+            );
+        };
+        let module = module.trim_matches('`').to_owned();
+        assert!(
+            LAYERS.contains(&layer),
+            "docs/ARCHITECTURE.md: {module}: layer `{layer}`, expected one of {LAYERS:?}"
+        );
+        let row = Row {
+            layer: layer.to_owned(),
+            floor: floor.parse().unwrap_or_else(|_| {
+                panic!("docs/ARCHITECTURE.md: {module}: floor `{floor}`, expected a number")
+            }),
+            imports: backticked(imports),
+        };
+        assert!(
+            rows.insert(module.clone(), row).is_none(),
+            "docs/ARCHITECTURE.md: {module} has two rows"
+        );
     }
+    assert!(
+        !rows.is_empty(),
+        "docs/ARCHITECTURE.md: the table has no row"
+    );
+    rows
+}
+
+fn layer(page: &BTreeMap<String, Row>, top: &str) -> u8 {
+    let row = page.get(top).unwrap_or_else(|| {
+        panic!("src/{top}: no row in docs/ARCHITECTURE.md's table `Who imports whom`")
+    });
+    LAYERS.iter().position(|l| *l == row.layer).unwrap() as u8
+}
+
+fn adapters(page: &BTreeMap<String, Row>) -> BTreeSet<String> {
+    page.iter()
+        .filter(|(_, row)| row.layer == "adapter")
+        .map(|(module, _)| module.clone())
+        .collect()
 }
 
 /// A source file: its module path (`["git", "changes"]`; `["git"]` for git/mod.rs).
@@ -568,10 +612,11 @@ fn assert_no_circle(edges: &BTreeSet<(String, String)>) {
 #[test]
 fn the_core_imports_no_adapter_and_nothing_imports_the_cli() {
     let g = graph();
+    let page = page();
     let mut wrong = Vec::new();
     for ((from, to), edge) in &g.edges {
         let (a, b) = (&from[0], &to[0]);
-        if a != b && layer(b) > layer(a) {
+        if a != b && layer(&page, b) > layer(&page, a) {
             wrong.push(format!(
                 "{} imports {}: {}",
                 from.join("::"),
@@ -802,58 +847,78 @@ fn the_checker_finds_an_arrow_back_up_inside_a_folder() {
     assert!(code_only(text).contains("'a: loop {}"));
 }
 
-/// The arrows between adapters that docs/ARCHITECTURE.md draws: (importer, imported). The
-/// command line imports every adapter; the core none.
-const ADAPTER_ARROWS: &[(&str, &str)] = &[
-    ("ci", "git"),
-    ("ci", "policy"),
-    ("delta", "git"),
-    ("git", "remote"),
-    ("input", "git"),
-    ("input", "remote"),
-    ("policy", "git"),
-];
-
 #[test]
-fn adapters_import_each_other_as_the_picture_draws() {
+fn the_page_draws_every_import_between_top_level_modules() {
+    // The built code's imports (test code left out), against the table of the page: every
+    // module has its row, and every arrow the code has is drawn, and only those.
     let g = graph();
-    let found: BTreeSet<(String, String)> = g
-        .edges
-        .keys()
-        .filter(|(a, b)| {
-            a[0] != b[0] && ADAPTERS.contains(&a[0].as_str()) && ADAPTERS.contains(&b[0].as_str())
-        })
-        .map(|(a, b)| (a[0].clone(), b[0].clone()))
-        .collect();
-    let drawn: BTreeSet<(String, String)> = ADAPTER_ARROWS
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    let undrawn: Vec<String> = found
-        .difference(&drawn)
-        .map(|(a, b)| {
+    let page = page();
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for source in sources() {
+        found.entry(source.module[0].clone()).or_default();
+    }
+    for ((a, b), edge) in &g.edges {
+        if a[0] != b[0] && !edge.tests_only {
+            found.entry(a[0].clone()).or_default().insert(b[0].clone());
+        }
+    }
+    let mut wrong = Vec::new();
+    for (module, imports) in &found {
+        let Some(row) = page.get(module) else {
+            wrong.push(format!("src/{module} has no row"));
+            continue;
+        };
+        for undrawn in imports.difference(&row.imports) {
             let example = g
                 .edges
                 .iter()
-                .find(|((x, y), _)| &x[0] == a && &y[0] == b)
+                .find(|((x, y), e)| &x[0] == module && &y[0] == undrawn && !e.tests_only)
                 .map(|(_, e)| e.example.clone())
                 .unwrap_or_default();
-            format!("{a} -> {b} ({example})")
-        })
-        .collect();
+            wrong.push(format!("{module} -> {undrawn} is not drawn ({example})"));
+        }
+        for unused in row.imports.difference(imports) {
+            wrong.push(format!(
+                "{module} -> {unused} is drawn, but the code has no such import"
+            ));
+        }
+    }
+    for module in page.keys().filter(|m| !found.contains_key(*m)) {
+        wrong.push(format!("{module} has a row, but src/ has no such module"));
+    }
     assert!(
-        undrawn.is_empty(),
-        "adapter imports docs/ARCHITECTURE.md does not draw:\n{}",
-        undrawn.join("\n")
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md's table `Who imports whom` and the code differ:\n{}",
+        wrong.join("\n")
     );
-    let unused: Vec<String> = drawn
-        .difference(&found)
-        .map(|(a, b)| format!("{a} -> {b}"))
-        .collect();
+}
+
+#[test]
+fn every_module_stands_one_floor_above_what_it_imports() {
+    // Exact floors: the page's picture can be drawn from the table alone, and an arrow that
+    // runs sideways or up in a layer shows as a floor that cannot be.
+    let page = page();
+    let mut wrong = Vec::new();
+    for (module, row) in &page {
+        let below = row
+            .imports
+            .iter()
+            .filter_map(|m| page.get(m))
+            .filter(|imported| imported.layer == row.layer)
+            .map(|imported| imported.floor + 1)
+            .max()
+            .unwrap_or(0);
+        if row.floor != below {
+            wrong.push(format!(
+                "{module}: floor {}, but what it imports in its layer puts it on floor {below}",
+                row.floor
+            ));
+        }
+    }
     assert!(
-        unused.is_empty(),
-        "arrows the picture draws but the code no longer has:\n{}",
-        unused.join("\n")
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md's floors:\n{}",
+        wrong.join("\n")
     );
 }
 
@@ -863,10 +928,11 @@ fn adapters_are_used_through_their_faces() {
     // a file inside it; the compiler enforces it once the files are private, and this says
     // where it was broken.
     let g = graph();
+    let adapters = adapters(&page());
     let reaching_in: Vec<String> = g
         .edges
         .iter()
-        .filter(|((a, b), _)| a[0] != b[0] && ADAPTERS.contains(&b[0].as_str()) && b.len() > 1)
+        .filter(|((a, b), _)| a[0] != b[0] && adapters.contains(&b[0]) && b.len() > 1)
         .map(|(_, edge)| edge.example.clone())
         .collect();
     assert!(
@@ -876,7 +942,7 @@ fn adapters_are_used_through_their_faces() {
     );
     // The files of an adapter folder are private to it.
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for adapter in ADAPTERS {
+    for adapter in &adapters {
         let root = src.join(adapter).join("mod.rs");
         let Ok(text) = std::fs::read_to_string(&root) else {
             continue; // a one-file adapter (input.rs)
