@@ -55,10 +55,7 @@ fn manpages(dir: &std::path::Path, mut command: clap::Command) -> Result<Exit> {
     write_pages(&command, dir, &mut written)?;
     let mut out = String::new();
     for path in written {
-        out.push_str(&format!(
-            "wrote {}\n",
-            crate::render::escape::shown_path(&path)
-        ));
+        out.push_str(&format!("wrote {}\n", crate::escape::shown_path(&path)));
     }
     write_stdout(out.as_bytes())?;
     Ok(Exit::Clean)

@@ -257,7 +257,7 @@ fn noted<T>((value, note): (T, Option<String>)) -> T {
     if let Some(note) = note {
         eprintln!(
             "weight-inspect: note: {}",
-            crate::render::escape::terminal_safe(&note)
+            crate::escape::terminal_safe(&note)
         );
     }
     value

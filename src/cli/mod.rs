@@ -87,10 +87,7 @@ pub fn main() -> ExitCode {
             // Every error shows the paths and names it holds escaped (crate::escape);
             // terminal_safe is the net for text no rule reached (a message from a server).
             let message = err.to_string();
-            eprintln!(
-                "weight-inspect: {}",
-                crate::render::escape::terminal_safe(&message)
-            );
+            eprintln!("weight-inspect: {}", crate::escape::terminal_safe(&message));
             Exit::Error.into()
         }
     }
@@ -119,7 +116,7 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
 /// refusal printed (clap strips no line break or CR of an argument, and on a terminal no
 /// escape sequence).
 fn argument_error(err: clap::Error) -> ExitCode {
-    use crate::render::escape::{escape_name, needs_escape};
+    use crate::escape::{escape_name, needs_escape};
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
@@ -134,7 +131,7 @@ fn argument_error(err: clap::Error) -> ExitCode {
         // first refusal, as plain text, its control and bidirectional characters escaped.
         Ok(_) => {
             let plain = err.render().to_string();
-            eprint!("{}", crate::render::escape::terminal_safe(&plain));
+            eprint!("{}", crate::escape::terminal_safe(&plain));
             ExitCode::from(2)
         }
     }

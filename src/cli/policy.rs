@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
+use crate::escape::shown;
 use crate::git::RemoteOptions;
 use crate::output::{Exit, print, write_stdout};
 use crate::policy::{Missing, OutputFormat, Policy, PolicyError, PolicySource, Workspace};
-use crate::render::escape::shown;
 
 use super::error::Result;
 

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::error::GitError;
-use crate::render::escape::shown_path;
+use crate::escape::shown_path;
 type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// The diff driver's name: `diff.weight-inspect.*`, `diff=weight-inspect`.

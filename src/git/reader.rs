@@ -556,9 +556,8 @@ fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer
         Content::Other { .. } => {
             let sha256 = match sha256 {
                 Some(s) => s,
-                None => sha256_file(path).unwrap_or_else(|e| {
-                    format!("<{}: {e}>", crate::render::escape::shown_path(path))
-                }),
+                None => sha256_file(path)
+                    .unwrap_or_else(|e| format!("<{}: {e}>", crate::escape::shown_path(path))),
             };
             (size, Some(sha256))
         }

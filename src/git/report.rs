@@ -131,7 +131,7 @@ fn with_model_files(rendered: String, model: Option<&super::models::ModelGroup>)
     let (header, body) = rendered.split_once('\n').unwrap_or((&rendered, ""));
     let mut out = format!("{header}\nmulti-file model; changed files:\n");
     for file in &model.files {
-        out.push_str(&format!("  {}\n", crate::render::escape::shown(file)));
+        out.push_str(&format!("  {}\n", crate::escape::shown(file)));
     }
     out.push_str(body);
     out

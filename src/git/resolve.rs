@@ -8,7 +8,7 @@ use gix::ObjectId;
 
 use super::error::{GitError, NotAFile};
 use super::objects::{self, Entry};
-use crate::render::escape::shown;
+use crate::escape::shown;
 
 /// A parsed `REV:path`. `rev` is empty for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -243,7 +243,7 @@ pub fn parse_batch_response(
             url,
             format!(
                 "the server chose the transfer adapter \"{}\", expected \"basic\"",
-                crate::render::escape::shown(transfer)
+                crate::escape::shown(transfer)
             ),
         ));
     }

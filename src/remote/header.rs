@@ -265,7 +265,7 @@ pub fn status_detail(status: u16, text: &str) -> String {
     if message.is_empty() {
         hint.to_owned()
     } else {
-        format!("{hint}: {}", crate::render::escape::shown(&message))
+        format!("{hint}: {}", crate::escape::shown(&message))
     }
 }
 

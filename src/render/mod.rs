@@ -3,7 +3,6 @@
 //! HTML reports of value diffs and conversions ([`html`]).
 
 pub mod conversion;
-pub mod escape;
 pub mod github;
 pub mod html;
 pub mod json;

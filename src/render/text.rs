@@ -4,9 +4,9 @@ use std::fmt::Write;
 
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
+use crate::escape::{quoted, shown};
 use crate::identity::{structural_hash, value_digest};
 use crate::render::Palette;
-use crate::render::escape::{quoted, shown};
 
 /// Tensors listed by `inspect` unless `--all`.
 const INSPECT_TENSORS: usize = 5;
