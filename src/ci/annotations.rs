@@ -6,10 +6,10 @@
 //! [`crate::render::github`].
 
 use super::report::{CiReport, FailOn};
+use crate::escape::shown;
 use crate::git::ModelSide;
 use crate::git::{counts_text, short_hash};
 use crate::policy::violation_annotation;
-use crate::render::escape::shown;
 use crate::render::github::{Annotation, Level};
 
 /// Annotations GitHub shows per level and step.

@@ -8,10 +8,10 @@
 use std::fmt::Write;
 
 use super::report::CiReport;
+use crate::escape::{escape_name, needs_escape, shown};
 use crate::git::ModelSide;
 use crate::git::{ComparedFile, Counts, counts_text, short_hash};
 use crate::policy::{Phrasing, plural};
-use crate::render::escape::{escape_name, needs_escape, shown};
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.

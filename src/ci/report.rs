@@ -7,6 +7,7 @@ use gix::ObjectId;
 
 use super::error::CiError;
 use crate::artifact::Format;
+use crate::escape::shown;
 use crate::git::Snapshot;
 use crate::git::tree_entry;
 use crate::git::{ComparedFile, counts_text, short_hash};
@@ -14,7 +15,6 @@ use crate::git::{PathFilter, Status};
 use crate::policy::follow_committed_link;
 use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
 use crate::policy::{Phrasing, Tally, plural};
-use crate::render::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::ci::{self, CiReport, FailOn};
 use crate::output::{Exit, write_stdout};
 
-use super::Result;
+use super::error::Result;
 
 /// Report structural changes and policy violations between two commits (exit 0 pass,
 /// 1 failed per --fail-on, 2 error).
@@ -62,7 +62,7 @@ pub struct CiArgs {
 }
 
 pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
-    let cwd = super::cwd()?;
+    let cwd = super::cwd::cwd()?;
     let repo = crate::git::open_repo(&cwd)?;
     let base = match args.base {
         Some(base) => base,

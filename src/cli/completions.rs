@@ -3,11 +3,9 @@
 
 use std::path::PathBuf;
 
-use clap::CommandFactory;
-
 use crate::output::{Exit, write_stdout};
 
-use super::{Cli, Result};
+use super::error::Result;
 
 /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
 #[derive(Debug, clap::Args)]
@@ -25,12 +23,12 @@ pub struct CompletionsArgs {
     pub man: Option<PathBuf>,
 }
 
-pub fn completions(args: CompletionsArgs) -> Result<Exit> {
+/// `command` is the whole command line's definition (the parser's own, from `cli/mod.rs`).
+pub fn completions(args: CompletionsArgs, mut command: clap::Command) -> Result<Exit> {
     let Some(shell) = args.shell else {
         let dir = args.man.expect("clap requires a shell or --man");
-        return manpages(&dir);
+        return manpages(&dir, command);
     };
-    let mut command = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut command, "weight-inspect", &mut out);
     if shell == clap_complete::Shell::Bash {
@@ -50,18 +48,14 @@ fn fix_bash_states(script: &[u8]) -> String {
 }
 
 /// Writes the man pages into `dir` (created if missing) and lists them.
-fn manpages(dir: &std::path::Path) -> Result<Exit> {
+fn manpages(dir: &std::path::Path, mut command: clap::Command) -> Result<Exit> {
     std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
-    let mut command = Cli::command();
     command.build();
     let mut written = Vec::new();
     write_pages(&command, dir, &mut written)?;
     let mut out = String::new();
     for path in written {
-        out.push_str(&format!(
-            "wrote {}\n",
-            crate::render::escape::shown_path(&path)
-        ));
+        out.push_str(&format!("wrote {}\n", crate::escape::shown_path(&path)));
     }
     write_stdout(out.as_bytes())?;
     Ok(Exit::Clean)

@@ -7,7 +7,7 @@ use crate::output::{ColorChoice, Exit, print, write_stdout};
 use crate::remote::parse_header;
 use crate::render::order::TensorOrder;
 
-use super::Result;
+use super::error::Result;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
@@ -281,7 +281,7 @@ fn noted<T>((value, note): (T, Option<String>)) -> T {
     if let Some(note) = note {
         eprintln!(
             "weight-inspect: note: {}",
-            crate::render::escape::terminal_safe(&note)
+            crate::escape::terminal_safe(&note)
         );
     }
     value

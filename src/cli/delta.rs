@@ -9,12 +9,12 @@ use crate::delta::{
     self, Created, DeltaError, Elem, EncodeOptions, Model, OpenDelta, OutDtype, RunOptions,
     verify_lineage,
 };
+use crate::escape::{shown, shown_path, terminal_safe};
 use crate::formats::wdelta::Strategy;
 use crate::input::Opener;
 use crate::output::{Exit, write_stdout};
-use crate::render::escape::{shown, shown_path, terminal_safe};
 
-use super::Result;
+use super::error::Result;
 
 /// Compressed weight deltas (.wdelta).
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,8 @@ use crate::git::RemoteOptions;
 use crate::git::{Mode, Scope};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
 
-use super::{Result, cwd};
+use super::cwd::cwd;
+use super::error::Result;
 
 /// Render a model file (or an LFS pointer to one) as stable lines for `diff.<driver>.textconv`.
 #[derive(Debug, clap::Args)]

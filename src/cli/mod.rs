@@ -4,14 +4,18 @@
 mod ci;
 mod completions;
 mod core;
+mod cwd;
 mod delta;
+mod error;
 mod git;
 mod policy;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+use error::Result;
 
 use crate::git::RemoteOptions;
 use crate::output::{ColorChoice, Exit};
@@ -66,38 +70,6 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
 }
 
-/// Any error a command can end with; each adapter's own error keeps its structure up to here
-/// (boxed: errors are rare, results are everywhere).
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct Error(Box<ErrorKind>);
-
-impl<E: Into<ErrorKind>> From<E> for Error {
-    fn from(err: E) -> Self {
-        Error(Box::new(err.into()))
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ErrorKind {
-    #[error(transparent)]
-    Core(#[from] crate::error::Error),
-    #[error(transparent)]
-    Git(#[from] crate::git::GitError),
-    #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
-    #[error(transparent)]
-    Ci(#[from] crate::ci::CiError),
-    #[error(transparent)]
-    Input(#[from] crate::input::InputError),
-    #[error(transparent)]
-    Delta(#[from] crate::delta::DeltaError),
-    #[error(transparent)]
-    Remote(#[from] crate::remote::RemoteError),
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
 /// Parses the command line and runs the command. Errors print as `weight-inspect: ...`, exit 2.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -115,10 +87,7 @@ pub fn main() -> ExitCode {
             // Every error shows the paths and names it holds escaped (crate::escape);
             // terminal_safe is the net for text no rule reached (a message from a server).
             let message = err.to_string();
-            eprintln!(
-                "weight-inspect: {}",
-                crate::render::escape::terminal_safe(&message)
-            );
+            eprintln!("weight-inspect: {}", crate::escape::terminal_safe(&message));
             Exit::Error.into()
         }
     }
@@ -137,7 +106,7 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
         Command::Hook(args) => policy::hook(args),
         Command::Ci(args) => ci::run(args, remote),
         Command::Delta(args) => delta::run(args, remote),
-        Command::Completions(args) => completions::completions(args),
+        Command::Completions(args) => completions::completions(args, Cli::command()),
     }
 }
 
@@ -147,7 +116,7 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
 /// refusal printed (clap strips no line break or CR of an argument, and on a terminal no
 /// escape sequence).
 fn argument_error(err: clap::Error) -> ExitCode {
-    use crate::render::escape::{escape_name, needs_escape};
+    use crate::escape::{escape_name, needs_escape};
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
@@ -162,13 +131,8 @@ fn argument_error(err: clap::Error) -> ExitCode {
         // first refusal, as plain text, its control and bidirectional characters escaped.
         Ok(_) => {
             let plain = err.render().to_string();
-            eprint!("{}", crate::render::escape::terminal_safe(&plain));
+            eprint!("{}", crate::escape::terminal_safe(&plain));
             ExitCode::from(2)
         }
     }
-}
-
-/// The current directory, for commands that work on the repository around it.
-fn cwd() -> Result<std::path::PathBuf> {
-    std::env::current_dir().map_err(|e| crate::error::Error::io(".", e).into())
 }

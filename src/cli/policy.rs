@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
+use crate::escape::shown;
 use crate::git::RemoteOptions;
 use crate::output::{Exit, print, write_stdout};
 use crate::policy::{Missing, OutputFormat, Policy, PolicyError, PolicySource, Workspace};
-use crate::render::escape::shown;
 
-use super::Result;
+use super::error::Result;
 
 /// Evaluate the policy file against model files (exit 0 clean, 1 violations, 2 error).
 #[derive(Debug, clap::Args)]
@@ -134,7 +134,7 @@ pub enum HookCommand {
 }
 
 pub fn hook(args: HookArgs) -> Result<Exit> {
-    let cwd = super::cwd()?;
+    let cwd = super::cwd::cwd()?;
     let hooks = crate::git::hooks_dir(&cwd)?;
     let ws = Workspace::discover(None, &RemoteOptions::ONLINE)?;
     let hook_shown = shown(&ws.display(&hooks.join("pre-commit"))).into_owned();

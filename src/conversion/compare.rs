@@ -55,7 +55,7 @@ pub fn compare(
     for (index, pair) in plan.pairs.iter().enumerate() {
         match prepare(pair, &pair.rows, source, target)? {
             Ok(work) => works.push((index, work)),
-            Err(why) => outcomes[index] = Some(Outcome::NotCompared(why)),
+            Err(why) => outcomes[index] = Some(Outcome::NotCompared(why.to_string())),
         }
     }
     let sums = run(&works);
@@ -117,18 +117,47 @@ fn other_layout(rows: &RowMap) -> RowMap {
     }
 }
 
+/// Why a planned pair is not compared (the report's `why`).
+#[derive(Debug, thiserror::Error)]
+enum Uncomparable {
+    #[error("{0} is not in the converted model")]
+    TargetMissing(String),
+    #[error("{target} has {found} elements, its sources make {expected}")]
+    TargetElements {
+        target: String,
+        found: u64,
+        expected: u64,
+    },
+    #[error(
+        "source tensor {0} is block-quantized; only plain numbers are read as a conversion's \
+         source"
+    )]
+    SourceQuantized(String),
+    #[error("{0} is not in the source model")]
+    SourceMissing(String),
+    #[error("{name} has {available} elements, the layout reads {needed}")]
+    SourceElements {
+        name: String,
+        available: u64,
+        needed: u64,
+    },
+    #[error("{name}: {dtype} is not dequantized: {why}")]
+    NotDecoded {
+        name: String,
+        dtype: String,
+        why: &'static str,
+    },
+}
+
 /// The operands of a pair, or why it cannot be compared.
 fn prepare<'a>(
     pair: &PlannedPair,
     rows: &RowMap,
     source: &Side<'a>,
     target: &Side<'a>,
-) -> Result<Result<Work<'a>, String>, ValuesError> {
+) -> Result<Result<Work<'a>, Uncomparable>, ValuesError> {
     let Some(target_op) = operand(target, &pair.target)? else {
-        return Ok(Err(format!(
-            "{} is not in the converted model",
-            pair.target
-        )));
+        return Ok(Err(Uncomparable::TargetMissing(pair.target.clone())));
     };
     let target_op = match target_op {
         Ok(op) => op,
@@ -137,23 +166,19 @@ fn prepare<'a>(
     let expected = rows.target_elements();
     let target_elements = element_count(target, &pair.target);
     if expected != target_elements {
-        return Ok(Err(format!(
-            "{} has {target_elements} elements, its sources make {expected}",
-            pair.target
-        )));
+        return Ok(Err(Uncomparable::TargetElements {
+            target: pair.target.clone(),
+            found: target_elements,
+            expected,
+        }));
     }
     let mut sources = Vec::with_capacity(pair.sources.len());
     for name in &pair.sources {
         match operand(source, name)? {
             Some(Ok(op)) if op.codec.block_size == 1 => sources.push(op),
-            Some(Ok(_)) => {
-                return Ok(Err(format!(
-                    "source tensor {name} is block-quantized; only plain numbers are read as a \
-                     conversion's source"
-                )));
-            }
+            Some(Ok(_)) => return Ok(Err(Uncomparable::SourceQuantized(name.clone()))),
             Some(Err(why)) => return Ok(Err(why)),
-            None => return Ok(Err(format!("{name} is not in the source model"))),
+            None => return Ok(Err(Uncomparable::SourceMissing(name.clone()))),
         }
     }
     // Every source row the map reads must be inside its tensor.
@@ -165,10 +190,11 @@ fn prepare<'a>(
             (part.rows + part.skip_rows) * rows.cols
         };
         if needed > available {
-            return Ok(Err(format!(
-                "{} has {available} elements, the layout reads {needed}",
-                pair.sources[part.source]
-            )));
+            return Ok(Err(Uncomparable::SourceElements {
+                name: pair.sources[part.source].clone(),
+                available,
+                needed,
+            }));
         }
     }
     if rows.transposed
@@ -197,7 +223,7 @@ fn element_count(side: &Side<'_>, name: &str) -> u64 {
 fn operand<'a>(
     side: &Side<'a>,
     name: &str,
-) -> Result<Option<Result<Operand<'a>, String>>, ValuesError> {
+) -> Result<Option<Result<Operand<'a>, Uncomparable>>, ValuesError> {
     let Some(position) = side.artifact.tensors.position(name) else {
         return Ok(None);
     };
@@ -209,11 +235,11 @@ fn operand<'a>(
     let codec = match dequant::codec(info.dtype, side.artifact.layout.big_endian) {
         Ok(codec) => codec,
         Err(why) => {
-            return Ok(Some(Err(format!(
-                "{name}: {} is not dequantized: {}",
-                info.dtype,
-                why.describe()
-            ))));
+            return Ok(Some(Err(Uncomparable::NotDecoded {
+                name: name.to_owned(),
+                dtype: info.dtype.to_string(),
+                why: why.describe(),
+            })));
         }
     };
     let file = side.file_at(position)?;
@@ -358,5 +384,57 @@ fn fill_source(
         let k = (i - at) as usize;
         (source.codec.decode)(raw, &mut out[k..k + len as usize]);
         i += len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncomparable_pairs_say_why() {
+        let name = || "blk.0.attn_q.weight".to_owned();
+        let cases = [
+            (
+                Uncomparable::TargetMissing(name()),
+                "blk.0.attn_q.weight is not in the converted model",
+            ),
+            (
+                Uncomparable::TargetElements {
+                    target: name(),
+                    found: 12,
+                    expected: 16,
+                },
+                "blk.0.attn_q.weight has 12 elements, its sources make 16",
+            ),
+            (
+                Uncomparable::SourceQuantized(name()),
+                "source tensor blk.0.attn_q.weight is block-quantized; only plain numbers are \
+                 read as a conversion's source",
+            ),
+            (
+                Uncomparable::SourceMissing(name()),
+                "blk.0.attn_q.weight is not in the source model",
+            ),
+            (
+                Uncomparable::SourceElements {
+                    name: name(),
+                    available: 8,
+                    needed: 9,
+                },
+                "blk.0.attn_q.weight has 8 elements, the layout reads 9",
+            ),
+            (
+                Uncomparable::NotDecoded {
+                    name: name(),
+                    dtype: "IQ1_M".to_owned(),
+                    why: dequant::NotDecoded::UnsupportedType.describe(),
+                },
+                "blk.0.attn_q.weight: IQ1_M is not dequantized: no dequantizer for this type",
+            ),
+        ];
+        for (why, message) in cases {
+            assert_eq!(why.to_string(), message);
+        }
     }
 }

@@ -633,10 +633,36 @@ impl Planner<'_> {
                     rows,
                     heads: qk_heads,
                 }),
-                Err(why) => self.not_compared(Some(&target), vec![member.source], why),
+                Err(why) => self.not_compared(Some(&target), vec![member.source], why.to_string()),
             }
         }
     }
+}
+
+/// Why a single source tensor's shape does not fit its target's (the report's `why`).
+#[derive(Debug, thiserror::Error)]
+enum ShapeMismatch {
+    #[error(
+        "a --map rule transposes it, but {} is not {} transposed",
+        show(.target),
+        show(.from)
+    )]
+    NotTransposed { from: Vec<u64>, target: Vec<u64> },
+    #[error(
+        "shape {} → {}: the Q/K permutation keeps the shape",
+        show(.from),
+        show(.target)
+    )]
+    PermutationReshapes { from: Vec<u64>, target: Vec<u64> },
+    #[error("{rows} rows cannot be permuted with {heads} heads (a multiple of {} is needed)", 2 * .heads)]
+    NotPermutable { rows: u64, heads: u64 },
+    #[error(
+        "shape {} → {}: no transform this pairing knows explains it (a --map rule can transpose \
+         or permute)",
+        show(.from),
+        show(.target)
+    )]
+    Unexplained { from: Vec<u64>, target: Vec<u64> },
 }
 
 /// The row map of a single source tensor, or why its shape does not fit.
@@ -646,7 +672,7 @@ fn single_map(
     heads: Option<u64>,
     transpose: bool,
     may_drop_rows: bool,
-) -> Result<(RowMap, Transform), String> {
+) -> Result<(RowMap, Transform), ShapeMismatch> {
     let one = |rows: u64, cols: u64, heads: Option<u64>, skip_rows: u64| RowMap {
         cols,
         parts: vec![Part {
@@ -663,27 +689,22 @@ fn single_map(
             map.transposed = true;
             return Ok((map, Transform::Transpose));
         }
-        return Err(format!(
-            "a --map rule transposes it, but {} is not {} transposed",
-            show(target),
-            show(source)
-        ));
+        return Err(ShapeMismatch::NotTransposed {
+            from: source.to_vec(),
+            target: target.to_vec(),
+        });
     }
     let same = squeezed(source) == squeezed(target);
     if let Some(heads) = heads {
         let rows = first_dim(source, true);
         if !same {
-            return Err(format!(
-                "shape {} → {}: the Q/K permutation keeps the shape",
-                show(source),
-                show(target)
-            ));
+            return Err(ShapeMismatch::PermutationReshapes {
+                from: source.to_vec(),
+                target: target.to_vec(),
+            });
         }
         if !permutable(rows, heads) {
-            return Err(format!(
-                "{rows} rows cannot be permuted with {heads} heads (a multiple of {} is needed)",
-                2 * heads
-            ));
+            return Err(ShapeMismatch::NotPermutable { rows, heads });
         }
         return Ok((
             one(rows, row_length(source, true), Some(heads), 0),
@@ -705,12 +726,10 @@ fn single_map(
             Transform::DropRows(cut),
         ));
     }
-    Err(format!(
-        "shape {} → {}: no transform this pairing knows explains it (a --map rule can transpose \
-         or permute)",
-        show(source),
-        show(target)
-    ))
+    Err(ShapeMismatch::Unexplained {
+        from: source.to_vec(),
+        target: target.to_vec(),
+    })
 }
 
 /// Rows are everything after the first dimension; a vector with a permutation is a column of
@@ -797,6 +816,32 @@ mod tests {
             (Transform::Transpose, 3, true)
         );
         let err = single_map(&[4, 6], &[6, 4], None, false, false).unwrap_err();
-        assert!(err.contains("no transform"), "{err}");
+        assert!(err.to_string().contains("no transform"), "{err}");
+    }
+
+    #[test]
+    fn shape_mismatches_say_why() {
+        let why = |source: &[u64], target: &[u64], heads, transpose| {
+            single_map(source, target, heads, transpose, false)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            why(&[3, 5], &[3, 5], None, true),
+            "a --map rule transposes it, but [3, 5] is not [3, 5] transposed"
+        );
+        assert_eq!(
+            why(&[64, 96], &[96, 64], Some(4), false),
+            "shape [64, 96] → [96, 64]: the Q/K permutation keeps the shape"
+        );
+        assert_eq!(
+            why(&[6, 4], &[6, 4], Some(4), false),
+            "6 rows cannot be permuted with 4 heads (a multiple of 8 is needed)"
+        );
+        assert_eq!(
+            why(&[4, 6], &[6, 4], None, false),
+            "shape [4, 6] → [6, 4]: no transform this pairing knows explains it (a --map rule \
+             can transpose or permute)"
+        );
     }
 }

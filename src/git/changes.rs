@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
-use super::GitError;
+use super::error::GitError;
 use super::lfs::{self, Pointer};
 use super::objects::{blob_bytes, is_file_mode, object_error, open_index, resolve_tree};
 

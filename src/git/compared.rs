@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::GitError;
 use super::changes::FileChange;
+use super::error::GitError;
 use super::lfs::Pointer;
 use super::models::{ModelGroup, Snapshot};
 use super::reader::SideReader;
@@ -273,7 +273,7 @@ impl ComparedFile {
         if let Some(model) = &self.model {
             out.push_str("multi-file model; changed files:\n");
             for file in &model.files {
-                let _ = writeln!(out, "  {}", crate::render::escape::shown(file));
+                let _ = writeln!(out, "  {}", crate::escape::shown(file));
             }
         }
         let blobs_differ = self.change.old_id != self.change.new_id;
@@ -336,12 +336,12 @@ impl ComparedFile {
         let conversion = self.conversion.as_ref().map(|(reference, c)| match c {
             Ok(c) => format!(
                 "conversion of {}: {}",
-                crate::render::escape::shown(reference),
+                crate::escape::shown(reference),
                 crate::render::conversion::summary(c)
             ),
             Err(_) => format!(
                 "conversion of {}: not compared (see details)",
-                crate::render::escape::shown(reference)
+                crate::escape::shown(reference)
             ),
         });
         match (values, conversion) {
@@ -378,11 +378,7 @@ fn push_note(out: &mut String, label: &str, side: &ModelSide, which: Which) {
         None => {
             let note = side_note(side, which);
             // Its names are shown escaped by the errors it holds; the rest escaped here.
-            let _ = writeln!(
-                out,
-                "{label}: {}",
-                crate::render::escape::shown_message(&note)
-            );
+            let _ = writeln!(out, "{label}: {}", crate::escape::shown_message(&note));
         }
     }
 }

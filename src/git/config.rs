@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{GitError, process};
+use super::{error::GitError, process};
 
 pub(crate) struct GitConfig {
     entries: Vec<(String, String)>,

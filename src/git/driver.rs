@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::diff::StructuralDiff;
+use crate::escape::{shown, shown_message};
 use crate::render::Palette;
-use crate::render::escape::{shown, shown_message};
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::GitError;
-use crate::render::escape::shown_path;
+use super::error::GitError;
+use crate::escape::shown_path;
 type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// The diff driver's name: `diff.weight-inspect.*`, `diff=weight-inspect`.
@@ -65,7 +65,7 @@ impl Target {
     fn resolve(cwd: &Path, scope: Scope) -> Result<Target> {
         match scope {
             Scope::Repository => {
-                let repo = super::open_repo(cwd)?;
+                let repo = super::objects::open_repo(cwd)?;
                 let root = repo
                     .workdir()
                     .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?
@@ -333,7 +333,7 @@ pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
 /// Repository attributes take precedence over the global file, so a repository whose
 /// `.gitattributes` sets `diff=lfs` for model files hides a global install.
 fn warn_if_shadowed(cwd: &Path, report: &mut String) {
-    let Ok(repo) = super::open_repo(cwd) else {
+    let Ok(repo) = super::objects::open_repo(cwd) else {
         return;
     };
     let Some(root) = repo.workdir() else { return };

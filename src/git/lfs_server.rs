@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::config::GitConfig;
-use super::{GitError, process};
+use super::{error::GitError, process};
 use crate::remote::{Client, Endpoint, HttpSettings};
 use crate::remote::{Credential, CredentialSource};
 

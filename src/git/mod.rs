@@ -11,6 +11,7 @@ mod changes;
 mod compared;
 mod config;
 mod driver;
+mod error;
 mod install;
 mod lfs;
 mod lfs_server;
@@ -32,6 +33,7 @@ pub(crate) use changes::{
 };
 pub(crate) use compared::{ComparedFile, Counts, FileJson, compare, counts_text, short_hash};
 pub(crate) use driver::run as run_diff_driver;
+pub(crate) use error::GitError;
 pub(crate) use install::{Mode, Scope, install as install_drivers, uninstall as uninstall_drivers};
 pub use lfs::Pointer;
 pub(crate) use lfs::{MAX_POINTER_SIZE, present_object};
@@ -46,85 +48,3 @@ pub(crate) use report::{GitDiffOptions, git_diff};
 pub(crate) use resolve::RevPath;
 pub(crate) use side::ModelSide;
 pub(crate) use textconv::render_file as render_textconv;
-
-use std::path::PathBuf;
-
-use crate::escape::{escape_name, quoted, shown_path, terminal_safe};
-
-/// `REV:path` names something that is not a file (`found`: "does not exist", "is a
-/// directory", ...). `spec`, `path` and `place` are raw (shown escaped here); `detail` is
-/// composed with its names shown escaped.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{}: {} {found} in {}{detail}",
-    escape_name(.spec),
-    escape_name(.path),
-    escape_name(.place)
-)]
-pub struct NotAFile {
-    pub spec: String,
-    pub path: String,
-    pub found: String,
-    pub place: String,
-    pub detail: String,
-}
-
-/// Errors of the git adapter, phrased for the user.
-#[derive(Debug, thiserror::Error)]
-pub enum GitError {
-    #[error(
-        "{}: not inside a git repository ({})",
-        shown_path(.dir),
-        escape_name(.message)
-    )]
-    Open { dir: PathBuf, message: String },
-    #[error(
-        "{}: cannot resolve revision ({})",
-        escape_name(.rev),
-        escape_name(.message)
-    )]
-    Revision { rev: String, message: String },
-    #[error(
-        "{}: cannot read git object ({})",
-        escape_name(.what),
-        escape_name(.message)
-    )]
-    Object { what: String, message: String },
-    #[error(
-        "{}: cannot read the git index ({})",
-        shown_path(.path),
-        escape_name(.message)
-    )]
-    Index { path: PathBuf, message: String },
-    #[error("{}: the repository has no work tree", shown_path(.0))]
-    Bare(PathBuf),
-    #[error("{}: {source}", shown_path(.path))]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`git {}` failed: {}", escape_name(.args), terminal_safe(.message))]
-    Command { args: String, message: String },
-    #[error("git diff takes at most two revisions")]
-    TooManyRevisions,
-    #[error("pathspec {}: {source}", quoted(.spec))]
-    Pathspec {
-        spec: String,
-        #[source]
-        source: globset::Error,
-    },
-    #[error(transparent)]
-    NotAFile(Box<NotAFile>),
-    #[error("neither HOME nor XDG_CONFIG_HOME is set: cannot locate the global attributes file")]
-    NoHome,
-    #[error("there is no remote `{}`", escape_name(.name))]
-    NoRemote { name: String },
-    #[error("cannot read the URL of remote `{}`", escape_name(.name))]
-    RemoteUrl { name: String },
-    #[error(transparent)]
-    Remote(#[from] crate::remote::RemoteError),
-    /// Reading a model (or a file) the repository led to.
-    #[error(transparent)]
-    Core(#[from] crate::error::Error),
-}

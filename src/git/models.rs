@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
-use super::GitError;
 use super::changes::{FileChange, Status};
+use super::error::GitError;
 use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
 use super::reader::{SideReader, read_pointer_file};

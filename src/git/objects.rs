@@ -7,7 +7,7 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use super::GitError;
+use super::error::GitError;
 
 type Result<T, E = GitError> = std::result::Result<T, E>;
 

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use gix::ObjectId;
 
-use super::GitError;
+use super::error::GitError;
 
 /// Runs `git ARGS` in `dir` and returns its output (whatever its exit status).
 pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::GitError;
 use super::changes::FileChange;
 use super::config::GitConfig;
+use super::error::GitError;
 use super::lfs::{self, Pointer};
 use super::lfs_server::Server;
 use super::objects::{blob_bytes, open_repo};
@@ -556,9 +556,8 @@ fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer
         Content::Other { .. } => {
             let sha256 = match sha256 {
                 Some(s) => s,
-                None => sha256_file(path).unwrap_or_else(|e| {
-                    format!("<{}: {e}>", crate::render::escape::shown_path(path))
-                }),
+                None => sha256_file(path)
+                    .unwrap_or_else(|e| format!("<{}: {e}>", crate::escape::shown_path(path))),
             };
             (size, Some(sha256))
         }

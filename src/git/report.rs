@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::GitError;
 use super::changes::{self, PathFilter};
 use super::compared::{ComparedFile, FileJson};
+use super::error::GitError;
 use super::models::Snapshot;
 
 /// What to compare and how to show it.
@@ -23,7 +23,7 @@ pub struct GitDiffOptions<'a> {
     pub values: bool,
     /// A conversion's source, relative to the current directory (see [`super::values`]).
     pub reference: Option<&'a str>,
-    pub remote: &'a super::RemoteOptions,
+    pub remote: &'a super::reader::RemoteOptions,
 }
 
 /// The rendered report and whether any model file changed.
@@ -42,7 +42,7 @@ struct DiffReport<'a> {
 }
 
 pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, GitError> {
-    let repo = super::open_repo(cwd)?;
+    let repo = super::objects::open_repo(cwd)?;
     let (base, head) = match args.revs {
         [] => ("HEAD".to_owned(), None),
         [base] => (base.clone(), None),
@@ -66,7 +66,7 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         rev: &base,
         label: &base,
     };
-    let reader = super::SideReader::new(&repo, args.remote);
+    let reader = super::reader::SideReader::new(&repo, args.remote);
     let reference = args
         .reference
         .map(|r| super::resolve::pathspecs_from_cwd(&repo, cwd, &[r.to_owned()]).remove(0));
@@ -131,7 +131,7 @@ fn with_model_files(rendered: String, model: Option<&super::models::ModelGroup>)
     let (header, body) = rendered.split_once('\n').unwrap_or((&rendered, ""));
     let mut out = format!("{header}\nmulti-file model; changed files:\n");
     for file in &model.files {
-        out.push_str(&format!("  {}\n", crate::render::escape::shown(file)));
+        out.push_str(&format!("  {}\n", crate::escape::shown(file)));
     }
     out.push_str(body);
     out

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use gix::ObjectId;
 
+use super::error::{GitError, NotAFile};
 use super::objects::{self, Entry};
-use super::{GitError, NotAFile};
-use crate::render::escape::shown;
+use crate::escape::shown;
 
 /// A parsed `REV:path`. `rev` is empty for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::GitError;
+use super::error::GitError;
 use super::lfs::Pointer;
 use crate::artifact::Artifact;
 use crate::error::ShardError;
@@ -256,7 +256,7 @@ fn object_failure(code: u32, message: &str) -> String {
         0 => "the LFS server gave no download for the object",
         _ => "the LFS server could not provide the object",
     };
-    let message = crate::render::escape::shown(message);
+    let message = crate::escape::shown(message);
     match code {
         0 => format!("{what}: {message}"),
         _ if message.is_empty() => format!("{what} (error {code})"),

@@ -13,7 +13,7 @@
 //! Textconv must never make `git diff` fail: every problem becomes a note in the output.
 //!
 //! Keys, tensor names, string values and the lines of long text come from the file: they are
-//! shown as [`crate::render::escape`] shows every name, so that no line of the output holds a
+//! shown as [`crate::escape`] shows every name, so that no line of the output holds a
 //! control or bidirectional formatting character or is forged by one.
 
 use std::fmt::Write;
@@ -23,8 +23,8 @@ use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::artifact::{Array, Value};
 use crate::artifact::{Artifact, Format};
+use crate::escape::{quoted, shown, shown_message, shown_path};
 use crate::read::Content;
-use crate::render::escape::{quoted, shown, shown_message, shown_path};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.

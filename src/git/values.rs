@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::GitError;
 use super::changes::FileChange;
+use super::error::GitError;
 use super::lfs::{self, Pointer};
 use super::models::{ModelGroup, PartSource};
 use super::side::ModelSide;

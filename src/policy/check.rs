@@ -8,8 +8,8 @@ use super::config::{Effective, Expected, Policy, Rule, Sourced, format_policy_na
 use super::error::PolicyError;
 use super::subject::{Judged, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
+use crate::escape::{shown, shown_message};
 use crate::read::Content;
-use crate::render::escape::{shown, shown_message};
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -23,7 +23,7 @@ pub struct Violation {
     pub rule: &'static str,
     /// What the rule expects and what the file holds, as text: the names in them (metadata
     /// keys, tensor names, paths, string values) are shown escaped
-    /// ([`crate::render::escape::shown`]), so reports print them as they are.
+    /// ([`crate::escape::shown`]), so reports print them as they are.
     pub expected: String,
     pub found: String,
     /// The `[[rules]]` entry (1-based) the key came from, and its line in the policy file.

@@ -10,8 +10,8 @@ use super::error::PolicyError;
 use super::subject::{Origin, Subject};
 use crate::artifact::{Artifact, Format};
 use crate::conversion::{Conversion, Models};
+use crate::escape::shown;
 use crate::git::Pointer;
-use crate::render::escape::shown;
 use crate::values::{ModelBytes, Side};
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;

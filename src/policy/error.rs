@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::render::escape::{shown, shown_path};
+use crate::escape::{shown, shown_path};
 
 /// Why `check`, `policy` or `hook` could not do its work.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::PolicyError;
 use crate::error::Error;
-use crate::render::escape::shown_path;
+use crate::escape::shown_path;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 

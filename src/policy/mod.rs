@@ -219,9 +219,9 @@ pub fn pin_paths(
         };
         out.push_str(&format!(
             "{}: {what} {} [{}, rule {}]\n",
-            crate::render::escape::shown(&p.path),
+            crate::escape::shown(&p.path),
             p.hash,
-            crate::render::escape::shown(&shown),
+            crate::escape::shown(&shown),
             p.rule
         ));
     }

@@ -10,7 +10,7 @@ use serde::ser::SerializeStruct;
 
 use super::check::Violation;
 use super::error::PolicyError;
-use crate::render::escape::{shown, shown_message};
+use crate::escape::{shown, shown_message};
 use crate::render::github::{Annotation, Level};
 
 /// Output formats of `check`.

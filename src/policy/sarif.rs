@@ -512,15 +512,14 @@ fn fingerprint(v: &Violation) -> String {
 /// characters and `/` percent-encoded (RFC 3986), so `:`, `%`, `#`, spaces and non-ASCII
 /// names cannot change what it points at.
 fn uri_of(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for &b in path.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+    const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~')
+        .remove(b'/');
+    utf8_percent_encode(path, ENCODED).to_string()
 }
 
 #[cfg(test)]
@@ -550,6 +549,21 @@ mod tests {
         assert_eq!(uri_of("models/a b:c#%.gguf"), "models/a%20b%3Ac%23%25.gguf");
         assert_eq!(uri_of("m/é.gguf"), "m/%C3%A9.gguf");
         assert_eq!(uri_of("models/llama/"), "models/llama/");
+        // Every ASCII byte but the unreserved ones and `/`, and every byte beyond ASCII.
+        let all: String = (1..=0x7f_u8)
+            .map(char::from)
+            .chain(['\u{80}', '\u{10ffff}'])
+            .collect();
+        let expected: String = all
+            .bytes()
+            .map(|b| match b {
+                b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        assert_eq!(uri_of(&all), expected);
     }
 
     #[test]

@@ -19,12 +19,12 @@ use gix::ObjectId;
 use super::error::{FileReason, PolicyError};
 use crate::artifact::Artifact;
 use crate::artifact::Format;
+use crate::escape::shown;
 use crate::formats::pytorch::{self, PickleReport};
 use crate::git::Pointer;
 use crate::git::{Entry, link_target};
 use crate::git::{GitError, RemoteOptions, SideReader};
 use crate::read::Content;
-use crate::render::escape::shown;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
@@ -370,7 +370,7 @@ pub(crate) fn read_artifact(subject: &Subject<'_>) -> Result<Artifact> {
         _ => Err(PolicyError::file(
             &subject.path,
             FileReason::NotAModel {
-                found: crate::render::escape::shown(&judged.describe()).into_owned(),
+                found: crate::escape::shown(&judged.describe()).into_owned(),
             },
         )),
     }

@@ -6,8 +6,9 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::{RemoteError, shown_url};
 use super::http::{Client, Request};
-use super::{RemoteError, origin, shown_url};
+use super::origins::origin;
 
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (the API's recommended maximum).
@@ -242,7 +243,7 @@ pub fn parse_batch_response(
             url,
             format!(
                 "the server chose the transfer adapter \"{}\", expected \"basic\"",
-                crate::render::escape::shown(transfer)
+                crate::escape::shown(transfer)
             ),
         ));
     }

@@ -6,8 +6,8 @@
 use std::io::Read;
 use std::path::Path;
 
+use super::error::{RemoteError, shown_url};
 use super::http::{Client, Request, Response};
-use super::{RemoteError, shown_url};
 use crate::artifact::Artifact;
 use crate::read::{HeaderStep, header_step};
 
@@ -265,7 +265,7 @@ pub fn status_detail(status: u16, text: &str) -> String {
     if message.is_empty() {
         hint.to_owned()
     } else {
-        format!("{hint}: {}", crate::render::escape::shown(&message))
+        format!("{hint}: {}", crate::escape::shown(&message))
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use ureq::tls::{RootCerts, TlsConfig};
 
-use super::{RemoteError, origin, shown_url};
+use super::error::{RemoteError, shown_url};
+use super::origins::origin;
 
 /// How to reach servers; the git adapter's LFS server discovery says where git keeps each value.
 #[derive(Debug, Clone)]

@@ -8,8 +8,10 @@
 
 mod batch;
 mod cache;
+mod error;
 mod header;
 mod http;
+mod origins;
 mod url;
 
 // The face of the remote adapter: what git's LFS reading, the input seam and the command line
@@ -18,116 +20,10 @@ pub(crate) use batch::{Credential, CredentialSource, Endpoint, download_actions}
 // Also what the crate's `network` face gives the fuzz targets.
 pub use batch::{LfsObject, ObjectOutcome, parse_batch_response};
 pub(crate) use cache::HeaderCache;
+pub use error::RemoteError;
+pub(crate) use error::shown_url;
 pub(crate) use header::{RemoteHeader, read_header};
 pub use header::{parse_content_range, status_detail};
 pub(crate) use http::{Client, HttpSettings};
+pub use origins::origin;
 pub(crate) use url::{is_url, parse_header, read_url_header};
-
-use crate::escape::shown;
-
-/// Errors of reading over HTTP. Every message names the URL without its credentials or query
-/// string ([`shown_url`]), shown escaped as every name is; no header value (a token) is ever
-/// part of a message.
-#[derive(Debug, thiserror::Error)]
-pub enum RemoteError {
-    #[error("{}: {message}", shown(.url))]
-    Transport { url: String, message: String },
-    #[error("{}: the server answered HTTP {status}{detail}", shown(.url))]
-    Status {
-        url: String,
-        status: u16,
-        detail: String,
-    },
-    #[error("{}: {message}", shown(.url))]
-    Protocol { url: String, message: String },
-    #[error("{0}")]
-    Config(String),
-}
-
-impl RemoteError {
-    /// The HTTP status of a refused request, if that is what this is.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            RemoteError::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn protocol(url: &str, message: impl Into<String>) -> RemoteError {
-        RemoteError::Protocol {
-            url: shown_url(url),
-            message: message.into(),
-        }
-    }
-}
-
-/// A URL as messages show it: scheme, host, port and path, without user, password or query
-/// (presigned URLs carry their signature there).
-pub fn shown_url(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (scheme, rest),
-        None => return url.split(['?', '#']).next().unwrap_or_default().to_owned(),
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    format!("{scheme}://{host}{path}")
-}
-
-/// `scheme://host:port` of a URL (lowercase scheme and host; default ports made explicit), to
-/// tell whether two URLs are the same origin: credentials never go to another one.
-pub fn origin(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let default_port = match scheme.as_str() {
-        "https" => "443",
-        "http" => "80",
-        _ => return None,
-    };
-    let (host, port) = match host_port.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || host_port.starts_with('[') => {
-            if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() {
-                (host, port)
-            } else {
-                (host_port, default_port)
-            }
-        }
-        _ => (host_port, default_port),
-    };
-    Some(format!("{scheme}://{}:{port}", host.to_ascii_lowercase()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shown_urls_carry_no_secret() {
-        assert_eq!(
-            shown_url("https://user:tok@host.example/a/b.git/info/lfs?x=1#f"),
-            "https://host.example/a/b.git/info/lfs"
-        );
-        assert_eq!(shown_url("http://h:8080"), "http://h:8080");
-    }
-
-    #[test]
-    fn origins_compare_scheme_host_and_port() {
-        assert_eq!(
-            origin("https://u:p@Host.example/x").as_deref(),
-            Some("https://host.example:443")
-        );
-        assert_eq!(
-            origin("http://127.0.0.1:8080/x?y").as_deref(),
-            Some("http://127.0.0.1:8080")
-        );
-        assert_ne!(origin("http://a:1/"), origin("http://a:2/"));
-        assert_eq!(origin("ftp://a/"), None);
-    }
-}

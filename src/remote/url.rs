@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use super::error::{RemoteError, shown_url};
 use super::header::{RemoteHeader, read_header};
 use super::http::{Client, HttpSettings};
-use super::{RemoteError, shown_url};
 
 /// Whether a command-line argument is an http(s) URL.
 pub fn is_url(spec: &str) -> bool {
@@ -50,7 +50,7 @@ pub fn parse_header(text: &str) -> Result<(String, String), RemoteError> {
 }
 
 fn is_hugging_face(url: &str) -> bool {
-    let Some(origin) = super::origin(url) else {
+    let Some(origin) = super::origins::origin(url) else {
         return false;
     };
     let host = origin.split_once("://").map_or("", |(_, rest)| {

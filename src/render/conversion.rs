@@ -6,9 +6,9 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::Palette;
-use super::escape::shown;
 use super::values::{cosine_text, figure};
 use crate::conversion::{ComparedPair, Conversion, PairedBy, Suspect};
+use crate::escape::shown;
 
 /// Pairs listed in the text; the JSON lists all.
 const LISTED: usize = 40;

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use super::escape::{needs_escape, shown};
+use crate::escape::{needs_escape, shown};
 
 /// The level of an annotation: the workflow command that shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

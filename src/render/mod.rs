@@ -4,7 +4,6 @@
 
 pub mod conversion;
 pub mod enums;
-pub mod escape;
 pub mod github;
 pub mod html;
 pub mod json;

@@ -4,10 +4,10 @@ use std::fmt::Write;
 
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
+use crate::escape::{quoted, shown};
 use crate::identity::{structural_hash, value_digest};
 use crate::render::Palette;
 use crate::render::enums::enum_note;
-use crate::render::escape::{quoted, shown};
 use crate::render::order::{self, TensorOrder};
 
 /// Tensors listed by `inspect` unless `--all`.

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::Palette;
-use super::escape::shown;
 use crate::diff::StructuralDiff;
+use crate::escape::shown;
 use crate::values::{Method, TensorValues, ValueDiff};
 
 /// Changed tensors listed in the text; the JSON lists all.

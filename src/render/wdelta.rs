@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::escape::shown;
 use crate::formats::wdelta::{self, Params, WdeltaFile};
-use crate::render::escape::shown;
 
 /// Dense size of a tensor: its element count times the size of its base dtype (float32 when
 /// the file does not record it, as in version 1).
