@@ -193,7 +193,7 @@ fn textconv_drives_git_log_show_and_diff() {
     assert_contains(
         &first,
         &[
-            "+weight-inspect textconv 3",
+            "+weight-inspect textconv 4",
             "+format: gguf v3",
             "+format: safetensors",
             "+tensor blk.0.old.weight: f32 [2] 8 bytes",
@@ -401,9 +401,9 @@ fn absent_lfs_objects_are_reported_not_fatal() {
     assert_contains(
         &stdout(&skip),
         &[
-            &format!("-lfs-object: sha256:{old_oid} "),
+            &format!("-bytes: sha256:{old_oid}, "),
             "-content: not present locally",
-            &format!("+lfs-object: sha256:{new_oid} "),
+            &format!("+bytes: sha256:{new_oid}, "),
             "+meta general.name: string = \"tiny v2\"",
         ],
     );
@@ -448,7 +448,7 @@ fn skip_smudge_pointers_resolve_to_the_local_store() {
         .unwrap();
     assert_success("GIT_LFS_SKIP_SMUDGE=1 git diff --no-ext-diff", &textconv);
     let text = stdout(&textconv);
-    assert_contains(&text, &["-lfs-object: sha256:", "+lfs-object: sha256:"]);
+    assert_contains(&text, &["-bytes: sha256:", "+bytes: sha256:"]);
     assert_contains(&text, &textconv_changes());
     let external = repo
         .git_cmd_in(&repo.dir, &["diff", "HEAD~1", "HEAD"])
@@ -471,10 +471,7 @@ fn skip_smudge_pointers_resolve_to_the_local_store() {
     let conv = stdout(&repo.wi(&["textconv", "model.gguf"]));
     assert_contains(
         &conv,
-        &[
-            "lfs-object: sha256:",
-            "meta general.name: string = \"tiny v2\"",
-        ],
+        &["bytes: sha256:", "meta general.name: string = \"tiny v2\""],
     );
     let fast = repo.wi(&["git", "diff", "--exit-code"]);
     assert_eq!(fast.status.code(), Some(0), "{}", stdout(&fast));
