@@ -91,13 +91,18 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
     let reader = SideReader::around(None, remote);
     let side = reader.file(file);
-    let hashes = options
-        .tensor_hashes
-        .then(|| tensor_hashes(&side, &reader, file));
+    let (file_digest, hashes) = match options.tensor_hashes {
+        true => digests(&side, &reader, file),
+        false => (None, None),
+    };
     let mut out = render_side(&side, size, file, hashes.as_ref());
     if side.pointer().is_none() {
         // Plain bytes (a blob, or an LFS object git smudged): their digest, after the header.
-        out.insert_str(HEADER.len() + 1, &bytes_line(file));
+        let line = match file_digest {
+            Some(hex) => format!("bytes: sha256:{hex}, {} bytes\n", size.unwrap_or(0)),
+            None => bytes_line(file),
+        };
+        out.insert_str(HEADER.len() + 1, &line);
     }
     out
 }
@@ -118,12 +123,17 @@ fn bytes_line(file: &Path) -> String {
     }
 }
 
-/// The data digest of each tensor, when the model's bytes are here: the file git handed over,
-/// or the local LFS object a pointer names. A header read from the LFS server, or a model cut
-/// short, has none.
-fn tensor_hashes(side: &ModelSide, reader: &SideReader<'_>, file: &Path) -> TensorHashes {
+/// For `--tensor-hashes`: the data digest of each tensor, when the model's bytes are here (the
+/// file git handed over, or the local LFS object a pointer names), and the digest of the
+/// handed file when that one read gave it. A header read from the LFS server, or a model cut
+/// short, has no tensor digests.
+fn digests(
+    side: &ModelSide,
+    reader: &SideReader<'_>,
+    file: &Path,
+) -> (Option<String>, Option<TensorHashes>) {
     let Some(artifact) = side.artifact() else {
-        return Ok(Vec::new());
+        return (None, None);
     };
     let data = match side.pointer() {
         None => Some(file.to_owned()),
@@ -132,12 +142,18 @@ fn tensor_hashes(side: &ModelSide, reader: &SideReader<'_>, file: &Path) -> Tens
             .and_then(|repo| super::lfs::present_object(repo, pointer)),
         Some(_) => None,
     };
-    match data {
-        None => Err("the model's data is not on this machine".to_owned()),
-        Some(_) if artifact.layout.is_truncated() => Err("the model is incomplete".to_owned()),
-        Some(path) => super::data_hashes::tensor_hashes(&path, artifact)
-            .map_err(|e| stable_message(&e.to_string(), file)),
-    }
+    let why = match data {
+        None => "the model's data is not on this machine".to_owned(),
+        Some(_) if artifact.layout.is_truncated() => "the model is incomplete".to_owned(),
+        Some(path) => match super::data_hashes::digests(&path, artifact) {
+            Ok(found) => {
+                let handed = side.pointer().is_none().then_some(found.file);
+                return (handed, Some(Ok(found.tensors)));
+            }
+            Err(e) => stable_message(&e.to_string(), file),
+        },
+    };
+    (None, Some(Err(why)))
 }
 
 /// Renders one side. `size` is the size of the file git handed us (for pointers, the
