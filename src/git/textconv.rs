@@ -113,7 +113,12 @@ type TensorHashes = Result<Vec<String>, String>;
 /// `bytes: sha256:HEX, N bytes`: the digest and size of the file's bytes, which an LFS pointer
 /// names as its oid and size (so both render the same line).
 fn bytes_line(file: &Path) -> String {
-    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let meta = std::fs::metadata(file);
+    // Only a regular file is read: a device or FIFO named on the command line never ends.
+    if !meta.as_ref().is_ok_and(|m| m.is_file()) {
+        return "bytes: not a regular file\n".to_owned();
+    }
+    let size = meta.map(|m| m.len()).unwrap_or(0);
     match crate::digest::sha256_file(file) {
         Ok(hex) => format!("bytes: sha256:{hex}, {size} bytes\n"),
         Err(e) => format!(
