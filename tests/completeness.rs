@@ -280,3 +280,49 @@ fn ci_says_a_pull_request_brings_an_incomplete_model() {
     let summary = std::fs::read_to_string(&summary).unwrap();
     assert!(summary.contains(" (incomplete)"), "{summary}");
 }
+
+#[test]
+fn an_interrupted_copy_committed_over_a_pinned_lfs_model_is_refused_and_shown() {
+    let repo = Repo::with_lfs(&["*.gguf"]);
+    assert_eq!(
+        code(&repo.wi(&["git", "install"])),
+        0,
+        "weight-inspect git install"
+    );
+    make_model(&repo.path("models/a.gguf"), &model_spec());
+    let pin = repo.wi(&["policy", "pin", "models/a.gguf"]);
+    assert_eq!(code(&pin), 0, "{}", combined(&pin));
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "pinned"]);
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+
+    let bytes = std::fs::read(repo.path("models/a.gguf")).unwrap();
+    std::fs::write(repo.path("models/a.gguf"), &bytes[..20_000]).unwrap();
+    repo.git(&["add", "models/a.gguf"]);
+    // Staged: the LFS object of the cut copy, judged by its pointer's size.
+    let out = repo.wi(&["check", "--staged", "--format", "json"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let doc = json_of(&out);
+    let rules: Vec<&str> = doc["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["expected_hash", "complete"], "{doc}");
+    repo.git(&["commit", "-q", "-m", "an interrupted copy"]);
+
+    // The drivers and the fast path say the new side is incomplete, beside the same hash.
+    let external = repo.ok(&["diff", "HEAD~1", "HEAD"]);
+    assert!(
+        external.contains("structure identical") && external.contains("new incomplete: 19"),
+        "{external}"
+    );
+    let log = repo.ok(&["log", "-p", "-1"]);
+    assert!(log.contains("\n+incomplete: 19"), "{log}");
+    let fast = repo.wi(&["git", "diff", "--json", "HEAD~1", "HEAD"]);
+    let doc = json_of(&fast);
+    assert_eq!(doc["files"][0]["old"]["complete"], true, "{doc}");
+    assert_eq!(doc["files"][0]["new"]["complete"], false, "{doc}");
+}
