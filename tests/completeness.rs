@@ -195,6 +195,27 @@ fn multi_file_models_with_a_missing_or_cut_part_are_incomplete() {
             .ends_with("(truncated: golden-types-00002-of-00002.gguf)"),
         "{doc}"
     );
+    // check judges the model directory as a whole, and names the part cut short.
+    std::fs::write(
+        dir.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"split\", \"split/**\"]\nmax_file_size = \"1 GB\"\n",
+    )
+    .unwrap();
+    let doc = json_of(&wi(dir, &["check", "--format", "json", "split"]));
+    let whole_model = doc["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["path"] == "split")
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(whole_model["rule"], "complete");
+    assert!(
+        whole_model["found"]
+            .as_str()
+            .unwrap()
+            .contains("(truncated: golden-types-00002-of-00002.gguf)"),
+        "{doc}"
+    );
     std::fs::remove_file(&part2).unwrap();
     let out = wi(dir, &["id", "split/golden-types-00001-of-00002.gguf"]);
     assert_eq!(code(&out), 2, "{}", combined(&out));
