@@ -98,7 +98,16 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
     let mut out = render_side(&side, size, file, hashes.as_ref());
     if side.pointer().is_none() {
         // Plain bytes (a blob, or an LFS object git smudged): their digest, after the header.
-        let line = match file_digest {
+        // A file that is no model was hashed already, for its `content:` line.
+        let known = match &side {
+            ModelSide::Read {
+                content: Content::Other { .. },
+                sha256,
+                ..
+            } => sha256.clone().filter(|s| s.len() == 64),
+            _ => None,
+        };
+        let line = match file_digest.or(known) {
             Some(hex) => format!("bytes: sha256:{hex}, {} bytes\n", size.unwrap_or(0)),
             None => bytes_line(file),
         };
