@@ -8,9 +8,8 @@
 //! - long arrays are one line with their length and a short content hash, so a changed
 //!   vocabulary is one changed line;
 //! - long strings (chat templates) span indented lines split at newlines and at stable
-//!   delimiters, so their edits diff line by line, and git's default hunk header names the key.
-//!
-//! - a `content:` line with the SHA-256 and size of the file's bytes (for an LFS pointer, its
+//!   delimiters, so their edits diff line by line, and git's default hunk header names the key;
+//! - a `bytes:` line with the SHA-256 and size of the file's bytes (for an LFS pointer, its
 //!   oid and size, which are the same digest of the same bytes), so a commit that changes only
 //!   weights still changes the rendering, and a clone with the LFS objects renders the same line
 //!   as one without;
