@@ -377,6 +377,59 @@ impl Layout {
     pub fn is_truncated(&self) -> bool {
         self.data_present < self.data_expected
     }
+
+    /// Whether the file lacks tensor data its header declares (an interrupted download or
+    /// copy), and how much. Reported beside the structural identity, never inside it: the
+    /// header of a truncated file still names the whole model.
+    pub fn incomplete(&self) -> Option<Incomplete> {
+        if !self.is_truncated() {
+            return None;
+        }
+        let parts = self.files.as_ref().map_or_else(Vec::new, |files| {
+            files
+                .parts
+                .iter()
+                .filter(|p| p.data_present < p.data_expected)
+                .map(|p| p.file.clone())
+                .collect()
+        });
+        Some(Incomplete {
+            data_present: self.data_present,
+            data_expected: self.data_expected,
+            truncated_parts: parts,
+        })
+    }
+}
+
+/// A model whose files end before the tensor data their headers declare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incomplete {
+    pub data_present: u64,
+    pub data_expected: u64,
+    /// For a multi-file model, the plain names of the parts that are cut short.
+    pub truncated_parts: Vec<String>,
+}
+
+impl std::fmt::Display for Incomplete {
+    /// `62914560 of 252000000 bytes of tensor data present (truncated)`, naming the parts
+    /// of a multi-file model that are cut short (escaped: the names come from the index).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} bytes of tensor data present",
+            self.data_present, self.data_expected
+        )?;
+        match self.truncated_parts.as_slice() {
+            [] => write!(f, " (truncated)"),
+            parts => {
+                let names: Vec<String> = parts
+                    .iter()
+                    .map(|p| crate::escape::shown(p).into_owned())
+                    .collect();
+                write!(f, " (truncated: {})", names.join(", "))
+            }
+        }
+    }
 }
 
 /// A parsed model file.

@@ -53,6 +53,9 @@ pub struct StructuralDiff {
     /// How the files holding the model changed (resharding), when a side has several files
     /// or the sides are laid out differently; None when nothing about the files changed.
     pub layout: Option<LayoutChange>,
+    /// Each side's missing tensor data, when it is cut short: beside the identity, not in it.
+    pub old_incomplete: Option<crate::artifact::Incomplete>,
+    pub new_incomplete: Option<crate::artifact::Incomplete>,
 }
 
 /// The files of each side, when they differ: layout, outside the identity.
@@ -173,6 +176,8 @@ impl StructuralDiff {
                 .map(|(name, change)| TensorChange { name, change })
                 .collect(),
             layout: LayoutChange::between(old, new),
+            old_incomplete: old.layout.incomplete(),
+            new_incomplete: new.layout.incomplete(),
         }
     }
 

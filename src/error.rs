@@ -109,7 +109,7 @@ pub enum ShardError {
     )]
     LinkOutside { file: String, target: String },
     #[error(
-        "{}: missing; {} names it as a part of the model",
+        "{}: missing; {} names it as a part of the model, which is incomplete without it",
         shown(.file),
         shown(.expected_by)
     )]

@@ -294,6 +294,32 @@ pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
     }
 }
 
+/// [`classify_bytes`] for the first bytes of a `file_len`-byte file: the tensor data the
+/// prefix leaves out is not counted missing (a model judged from a prefix of its blob is as
+/// complete as the blob). A prefix too short for the header is `Invalid`, saying so.
+pub fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
+    let Some(format) = detect(prefix) else {
+        return Content::Other {
+            first_bytes: describe_start(prefix),
+        };
+    };
+    let error = match header_step(path, prefix, file_len) {
+        HeaderStep::Parsed(Ok(artifact)) => return Content::Model(Box::new(artifact)),
+        HeaderStep::Parsed(Err(error)) => error,
+        HeaderStep::Need { end, .. } => Error::io(
+            path,
+            std::io::Error::other(format!(
+                "the header needs {end} bytes, {} were read",
+                prefix.len()
+            )),
+        ),
+    };
+    Content::Invalid {
+        format,
+        error: Box::new(error),
+    }
+}
+
 /// [`classify_bytes`] for a file on disk, of which only the header is read.
 /// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
 pub fn classify_file(path: &Path) -> Content {
@@ -543,6 +569,36 @@ mod tests {
             read_file(&path).unwrap(),
             read_file_buffered(&path).unwrap()
         );
+    }
+
+    #[test]
+    fn a_prefix_is_judged_complete_by_the_length_of_its_file() {
+        let header = br#"{"w":{"dtype":"F32","shape":[1024],"data_offsets":[0,4096]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        let whole = bytes.len() as u64 + 4096;
+        bytes.extend_from_slice(&[0u8; 100]);
+        let path = Path::new("m.safetensors");
+        let model = |content: Content| match content {
+            Content::Model(artifact) => artifact,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            model(classify_prefix(path, &bytes, whole))
+                .layout
+                .incomplete()
+                .is_none()
+        );
+        let cut = model(classify_prefix(path, &bytes, whole - 1))
+            .layout
+            .incomplete();
+        assert_eq!(cut.map(|c| c.data_present), Some(4095));
+        // Read as the whole file, the same bytes are cut short.
+        assert!(model(classify_bytes(path, &bytes)).layout.is_truncated());
+        assert!(matches!(
+            classify_prefix(path, &bytes[..20], whole),
+            Content::Invalid { .. }
+        ));
     }
 
     #[cfg(unix)]

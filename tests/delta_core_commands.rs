@@ -61,7 +61,17 @@ fn inspect_id_and_textconv_describe_a_delta() {
 
     let textconv = run_in(Some(dir.path()), &["textconv", "d.wdelta"]);
     assert!(textconv.status.success());
-    assert!(stdout(&textconv).starts_with("weight-inspect textconv 3\nformat: wdelta"));
+    let text = stdout(&textconv);
+    let bytes = std::fs::read(dir.path().join("d.wdelta")).unwrap();
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&bytes))
+    };
+    let head = format!(
+        "weight-inspect textconv 4\nbytes: sha256:{digest}, {} bytes\nformat: wdelta",
+        bytes.len()
+    );
+    assert!(text.starts_with(&head), "{text}");
 }
 
 #[test]

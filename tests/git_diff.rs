@@ -193,7 +193,7 @@ fn textconv_drives_git_log_show_and_diff() {
     assert_contains(
         &first,
         &[
-            "+weight-inspect textconv 3",
+            "+weight-inspect textconv 4",
             "+format: gguf v3",
             "+format: safetensors",
             "+tensor blk.0.old.weight: f32 [2] 8 bytes",
@@ -401,9 +401,9 @@ fn absent_lfs_objects_are_reported_not_fatal() {
     assert_contains(
         &stdout(&skip),
         &[
-            &format!("-lfs-object: sha256:{old_oid} "),
+            &format!("-bytes: sha256:{old_oid}, "),
             "-content: not present locally",
-            &format!("+lfs-object: sha256:{new_oid} "),
+            &format!("+bytes: sha256:{new_oid}, "),
             "+meta general.name: string = \"tiny v2\"",
         ],
     );
@@ -448,7 +448,7 @@ fn skip_smudge_pointers_resolve_to_the_local_store() {
         .unwrap();
     assert_success("GIT_LFS_SKIP_SMUDGE=1 git diff --no-ext-diff", &textconv);
     let text = stdout(&textconv);
-    assert_contains(&text, &["-lfs-object: sha256:", "+lfs-object: sha256:"]);
+    assert_contains(&text, &["-bytes: sha256:", "+bytes: sha256:"]);
     assert_contains(&text, &textconv_changes());
     let external = repo
         .git_cmd_in(&repo.dir, &["diff", "HEAD~1", "HEAD"])
@@ -471,10 +471,7 @@ fn skip_smudge_pointers_resolve_to_the_local_store() {
     let conv = stdout(&repo.wi(&["textconv", "model.gguf"]));
     assert_contains(
         &conv,
-        &[
-            "lfs-object: sha256:",
-            "meta general.name: string = \"tiny v2\"",
-        ],
+        &["bytes: sha256:", "meta general.name: string = \"tiny v2\""],
     );
     let fast = repo.wi(&["git", "diff", "--exit-code"]);
     assert_eq!(fast.status.code(), Some(0), "{}", stdout(&fast));
@@ -782,4 +779,179 @@ fn before_the_first_commit_the_index_is_compared_with_nothing() {
     let bad = repo.wi(&["git", "diff", "nope"]);
     assert_eq!(bad.status.code(), Some(2));
     assert_contains(&stderr(&bad), &["nope: cannot resolve revision"]);
+}
+
+/// A GGUF of two tensors; `a` holds `fill`, `b` always 1: two values of `fill` give a
+/// weight-only change (the same structure, other bytes).
+fn weights(fill: i64) -> Value {
+    json!({
+        "kind": "gguf",
+        "metadata": {"general.name": "tiny"},
+        "tensors": [
+            {"name": "a", "dtype": "float32", "shape": [4, 8], "fill": fill},
+            {"name": "b", "dtype": "float32", "shape": [8], "fill": 1},
+        ],
+    })
+}
+
+/// model.gguf committed twice, the second time with other weights only.
+fn weight_only_commit(lfs: bool, install_args: &[&str]) -> Repo {
+    let repo = if lfs {
+        Repo::with_lfs(MODEL_PATTERNS)
+    } else {
+        Repo::new()
+    };
+    install(&repo, install_args);
+    make_model(&repo.path("model.gguf"), &weights(1));
+    repo.commit_all("v1");
+    make_model(&repo.path("model.gguf"), &weights(2));
+    repo.commit_all("v2: fine-tuned");
+    repo
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// The digest and size of `rev:model.gguf`'s bytes: the LFS object's, or the blob's.
+fn content_of(repo: &Repo, rev: &str, lfs: bool) -> (String, usize) {
+    if lfs {
+        let oid = repo.lfs_oid(rev, "model.gguf");
+        let size = std::fs::metadata(repo.lfs_object(&oid)).unwrap().len() as usize;
+        return (oid, size);
+    }
+    let blob = repo
+        .git(&["cat-file", "blob", &format!("{rev}:model.gguf")])
+        .stdout;
+    (sha256_hex(&blob), blob.len())
+}
+
+/// The `-`/`+` lines of a patch that start with `prefix` after the sign.
+fn changed_lines<'a>(patch: &'a str, prefix: &str) -> Vec<&'a str> {
+    patch
+        .lines()
+        .filter(|l| {
+            (l.starts_with('-') || l.starts_with('+'))
+                && !l.starts_with("---")
+                && !l.starts_with("+++")
+                && l[1..].starts_with(prefix)
+        })
+        .collect()
+}
+
+#[test]
+fn weight_only_commits_are_visible_in_git_log_p_for_lfs_objects_and_plain_blobs() {
+    for lfs in [true, false] {
+        let repo = weight_only_commit(lfs, &["--textconv"]);
+        let (old, size) = content_of(&repo, "HEAD~1", lfs);
+        let (new, _) = content_of(&repo, "HEAD", lfs);
+        assert_ne!(old, new);
+        let expected = [
+            format!("-bytes: sha256:{old}, {size} bytes"),
+            format!("+bytes: sha256:{new}, {size} bytes"),
+        ];
+        for args in [
+            &["log", "-p", "-1"][..],
+            &["show", "HEAD"],
+            &["diff", "--no-ext-diff", "HEAD~1", "HEAD"],
+        ] {
+            let patch = repo.ok(args);
+            assert!(
+                patch.contains("diff --git a/model.gguf b/model.gguf"),
+                "lfs {lfs}, {args:?}:\n{patch}"
+            );
+            assert_eq!(
+                changed_lines(&patch, "bytes: "),
+                expected,
+                "lfs {lfs}, {args:?}:\n{patch}"
+            );
+            // Only the bytes changed: the structure is context.
+            assert!(patch.contains("\n structural-hash: "), "{patch}");
+            assert!(patch.contains("\n weight-inspect textconv 4\n"), "{patch}");
+            assert_eq!(changed_lines(&patch, "tensor "), Vec::<&str>::new());
+        }
+    }
+}
+
+#[test]
+fn a_clone_without_the_lfs_objects_shows_the_same_weight_only_change() {
+    let repo = weight_only_commit(true, &["--textconv"]);
+    let with_objects = repo.ok(&["log", "-p", "-1"]);
+    let clone = repo.tmp.path().join("clone");
+    let out = repo
+        .git_cmd_in(
+            repo.tmp.path(),
+            &[
+                "clone",
+                "-q",
+                repo.dir.to_str().unwrap(),
+                clone.to_str().unwrap(),
+            ],
+        )
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert_success("git clone (skip smudge)", &out);
+    let oid = repo.lfs_oid("HEAD", "model.gguf");
+    assert!(!clone.join(".git/lfs/objects").join(&oid[0..2]).exists());
+    assert_success(
+        "install in the clone",
+        &repo.wi_in(&clone, &["git", "install", "--textconv"]),
+    );
+    let out = repo
+        .git_cmd_in(&clone, &["log", "-p", "-1"])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert_success("git log -p in the clone", &out);
+    let without_objects = stdout(&out);
+    // The objects are not here (a local remote has no LFS server)...
+    assert_contains(&without_objects, &[" content: not present locally"]);
+    // ...and the change shows, with the very lines the repository with the objects shows.
+    let lines = changed_lines(&without_objects, "bytes: ");
+    assert_eq!(lines.len(), 2, "{without_objects}");
+    assert_eq!(lines, changed_lines(&with_objects, "bytes: "));
+    assert!(lines[1].contains(&oid), "{lines:?}");
+}
+
+#[test]
+fn tensor_hashes_name_the_tensors_a_weight_only_commit_changed() {
+    let repo = weight_only_commit(true, &["--textconv", "--tensor-hashes"]);
+    let command = repo.ok(&["config", "diff.weight-inspect.textconv"]);
+    assert!(
+        command.trim_end().ends_with(" textconv --tensor-hashes"),
+        "{command}"
+    );
+    let patch = repo.ok(&["log", "-p", "-1"]);
+    let changed = changed_lines(&patch, "tensor ");
+    assert_eq!(changed.len(), 2, "{patch}");
+    assert!(changed[0].starts_with("-tensor a: f32 [8, 4] 128 bytes, data sha256:"));
+    assert!(changed[1].starts_with("+tensor a: f32 [8, 4] 128 bytes, data sha256:"));
+    assert_ne!(changed[0][1..], changed[1][1..]);
+    // The unchanged tensor is context, with its digest: the SHA-256 of its 8 ones.
+    let ones: Vec<u8> = (0..8).flat_map(|_| 1f32.to_le_bytes()).collect();
+    let b = format!(
+        "\n tensor b: f32 [8] 32 bytes, data sha256:{}\n",
+        &sha256_hex(&ones)[..16]
+    );
+    assert!(patch.contains(&b), "{patch}");
+
+    // A pointer whose object is in the local store renders exactly as the smudged file.
+    let pointer = repo.git(&["cat-file", "blob", "HEAD:model.gguf"]).stdout;
+    std::fs::write(repo.path("pointer.gguf"), pointer).unwrap();
+    let from_pointer = stdout(&repo.wi(&["textconv", "--tensor-hashes", "pointer.gguf"]));
+    let from_file = stdout(&repo.wi(&["textconv", "--tensor-hashes", "model.gguf"]));
+    assert_eq!(from_pointer, from_file);
+    assert!(from_file.contains(&b[2..]), "{from_file}");
+    let plain_pointer = stdout(&repo.wi(&["textconv", "pointer.gguf"]));
+    let plain_file = stdout(&repo.wi(&["textconv", "model.gguf"]));
+    assert_eq!(plain_pointer, plain_file);
+    assert!(!plain_file.contains("data sha256:"), "{plain_file}");
+
+    // Installing without the flag switches back (and git's cache, keyed by the command,
+    // follows).
+    install(&repo, &["--textconv"]);
+    let patch = repo.ok(&["log", "-p", "-1"]);
+    assert_eq!(changed_lines(&patch, "tensor "), Vec::<&str>::new());
 }

@@ -302,9 +302,30 @@ fn git_drivers_read_absent_objects_from_the_server() {
             "header-source: LFS server (not verified against the oid)",
             "-meta general.name: string = \"remote v1\"",
             "+meta general.name: string = \"remote v2\"",
+            "-bytes: sha256:",
+            "+bytes: sha256:",
         ],
     );
-    assert_lacks(&textconv, &["not present locally"]);
+    // A header read from the server is judged complete by the pointer's size.
+    assert_lacks(&textconv, &["not present locally", "incomplete"]);
+    // Tensor data digests need the model's bytes, which are not here.
+    let hashes = skip(&[
+        "-c",
+        "diff.weight-inspect.cachetextconv=false",
+        "-c",
+        "diff.weight-inspect.textconv=weight-inspect textconv --tensor-hashes",
+        "diff",
+        "--no-ext-diff",
+        "HEAD~2",
+        "HEAD~1",
+        "--",
+        "m/model.gguf",
+    ]);
+    assert_contains(
+        &hashes,
+        &[" tensor-hashes: none (the model's data is not on this machine)"],
+    );
+    assert_lacks(&hashes, &["data sha256:"]);
 }
 
 /// `inspect`, `id` and `diff` on `REV:path` and on a work-tree pointer; the server derived

@@ -194,6 +194,10 @@ fn file_row(f: &ComparedFile) -> String {
         Some(ModelSide::Absent { .. }) => format!("{} (not fetched)", cell_code(&short_hash(s))),
         Some(ModelSide::Link { .. }) => "? (a symbolic link)".to_owned(),
         Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
+        // Cut short: an interrupted download or copy.
+        Some(side) if side.artifact().is_some_and(|a| a.layout.is_truncated()) => {
+            format!("{} (incomplete)", cell_code(&short_hash(s)))
+        }
         // The header came from the LFS server: not verified against the oid.
         Some(side) if side.origin_note().is_some() => {
             format!("{} (LFS server)", cell_code(&short_hash(s)))

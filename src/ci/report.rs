@@ -376,8 +376,8 @@ impl CiReport {
                 "{:<8}  {path}  {}  {} -> {}  {}",
                 f.change.status.name(),
                 f.format(),
-                short_hash(f.old.as_ref()),
-                short_hash(f.new.as_ref()),
+                hash_text(f.old.as_ref()),
+                hash_text(f.new.as_ref()),
                 counts_text(f.counts())
             );
         }
@@ -397,6 +397,15 @@ impl CiReport {
             }
         }
         out
+    }
+}
+
+/// A side's short hash, marked when the model is cut short.
+fn hash_text(side: Option<&crate::git::ModelSide>) -> String {
+    let hash = short_hash(side);
+    match side.and_then(|s| s.artifact()) {
+        Some(artifact) if artifact.layout.is_truncated() => format!("{hash} (incomplete)"),
+        _ => hash,
     }
 }
 

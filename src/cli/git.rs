@@ -14,11 +14,18 @@ use super::error::Result;
 pub struct TextconvArgs {
     /// The file git hands over (a temporary copy of one side, or the work-tree file).
     pub file: PathBuf,
+    /// Also the SHA-256 of each tensor's data, where the model's bytes are on this machine
+    /// (reads the whole model; git's textconv cache keeps the result per blob).
+    #[arg(long)]
+    pub tensor_hashes: bool,
 }
 
 /// Exit 0 whatever happens: a failing textconv makes the whole `git diff` fail.
 pub fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
-    let _ = write_stdout(crate::git::render_textconv(&args.file, remote).as_bytes());
+    let options = crate::git::TextconvOptions {
+        tensor_hashes: args.tensor_hashes,
+    };
+    let _ = write_stdout(crate::git::render_textconv(&args.file, remote, options).as_bytes());
     Exit::Clean
 }
 
@@ -68,6 +75,10 @@ pub struct InstallArgs {
     /// Only the external diff driver (`git diff`; `git log`/`git show` with --ext-diff).
     #[arg(long)]
     pub external: bool,
+    /// Textconv renderings name each tensor's data digest, so `git log -p` shows which tensors
+    /// a commit changed (reads each model version once; see docs/git.md).
+    #[arg(long, conflicts_with = "external")]
+    pub tensor_hashes: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -122,6 +133,7 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
                 &cwd()?,
                 scope(args.global),
                 mode,
+                args.tensor_hashes,
             )?)?)
         }
         GitCommand::Uninstall(args) => Ok(print(&crate::git::uninstall_drivers(

@@ -207,11 +207,16 @@ fn shell_quote(text: &str) -> String {
 }
 
 /// The config keys of a mode and their values.
-fn wanted_config(mode: Mode, program: &str) -> Vec<(String, String, bool)> {
+fn wanted_config(mode: Mode, program: &str, tensor_hashes: bool) -> Vec<(String, String, bool)> {
+    let textconv_flags = if tensor_hashes {
+        " --tensor-hashes"
+    } else {
+        ""
+    };
     vec![
         (
             format!("diff.{DRIVER}.textconv"),
-            format!("{program} textconv"),
+            format!("{program} textconv{textconv_flags}"),
             mode.textconv(),
         ),
         (
@@ -228,11 +233,12 @@ fn wanted_config(mode: Mode, program: &str) -> Vec<(String, String, bool)> {
 }
 
 /// Installs the driver; returns a report of what changed (or that nothing did).
-pub fn install(cwd: &Path, scope: Scope, mode: Mode) -> Result<String> {
+/// `tensor_hashes`: the textconv command renders each tensor's data digest.
+pub fn install(cwd: &Path, scope: Scope, mode: Mode, tensor_hashes: bool) -> Result<String> {
     let target = Target::resolve(cwd, scope)?;
     let program = program();
     let mut report = String::new();
-    for (key, value, wanted) in wanted_config(mode, &program) {
+    for (key, value, wanted) in wanted_config(mode, &program, tensor_hashes) {
         let current = target.get(&key)?;
         if wanted {
             if current.as_deref() != Some(value.as_str()) {
@@ -292,7 +298,7 @@ fn has_committer_identity(dir: &Path) -> bool {
 pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
     let target = Target::resolve(cwd, scope)?;
     let mut report = String::new();
-    for (key, _, _) in wanted_config(Mode::Both, "") {
+    for (key, _, _) in wanted_config(Mode::Both, "", false) {
         if target.get(&key)?.is_some() {
             target.unset(&key)?;
             let _ = writeln!(report, "unset {key} ({})", target.config_name());

@@ -10,6 +10,7 @@
 mod changes;
 mod compared;
 mod config;
+mod data_hashes;
 mod driver;
 mod error;
 mod install;
@@ -47,4 +48,4 @@ pub(crate) use reader::{RemoteOptions, SideReader, read_pointer_file};
 pub(crate) use report::{GitDiffOptions, git_diff};
 pub(crate) use resolve::RevPath;
 pub(crate) use side::ModelSide;
-pub(crate) use textconv::render_file as render_textconv;
+pub(crate) use textconv::{TextconvOptions, render_file as render_textconv};

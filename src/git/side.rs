@@ -56,6 +56,12 @@ pub struct SideJson {
     /// For a model: "local", or "lfs-server" when its header was read from the LFS server
     /// (not verified against the oid).
     pub header_source: Option<&'static str>,
+    /// For a model: false when it ends before the tensor data its header declares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete: Option<bool>,
+    /// What is missing, when not complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 impl ModelSide {
@@ -163,6 +169,10 @@ impl ModelSide {
                 true => "lfs-server",
                 false => "local",
             }),
+            complete: artifact.map(|a| !a.layout.is_truncated()),
+            incomplete: artifact
+                .and_then(|a| a.layout.incomplete())
+                .map(|i| i.to_string()),
         }
     }
 

@@ -8,7 +8,12 @@
 //! - long arrays are one line with their length and a short content hash, so a changed
 //!   vocabulary is one changed line;
 //! - long strings (chat templates) span indented lines split at newlines and at stable
-//!   delimiters, so their edits diff line by line, and git's default hunk header names the key.
+//!   delimiters, so their edits diff line by line, and git's default hunk header names the key;
+//! - a `bytes:` line with the SHA-256 and size of the file's bytes (for an LFS pointer, its
+//!   oid and size, which are the same digest of the same bytes), so a commit that changes only
+//!   weights still changes the rendering, and a clone with the LFS objects renders the same line
+//!   as one without;
+//! - the model's completeness (`incomplete:`) beside its structural hash, never inside it.
 //!
 //! Textconv must never make `git diff` fail: every problem becomes a note in the output.
 //!
@@ -28,7 +33,16 @@ use crate::read::Content;
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
-pub const HEADER: &str = "weight-inspect textconv 3";
+pub const HEADER: &str = "weight-inspect textconv 4";
+
+/// What a rendering holds beyond the defaults; each option is a flag of the textconv command,
+/// so git's textconv cache (keyed by the command line) never mixes renderings of two settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextconvOptions {
+    /// The SHA-256 of each tensor's data where the model's bytes are on this machine
+    /// (`--tensor-hashes`): reads the whole model.
+    pub tensor_hashes: bool,
+}
 
 /// Arrays up to this many elements (and [`INLINE_WIDTH`] characters) are shown in full.
 const INLINE_ELEMENTS: usize = 16;
@@ -43,17 +57,23 @@ const SPLIT_MIN: usize = 40;
 const SPLIT_MAX: usize = 400;
 
 /// Renders `file` (a model, an LFS pointer to one, or anything else). Never fails.
-pub fn render_file(file: &Path, remote: &RemoteOptions) -> String {
-    let outcome = std::panic::catch_unwind(|| render_file_inner(file, remote));
+pub fn render_file(file: &Path, remote: &RemoteOptions, options: TextconvOptions) -> String {
+    let outcome = std::panic::catch_unwind(|| render_file_inner(file, remote, options));
     outcome.unwrap_or_else(|_| {
         format!("{HEADER}\nerror: weight-inspect failed unexpectedly on this file\n")
     })
 }
 
-fn render_file_inner(file: &Path, remote: &RemoteOptions) -> String {
+fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptions) -> String {
     match crate::read::read_wdelta(file) {
         Ok(None) => {}
-        Ok(Some(delta)) => return format!("{HEADER}\n{}", crate::render::wdelta::describe(&delta)),
+        Ok(Some(delta)) => {
+            return format!(
+                "{HEADER}\n{}{}",
+                bytes_line(file),
+                crate::render::wdelta::describe(&delta)
+            );
+        }
         Err(e) => {
             let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
             let message = match &e {
@@ -61,29 +81,110 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions) -> String {
                 other => other.to_string(),
             };
             return format!(
-                "{HEADER}\ncontent: unreadable .wdelta file, {len} bytes\nerror: {}\n",
+                "{HEADER}\n{}content: unreadable .wdelta file, {len} bytes\nerror: {}\n",
+                bytes_line(file),
                 stable_message(&message, file)
             );
         }
     }
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
-    let side = SideReader::around(None, remote).file(file);
-    render_side(&side, size, file)
+    let reader = SideReader::around(None, remote);
+    let side = reader.file(file);
+    let (file_digest, hashes) = match options.tensor_hashes {
+        true => digests(&side, &reader, file),
+        false => (None, None),
+    };
+    let mut out = render_side(&side, size, file, hashes.as_ref());
+    if side.pointer().is_none() {
+        // Plain bytes (a blob, or an LFS object git smudged): their digest, after the header.
+        // A file that is no model was hashed already, for its `content:` line.
+        let known = match &side {
+            ModelSide::Read {
+                content: Content::Other { .. },
+                sha256,
+                ..
+            } => sha256.clone().filter(|s| s.len() == 64),
+            _ => None,
+        };
+        let line = match file_digest.or(known) {
+            Some(hex) => format!("bytes: sha256:{hex}, {} bytes\n", size.unwrap_or(0)),
+            None => bytes_line(file),
+        };
+        out.insert_str(HEADER.len() + 1, &line);
+    }
+    out
+}
+
+/// Each tensor's data digest (in the tensor table's order), or why there are none.
+type TensorHashes = Result<Vec<String>, String>;
+
+/// `bytes: sha256:HEX, N bytes`: the digest and size of the file's bytes, which an LFS pointer
+/// names as its oid and size (so both render the same line).
+fn bytes_line(file: &Path) -> String {
+    let meta = std::fs::metadata(file);
+    // Only a regular file is read: a device or FIFO named on the command line never ends.
+    if !meta.as_ref().is_ok_and(|m| m.is_file()) {
+        return "bytes: not a regular file\n".to_owned();
+    }
+    let size = meta.map(|m| m.len()).unwrap_or(0);
+    match crate::digest::sha256_file(file) {
+        Ok(hex) => format!("bytes: sha256:{hex}, {size} bytes\n"),
+        Err(e) => format!(
+            "bytes: unreadable, {size} bytes: {}\n",
+            stable_message(&e.to_string(), file)
+        ),
+    }
+}
+
+/// For `--tensor-hashes`: the data digest of each tensor, when the model's bytes are here (the
+/// file git handed over, or the local LFS object a pointer names), and the digest of the
+/// handed file when that one read gave it. A header read from the LFS server, or a model cut
+/// short, has no tensor digests.
+fn digests(
+    side: &ModelSide,
+    reader: &SideReader<'_>,
+    file: &Path,
+) -> (Option<String>, Option<TensorHashes>) {
+    let Some(artifact) = side.artifact() else {
+        return (None, None);
+    };
+    let data = match side.pointer() {
+        None => Some(file.to_owned()),
+        Some(pointer) if !side.header_from_server() => reader
+            .repo()
+            .and_then(|repo| super::lfs::present_object(repo, pointer)),
+        Some(_) => None,
+    };
+    let why = match data {
+        None => "the model's data is not on this machine".to_owned(),
+        Some(_) if artifact.layout.is_truncated() => "the model is incomplete".to_owned(),
+        Some(path) => match super::data_hashes::digests(&path, artifact) {
+            Ok(found) => {
+                let handed = side.pointer().is_none().then_some(found.file);
+                return (handed, Some(Ok(found.tensors)));
+            }
+            Err(e) => stable_message(&e.to_string(), file),
+        },
+    };
+    (None, Some(Err(why)))
 }
 
 /// Renders one side. `size` is the size of the file git handed us (for pointers, the
 /// pointer's size is shown instead); `file` is only used to strip its temporary path from
 /// error messages, which would otherwise differ on every run.
-pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
+/// `hashes`: the tensors' data digests, when asked for.
+pub fn render_side(
+    side: &ModelSide,
+    size: Option<u64>,
+    file: &Path,
+    hashes: Option<&TensorHashes>,
+) -> String {
     let mut out = String::new();
     out.push_str(HEADER);
     out.push('\n');
     if let Some(pointer) = side.pointer() {
-        let _ = writeln!(
-            out,
-            "lfs-object: sha256:{} {} bytes",
-            pointer.oid, pointer.size
-        );
+        // The oid is the SHA-256 of the object's bytes: the line the object itself renders.
+        let _ = writeln!(out, "bytes: sha256:{}, {} bytes", pointer.oid, pointer.size);
     }
     if side.origin_note().is_some() {
         // Shown as a line of its own, so a diff against a verified side says which is which.
@@ -96,7 +197,7 @@ pub fn render_side(side: &ModelSide, size: Option<u64>, file: &Path) -> String {
             ..
         } => {
             let size = lfs.as_ref().map(|p| p.size).or(size);
-            render_artifact(&mut out, artifact, size);
+            render_artifact(&mut out, artifact, size, hashes);
         }
         ModelSide::Absent {
             remote: Some(why), ..
@@ -174,7 +275,12 @@ fn stable_message(message: &str, file: &Path) -> String {
 }
 
 /// The rendering of a parsed model: header lines, then metadata and tensors.
-pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>) {
+pub fn render_artifact(
+    out: &mut String,
+    artifact: &Artifact,
+    size: Option<u64>,
+    hashes: Option<&TensorHashes>,
+) {
     match (artifact.format, artifact.gguf_version) {
         (Format::Gguf, Some(v)) => {
             let _ = writeln!(out, "format: gguf v{v}");
@@ -210,19 +316,22 @@ pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>)
     if let Some(size) = size {
         let _ = writeln!(out, "file-size: {size} bytes");
     }
-    if artifact.layout.is_truncated() {
-        let _ = writeln!(
-            out,
-            "truncated: {} of {} bytes of tensor data present",
-            artifact.layout.data_present, artifact.layout.data_expected
-        );
+    if let Some(incomplete) = artifact.layout.incomplete() {
+        let _ = writeln!(out, "incomplete: {incomplete}");
     }
     for (key, value) in &artifact.metadata {
         render_metadata(out, key, value);
     }
-    for (name, tensor) in &artifact.tensors {
+    if let Some(Err(why)) = hashes {
+        let _ = writeln!(out, "tensor-hashes: none ({why})");
+    }
+    let digests = match hashes {
+        Some(Ok(digests)) => digests.as_slice(),
+        _ => &[],
+    };
+    for (position, (name, tensor)) in artifact.tensors.iter().enumerate() {
         let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
-        let _ = writeln!(
+        let _ = write!(
             out,
             "tensor {}: {} [{}] {} bytes",
             shown(name),
@@ -230,6 +339,12 @@ pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>)
             shape.join(", "),
             tensor.byte_length
         );
+        match digests.get(position) {
+            Some(digest) => {
+                let _ = writeln!(out, ", data sha256:{digest}");
+            }
+            None => out.push('\n'),
+        }
     }
 }
 

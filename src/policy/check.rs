@@ -186,7 +186,7 @@ impl Evaluation<'_, '_> {
             }
         }
         if !eff.needs_structure() && eff.forbid_formats.is_none() {
-            return Ok(());
+            return self.judge_completeness_alone(eff);
         }
         let content = self.reader.content()?;
         if let (Some(forbid), Some(format)) = (eff.forbid_formats, format_of(&content))
@@ -211,6 +211,7 @@ impl Evaluation<'_, '_> {
             self.push(v);
         }
         if !eff.needs_structure() {
+            self.check_complete(eff, &content);
             self.stamp_hash(&content);
             return Ok(());
         }
@@ -235,6 +236,7 @@ impl Evaluation<'_, '_> {
         };
         let found = structural_violations(self.path(), eff, artifact);
         self.violations.extend(found);
+        self.check_complete(eff, &content);
         if let Some(bound) = eff.conversion {
             let subject = self.reader.subject();
             let expected = format!(
@@ -257,6 +259,52 @@ impl Evaluation<'_, '_> {
         }
         self.stamp_hash(&content);
         Ok(())
+    }
+
+    /// `complete` where no other key reads the file: set to true, it reads the file like any
+    /// structural key; left to its default, it reads model files (by name, or a model
+    /// directory), and a file whose bytes are not at hand (an LFS object neither here nor on
+    /// the server) is not judged by it.
+    fn judge_completeness_alone(&mut self, eff: &Effective<'_>) -> Result<()> {
+        if !eff.requires_complete() {
+            return Ok(());
+        }
+        let explicit = eff.complete.is_some();
+        let model_by_name = matches!(self.reader.origin(), Origin::Model(_))
+            || Format::from_path(self.path()).is_some();
+        if !explicit && !model_by_name {
+            return Ok(());
+        }
+        let content = match self.reader.content() {
+            Ok(content) => content,
+            Err(_) if !explicit => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        self.check_complete(eff, &content);
+        self.stamp_hash(&content);
+        Ok(())
+    }
+
+    /// A model cut short (an interrupted download or copy) violates `complete` unless a rule
+    /// turns it off.
+    fn check_complete(&mut self, eff: &Effective<'_>, content: &Judged) {
+        let Some(incomplete) = content.artifact().and_then(|a| a.layout.incomplete()) else {
+            return;
+        };
+        if !eff.requires_complete() {
+            return;
+        }
+        let Some(rule) = eff.complete.map(|c| c.rule).or(eff.last_rule) else {
+            return;
+        };
+        let v = Violation::at(
+            self.path(),
+            "complete",
+            rule,
+            "a complete file: every byte of tensor data its header declares".to_owned(),
+            format!("incomplete: {incomplete}; fetch or copy the file again"),
+        );
+        self.push(v);
     }
 
     /// Records the structural hash of a model on its violations (computed only when there
@@ -361,14 +409,21 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
         }
     }
     if let Some(expected) = eff.expected_hash {
+        // A truncated copy's header still names the whole model: a pinned identity holds only
+        // for the complete file, whatever `complete` says.
         let actual = crate::identity::structural_hash(a);
-        if &actual != expected.value {
+        let incomplete = a.layout.incomplete();
+        if &actual != expected.value || incomplete.is_some() {
+            let found = match &incomplete {
+                Some(incomplete) => format!("{actual}, but the file is incomplete: {incomplete}"),
+                None => actual,
+            };
             out.push(Violation::new(
                 path,
                 "expected_hash",
                 &expected,
                 expected.value.clone(),
-                actual,
+                found,
             ));
         }
     }

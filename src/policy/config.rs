@@ -98,6 +98,9 @@ pub struct Settings {
     /// A GGUF's conversion source, relative to the GGUF's directory, and the largest rel_l2
     /// any tensor may have against it (set together).
     pub conversion: Option<ConversionBound>,
+    /// Whether a model file must hold all the tensor data its header declares; None means
+    /// true (a policy turns it off for files kept partial on purpose).
+    pub complete: Option<bool>,
 }
 
 /// `reference` and `max_rel_l2`: a GGUF compared with the model it was converted from.
@@ -137,6 +140,9 @@ pub struct Effective<'a> {
     pub require_lfs: Option<Sourced<'a, bool>>,
     pub forbid_formats: Option<Sourced<'a, Vec<Format>>>,
     pub conversion: Option<Sourced<'a, ConversionBound>>,
+    pub complete: Option<Sourced<'a, bool>>,
+    /// The last rule that matches the path: where a default (`complete`) is reported from.
+    pub last_rule: Option<&'a Rule>,
 }
 
 impl Effective<'_> {
@@ -150,6 +156,11 @@ impl Effective<'_> {
             || self.max_tensors.is_some()
             || self.max_parameters.is_some()
             || self.conversion.is_some()
+    }
+
+    /// Whether incomplete model files are violations: unless a rule says `complete = false`.
+    pub fn requires_complete(&self) -> bool {
+        self.complete.is_none_or(|c| *c.value)
     }
 
     /// Names of the keys that need the parsed structure (for messages).
@@ -232,6 +243,7 @@ impl Policy {
         let mut matched = false;
         for rule in self.rules.iter().filter(|r| r.matches(path)) {
             matched = true;
+            eff.last_rule = Some(rule);
             let s = &rule.settings;
             macro_rules! take {
                 ($($field:ident),*) => {$(
@@ -251,7 +263,8 @@ impl Policy {
                 max_file_size,
                 require_lfs,
                 forbid_formats,
-                conversion
+                conversion,
+                complete
             );
         }
         matched.then_some(eff)
@@ -295,6 +308,8 @@ struct RawRule {
     reference: Option<toml::Spanned<String>>,
     #[serde(default)]
     max_rel_l2: Option<toml::Spanned<f64>>,
+    #[serde(default)]
+    complete: Option<bool>,
 }
 
 impl RawRule {
@@ -317,6 +332,7 @@ impl RawRule {
                 }),
                 _ => None,
             },
+            complete: self.complete,
         }
     }
 

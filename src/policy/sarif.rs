@@ -64,8 +64,9 @@ const RULES: &[(&str, &str, &str)] = &[
         "expected_hash",
         "The pinned structural identity",
         "The structural hash (format, metadata, tensor names, dtypes and shapes; never the \
-         weights) must equal the pinned one (expected_hash). If the change is intended, re-pin \
-         with `weight-inspect policy pin PATH`.",
+         weights) must equal the pinned one (expected_hash), and the file must be complete: a \
+         truncated copy's header still names the whole model, so a pinned hash alone would let \
+         it through. If the change is intended, re-pin with `weight-inspect policy pin PATH`.",
     ),
     (
         "required_metadata",
@@ -121,6 +122,13 @@ const RULES: &[(&str, &str, &str)] = &[
         "A readable model file",
         "A rule with structural checks applies to the file, so it must be a readable GGUF, \
          safetensors or PyTorch file (format).",
+    ),
+    (
+        "complete",
+        "A complete model file",
+        "A model file must hold every byte of tensor data its header declares; a shorter file \
+         is an interrupted download or copy (complete, on by default for model files; \
+         `complete = false` allows partial files). Fetch or copy the file again.",
     ),
     (
         "model_files",
@@ -595,6 +603,7 @@ mod tests {
             "require_lfs",
             "forbid_formats",
             "format",
+            "complete",
             "model_files",
         ] {
             assert!(RULES.iter().any(|(id, ..)| *id == rule), "{rule}");

@@ -584,7 +584,7 @@ fn blob_body(
     let mut classified = None;
     for limit in BLOB_PREFIXES {
         prefix = crate::git::blob_prefix(repo, id, limit)?;
-        let content = crate::read::classify_bytes(path, &prefix);
+        let content = crate::read::classify_prefix(path, &prefix, size);
         let header_complete = !matches!(content, Content::Invalid { .. });
         classified = Some(content);
         if header_complete || prefix.len() as u64 >= size {

@@ -32,7 +32,10 @@ fn id_doc(artifact: &Artifact) -> IdDoc {
             structural_hash: structural_hash(artifact),
             tensor_count: artifact.tensors.len(),
             metadata_count: artifact.metadata.len(),
-        },
+            complete: true,
+            incomplete: None,
+        }
+        .with_completeness(artifact.layout.incomplete().as_ref()),
     }
 }
 
@@ -276,6 +279,19 @@ struct Side {
     structural_hash: String,
     tensor_count: usize,
     metadata_count: usize,
+    /// False when the file ends before the tensor data its header declares.
+    complete: bool,
+    /// What is missing, when not complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incomplete: Option<String>,
+}
+
+impl Side {
+    fn with_completeness(mut self, incomplete: Option<&crate::artifact::Incomplete>) -> Side {
+        self.complete = incomplete.is_none();
+        self.incomplete = incomplete.map(ToString::to_string);
+        self
+    }
 }
 
 #[derive(Serialize)]
@@ -450,6 +466,8 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
             structural_hash: hash.to_owned(),
             tensor_count: t,
             metadata_count: m,
+            complete: true,
+            incomplete: None,
         };
     DiffDoc {
         schema: SCHEMA_VERSION,
@@ -461,14 +479,16 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
             &diff.old_hash,
             diff.old_tensor_count,
             diff.old_metadata_count,
-        ),
+        )
+        .with_completeness(diff.old_incomplete.as_ref()),
         new: side(
             diff.new_format,
             diff.new_gguf_version,
             &diff.new_hash,
             diff.new_tensor_count,
             diff.new_metadata_count,
-        ),
+        )
+        .with_completeness(diff.new_incomplete.as_ref()),
         counts: diff.counts(),
         metadata: Sections::collect(diff.metadata.iter().map(|m| (m.key.as_str(), &m.change))),
         tensors: Sections::collect(diff.tensors.iter().map(|t| (t.name.as_str(), &t.change))),

@@ -28,7 +28,25 @@ pub fn id(artifact: &Artifact) -> String {
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
+    if let Some(incomplete) = artifact.layout.incomplete() {
+        let _ = writeln!(out, "incomplete: {incomplete}");
+    }
     out
+}
+
+/// One line per side that is cut short (none when both are complete).
+fn write_incomplete_sides(
+    out: &mut String,
+    diff: &StructuralDiff,
+    palette: &Palette,
+    indent: &str,
+) {
+    for (side, incomplete) in [("old", &diff.old_incomplete), ("new", &diff.new_incomplete)] {
+        if let Some(incomplete) = incomplete {
+            let line = format!("{indent}{side} incomplete: {incomplete}");
+            let _ = writeln!(out, "{}", palette.changed(&line));
+        }
+    }
 }
 
 /// `inspect` with tensors in file order: `all` lists every tensor, `parts` every file of a
@@ -301,6 +319,7 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     if let Some(layout) = &diff.layout {
         let _ = writeln!(out, "  layout: {}", layout.describe());
     }
+    write_incomplete_sides(&mut out, diff, palette, "  ");
 
     if diff.is_identical() {
         let _ = writeln!(out, "\nNo structural differences.");
@@ -339,22 +358,25 @@ pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ:
     if !diff.is_identical() {
         return self::diff(diff, palette);
     }
-    if let Some(layout) = &diff.layout {
-        return format!(
+    let mut out = if let Some(layout) = &diff.layout {
+        format!(
             "layout changed, structure identical (structural hash {}): {}\n",
             diff.old_hash,
             layout.describe()
-        );
-    }
-    format!(
-        "structure identical (structural hash {}){}\n",
-        diff.old_hash,
-        if bytes_differ {
-            "; the files differ only in tensor data or layout"
-        } else {
-            ""
-        }
-    )
+        )
+    } else {
+        format!(
+            "structure identical (structural hash {}){}\n",
+            diff.old_hash,
+            if bytes_differ {
+                "; the files differ only in tensor data or layout"
+            } else {
+                ""
+            }
+        )
+    };
+    write_incomplete_sides(&mut out, diff, palette, "");
+    out
 }
 
 fn write_metadata_change(
