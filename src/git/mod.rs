@@ -29,6 +29,7 @@ mod values;
 pub(crate) use changes::FileChange;
 pub(crate) use changes::{
     HistoryFile, PathFilter, Status, changed_files, changed_model_files, files_in_history,
+    head_entries,
 };
 pub(crate) use compared::{ComparedFile, Counts, FileJson, compare, counts_text, short_hash};
 pub(crate) use driver::run as run_diff_driver;

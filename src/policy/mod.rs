@@ -44,17 +44,33 @@ use workspace::Target;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
-/// Evaluates `policy` on the files `paths` names (or every staged/tracked file), staged blobs
-/// or work-tree files. Files no rule covers are skipped; files that cannot be judged are
-/// reported as errors, not skipped.
+/// Which staged files `check --staged` judges when no paths are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// What the commit brings: files added, modified or renamed against HEAD (and the whole
+    /// multi-file model one of whose files is among them). What the hooks judge.
+    Change,
+    /// Every staged file (`--all`).
+    Everything,
+}
+
+/// Evaluates `policy` on the files `paths` names (or the staged change, or every
+/// staged/tracked file: see [`Scope`]), staged blobs or work-tree files. Files no rule covers
+/// are skipped; files that cannot be judged are reported as errors, not skipped. A named file
+/// of a multi-file model brings the model with it.
 pub fn run_check(
     ws: &Workspace,
     policy: &Policy,
     policy_shown: &str,
     staged: bool,
+    scope: Scope,
     paths: &[PathBuf],
 ) -> Result<CheckReport> {
-    let targets = ws.targets(staged, paths)?;
+    let targets = if staged && paths.is_empty() && scope == Scope::Change {
+        ws.staged_change_targets()?
+    } else {
+        ws.targets(staged, paths)?
+    };
     let mut report = CheckReport::new(policy_shown.to_string(), staged);
     for target in targets.iter().filter(|t| policy.covers(t.path())) {
         let subject = target.subject(ws);
@@ -70,7 +86,18 @@ pub fn run_check(
             Err(e) => report.errors.push(FileError::new(target.path(), &e)),
         }
     }
-    for dir in model_dirs(&targets) {
+    let mut dirs = model_dirs(&targets);
+    if !paths.is_empty() {
+        // A named shard or part brings its model (as the hooks judge it when one is staged).
+        for t in &targets {
+            let dir = t.path().rsplit_once('/').map_or("", |(d, _)| d);
+            if !dirs.iter().any(|d| d == dir) && ws.holds_multi_file_model(staged, dir)? {
+                dirs.push(dir.to_owned());
+            }
+        }
+        dirs.sort();
+    }
+    for dir in dirs {
         if !policy.covers(&dir) {
             continue;
         }
