@@ -10,6 +10,7 @@
 //!   [`pin`]: `policy pin`; [`hook`]: `hook install`;
 //! - [`error`]: what can go wrong, with the core's and git's errors inside.
 
+mod baseline;
 mod check;
 mod config;
 mod conversion;
@@ -23,6 +24,7 @@ mod subject;
 mod workspace;
 
 // The face of the policy adapter: what `ci` and the command line use.
+pub(crate) use baseline::{Baseline, Standing, classify as classify_against_base};
 pub(crate) use check::{Violation, evaluate};
 pub(crate) use config::POLICY_FILE;
 pub(crate) use error::{FileReason, PolicyError};
