@@ -610,8 +610,10 @@ fn half_quantized(quantized: usize, seed: u32) -> serde_json::Value {
     let mut tensors: Vec<serde_json::Value> = (0..quantized)
         .map(|i| json!({"name": format!("blk.{i}.q"), "dtype": "q4_k", "shape": [2, 256]}))
         .collect();
-    tensors.push(json!({"name": "out.weight", "dtype": "f16", "shape": [2, 256],
-                        "fill": {"normal": seed}}));
+    tensors.push(
+        json!({"name": "out.weight", "dtype": "f16", "shape": [2, 256],
+                        "fill": {"normal": seed}}),
+    );
     json!({"kind": "gguf", "metadata": {}, "tensors": tensors})
 }
 
@@ -702,7 +704,8 @@ fn a_pull_request_that_keeps_an_old_violation_passes() {
     assert_eq!(run.code, 0, "{}", run.log);
     let line = "models/old.gguf: allowed_dtypes: expected only f32, f16; found q4_k in 1 tensor";
     assert!(
-        run.log.contains("(0 brought by the change, 1 already at the base)"),
+        run.log
+            .contains("(0 brought by the change, 1 already at the base)"),
         "{}",
         run.log
     );
@@ -719,8 +722,16 @@ fn a_pull_request_that_keeps_an_old_violation_passes() {
         "{}",
         run.summary
     );
-    assert!(!run.summary.contains("### Policy violations\n"), "{}", run.summary);
-    assert!(!run.summary.contains("This fails the job"), "{}", run.summary);
+    assert!(
+        !run.summary.contains("### Policy violations\n"),
+        "{}",
+        run.summary
+    );
+    assert!(
+        !run.summary.contains("This fails the job"),
+        "{}",
+        run.summary
+    );
     // JSON and step outputs.
     assert_eq!(run.json["failed"], false);
     assert_eq!(run.json["violation_count"], 1);
@@ -728,8 +739,17 @@ fn a_pull_request_that_keeps_an_old_violation_passes() {
     assert_eq!(run.json["pre_existing_violation_count"], 1);
     assert_eq!(run.json["violations"][0]["baseline"], "unchanged");
     assert_eq!(run.json["violations"][0]["path"], "models/old.gguf");
-    for output in ["violations=1", "new-violations=0", "pre-existing-violations=1", "failed=false"] {
-        assert!(run.outputs.lines().any(|l| l == output), "{output}: {}", run.outputs);
+    for output in [
+        "violations=1",
+        "new-violations=0",
+        "pre-existing-violations=1",
+        "failed=false",
+    ] {
+        assert!(
+            run.outputs.lines().any(|l| l == output),
+            "{output}: {}",
+            run.outputs
+        );
     }
     // SARIF: an unchanged warning.
     let result = &run.sarif["runs"][0]["results"][0];
@@ -744,9 +764,17 @@ fn a_pull_request_that_keeps_an_old_violation_passes() {
     assert!(cmds[0].message.starts_with(&line[33..]), "{cmds:?}");
     assert_eq!(run.json["failed"], true);
     assert_eq!(run.json["fail_on"], "violation-any");
-    assert!(run.outputs.lines().any(|l| l == "failed=true"), "{}", run.outputs);
+    assert!(
+        run.outputs.lines().any(|l| l == "failed=true"),
+        "{}",
+        run.outputs
+    );
     assert_eq!(run.sarif["runs"][0]["results"][0]["level"], "error");
-    assert!(run.summary.contains("This fails the job"), "{}", run.summary);
+    assert!(
+        run.summary.contains("This fails the job"),
+        "{}",
+        run.summary
+    );
 }
 
 #[test]
@@ -764,7 +792,8 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
     let run = ci_run(&repo, "violation");
     assert_eq!(run.code, 1, "{}", run.log);
     assert!(
-        run.log.contains("(2 brought by the change, 1 already at the base)"),
+        run.log
+            .contains("(2 brought by the change, 1 already at the base)"),
         "{}",
         run.log
     );
@@ -779,12 +808,14 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
     assert_eq!(level_of("models/new.gguf"), "error");
     assert_eq!(level_of("models/kept.gguf"), "warning");
     assert!(
-        run.log.contains("found q4_k in 2 tensors (blk.0.q, blk.1.q)"),
+        run.log
+            .contains("found q4_k in 2 tensors (blk.0.q, blk.1.q)"),
         "{}",
         run.log
     );
     assert!(
-        run.log.contains("worse than at the base") && run.log.contains("which found q4_k in 1 tensor"),
+        run.log.contains("worse than at the base")
+            && run.log.contains("which found q4_k in 1 tensor"),
         "{}",
         run.log
     );
@@ -810,8 +841,16 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
     assert_eq!(by_path("models/kept.gguf")["baseline"], "unchanged");
     assert_eq!(run.json["new_violation_count"], 2);
     assert_eq!(run.json["failed"], true);
-    for output in ["new-violations=2", "pre-existing-violations=1", "failed=true"] {
-        assert!(run.outputs.lines().any(|l| l == output), "{output}: {}", run.outputs);
+    for output in [
+        "new-violations=2",
+        "pre-existing-violations=1",
+        "failed=true",
+    ] {
+        assert!(
+            run.outputs.lines().any(|l| l == output),
+            "{output}: {}",
+            run.outputs
+        );
     }
     let states: Vec<(String, String)> = run.sarif["runs"][0]["results"]
         .as_array()
@@ -820,11 +859,18 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
         .map(|r| {
             (
                 r["properties"]["path"].as_str().unwrap().to_owned(),
-                format!("{} {}", r["baselineState"].as_str().unwrap(), r["level"].as_str().unwrap()),
+                format!(
+                    "{} {}",
+                    r["baselineState"].as_str().unwrap(),
+                    r["level"].as_str().unwrap()
+                ),
             )
         })
         .collect();
-    assert!(states.contains(&("models/new.gguf".into(), "new error".into())), "{states:?}");
+    assert!(
+        states.contains(&("models/new.gguf".into(), "new error".into())),
+        "{states:?}"
+    );
     assert!(
         states.contains(&("models/old.gguf".into(), "updated error".into())),
         "{states:?}"
@@ -833,5 +879,10 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
         states.contains(&("models/kept.gguf".into(), "unchanged warning".into())),
         "{states:?}"
     );
-    assert!(run.summary.contains("(worse: the base found q4\\_k in 1 tensor"), "{}", run.summary);
+    assert!(
+        run.summary
+            .contains("(worse: the base found q4\\_k in 1 tensor"),
+        "{}",
+        run.summary
+    );
 }

@@ -389,7 +389,10 @@ fn uninstall_after_the_lines_were_committed_keeps_them() {
     let report = wi_ok(&repo, &["git", "uninstall"]);
     assert_contains(
         &report,
-        &["left 7 weight-inspect lines", "they are committed (or staged)"],
+        &[
+            "left 7 weight-inspect lines",
+            "they are committed (or staged)",
+        ],
     );
     assert_eq!(
         std::fs::read_to_string(repo.path(".gitattributes")).unwrap(),

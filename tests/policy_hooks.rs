@@ -26,9 +26,7 @@ allowed_dtypes = ["f32"]
 /// A sharded safetensors model (two shards and an index) in f16, whose last tensor holds
 /// `seed`'s values: a new seed changes the second shard only.
 fn sharded(seed: u32) -> Value {
-    let tensor = |name: &str, fill: Value| {
-        json!({"name": name, "dtype": "float16", "shape": [16, 16], "fill": fill})
-    };
+    let tensor = |name: &str, fill: Value| json!({"name": name, "dtype": "float16", "shape": [16, 16], "fill": fill});
     json!({
         "kind": "sharded_safetensors",
         "max_shard_size": 600,
@@ -111,7 +109,10 @@ fn hooks_judge_the_change_and_agree() {
     repo.write("README.md", "models, documented\n");
     repo.git(&["add", "README.md"]);
     let (framework, native, f_out, n_out) = verdicts(&repo, "readme");
-    assert!(framework, "framework refused a README-only commit:\n{f_out}");
+    assert!(
+        framework,
+        "framework refused a README-only commit:\n{f_out}"
+    );
     assert!(native, "native hook refused a README-only commit:\n{n_out}");
 
     // A compliant model passes both.

@@ -243,7 +243,7 @@ fn check_follows_work_tree_links_inside_and_refuses_the_others_at_once() {
             "dir.gguf: a symbolic link to models, which leads to a directory, not a regular file",
         ],
     );
-    let err = stderr(&wi(&repo, &["check", "--staged"]));
+    let err = stderr(&wi(&repo, &["check", "--staged", "--all"]));
     assert_contains(
         &err,
         &[

@@ -229,14 +229,17 @@ fn file_row(f: &ComparedFile) -> String {
 fn violations_table(w: &mut Budgeted, report: &CiReport) {
     let Some(policy) = &report.policy else { return };
     // What the change brought first, then what the base already had.
-    let brought: Vec<_> = report.judged().filter(|(_, s)| s.baseline.brought()).collect();
-    let kept: Vec<_> = report.judged().filter(|(_, s)| !s.baseline.brought()).collect();
+    let brought: Vec<_> = report
+        .judged()
+        .filter(|(_, s)| s.baseline.brought())
+        .collect();
+    let kept: Vec<_> = report
+        .judged()
+        .filter(|(_, s)| !s.baseline.brought())
+        .collect();
     let base = report.base.short();
     let sections = [
-        (
-            "\n### Policy violations\n\n".to_owned(),
-            brought,
-        ),
+        ("\n### Policy violations\n\n".to_owned(), brought),
         (
             format!(
                 "\n### Policy violations already at the base\n\nThe base ({base}) has these \

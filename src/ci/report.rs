@@ -12,8 +12,10 @@ use crate::git::tree_entry;
 use crate::git::{ComparedFile, counts_text, short_hash};
 use crate::git::{PathFilter, Status};
 use crate::policy::follow_committed_link;
+use crate::policy::{
+    Baseline, Phrasing, PinSearch, Standing, Tally, classify_against_base, plural,
+};
 use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
-use crate::policy::{Baseline, Phrasing, Standing, Tally, classify_against_base, plural};
 use crate::render::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
@@ -291,8 +293,18 @@ impl CiReport {
                 remote,
             };
             match crate::policy::evaluate(&loaded.policy, &subject) {
-                Ok(Some(found)) => {
+                Ok(Some(mut found)) => {
                     self.checked += 1;
+                    if found.iter().any(|v| v.rule == "expected_hash") {
+                        let pins = PinSearch {
+                            repo,
+                            remote,
+                            revs: vec![self.base.commit.clone()],
+                            policy_path: loaded.repo_path.clone(),
+                        };
+                        let current = crate::policy::read_artifact(&subject).ok();
+                        pins.explain(&mut found, current.as_ref());
+                    }
                     let at_base = if found.is_empty() {
                         Vec::new()
                     } else {

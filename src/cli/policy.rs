@@ -41,7 +41,19 @@ pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
     } else {
         crate::policy::Scope::Change
     };
-    let report = crate::policy::run_check(&ws, &policy, &shown, args.staged, scope, &args.paths)?;
+    let policy_in_repo = ws
+        .relative(&ws.policy_path(args.policy.as_deref()))
+        .ok()
+        .filter(|p| !p.is_empty());
+    let report = crate::policy::run_check(
+        &ws,
+        &policy,
+        &shown,
+        args.staged,
+        scope,
+        &args.paths,
+        policy_in_repo,
+    )?;
     match args.format {
         OutputFormat::Text => {
             let (out, err) = report.text();

@@ -376,11 +376,8 @@ struct Committed {
 fn committed_attributes(cwd: &Path) -> Result<Committed> {
     let repo = super::open_repo(cwd)?;
     let mut out = Committed::default();
-    let head = match super::tree_entry(&repo, "HEAD", ".gitattributes") {
-        Ok(entry) => entry,
-        // Before the first commit there is no HEAD to read.
-        Err(_) => None,
-    };
+    // Before the first commit there is no HEAD to read.
+    let head = super::tree_entry(&repo, "HEAD", ".gitattributes").unwrap_or_default();
     let staged = super::index_entry(
         &repo,
         ".gitattributes",
@@ -586,7 +583,10 @@ mod tests {
         assert_eq!(removed, LFS);
         assert!(left.is_empty());
         let (kept, n, left) = remove_rules(&once, &|_| false);
-        assert_eq!((kept.as_str(), n, left.len()), (once.as_str(), 0, 1 + RULES.len()));
+        assert_eq!(
+            (kept.as_str(), n, left.len()),
+            (once.as_str(), 0, 1 + RULES.len())
+        );
     }
 
     #[test]

@@ -88,6 +88,7 @@ mod tests {
                 key: key.map(str::to_owned),
                 ..Default::default()
             },
+            explanation: None,
         }
     }
 

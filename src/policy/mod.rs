@@ -15,6 +15,7 @@ mod check;
 mod config;
 mod conversion;
 mod error;
+mod explain;
 mod hook;
 mod pin;
 mod report;
@@ -28,6 +29,7 @@ pub(crate) use baseline::{Baseline, Standing, classify as classify_against_base}
 pub(crate) use check::{Violation, evaluate};
 pub(crate) use config::POLICY_FILE;
 pub(crate) use error::{FileReason, PolicyError};
+pub(crate) use explain::PinSearch;
 pub(crate) use hook::{Installed, install as install_hook, uninstall as uninstall_hook};
 pub(crate) use report::{
     CheckReport, FileError, OutputFormat, Phrasing, Tally, plural, violation_annotation,
@@ -35,7 +37,7 @@ pub(crate) use report::{
 };
 pub(crate) use sarif::{Input as SarifInput, Level as SarifLevel, render as render_sarif};
 pub(crate) use source::{Missing, PolicySource};
-pub(crate) use subject::{Origin, Subject, follow_committed_link};
+pub(crate) use subject::{Origin, Subject, follow_committed_link, read_artifact};
 pub(crate) use workspace::Workspace;
 
 use std::path::{Path, PathBuf};
@@ -67,6 +69,7 @@ pub fn run_check(
     staged: bool,
     scope: Scope,
     paths: &[PathBuf],
+    policy_in_repo: Option<String>,
 ) -> Result<CheckReport> {
     let targets = if staged && paths.is_empty() && scope == Scope::Change {
         ws.staged_change_targets()?
@@ -74,13 +77,30 @@ pub fn run_check(
         ws.targets(staged, paths)?
     };
     let mut report = CheckReport::new(policy_shown.to_string(), staged);
+    // Where the files pinned by `expected_hash` may be found: HEAD, the policy's history.
+    let pins = ws.repo.as_ref().map(|repo| PinSearch {
+        repo,
+        remote: &ws.remote,
+        revs: if repo.head_id().is_ok() {
+            vec!["HEAD".to_owned()]
+        } else {
+            Vec::new()
+        },
+        policy_path: policy_in_repo,
+    });
     for target in targets.iter().filter(|t| policy.covers(t.path())) {
         let subject = target.subject(ws);
         match evaluate(policy, &subject) {
-            Ok(Some(found)) => {
+            Ok(Some(mut found)) => {
                 report.checked += 1;
                 if !found.is_empty() {
                     report.failing += 1;
+                }
+                if let Some(search) = &pins
+                    && found.iter().any(|v| v.rule == "expected_hash")
+                {
+                    let current = subject::read_artifact(&subject).ok();
+                    search.explain(&mut found, current.as_ref());
                 }
                 report.violations.extend(found);
             }

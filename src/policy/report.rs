@@ -253,7 +253,7 @@ impl CheckReport {
 
 /// `path: rule: expected ...; found ... [policy:line]`, the path shown escaped.
 pub fn violation_line(v: &Violation, policy: &str) -> String {
-    format!(
+    let mut line = format!(
         "{}: {}: expected {}; found {} [{}:{}]",
         shown(&v.path),
         v.rule,
@@ -261,7 +261,13 @@ pub fn violation_line(v: &Violation, policy: &str) -> String {
         v.found,
         shown(policy),
         v.policy_line
-    )
+    );
+    // Its own indented line: what differs from the pinned file, or how to see it.
+    if let Some(why) = &v.explanation {
+        line.push_str("\n  ");
+        line.push_str(why);
+    }
+    line
 }
 
 /// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
@@ -271,11 +277,15 @@ pub(crate) fn violation_annotation(v: &Violation, policy: &str, level: Level) ->
         file: Some(v.path.clone()),
         title: format!("weight-inspect: {}", v.rule),
         message: format!(
-            "expected {}; found {} ({}:{})",
+            "expected {}; found {} ({}:{}){}",
             v.expected,
             v.found,
             shown(policy),
-            v.policy_line
+            v.policy_line,
+            v.explanation
+                .as_deref()
+                .map(|why| format!("\n{why}"))
+                .unwrap_or_default()
         ),
     }
 }
@@ -297,6 +307,7 @@ mod tests {
             policy_rule: 1,
             policy_line: 2,
             detail: Default::default(),
+            explanation: None,
         });
         let out = r.github();
         assert!(out.starts_with(

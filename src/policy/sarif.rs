@@ -476,8 +476,15 @@ fn result_of<'a>(v: &'a Violation, policy: &str, level: Level) -> SarifResult<'a
         level,
         message: Text {
             text: format!(
-                "{}: expected {}; found {} ({policy}:{})",
-                v.rule, v.expected, v.found, v.policy_line
+                "{}: expected {}; found {} ({policy}:{}){}",
+                v.rule,
+                v.expected,
+                v.found,
+                v.policy_line,
+                v.explanation
+                    .as_deref()
+                    .map(|why| format!(". {why}"))
+                    .unwrap_or_default()
             ),
         },
         locations: [Location {
@@ -562,6 +569,7 @@ mod tests {
                 structural_hash: Some(hash.into()),
                 ..Detail::default()
             },
+            explanation: None,
         }
     }
 
