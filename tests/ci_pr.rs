@@ -886,3 +886,36 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
         run.summary
     );
 }
+
+#[test]
+fn an_expected_hash_violation_names_what_differs_from_the_base() {
+    let repo = Repo::new();
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16"], json!({}))}));
+    let out = repo.wi(&["policy", "pin", "models/base.gguf"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    repo.commit_all("pinned");
+    let base = rev(&repo, "HEAD");
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16", "f16"], json!({}))}));
+    repo.commit_all("one more tensor");
+
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let explanation = format!(
+        "the pinned file is {base}:models/base.gguf: tensors +1 −0 ~0, metadata +0 −0 ~0: \
+         +blk.1.weight f16 [256, 2]"
+    );
+    assert!(
+        combined(&run).contains(&format!("\n  {explanation}\n")),
+        "{}",
+        combined(&run)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(json["violations"][0]["rule"], "expected_hash");
+    assert_eq!(json["violations"][0]["explanation"], explanation.as_str());
+    assert_eq!(json["violations"][0]["baseline"], "new");
+    let summary = read(&out.path().join("summary.md"));
+    assert!(summary.contains(" — the pinned file is "), "{summary}");
+}

@@ -269,6 +269,9 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
         }
         for (i, (v, standing)) in rows.iter().enumerate() {
             let mut found = cell_text(&v.found);
+            if let Some(why) = &v.explanation {
+                found.push_str(&format!(" — {}", cell_text(why)));
+            }
             if let Some(was) = &standing.base_found {
                 found.push_str(&format!(" (worse: the base found {})", cell_text(was)));
             }
