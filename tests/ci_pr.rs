@@ -919,3 +919,55 @@ fn an_expected_hash_violation_names_what_differs_from_the_base() {
     let summary = read(&out.path().join("summary.md"));
     assert!(summary.contains(" — the pinned file is "), "{summary}");
 }
+
+/// A sharded safetensors model in f16 whose second tensor holds `seed`'s values.
+fn sharded_f16(seed: u32) -> serde_json::Value {
+    json!({
+        "kind": "sharded_safetensors",
+        "max_shard_size": 600,
+        "tensors": [
+            {"name": "a.weight", "dtype": "float16", "shape": [16, 16], "fill": "arange"},
+            {"name": "b.weight", "dtype": "float16", "shape": [16, 16], "fill": {"normal": seed}},
+        ],
+    })
+}
+
+#[test]
+fn a_multi_file_model_keeps_its_old_violation_across_a_retrained_shard() {
+    let repo = Repo::new();
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"models/llm\"]\nallowed_dtypes = [\"f32\"]\n",
+    );
+    repo.fixtures(json!({"models/llm": sharded_f16(1)}));
+    repo.commit_all("base");
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo.fixtures(json!({"models/llm": sharded_f16(2)}));
+    repo.commit_all("re-trained");
+
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(json["violations"][0]["path"], "models/llm", "{json}");
+    assert_eq!(json["violations"][0]["baseline"], "unchanged", "{json}");
+
+    // One more f16 tensor in the model: the same rule, a larger finding.
+    std::fs::remove_dir_all(repo.path("models/llm")).unwrap();
+    repo.fixtures(json!({"models/llm": {
+        "kind": "sharded_safetensors",
+        "max_shard_size": 600,
+        "tensors": [
+            {"name": "a.weight", "dtype": "float16", "shape": [16, 16], "fill": "arange"},
+            {"name": "b.weight", "dtype": "float16", "shape": [16, 16], "fill": {"normal": 2}},
+            {"name": "c.weight", "dtype": "float16", "shape": [16, 16]},
+        ],
+    }}));
+    repo.commit_all("one more tensor");
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(json["violations"][0]["baseline"], "worse", "{json}");
+}
