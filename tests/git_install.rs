@@ -355,7 +355,7 @@ fn uninstall_leaves_committed_attributes_it_did_not_write() {
         &[
             "unset diff.weight-inspect.textconv",
             "left 7 weight-inspect lines in ",
-            "found them in place and did not write them",
+            "has no record of writing them (it found them in place",
             "  *.gguf diff=weight-inspect",
         ],
     );

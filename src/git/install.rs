@@ -339,7 +339,9 @@ pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
         }
         if !left.is_empty() {
             let why = if !wrote {
-                "`weight-inspect git install` found them in place and did not write them"
+                "`weight-inspect git install` has no record of writing them (it found them in \
+                 place, or an older weight-inspect wrote them); remove them by hand if they \
+                 should go"
             } else {
                 "they are committed (or staged) in the repository; remove them with a commit \
                  if it should stop using the driver"
