@@ -111,13 +111,13 @@ pub fn run_check(
     let mut dirs = model_dirs(&targets);
     if !paths.is_empty() {
         // A named shard or part brings its model (as the hooks judge it when one is staged).
-        for t in &targets {
-            let dir = t.path().rsplit_once('/').map_or("", |(d, _)| d);
-            if !dirs.iter().any(|d| d == dir) && ws.holds_multi_file_model(staged, dir)? {
-                dirs.push(dir.to_owned());
-            }
-        }
+        let named: std::collections::BTreeSet<&str> = targets
+            .iter()
+            .map(|t| t.path().rsplit_once('/').map_or("", |(d, _)| d))
+            .collect();
+        dirs.extend(ws.multi_file_model_dirs(staged, &named)?);
         dirs.sort();
+        dirs.dedup();
     }
     for dir in dirs {
         if !policy.covers(&dir) {

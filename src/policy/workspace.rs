@@ -274,24 +274,36 @@ impl Workspace {
         Ok(out)
     }
 
-    /// Whether the directory `dir` (root-relative) holds the index or the parts of a
-    /// multi-file model: in the index (`staged`) or in the work tree.
-    pub fn holds_multi_file_model(&self, staged: bool, dir: &str) -> Result<bool> {
-        if dir.is_empty() {
-            return Ok(false);
-        }
+    /// Those of `dirs` (root-relative) that hold the index or the parts of a multi-file model:
+    /// in the index (`staged`, read once) or in the work tree.
+    pub fn multi_file_model_dirs(
+        &self,
+        staged: bool,
+        dirs: &std::collections::BTreeSet<&str>,
+    ) -> Result<Vec<String>> {
+        let dirs = dirs.iter().filter(|d| !d.is_empty());
         if staged {
             let entries = self.index_entries()?;
-            return Ok(entries
+            let holding: std::collections::BTreeSet<&str> = entries
                 .iter()
-                .any(|(p, _)| parent(p) == dir && names_a_multi_file_model(file_name(p))));
+                .filter(|(p, _)| names_a_multi_file_model(file_name(p)))
+                .map(|(p, _)| parent(p))
+                .collect();
+            return Ok(dirs
+                .filter(|d| holding.contains(**d))
+                .map(|d| (*d).to_owned())
+                .collect());
         }
-        let Ok(listing) = std::fs::read_dir(self.root.join(dir)) else {
-            return Ok(false);
-        };
-        Ok(listing
-            .flatten()
-            .any(|e| e.file_name().to_str().is_some_and(names_a_multi_file_model)))
+        Ok(dirs
+            .filter(|d| {
+                std::fs::read_dir(self.root.join(d)).is_ok_and(|listing| {
+                    listing
+                        .flatten()
+                        .any(|e| e.file_name().to_str().is_some_and(names_a_multi_file_model))
+                })
+            })
+            .map(|d| (*d).to_owned())
+            .collect())
     }
 
     /// A work-tree file as a target: the file, the file a symbolic link leads to inside the
