@@ -159,6 +159,7 @@ fn a_missing_lfs_object_is_an_error_not_a_pass() {
     let out = repo.wi(&["check", "--staged", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["source"], "staged");
+    assert_eq!(v["selection"], "change");
     assert_eq!(v["errors"][0]["path"], "models/absent.gguf");
     let out = repo.try_git(&["commit", "-m", "absent"]);
     assert!(!out.status.success(), "{}", combined(&out));

@@ -77,6 +77,11 @@ pub fn run_check(
         ws.targets(staged, paths)?
     };
     let mut report = CheckReport::new(policy_shown.to_string(), staged);
+    report.selection = match (paths.is_empty(), staged && scope == Scope::Change) {
+        (false, _) => "paths",
+        (true, true) => "change",
+        (true, false) => "all",
+    };
     // Where the files pinned by `expected_hash` may be found: HEAD, the policy's history.
     let pins = ws.repo.as_ref().map(|repo| PinSearch {
         repo,

@@ -159,6 +159,9 @@ pub struct CheckReport {
     pub policy: String,
     /// "staged" (index blobs) or "worktree".
     pub source: &'static str,
+    /// Which files were judged: "change" (what the commit brings: `--staged`), "all" (every
+    /// staged or tracked file) or "paths" (the PATHS given).
+    pub selection: &'static str,
     /// Files covered by at least one rule and judged (with or without violations).
     pub checked: usize,
     /// Of those, files with at least one violation.
@@ -173,6 +176,7 @@ impl CheckReport {
             schema: crate::identity::SCHEMA_VERSION,
             policy,
             source: if staged { "staged" } else { "worktree" },
+            selection: "all",
             checked: 0,
             failing: 0,
             violations: Vec::new(),
