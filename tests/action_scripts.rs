@@ -749,6 +749,8 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
         json!({
             "changed-files": "1",
             "violations": "1",
+            "new-violations": "1",
+            "pre-existing-violations": "0",
             "failed": "true",
             "report": report_path.display().to_string(),
             "sarif": "out/weight-inspect.sarif",

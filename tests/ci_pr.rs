@@ -122,7 +122,7 @@ const EXPECTED_SUMMARY: &str = r#"## weight-inspect: model changes
 
 **4 model files changed** between `BASE` (`main`) and `HEAD` (`pr`).
 
-Policy `.weight-inspect.toml`: **1 violation** in 1 of 3 files checked.
+Policy `.weight-inspect.toml`: **1 violation** in 1 of 3 files checked (1 brought by the change, 0 already at the base).
 
 **This fails the job** (`fail-on: violation`).
 
@@ -200,7 +200,8 @@ fn pull_request_report_end_to_end() {
     assert_eq!(
         read(&out.path().join("outputs.txt")),
         format!(
-            "changed-files=4\nviolations=1\nfailed=true\nreport={}\n",
+            "changed-files=4\nviolations=1\nnew-violations=1\npre-existing-violations=0\n\
+             failed=true\nreport={}\n",
             report_path.display()
         )
     );
@@ -601,4 +602,372 @@ fn the_policy_covers_other_files_and_its_own_changes() {
         ),
         "{summary}"
     );
+}
+
+/// A GGUF with `quantized` q4_k tensors and one f16 tensor whose values come from `seed`: a
+/// new seed re-trains the weights and keeps the structure.
+fn half_quantized(quantized: usize, seed: u32) -> serde_json::Value {
+    let mut tensors: Vec<serde_json::Value> = (0..quantized)
+        .map(|i| json!({"name": format!("blk.{i}.q"), "dtype": "q4_k", "shape": [2, 256]}))
+        .collect();
+    tensors.push(
+        json!({"name": "out.weight", "dtype": "f16", "shape": [2, 256],
+                        "fill": {"normal": seed}}),
+    );
+    json!({"kind": "gguf", "metadata": {}, "tensors": tensors})
+}
+
+/// Validates a SARIF log against the official 2.1.0 schema (as tests/sarif.rs does).
+fn assert_valid_sarif(sarif: &str) {
+    let schema = common::repo_root().join("tests/fixtures/sarif/sarif-schema-2.1.0.json");
+    let script = r#"
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+errors = list(jsonschema.Draft7Validator(schema).iter_errors(json.load(open(sys.argv[2]))))
+for e in errors:
+    print("/".join(map(str, e.absolute_path)), e.message)
+sys.exit(1 if errors else 0)
+"#;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), sarif).unwrap();
+    let out = std::process::Command::new(common::python())
+        .args(["-c", script])
+        .arg(&schema)
+        .arg(file.path())
+        .output()
+        .unwrap();
+    common::assert_success("SARIF schema validation", &out);
+}
+
+/// Every output of one run: exit code, stdout (with annotations), summary, outputs, JSON, SARIF.
+struct Run {
+    code: i32,
+    log: String,
+    summary: String,
+    outputs: String,
+    json: serde_json::Value,
+    sarif: serde_json::Value,
+}
+
+fn ci_run(repo: &Repo, fail_on: &str) -> Run {
+    let out = tempfile::tempdir().unwrap();
+    let sarif = out.path().join("report.sarif");
+    let run = run_ci(
+        repo,
+        out.path(),
+        &[
+            "--base",
+            "main",
+            "--annotations",
+            "--fail-on",
+            fail_on,
+            "--sarif",
+            sarif.to_str().unwrap(),
+        ],
+    );
+    let sarif_text = read(&sarif);
+    assert_valid_sarif(&sarif_text);
+    Run {
+        code: code(&run),
+        log: combined(&run),
+        summary: read(&out.path().join("summary.md")),
+        outputs: read(&out.path().join("outputs.txt")),
+        json: serde_json::from_str(&read(&out.path().join("report.json"))).unwrap(),
+        sarif: serde_json::from_str(&sarif_text).unwrap(),
+    }
+}
+
+/// main has models/old.gguf violating the policy; a branch from main, for `ci --base main`.
+fn repo_with_old_violation() -> Repo {
+    let repo = Repo::with_lfs(&["*.gguf"]);
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.fixtures(json!({
+        "models/old.gguf": half_quantized(1, 1),
+        "models/keep.gguf": half_quantized(1, 3),
+    }));
+    repo.write("README.md", "models\n");
+    repo.commit_all("base");
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo
+}
+
+#[test]
+fn a_pull_request_that_keeps_an_old_violation_passes() {
+    let repo = repo_with_old_violation();
+    // Re-trained weights, same structure: the violation is the base's.
+    repo.fixtures(json!({"models/old.gguf": half_quantized(1, 2)}));
+    repo.write("README.md", "models, re-trained\n");
+    repo.commit_all("re-train");
+
+    let run = ci_run(&repo, "violation");
+    assert_eq!(run.code, 0, "{}", run.log);
+    let line = "models/old.gguf: allowed_dtypes: expected only f32, f16; found q4_k in 1 tensor";
+    assert!(
+        run.log
+            .contains("(0 brought by the change, 1 already at the base)"),
+        "{}",
+        run.log
+    );
+    let cmds = commands(&run.log);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    assert_eq!(cmds[0].command, "warning");
+    assert_eq!(cmds[0].props["file"], "models/old.gguf");
+    assert!(cmds[0].message.contains("already at the base"), "{cmds:?}");
+    assert!(!run.log.contains("fails with"), "{}", run.log);
+    // The summary lists it in its own section, and does not fail the job.
+    assert!(
+        run.summary
+            .contains("### Policy violations already at the base"),
+        "{}",
+        run.summary
+    );
+    assert!(
+        !run.summary.contains("### Policy violations\n"),
+        "{}",
+        run.summary
+    );
+    assert!(
+        !run.summary.contains("This fails the job"),
+        "{}",
+        run.summary
+    );
+    // JSON and step outputs.
+    assert_eq!(run.json["failed"], false);
+    assert_eq!(run.json["violation_count"], 1);
+    assert_eq!(run.json["new_violation_count"], 0);
+    assert_eq!(run.json["pre_existing_violation_count"], 1);
+    assert_eq!(run.json["violations"][0]["baseline"], "unchanged");
+    assert_eq!(run.json["violations"][0]["path"], "models/old.gguf");
+    for output in [
+        "violations=1",
+        "new-violations=0",
+        "pre-existing-violations=1",
+        "failed=false",
+    ] {
+        assert!(
+            run.outputs.lines().any(|l| l == output),
+            "{output}: {}",
+            run.outputs
+        );
+    }
+    // SARIF: an unchanged warning.
+    let result = &run.sarif["runs"][0]["results"][0];
+    assert_eq!(result["baselineState"], "unchanged");
+    assert_eq!(result["level"], "warning");
+
+    // `violation-any` keeps the old behaviour: every violation fails.
+    let run = ci_run(&repo, "violation-any");
+    assert_eq!(run.code, 1, "{}", run.log);
+    let cmds = commands(&run.log);
+    assert_eq!(cmds[0].command, "error", "{cmds:?}");
+    assert!(cmds[0].message.starts_with(&line[33..]), "{cmds:?}");
+    assert_eq!(run.json["failed"], true);
+    assert_eq!(run.json["fail_on"], "violation-any");
+    assert!(
+        run.outputs.lines().any(|l| l == "failed=true"),
+        "{}",
+        run.outputs
+    );
+    assert_eq!(run.sarif["runs"][0]["results"][0]["level"], "error");
+    assert!(
+        run.summary.contains("This fails the job"),
+        "{}",
+        run.summary
+    );
+}
+
+#[test]
+fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
+    let repo = repo_with_old_violation();
+    // The old file with one more q4_k tensor (worse); a new violating file; and an old
+    // violation renamed as it was (the rename's source had it: unchanged).
+    repo.fixtures(json!({
+        "models/old.gguf": half_quantized(2, 1),
+        "models/new.gguf": gguf(&["q8_0"], json!({})),
+    }));
+    repo.git(&["mv", "models/keep.gguf", "models/kept.gguf"]);
+    repo.commit_all("worse and new");
+
+    let run = ci_run(&repo, "violation");
+    assert_eq!(run.code, 1, "{}", run.log);
+    assert!(
+        run.log
+            .contains("(2 brought by the change, 1 already at the base)"),
+        "{}",
+        run.log
+    );
+    let cmds = commands(&run.log);
+    let level_of = |file: &str| {
+        cmds.iter()
+            .find(|c| c.props["file"] == file)
+            .map(|c| c.command.clone())
+            .unwrap_or_else(|| panic!("{file}: {cmds:?}"))
+    };
+    assert_eq!(level_of("models/old.gguf"), "error");
+    assert_eq!(level_of("models/new.gguf"), "error");
+    assert_eq!(level_of("models/kept.gguf"), "warning");
+    assert!(
+        run.log
+            .contains("found q4_k in 2 tensors (blk.0.q, blk.1.q)"),
+        "{}",
+        run.log
+    );
+    assert!(
+        run.log.contains("worse than at the base")
+            && run.log.contains("which found q4_k in 1 tensor"),
+        "{}",
+        run.log
+    );
+    let by_path = |path: &str| {
+        run.json["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["path"] == path)
+            .unwrap_or_else(|| panic!("{path}: {}", run.json))
+            .clone()
+    };
+    let worse = by_path("models/old.gguf");
+    assert_eq!(worse["baseline"], "worse");
+    assert!(
+        worse["base_found"]
+            .as_str()
+            .unwrap()
+            .starts_with("q4_k in 1 tensor"),
+        "{worse}"
+    );
+    assert_eq!(by_path("models/new.gguf")["baseline"], "new");
+    assert_eq!(by_path("models/kept.gguf")["baseline"], "unchanged");
+    assert_eq!(run.json["new_violation_count"], 2);
+    assert_eq!(run.json["failed"], true);
+    for output in [
+        "new-violations=2",
+        "pre-existing-violations=1",
+        "failed=true",
+    ] {
+        assert!(
+            run.outputs.lines().any(|l| l == output),
+            "{output}: {}",
+            run.outputs
+        );
+    }
+    let states: Vec<(String, String)> = run.sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["properties"]["path"].as_str().unwrap().to_owned(),
+                format!(
+                    "{} {}",
+                    r["baselineState"].as_str().unwrap(),
+                    r["level"].as_str().unwrap()
+                ),
+            )
+        })
+        .collect();
+    assert!(
+        states.contains(&("models/new.gguf".into(), "new error".into())),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("models/old.gguf".into(), "updated error".into())),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("models/kept.gguf".into(), "unchanged warning".into())),
+        "{states:?}"
+    );
+    assert!(
+        run.summary
+            .contains("(worse: the base found q4\\_k in 1 tensor"),
+        "{}",
+        run.summary
+    );
+}
+
+#[test]
+fn an_expected_hash_violation_names_what_differs_from_the_base() {
+    let repo = Repo::new();
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16"], json!({}))}));
+    let out = repo.wi(&["policy", "pin", "models/base.gguf"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    repo.commit_all("pinned");
+    let base = rev(&repo, "HEAD");
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16", "f16"], json!({}))}));
+    repo.commit_all("one more tensor");
+
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let explanation = format!(
+        "the pinned file is {base}:models/base.gguf: tensors +1 −0 ~0, metadata +0 −0 ~0: \
+         +blk.1.weight f16 [256, 2]"
+    );
+    assert!(
+        combined(&run).contains(&format!("\n  {explanation}\n")),
+        "{}",
+        combined(&run)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(json["violations"][0]["rule"], "expected_hash");
+    assert_eq!(json["violations"][0]["explanation"], explanation.as_str());
+    assert_eq!(json["violations"][0]["baseline"], "new");
+    let summary = read(&out.path().join("summary.md"));
+    assert!(summary.contains(" — the pinned file is "), "{summary}");
+}
+
+/// A sharded safetensors model in f16 whose second tensor holds `seed`'s values.
+fn sharded_f16(seed: u32) -> serde_json::Value {
+    json!({
+        "kind": "sharded_safetensors",
+        "max_shard_size": 600,
+        "tensors": [
+            {"name": "a.weight", "dtype": "float16", "shape": [16, 16], "fill": "arange"},
+            {"name": "b.weight", "dtype": "float16", "shape": [16, 16], "fill": {"normal": seed}},
+        ],
+    })
+}
+
+#[test]
+fn a_multi_file_model_keeps_its_old_violation_across_a_retrained_shard() {
+    let repo = Repo::new();
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"models/llm\"]\nallowed_dtypes = [\"f32\"]\n",
+    );
+    repo.fixtures(json!({"models/llm": sharded_f16(1)}));
+    repo.commit_all("base");
+    repo.git(&["checkout", "-q", "-b", "pr"]);
+    repo.fixtures(json!({"models/llm": sharded_f16(2)}));
+    repo.commit_all("re-trained");
+
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(json["violations"][0]["path"], "models/llm", "{json}");
+    assert_eq!(json["violations"][0]["baseline"], "unchanged", "{json}");
+
+    // One more f16 tensor in the model: the same rule, a larger finding.
+    std::fs::remove_dir_all(repo.path("models/llm")).unwrap();
+    repo.fixtures(json!({"models/llm": {
+        "kind": "sharded_safetensors",
+        "max_shard_size": 600,
+        "tensors": [
+            {"name": "a.weight", "dtype": "float16", "shape": [16, 16], "fill": "arange"},
+            {"name": "b.weight", "dtype": "float16", "shape": [16, 16], "fill": {"normal": 2}},
+            {"name": "c.weight", "dtype": "float16", "shape": [16, 16]},
+        ],
+    }}));
+    repo.commit_all("one more tensor");
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(json["violations"][0]["baseline"], "worse", "{json}");
 }

@@ -321,3 +321,82 @@ fn warns_when_git_cannot_write_the_textconv_cache() {
     repo.ok(&["config", "user.email", "t@t"]);
     assert_lacks(&run(&["git", "install"]), &["committer identity"]);
 }
+
+#[test]
+fn uninstall_leaves_committed_attributes_it_did_not_write() {
+    // A repository that commits the attributes, with LFS lines and ours.
+    let origin = Repo::with_lfs(MODEL_PATTERNS);
+    wi_ok(&origin, &["git", "install"]);
+    origin.write("README.md", "models\n");
+    origin.commit_all("attributes");
+    let committed = std::fs::read_to_string(origin.path(".gitattributes")).unwrap();
+    assert!(committed.ends_with(BLOCK), "{committed}");
+
+    // A clone: install finds the lines in place and writes none of them.
+    let clone_dir = origin.tmp.path().join("clone");
+    origin.ok(&[
+        "clone",
+        "-q",
+        origin.dir.to_str().unwrap(),
+        clone_dir.to_str().unwrap(),
+    ]);
+    let clone = Repo {
+        tmp: tempfile::tempdir().unwrap(),
+        dir: clone_dir,
+        home: origin.home.clone(),
+    };
+    let report = wi_ok(&clone, &["git", "install"]);
+    assert_lacks(&report, &["added `", "moved to the end"]);
+    assert_contains(&report, &["set diff.weight-inspect.textconv"]);
+
+    let report = wi_ok(&clone, &["git", "uninstall"]);
+    assert_contains(
+        &report,
+        &[
+            "unset diff.weight-inspect.textconv",
+            "left 7 weight-inspect lines in ",
+            "has no record of writing them (it found them in place",
+            "  *.gguf diff=weight-inspect",
+        ],
+    );
+    assert_lacks(&report, &["removed"]);
+    assert_eq!(
+        std::fs::read_to_string(clone.path(".gitattributes")).unwrap(),
+        committed
+    );
+    assert_eq!(clone.ok(&["status", "--porcelain"]), "");
+    let config = local_config(&clone);
+    assert!(!config.contains("weight-inspect"), "{config}");
+
+    // Lines install wrote and the user then committed are left too, and said why.
+    wi_ok(&origin, &["git", "uninstall"]);
+    assert_eq!(
+        std::fs::read_to_string(origin.path(".gitattributes")).unwrap(),
+        committed
+    );
+    let again = wi_ok(&origin, &["git", "install"]);
+    assert_lacks(&again, &["added `"]);
+    let report = wi_ok(&origin, &["git", "uninstall"]);
+    assert_contains(&report, &["left 7 weight-inspect lines"]);
+    assert_eq!(origin.ok(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn uninstall_after_the_lines_were_committed_keeps_them() {
+    let repo = Repo::new();
+    wi_ok(&repo, &["git", "install"]);
+    repo.commit_all("attributes");
+    let report = wi_ok(&repo, &["git", "uninstall"]);
+    assert_contains(
+        &report,
+        &[
+            "left 7 weight-inspect lines",
+            "they are committed (or staged)",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path(".gitattributes")).unwrap(),
+        BLOCK
+    );
+    assert_eq!(repo.ok(&["status", "--porcelain"]), "");
+}

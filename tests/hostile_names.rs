@@ -437,9 +437,9 @@ fn policy_reports_show_hostile_paths_and_names_escaped() {
     let repo = hostile_repo();
     for args in [
         vec!["check"],
-        vec!["check", "--staged"],
+        vec!["check", "--staged", "--all"],
         vec!["check", "--format", "github"],
-        vec!["check", "--staged", "--format", "github"],
+        vec!["check", "--staged", "--all", "--format", "github"],
     ] {
         let out = repo.wi(&args);
         // Violations, and a file that could not be checked.

@@ -286,6 +286,7 @@ fn json_and_github_outputs() {
     assert!(text.starts_with("{\n  \"schema\": 1,"), "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["source"], "worktree");
+    assert_eq!(v["selection"], "paths");
     assert_eq!(v["checked"], 1);
     assert_eq!(v["failing"], 1);
     assert_eq!(v["violations"][0]["path"], "m/a,b:c.gguf");

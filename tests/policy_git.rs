@@ -159,6 +159,7 @@ fn a_missing_lfs_object_is_an_error_not_a_pass() {
     let out = repo.wi(&["check", "--staged", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["source"], "staged");
+    assert_eq!(v["selection"], "change");
     assert_eq!(v["errors"][0]["path"], "models/absent.gguf");
     let out = repo.try_git(&["commit", "-m", "absent"]);
     assert!(!out.status.success(), "{}", combined(&out));
@@ -201,7 +202,9 @@ fn pinned_hash_mismatch_after_an_edit() {
     let out = repo.wi(&["check"]);
     assert_eq!(code(&out), 1, "{}", combined(&out));
     assert!(common::stdout(&out).starts_with(&format!(
-        "models/base.gguf: expected_hash: expected {hash}; found {new_hash} [.weight-inspect.toml:8]\n"
+        "models/base.gguf: expected_hash: expected {hash}; found {new_hash} [.weight-inspect.toml:8]\n  \
+         the pinned file is HEAD:models/base.gguf: tensors +0 −0 ~0, metadata +0 −0 ~1: \
+         general.name \"base\" → \"edited\"\n"
     )), "{}", combined(&out));
     repo.git(&["add", "models/base.gguf"]);
     let out = repo.try_git(&["commit", "-m", "edited"]);
@@ -352,6 +355,66 @@ fn a_large_model_blob_without_lfs_is_judged_from_a_prefix() {
     assert!(text.contains("models/big.gguf: allowed_dtypes: expected only f32, f16, q8_0; found q4_k in 1 tensor (output.weight)"), "{text}");
     assert!(
         text.contains("2 violations in 1 of 1 file checked"),
+        "{text}"
+    );
+}
+
+/// An `expected_hash` violation names what differs from the pinned file: found in HEAD, else
+/// in the commit of the policy's history that set the pin; else it gives the commands.
+#[test]
+fn expected_hash_names_what_differs_from_the_pinned_file() {
+    let repo = Repo::new();
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16", "f16"], json!({}))}));
+    let out = repo.wi(&["policy", "pin", "models/base.gguf"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    repo.commit_all("pinned");
+    // A later commit (past the hook) changes the model: HEAD no longer holds the pinned file,
+    // the commit that set the pin does.
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16", "f32"], json!({}))}));
+    repo.commit_all("changed");
+    let pinned_at = repo.ok(&["rev-parse", "HEAD~1"]).trim().to_owned();
+    repo.fixtures(json!({"models/base.gguf": gguf(&["f16", "f32", "f32"], json!({}))}));
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = common::stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "\n  the pinned file is {pinned_at}:models/base.gguf: tensors +1 −0 ~1, metadata +0 −0 ~0: \
+             blk.1.weight f16 [256, 2] → f32 [256, 2], +blk.2.weight f32 [256, 2]\n"
+        )),
+        "{text}"
+    );
+    let json = repo.wi(&["check", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let pinned = json["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["rule"] == "expected_hash")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert!(
+        pinned["explanation"]
+            .as_str()
+            .unwrap()
+            .starts_with("the pinned file is "),
+        "{json}"
+    );
+
+    // A pin whose file is nowhere in the history: the exact commands to find and see it.
+    let made_up = "ab".repeat(32);
+    let policy = repo.read(".weight-inspect.toml");
+    let start = policy.find("expected_hash = \"").unwrap() + "expected_hash = \"".len();
+    let policy = format!("{}{made_up}{}", &policy[..start], &policy[start + 64..]);
+    repo.write(".weight-inspect.toml", &policy);
+    let out = repo.wi(&["check"]);
+    let text = common::stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "  no version of models/base.gguf with the pinned hash found in HEAD; find the commit \
+             that pinned it with `git log -S {made_up} -- .weight-inspect.toml`, then compare \
+             with `weight-inspect diff REV:models/base.gguf models/base.gguf`\n"
+        )),
         "{text}"
     );
 }

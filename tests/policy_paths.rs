@@ -213,7 +213,7 @@ fn check_follows_work_tree_links_inside_and_refuses_the_others_at_once() {
     // repository (here to /dev/zero, which never ends) is reported, not read.
     for args in [
         vec!["check"],
-        vec!["check", "--staged"],
+        vec!["check", "--staged", "--all"],
         vec!["check", "zero.gguf", "models"],
         vec!["check", "."],
     ] {
@@ -243,7 +243,7 @@ fn check_follows_work_tree_links_inside_and_refuses_the_others_at_once() {
             "dir.gguf: a symbolic link to models, which leads to a directory, not a regular file",
         ],
     );
-    let err = stderr(&wi(&repo, &["check", "--staged"]));
+    let err = stderr(&wi(&repo, &["check", "--staged", "--all"]));
     assert_contains(
         &err,
         &[

@@ -283,7 +283,7 @@ fn a_file_that_cannot_be_checked_is_a_tool_notification() {
         format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 12345\n");
     repo.write("models/absent.gguf", &pointer);
     repo.git(&["add", "models/absent.gguf"]);
-    let out = repo.wi(&["check", "--staged", "--format", "sarif"]);
+    let out = repo.wi(&["check", "--staged", "--all", "--format", "sarif"]);
     // An error (exit 2), the SARIF on stdout all the same, the error on stderr too.
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(

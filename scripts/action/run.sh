@@ -4,7 +4,7 @@
 #
 # Inputs (environment): WI_BIN (the binary), WI_BASE and WI_HEAD (commits), WI_POLICY (a
 # policy file, or empty for .weight-inspect.toml when it exists), WI_FAIL_ON
-# (violation|change|never), WI_PATHS (paths, directories or globs, one per line), WI_VALUES
+# (violation|violation-any|change|never), WI_PATHS (paths, directories or globs, one per line), WI_VALUES
 # (`true` to compare weight values too), WI_TOKEN and WI_SERVER_URL (a token for the LFS server
 # of the repository on that server: LFS objects the checkout did not fetch have their headers
 # read from it), WI_SARIF (a SARIF file to write, or empty; its path becomes the step output

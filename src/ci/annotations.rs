@@ -46,8 +46,20 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
     };
     let policy = report.policy.as_deref().unwrap_or_default();
     let mut all = Vec::new();
-    for v in &report.violations {
-        all.push(violation_annotation(v, policy, policy_level));
+    for (v, standing) in report.judged() {
+        // A violation the base already had does not fail the job (unless --fail-on
+        // violation-any): a warning that says so.
+        let pre_existing = !standing.baseline.brought() && report.fail_on != FailOn::ViolationAny;
+        let level = if pre_existing {
+            Level::Warning
+        } else {
+            policy_level
+        };
+        let mut annotation = violation_annotation(v, policy, level);
+        annotation
+            .message
+            .push_str(&super::report::standing_note(standing, &report.base));
+        all.push(annotation);
     }
     for e in &report.unchecked {
         all.push(Annotation {

@@ -116,9 +116,10 @@ fn header(report: &CiReport) -> String {
         Some(policy) => {
             let _ = writeln!(
                 out,
-                "Policy {}: {}.",
+                "Policy {}: {}{}.",
                 code(policy),
-                report.tally().sentence(Phrasing::Markdown)
+                report.tally().sentence(Phrasing::Markdown),
+                report.standing_sentence()
             );
         }
     }
@@ -231,33 +232,65 @@ fn file_row(f: &ComparedFile) -> String {
 
 fn violations_table(w: &mut Budgeted, report: &CiReport) {
     let Some(policy) = &report.policy else { return };
-    if !report.violations.is_empty() {
-        let head = "\n### Policy violations\n\n| File | Rule | Expected | Found | Policy |\n\
-                    | --- | --- | --- | --- | --- |\n";
-        if !w.push(head) {
+    // What the change brought first, then what the base already had.
+    let brought: Vec<_> = report
+        .judged()
+        .filter(|(_, s)| s.baseline.brought())
+        .collect();
+    let kept: Vec<_> = report
+        .judged()
+        .filter(|(_, s)| !s.baseline.brought())
+        .collect();
+    let base = report.base.short();
+    let sections = [
+        ("\n### Policy violations\n\n".to_owned(), brought),
+        (
+            format!(
+                "\n### Policy violations already at the base\n\nThe base ({base}) has these \
+                 too; they {} the job.\n\n",
+                if report.fail_on == super::FailOn::ViolationAny {
+                    "fail (`--fail-on violation-any`)"
+                } else {
+                    "do not fail"
+                }
+            ),
+            kept,
+        ),
+    ];
+    for (title, rows) in sections {
+        if rows.is_empty() {
+            continue;
+        }
+        let head = format!(
+            "{title}| File | Rule | Expected | Found | Policy |\n| --- | --- | --- | --- | --- |\n"
+        );
+        if !w.push(&head) {
             w.note(&format!(
                 "\n_{} not listed: {LIMIT_NOTE}; see the annotations and the JSON report._\n",
-                plural(report.violations.len(), "violation", "violations")
+                plural(rows.len(), "violation", "violations")
             ));
             return;
         }
-        for (i, v) in report.violations.iter().enumerate() {
+        for (i, (v, standing)) in rows.iter().enumerate() {
+            let mut found = cell_text(&v.found);
+            if let Some(why) = &v.explanation {
+                found.push_str(&format!(" — {}", cell_text(why)));
+            }
+            if let Some(was) = &standing.base_found {
+                found.push_str(&format!(" (worse: the base found {})", cell_text(was)));
+            }
             let row = format!(
                 "| {} | {} | {} | {} | {} |\n",
                 cell_code(&v.path),
                 cell_code(v.rule),
                 cell_text(&v.expected),
-                cell_text(&v.found),
+                found,
                 cell_code(&format!("{policy}:{}", v.policy_line))
             );
             if !w.push(&row) {
                 w.note(&format!(
                     "\n_{} not listed: {LIMIT_NOTE}; see the JSON report._\n",
-                    plural(
-                        report.violations.len() - i,
-                        "more violation",
-                        "more violations"
-                    )
+                    plural(rows.len() - i, "more violation", "more violations")
                 ));
                 return;
             }
@@ -466,6 +499,7 @@ mod tests {
                 .collect(),
             checked: 0,
             violations: Vec::new(),
+            standings: Vec::new(),
             unchecked: Vec::new(),
         }
     }

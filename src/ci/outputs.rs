@@ -25,11 +25,25 @@ struct JsonReport<'a> {
     policy_changed: bool,
     changed_files: usize,
     violation_count: usize,
+    /// Violations the change brought (new, or worse than at the base).
+    new_violation_count: usize,
+    /// Violations the base already had, unchanged.
+    pre_existing_violation_count: usize,
     /// Files the policy judged.
     checked: usize,
     files: Vec<FileJson<'a>>,
-    violations: &'a [Violation],
+    violations: Vec<JudgedViolation<'a>>,
     unchecked: &'a [FileError],
+}
+
+/// A violation with its standing against the base: `"baseline": "new" | "worse" |
+/// "unchanged"`, and for a worse one `"base_found"`.
+#[derive(Serialize)]
+struct JudgedViolation<'a> {
+    #[serde(flatten)]
+    violation: &'a Violation,
+    #[serde(flatten)]
+    standing: &'a crate::policy::Standing,
 }
 
 /// The report as JSON (schema 1), pretty-printed.
@@ -45,9 +59,17 @@ pub fn json(report: &CiReport) -> Result<String> {
         policy_changed: report.policy_changed,
         changed_files: report.files.len(),
         violation_count: report.violations.len(),
+        new_violation_count: report.brought(),
+        pre_existing_violation_count: report.pre_existing(),
         checked: report.checked,
         files,
-        violations: &report.violations,
+        violations: report
+            .judged()
+            .map(|(violation, standing)| JudgedViolation {
+                violation,
+                standing,
+            })
+            .collect(),
         unchecked: &report.unchecked,
     };
     let mut s = serde_json::to_string_pretty(&doc).map_err(CiError::Serialize)?;
@@ -76,6 +98,8 @@ pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
     };
     let text = render_sarif(&SarifInput {
         violations: &report.violations,
+        baseline: Some(&report.standings),
+        fail_on_any: report.fail_on == FailOn::ViolationAny,
         errors: &report.unchecked,
         policy: report.policy.as_deref().unwrap_or_default(),
         level,
@@ -102,6 +126,12 @@ pub fn output_lines(
     let mut out = String::new();
     push_output(&mut out, "changed-files", &report.files.len().to_string());
     push_output(&mut out, "violations", &report.violations.len().to_string());
+    push_output(&mut out, "new-violations", &report.brought().to_string());
+    push_output(
+        &mut out,
+        "pre-existing-violations",
+        &report.pre_existing().to_string(),
+    );
     push_output(
         &mut out,
         "failed",

@@ -13,17 +13,24 @@ use crate::git::tree_entry;
 use crate::git::{ComparedFile, counts_text, short_hash};
 use crate::git::{PathFilter, Status};
 use crate::policy::follow_committed_link;
+use crate::policy::{
+    Baseline, Phrasing, PinSearch, Standing, Tally, classify_against_base, plural,
+};
 use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
-use crate::policy::{Phrasing, Tally, plural};
+use crate::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 
 /// What makes the run fail (exit 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum FailOn {
-    /// A policy violation, or a file the policy could not judge.
+    /// A violation the change brings (new, or worse than at the base), or a file the policy
+    /// could not judge. Violations already at the base are reported as warnings.
     Violation,
+    /// Any policy violation on the head side, whether or not the base already had it, or a
+    /// file the policy could not judge.
+    ViolationAny,
     /// Any changed model file (and everything `violation` fails on).
     Change,
     /// Nothing: report only (violations become warnings).
@@ -34,6 +41,7 @@ impl FailOn {
     pub fn name(self) -> &'static str {
         match self {
             FailOn::Violation => "violation",
+            FailOn::ViolationAny => "violation-any",
             FailOn::Change => "change",
             FailOn::Never => "never",
         }
@@ -81,6 +89,15 @@ struct HeadFile {
     path: String,
     id: ObjectId,
     link: bool,
+    /// The file at the base: the same path, or the rename's source.
+    base: Option<BaseFile>,
+}
+
+/// The base side of a judged file.
+struct BaseFile {
+    path: String,
+    id: ObjectId,
+    link: bool,
 }
 
 /// Everything one run found.
@@ -96,6 +113,8 @@ pub struct CiReport {
     /// Files the policy judged (model files and other covered files).
     pub checked: usize,
     pub violations: Vec<Violation>,
+    /// For each violation (same order): whether the base already had it.
+    pub standings: Vec<Standing>,
     /// Files the policy could not judge (e.g. LFS object not present locally).
     pub unchecked: Vec<FileError>,
 }
@@ -181,6 +200,7 @@ impl CiReport {
             files,
             checked: 0,
             violations: Vec::new(),
+            standings: Vec::new(),
             unchecked: Vec::new(),
         };
         if let Some(loaded) = &policy {
@@ -215,6 +235,11 @@ impl CiReport {
                     path: f.change.new_path.clone()?,
                     id: f.change.new_id?,
                     link: f.change.new_link,
+                    base: base_file(
+                        f.change.old_path.as_ref(),
+                        f.change.old_id,
+                        f.change.old_link,
+                    ),
                 })
             })
             .collect();
@@ -227,6 +252,7 @@ impl CiReport {
                 .filter(|c| c.status != Status::Removed)
                 .filter_map(|c| {
                     Some(HeadFile {
+                        base: base_file(c.old_path.as_ref(), c.old_id, c.old_link),
                         path: c.new_path?,
                         id: c.new_id?,
                         link: c.new_link,
@@ -236,7 +262,13 @@ impl CiReport {
         subjects.sort_by(|a, b| a.path.cmp(&b.path));
         let head = self.head.commit.clone();
         let lookup = |p: &str| crate::git::tree_entry(repo, &head, p);
-        for HeadFile { path, id, link } in subjects {
+        for HeadFile {
+            path,
+            id,
+            link,
+            base,
+        } in subjects
+        {
             let origin = if link {
                 if !loaded.policy.covers(&path) {
                     continue;
@@ -262,9 +294,24 @@ impl CiReport {
                 remote,
             };
             match crate::policy::evaluate(&loaded.policy, &subject) {
-                Ok(Some(found)) => {
+                Ok(Some(mut found)) => {
                     self.checked += 1;
-                    self.violations.extend(found);
+                    if found.iter().any(|v| v.rule == "expected_hash") {
+                        let pins = PinSearch {
+                            repo,
+                            remote,
+                            revs: vec![self.base.commit.clone()],
+                            policy_path: loaded.repo_path.clone(),
+                        };
+                        let current = crate::policy::read_artifact(&subject).ok();
+                        pins.explain(&mut found, current.as_ref());
+                    }
+                    let at_base = if found.is_empty() {
+                        Vec::new()
+                    } else {
+                        self.base_violations(repo, &loaded.policy, &path, base, remote)
+                    };
+                    self.push_judged(found, &at_base);
                 }
                 Ok(None) => {}
                 Err(e) => self.unchecked.push(FileError::new(&path, &e)),
@@ -277,6 +324,7 @@ impl CiReport {
     /// Judges the head side of each changed multi-file model whose directory a rule covers,
     /// as one model (see docs/policy.md, "Multi-file models").
     fn apply_policy_to_models(&mut self, policy: &Policy, remote: &crate::git::RemoteOptions) {
+        let mut judged = Vec::new();
         for f in &self.files {
             let (Some(_), Some(new_path), Some(side)) = (&f.model, &f.change.new_path, &f.new)
             else {
@@ -300,21 +348,128 @@ impl CiReport {
                 origin: Origin::Model(Box::new(artifact.clone())),
                 remote,
             };
-            match crate::policy::evaluate(policy, &subject) {
-                Ok(found) => self.violations.extend(found.unwrap_or_default()),
-                Err(e) => self.unchecked.push(FileError::new(dir, &e)),
-            }
+            let found = match crate::policy::evaluate(policy, &subject) {
+                Ok(found) => found.unwrap_or_default(),
+                Err(e) => {
+                    self.unchecked.push(FileError::new(dir, &e));
+                    continue;
+                }
+            };
+            // The model at the base, judged the same way (a model that did not read as one
+            // there had no violation to keep).
+            let at_base = match f.old.as_ref().and_then(|old| old.artifact()) {
+                Some(old) if !found.is_empty() => {
+                    let subject = Subject {
+                        path: dir.to_owned(),
+                        origin: Origin::Model(Box::new(old.clone())),
+                        remote,
+                    };
+                    crate::policy::evaluate(policy, &subject)
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            judged.push((found, at_base));
         }
+        for (found, at_base) in judged {
+            self.push_judged(found, &at_base);
+        }
+    }
+
+    /// Adds the head side's violations of one file with their standing against the base's.
+    fn push_judged(&mut self, found: Vec<Violation>, at_base: &[Violation]) {
+        for v in found {
+            self.standings.push(classify_against_base(&v, at_base));
+            self.violations.push(v);
+        }
+    }
+
+    /// The violations the head policy finds in the base side of a file, under the head path
+    /// (so that the same rules apply). A base side that cannot be judged has none: the head's
+    /// violations then count as new.
+    fn base_violations(
+        &self,
+        repo: &gix::Repository,
+        policy: &Policy,
+        path: &str,
+        base: Option<BaseFile>,
+        remote: &crate::git::RemoteOptions,
+    ) -> Vec<Violation> {
+        let Some(base) = base else {
+            return Vec::new();
+        };
+        let commit = self.base.commit.clone();
+        let lookup = |p: &str| crate::git::tree_entry(repo, &commit, p);
+        let origin = if base.link {
+            match follow_committed_link(
+                repo,
+                &base.path,
+                base.id,
+                &self.base.rev,
+                Some(&self.base.commit),
+                &lookup,
+            ) {
+                Ok(origin) => origin,
+                Err(_) => return Vec::new(),
+            }
+        } else {
+            Origin::Blob {
+                repo,
+                id: base.id,
+                tree: Some(self.base.commit.clone()),
+            }
+        };
+        let subject = Subject {
+            path: path.to_owned(),
+            origin,
+            remote,
+        };
+        crate::policy::evaluate(policy, &subject)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Violations the change brought (new, or worse than at the base).
+    pub fn brought(&self) -> usize {
+        self.standings
+            .iter()
+            .filter(|s| s.baseline.brought())
+            .count()
+    }
+
+    /// Violations already at the base, unchanged.
+    pub fn pre_existing(&self) -> usize {
+        self.violations.len() - self.brought()
+    }
+
+    /// "; 1 brought by the change, 2 already at the base" (nothing without violations).
+    pub fn standing_sentence(&self) -> String {
+        if self.violations.is_empty() {
+            return String::new();
+        }
+        format!(
+            " ({} brought by the change, {} already at the base)",
+            self.brought(),
+            self.pre_existing()
+        )
+    }
+
+    /// The violations with their standing.
+    pub fn judged(&self) -> impl Iterator<Item = (&Violation, &Standing)> {
+        self.violations.iter().zip(&self.standings)
     }
 
     /// Whether the run fails the job under `--fail-on`.
     pub fn failed(&self) -> bool {
+        let brought = self.brought() > 0 || !self.unchecked.is_empty();
         let policy_failed = !self.violations.is_empty() || !self.unchecked.is_empty();
         match self.fail_on {
-            FailOn::Violation => policy_failed,
-            FailOn::Change => {
-                policy_failed || self.files.iter().any(ComparedFile::counts_as_change)
-            }
+            FailOn::Violation => brought,
+            FailOn::ViolationAny => policy_failed,
+            FailOn::Change => brought || self.files.iter().any(ComparedFile::counts_as_change),
             FailOn::Never => false,
         }
     }
@@ -353,6 +508,7 @@ impl CiReport {
             Some(policy) => {
                 out.push_str("; ");
                 out.push_str(&self.tally().sentence(Phrasing::Ci { policy }));
+                out.push_str(&self.standing_sentence());
             }
         }
         if self.failed() {
@@ -383,8 +539,9 @@ impl CiReport {
         }
         if violations {
             let policy = self.policy.as_deref().unwrap_or_default();
-            for v in &self.violations {
+            for (v, standing) in self.judged() {
                 out.push_str(&crate::policy::violation_line(v, policy));
+                out.push_str(&standing_note(standing, &self.base));
                 out.push('\n');
             }
             for e in &self.unchecked {
@@ -406,6 +563,28 @@ fn hash_text(side: Option<&crate::git::ModelSide>) -> String {
     match side.and_then(|s| s.artifact()) {
         Some(artifact) if artifact.layout.is_truncated() => format!("{hash} (incomplete)"),
         _ => hash,
+    }
+}
+
+/// The base side of a change, when it had one.
+fn base_file(path: Option<&String>, id: Option<ObjectId>, link: bool) -> Option<BaseFile> {
+    Some(BaseFile {
+        path: path?.clone(),
+        id: id?,
+        link,
+    })
+}
+
+/// What a violation line says of its standing: nothing for a new one.
+pub(crate) fn standing_note(standing: &Standing, base: &Rev) -> String {
+    match standing.baseline {
+        Baseline::New => String::new(),
+        Baseline::Unchanged => format!(" (already at the base {})", base.short()),
+        Baseline::Worse => format!(
+            " (worse than at the base {}, which found {})",
+            base.short(),
+            standing.base_found.as_deref().unwrap_or_default()
+        ),
     }
 }
 

@@ -28,11 +28,13 @@ pub struct CiArgs {
     /// violation lines.
     #[arg(long)]
     pub annotations: bool,
-    /// What fails the run (exit 1): policy violations, any changed model file, or nothing.
+    /// What fails the run (exit 1): violations the change brings (new, or worse than at the
+    /// base; those the base already had are warnings), every violation (violation-any), any
+    /// changed model file, or nothing.
     #[arg(long, value_enum, default_value_t = FailOn::Violation)]
     pub fail_on: FailOn,
     /// Append step outputs to FILE (in Actions: $GITHUB_OUTPUT): changed-files, violations,
-    /// failed, report, html.
+    /// new-violations, pre-existing-violations, failed, report, html.
     #[arg(long, value_name = "FILE")]
     pub outputs: Option<PathBuf>,
     /// Write the full report as JSON (schema 1) to FILE.

@@ -12,9 +12,14 @@ use super::error::Result;
 /// Evaluate the policy file against model files (exit 0 clean, 1 violations, 2 error).
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// Judge what is staged (the index blobs) instead of the working tree.
+    /// Judge what is staged (the index blobs) instead of the working tree: without PATHS, the
+    /// files the commit adds, modifies or renames (--all: every staged file).
     #[arg(long)]
     pub staged: bool,
+    /// With --staged and no PATHS: judge every staged file, not only what the commit brings
+    /// (the files added, modified or renamed against HEAD).
+    #[arg(long, requires = "staged", conflicts_with = "paths")]
+    pub all: bool,
     /// Policy file (default: .weight-inspect.toml at the repository root).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
@@ -22,7 +27,8 @@ pub struct CheckArgs {
     /// SARIF 2.1.0 for code scanning.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
-    /// Files or directories to check (default: every staged/tracked file a rule matches).
+    /// Files or directories to check (default: every tracked file a rule matches; with
+    /// --staged, the staged change).
     #[arg(value_name = "PATHS")]
     pub paths: Vec<PathBuf>,
 }
@@ -30,7 +36,24 @@ pub struct CheckArgs {
 pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
     let ws = Workspace::discover(args.policy.as_deref(), remote)?;
     let (policy, shown) = load(&ws, args.policy.as_ref())?;
-    let report = crate::policy::run_check(&ws, &policy, &shown, args.staged, &args.paths)?;
+    let scope = if args.all {
+        crate::policy::Scope::Everything
+    } else {
+        crate::policy::Scope::Change
+    };
+    let policy_in_repo = ws
+        .relative(&ws.policy_path(args.policy.as_deref()))
+        .ok()
+        .filter(|p| !p.is_empty());
+    let report = crate::policy::run_check(
+        &ws,
+        &policy,
+        &shown,
+        args.staged,
+        scope,
+        &args.paths,
+        policy_in_repo,
+    )?;
     match args.format {
         OutputFormat::Text => {
             let (out, err) = report.text();

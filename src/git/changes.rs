@@ -188,6 +188,26 @@ pub fn tree_files(
         .collect())
 }
 
+/// Every file and symbolic link of HEAD's tree (nothing before the first commit), by path:
+/// what a commit's staged changes are measured against.
+pub fn head_entries(repo: &gix::Repository) -> Result<BTreeMap<String, super::Entry>> {
+    if head_is_unborn(repo) {
+        return Ok(BTreeMap::new());
+    }
+    let tree = resolve_tree(repo, "HEAD")?;
+    Ok(tree_blobs(repo, tree, &|_| true)?
+        .into_iter()
+        .map(|(path, side)| {
+            let entry = if side.link {
+                super::Entry::Link(side.id)
+            } else {
+                super::Entry::File(side.id)
+            };
+            (path, entry)
+        })
+        .collect())
+}
+
 /// A file or symbolic link of a tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct BlobSide {

@@ -206,6 +206,12 @@ fn shell_quote(text: &str) -> String {
     }
 }
 
+/// Set (in the scope's config) when install wrote the attribute lines, so that uninstall
+/// removes only lines this install wrote, never ones it found in place (a clone of a
+/// repository that commits them).
+const WROTE_ATTRIBUTES: &str = "weight-inspect.wroteattributes";
+const RECORD_SECTION: &str = "weight-inspect";
+
 /// The config keys of a mode and their values.
 fn wanted_config(mode: Mode, program: &str, tensor_hashes: bool) -> Vec<(String, String, bool)> {
     let textconv_flags = if tensor_hashes {
@@ -256,6 +262,8 @@ pub fn install(cwd: &Path, scope: Scope, mode: Mode, tensor_hashes: bool) -> Res
     let (updated, change) = add_rules(&attributes.text);
     if let Some(change) = change {
         write_attributes(&target.attributes, &updated)?;
+        // What uninstall may take back: only lines this install wrote.
+        target.set(WROTE_ATTRIBUTES, "true")?;
         for rule in RULES {
             let _ = writeln!(
                 report,
@@ -293,8 +301,9 @@ fn has_committer_identity(dir: &Path) -> bool {
     super::process::output(dir, &["var", "GIT_COMMITTER_IDENT"]).is_ok_and(|o| o.status.success())
 }
 
-/// Removes what [`install`] added: our config keys (and the then-empty section) and our
-/// attribute lines.
+/// Removes what [`install`] wrote: our config keys (and the then-empty section) and the
+/// attribute lines it added. Lines it found in place, and lines committed or staged in the
+/// repository's `.gitattributes`, are left, and the report says which and why.
 pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
     let target = Target::resolve(cwd, scope)?;
     let mut report = String::new();
@@ -305,35 +314,94 @@ pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
         }
     }
     target.remove_section_if_empty()?;
+    let wrote = target.get(WROTE_ATTRIBUTES)?.is_some();
     let attributes = read_attributes(&target.attributes)?;
     if attributes.exists {
-        let (updated, removed) = remove_rules(&attributes.text);
+        let committed = match scope {
+            Scope::Repository => committed_attributes(cwd)?,
+            Scope::Global => Committed::default(),
+        };
+        let removable = |line: &str| wrote && !committed.lines.contains(line.trim());
+        let (updated, removed, left) = remove_rules(&attributes.text, &removable);
+        let file = shown_path(&target.attributes);
         if removed > 0 {
-            if updated.trim().is_empty() {
+            if updated.trim().is_empty() && !committed.tracked {
                 std::fs::remove_file(&target.attributes).map_err(|e| GitError::Io {
                     path: target.attributes.clone(),
                     source: e,
                 })?;
                 let _ = writeln!(
                     report,
-                    "removed {} (it held only weight-inspect's lines)",
-                    shown_path(&target.attributes)
+                    "removed {file} (it held only the lines weight-inspect wrote)"
                 );
             } else {
                 write_attributes(&target.attributes, &updated)?;
                 let _ = writeln!(
                     report,
-                    "removed {removed} weight-inspect line{} from {}",
+                    "removed {removed} weight-inspect line{} from {file}",
                     if removed == 1 { "" } else { "s" },
-                    shown_path(&target.attributes)
                 );
             }
         }
+        if !left.is_empty() {
+            let why = if !wrote {
+                "`weight-inspect git install` has no record of writing them (it found them in \
+                 place, or an older weight-inspect wrote them); remove them by hand if they \
+                 should go"
+            } else {
+                "they are committed (or staged) in the repository; remove them with a commit \
+                 if it should stop using the driver"
+            };
+            let _ = writeln!(
+                report,
+                "left {} weight-inspect line{} in {file}: {why}:",
+                left.len(),
+                if left.len() == 1 { "" } else { "s" },
+            );
+            for line in &left {
+                let _ = writeln!(report, "  {}", crate::escape::shown(line));
+            }
+        }
+    }
+    if wrote {
+        // Fails harmlessly when git has already dropped the section.
+        let _ = target.git(&["--remove-section", RECORD_SECTION])?;
     }
     if report.is_empty() {
         let _ = writeln!(report, "weight-inspect is not installed; nothing changed");
     }
     Ok(report)
+}
+
+/// The lines of the repository's `.gitattributes` as committed in HEAD and as staged, and
+/// whether git tracks the file at all.
+#[derive(Default)]
+struct Committed {
+    lines: std::collections::BTreeSet<String>,
+    tracked: bool,
+}
+
+fn committed_attributes(cwd: &Path) -> Result<Committed> {
+    let repo = super::open_repo(cwd)?;
+    let mut out = Committed::default();
+    // Before the first commit there is no HEAD to read.
+    let head = super::tree_entry(&repo, "HEAD", ".gitattributes").unwrap_or_default();
+    let staged = super::index_entry(
+        &repo,
+        ".gitattributes",
+        gix::index::entry::Stage::Unconflicted,
+    )?;
+    for entry in [head, staged].into_iter().flatten() {
+        let Some(id) = entry.file() else { continue };
+        out.tracked = true;
+        let bytes = super::blob_bytes(&repo, id)?;
+        out.lines.extend(
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .map(|l| l.trim().to_owned()),
+        );
+    }
+    Ok(out)
 }
 
 /// Repository attributes take precedence over the global file, so a repository whose
@@ -484,18 +552,23 @@ fn add_rules(text: &str) -> (String, Option<&'static str>) {
     )
 }
 
-/// Removes our lines; returns the new text and how many lines were removed.
-fn remove_rules(text: &str) -> (String, usize) {
+/// Removes our lines that `removable` accepts; returns the new text, how many lines were
+/// removed, and our lines that were left.
+fn remove_rules(text: &str, removable: &dyn Fn(&str) -> bool) -> (String, usize, Vec<String>) {
     let mut out = String::with_capacity(text.len());
     let mut removed = 0;
+    let mut left = Vec::new();
     for line in text.split_inclusive('\n') {
-        if is_our_line(line) {
+        if is_our_line(line) && removable(line) {
             removed += 1;
         } else {
+            if is_our_line(line) {
+                left.push(line.trim().to_owned());
+            }
             out.push_str(line);
         }
     }
-    (out, removed)
+    (out, removed, left)
 }
 
 #[cfg(test)]
@@ -513,9 +586,15 @@ mod tests {
         let (twice, change) = add_rules(&once);
         assert_eq!(change, None);
         assert_eq!(twice, once);
-        let (removed, n) = remove_rules(&once);
+        let (removed, n, left) = remove_rules(&once, &|_| true);
         assert_eq!(n, 1 + RULES.len());
         assert_eq!(removed, LFS);
+        assert!(left.is_empty());
+        let (kept, n, left) = remove_rules(&once, &|_| false);
+        assert_eq!(
+            (kept.as_str(), n, left.len()),
+            (once.as_str(), 0, 1 + RULES.len())
+        );
     }
 
     #[test]

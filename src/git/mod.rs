@@ -31,6 +31,7 @@ mod values;
 pub(crate) use changes::FileChange;
 pub(crate) use changes::{
     HistoryFile, PathFilter, Status, changed_files, changed_model_files, files_in_history,
+    head_entries,
 };
 pub(crate) use compared::{ComparedFile, Counts, FileJson, compare, counts_text, short_hash};
 pub(crate) use driver::run as run_diff_driver;
@@ -43,7 +44,7 @@ pub(crate) use objects::{
     Entry, blob_bytes, index_entry, index_mode_entry, link_target, object_error, open_repo,
     tree_entry,
 };
-pub(crate) use process::{blob_prefix, hooks_dir, lfs_by_attributes};
+pub(crate) use process::{blob_prefix, hooks_dir, lfs_by_attributes, output as git_output};
 pub(crate) use reader::{RemoteOptions, SideReader, read_pointer_file};
 pub(crate) use report::{GitDiffOptions, git_diff};
 pub(crate) use resolve::RevPath;

@@ -32,6 +32,10 @@ pub struct Violation {
     /// Where in the file, and in which version of it: for SARIF. Not in the JSON report.
     #[serde(skip)]
     pub detail: Detail,
+    /// For `expected_hash`: what differs structurally from the pinned file, or the command
+    /// that shows it (see [`super::explain`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
 }
 
 /// What a violation is about inside its file, beyond the text of the report: what SARIF
@@ -75,6 +79,7 @@ impl Violation {
             policy_rule: source.number,
             policy_line: source.line,
             detail: Detail::default(),
+            explanation: None,
         }
     }
 

@@ -10,10 +10,12 @@
 //!   [`pin`]: `policy pin`; [`hook`]: `hook install`;
 //! - [`error`]: what can go wrong, with the core's and git's errors inside.
 
+mod baseline;
 mod check;
 mod config;
 mod conversion;
 mod error;
+mod explain;
 mod hook;
 mod pin;
 mod report;
@@ -23,9 +25,11 @@ mod subject;
 mod workspace;
 
 // The face of the policy adapter: what `ci` and the command line use.
+pub(crate) use baseline::{Baseline, Standing, classify as classify_against_base};
 pub(crate) use check::{Violation, evaluate};
 pub(crate) use config::POLICY_FILE;
 pub(crate) use error::{FileReason, PolicyError};
+pub(crate) use explain::PinSearch;
 pub(crate) use hook::{Installed, install as install_hook, uninstall as uninstall_hook};
 pub(crate) use report::{
     CheckReport, FileError, OutputFormat, Phrasing, Tally, plural, violation_annotation,
@@ -33,7 +37,7 @@ pub(crate) use report::{
 };
 pub(crate) use sarif::{Input as SarifInput, Level as SarifLevel, render as render_sarif};
 pub(crate) use source::{Missing, PolicySource};
-pub(crate) use subject::{Origin, Subject, follow_committed_link};
+pub(crate) use subject::{Origin, Subject, follow_committed_link, read_artifact};
 pub(crate) use workspace::Workspace;
 
 use std::path::{Path, PathBuf};
@@ -44,25 +48,64 @@ use workspace::Target;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
-/// Evaluates `policy` on the files `paths` names (or every staged/tracked file), staged blobs
-/// or work-tree files. Files no rule covers are skipped; files that cannot be judged are
-/// reported as errors, not skipped.
+/// Which staged files `check --staged` judges when no paths are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// What the commit brings: files added, modified or renamed against HEAD (and the whole
+    /// multi-file model one of whose files is among them). What the hooks judge.
+    Change,
+    /// Every staged file (`--all`).
+    Everything,
+}
+
+/// Evaluates `policy` on the files `paths` names (or the staged change, or every
+/// staged/tracked file: see [`Scope`]), staged blobs or work-tree files. Files no rule covers
+/// are skipped; files that cannot be judged are reported as errors, not skipped. A named file
+/// of a multi-file model brings the model with it.
 pub fn run_check(
     ws: &Workspace,
     policy: &Policy,
     policy_shown: &str,
     staged: bool,
+    scope: Scope,
     paths: &[PathBuf],
+    policy_in_repo: Option<String>,
 ) -> Result<CheckReport> {
-    let targets = ws.targets(staged, paths)?;
+    let targets = if staged && paths.is_empty() && scope == Scope::Change {
+        ws.staged_change_targets()?
+    } else {
+        ws.targets(staged, paths)?
+    };
     let mut report = CheckReport::new(policy_shown.to_string(), staged);
+    report.selection = match (paths.is_empty(), staged && scope == Scope::Change) {
+        (false, _) => "paths",
+        (true, true) => "change",
+        (true, false) => "all",
+    };
+    // Where the files pinned by `expected_hash` may be found: HEAD, the policy's history.
+    let pins = ws.repo.as_ref().map(|repo| PinSearch {
+        repo,
+        remote: &ws.remote,
+        revs: if repo.head_id().is_ok() {
+            vec!["HEAD".to_owned()]
+        } else {
+            Vec::new()
+        },
+        policy_path: policy_in_repo,
+    });
     for target in targets.iter().filter(|t| policy.covers(t.path())) {
         let subject = target.subject(ws);
         match evaluate(policy, &subject) {
-            Ok(Some(found)) => {
+            Ok(Some(mut found)) => {
                 report.checked += 1;
                 if !found.is_empty() {
                     report.failing += 1;
+                }
+                if let Some(search) = &pins
+                    && found.iter().any(|v| v.rule == "expected_hash")
+                {
+                    let current = subject::read_artifact(&subject).ok();
+                    search.explain(&mut found, current.as_ref());
                 }
                 report.violations.extend(found);
             }
@@ -70,7 +113,18 @@ pub fn run_check(
             Err(e) => report.errors.push(FileError::new(target.path(), &e)),
         }
     }
-    for dir in model_dirs(&targets) {
+    let mut dirs = model_dirs(&targets);
+    if !paths.is_empty() {
+        // A named shard or part brings its model (as the hooks judge it when one is staged).
+        let named: std::collections::BTreeSet<&str> = targets
+            .iter()
+            .map(|t| t.path().rsplit_once('/').map_or("", |(d, _)| d))
+            .collect();
+        dirs.extend(ws.multi_file_model_dirs(staged, &named)?);
+        dirs.sort();
+        dirs.dedup();
+    }
+    for dir in dirs {
         if !policy.covers(&dir) {
             continue;
         }

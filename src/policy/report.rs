@@ -159,6 +159,9 @@ pub struct CheckReport {
     pub policy: String,
     /// "staged" (index blobs) or "worktree".
     pub source: &'static str,
+    /// Which files were judged: "change" (what the commit brings: `--staged`), "all" (every
+    /// staged or tracked file) or "paths" (the PATHS given).
+    pub selection: &'static str,
     /// Files covered by at least one rule and judged (with or without violations).
     pub checked: usize,
     /// Of those, files with at least one violation.
@@ -173,6 +176,7 @@ impl CheckReport {
             schema: crate::identity::SCHEMA_VERSION,
             policy,
             source: if staged { "staged" } else { "worktree" },
+            selection: "all",
             checked: 0,
             failing: 0,
             violations: Vec::new(),
@@ -253,7 +257,7 @@ impl CheckReport {
 
 /// `path: rule: expected ...; found ... [policy:line]`, the path shown escaped.
 pub fn violation_line(v: &Violation, policy: &str) -> String {
-    format!(
+    let mut line = format!(
         "{}: {}: expected {}; found {} [{}:{}]",
         shown(&v.path),
         v.rule,
@@ -261,7 +265,13 @@ pub fn violation_line(v: &Violation, policy: &str) -> String {
         v.found,
         shown(policy),
         v.policy_line
-    )
+    );
+    // Its own indented line: what differs from the pinned file, or how to see it.
+    if let Some(why) = &v.explanation {
+        line.push_str("\n  ");
+        line.push_str(why);
+    }
+    line
 }
 
 /// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
@@ -271,11 +281,15 @@ pub(crate) fn violation_annotation(v: &Violation, policy: &str, level: Level) ->
         file: Some(v.path.clone()),
         title: format!("weight-inspect: {}", v.rule),
         message: format!(
-            "expected {}; found {} ({}:{})",
+            "expected {}; found {} ({}:{}){}",
             v.expected,
             v.found,
             shown(policy),
-            v.policy_line
+            v.policy_line,
+            v.explanation
+                .as_deref()
+                .map(|why| format!("\n{why}"))
+                .unwrap_or_default()
         ),
     }
 }
@@ -297,6 +311,7 @@ mod tests {
             policy_rule: 1,
             policy_line: 2,
             detail: Default::default(),
+            explanation: None,
         });
         let out = r.github();
         assert!(out.starts_with(

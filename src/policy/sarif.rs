@@ -43,6 +43,10 @@ pub struct Input<'a> {
     /// The policy's name, for messages.
     pub policy: &'a str,
     pub level: Level,
+    /// `ci`: each violation's standing against the base (same order), given as
+    /// `baselineState`; a violation the base already had is a warning unless `fail_on_any`.
+    pub baseline: Option<&'a [super::baseline::Standing]>,
+    pub fail_on_any: bool,
 }
 
 /// The rules, in `driver.rules` order: id, short description, help.
@@ -228,6 +232,9 @@ struct SarifResult<'a> {
     message: Text,
     locations: [Location<'a>; 1],
     partial_fingerprints: Fingerprints,
+    /// `ci` only: `new`, `updated` (worse than at the base) or `unchanged`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_state: Option<&'static str>,
     properties: ResultProperties<'a>,
 }
 
@@ -319,6 +326,8 @@ impl CheckReport {
             errors: &self.errors,
             policy: &self.policy,
             level: Level::Error,
+            baseline: None,
+            fail_on_any: false,
         })
     }
 }
@@ -359,7 +368,17 @@ fn render_within(input: &Input<'_>, limits: Limits) -> String {
 fn render_first(input: &Input<'_>, kept: usize) -> String {
     let results: Vec<SarifResult<'_>> = input.violations[..kept]
         .iter()
-        .map(|v| result_of(v, input.policy, input.level))
+        .enumerate()
+        .map(|(i, v)| {
+            let mut result = result_of(v, input.policy, input.level);
+            if let Some(standing) = input.baseline.and_then(|b| b.get(i)) {
+                result.baseline_state = Some(standing.baseline.sarif_state());
+                if !standing.baseline.brought() && !input.fail_on_any {
+                    result.level = Level::Warning;
+                }
+            }
+            result
+        })
         .collect();
     let omitted = input.violations.len() - kept;
     let mut notifications: Vec<Notification> = input
@@ -465,8 +484,15 @@ fn result_of<'a>(v: &'a Violation, policy: &str, level: Level) -> SarifResult<'a
         level,
         message: Text {
             text: format!(
-                "{}: expected {}; found {} ({policy}:{})",
-                v.rule, v.expected, v.found, v.policy_line
+                "{}: expected {}; found {} ({policy}:{}){}",
+                v.rule,
+                v.expected,
+                v.found,
+                v.policy_line,
+                v.explanation
+                    .as_deref()
+                    .map(|why| format!(". {why}"))
+                    .unwrap_or_default()
             ),
         },
         locations: [Location {
@@ -477,6 +503,7 @@ fn result_of<'a>(v: &'a Violation, policy: &str, level: Level) -> SarifResult<'a
             own: fingerprint.clone(),
             line_hash: fingerprint,
         },
+        baseline_state: None,
         properties: ResultProperties {
             path: &v.path,
             structural_hash: v.detail.structural_hash.as_deref(),
@@ -549,6 +576,7 @@ mod tests {
                 structural_hash: Some(hash.into()),
                 ..Detail::default()
             },
+            explanation: None,
         }
     }
 
@@ -620,6 +648,8 @@ mod tests {
             errors: &[],
             policy: "p.toml",
             level: Level::Error,
+            baseline: None,
+            fail_on_any: false,
         };
         let kept = |limits: Limits| {
             let out = render_within(&input, limits);

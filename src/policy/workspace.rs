@@ -243,6 +243,69 @@ impl Workspace {
         Ok(out)
     }
 
+    /// What a commit brings: the staged files that differ from HEAD (added, modified, renamed
+    /// to, or changed in type; every staged file before the first commit), and with them every
+    /// file of a multi-file model one of whose files is among them, so that the model is judged
+    /// whole. Removed files bring nothing to judge.
+    pub fn staged_change_targets(&self) -> Result<Vec<Target>> {
+        let repo = self.repo()?;
+        let entries = self.index_entries()?;
+        let head = crate::git::head_entries(repo)?;
+        let changed = |path: &str, entry: &Entry| head.get(path) != Some(entry);
+        let multi_file_dirs: std::collections::BTreeSet<&str> = entries
+            .iter()
+            .filter(|(p, _)| names_a_multi_file_model(file_name(p)))
+            .map(|(p, _)| parent(p))
+            .collect();
+        let model_dirs: std::collections::BTreeSet<&str> = entries
+            .iter()
+            .filter(|(p, e)| changed(p, e))
+            .map(|(p, _)| parent(p))
+            .filter(|dir| !dir.is_empty() && multi_file_dirs.contains(dir))
+            .collect();
+        let mut out = Vec::new();
+        for (path, entry) in &entries {
+            let whole_model =
+                model_dirs.contains(parent(path)) && is_model_file_name(file_name(path));
+            if changed(path, entry) || whole_model {
+                out.push(self.staged_target(path, *entry)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Those of `dirs` (root-relative) that hold the index or the parts of a multi-file model:
+    /// in the index (`staged`, read once) or in the work tree.
+    pub fn multi_file_model_dirs(
+        &self,
+        staged: bool,
+        dirs: &std::collections::BTreeSet<&str>,
+    ) -> Result<Vec<String>> {
+        let dirs = dirs.iter().filter(|d| !d.is_empty());
+        if staged {
+            let entries = self.index_entries()?;
+            let holding: std::collections::BTreeSet<&str> = entries
+                .iter()
+                .filter(|(p, _)| names_a_multi_file_model(file_name(p)))
+                .map(|(p, _)| parent(p))
+                .collect();
+            return Ok(dirs
+                .filter(|d| holding.contains(**d))
+                .map(|d| (*d).to_owned())
+                .collect());
+        }
+        Ok(dirs
+            .filter(|d| {
+                std::fs::read_dir(self.root.join(d)).is_ok_and(|listing| {
+                    listing
+                        .flatten()
+                        .any(|e| e.file_name().to_str().is_some_and(names_a_multi_file_model))
+                })
+            })
+            .map(|d| (*d).to_owned())
+            .collect())
+    }
+
     /// A work-tree file as a target: the file, the file a symbolic link leads to inside the
     /// root (its index entry, the link's, does not say how the file is stored), or refused.
     fn worktree_target(&self, path: String, file: PathBuf, index_id: Option<ObjectId>) -> Target {
@@ -315,6 +378,26 @@ impl Workspace {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
+}
+
+/// The directory of a root-relative path ("" for the root).
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit_once('/').map_or(path, |(_, file)| file)
+}
+
+/// An index of sharded files or a part of a split GGUF: a name that makes its directory a
+/// multi-file model.
+pub fn names_a_multi_file_model(file: &str) -> bool {
+    crate::sharded::index::is_index_name(file) || crate::sharded::SplitName::parse(file).is_some()
+}
+
+/// A file that can be part of a multi-file model: its index, or a model file.
+fn is_model_file_name(file: &str) -> bool {
+    names_a_multi_file_model(file) || crate::artifact::Format::from_path(file).is_some()
 }
 
 /// Whether `path` is `dir` or inside it ("" is the root, containing everything).
