@@ -248,7 +248,7 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             format!(
                 "\n### Policy violations already at the base\n\nThe base ({base}) has these \
                  too; they {} the job.\n\n",
-                if report.fail_on == super::FailOn::ViolationAny {
+                if report.fail_on == super::report::FailOn::ViolationAny {
                     "fail (`--fail-on violation-any`)"
                 } else {
                     "do not fail"
@@ -467,7 +467,7 @@ mod tests {
         CiReport {
             base: rev("main"),
             head: rev("HEAD"),
-            fail_on: super::super::FailOn::Violation,
+            fail_on: super::super::report::FailOn::Violation,
             policy: None,
             policy_changed: false,
             files: (0..files)

@@ -17,7 +17,6 @@ use crate::policy::{
     Baseline, Phrasing, PinSearch, Standing, Tally, classify_against_base, plural,
 };
 use crate::policy::{FileError, FileReason, Origin, Policy, PolicyError, Subject, Violation};
-use crate::escape::shown;
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 

@@ -190,7 +190,7 @@ pub fn tree_files(
 
 /// Every file and symbolic link of HEAD's tree (nothing before the first commit), by path:
 /// what a commit's staged changes are measured against.
-pub fn head_entries(repo: &gix::Repository) -> Result<BTreeMap<String, super::Entry>> {
+pub fn head_entries(repo: &gix::Repository) -> Result<BTreeMap<String, super::objects::Entry>> {
     if head_is_unborn(repo) {
         return Ok(BTreeMap::new());
     }
@@ -199,9 +199,9 @@ pub fn head_entries(repo: &gix::Repository) -> Result<BTreeMap<String, super::En
         .into_iter()
         .map(|(path, side)| {
             let entry = if side.link {
-                super::Entry::Link(side.id)
+                super::objects::Entry::Link(side.id)
             } else {
-                super::Entry::File(side.id)
+                super::objects::Entry::File(side.id)
             };
             (path, entry)
         })

@@ -382,11 +382,11 @@ struct Committed {
 }
 
 fn committed_attributes(cwd: &Path) -> Result<Committed> {
-    let repo = super::open_repo(cwd)?;
+    let repo = super::objects::open_repo(cwd)?;
     let mut out = Committed::default();
     // Before the first commit there is no HEAD to read.
-    let head = super::tree_entry(&repo, "HEAD", ".gitattributes").unwrap_or_default();
-    let staged = super::index_entry(
+    let head = super::objects::tree_entry(&repo, "HEAD", ".gitattributes").unwrap_or_default();
+    let staged = super::objects::index_entry(
         &repo,
         ".gitattributes",
         gix::index::entry::Stage::Unconflicted,
@@ -394,7 +394,7 @@ fn committed_attributes(cwd: &Path) -> Result<Committed> {
     for entry in [head, staged].into_iter().flatten() {
         let Some(id) = entry.file() else { continue };
         out.tracked = true;
-        let bytes = super::blob_bytes(&repo, id)?;
+        let bytes = super::objects::blob_bytes(&repo, id)?;
         out.lines.extend(
             String::from_utf8_lossy(&bytes)
                 .lines()

@@ -85,7 +85,7 @@ impl PinSearch<'_> {
                 } else {
                     self.revs.join(", ")
                 },
-                policy = shown(self.policy_path.as_deref().unwrap_or(super::POLICY_FILE)),
+                policy = shown(self.policy_path.as_deref().unwrap_or(super::config::POLICY_FILE)),
             ),
         }
     }
