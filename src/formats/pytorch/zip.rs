@@ -6,8 +6,15 @@
 
 use std::ops::Range;
 
+use crate::escape::quoted;
+
 /// Members beyond this many are refused: a checkpoint has one per storage and a few more.
 pub(super) const MAX_MEMBERS: u64 = 1 << 20;
+
+/// The most bytes allowed between one member's data and the next member's local header (or
+/// the central directory): a data descriptor, 16 bytes as torch writes it, 24 in zip64. More
+/// could hold a local entry the directory does not list.
+const MAX_GAP: u64 = 24;
 
 /// One member of the archive as the central directory (or its local header) describes it.
 #[derive(Debug, Clone)]
@@ -35,24 +42,39 @@ pub enum ZipError {
         file_len: u64,
     },
     #[error(
-        "member {member:?} is compressed (zip method {method}); torch.save stores members \
-         uncompressed, and compressed ones are not inflated"
+        "member {} is compressed (zip method {method}); torch.save stores members \
+         uncompressed, and compressed ones are not inflated",
+        quoted(.member)
     )]
     Compressed { member: String, method: u16 },
     #[error(
-        "member {member:?} declares {compressed} stored bytes but {uncompressed} bytes of content"
+        "member {} declares {compressed} stored bytes but {uncompressed} bytes of content",
+        quoted(.member)
     )]
     SizeMismatch {
         member: String,
         compressed: u64,
         uncompressed: u64,
     },
-    #[error("member {member:?}: no local header at offset {offset}")]
+    #[error("member {}: no local header at offset {offset}", quoted(.member))]
     NoLocalHeader { member: String, offset: u64 },
-    #[error("member {member:?}: its local header names it {local:?}")]
+    #[error("member {}: its local header names it {}", quoted(.member), quoted(.local))]
     NameMismatch { member: String, local: String },
     #[error(
-        "member {first:?} (bytes {first_range:?}) overlaps member {second:?} (bytes {second_range:?})"
+        "member {} appears twice in the zip directory: which one a reader takes is not \
+         defined",
+        quoted(.member)
+    )]
+    DuplicateMember { member: String },
+    #[error(
+        "bytes {start}..{end} of the archive belong to no member the zip directory lists (a \
+         local entry there would be seen by some readers and not by torch)"
+    )]
+    Unlisted { start: u64, end: u64 },
+    #[error(
+        "member {} (bytes {first_range:?}) overlaps member {} (bytes {second_range:?})",
+        quoted(.first),
+        quoted(.second)
     )]
     Overlap {
         first: String,
@@ -132,8 +154,9 @@ pub enum MemberError {
     #[error(transparent)]
     Zip(#[from] ZipError),
     #[error(
-        "member {member:?} (bytes {range:?}) runs past the end of the file ({file_len} bytes): \
-         the file is truncated"
+        "member {} (bytes {range:?}) runs past the end of the file ({file_len} bytes): \
+         the file is truncated",
+        quoted(.member)
     )]
     OutsideFile {
         member: String,
@@ -181,22 +204,71 @@ pub(super) struct Archive {
     /// From the central directory: every member of the archive. Otherwise the members whose
     /// local headers a prefix of the file holds, in order.
     pub(super) complete: bool,
+    /// Where the central directory starts, when it was read.
+    pub(super) directory: Option<u64>,
 }
 
 /// The members of a zip archive: from the central directory when the end record is present,
 /// else by walking local headers from the start (a prefix of a file). Ok(None) when `bytes`
 /// hold no zip member at all.
 pub(super) fn members(bytes: &[u8]) -> Result<Option<Archive>, ZipError> {
-    if let Some(members) = central_directory(bytes)? {
+    if let Some((members, directory)) = central_directory(bytes)? {
+        check_unique(&members)?;
         return Ok(Some(Archive {
             members,
             complete: true,
+            directory: Some(directory),
         }));
     }
-    Ok(local_headers(bytes).map(|members| Archive {
+    let Some(members) = local_headers(bytes) else {
+        return Ok(None);
+    };
+    check_unique(&members)?;
+    Ok(Some(Archive {
         members,
         complete: false,
+        directory: None,
     }))
+}
+
+/// Two members of one name are ambiguous: readers differ in which they take.
+fn check_unique(members: &[Member]) -> Result<(), ZipError> {
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    for m in members {
+        if !seen.insert(m.name.as_str()) {
+            return Err(ZipError::DuplicateMember {
+                member: m.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the members the central directory lists, with their data descriptors, tile
+/// the archive from its first byte to the directory: torch reads the directory, and a local
+/// entry it does not list (a benign `data.pkl` before the real one) would show a reader
+/// walking local headers something else.
+pub(super) fn check_tiled(
+    members: &[Member],
+    bytes: &[u8],
+    directory: u64,
+) -> Result<(), ZipError> {
+    let mut spans: Vec<Range<u64>> = members
+        .iter()
+        .map(|m| m.span(bytes))
+        .collect::<Result<_, _>>()?;
+    spans.sort_by_key(|r| (r.start, r.end));
+    let mut end = 0u64;
+    for span in spans.iter().chain(std::iter::once(&(directory..directory))) {
+        if span.start > end.saturating_add(MAX_GAP) {
+            return Err(ZipError::Unlisted {
+                start: end,
+                end: span.start,
+            });
+        }
+        end = end.max(span.end);
+    }
+    Ok(())
 }
 
 /// Checks that no two members share bytes (a member inside another is how a zip bomb reuses
@@ -224,7 +296,8 @@ pub(super) fn check_overlaps(members: &[Member], bytes: &[u8]) -> Result<(), Zip
     Ok(())
 }
 
-fn central_directory(bytes: &[u8]) -> Result<Option<Vec<Member>>, ZipError> {
+/// The members the central directory lists, and where it starts.
+fn central_directory(bytes: &[u8]) -> Result<Option<(Vec<Member>, u64)>, ZipError> {
     let file_len = bytes.len() as u64;
     // The end record is 22 bytes plus a comment of up to 65535 bytes.
     let Some(last) = bytes.len().checked_sub(22) else {
@@ -317,7 +390,7 @@ fn central_directory(bytes: &[u8]) -> Result<Option<Vec<Member>>, ZipError> {
         });
         pos += 46 + name_len + extra_len + comment_len;
     }
-    Ok((!members.is_empty()).then_some(members))
+    Ok((!members.is_empty()).then_some((members, cd_offset)))
 }
 
 fn zip64_extra(mut extra: &[u8]) -> Option<&[u8]> {
