@@ -681,8 +681,8 @@ fn single_map(
         }
         if !permutable(rows, heads) {
             return Err(format!(
-                "{rows} rows cannot be permuted with {heads} heads (a multiple of {} is needed)",
-                2 * heads
+                "{rows} rows cannot be permuted with {heads} heads (a multiple of twice the \
+                 head count is needed)"
             ));
         }
         return Ok((
