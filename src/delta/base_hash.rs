@@ -94,7 +94,12 @@ fn entry_path(dir: &std::path::Path, stamps: &Stamps) -> PathBuf {
 
 /// The hash recorded for files with exactly these stamps.
 fn lookup(stamps: &Stamps) -> Option<String> {
-    let text = std::fs::read_to_string(entry_path(&cache_dir()?, stamps)).ok()?;
+    // An entry is a small regular file: a symbolic link, a FIFO or anything larger than an
+    // entry of these stamps is not one, and is not read.
+    let limit = (ENTRY_VERSION.len() + stamps.lines.len() + 66) as u64;
+    let bytes =
+        crate::fsutil::read_regular(&entry_path(&cache_dir()?, stamps), limit, true).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     let rest = text.strip_prefix(ENTRY_VERSION)?.strip_prefix('\n')?;
     let hash = rest
         .strip_prefix(stamps.lines.as_str())?
@@ -127,6 +132,24 @@ pub(crate) fn remembered(model: &Model, run: &RunOptions) -> Option<String> {
         return None;
     }
     lookup(&Stamps::of(model)?)
+}
+
+/// After `apply` has read a base whose hash it took from the cache: Err when the files no
+/// longer have the stamps the hash was remembered for (a write during the run), so the output
+/// is not kept. A write that leaves every stamp alone (a store through a shared mapping into
+/// an already-dirty page) is not seen; docs/wdelta.md says so.
+pub(crate) fn recheck_remembered(model: &Model, hash: &str) -> Result<(), DeltaError> {
+    let still = Stamps::of(model).and_then(|stamps| lookup(&stamps));
+    if still.as_deref() == Some(hash) {
+        return Ok(());
+    }
+    Err(DeltaError::from(crate::error::Error::io(
+        &model.path,
+        std::io::Error::other(
+            "changed while it was read (its stamps are no longer those its remembered hash \
+             was recorded for); nothing was written, run again",
+        ),
+    )))
 }
 
 /// The parent hash of `model`: remembered, or computed (`tick` is called as bytes are hashed)
