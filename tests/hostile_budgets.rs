@@ -193,6 +193,12 @@ fn zip_members_that_torch_would_read_differently_are_refused() {
         err.contains(r#"member "archive/data/0" appears twice in the zip directory"#),
         "{err}"
     );
+    let (code, _, err, _) = run_measured(&["inspect", &case("local-sizes.pt")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(r#"member "archive/data.pkl": its local header says"#),
+        "{err}"
+    );
     let (code, _, err, _) = run_measured(&["inspect", &case("unlisted-entry.pt")]);
     assert_eq!(code, Some(2), "{err}");
     assert!(

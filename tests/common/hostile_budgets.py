@@ -62,6 +62,15 @@ def unlisted_local_entry(real: bytes, benign_pickle: bytes) -> bytes:
     return local + bytes(out)
 
 
+def local_sizes(real: bytes) -> bytes:
+    """The first member's local header says 8 bytes fewer than the directory: a reader of local
+    headers would look for the next member inside this one's data."""
+    out = bytearray(real)
+    stored, content = struct.unpack_from("<II", out, 18)
+    struct.pack_into("<II", out, 18, stored - 8, content - 8)
+    return bytes(out)
+
+
 def split_part(path: str, count: int) -> None:
     w = gguf.GGUFWriter(path, "llama")
     w.add_uint16("split.no", 0)
@@ -117,6 +126,8 @@ def main() -> None:
         "duplicate-member.pt": members_zip([
             ("archive/data.pkl", state), ("archive/byteorder", b"little"),
             ("archive/data/0", one * 4), ("archive/data/0", two * 4)]),
+        "local-sizes.pt": local_sizes(
+            hp.checkpoint(hp.torch_pickle({"w": tensor("0", 4, (4,), (1,))}), {"0": one * 4})),
         "unlisted-entry.pt": unlisted_local_entry(
             hp.checkpoint(hp.torch_pickle({"w": tensor("0", 4, (4,), (1,))}), {"0": one * 4}),
             hp.torch_pickle({"w": tensor("0", 4, (4,), (1,))})),

@@ -26,12 +26,21 @@ pub(super) struct Budget {
 impl Budget {
     /// The budget of a pickle of `pickle_len` bytes.
     pub(super) fn for_pickle(pickle_len: usize) -> Budget {
+        Budget::with_base(pickle_len, BASE_BYTES)
+    }
+
+    /// [`Budget::for_pickle`] with another base (the fuzz target's, to reach the limit).
+    pub(super) fn with_base(pickle_len: usize, base: u64) -> Budget {
         Budget {
             limit: (pickle_len as u64)
                 .saturating_mul(BYTES_PER_PICKLE_BYTE)
-                .saturating_add(BASE_BYTES),
+                .saturating_add(base),
             spent: 0,
         }
+    }
+
+    pub(super) fn limit(&self) -> u64 {
+        self.limit
     }
 
     /// Charges `bytes`; Err once the total exceeds the budget.

@@ -38,6 +38,24 @@ pub use scan::{Container, PickleReport, sniff};
 use torch::{Built, Storage, Tensor};
 pub use zip::{MemberError, ZipError};
 
+/// Entry points for the fuzz targets (`fuzz/`), not part of the interface.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::zip::assert_directory_agrees_with_local_headers;
+
+    /// Runs the pickle machine (and the walk, when it stops) on `bytes` with a budget of
+    /// [`super::budget::BYTES_PER_PICKLE_BYTE`] per byte and `base` bytes: what was charged,
+    /// the budget, and whether the pickle was accepted.
+    pub fn run_pickle(bytes: &[u8], base: u64) -> (u64, u64, bool) {
+        let mut budget = super::budget::Budget::with_base(bytes.len(), base);
+        let mut none = super::NoStorages;
+        let accepted = super::machine::run(bytes, 0, "data.pkl", &mut none, &mut budget)
+            .and_then(|(root, _)| super::walk::walk(&root, 1 << 16, &mut budget))
+            .is_ok();
+        (budget.spent(), budget.limit(), accepted)
+    }
+}
+
 use crate::artifact::{Artifact, Format, Layout, StridedView, TensorInfo, TensorName, Tensors};
 use crate::escape::{quoted, shown, shown_message};
 

@@ -266,6 +266,7 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
 }
 
 fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
+    let complete;
     let entries = match zip::members(bytes) {
         Ok(Some(archive))
             if !archive.complete && !archive.members.iter().any(|m| zip::is_data_pkl(&m.name)) =>
@@ -283,7 +284,11 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
                 Some("data.pkl lies beyond the bytes read".to_owned()),
             ));
         }
-        Ok(archive) => archive?.members,
+        Ok(archive) => {
+            let archive = archive?;
+            complete = archive.complete;
+            archive.members
+        }
         // A broken directory behind a first member named as torch.save names it is a
         // damaged (or hostile) checkpoint: its parse gives the error, not "not a model".
         Err(err) => {
@@ -312,6 +317,14 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
         if let Err(err) = result {
             incomplete.get_or_insert(format!("{}: {err}", entry.name));
         }
+    }
+    if !complete {
+        // A prefix read without the zip directory: a member after the bytes read (another
+        // data.pkl that torch would take) is not known, so the scan does not call it clean.
+        incomplete.get_or_insert(
+            "the zip directory lies beyond the bytes read, so later members are not known"
+                .to_owned(),
+        );
     }
     Some(scan.finish(
         Container::Zip {

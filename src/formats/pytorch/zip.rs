@@ -12,8 +12,8 @@ use crate::escape::quoted;
 pub(super) const MAX_MEMBERS: u64 = 1 << 20;
 
 /// The most bytes allowed between one member's data and the next member's local header (or
-/// the central directory): a data descriptor, 16 bytes as torch writes it, 24 in zip64. More
-/// could hold a local entry the directory does not list.
+/// the central directory), after a member whose sizes are in a data descriptor: 16 bytes as
+/// torch writes it, 24 in zip64. More could hold a local entry the directory does not list.
 const MAX_GAP: u64 = 24;
 
 /// One member of the archive as the central directory (or its local header) describes it.
@@ -71,6 +71,16 @@ pub enum ZipError {
          local entry there would be seen by some readers and not by torch)"
     )]
     Unlisted { start: u64, end: u64 },
+    #[error(
+        "member {}: its local header says {local} stored bytes, the zip directory {central} (a \
+         reader of local headers would be led elsewhere than torch)",
+        quoted(.member)
+    )]
+    LocalSizes {
+        member: String,
+        local: u64,
+        central: u64,
+    },
     #[error(
         "member {} (bytes {first_range:?}) overlaps member {} (bytes {second_range:?})",
         quoted(.first),
@@ -244,29 +254,56 @@ fn check_unique(members: &[Member]) -> Result<(), ZipError> {
     Ok(())
 }
 
-/// Checks that the members the central directory lists, with their data descriptors, tile
-/// the archive from its first byte to the directory: torch reads the directory, and a local
-/// entry it does not list (a benign `data.pkl` before the real one) would show a reader
-/// walking local headers something else.
+/// Checks that the members the central directory lists tile the archive from its first byte to
+/// the directory, and that each local header agrees with the directory on the member's sizes:
+/// torch reads the directory, while a reader walking local headers (a prefix of the file) goes
+/// by the local sizes, so a local entry the directory does not list (a benign `data.pkl` before
+/// the real one), or local sizes that lead elsewhere, would show it something else. Only a
+/// member whose local header defers its sizes to a data descriptor (as torch writes them) may
+/// be followed by one (at most 24 bytes) before the next member.
 pub(super) fn check_tiled(
     members: &[Member],
     bytes: &[u8],
     directory: u64,
 ) -> Result<(), ZipError> {
-    let mut spans: Vec<Range<u64>> = members
+    let mut spans: Vec<(Range<u64>, &Member)> = members
         .iter()
-        .map(|m| m.span(bytes))
-        .collect::<Result<_, _>>()?;
-    spans.sort_by_key(|r| (r.start, r.end));
+        .map(|m| Ok((m.span(bytes)?, m)))
+        .collect::<Result<_, ZipError>>()?;
+    spans.sort_by_key(|(r, _)| (r.start, r.end));
     let mut end = 0u64;
-    for span in spans.iter().chain(std::iter::once(&(directory..directory))) {
-        if span.start > end.saturating_add(MAX_GAP) {
+    let mut descriptor_allowed = false;
+    let directory_span = directory..directory;
+    let starts = spans
+        .iter()
+        .map(|(r, m)| (r, Some(*m)))
+        .chain(std::iter::once((&directory_span, None)));
+    for (span, member) in starts {
+        let gap = if descriptor_allowed { MAX_GAP } else { 0 };
+        if span.start < end || span.start > end.saturating_add(gap) {
             return Err(ZipError::Unlisted {
-                start: end,
-                end: span.start,
+                start: end.min(span.start),
+                end: span.start.max(end),
             });
         }
-        end = end.max(span.end);
+        let Some(member) = member else { break };
+        // Within the file: span() found the header.
+        let at = member.local_header as usize;
+        let header = &bytes[at..at + 30];
+        let flags = u16le(header, 6);
+        descriptor_allowed = flags & 0x08 != 0;
+        let (stored, content) = (u32le(header, 18), u32le(header, 22));
+        let agrees = |local: u32, central: u64| local == 0xFFFF_FFFF || u64::from(local) == central;
+        if !descriptor_allowed
+            && !(agrees(stored, member.compressed) && agrees(content, member.uncompressed))
+        {
+            return Err(ZipError::LocalSizes {
+                member: member.name.clone(),
+                local: u64::from(stored),
+                central: member.compressed,
+            });
+        }
+        end = span.end;
     }
     Ok(())
 }
@@ -443,4 +480,32 @@ pub(super) fn local_headers(bytes: &[u8]) -> Option<Vec<Member>> {
         }
     }
     (!members.is_empty()).then_some(members)
+}
+
+/// For the fuzz target `zip_directory`: when an archive's central directory is accepted (no
+/// duplicate, no overlap, tiled), every member a walk of its local headers from the first byte
+/// finds is one the directory lists, at that offset and under that name. Panics otherwise.
+pub fn assert_directory_agrees_with_local_headers(bytes: &[u8]) {
+    let Ok(Some(archive)) = members(bytes) else {
+        return;
+    };
+    let Some(directory) = archive.directory else {
+        return;
+    };
+    if check_overlaps(&archive.members, bytes).is_err()
+        || check_tiled(&archive.members, bytes, directory).is_err()
+    {
+        return;
+    }
+    for local in local_headers(bytes).unwrap_or_default() {
+        assert!(
+            archive
+                .members
+                .iter()
+                .any(|m| m.local_header == local.local_header && m.name == local.name),
+            "a local entry {:?} at {} the directory does not list",
+            local.name,
+            local.local_header
+        );
+    }
 }
