@@ -294,9 +294,8 @@ pub(super) fn check_tiled(
         descriptor_allowed = flags & 0x08 != 0;
         let (stored, content) = (u32le(header, 18), u32le(header, 22));
         let agrees = |local: u32, central: u64| local == 0xFFFF_FFFF || u64::from(local) == central;
-        if !descriptor_allowed
-            && !(agrees(stored, member.compressed) && agrees(content, member.uncompressed))
-        {
+        let sizes_agree = agrees(stored, member.compressed) && agrees(content, member.uncompressed);
+        if !descriptor_allowed && !sizes_agree {
             return Err(ZipError::LocalSizes {
                 member: member.name.clone(),
                 local: u64::from(stored),
