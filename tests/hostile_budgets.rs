@@ -186,6 +186,17 @@ fn names_in_pytorch_errors_cannot_forge_workflow_commands() {
 }
 
 #[test]
+fn names_in_gguf_and_safetensors_errors_cannot_forge_workflow_commands() {
+    for file in ["command-name.gguf", "command-name.safetensors"] {
+        let (code, out, err, _) = run_measured(&["inspect", &case(file)]);
+        assert_eq!(code, Some(2), "{file}: {err}");
+        assert!(err.contains(r#""\x23#[error]X"#), "{file}: {err}");
+        assert_no_command(&err);
+        assert_no_command(&out);
+    }
+}
+
+#[test]
 fn zip_members_that_torch_would_read_differently_are_refused() {
     let (code, _, err, _) = run_measured(&["inspect", &case("duplicate-member.pt")]);
     assert_eq!(code, Some(2), "{err}");

@@ -132,6 +132,13 @@ def main() -> None:
             hp.checkpoint(hp.torch_pickle({"w": tensor("0", 4, (4,), (1,))}), {"0": one * 4}),
             hp.torch_pickle({"w": tensor("0", 4, (4,), (1,))})),
     }
+    # Names that would start a workflow command (a GGUF tensor, a safetensors key), twice.
+    name = b"##[error]X\r\n::error::Y"
+    record = struct.pack("<Q", len(name)) + name + struct.pack("<IQIQ", 1, 8, 0, 0)
+    cases["command-name.gguf"] = b"GGUF" + struct.pack("<IQQ", 3, 2, 0) + record * 2
+    entry = '"##[error]X": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}'
+    header = ("{" + entry + ", " + entry + "}").encode()
+    cases["command-name.safetensors"] = struct.pack("<Q", len(header)) + header + one
     for name, data in cases.items():
         with open(os.path.join(out_dir, name), "wb") as f:
             f.write(data)
