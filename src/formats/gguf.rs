@@ -618,7 +618,7 @@ fn min_value_size(type_id: u32, cur: &Cursor) -> u64 {
 }
 
 fn read_value(cur: &mut Cursor, key: &str, type_id: u32, depth: usize) -> Result<Value> {
-    let what = || format!("the value of metadata key {}", quoted(&key));
+    let what = || format!("the value of metadata key {}", quoted(key));
     Ok(match type_id {
         value_type::U8 => Value::U8(cur.u8(&what)?),
         value_type::I8 => Value::I8(cur.i8(&what)?),
@@ -645,7 +645,7 @@ fn read_value(cur: &mut Cursor, key: &str, type_id: u32, depth: usize) -> Result
 
 fn read_bool(cur: &mut Cursor, key: &str) -> Result<bool> {
     let offset = cur.offset();
-    match cur.u8(&|| format!("a bool of metadata key {}", quoted(&key)))? {
+    match cur.u8(&|| format!("a bool of metadata key {}", quoted(key)))? {
         0 => Ok(false),
         1 => Ok(true),
         byte => Err(GgufError::InvalidBool {
@@ -664,7 +664,7 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
         });
     }
     let type_offset = cur.offset();
-    let elem_type = cur.u32(&|| format!("the element type of array {}", quoted(&key)))?;
+    let elem_type = cur.u32(&|| format!("the element type of array {}", quoted(key)))?;
     if elem_type > value_type::F64 {
         return Err(GgufError::UnknownValueType {
             offset: type_offset,
@@ -672,9 +672,9 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
             type_id: elem_type,
         });
     }
-    let what = || format!("the length of array {}", quoted(&key));
+    let what = || format!("the length of array {}", quoted(key));
     let len = cur.bounded_count(min_value_size(elem_type, cur), &what)?;
-    let item = || format!("an element of array {}", quoted(&key));
+    let item = || format!("an element of array {}", quoted(key));
 
     // Numbers are decoded from one slice: a vocabulary's scores and token types are hundreds
     // of thousands of elements. bounded_count guaranteed that `len` of them fit.
@@ -721,7 +721,7 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
                     offset: type_offset,
                     what: format!(
                         "the count of arrays nested in arrays (at array {})",
-                        quoted(&key)
+                        quoted(key)
                     ),
                     count: cur.inner_arrays.saturating_add(len as u64),
                     max,
@@ -744,7 +744,7 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
 /// faster than one per string. The NUL after each string keeps the check exact: no multi-byte
 /// sequence can run across it, so the joined text is valid exactly when every string is.
 fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
-    let item = || format!("an element of array {}", quoted(&key));
+    let item = || format!("an element of array {}", quoted(key));
     let array_start = cur.pos;
     let mut ends = crate::hugepages::vec_with_capacity(len);
     // Reserved once: every string is preceded by its length in the header, so the joined text
@@ -784,7 +784,7 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
         let bad = ends.partition_point(|&end| end < e.valid_up_to());
         return Err(GgufError::InvalidUtf8 {
             offset: string_offset(cur, array_start, bad),
-            what: format!("element {bad} of array {}", quoted(&key)),
+            what: format!("element {bad} of array {}", quoted(key)),
         });
     }
     // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.
