@@ -228,3 +228,19 @@ fn a_large_state_dict_is_within_its_budget() {
         .len();
     assert!(rss <= pickle_bound(size), "peak RSS {rss} for {size} bytes");
 }
+
+#[test]
+fn huge_head_counts_are_a_reason_not_a_panic() {
+    let source = repo_root().join("tests/fixtures/conversions/llama");
+    let (code, out, err, _) = run_measured(&[
+        "diff",
+        "--values",
+        source.to_str().unwrap(),
+        &case("huge-heads.gguf"),
+    ]);
+    assert!(matches!(code, Some(0 | 1)), "{code:?}: {err}");
+    assert!(
+        out.contains("rows cannot be permuted with 9223372036854775809 heads"),
+        "{out}"
+    );
+}

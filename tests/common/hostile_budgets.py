@@ -71,6 +71,32 @@ def local_sizes(real: bytes) -> bytes:
     return bytes(out)
 
 
+def huge_heads(gguf_bytes: bytes) -> bytes:
+    """llama-f32.gguf with head_count and head_count_kv of 2^63 + 1 (as u64); three u32 keys
+    made narrower keep the header's length, so the data stays where it was."""
+    data = bytearray(gguf_bytes)
+
+    def retype(data, key, new_type, value):
+        k = key.encode()
+        pat = struct.pack("<Q", len(k)) + k + struct.pack("<I", 4)
+        i = data.index(pat)
+        return data[:i] + pat[:-4] + struct.pack("<I", new_type) + value + data[i + len(pat) + 4:]
+
+    def u32(data, key):
+        k = key.encode()
+        return struct.unpack_from("<I", data, data.index(struct.pack("<Q", len(k)) + k) + 12 + len(k))[0]
+
+    for key in ["llama.attention.head_count", "llama.attention.head_count_kv"]:
+        data = retype(data, key, 10, struct.pack("<Q", 2**63 + 1))
+    data = retype(data, "general.file_type", 0, bytes([u32(data, "general.file_type")]))
+    data = retype(data, "general.quantization_version", 0,
+                  bytes([u32(data, "general.quantization_version")]))
+    data = retype(data, "tokenizer.ggml.bos_token_id", 2,
+                  struct.pack("<H", u32(data, "tokenizer.ggml.bos_token_id")))
+    assert len(data) == len(gguf_bytes)
+    return bytes(data)
+
+
 def split_part(path: str, count: int) -> None:
     w = gguf.GGUFWriter(path, "llama")
     w.add_uint16("split.no", 0)
@@ -139,6 +165,9 @@ def main() -> None:
     entry = '"##[error]X": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}'
     header = ("{" + entry + ", " + entry + "}").encode()
     cases["command-name.safetensors"] = struct.pack("<Q", len(header)) + header + one
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    with open(os.path.join(fixtures, "conversions", "llama-f32.gguf"), "rb") as f:
+        cases["huge-heads.gguf"] = huge_heads(f.read())
     for name, data in cases.items():
         with open(os.path.join(out_dir, name), "wb") as f:
             f.write(data)
