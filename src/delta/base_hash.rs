@@ -187,3 +187,46 @@ pub(crate) fn hash_and_remember(
     }
     Ok(hash)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hash taken from the cache holds only while the files keep their stamps: a write to
+    /// the base after the lookup (during an `apply`) makes the re-check fail. Uses the cache
+    /// directory the test command names (WEIGHT_INSPECT_CACHE_DIR).
+    #[test]
+    fn a_write_after_the_lookup_fails_the_recheck() {
+        if cache_dir().is_none() {
+            panic!("no cache directory: set WEIGHT_INSPECT_CACHE_DIR as the test command does");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("base.safetensors");
+        let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        // A value of its own, so that no other test shares the entry.
+        let unique = std::process::id() as f32 + 0.5;
+        bytes.extend_from_slice(&unique.to_le_bytes());
+        bytes.extend_from_slice(&2f32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        // Settled: last touched more than a second before the hashing begins.
+        std::thread::sleep(Duration::from_millis(1100));
+        let model = Model::open(&path).unwrap();
+        let hash = hash_and_remember(&model, |_| true).unwrap().unwrap();
+        assert_eq!(lookup(&Stamps::of(&model).unwrap()), Some(hash.clone()));
+        recheck_remembered(&model, &hash).unwrap();
+
+        // Same size, same bytes even: the write moves the change time.
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(
+            &file,
+            &2f32.to_le_bytes(),
+            bytes.len() as u64 - 4,
+        )
+        .unwrap();
+        drop(file);
+        let err = recheck_remembered(&model, &hash).unwrap_err().to_string();
+        assert!(err.contains("changed while it was read"), "{err}");
+    }
+}
