@@ -24,10 +24,11 @@ impl HeaderCache {
     /// The cached prefix of object `oid` of `size` bytes, if there is one that fits it. An
     /// entry is only ever written as a regular file no larger than a header: a symbolic link
     /// (to `/dev/zero`, to a file outside the cache), a FIFO, or a file larger than the object
-    /// or the header cap is not an entry, and is not read (its size is checked before reading,
-    /// and the read stops at the cap).
+    /// or the header cap (with a window's read-ahead) is not an entry, and is not read (its
+    /// size is checked before reading, and the read stops at the cap).
     pub fn get(&self, oid: &str, size: u64) -> Option<Vec<u8>> {
-        let limit = size.min(crate::formats::limits::max_header_bytes());
+        // A prefix holds the header and what the last window read past it (at most 1 MiB).
+        let limit = size.min(crate::formats::limits::max_header_bytes().saturating_add(2 << 20));
         crate::fsutil::read_regular(&self.path(oid), limit, true).ok()
     }
 
