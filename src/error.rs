@@ -115,6 +115,11 @@ pub enum ShardError {
     )]
     MissingPart { file: String, expected_by: String },
     #[error(
+        "{}: declares {count} parts, more than the {cap} a split GGUF may have",
+        shown(.model)
+    )]
+    TooManyParts { model: String, count: u32, cap: u32 },
+    #[error(
         "{}: named like a part of {} but not one of its parts ({why}); remove it or \
          fix the model",
         shown(.file),

@@ -260,6 +260,93 @@ fn default_permissions(file: &File) -> std::io::Result<std::fs::Permissions> {
     Ok(file.metadata()?.permissions())
 }
 
+/// Opens `path` for reading only if it is a regular file (a symlink is followed to one): a
+/// FIFO is opened without blocking (`O_NONBLOCK`; an open for reading would wait for a writer),
+/// then refused with a device or a socket, so nothing named like an input is read forever.
+pub fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+    open_checked(path, false)
+}
+
+fn open_checked(path: &Path, nofollow: bool) -> std::io::Result<(File, std::fs::Metadata)> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut flags = libc::O_NONBLOCK;
+        if nofollow {
+            flags |= libc::O_NOFOLLOW;
+        }
+        options.custom_flags(flags);
+    }
+    #[cfg(not(unix))]
+    let _ = nofollow;
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(std::io::Error::other("is a directory, expected a file"));
+    }
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "is not a regular file (a device, FIFO or socket), expected a file",
+        ));
+    }
+    #[cfg(unix)]
+    clear_nonblocking(&file)?;
+    Ok((file, meta))
+}
+
+/// Reads of a regular file never block anyway; the flag is cleared so the handle behaves as
+/// any other wherever it is passed.
+#[cfg(unix)]
+fn clear_nonblocking(file: &File) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a file descriptor this process owns (held open by `file`).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The whole of a regular file of at most `limit` bytes ([`open_regular`]; with `nofollow` a
+/// symbolic link is refused rather than followed (`O_NOFOLLOW`), for the entries of a cache,
+/// which are only ever written as files). A larger file is an error naming the limit, found before any
+/// byte is read, and the read stops at the limit should the file grow meanwhile.
+pub fn read_regular(path: &Path, limit: u64, nofollow: bool) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, meta) = open_checked(path, nofollow)?;
+    let too_large = || {
+        std::io::Error::other(format!(
+            "is larger than the {limit} bytes such a file may have"
+        ))
+    };
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_regular_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_regular(path, limit, false)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

@@ -10,23 +10,14 @@ use crate::sharded::{self, ShardError};
 
 /// Opens `path` for reading a model: regular files only (a symlink is followed to one), so a
 /// device or a FIFO named like a model is refused rather than read forever.
+/// A FIFO is refused without blocking in `open` ([`crate::fsutil::open_regular`]).
 fn open_regular(path: &Path) -> Result<(std::fs::File, u64)> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-    if meta.is_dir() {
-        return Err(Error::io(
-            path,
-            std::io::Error::other("is a directory, expected a model file"),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(Error::io(
-            path,
-            std::io::Error::other(
-                "is not a regular file (a device, FIFO or socket), expected a model file",
-            ),
-        ));
-    }
+    let (file, meta) = crate::fsutil::open_regular(path).map_err(|e| {
+        let message = e
+            .to_string()
+            .replace("expected a file", "expected a model file");
+        Error::io(path, std::io::Error::new(e.kind(), message))
+    })?;
     Ok((file, meta.len()))
 }
 
@@ -356,7 +347,9 @@ pub fn describe_start(bytes: &[u8]) -> String {
 /// `textconv` describe deltas rather than parse them as models. None for anything else.
 pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
     use std::io::Read;
-    let Ok(mut file) = std::fs::File::open(path) else {
+    // Not a regular file: not a delta (read_file then says what it is), and never a blocking
+    // open of a FIFO.
+    let Ok((mut file, _)) = crate::fsutil::open_regular(path) else {
         return Ok(None);
     };
     let mut magic = [0u8; 8];

@@ -151,3 +151,191 @@ fn textconv_of_a_file_rewritten_while_it_is_read_always_exits_0() {
         "the file was rewritten only {rewrites} times"
     );
 }
+
+/// A FIFO at `dir/name` (nothing ever writes to it: opening it for reading would block).
+#[cfg(unix)]
+fn fifo(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let status = Command::new("mkfifo").arg(&path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+    path
+}
+
+/// Every place a file is opened refuses a FIFO without waiting for a writer: a model, a
+/// shard index, the only model of a directory, `--map`, `check --policy`, `delta create`'s
+/// base, and a base-hash cache entry (read as a miss).
+#[cfg(unix)]
+#[test]
+fn fifos_never_block_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = Duration::from_secs(60);
+    let example = repo_root().join("examples/tiny-llama-f16.gguf");
+    let example = example.to_str().unwrap();
+    let refused = |args: &[&str], expected_code: i32| {
+        let out = run_bounded(dir.path(), args, limit);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(expected_code), "{args:?}: {text}");
+        assert!(text.contains("not a regular file"), "{args:?}: {text}");
+    };
+
+    fifo(dir.path(), "model.gguf");
+    refused(&["inspect", "model.gguf"], 2);
+    refused(&["id", "model.gguf"], 2);
+    refused(&["diff", "model.gguf", example], 2);
+    refused(&["diff", "--values", example, "model.gguf"], 2);
+
+    let only = dir.path().join("only");
+    std::fs::create_dir(&only).unwrap();
+    fifo(&only, "model.safetensors");
+    refused(&["inspect", "only"], 2);
+
+    let indexed = dir.path().join("indexed");
+    std::fs::create_dir(&indexed).unwrap();
+    fifo(&indexed, "model.safetensors.index.json");
+    refused(&["inspect", "indexed/model.safetensors.index.json"], 2);
+
+    fifo(dir.path(), "map.toml");
+    refused(
+        &["diff", "--values", "--map", "map.toml", example, example],
+        2,
+    );
+
+    fifo(dir.path(), "policy.toml");
+    let out = run_bounded(
+        dir.path(),
+        &["check", "--policy", "policy.toml", example],
+        limit,
+    );
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("not a regular file"), "{text}");
+
+    fifo(dir.path(), "base.safetensors");
+    let tuned = repo_root().join("examples/tiny-tuned.safetensors");
+    refused(
+        &[
+            "delta",
+            "create",
+            "--base",
+            "base.safetensors",
+            "--output",
+            "out.wdelta",
+            tuned.to_str().unwrap(),
+        ],
+        2,
+    );
+}
+
+/// Runs weight-inspect in `dir` with its own base-hash cache, killed after a minute.
+#[cfg(unix)]
+fn run_with_cache(dir: &Path, cache: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("WEIGHT_INSPECT_CACHE_DIR", cache)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("weight-inspect {args:?} still ran after a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The files under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A base-hash cache entry replaced by a FIFO (or by a link to /dev/zero) is a miss: `apply`
+/// hashes the base and finishes.
+#[cfg(unix)]
+#[test]
+fn base_hash_cache_entries_that_are_not_files_are_misses() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    // A base and a fine-tuned model, written by the safetensors package.
+    let written = Command::new(common::python())
+        .arg("-c")
+        .arg(
+            "import sys, numpy as np; from safetensors.numpy import save_file\n\
+             w = np.arange(4096, dtype=np.float32)\n\
+             save_file({'w': w}, sys.argv[1] + '/tiny-base.safetensors')\n\
+             save_file({'w': w + 0.5}, sys.argv[1] + '/tiny-tuned.safetensors')",
+        )
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(written.success());
+    // Old enough for its hash to be remembered.
+    let base = dir.path().join("tiny-base.safetensors");
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&base)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let create = [
+        "delta",
+        "create",
+        "--base",
+        "tiny-base.safetensors",
+        "tiny-tuned.safetensors",
+        "-o",
+        "d.wdelta",
+    ];
+    let out = run_with_cache(dir.path(), &cache, &create);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries = files_under(&cache);
+    assert!(!entries.is_empty(), "no base hash was remembered");
+    for (round, replace) in ["fifo", "link"].iter().enumerate() {
+        for entry in &entries {
+            std::fs::remove_file(entry).ok();
+            if *replace == "fifo" {
+                let status = Command::new("mkfifo").arg(entry).status().unwrap();
+                assert!(status.success());
+            } else {
+                std::os::unix::fs::symlink("/dev/zero", entry).unwrap();
+            }
+        }
+        let output = format!("out{round}.safetensors");
+        let apply = [
+            "delta",
+            "apply",
+            "--base",
+            "tiny-base.safetensors",
+            "--output",
+            &output,
+            "d.wdelta",
+        ];
+        let out = run_with_cache(dir.path(), &cache, &apply);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{replace}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

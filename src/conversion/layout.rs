@@ -49,15 +49,22 @@ impl RowMap {
 /// The source row that `LlamaModel.permute(w, n_head)` of convert_hf_to_gguf.py moves to row
 /// `row`: it views the rows as [heads, 2, rows / heads / 2] and swaps the last two axes, so
 /// that each head's rotary halves are interleaved as ggml expects.
+/// Rows that cannot be permuted ([`permutable`] is false) are their own source.
 pub fn unpermuted_row(row: u64, rows: u64, heads: u64) -> u64 {
+    if !permutable(rows, heads) || rows == 0 {
+        return row;
+    }
     let half = rows / heads / 2;
     let (head, within) = (row / (2 * half), row % (2 * half));
     head * 2 * half + (within % 2) * half + within / 2
 }
 
-/// Whether `rows` can be permuted with `heads` heads.
+/// Whether `rows` can be permuted with `heads` heads. A head count comes from the file (a PR's
+/// GGUF may say 2^63 + 1): twice it must not wrap.
 pub fn permutable(rows: u64, heads: u64) -> bool {
-    heads > 0 && rows.is_multiple_of(2 * heads)
+    heads
+        .checked_mul(2)
+        .is_some_and(|twice| heads > 0 && rows.is_multiple_of(twice))
 }
 
 #[cfg(test)]
@@ -80,6 +87,10 @@ mod tests {
 
     #[test]
     fn the_permutation_is_undone_row_by_row() {
+        for (rows, heads) in [(1 << 63, 1 << 63), (2, (1 << 63) + 1), (8, 0)] {
+            assert!(!permutable(rows, heads), "{rows} {heads}");
+            assert_eq!(unpermuted_row(1, rows, heads), 1);
+        }
         for (rows, heads) in [(8, 2), (64, 4), (32, 8), (12, 3)] {
             let expected = permute(rows, heads);
             let got: Vec<u64> = (0..rows).map(|r| unpermuted_row(r, rows, heads)).collect();

@@ -32,7 +32,29 @@ pub enum MapError {
     },
     #[error("{path}: rule {rule}: `permute_heads` must be at least 1")]
     Heads { path: PathBuf, rule: usize },
+    #[error("{path}: {count} rules, more than the {MAX_MAP_RULES} a map file may have")]
+    TooManyRules { path: PathBuf, count: usize },
+    #[error(
+        "{path}: rule {rule}: `to` is {bytes} bytes with {references} group references; at most \
+         {MAX_TO_BYTES} bytes and {MAX_TO_REFERENCES} references"
+    )]
+    ReplacementTooLarge {
+        path: PathBuf,
+        rule: usize,
+        bytes: usize,
+        references: usize,
+    },
 }
+
+/// The caps of a map file: its size, its rules, each rule's pattern (compiled size) and
+/// replacement. A replacement repeating `${1}` cannot make a name of megabytes, and many rules
+/// cannot take gigabytes of compiled patterns.
+pub const MAX_MAP_FILE_BYTES: u64 = 1 << 20;
+pub const MAX_MAP_RULES: usize = 1024;
+pub const MAX_TO_BYTES: usize = 1024;
+pub const MAX_TO_REFERENCES: usize = 16;
+/// Compiled size of one rule's pattern (the regex crate's own limit is 10 MiB).
+const MAX_PATTERN_BYTES: usize = 256 << 10;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,10 +97,13 @@ pub struct Renamed<'a> {
 
 impl MapFile {
     pub fn read(path: &Path) -> Result<MapFile, MapError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MapError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text =
+            crate::fsutil::read_regular_text(path, MAX_MAP_FILE_BYTES).map_err(|source| {
+                MapError::Read {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
         MapFile::parse(path, &text)
     }
 
@@ -87,14 +112,32 @@ impl MapFile {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
+        if raw.rule.len() > MAX_MAP_RULES {
+            return Err(MapError::TooManyRules {
+                path: path.to_owned(),
+                count: raw.rule.len(),
+            });
+        }
         let mut rules = Vec::with_capacity(raw.rule.len());
         for (i, r) in raw.rule.into_iter().enumerate() {
+            let references = r.to.matches('$').count();
+            if r.to.len() > MAX_TO_BYTES || references > MAX_TO_REFERENCES {
+                return Err(MapError::ReplacementTooLarge {
+                    path: path.to_owned(),
+                    rule: i + 1,
+                    bytes: r.to.len(),
+                    references,
+                });
+            }
             // Matched whole: a rule for "blk.1.x" must not rename "blk.11.x".
-            let from = Regex::new(&format!("^(?:{})$", r.from)).map_err(|e| MapError::Regex {
-                path: path.to_owned(),
-                rule: i + 1,
-                message: e.to_string(),
-            })?;
+            let from = regex::RegexBuilder::new(&format!("^(?:{})$", r.from))
+                .size_limit(MAX_PATTERN_BYTES)
+                .build()
+                .map_err(|e| MapError::Regex {
+                    path: path.to_owned(),
+                    rule: i + 1,
+                    message: e.to_string(),
+                })?;
             if r.permute_heads == Some(0) {
                 return Err(MapError::Heads {
                     path: path.to_owned(),
@@ -159,5 +202,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn rules_and_replacements_are_capped() {
+        let repeated = format!(
+            "[[rule]]\nfrom = '(a)'\nto = '{}'\n",
+            "${1}".repeat(MAX_TO_REFERENCES + 1)
+        );
+        let err = MapFile::parse(Path::new("m.toml"), &repeated)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("rule 1: `to` is") && err.contains("17 group references"),
+            "{err}"
+        );
+        let at_cap = format!("[[rule]]\nfrom = '(a)'\nto = '{}'\n", "${1}".repeat(16));
+        assert_eq!(
+            MapFile::parse(Path::new("m.toml"), &at_cap)
+                .unwrap()
+                .rename("a")
+                .unwrap()
+                .target,
+            "a".repeat(16)
+        );
+        let many = "[[rule]]\nfrom = 'a'\nto = 'b'\n".repeat(MAX_MAP_RULES + 1);
+        let err = MapFile::parse(Path::new("m.toml"), &many)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1025 rules, more than the 1024"), "{err}");
     }
 }

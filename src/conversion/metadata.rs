@@ -94,7 +94,7 @@ pub fn check(source_path: &Path, target: &Artifact, architecture: &str) -> Metad
 
 fn read_config(path: &Path) -> Option<serde_json::Map<String, serde_json::Value>> {
     use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
+    let (file, _) = crate::fsutil::open_regular(path).ok()?;
     let mut text = String::new();
     file.take(MAX_CONFIG).read_to_string(&mut text).ok()?;
     match serde_json::from_str(&text).ok()? {

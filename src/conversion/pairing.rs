@@ -654,7 +654,10 @@ enum ShapeMismatch {
         show(.target)
     )]
     PermutationReshapes { from: Vec<u64>, target: Vec<u64> },
-    #[error("{rows} rows cannot be permuted with {heads} heads (a multiple of {} is needed)", 2 * .heads)]
+    #[error(
+        "{rows} rows cannot be permuted with {heads} heads (a multiple of twice the head count is \
+         needed)"
+    )]
     NotPermutable { rows: u64, heads: u64 },
     #[error(
         "shape {} → {}: no transform this pairing knows explains it (a --map rule can transpose \

@@ -118,6 +118,9 @@ pub(crate) fn apply(
     } = plan_output(base, dtype)?;
     let bar = run.bar(layout.total_len, "applying");
     std::thread::scope(|s| {
+        let remembered = single
+            .then(|| super::base_hash::remembered(base, run))
+            .flatten();
         let hasher = single.then(|| s.spawn(|| super::base_hash::parent_hash(base, run, |_| {})));
         let checksum =
             (single && links[0].checksum_pending).then(|| s.spawn(|| links[0].verify_checksum()));
@@ -180,6 +183,10 @@ pub(crate) fn apply(
             }
             if let Some(h) = hasher {
                 base_hash = h.join().expect("hashing thread")?;
+                if remembered.as_ref() == Some(&base_hash) {
+                    // Taken from the cache, not from these reads: still as remembered?
+                    super::base_hash::recheck_remembered(base, &base_hash)?;
+                }
                 if base_hash != links[0].parent_hash() {
                     return Err(wrong_parent(
                         &links[0],

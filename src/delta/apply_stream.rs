@@ -169,7 +169,11 @@ pub(crate) fn apply_streamed(
         stream.finish()?;
         base_hash = match (hashed, &remembered) {
             (Some(hashed), _) => hashed?.unwrap_or_default(),
-            (None, Some(hash)) => hash.clone(),
+            (None, Some(hash)) => {
+                // The hash was not taken from these reads: the base must still be as remembered.
+                super::base_hash::recheck_remembered(base, hash)?;
+                hash.clone()
+            }
             (None, None) => unreachable!("the base is hashed unless its hash is remembered"),
         };
         if base_hash != expected {

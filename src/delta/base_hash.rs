@@ -94,7 +94,12 @@ fn entry_path(dir: &std::path::Path, stamps: &Stamps) -> PathBuf {
 
 /// The hash recorded for files with exactly these stamps.
 fn lookup(stamps: &Stamps) -> Option<String> {
-    let text = std::fs::read_to_string(entry_path(&cache_dir()?, stamps)).ok()?;
+    // An entry is a small regular file: a symbolic link, a FIFO or anything larger than an
+    // entry of these stamps is not one, and is not read.
+    let limit = (ENTRY_VERSION.len() + stamps.lines.len() + 66) as u64;
+    let bytes =
+        crate::fsutil::read_regular(&entry_path(&cache_dir()?, stamps), limit, true).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     let rest = text.strip_prefix(ENTRY_VERSION)?.strip_prefix('\n')?;
     let hash = rest
         .strip_prefix(stamps.lines.as_str())?
@@ -127,6 +132,24 @@ pub(crate) fn remembered(model: &Model, run: &RunOptions) -> Option<String> {
         return None;
     }
     lookup(&Stamps::of(model)?)
+}
+
+/// After `apply` has read a base whose hash it took from the cache: Err when the files no
+/// longer have the stamps the hash was remembered for (a write during the run), so the output
+/// is not kept. A write that leaves every stamp alone (a store through a shared mapping into
+/// an already-dirty page) is not seen; docs/wdelta.md says so.
+pub(crate) fn recheck_remembered(model: &Model, hash: &str) -> Result<(), DeltaError> {
+    let still = Stamps::of(model).and_then(|stamps| lookup(&stamps));
+    if still.as_deref() == Some(hash) {
+        return Ok(());
+    }
+    Err(DeltaError::from(crate::error::Error::io(
+        &model.path,
+        std::io::Error::other(
+            "changed while it was read (its stamps are no longer those its remembered hash \
+             was recorded for); nothing was written, run again",
+        ),
+    )))
 }
 
 /// The parent hash of `model`: remembered, or computed (`tick` is called as bytes are hashed)
@@ -163,4 +186,47 @@ pub(crate) fn hash_and_remember(
         record(&before, hash);
     }
     Ok(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hash taken from the cache holds only while the files keep their stamps: a write to
+    /// the base after the lookup (during an `apply`) makes the re-check fail. Uses the cache
+    /// directory the test command names (WEIGHT_INSPECT_CACHE_DIR).
+    #[test]
+    fn a_write_after_the_lookup_fails_the_recheck() {
+        if cache_dir().is_none() {
+            panic!("no cache directory: set WEIGHT_INSPECT_CACHE_DIR as the test command does");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("base.safetensors");
+        let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        // A value of its own, so that no other test shares the entry.
+        let unique = std::process::id() as f32 + 0.5;
+        bytes.extend_from_slice(&unique.to_le_bytes());
+        bytes.extend_from_slice(&2f32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        // Settled: last touched more than a second before the hashing begins.
+        std::thread::sleep(Duration::from_millis(1100));
+        let model = Model::open(&path).unwrap();
+        let hash = hash_and_remember(&model, |_| true).unwrap().unwrap();
+        assert_eq!(lookup(&Stamps::of(&model).unwrap()), Some(hash.clone()));
+        recheck_remembered(&model, &hash).unwrap();
+
+        // Same size, same bytes even: the write moves the change time.
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(
+            &file,
+            &2f32.to_le_bytes(),
+            bytes.len() as u64 - 4,
+        )
+        .unwrap();
+        drop(file);
+        let err = recheck_remembered(&model, &hash).unwrap_err().to_string();
+        assert!(err.contains("changed while it was read"), "{err}");
+    }
 }

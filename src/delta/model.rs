@@ -329,7 +329,9 @@ impl Model {
         };
         let mut shards = Vec::with_capacity(files.len());
         for file in files {
-            let handle = File::open(&file).map_err(|e| Error::io(&file, e))?;
+            // A FIFO is refused, not waited on.
+            let (handle, _) =
+                crate::fsutil::open_regular(&file).map_err(|e| Error::io(&file, e))?;
             shards.push(Shard {
                 path: file,
                 file: handle,

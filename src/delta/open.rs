@@ -7,7 +7,6 @@
 //! delta (about an eighth of float32 weights with int4), which the work then no longer reads
 //! from disk.
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -153,8 +152,9 @@ impl OpenDelta {
 /// The whole file, read with positioned reads: a file that ends before the length it had when
 /// opened is [`DeltaError::InputShrank`]; memory for it is reserved fallibly.
 fn read_whole(path: &Path) -> Result<Vec<u8>> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    // A FIFO as the base is refused, not waited on.
+    let (file, meta) = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e))?;
+    let len = meta.len();
     let mut bytes = Vec::new();
     let size = usize::try_from(len).map_err(|_| too_large(path, len))?;
     bytes

@@ -13,6 +13,7 @@ use crate::artifact::{
     Tensors, Value,
 };
 use crate::dtype::Dtype;
+use crate::escape::quoted;
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
 pub const DEFAULT_ALIGNMENT: u64 = 32;
@@ -95,8 +96,9 @@ pub enum GgufError {
     #[error("unable to parse GGUF header: {what} at offset {offset} is not valid UTF-8")]
     InvalidUtf8 { offset: u64, what: String },
     #[error(
-        "unable to parse GGUF header: metadata key {key:?}: unknown value type {type_id} at \
-         offset {offset}, expected 0-12"
+        "unable to parse GGUF header: metadata key {}: unknown value type {type_id} at \
+         offset {offset}, expected 0-12",
+        quoted(.key)
     )]
     UnknownValueType {
         offset: u64,
@@ -104,22 +106,25 @@ pub enum GgufError {
         type_id: u32,
     },
     #[error(
-        "unable to parse GGUF header: metadata key {key:?}: bool byte {byte} at offset {offset}, \
-         expected 0 or 1"
+        "unable to parse GGUF header: metadata key {}: bool byte {byte} at offset {offset}, \
+         expected 0 or 1",
+        quoted(.key)
     )]
     InvalidBool { offset: u64, key: String, byte: u8 },
     #[error(
-        "unable to parse GGUF header: metadata key {key:?}: arrays nested deeper than \
-         {MAX_NESTING} levels at offset {offset}"
+        "unable to parse GGUF header: metadata key {}: arrays nested deeper than \
+         {MAX_NESTING} levels at offset {offset}",
+        quoted(.key)
     )]
     NestingTooDeep { offset: u64, key: String },
-    #[error("unable to parse GGUF header: duplicate metadata key {key:?} at offset {offset}")]
+    #[error("unable to parse GGUF header: duplicate metadata key {} at offset {offset}", quoted(.key))]
     DuplicateKey { offset: u64, key: String },
-    #[error("unable to parse GGUF header: duplicate tensor name {name:?} at offset {offset}")]
+    #[error("unable to parse GGUF header: duplicate tensor name {} at offset {offset}", quoted(.name))]
     DuplicateTensor { offset: u64, name: String },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: {n_dims} dimensions at offset {offset}, \
-         expected at most {MAX_DIMS}"
+        "unable to parse GGUF header: tensor {}: {n_dims} dimensions at offset {offset}, \
+         expected at most {MAX_DIMS}",
+        quoted(.name)
     )]
     TooManyDimensions {
         offset: u64,
@@ -127,13 +132,15 @@ pub enum GgufError {
         n_dims: u32,
     },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: element count of shape {shape:?} exceeds \
-         the largest ggml supports (2^63-1)"
+        "unable to parse GGUF header: tensor {}: element count of shape {shape:?} exceeds \
+         the largest ggml supports (2^63-1)",
+        quoted(.name)
     )]
     ElementCountOverflow { name: String, shape: Vec<u64> },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: type {type_id} at offset {offset} was \
-         removed from ggml"
+        "unable to parse GGUF header: tensor {}: type {type_id} at offset {offset} was \
+         removed from ggml",
+        quoted(.name)
     )]
     RemovedTensorType {
         offset: u64,
@@ -141,8 +148,9 @@ pub enum GgufError {
         type_id: u32,
     },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: unknown type {type_id} at offset \
-         {offset}, expected 0-42"
+        "unable to parse GGUF header: tensor {}: unknown type {type_id} at offset \
+         {offset}, expected 0-42",
+        quoted(.name)
     )]
     UnknownTensorType {
         offset: u64,
@@ -150,8 +158,9 @@ pub enum GgufError {
         type_id: u32,
     },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: first dimension {ne0} is not a multiple \
-         of the {dtype} block size {block_size}"
+        "unable to parse GGUF header: tensor {}: first dimension {ne0} is not a multiple \
+         of the {dtype} block size {block_size}",
+        quoted(.name)
     )]
     BlockMisaligned {
         name: String,
@@ -164,8 +173,9 @@ pub enum GgufError {
     #[error("unable to parse GGUF header: general.alignment is {value}, expected a power of two")]
     BadAlignment { value: u32 },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: data offset {data_offset} is not a \
-         multiple of the alignment {alignment}"
+        "unable to parse GGUF header: tensor {}: data offset {data_offset} is not a \
+         multiple of the alignment {alignment}",
+        quoted(.name)
     )]
     MisalignedOffset {
         name: String,
@@ -173,8 +183,9 @@ pub enum GgufError {
         alignment: u64,
     },
     #[error(
-        "unable to parse GGUF header: tensor {name:?}: data offset {data_offset}, expected \
-         {expected} (tensors are stored in order, each padded to the alignment {alignment})"
+        "unable to parse GGUF header: tensor {}: data offset {data_offset}, expected \
+         {expected} (tensors are stored in order, each padded to the alignment {alignment})",
+        quoted(.name)
     )]
     OffsetMismatch {
         name: String,
@@ -405,7 +416,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
     for index in 0..kv_count {
         let key_offset = cur.offset();
         let key = cur.string(&|| format!("metadata key #{index}"))?;
-        let type_id = cur.u32(&|| format!("the value type of metadata key {key:?}"))?;
+        let type_id = cur.u32(&|| format!("the value type of metadata key {}", quoted(&key)))?;
         let value = read_value(&mut cur, &key, type_id, 0)?;
         if metadata.contains_key(&key) {
             return Err(GgufError::DuplicateKey {
@@ -460,7 +471,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
     for index in 0..tensor_count {
         let name = cur.string(&|| format!("the name of tensor #{index}"))?;
         let dims_offset = cur.offset();
-        let n_dims = cur.u32(&|| format!("the dimension count of tensor {name:?}"))?;
+        let n_dims = cur.u32(&|| format!("the dimension count of tensor {}", quoted(&name)))?;
         if n_dims > MAX_DIMS {
             return Err(GgufError::TooManyDimensions {
                 offset: dims_offset,
@@ -470,10 +481,10 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         }
         let mut shape = Shape::with_capacity(n_dims as usize);
         for d in 0..n_dims {
-            shape.push(cur.count(&|| format!("dimension {d} of tensor {name:?}"))?);
+            shape.push(cur.count(&|| format!("dimension {d} of tensor {}", quoted(&name)))?);
         }
         let type_offset = cur.offset();
-        let type_id = cur.u32(&|| format!("the type of tensor {name:?}"))?;
+        let type_id = cur.u32(&|| format!("the type of tensor {}", quoted(&name)))?;
         let ggml_type = match crate::dtype::by_ggml_id(type_id) {
             Some(t) => t,
             None if type_id < crate::dtype::GGML_ID_END => {
@@ -491,7 +502,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
                 });
             }
         };
-        let data_offset = cur.u64(&|| format!("the data offset of tensor {name:?}"))?;
+        let data_offset = cur.u64(&|| format!("the data offset of tensor {}", quoted(&name)))?;
         let byte_length = tensor_byte_length(&name, &shape, ggml_type)?;
         if offset_error.is_none() {
             if data_offset % alignment != 0 {
@@ -607,7 +618,7 @@ fn min_value_size(type_id: u32, cur: &Cursor) -> u64 {
 }
 
 fn read_value(cur: &mut Cursor, key: &str, type_id: u32, depth: usize) -> Result<Value> {
-    let what = || format!("the value of metadata key {key:?}");
+    let what = || format!("the value of metadata key {}", quoted(key));
     Ok(match type_id {
         value_type::U8 => Value::U8(cur.u8(&what)?),
         value_type::I8 => Value::I8(cur.i8(&what)?),
@@ -634,7 +645,7 @@ fn read_value(cur: &mut Cursor, key: &str, type_id: u32, depth: usize) -> Result
 
 fn read_bool(cur: &mut Cursor, key: &str) -> Result<bool> {
     let offset = cur.offset();
-    match cur.u8(&|| format!("a bool of metadata key {key:?}"))? {
+    match cur.u8(&|| format!("a bool of metadata key {}", quoted(key)))? {
         0 => Ok(false),
         1 => Ok(true),
         byte => Err(GgufError::InvalidBool {
@@ -653,7 +664,7 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
         });
     }
     let type_offset = cur.offset();
-    let elem_type = cur.u32(&|| format!("the element type of array {key:?}"))?;
+    let elem_type = cur.u32(&|| format!("the element type of array {}", quoted(key)))?;
     if elem_type > value_type::F64 {
         return Err(GgufError::UnknownValueType {
             offset: type_offset,
@@ -661,9 +672,9 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
             type_id: elem_type,
         });
     }
-    let what = || format!("the length of array {key:?}");
+    let what = || format!("the length of array {}", quoted(key));
     let len = cur.bounded_count(min_value_size(elem_type, cur), &what)?;
-    let item = || format!("an element of array {key:?}");
+    let item = || format!("an element of array {}", quoted(key));
 
     // Numbers are decoded from one slice: a vocabulary's scores and token types are hundreds
     // of thousands of elements. bounded_count guaranteed that `len` of them fit.
@@ -708,7 +719,10 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
             if cur.inner_arrays.saturating_add(len as u64) > max {
                 return Err(GgufError::OverLimit {
                     offset: type_offset,
-                    what: format!("the count of arrays nested in arrays (at array {key:?})"),
+                    what: format!(
+                        "the count of arrays nested in arrays (at array {})",
+                        quoted(key)
+                    ),
                     count: cur.inner_arrays.saturating_add(len as u64),
                     max,
                     per: BYTES_PER_INNER_ARRAY,
@@ -730,7 +744,7 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
 /// faster than one per string. The NUL after each string keeps the check exact: no multi-byte
 /// sequence can run across it, so the joined text is valid exactly when every string is.
 fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringArray> {
-    let item = || format!("an element of array {key:?}");
+    let item = || format!("an element of array {}", quoted(key));
     let array_start = cur.pos;
     let mut ends = crate::hugepages::vec_with_capacity(len);
     // Reserved once: every string is preceded by its length in the header, so the joined text
@@ -770,7 +784,7 @@ fn read_string_array(cur: &mut Cursor, key: &str, len: usize) -> Result<StringAr
         let bad = ends.partition_point(|&end| end < e.valid_up_to());
         return Err(GgufError::InvalidUtf8 {
             offset: string_offset(cur, array_start, bad),
-            what: format!("element {bad} of array {key:?}"),
+            what: format!("element {bad} of array {}", quoted(key)),
         });
     }
     // SAFETY: simdutf8 has just validated exactly these bytes as UTF-8.

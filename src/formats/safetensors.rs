@@ -11,6 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use crate::artifact::{Artifact, Format, Layout, TensorInfo, TensorName, Tensors, Value};
+use crate::escape::quoted;
 
 const METADATA_KEY: &str = "__metadata__";
 
@@ -42,27 +43,30 @@ pub enum SafetensorsError {
         column: usize,
     },
     #[error(
-        "tensor {name:?}: unknown dtype {dtype:?}, expected one of BOOL, F4, F6_E2M3, F6_E3M2, \
+        "tensor {}: unknown dtype {}, expected one of BOOL, F4, F6_E2M3, F6_E3M2, \
          U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, \
-         U32, F32, C64, F64, I64, U64"
+         U32, F32, C64, F64, I64, U64",
+        quoted(.name),
+        quoted(.dtype)
     )]
     UnknownDtype { name: String, dtype: String },
-    #[error("tensor {name:?}: data_offsets [{begin}, {end}] end before they begin")]
+    #[error("tensor {}: data_offsets [{begin}, {end}] end before they begin", quoted(.name))]
     ReversedOffsets { name: String, begin: u64, end: u64 },
     #[error(
-        "tensor {name:?}: data begins at {begin}, expected {expected} (tensor data must be \
-         contiguous from 0, with no gap or overlap)"
+        "tensor {}: data begins at {begin}, expected {expected} (tensor data must be \
+         contiguous from 0, with no gap or overlap)",
+        quoted(.name)
     )]
     NonContiguous {
         name: String,
         begin: u64,
         expected: u64,
     },
-    #[error("invalid safetensors JSON header: duplicate tensor {name:?}")]
+    #[error("invalid safetensors JSON header: duplicate tensor {}", quoted(.name))]
     DuplicateTensor { name: String },
-    #[error("tensor {name:?}: element count of shape {shape:?} overflows 64 bits")]
+    #[error("tensor {}: element count of shape {shape:?} overflows 64 bits", quoted(.name))]
     ShapeOverflow { name: String, shape: Vec<u64> },
-    #[error("tensor {name:?}: {n_elements} elements of {bits}-bit {dtype} do not fill whole bytes")]
+    #[error("tensor {}: {n_elements} elements of {bits}-bit {dtype} do not fill whole bytes", quoted(.name))]
     MisalignedSlice {
         name: String,
         n_elements: u64,
@@ -70,8 +74,9 @@ pub enum SafetensorsError {
         dtype: &'static str,
     },
     #[error(
-        "tensor {name:?}: shape {shape:?} of {dtype} needs {expected} bytes, but data_offsets \
-         [{begin}, {end}] span {found}"
+        "tensor {}: shape {shape:?} of {dtype} needs {expected} bytes, but data_offsets \
+         [{begin}, {end}] span {found}",
+        quoted(.name)
     )]
     SizeMismatch {
         name: String,
@@ -297,16 +302,20 @@ impl<'de> de::Deserialize<'de> for RawHeader {
                     };
                     if repeated {
                         return Err(de::Error::custom(format_args!(
-                            "duplicate key {key:?} (a tensor or __metadata__ may appear only once)"
+                            "duplicate key {} (a tensor or __metadata__ may appear only once)",
+                            crate::escape::quoted(&key)
                         )));
                     }
                     if key == METADATA_KEY {
                         metadata = Some(map.next_value::<UniqueStringMap>()?.0);
                         continue;
                     }
-                    let tensor: RawTensor = map
-                        .next_value()
-                        .map_err(|e| de::Error::custom(format_args!("tensor {key:?}: {e}")))?;
+                    let tensor: RawTensor = map.next_value().map_err(|e| {
+                        de::Error::custom(format_args!(
+                            "tensor {}: {e}",
+                            crate::escape::quoted(&key)
+                        ))
+                    })?;
                     let (begin, end) = tensor.data_offsets;
                     let dtype = match dtype_info(&tensor.dtype) {
                         Some((dtype, _)) => dtype,

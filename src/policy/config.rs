@@ -19,6 +19,13 @@ use crate::artifact::Format;
 /// Name of the policy file at the repository root.
 pub const POLICY_FILE: &str = ".weight-inspect.toml";
 
+/// The caps of a policy (a pull request's own policy is applied by `ci`): its size, its rules
+/// and its globs (`paths` and `exclude` of every rule together). Parsing is linear in the text,
+/// and matching in the rules and globs.
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+pub const MAX_RULES: usize = 4096;
+pub const MAX_GLOBS: usize = 4096;
+
 /// A parsed, validated policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -197,11 +204,41 @@ impl Policy {
                 },
             }
         })?;
+        if let Some(rule) = raw.rules.get(MAX_RULES) {
+            return Err(invalid(
+                path,
+                text,
+                rule.span().start,
+                format!(
+                    "{} rules, more than the {MAX_RULES} a policy may have",
+                    raw.rules.len()
+                ),
+            ));
+        }
+        let mut globs = 0usize;
+        for rule in &raw.rules {
+            let rule = rule.get_ref();
+            globs +=
+                rule.paths.get_ref().len() + rule.exclude.as_ref().map_or(0, |e| e.get_ref().len());
+            if globs > MAX_GLOBS {
+                return Err(invalid(
+                    path,
+                    text,
+                    rule.paths.span().start,
+                    format!(
+                        "more than the {MAX_GLOBS} globs a policy may have (all rules together)"
+                    ),
+                ));
+            }
+        }
         let mut rules = Vec::with_capacity(raw.rules.len());
+        // Lines counted from one rule to the next (rules come in text order): linear in the
+        // text, where counting from the start for every rule was quadratic.
+        let mut counted = (0usize, 1usize);
         for (i, raw_rule) in raw.rules.into_iter().enumerate() {
             let span = raw_rule.span();
             let raw_rule = raw_rule.into_inner();
-            let line = line_column(text, span.start).0;
+            let line = lines_to(text, &mut counted, span.start);
             if raw_rule.paths.get_ref().is_empty() {
                 return Err(invalid(
                     path,
@@ -503,6 +540,21 @@ fn invalid(path: &Path, text: &str, offset: usize, message: String) -> PolicyErr
 }
 
 /// 1-based line and column (in characters) of a byte offset.
+/// The line of `offset`, counting on from `counted` (an offset and its line), which is moved
+/// there; an offset before it is counted from the start.
+fn lines_to(text: &str, counted: &mut (usize, usize), offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    if offset < counted.0 || !text.is_char_boundary(offset) {
+        return line_column(text, offset).0;
+    }
+    let newlines = text.as_bytes()[counted.0..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    *counted = (offset, counted.1 + newlines);
+    counted.1
+}
+
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
@@ -875,5 +927,49 @@ required_metadata = { general.architecture = "llama", "general.name" = "x", n = 
             let _ = parse(&text);
             let _ = parse(&format!("[[rules]]\npaths = [\"{}\"]\n", text.replace(['"', '\\', '\n'], "")));
         }
+    }
+
+    fn rules(n: usize, globs_per_rule: usize) -> String {
+        let globs = vec!["\"m/*.gguf\""; globs_per_rule].join(", ");
+        (0..n)
+            .map(|_| format!("[[rules]]\npaths = [{globs}]\nmax_tensors = 10\n"))
+            .collect()
+    }
+
+    /// Parsing is linear in the rules: four times the rules take about four times as long
+    /// (counting lines from the start for each rule took sixteen). Best of three, as a ratio.
+    #[test]
+    fn parsing_grows_linearly_with_the_rules() {
+        let time = |text: &str| {
+            (0..3)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    parse(text).unwrap();
+                    start.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let (small, large) = (rules(1000, 1), rules(4000, 1));
+        let ratio = time(&large) / time(&small);
+        assert!(ratio < 9.0, "4x the rules took {ratio:.1}x as long");
+        let policy = parse(&large).unwrap();
+        let lines: Vec<usize> = policy.rules.iter().map(|r| r.line).collect();
+        assert!(
+            lines.windows(2).all(|w| w[1] == w[0] + 3),
+            "{:?}",
+            &lines[..4]
+        );
+    }
+
+    #[test]
+    fn rules_and_globs_are_capped() {
+        let (_, _, message) = err(&rules(MAX_RULES + 1, 1));
+        assert!(
+            message.contains("4097 rules, more than the 4096"),
+            "{message}"
+        );
+        let (_, _, message) = err(&rules(2, MAX_GLOBS / 2 + 1));
+        assert!(message.contains("more than the 4096 globs"), "{message}");
+        parse(&rules(1, MAX_GLOBS)).unwrap();
     }
 }

@@ -39,7 +39,7 @@ impl PolicySource {
         if missing == Missing::Refuse && arg.is_none() && !path.exists() {
             return Err(PolicyError::NoPolicyFile { shown });
         }
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::fsutil::read_regular_text(&path, super::config::MAX_POLICY_BYTES) {
             Ok(text) => text,
             Err(e) if missing == Missing::Empty && e.kind() == std::io::ErrorKind::NotFound => {
                 String::new()
@@ -56,7 +56,7 @@ impl PolicySource {
 
     /// A policy file named on the command line, shown as given (`path` is where it is).
     pub fn file(path: &Path, shown: String) -> Result<PolicySource, PolicyError> {
-        match std::fs::read_to_string(path) {
+        match crate::fsutil::read_regular_text(path, super::config::MAX_POLICY_BYTES) {
             Ok(text) => Ok(PolicySource { shown, text }),
             Err(source) => Err(PolicyError::Read {
                 path: shown,

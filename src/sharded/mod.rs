@@ -175,16 +175,28 @@ pub fn open_split(
     names: &[String],
     known: Option<(u32, Artifact)>,
 ) -> Result<Artifact, ShardError> {
-    let files: Vec<String> = (1..=name.count).map(|n| name.sibling(n)).collect();
-    let first = dir.label(&files[0]);
-    for file in &files {
-        if !names.contains(file) {
+    if name.count > split::MAX_SPLIT_PARTS {
+        return Err(ShardError::TooManyParts {
+            model: dir.label(&name.model_name()),
+            count: name.count,
+            cap: split::MAX_SPLIT_PARTS,
+        });
+    }
+    // The declared count comes from a file name: names are built one at a time and the first
+    // one absent ends the search, so the work is bounded by the files present.
+    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut files: Vec<String> = Vec::new();
+    for number in 1..=name.count {
+        let file = name.sibling(number);
+        if !present.contains(file.as_str()) {
             return Err(ShardError::MissingPart {
-                file: dir.label(file),
+                file: dir.label(&file),
                 expected_by: format!("{} (part names)", dir.label(&name.model_name())),
             });
         }
+        files.push(file);
     }
+    let first = dir.label(&files[0]);
     for other in names {
         if let Some(other_name) = SplitName::parse(other)
             && other_name.base == name.base

@@ -11,6 +11,10 @@ pub const SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
 /// The keys that say how a model is split: layout, not part of the model's identity.
 pub const SPLIT_KEYS: [&str; 3] = [SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS_COUNT];
 
+/// The most parts a split GGUF may have (the writers number parts with five digits). Beyond it
+/// the model is refused by name, before any part name is built.
+pub const MAX_SPLIT_PARTS: u32 = 99_999;
+
 /// The parts of a file name `NAME-00002-of-00005.gguf`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SplitName {

@@ -19,6 +19,21 @@ pub struct Sums {
     /// Some value did not convert to f64 exactly (a 64-bit integer of magnitude ≥ 2^53): the
     /// norms and max |b - a| are approximate.
     pub inexact: bool,
+    /// The four sums are of the values times 2^-scale (0 unless values near the ends of f64's
+    /// range, whose squares would overflow or underflow, were scaled first): the figures are
+    /// ratios, in which the scale cancels.
+    pub scale: i32,
+}
+
+/// Runs whose largest magnitude lies outside this range are summed scaled to it: their
+/// squares would overflow to infinity or lose their digits below f64's normal range.
+const SAFE_MAGNITUDE: std::ops::RangeInclusive<f64> = 1e-140..=1e140;
+
+/// `x` times 2^`exp`, without overflowing on the way (an exponent beyond f64's range in one
+/// step).
+fn times_pow2(x: f64, exp: i32) -> f64 {
+    let half = exp / 2;
+    x * 2f64.powi(half) * 2f64.powi(exp - half)
 }
 
 /// Lanes of the accumulators: independent sums the compiler keeps in vector registers.
@@ -38,6 +53,13 @@ impl Sums {
     }
 
     pub fn merge(&mut self, other: &Sums) {
+        // Sums of squares at two scales: the smaller is brought to the larger.
+        let mut other = *other;
+        if other.scale > self.scale {
+            self.rescale(other.scale);
+        } else if other.scale < self.scale {
+            other.rescale(self.scale);
+        }
         self.elements += other.elements;
         self.changed += other.changed;
         self.nonfinite += other.nonfinite;
@@ -47,6 +69,20 @@ impl Sums {
         self.sum_sq_diff += other.sum_sq_diff;
         self.dot += other.dot;
         self.inexact |= other.inexact;
+    }
+
+    /// The sums expressed at the larger scale `scale`.
+    fn rescale(&mut self, scale: i32) {
+        let by = 2 * (self.scale - scale);
+        for sum in [
+            &mut self.sum_sq_old,
+            &mut self.sum_sq_new,
+            &mut self.sum_sq_diff,
+            &mut self.dot,
+        ] {
+            *sum = times_pow2(*sum, by);
+        }
+        self.scale = scale;
     }
 
     /// The sums of `old` against `new` (equal lengths).
@@ -81,8 +117,20 @@ impl Sums {
     }
 
     /// These sums, unless some value was not finite: then the careful sums of `run`.
+    /// Sums below f64's normal range may have lost digits (or all of them, at 1e-200): those
+    /// are taken again too, scaled.
     fn or_careful(self, run: (&[f64], &[f64])) -> Sums {
-        if self.sum_sq_old.is_finite() && self.sum_sq_new.is_finite() && self.dot.is_finite() {
+        let tiny = |x: f64| x != 0.0 && x < 1e-250;
+        let lost = (self.sum_sq_diff == 0.0 && self.changed > 0)
+            || tiny(self.sum_sq_old)
+            || tiny(self.sum_sq_new)
+            || tiny(self.sum_sq_diff);
+        if self.sum_sq_old.is_finite()
+            && self.sum_sq_new.is_finite()
+            && self.dot.is_finite()
+            && self.sum_sq_diff.is_finite()
+            && !lost
+        {
             self
         } else {
             Self::careful(run.0, run.1)
@@ -124,13 +172,31 @@ impl Sums {
 
     /// Element by element, keeping non-finite values out of the sums.
     fn careful(old: &[f64], new: &[f64]) -> Sums {
+        let largest = old
+            .iter()
+            .chain(new)
+            .filter(|x| x.is_finite())
+            .fold(0f64, |m, x| m.max(x.abs()));
+        // Scaled by a power of two (exact) when the squares would leave f64's normal range.
+        let scale = if largest == 0.0 || SAFE_MAGNITUDE.contains(&largest) {
+            0
+        } else {
+            largest.log2().floor() as i32
+        };
         let mut s = Sums {
             elements: old.len() as u64,
+            scale,
             ..Sums::default()
         };
         for (&a, &b) in old.iter().zip(new) {
             if a.is_finite() && b.is_finite() {
-                s.add_finite(a, b);
+                if scale == 0 {
+                    s.add_finite(a, b);
+                } else {
+                    let max_abs_diff = s.max_abs_diff.max((b - a).abs());
+                    s.add_finite(times_pow2(a, -scale), times_pow2(b, -scale));
+                    s.max_abs_diff = max_abs_diff;
+                }
             } else {
                 s.nonfinite += 1;
                 let same = (a.is_nan() && b.is_nan()) || a == b;
@@ -212,6 +278,7 @@ fn unchanged_from_lanes(values: &[f64], sq: [f64; LANES]) -> Sums {
         sum_sq_diff: 0.0,
         dot: sum,
         inexact: false,
+        scale: 0,
     }
 }
 
@@ -415,6 +482,7 @@ fn finish(acc: [[f64; LANES]; 6], tail_old: &[f64], tail_new: &[f64], len: usize
         sum_sq_diff: sum(acc[0]),
         dot: sum(acc[3]),
         inexact: false,
+        scale: 0,
     };
     for (&a, &b) in tail_old.iter().zip(tail_new) {
         s.add_finite(a, b);
@@ -467,7 +535,8 @@ impl ValueStats {
         let cosine = if s.sum_sq_diff == 0.0 && s.changed == 0 {
             Some(1.0)
         } else if norm_old > 0.0 && norm_new > 0.0 {
-            Some(s.dot / (norm_old * norm_new))
+            // Rounding can take the ratio a hair past ±1.
+            Some((s.dot / (norm_old * norm_new)).clamp(-1.0, 1.0))
         } else {
             None
         };
@@ -610,5 +679,49 @@ mod tests {
         assert_eq!((stats.rel_l2, stats.cosine), (None, None));
         let same = ValueStats::from_sums(&Sums::of(&[0.0; 4], &[0.0; 4]));
         assert_eq!((same.rel_l2, same.cosine), (Some(0.0), Some(1.0)));
+    }
+
+    /// Values near the ends of f64's range give the figures values of ordinary size give.
+    #[test]
+    fn extreme_magnitudes_are_scaled_before_squaring() {
+        let old = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let new = [1.0, 2.5, 3.0, 4.0, 5.5];
+        let reference = ValueStats::from_sums(&Sums::of(&old, &new));
+        for factor in [1e200, 1e-200, 1e300, 1e-300] {
+            let scaled = |v: &[f64]| v.iter().map(|x| x * factor).collect::<Vec<_>>();
+            let stats = ValueStats::from_sums(&Sums::of(&scaled(&old), &scaled(&new)));
+            let (r, c) = (stats.rel_l2.unwrap(), stats.cosine.unwrap());
+            let (r0, c0) = (reference.rel_l2.unwrap(), reference.cosine.unwrap());
+            assert!((r - r0).abs() < 1e-9 * r0, "{factor}: rel_l2 {r} vs {r0}");
+            assert!((c - c0).abs() < 1e-12, "{factor}: cosine {c} vs {c0}");
+        }
+        let max = [f64::MAX, f64::MAX / 2.0];
+        let near = [f64::MAX / 1.5, f64::MAX / 2.0];
+        let stats = ValueStats::from_sums(&Sums::of(&max, &near));
+        assert!(
+            stats.rel_l2.is_some_and(|r| r > 0.0 && r.is_finite()),
+            "{stats:?}"
+        );
+        assert!(stats.cosine.is_some_and(|c| c <= 1.0), "{stats:?}");
+        // Merged with a piece of ordinary values, the large piece dominates.
+        let mut merged = Sums::of(&[1.0], &[2.0]);
+        merged.merge(&Sums::of(&max, &near));
+        let stats = ValueStats::from_sums(&merged);
+        assert!(
+            stats.rel_l2.is_some_and(|r| r > 0.0 && r.is_finite()),
+            "{stats:?}"
+        );
+    }
+
+    #[test]
+    fn cosine_is_clamped_to_one() {
+        let v = [0.1, 0.2, 0.3, 0.7, 1e-17];
+        let w = [0.1, 0.2, 0.3, 0.7, 2e-17];
+        for pair in [(&v, &w), (&w, &v)] {
+            let c = ValueStats::from_sums(&Sums::of(pair.0, pair.1))
+                .cosine
+                .unwrap();
+            assert!((-1.0..=1.0).contains(&c), "{c}");
+        }
     }
 }

@@ -24,14 +24,10 @@ impl ModelBytes {
             path: path.to_owned(),
             source,
         };
-        // Checked before opening: opening a FIFO named like a model would block.
-        if !std::fs::metadata(path).map_err(io)?.is_file() {
-            return Err(io(std::io::Error::other(
-                "is not a regular file (a directory, device, FIFO or socket), expected a model file",
-            )));
-        }
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        // Opened without blocking on a FIFO, and refused unless a regular file (a check before
+        // opening would race with a rename).
+        let (file, meta) = crate::fsutil::open_regular(path).map_err(io)?;
+        let len = meta.len();
         let storage = if len == 0 {
             Storage::Empty
         } else {

@@ -9,10 +9,11 @@
 //! memory a pickle can make the machine use is linear in its length, whatever it repeats.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::PytorchError;
+use super::budget::Budget;
 use super::object::{Dict, Graph, Object, Shared, break_cycles};
 use super::opcodes::{Lexer, Long, Op};
 use super::rebuild;
@@ -25,18 +26,23 @@ pub(super) trait Storages {
 
 /// Runs one pickle from `start` to its STOP; returns the object and the offset past STOP.
 /// `stream` names the pickle in errors (`data.pkl`, "the legacy object pickle").
+/// Every object it creates is charged to `budget` ([`super::budget`]).
 pub(super) fn run(
     bytes: &[u8],
     start: usize,
     stream: &str,
     storages: &mut dyn Storages,
+    budget: &mut Budget,
 ) -> Result<(Graph, usize), PytorchError> {
     let mut machine = Machine {
         stream,
         stack: Vec::new(),
+        stack_high: 0,
         marks: Vec::new(),
-        memo: HashMap::new(),
+        memo: Memo::default(),
+        shared_seen: HashSet::new(),
         shared: Vec::new(),
+        budget,
     };
     let mut lexer = Lexer::new(bytes, start);
     loop {
@@ -63,27 +69,94 @@ pub(super) fn run(
             let shared = std::mem::take(&mut machine.shared);
             return Ok((Graph { root, shared }, lexer.position()));
         }
+        machine.charge_for(&op)?;
         machine.step(at, op, storages)?;
+        machine.charge_stack()?;
     }
 }
 
-struct Machine<'s> {
+struct Machine<'s, 'b> {
     stream: &'s str,
     stack: Vec<Object>,
+    /// The most slots the stack has held (each charged once).
+    stack_high: usize,
     marks: Vec<usize>,
-    memo: HashMap<u64, Object>,
+    memo: Memo,
+    /// The containers already in `shared` (by address): each is recorded once, however often
+    /// it is memoized or duplicated.
+    shared_seen: HashSet<usize>,
     /// Containers referenced twice: emptied when the machine stops on an error, else by the
     /// [`Graph`] it returns.
     shared: Vec<Shared>,
+    budget: &'b mut Budget,
 }
 
-impl Drop for Machine<'_> {
+/// A stack slot (the stack's vector may hold twice the slots in use).
+const STACK_SLOT: u64 = 2 * std::mem::size_of::<Object>() as u64;
+/// An item put in a list or set (its vector grows by doubling).
+const APPENDED_ITEM: u64 = 2 * std::mem::size_of::<Object>() as u64;
+/// An item of a tuple or of a list built at once (an exact-size allocation).
+const ITEM: u64 = std::mem::size_of::<Object>() as u64;
+/// A list or set: its count, its cell and its vector.
+const LIST: u64 = 64;
+/// A dict: its count, its cell, its vector and its index.
+const DICT: u64 = 128;
+/// A dict entry: the key and value (the vector grows by doubling) and the index entry.
+const DICT_ENTRY: u64 = 160;
+/// A memo entry (24 bytes in a vector that grows by doubling; a sparse index costs more, in a
+/// map, but has a longer opcode), or a shared-container record.
+const MEMO_ENTRY: u64 = 64;
+const SHARED_ENTRY: u64 = 16;
+/// What a recognized global builds: a storage or a tensor with its shape and strides.
+const BUILT: u64 = 160;
+
+impl Drop for Machine<'_, '_> {
     fn drop(&mut self) {
         break_cycles(&mut self.shared);
     }
 }
 
-impl Machine<'_> {
+impl Machine<'_, '_> {
+    /// Charges what `op` will create, before it is created.
+    fn charge_for(&mut self, op: &Op<'_>) -> Result<(), PytorchError> {
+        let since_mark = || {
+            let mark = self.marks.last().copied().unwrap_or(0);
+            self.stack.len().saturating_sub(mark) as u64
+        };
+        let cost = match op {
+            Op::Str(raw) | Op::Bytes8(raw) => raw.len() as u64 + 48,
+            Op::EmptyTuple => 32,
+            Op::Tuple => 32 + ITEM * since_mark(),
+            Op::Tuple1 | Op::Tuple2 | Op::Tuple3 => 32 + 3 * ITEM,
+            Op::EmptyList | Op::EmptySet => LIST,
+            Op::List | Op::FrozenSet => LIST + ITEM * since_mark(),
+            Op::Append => APPENDED_ITEM,
+            Op::Appends | Op::AddItems => APPENDED_ITEM * since_mark(),
+            Op::EmptyDict => DICT,
+            Op::Dict => DICT + DICT_ENTRY * since_mark().div_ceil(2),
+            Op::SetItem => DICT_ENTRY,
+            Op::SetItems => DICT_ENTRY * since_mark().div_ceil(2),
+            Op::Dup => SHARED_ENTRY,
+            // A sparse index lands in the map: twice the cost.
+            Op::Put(index) if *index > self.memo.len() => 2 * MEMO_ENTRY + SHARED_ENTRY,
+            Op::Put(_) | Op::Memoize => MEMO_ENTRY + SHARED_ENTRY,
+            Op::Reduce | Op::NewObj | Op::NewObjEx | Op::Obj | Op::Inst { .. } => BUILT,
+            Op::BinPersId => BUILT,
+            _ => 0,
+        };
+        self.budget.charge(cost)
+    }
+
+    /// Charges the stack's growth past its highest point.
+    fn charge_stack(&mut self) -> Result<(), PytorchError> {
+        if self.stack.len() > self.stack_high {
+            let grown = (self.stack.len() - self.stack_high) as u64;
+            self.stack_high = self.stack.len();
+            self.budget.charge(grown * STACK_SLOT)?;
+        }
+        Ok(())
+    }
+
     fn error(&self, offset: usize, problem: impl Into<String>) -> PytorchError {
         PytorchError::Pickle {
             stream: self.stream.to_owned(),
@@ -144,7 +217,7 @@ impl Machine<'_> {
             }
             Op::Dup => {
                 let top = self.top(at)?.clone();
-                self.shared.extend(Shared::of(&top));
+                self.record_shared(&top);
                 self.stack.push(top);
             }
             Op::None => self.stack.push(Object::None),
@@ -287,20 +360,20 @@ impl Machine<'_> {
             }
             Op::Put(index) => {
                 let top = self.top(at)?.clone();
-                self.shared.extend(Shared::of(&top));
+                self.record_shared(&top);
                 self.memo.insert(index, top);
             }
             Op::Memoize => {
                 let top = self.top(at)?.clone();
-                self.shared.extend(Shared::of(&top));
-                let index = self.memo.len() as u64;
+                self.record_shared(&top);
+                let index = self.memo.len();
                 self.memo.insert(index, top);
             }
             Op::Get(index) => {
-                let value =
-                    self.memo.get(&index).cloned().ok_or_else(|| {
-                        self.error(at, format!("memo entry {index} was never set"))
-                    })?;
+                let value = self
+                    .memo
+                    .get(index)
+                    .ok_or_else(|| self.error(at, format!("memo entry {index} was never set")))?;
                 self.stack.push(value);
             }
             Op::BinPersId => {
@@ -328,6 +401,15 @@ impl Machine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Records a container referenced a second time (once per container).
+    fn record_shared(&mut self, object: &Object) {
+        if let Some(shared) = Shared::of(object)
+            && self.shared_seen.insert(shared.address())
+        {
+            self.shared.push(shared);
+        }
     }
 
     fn append(&mut self, at: usize, items: Vec<Object>) -> Result<(), PytorchError> {
@@ -372,6 +454,39 @@ impl Machine<'_> {
     }
 }
 
+/// The memo: indices are dense as picklers write them (0, 1, 2, … by PUT, and MEMOIZE always
+/// takes the next), so they index a vector (24 bytes an entry); sparse ones go to a map.
+#[derive(Default)]
+struct Memo {
+    dense: Vec<Object>,
+    sparse: HashMap<u64, Object>,
+}
+
+impl Memo {
+    fn len(&self) -> u64 {
+        (self.dense.len() + self.sparse.len()) as u64
+    }
+
+    fn insert(&mut self, index: u64, value: Object) {
+        match usize::try_from(index) {
+            Ok(i) if i < self.dense.len() => self.dense[i] = value,
+            Ok(i) if i == self.dense.len() && !self.sparse.contains_key(&index) => {
+                self.dense.push(value)
+            }
+            _ => {
+                self.sparse.insert(index, value);
+            }
+        }
+    }
+
+    fn get(&self, index: u64) -> Option<Object> {
+        match usize::try_from(index) {
+            Ok(i) if i < self.dense.len() => Some(self.dense[i].clone()),
+            _ => self.sparse.get(&index).cloned(),
+        }
+    }
+}
+
 fn long_object(long: Long<'_>) -> Object {
     match long.to_i64() {
         Some(i) => Object::Int(i),
@@ -398,7 +513,8 @@ mod tests {
     fn a_dict_holding_itself_is_freed() {
         // d = {}; d["a"] = d; also a list holding itself through the memo, then an error.
         let cyclic = b"\x80\x02}q\x00X\x01\x00\x00\x00ah\x00s.";
-        let (graph, _) = run(cyclic, 0, "test", &mut NoStorages).unwrap();
+        let mut budget = Budget::for_pickle(cyclic.len());
+        let (graph, _) = run(cyclic, 0, "test", &mut NoStorages, &mut budget).unwrap();
         let Object::Dict(dict) = &*graph else {
             panic!("not a dict")
         };
@@ -407,6 +523,26 @@ mod tests {
         assert!(weak.upgrade().is_none(), "the cycle kept the dict alive");
 
         let unfinished = b"\x80\x02]q\x00h\x00a";
-        assert!(run(unfinished, 0, "test", &mut NoStorages).is_err());
+        let mut budget = Budget::for_pickle(unfinished.len());
+        assert!(run(unfinished, 0, "test", &mut NoStorages, &mut budget).is_err());
+    }
+
+    /// Repeating the opcode that builds the most per byte is refused once the budget is spent,
+    /// with charges that grow with what is built.
+    #[test]
+    fn repeated_empty_dicts_exhaust_the_budget() {
+        let mut pickle = b"\x80\x02".to_vec();
+        pickle.extend(std::iter::repeat_n(b'}', 2_000_000));
+        pickle.push(b'.');
+        let mut budget = Budget::for_pickle(pickle.len());
+        let err = run(&pickle, 0, "test", &mut NoStorages, &mut budget)
+            .err()
+            .expect("refused");
+        assert!(matches!(err, PytorchError::OverBudget { .. }), "{err}");
+        assert!(
+            budget.spent() > super::super::budget::BASE_BYTES,
+            "{}",
+            budget.spent()
+        );
     }
 }

@@ -19,6 +19,7 @@
 //! what the reader refuses too.
 
 mod allowlist;
+pub mod budget;
 mod machine;
 mod object;
 mod opcodes;
@@ -37,7 +38,26 @@ pub use scan::{Container, PickleReport, sniff};
 use torch::{Built, Storage, Tensor};
 pub use zip::{MemberError, ZipError};
 
+/// Entry points for the fuzz targets (`fuzz/`), not part of the interface.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::zip::assert_directory_agrees_with_local_headers;
+
+    /// Runs the pickle machine (and the walk, when it stops) on `bytes` with a budget of
+    /// [`super::budget::BYTES_PER_PICKLE_BYTE`] per byte and `base` bytes: what was charged,
+    /// the budget, and whether the pickle was accepted.
+    pub fn run_pickle(bytes: &[u8], base: u64) -> (u64, u64, bool) {
+        let mut budget = super::budget::Budget::with_base(bytes.len(), base);
+        let mut none = super::NoStorages;
+        let accepted = super::machine::run(bytes, 0, "data.pkl", &mut none, &mut budget)
+            .and_then(|(root, _)| super::walk::walk(&root, 1 << 16, &mut budget))
+            .is_ok();
+        (budget.spent(), budget.limit(), accepted)
+    }
+}
+
 use crate::artifact::{Artifact, Format, Layout, StridedView, TensorInfo, TensorName, Tensors};
+use crate::escape::{quoted, shown, shown_message};
 
 /// What the machine may build: this many objects for each byte of pickle, over every path to
 /// them (a pickle that refers to one list from many places is walked once per place).
@@ -68,48 +88,52 @@ pub enum PytorchError {
         raise: String,
         last: Box<PytorchError>,
     },
-    #[error("{stream}: at offset {offset}: {problem}")]
+    #[error("{}: at offset {offset}: {}", shown(.stream), shown_message(.problem))]
     Pickle {
         stream: String,
         offset: usize,
         problem: String,
     },
     #[error(
-        "refused global {global} at offset {offset}: a checkpoint of tensors never needs it, and \
-         unpickling would call it (it was not imported or called)"
+        "refused global {} at offset {offset}: a checkpoint of tensors never needs it, and \
+         unpickling would call it (it was not imported or called)",
+        shown(.global)
     )]
     RefusedGlobal { global: String, offset: usize },
     #[error(
-        "{kind} ({global}) at offset {offset}: only dense tensors are read; convert it to a \
-         dense one (for example with `.dequantize()` or `.to_dense()`) before saving"
+        "{kind} ({}) at offset {offset}: only dense tensors are read; convert it to a \
+         dense one (for example with `.dequantize()` or `.to_dense()`) before saving",
+        shown(.global)
     )]
     UnreadTensor {
         global: String,
         kind: &'static str,
         offset: usize,
     },
-    #[error("persistent id at offset {offset}: {problem}")]
+    #[error("persistent id at offset {offset}: {}", shown_message(.problem))]
     PersistentId { offset: usize, problem: String },
-    #[error("storage {key:?} declares {declared} bytes, but its member holds {found}")]
+    #[error("storage {} declares {declared} bytes, but its member holds {found}", quoted(.key))]
     StorageSize {
         key: String,
         declared: u64,
         found: u64,
     },
     #[error(
-        "storage {key:?} declares {elements} elements of {element_bytes} bytes: more bytes than \
-         a file can hold"
+        "storage {} declares {elements} elements of {element_bytes} bytes: more bytes than \
+         a file can hold",
+        quoted(.key)
     )]
     StorageOverflow {
         key: String,
         elements: u64,
         element_bytes: u64,
     },
-    #[error("storage {key:?} has no member {member:?} in the archive")]
+    #[error("storage {} has no member {} in the archive", quoted(.key), quoted(.member))]
     MissingStorage { key: String, member: String },
     #[error(
-        "tensor {name:?}: its view (offset {offset}, size {size:?}, stride {stride:?}) reaches \
-         element {needs} of a storage of {elements} elements"
+        "tensor {}: its view (offset {offset}, size {size:?}, stride {stride:?}) reaches \
+         element {needs} of a storage of {elements} elements",
+        quoted(.name)
     )]
     ViewOutsideStorage {
         name: String,
@@ -119,19 +143,26 @@ pub enum PytorchError {
         needs: u64,
         elements: u64,
     },
-    #[error("tensor {name:?}: its size {size:?} overflows")]
+    #[error("tensor {}: its size {size:?} overflows", quoted(.name))]
     SizeOverflow { name: String, size: Vec<u64> },
-    #[error("{name:?}: two entries of the checkpoint have this name")]
+    #[error("{}: two entries of the checkpoint have this name", quoted(.name))]
     DuplicateName { name: String },
-    #[error("{name:?}: containers nest deeper than {limit} levels")]
+    #[error("{}: containers nest deeper than {limit} levels", quoted(.name))]
     TooDeep { name: String, limit: usize },
-    #[error("{name:?}: a container that contains itself")]
+    #[error("{}: a container that contains itself", quoted(.name))]
     Cycle { name: String },
     #[error("the checkpoint's object graph expands to more than {limit} entries")]
     TooManyEntries { limit: usize },
-    #[error("legacy layout: {problem}")]
+    #[error(
+        "the objects the pickle builds and the entries they expand to take more than {limit} \
+         bytes, the budget of a pickle its size ({} bytes per byte of pickle + {} MiB)",
+        budget::BYTES_PER_PICKLE_BYTE,
+        budget::BASE_BYTES >> 20
+    )]
+    OverBudget { limit: u64 },
+    #[error("legacy layout: {}", shown_message(.problem))]
     Legacy { problem: String },
-    #[error("byteorder member says {found:?}, expected \"little\" or \"big\"")]
+    #[error("byteorder member says {}, expected \"little\" or \"big\"", quoted(.found))]
     ByteOrder { found: String },
 }
 
@@ -158,9 +189,21 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact, PytorchError> {
 }
 
 fn parse_zip(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
+    parse_zip_charged(bytes, file_len, &mut None)
+}
+
+/// [`parse_zip`]; `spent` receives what the pickle was charged (for tests).
+fn parse_zip_charged(
+    bytes: &[u8],
+    file_len: u64,
+    spent: &mut Option<(usize, u64)>,
+) -> Result<Artifact, PytorchError> {
     let archive = zip::members(bytes)?.ok_or(PytorchError::NoDataPkl)?;
     let members = archive.members;
     zip::check_overlaps(&members, bytes)?;
+    if let Some(directory) = archive.directory {
+        zip::check_tiled(&members, bytes, directory)?;
+    }
     let data_pkl = members
         .iter()
         .find(|m| zip::is_data_pkl(&m.name))
@@ -206,9 +249,19 @@ fn parse_zip(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
             .collect::<HashMap<_, _>>(),
         loaded: HashMap::new(),
     };
-    let (root, _) = machine::run(pickle, 0, "data.pkl", &mut storages)?;
+    let mut budget = budget::Budget::for_pickle(pickle.len());
+    let (root, _) = machine::run(pickle, 0, "data.pkl", &mut storages, &mut budget)?;
     let header_size = pickle.len() as u64;
-    artifact(&root, pickle.len(), file_len, header_size, big_endian)
+    let artifact = artifact(
+        &root,
+        pickle.len(),
+        file_len,
+        header_size,
+        big_endian,
+        &mut budget,
+    );
+    *spent = Some((pickle.len(), budget.spent()));
+    artifact
 }
 
 /// The storages of a zip archive: `FOLDER/data/KEY` members.
@@ -322,24 +375,36 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     let legacy = |problem: &str| PytorchError::Legacy {
         problem: problem.to_owned(),
     };
+    // The legacy layout's pickles share one budget, sized by the bytes they lie in.
+    let mut budget = budget::Budget::for_pickle(bytes.len());
     // The first pickle: the magic number. A pickle that is not one is not a torch.save file,
     // but the machine still reads it, so what it imports is named and refused.
     let magic_end = legacy_magic(bytes);
     let Some(magic_end) = magic_end else {
         let mut none = NoStorages;
-        machine::run(bytes, 0, "the pickle", &mut none)?;
+        machine::run(bytes, 0, "the pickle", &mut none, &mut budget)?;
         return Err(legacy(
             "a pickle without the magic number of torch.save's legacy layout",
         ));
     };
     let mut none = NoStorages;
-    let (protocol, after_protocol) =
-        machine::run(bytes, magic_end, "the protocol pickle", &mut none)?;
+    let (protocol, after_protocol) = machine::run(
+        bytes,
+        magic_end,
+        "the protocol pickle",
+        &mut none,
+        &mut budget,
+    )?;
     if !matches!(*protocol, Object::Int(LEGACY_PROTOCOL)) {
         return Err(legacy("the protocol version is not 1001"));
     }
-    let (sys_info, after_info) =
-        machine::run(bytes, after_protocol, "the system-info pickle", &mut none)?;
+    let (sys_info, after_info) = machine::run(
+        bytes,
+        after_protocol,
+        "the system-info pickle",
+        &mut none,
+        &mut budget,
+    )?;
     let big_endian = match &*sys_info {
         Object::Dict(d) => d.borrow().items.iter().any(|(k, v)| {
             matches!(k, Object::Str(s) if &**s == "little_endian")
@@ -350,9 +415,20 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     let mut storages = LegacyStorages {
         loaded: HashMap::new(),
     };
-    let (root, after_object) = machine::run(bytes, after_info, "the object pickle", &mut storages)?;
-    let (keys, data_start) =
-        machine::run(bytes, after_object, "the storage-keys pickle", &mut none)?;
+    let (root, after_object) = machine::run(
+        bytes,
+        after_info,
+        "the object pickle",
+        &mut storages,
+        &mut budget,
+    )?;
+    let (keys, data_start) = machine::run(
+        bytes,
+        after_object,
+        "the storage-keys pickle",
+        &mut none,
+        &mut budget,
+    )?;
     let keys: Vec<String> = match &*keys {
         Object::List(list) => list
             .borrow()
@@ -369,7 +445,8 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     for key in &keys {
         let Some(Object::Built(built)) = storages.loaded.get(key) else {
             return Err(legacy(&format!(
-                "storage key {key:?} names no storage of the object"
+                "storage key {} names no storage of the object",
+                quoted(key)
             )));
         };
         let Built::Storage(storage) = &**built else {
@@ -396,10 +473,18 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     }
     if let Some(key) = storages.loaded.keys().find(|k| !keys.contains(k)) {
         return Err(legacy(&format!(
-            "storage {key:?} is not in the storage keys"
+            "storage {} is not in the storage keys",
+            quoted(key)
         )));
     }
-    artifact(&root, bytes.len(), file_len, data_start as u64, big_endian)
+    artifact(
+        &root,
+        bytes.len(),
+        file_len,
+        data_start as u64,
+        big_endian,
+        &mut budget,
+    )
 }
 
 /// The end of the legacy layout's first pickle (PROTO, the magic number, STOP), if it is one.
@@ -469,11 +554,12 @@ fn artifact(
     file_len: u64,
     header_size: u64,
     big_endian: bool,
+    budget: &mut budget::Budget,
 ) -> Result<Artifact, PytorchError> {
     let limit = pickle_len
         .saturating_mul(ENTRIES_PER_PICKLE_BYTE)
         .max(1 << 16);
-    let walked = walk::walk(root, limit)?;
+    let walked = walk::walk(root, limit, budget)?;
     let mut entries: Vec<(TensorName, TensorInfo)> = Vec::with_capacity(walked.tensors.len());
     let mut views: Vec<(String, StridedView)> = Vec::new();
     let mut storages: BTreeMap<*const Storage, (u64, bool)> = BTreeMap::new();

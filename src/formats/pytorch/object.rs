@@ -118,6 +118,14 @@ pub(super) enum Shared {
 }
 
 impl Shared {
+    /// The container's address, which tells it from every other one alive.
+    pub(super) fn address(&self) -> usize {
+        match self {
+            Shared::List(weak) => weak.as_ptr() as *const u8 as usize,
+            Shared::Dict(weak) => weak.as_ptr() as *const u8 as usize,
+        }
+    }
+
     pub(super) fn of(object: &Object) -> Option<Shared> {
         match object {
             Object::List(items) | Object::Set(items) => Some(Shared::List(Rc::downgrade(items))),

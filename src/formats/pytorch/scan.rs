@@ -8,6 +8,7 @@
 //! Work is linear in the bytes scanned, the number of imports kept is capped, and nothing is
 //! allocated by a count read from the file.
 
+use crate::escape::{shown, shown_message};
 use std::collections::{HashMap, HashSet};
 
 use super::allowlist;
@@ -189,21 +190,22 @@ impl PickleReport {
     /// One line for reports: container, then imports with the unexpected ones called out.
     pub fn describe(&self) -> String {
         let mut out = match &self.container {
-            Container::Zip { entry } => format!("pickle (zip archive, {entry})"),
+            Container::Zip { entry } => format!("pickle (zip archive, {})", shown(entry)),
             Container::Raw { protocol } => format!("pickle (raw, protocol {protocol})"),
         };
         if self.imports.is_empty() {
             out.push_str(" importing nothing");
         } else {
             out.push_str(" importing ");
-            out.push_str(&self.imports.join(", "));
+            let imports: Vec<_> = self.imports.iter().map(|name| shown(name)).collect();
+            out.push_str(&imports.join(", "));
             if self.imports_omitted > 0 {
                 out.push_str(&format!(" and {} more", self.imports_omitted));
             }
             let unexpected: Vec<String> = self
                 .unexpected_imports()
                 .into_iter()
-                .map(allowlist::with_os_alias)
+                .map(|name| shown(&allowlist::with_os_alias(name)).into_owned())
                 .collect();
             if !unexpected.is_empty() {
                 out.push_str(&format!(
@@ -213,7 +215,7 @@ impl PickleReport {
             }
         }
         if let Some(why) = &self.incomplete {
-            out.push_str(&format!(" (scan incomplete: {why})"));
+            out.push_str(&format!(" (scan incomplete: {})", shown_message(why)));
         }
         out
     }
@@ -264,6 +266,7 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
 }
 
 fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
+    let complete;
     let entries = match zip::members(bytes) {
         Ok(Some(archive))
             if !archive.complete && !archive.members.iter().any(|m| zip::is_data_pkl(&m.name)) =>
@@ -281,7 +284,11 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
                 Some("data.pkl lies beyond the bytes read".to_owned()),
             ));
         }
-        Ok(archive) => archive?.members,
+        Ok(archive) => {
+            let archive = archive?;
+            complete = archive.complete;
+            archive.members
+        }
         // A broken directory behind a first member named as torch.save names it is a
         // damaged (or hostile) checkpoint: its parse gives the error, not "not a model".
         Err(err) => {
@@ -310,6 +317,14 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
         if let Err(err) = result {
             incomplete.get_or_insert(format!("{}: {err}", entry.name));
         }
+    }
+    if !complete {
+        // A prefix read without the zip directory: a member after the bytes read (another
+        // data.pkl that torch would take) is not known, so the scan does not call it clean.
+        incomplete.get_or_insert(
+            "the zip directory lies beyond the bytes read, so later members are not known"
+                .to_owned(),
+        );
     }
     Some(scan.finish(
         Container::Zip {

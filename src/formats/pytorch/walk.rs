@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 
 use super::PytorchError;
+use super::budget::Budget;
 use super::object::{Dict, Object};
 use super::torch::{Built, Tensor};
 use crate::artifact::{Array, F64Bits, StringArray, Value};
@@ -20,7 +21,13 @@ pub(super) struct Walked {
 /// Walks the root object: dicts and lists by key (names joined by `.`), tensors by their
 /// names, plain scalars and strings (and lists of one kind of them) as metadata under their
 /// names. `limit` bounds the entries visited (shared parts are visited once per path).
-pub(super) fn walk(root: &Object, limit: usize) -> Result<Walked, PytorchError> {
+/// Every name and value it makes is charged to `budget`: a part shared by many paths is a copy
+/// per path in the artifact, and is charged as such.
+pub(super) fn walk(
+    root: &Object,
+    limit: usize,
+    budget: &mut Budget,
+) -> Result<Walked, PytorchError> {
     let mut out = Walked {
         tensors: Vec::new(),
         metadata: BTreeMap::new(),
@@ -41,18 +48,20 @@ pub(super) fn walk(root: &Object, limit: usize) -> Result<Walked, PytorchError> 
                 limit: MAX_DEPTH,
             });
         }
+        // The entry itself and its name, in the walk's stack and in the names claimed.
+        budget.charge(2 * name.len() as u64 + 128)?;
         let children: Vec<(String, Object)> = match &object {
             Object::Dict(dict) => keyed(&dict.borrow()),
             Object::List(list) => {
                 let list = list.borrow();
-                if let Some(array) = scalar_array(&list) {
+                if let Some(array) = scalar_array(&list, budget)? {
                     add_metadata(&mut out, &mut names, name, Value::Array(array))?;
                     continue;
                 }
                 indexed(&list)
             }
             Object::Tuple(items) => {
-                if let Some(array) = scalar_array(items) {
+                if let Some(array) = scalar_array(items, budget)? {
                     add_metadata(&mut out, &mut names, name, Value::Array(array))?;
                     continue;
                 }
@@ -78,6 +87,7 @@ pub(super) fn walk(root: &Object, limit: usize) -> Result<Walked, PytorchError> 
                 continue;
             }
             Object::Str(s) => {
+                budget.charge(s.len() as u64)?;
                 add_metadata(&mut out, &mut names, name, Value::String(s.to_string()))?;
                 continue;
             }
@@ -182,8 +192,25 @@ fn indexed(items: &[Object]) -> Vec<(String, Object)> {
         .collect()
 }
 
-/// A non-empty list of one kind of plain value as a metadata array.
-fn scalar_array(items: &[Object]) -> Option<Array> {
+/// A non-empty list of one kind of plain value as a metadata array, charged to `budget`.
+fn scalar_array(items: &[Object], budget: &mut Budget) -> Result<Option<Array>, PytorchError> {
+    let bytes: u64 = match items.first() {
+        Some(Object::Str(_)) => items
+            .iter()
+            .map(|o| match o {
+                Object::Str(s) => s.len() as u64 + 24,
+                _ => 0,
+            })
+            .sum(),
+        Some(Object::Int(_) | Object::Float(_) | Object::Bool(_)) => 8 * items.len() as u64,
+        _ => return Ok(None),
+    };
+    // Charged before the copy is made.
+    budget.charge(bytes)?;
+    Ok(plain_array(items))
+}
+
+fn plain_array(items: &[Object]) -> Option<Array> {
     match items.first()? {
         Object::Int(_) => items
             .iter()

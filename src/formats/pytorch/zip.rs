@@ -6,8 +6,15 @@
 
 use std::ops::Range;
 
+use crate::escape::quoted;
+
 /// Members beyond this many are refused: a checkpoint has one per storage and a few more.
 pub(super) const MAX_MEMBERS: u64 = 1 << 20;
+
+/// The most bytes allowed between one member's data and the next member's local header (or
+/// the central directory), after a member whose sizes are in a data descriptor: 16 bytes as
+/// torch writes it, 24 in zip64. More could hold a local entry the directory does not list.
+const MAX_GAP: u64 = 24;
 
 /// One member of the archive as the central directory (or its local header) describes it.
 #[derive(Debug, Clone)]
@@ -35,24 +42,49 @@ pub enum ZipError {
         file_len: u64,
     },
     #[error(
-        "member {member:?} is compressed (zip method {method}); torch.save stores members \
-         uncompressed, and compressed ones are not inflated"
+        "member {} is compressed (zip method {method}); torch.save stores members \
+         uncompressed, and compressed ones are not inflated",
+        quoted(.member)
     )]
     Compressed { member: String, method: u16 },
     #[error(
-        "member {member:?} declares {compressed} stored bytes but {uncompressed} bytes of content"
+        "member {} declares {compressed} stored bytes but {uncompressed} bytes of content",
+        quoted(.member)
     )]
     SizeMismatch {
         member: String,
         compressed: u64,
         uncompressed: u64,
     },
-    #[error("member {member:?}: no local header at offset {offset}")]
+    #[error("member {}: no local header at offset {offset}", quoted(.member))]
     NoLocalHeader { member: String, offset: u64 },
-    #[error("member {member:?}: its local header names it {local:?}")]
+    #[error("member {}: its local header names it {}", quoted(.member), quoted(.local))]
     NameMismatch { member: String, local: String },
     #[error(
-        "member {first:?} (bytes {first_range:?}) overlaps member {second:?} (bytes {second_range:?})"
+        "member {} appears twice in the zip directory: which one a reader takes is not \
+         defined",
+        quoted(.member)
+    )]
+    DuplicateMember { member: String },
+    #[error(
+        "bytes {start}..{end} of the archive belong to no member the zip directory lists (a \
+         local entry there would be seen by some readers and not by torch)"
+    )]
+    Unlisted { start: u64, end: u64 },
+    #[error(
+        "member {}: its local header says {local} stored bytes, the zip directory {central} (a \
+         reader of local headers would be led elsewhere than torch)",
+        quoted(.member)
+    )]
+    LocalSizes {
+        member: String,
+        local: u64,
+        central: u64,
+    },
+    #[error(
+        "member {} (bytes {first_range:?}) overlaps member {} (bytes {second_range:?})",
+        quoted(.first),
+        quoted(.second)
     )]
     Overlap {
         first: String,
@@ -132,8 +164,9 @@ pub enum MemberError {
     #[error(transparent)]
     Zip(#[from] ZipError),
     #[error(
-        "member {member:?} (bytes {range:?}) runs past the end of the file ({file_len} bytes): \
-         the file is truncated"
+        "member {} (bytes {range:?}) runs past the end of the file ({file_len} bytes): \
+         the file is truncated",
+        quoted(.member)
     )]
     OutsideFile {
         member: String,
@@ -181,22 +214,97 @@ pub(super) struct Archive {
     /// From the central directory: every member of the archive. Otherwise the members whose
     /// local headers a prefix of the file holds, in order.
     pub(super) complete: bool,
+    /// Where the central directory starts, when it was read.
+    pub(super) directory: Option<u64>,
 }
 
 /// The members of a zip archive: from the central directory when the end record is present,
 /// else by walking local headers from the start (a prefix of a file). Ok(None) when `bytes`
 /// hold no zip member at all.
 pub(super) fn members(bytes: &[u8]) -> Result<Option<Archive>, ZipError> {
-    if let Some(members) = central_directory(bytes)? {
+    if let Some((members, directory)) = central_directory(bytes)? {
+        check_unique(&members)?;
         return Ok(Some(Archive {
             members,
             complete: true,
+            directory: Some(directory),
         }));
     }
-    Ok(local_headers(bytes).map(|members| Archive {
+    let Some(members) = local_headers(bytes) else {
+        return Ok(None);
+    };
+    check_unique(&members)?;
+    Ok(Some(Archive {
         members,
         complete: false,
+        directory: None,
     }))
+}
+
+/// Two members of one name are ambiguous: readers differ in which they take.
+fn check_unique(members: &[Member]) -> Result<(), ZipError> {
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    for m in members {
+        if !seen.insert(m.name.as_str()) {
+            return Err(ZipError::DuplicateMember {
+                member: m.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the members the central directory lists tile the archive from its first byte to
+/// the directory, and that each local header agrees with the directory on the member's sizes:
+/// torch reads the directory, while a reader walking local headers (a prefix of the file) goes
+/// by the local sizes, so a local entry the directory does not list (a benign `data.pkl` before
+/// the real one), or local sizes that lead elsewhere, would show it something else. Only a
+/// member whose local header defers its sizes to a data descriptor (as torch writes them) may
+/// be followed by one (at most 24 bytes) before the next member.
+pub(super) fn check_tiled(
+    members: &[Member],
+    bytes: &[u8],
+    directory: u64,
+) -> Result<(), ZipError> {
+    let mut spans: Vec<(Range<u64>, &Member)> = members
+        .iter()
+        .map(|m| Ok((m.span(bytes)?, m)))
+        .collect::<Result<_, ZipError>>()?;
+    spans.sort_by_key(|(r, _)| (r.start, r.end));
+    let mut end = 0u64;
+    let mut descriptor_allowed = false;
+    let directory_span = directory..directory;
+    let starts = spans
+        .iter()
+        .map(|(r, m)| (r, Some(*m)))
+        .chain(std::iter::once((&directory_span, None)));
+    for (span, member) in starts {
+        let gap = if descriptor_allowed { MAX_GAP } else { 0 };
+        if span.start < end || span.start > end.saturating_add(gap) {
+            return Err(ZipError::Unlisted {
+                start: end.min(span.start),
+                end: span.start.max(end),
+            });
+        }
+        let Some(member) = member else { break };
+        // Within the file: span() found the header.
+        let at = member.local_header as usize;
+        let header = &bytes[at..at + 30];
+        let flags = u16le(header, 6);
+        descriptor_allowed = flags & 0x08 != 0;
+        let (stored, content) = (u32le(header, 18), u32le(header, 22));
+        let agrees = |local: u32, central: u64| local == 0xFFFF_FFFF || u64::from(local) == central;
+        let sizes_agree = agrees(stored, member.compressed) && agrees(content, member.uncompressed);
+        if !descriptor_allowed && !sizes_agree {
+            return Err(ZipError::LocalSizes {
+                member: member.name.clone(),
+                local: u64::from(stored),
+                central: member.compressed,
+            });
+        }
+        end = span.end;
+    }
+    Ok(())
 }
 
 /// Checks that no two members share bytes (a member inside another is how a zip bomb reuses
@@ -224,7 +332,8 @@ pub(super) fn check_overlaps(members: &[Member], bytes: &[u8]) -> Result<(), Zip
     Ok(())
 }
 
-fn central_directory(bytes: &[u8]) -> Result<Option<Vec<Member>>, ZipError> {
+/// The members the central directory lists, and where it starts.
+fn central_directory(bytes: &[u8]) -> Result<Option<(Vec<Member>, u64)>, ZipError> {
     let file_len = bytes.len() as u64;
     // The end record is 22 bytes plus a comment of up to 65535 bytes.
     let Some(last) = bytes.len().checked_sub(22) else {
@@ -317,7 +426,7 @@ fn central_directory(bytes: &[u8]) -> Result<Option<Vec<Member>>, ZipError> {
         });
         pos += 46 + name_len + extra_len + comment_len;
     }
-    Ok((!members.is_empty()).then_some(members))
+    Ok((!members.is_empty()).then_some((members, cd_offset)))
 }
 
 fn zip64_extra(mut extra: &[u8]) -> Option<&[u8]> {
@@ -370,4 +479,32 @@ pub(super) fn local_headers(bytes: &[u8]) -> Option<Vec<Member>> {
         }
     }
     (!members.is_empty()).then_some(members)
+}
+
+/// For the fuzz target `zip_directory`: when an archive's central directory is accepted (no
+/// duplicate, no overlap, tiled), every member a walk of its local headers from the first byte
+/// finds is one the directory lists, at that offset and under that name. Panics otherwise.
+pub fn assert_directory_agrees_with_local_headers(bytes: &[u8]) {
+    let Ok(Some(archive)) = members(bytes) else {
+        return;
+    };
+    let Some(directory) = archive.directory else {
+        return;
+    };
+    if check_overlaps(&archive.members, bytes).is_err()
+        || check_tiled(&archive.members, bytes, directory).is_err()
+    {
+        return;
+    }
+    for local in local_headers(bytes).unwrap_or_default() {
+        assert!(
+            archive
+                .members
+                .iter()
+                .any(|m| m.local_header == local.local_header && m.name == local.name),
+            "a local entry {:?} at {} the directory does not list",
+            local.name,
+            local.local_header
+        );
+    }
 }

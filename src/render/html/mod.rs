@@ -459,13 +459,30 @@ fn paired_by_text(c: &Conversion) -> String {
     text
 }
 
+/// The page's caps: the changed-tensor table lists the [`MAX_TABLE_ROWS`] most changed
+/// tensors, and the per-layer heatmap is drawn for models of at most [`MAX_HEATMAP_ENTRIES`]
+/// tensors; beyond them the page says how many it left out (`--json` has them all), so a
+/// model of a million tensors makes a page of a few megabytes, not hundreds.
+pub const MAX_TABLE_ROWS: usize = 5_000;
+pub const MAX_HEATMAP_ENTRIES: usize = 20_000;
+
 /// The heatmap and the table of the changed entries.
 fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
     let mut out = String::new();
-    let map = heatmap::render(entries, id);
-    if !map.is_empty() {
-        out.push_str("<h3>Per layer</h3>\n");
-        out.push_str(&map);
+    if entries.len() > MAX_HEATMAP_ENTRIES {
+        let _ = writeln!(
+            out,
+            "<h3>Per layer</h3>\n<p class=\"dim\">No heatmap: {} tensors, more than the {} \
+             this page draws one for (--json has every figure).</p>",
+            group(entries.len() as u64),
+            group(MAX_HEATMAP_ENTRIES as u64)
+        );
+    } else {
+        let map = heatmap::render(entries, id);
+        if !map.is_empty() {
+            out.push_str("<h3>Per layer</h3>\n");
+            out.push_str(&map);
+        }
     }
     let changed: Vec<&Entry> = entries.iter().filter(|e| e.changed()).collect();
     if changed.is_empty() {
@@ -487,6 +504,8 @@ fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
             .total_cmp(&a.severity())
             .then_with(|| a.key.cmp(&b.key))
     });
+    let left_out = sorted.len().saturating_sub(MAX_TABLE_ROWS);
+    sorted.truncate(MAX_TABLE_ROWS);
     for e in sorted {
         let row_class = if e.state == State::Suspect {
             " class=\"suspect\""
@@ -544,6 +563,15 @@ fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
         );
     }
     out.push_str("</tbody></table></div>\n");
+    if left_out > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"dim\">… and {} more changed tensors, less changed than those listed \
+             (the table lists the {} most changed; --json has them all).</p>",
+            group(left_out as u64),
+            group(MAX_TABLE_ROWS as u64)
+        );
+    }
     out
 }
 
@@ -581,4 +609,48 @@ pub fn conversion_report(c: &Conversion, source: &str, target: &str) -> String {
 /// Writes `html` to `path` through a temporary file renamed over it.
 pub fn write(path: &std::path::Path, html: &str) -> crate::error::Result<()> {
     crate::fsutil::write_bytes_atomically(path, html.as_bytes())
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+    use crate::values::{Method, TensorValues, ValueStats};
+
+    /// A model of many changed tensors makes a page of bounded size: the table stops at its
+    /// cap and says how many it left out, and no heatmap is drawn past its cap.
+    #[test]
+    fn the_page_is_capped() {
+        let values = ValueDiff {
+            tensors: (0..MAX_HEATMAP_ENTRIES + 1)
+                .map(|i| TensorValues {
+                    name: format!("blk.{i}.attn_q.weight"),
+                    old_dtype: "F32",
+                    new_dtype: "F32",
+                    elements: 4,
+                    changed: true,
+                    method: Method::Values,
+                    stats: Some(ValueStats {
+                        changed_elements: 1,
+                        rel_l2: Some(1e-3),
+                        cosine: Some(0.99),
+                        max_abs_diff: 0.5,
+                        ..ValueStats::identical()
+                    }),
+                })
+                .collect(),
+            ..ValueDiff::default()
+        };
+        let page = values_part("values", &values);
+        assert_eq!(
+            page.matches("<tr class").count() + page.matches("<tr data-tensor").count(),
+            MAX_TABLE_ROWS
+        );
+        assert!(
+            page.contains("… and 15,001 more changed tensors"),
+            "{}",
+            &page[page.len() - 400..]
+        );
+        assert!(page.contains("No heatmap: 20,001 tensors"));
+        assert!(page.len() < 4 << 20, "{} bytes", page.len());
+    }
 }

@@ -1,0 +1,13 @@
+//! The zip container as torch reads it (the central directory) against a walk of its local
+//! headers (what a prefix reader sees): an archive whose directory is accepted never holds a
+//! local entry, met walking from its first byte, that the directory does not list at that
+//! offset under that name. The whole reader never panics on the same bytes.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use weight_inspect::formats::pytorch;
+
+fuzz_target!(|data: &[u8]| {
+    pytorch::fuzzing::assert_directory_agrees_with_local_headers(data);
+    let _ = pytorch::parse(data);
+});
