@@ -839,7 +839,7 @@ mod tests {
         );
         assert_eq!(
             why(&[6, 4], &[6, 4], Some(4), false),
-            "6 rows cannot be permuted with 4 heads (a multiple of 8 is needed)"
+            "6 rows cannot be permuted with 4 heads (a multiple of twice the head count is needed)"
         );
         assert_eq!(
             why(&[4, 6], &[6, 4], None, false),

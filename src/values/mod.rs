@@ -753,6 +753,7 @@ mod tests {
                     elements: 1,
                     changed: true,
                     method: Method::Values,
+                    bits_differ: None,
                     stats: Some(ValueStats::identical()),
                 })
                 .collect(),

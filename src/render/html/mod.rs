@@ -629,6 +629,7 @@ mod cap_tests {
                     elements: 4,
                     changed: true,
                     method: Method::Values,
+                    bits_differ: None,
                     stats: Some(ValueStats {
                         changed_elements: 1,
                         rel_l2: Some(1e-3),
