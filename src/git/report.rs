@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::GitError;
@@ -90,7 +91,10 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
         text.push('\n');
         text
     } else {
-        let blocks: Vec<String> = compared.iter().map(|f| text_of(f, args.color)).collect();
+        let blocks: Vec<String> = compared
+            .par_iter()
+            .map(|f| text_of(f, args.color))
+            .collect();
         blocks.join("\n")
     };
     Ok(GitDiffOutput {
