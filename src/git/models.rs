@@ -62,30 +62,35 @@ pub(super) type Sides = (
     Option<ModelGroup>,
 );
 
-/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry;
-/// `into` makes each entry what the caller wants (sorted by path). Single files are read and
-/// made into entries on all cores.
-pub(super) fn entries<T: Send>(
+/// Single files read, made into entries and handed on at once (a window's sides are dropped
+/// before the next window is read, so a report streamed from here holds a bounded number).
+pub(super) const WINDOW: usize = 256;
+
+/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry,
+/// and hands `sink` what `into` makes of them a window at a time, in path order: single files are read
+/// [`WINDOW`] at a time (absent LFS headers in one batch per window, headers parsed and
+/// entries made on all cores), multi-file models where their path falls.
+pub(super) fn each_window<T: Send>(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,
     changes: Vec<FileChange>,
     into: impl Fn(Sides) -> T + Sync + Send,
-) -> Result<Vec<T>, GitError> {
+    mut sink: impl FnMut(Vec<T>) -> Result<(), GitError>,
+) -> Result<(), GitError> {
     let repo = reader.repo().expect("changes are read from a repository");
     let mut listings = Listings::default();
-    let Grouped { groups, singles } = group(repo, &mut listings, [old, new], changes)?;
+    let Grouped {
+        groups,
+        mut singles,
+    } = group(repo, &mut listings, [old, new], changes)?;
     let label = |s: Snapshot<'_>| match s {
         Snapshot::Tree { label, .. } => label.to_owned(),
         Snapshot::WorkTree => "worktree".to_owned(),
         Snapshot::Index => "index".to_owned(),
     };
-    let sides = reader.change_sides(&singles, &label(old), &label(new))?;
-    let mut out: Vec<Sides> = singles
-        .into_iter()
-        .zip(sides)
-        .map(|(change, (old, new))| (change, old, new, None))
-        .collect();
+    let (old_label, new_label) = (label(old), label(new));
+    let mut models: Vec<Sides> = Vec::with_capacity(groups.len());
     prefetch_absent(reader, &mut listings, [old, new], groups.keys())?;
     for (key, files) in groups {
         let old_model = open_model(reader, &mut listings, old, &key)?;
@@ -109,7 +114,7 @@ pub(super) fn entries<T: Send>(
             .collect();
         paths.sort();
         paths.dedup();
-        out.push((
+        models.push((
             FileChange {
                 status,
                 old_path: old_model.as_ref().map(|(name, _)| name.clone()),
@@ -130,9 +135,33 @@ pub(super) fn entries<T: Send>(
             }),
         ));
     }
-    out.sort_by(|a, b| a.0.path().cmp(b.0.path()));
-    // Structural diffs (and whatever else `into` computes) on all cores, in the same order.
-    Ok(out.into_par_iter().map(into).collect())
+    models.sort_by(|a, b| a.0.path().cmp(b.0.path()));
+    singles.sort_by(|a, b| a.path().cmp(b.path()));
+    let mut models = models.into_iter().peekable();
+    let mut singles = singles.into_iter().peekable();
+    while singles.peek().is_some() {
+        let chunk: Vec<FileChange> = singles.by_ref().take(WINDOW).collect();
+        let sides = reader.change_sides(&chunk, &old_label, &new_label)?;
+        let mut window: Vec<Sides> = chunk
+            .into_iter()
+            .zip(sides)
+            .map(|(change, (old, new))| (change, old, new, None))
+            .collect();
+        // The models that sort before the next window's first file belong in this one.
+        while let Some(model) =
+            models.next_if(|m| singles.peek().is_none_or(|next| m.0.path() < next.path()))
+        {
+            window.push(model);
+        }
+        window.sort_by(|a, b| a.0.path().cmp(b.0.path()));
+        // Structural diffs (and whatever else `into` computes) on all cores, in order.
+        sink(window.into_par_iter().map(&into).collect())?;
+    }
+    let rest: Vec<Sides> = models.collect();
+    if !rest.is_empty() {
+        sink(rest.into_par_iter().map(&into).collect())?;
+    }
+    Ok(())
 }
 
 /// Changes sorted into the multi-file models they belong to and single files.
