@@ -153,7 +153,6 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
                 }
             };
             let changed = crate::git::git_diff(&cwd()?, &options, &mut write)?;
-            drop(write);
             std::io::Write::flush(&mut stdout)
                 .or_else(|e| match e.kind() {
                     std::io::ErrorKind::BrokenPipe => Ok(()),
