@@ -841,8 +841,8 @@ mod tests {
 
     /// Two commits that change every file of `small/` (`SMALL` files) and `large/` (`LARGE`
     /// files); each directory also holds a two-shard model with its index.
-    const SMALL: usize = 300;
-    const LARGE: usize = 1200;
+    const SMALL: usize = 200;
+    const LARGE: usize = 800;
 
     fn write_version(root: &Path, version: u32) {
         for (dir, n) in [("small", SMALL), ("large", LARGE)] {
