@@ -528,7 +528,16 @@ fn list(
                 format!("{dir}/")
             };
             let mut out = Vec::new();
-            for entry in index.entries() {
+            // The index is sorted by path: the directory's entries are found by binary search,
+            // not by a walk of the whole index for each directory.
+            let entries = if prefix.is_empty() {
+                index.entries()
+            } else {
+                index
+                    .prefixed_entries(prefix.as_str().into())
+                    .unwrap_or_default()
+            };
+            for entry in entries {
                 use gix::index::entry::{Flags, Stage};
                 if entry.stage() != Stage::Unconflicted
                     || entry.flags.contains(Flags::INTENT_TO_ADD)
