@@ -475,3 +475,74 @@ fn shards_not_fetched_are_read_from_the_lfs_server() {
         &["read from the LFS server"],
     );
 }
+
+/// More changed files than one window of the streamed `git diff` (256), with a sharded model
+/// among them in the same directory: every file once, in path order, the model where its name
+/// sorts (between the windows' files), and the JSON laid out as the whole report
+/// pretty-printed.
+#[test]
+fn many_changed_files_stream_in_path_order() {
+    let repo = Repo::new();
+    for version in [1, 2] {
+        let mut specs = serde_json::Map::new();
+        for i in 0..300 {
+            let spec = json!({"kind": "safetensors", "metadata": {"v": format!("{version} {i}")},
+                              "tensors": [{"name": "w", "dtype": "float32", "shape": [2]}]});
+            specs.insert(format!("m/a-{i:03}.safetensors"), spec);
+        }
+        let mut model = tensors();
+        model[0]["shape"] = json!([16, 8 * version]);
+        specs.insert(
+            "m".to_owned(),
+            json!({"kind": "sharded_safetensors", "max_shard_size": 600, "tensors": model}),
+        );
+        specs.insert(
+            "m/z.safetensors".to_owned(),
+            json!({"kind": "safetensors", "metadata": {"v": version.to_string()},
+                   "tensors": [{"name": "w", "dtype": "float32", "shape": [2]}]}),
+        );
+        repo.fixtures(Value::Object(specs));
+        repo.commit_all(&format!("v{version}"));
+    }
+    let mut expected: Vec<String> = (0..300)
+        .map(|i| format!("m/a-{i:03}.safetensors"))
+        .collect();
+    expected.push("m/model.safetensors.index.json".to_owned());
+    expected.push("m/z.safetensors".to_owned());
+
+    let out = repo.wi(&["git", "diff", "--json", "HEAD~1", "HEAD"]);
+    assert_success("git diff --json", &out);
+    let text = stdout(&out);
+    let report: Value = serde_json::from_str(&text).unwrap();
+    let paths: Vec<&str> = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["new_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, expected);
+    let model = &report["files"][300];
+    assert!(
+        model["model_files"].as_array().unwrap().len() >= 2,
+        "{model:#}"
+    );
+    assert!(
+        text.starts_with(
+            "{\n  \"schema\": 1,\n  \"base\": \"HEAD~1\",\n  \"head\": \"HEAD\",\n  \"files\": [\n    {\n      \""
+        ),
+        "{}",
+        &text[..200]
+    );
+    assert!(text.ends_with("\n    }\n  ]\n}\n"));
+    assert!(text.contains("\n    },\n    {\n"));
+
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("git diff", &out);
+    let text = stdout(&out);
+    let headers: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("weight-inspect a/"))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(headers, expected);
+}

@@ -881,3 +881,101 @@ fn proxies_from_git_config_and_the_environment() {
     let bypassed = bypassed.output().unwrap();
     assert_eq!(code(&bypassed), 2, "{}", combined(&bypassed));
 }
+
+/// A server that trickles the body, each byte well within the activity timeout: the deadline
+/// per object, then the one per command, ends the reads. The file is reported unreadable,
+/// `git diff` and git's external driver succeed, and nothing is cached.
+#[test]
+fn trickling_servers_meet_the_deadlines() {
+    let repo = clone();
+    let server = LfsServer::range(&published().storage, "trickle", None);
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    repo.git(&["config", "lfs.activitytimeout", "30"]);
+    // (config key, a deadline long enough to get past the batch request, the other one)
+    for (key, other) in [
+        (
+            "weight-inspect.lfsObjectDeadline",
+            "weight-inspect.lfsDeadline",
+        ),
+        (
+            "weight-inspect.lfsDeadline",
+            "weight-inspect.lfsObjectDeadline",
+        ),
+    ] {
+        repo.git(&["config", key, "2"]);
+        repo.git(&["config", other, "600"]);
+        let started = std::time::Instant::now();
+        let id = repo.wi(&["id", "HEAD:m/model.gguf"]);
+        assert_eq!(code(&id), 2, "{key}: {}", combined(&id));
+        assert_contains(
+            &stderr(&id),
+            &[
+                "HEAD:m/model.gguf",
+                "deadline",
+                "weight-inspect.lfsDeadline",
+            ],
+        );
+        let diff = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+        assert_success(&format!("git diff past {key}"), &diff);
+        assert_contains(
+            &stdout(&diff),
+            &["could not be read from the LFS server", "deadline"],
+        );
+        let external = repo
+            .git_cmd_in(&repo.dir, &["diff", "HEAD~1", "HEAD"])
+            .env("GIT_LFS_SKIP_SMUDGE", "1")
+            .output()
+            .unwrap();
+        assert_success(&format!("git's external driver past {key}"), &external);
+        // Four objects read at once, each ended by a deadline of 2 s: a bound that a read
+        // of the whole trickle (256 KiB at 20 bytes a second) would break by hours.
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "{key}: took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(cached_files(&repo), 0, "{key}: something was cached");
+        repo.git(&["config", "--unset", key]);
+        repo.git(&["config", "--unset", other]);
+    }
+}
+
+/// A 401 from another origin after a redirect is not the endpoint's verdict on the
+/// credential it was given: the stored credential is kept (`git credential reject` would
+/// erase it), and the other origin never sees it.
+#[test]
+fn a_refusal_from_another_origin_keeps_the_credential() {
+    let other = LfsServer::range(&published().storage, "deny", None);
+    let server = LfsServer::range(&published().storage, "auth-redirect", Some(&other.origin()));
+    let repo = clone();
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    repo.git(&["config", "credential.helper", "store"]);
+    let token = server.token("read");
+    let store = repo.home.join(".git-credentials");
+    let stored = server
+        .origin()
+        .replace("http://", &format!("http://_jwt:{token}@"));
+    std::fs::write(&store, format!("{stored}\n")).unwrap();
+
+    let out = repo.wi(&["id", "HEAD:m/model.gguf"]);
+    assert_eq!(code(&out), 2, "{}", combined(&out));
+    assert_contains(&stderr(&out), &["HEAD:m/model.gguf", "HTTP 401"]);
+    assert_lacks(&combined(&out), &[&token]);
+    let batches = server.requests_to("/objects/batch");
+    assert_eq!(
+        batches
+            .iter()
+            .map(|r| r["status"].clone())
+            .collect::<Vec<_>>(),
+        [json!(401), json!(307)],
+        "{batches:#?}"
+    );
+    let at_other = other.requests_to("/objects/batch");
+    assert_eq!(at_other.len(), 1, "{at_other:#?}");
+    assert!(!at_other[0].to_string().contains(&token), "{at_other:#?}");
+    assert_eq!(
+        std::fs::read_to_string(&store).unwrap().trim(),
+        stored,
+        "a refusal from another origin erased the endpoint's credential"
+    );
+}

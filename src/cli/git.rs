@@ -150,9 +150,30 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
                 reference: args.reference.as_deref(),
                 remote,
             };
-            let out = crate::git::git_diff(&cwd()?, &options)?;
-            write_stdout(out.text.as_bytes())?;
-            Ok(Exit::found_if(args.exit_code && out.changed))
+            // Written as it is made; a reader that stops reading (a closed pipe) ends nothing.
+            let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut closed = false;
+            let mut write = |text: &str| {
+                use std::io::Write;
+                if closed {
+                    return Ok(());
+                }
+                match stdout.write_all(text.as_bytes()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        closed = true;
+                        Ok(())
+                    }
+                    other => other,
+                }
+            };
+            let changed = crate::git::git_diff(&cwd()?, &options, &mut write)?;
+            std::io::Write::flush(&mut stdout)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::BrokenPipe => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(|e| crate::error::Error::io("<stdout>", e))?;
+            Ok(Exit::found_if(args.exit_code && changed))
         }
     }
 }

@@ -46,33 +46,65 @@ pub fn compare(
     values: bool,
     reference: Option<&str>,
 ) -> Result<Vec<ComparedFile>, GitError> {
-    let mut files =
-        super::models::entries(reader, old, new, changes, |(change, old, new, model)| {
-            ComparedFile::new(change, old, new, model)
-        })?;
-    if values && let Some(repo) = reader.repo() {
-        for file in &mut files {
-            file.values = super::values::compare_change(
-                repo,
-                &file.change,
-                file.model.as_ref(),
-                file.old.as_ref(),
-                file.new.as_ref(),
-            );
-        }
-        if let Some(path) = reference {
-            conversions(repo, new, path, &mut files);
-        }
-    }
-    Ok(files)
+    let mut all = Vec::new();
+    compare_each(reader, old, new, changes, values, reference, |files| {
+        all.extend(files);
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// [`compare`], handed to `sink` a window of files at a time in path order, each window
+/// dropped before the next is read: a report written from here holds a bounded number of
+/// models, however many files changed.
+pub fn compare_each(
+    reader: &SideReader<'_>,
+    old: Snapshot<'_>,
+    new: Snapshot<'_>,
+    changes: Vec<FileChange>,
+    values: bool,
+    reference: Option<&str>,
+    mut sink: impl FnMut(Vec<ComparedFile>) -> Result<(), GitError>,
+) -> Result<(), GitError> {
+    // The reference model, loaded at the first GGUF compared with it.
+    let mut reference_model = None;
+    super::models::each_window(
+        reader,
+        old,
+        new,
+        changes,
+        |(change, old, new, model)| ComparedFile::new(change, old, new, model),
+        |mut files| {
+            if values && let Some(repo) = reader.repo() {
+                for file in &mut files {
+                    file.values = super::values::compare_change(
+                        repo,
+                        &file.change,
+                        file.model.as_ref(),
+                        file.old.as_ref(),
+                        file.new.as_ref(),
+                    );
+                }
+                if let Some(path) = reference {
+                    conversions(repo, new, path, &mut reference_model, &mut files);
+                }
+            }
+            sink(files)
+        },
+    )
 }
 
 /// Compares every changed GGUF in the reference's directory with the reference, as a
 /// conversion of it.
-fn conversions(repo: &gix::Repository, new: Snapshot<'_>, path: &str, files: &mut [ComparedFile]) {
+fn conversions(
+    repo: &gix::Repository,
+    new: Snapshot<'_>,
+    path: &str,
+    reference: &mut Option<ReferenceModel>,
+    files: &mut [ComparedFile],
+) {
     let dir = |p: &str| p.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
     let reference_dir = dir(path);
-    let mut reference = None;
     for file in files.iter_mut() {
         let Some(new_side) = &file.new else { continue };
         let is_gguf = match new_side.artifact() {
@@ -95,6 +127,10 @@ fn conversions(repo: &gix::Repository, new: Snapshot<'_>, path: &str, files: &mu
         ));
     }
 }
+
+/// A conversion's reference model as loaded (or why it could not be).
+type ReferenceModel =
+    Result<(crate::artifact::Artifact, crate::values::ModelBytes), super::values::ValuesSkipped>;
 
 /// Tensor and metadata changes of a file, when known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

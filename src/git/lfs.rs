@@ -148,16 +148,15 @@ fn resolve_storage(common_dir: &Path, value: &str) -> PathBuf {
     }
 }
 
-/// Where the content of `pointer` is (or would be) stored locally. The file may be absent:
-/// not fetched yet, pruned, or never downloaded because of `GIT_LFS_SKIP_SMUDGE=1`.
-pub fn local_object_path(repo: &gix::Repository, pointer: &Pointer) -> PathBuf {
-    storage_dir(repo).join(pointer.relative_object_path())
-}
-
 /// The local object of `pointer` if it is present with the size the pointer promises
 /// (a partial download is as good as absent).
 pub fn present_object(repo: &gix::Repository, pointer: &Pointer) -> Option<PathBuf> {
-    let path = local_object_path(repo, pointer);
+    present_in(&storage_dir(repo), pointer)
+}
+
+/// [`present_object`] in the LFS store `store` (see [`storage_dir`]).
+pub fn present_in(store: &Path, pointer: &Pointer) -> Option<PathBuf> {
+    let path = store.join(pointer.relative_object_path());
     let meta = std::fs::metadata(&path).ok()?;
     (meta.is_file() && meta.len() == pointer.size).then_some(path)
 }

@@ -222,27 +222,28 @@ fn derive_lfs_url(remote: &str) -> Option<String> {
 }
 
 /// Credentials in a URL (`https://user:token@host/...`) are taken out of it: they are sent
-/// as an `Authorization` header to that server only, and never shown.
+/// as an `Authorization` header to that server only, and never shown. The URL is parsed by the
+/// `url` crate; one it cannot parse is kept as it is (the request to it fails with a message).
 fn split_credentials(url: &str) -> (String, Option<Credential>) {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Ok(mut parsed) = ::url::Url::parse(url) else {
         return (url.to_owned(), None);
     };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+    if parsed.username().is_empty() && parsed.password().is_none() {
         return (url.to_owned(), None);
-    };
-    let clean = format!("{scheme}://{host}{tail}");
+    }
     let decode = |text: &str| {
         percent_encoding::percent_decode_str(text)
             .decode_utf8_lossy()
             .into_owned()
     };
-    let credential = userinfo.split_once(':').map(|(user, pass)| Credential {
-        username: decode(user),
-        password: decode(pass),
+    let credential = parsed.password().map(|password| Credential {
+        username: decode(parsed.username()),
+        password: decode(password),
     });
-    (clean, credential)
+    // Never fails for http(s) URLs, which have a host.
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    (parsed.to_string(), credential)
 }
 
 /// `http.<url>.extraHeader` values that apply to `url`, in order (an empty value clears the
@@ -276,6 +277,12 @@ fn http_settings(config: &GitConfig, url: &str) -> HttpSettings {
     }
     if let Some(t) = seconds("lfs.activitytimeout") {
         settings.activity_timeout = t;
+    }
+    if let Some(t) = seconds("weight-inspect.lfsobjectdeadline") {
+        settings.object_deadline = t;
+    }
+    if let Some(t) = seconds("weight-inspect.lfsdeadline") {
+        settings.command_deadline = t;
     }
     if let Some(n) = config
         .get("lfs.transfer.maxretries")

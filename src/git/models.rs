@@ -3,10 +3,12 @@
 //! each revision holds it, read by the core's multi-file reader from git's trees (or the work
 //! tree) with LFS pointers followed like single files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use gix::ObjectId;
+use rayon::prelude::*;
 
 use super::changes::{FileChange, Status};
 use super::error::GitError;
@@ -60,41 +62,35 @@ pub(super) type Sides = (
     Option<ModelGroup>,
 );
 
-/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry;
-/// `into` makes each entry what the caller wants (sorted by path).
-pub(super) fn entries<T>(
+/// Single files read, made into entries and handed on at once (a window's sides are dropped
+/// before the next window is read, so a report streamed from here holds a bounded number).
+pub(super) const WINDOW: usize = 256;
+
+/// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry,
+/// and hands `sink` what `into` makes of them a window at a time, in path order: single files are read
+/// [`WINDOW`] at a time (absent LFS headers in one batch per window, headers parsed and
+/// entries made on all cores), multi-file models where their path falls.
+pub(super) fn each_window<T: Send>(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,
     changes: Vec<FileChange>,
-    into: impl Fn(Sides) -> T,
-) -> Result<Vec<T>, GitError> {
+    into: impl Fn(Sides) -> T + Sync + Send,
+    mut sink: impl FnMut(Vec<T>) -> Result<(), GitError>,
+) -> Result<(), GitError> {
     let repo = reader.repo().expect("changes are read from a repository");
     let mut listings = Listings::default();
-    let mut groups: BTreeMap<ModelKey, Vec<FileChange>> = BTreeMap::new();
-    let mut singles = Vec::new();
-    for change in changes {
-        let key = [&change.new_path, &change.old_path]
-            .into_iter()
-            .flatten()
-            .find_map(|path| model_key(repo, &mut listings, [old, new], path).transpose())
-            .transpose()?;
-        match key {
-            Some(key) => groups.entry(key).or_default().push(change),
-            None => singles.push(change),
-        }
-    }
+    let Grouped {
+        groups,
+        mut singles,
+    } = group(repo, &mut listings, [old, new], changes)?;
     let label = |s: Snapshot<'_>| match s {
         Snapshot::Tree { label, .. } => label.to_owned(),
         Snapshot::WorkTree => "worktree".to_owned(),
         Snapshot::Index => "index".to_owned(),
     };
-    let sides = reader.change_sides(&singles, &label(old), &label(new))?;
-    let mut out: Vec<Sides> = singles
-        .into_iter()
-        .zip(sides)
-        .map(|(change, (old, new))| (change, old, new, None))
-        .collect();
+    let (old_label, new_label) = (label(old), label(new));
+    let mut models: Vec<Sides> = Vec::with_capacity(groups.len());
     prefetch_absent(reader, &mut listings, [old, new], groups.keys())?;
     for (key, files) in groups {
         let old_model = open_model(reader, &mut listings, old, &key)?;
@@ -118,7 +114,7 @@ pub(super) fn entries<T>(
             .collect();
         paths.sort();
         paths.dedup();
-        out.push((
+        models.push((
             FileChange {
                 status,
                 old_path: old_model.as_ref().map(|(name, _)| name.clone()),
@@ -139,8 +135,64 @@ pub(super) fn entries<T>(
             }),
         ));
     }
-    out.sort_by(|a, b| a.0.path().cmp(b.0.path()));
-    Ok(out.into_iter().map(into).collect())
+    models.sort_by(|a, b| a.0.path().cmp(b.0.path()));
+    singles.sort_by(|a, b| a.path().cmp(b.path()));
+    let mut models = models.into_iter().peekable();
+    let mut singles = singles.into_iter().peekable();
+    while singles.peek().is_some() {
+        let chunk: Vec<FileChange> = singles.by_ref().take(WINDOW).collect();
+        let sides = reader.change_sides(&chunk, &old_label, &new_label)?;
+        let mut window: Vec<Sides> = chunk
+            .into_iter()
+            .zip(sides)
+            .map(|(change, (old, new))| (change, old, new, None))
+            .collect();
+        // The models that sort before the next window's first file belong in this one.
+        while let Some(model) =
+            models.next_if(|m| singles.peek().is_none_or(|next| m.0.path() < next.path()))
+        {
+            window.push(model);
+        }
+        window.sort_by(|a, b| a.0.path().cmp(b.0.path()));
+        // Structural diffs (and whatever else `into` computes) on all cores, in order.
+        sink(window.into_par_iter().map(&into).collect())?;
+    }
+    let rest: Vec<Sides> = models.collect();
+    if !rest.is_empty() {
+        sink(rest.into_par_iter().map(&into).collect())?;
+    }
+    Ok(())
+}
+
+/// Changes sorted into the multi-file models they belong to and single files.
+struct Grouped {
+    groups: BTreeMap<ModelKey, Vec<FileChange>>,
+    singles: Vec<FileChange>,
+}
+
+/// Sorts `changes` by the model they belong to, each in one step: a path's directory is
+/// listed once per snapshot (and its index files found then), so the work is linear in the
+/// number of changes and in the size of their directories.
+fn group(
+    repo: &gix::Repository,
+    listings: &mut Listings,
+    snapshots: [Snapshot<'_>; 2],
+    changes: Vec<FileChange>,
+) -> Result<Grouped, GitError> {
+    let mut groups: BTreeMap<ModelKey, Vec<FileChange>> = BTreeMap::new();
+    let mut singles = Vec::new();
+    for change in changes {
+        let key = [&change.new_path, &change.old_path]
+            .into_iter()
+            .flatten()
+            .find_map(|path| model_key(repo, listings, snapshots, path).transpose())
+            .transpose()?;
+        match key {
+            Some(key) => groups.entry(key).or_default().push(change),
+            None => singles.push(change),
+        }
+    }
+    Ok(Grouped { groups, singles })
 }
 
 /// Which multi-file model a path belongs to: its directory and the index, or the base name of
@@ -159,7 +211,8 @@ enum KeyKind {
 
 /// The parts of the models `keys` whose LFS objects are not here: their headers are read from
 /// the LFS server in one batch (and cached), so that assembling each model part by part then
-/// finds them in the cache instead of asking the server once per part.
+/// finds them in the cache instead of asking the server once per part. Each directory's
+/// listing is walked once, however many models it holds.
 fn prefetch_absent<'k>(
     reader: &SideReader<'_>,
     listings: &mut Listings,
@@ -167,14 +220,28 @@ fn prefetch_absent<'k>(
     keys: impl Iterator<Item = &'k ModelKey>,
 ) -> Result<(), GitError> {
     let repo = reader.repo().expect("models are read from a repository");
-    let mut pointers: Vec<(String, Pointer)> = Vec::new();
+    // Per directory: the index files and split bases of its models.
+    let mut by_dir: BTreeMap<&str, (Vec<&str>, HashSet<&str>)> = BTreeMap::new();
     for key in keys {
-        let belongs = |name: &str| match &key.kind {
-            KeyKind::Index(index) => sharded::shard_of_index_name(name, index),
-            KeyKind::Split(base) => SplitName::parse(name).is_some_and(|n| &n.base == base),
+        let (indexes, bases) = by_dir.entry(&key.dir).or_default();
+        match &key.kind {
+            KeyKind::Index(index) => indexes.push(index),
+            KeyKind::Split(base) => {
+                bases.insert(base);
+            }
+        }
+    }
+    let mut pointers: Vec<(String, Pointer)> = Vec::new();
+    for (dir, (indexes, bases)) in by_dir {
+        let belongs = |name: &str| {
+            SplitName::parse(name).is_some_and(|n| bases.contains(n.base.as_str()))
+                || indexes
+                    .iter()
+                    .any(|index| sharded::shard_of_index_name(name, index))
         };
         for snapshot in snapshots {
-            for (name, listed) in listings.entries(repo, snapshot, &key.dir)? {
+            let listing = listings.get(repo, snapshot, dir)?;
+            for (name, listed) in &listing.entries {
                 if !belongs(name) {
                     continue;
                 }
@@ -184,17 +251,21 @@ fn prefetch_absent<'k>(
                     Listed::Link => None,
                 };
                 let Some(pointer) = pointer else { continue };
-                let path = if key.dir.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{}/{name}", key.dir)
-                };
-                pointers.push((path, pointer));
+                pointers.push((in_dir(dir, name), pointer));
             }
         }
     }
     reader.prefetch(pointers);
     Ok(())
+}
+
+/// `dir/file`, or `file` in the root.
+fn in_dir(dir: &str, file: &str) -> String {
+    if dir.is_empty() {
+        file.to_owned()
+    } else {
+        format!("{dir}/{file}")
+    }
 }
 
 /// A blob small enough to be an LFS pointer, or None (a large blob is not read).
@@ -221,17 +292,14 @@ fn part_sources(
     else {
         return Ok(Vec::new());
     };
-    let entries = listings.entries(repo, snapshot, dir)?;
+    let listing = listings.get(repo, snapshot, dir)?;
     Ok(files
         .parts
         .iter()
-        .filter_map(|part| {
-            let (_, listed) = entries.iter().find(|(name, _)| *name == part.file)?;
-            match listed {
-                Listed::Blob(id) => Some(PartSource::Blob(*id)),
-                Listed::File(path) => Some(PartSource::File(path.clone())),
-                Listed::Link => None,
-            }
+        .filter_map(|part| match listing.get(&part.file)? {
+            Listed::Blob(id) => Some(PartSource::Blob(*id)),
+            Listed::File(path) => Some(PartSource::File(path.clone())),
+            Listed::Link => None,
         })
         .collect())
 }
@@ -283,10 +351,11 @@ fn model_key(
         return Ok(None);
     }
     for snapshot in snapshots {
-        let names = listings.names(repo, snapshot, dir)?;
-        if let Some(index) = names
+        let listing = listings.get(repo, snapshot, dir)?;
+        if let Some(index) = listing
+            .indexes
             .iter()
-            .find(|n| sharded::index::is_index_name(n) && sharded::shard_of_index_name(file, n))
+            .find(|index| sharded::shard_of_index_name(file, index))
         {
             return key(KeyKind::Index(index.clone()));
         }
@@ -302,19 +371,14 @@ fn open_model(
     key: &ModelKey,
 ) -> Result<Option<(String, ModelSide)>, GitError> {
     let repo = reader.repo().expect("models are read from a repository");
-    let names = listings.names(repo, snapshot, &key.dir)?.to_vec();
-    let in_dir = |file: &str| {
-        if key.dir.is_empty() {
-            file.to_owned()
-        } else {
-            format!("{}/{file}", key.dir)
-        }
-    };
+    let listing = listings.get(repo, snapshot, &key.dir)?;
+    let names = &listing.names;
+    let in_dir = |file: &str| in_dir(&key.dir, file);
     let dir = SnapshotDir {
         reader,
         snapshot,
         dir: &key.dir,
-        entries: listings.entries(repo, snapshot, &key.dir)?,
+        listing: &listing,
         from_server: Default::default(),
     };
     let result = match &key.kind {
@@ -330,7 +394,7 @@ fn open_model(
                 };
                 return Ok(Some((in_dir(index), unassembled(missing))));
             }
-            (in_dir(index), sharded::open_index(&dir, index, &names))
+            (in_dir(index), sharded::open_index(&dir, index, names))
         }
         KeyKind::Split(base) => {
             let Some(name) = names
@@ -342,7 +406,7 @@ fn open_model(
             };
             (
                 in_dir(&name.model_name()),
-                sharded::open_split(&dir, &name, &names, None),
+                sharded::open_split(&dir, &name, names, None),
             )
         }
     };
@@ -356,10 +420,55 @@ fn unassembled(error: ShardError) -> ModelSide {
     }
 }
 
-/// Directory listings read so far, per snapshot and directory.
+/// Directory listings read so far, per snapshot and directory: each is read once.
 #[derive(Default)]
 struct Listings {
-    cache: BTreeMap<(bool, String, String), Vec<(String, Listed)>>,
+    cache: HashMap<(ListingOf, String), Rc<Listing>>,
+    /// How many listings were read (for the test that keeps this linear).
+    reads: usize,
+}
+
+/// Which snapshot a listing is of.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ListingOf {
+    Tree(String),
+    WorkTree,
+    Index,
+}
+
+/// The files of one directory of one snapshot, sorted by name.
+struct Listing {
+    entries: Vec<(String, Listed)>,
+    /// The same names, for the core's multi-file reader.
+    names: Vec<String>,
+    /// The index files among them (`*.safetensors.index.json`, ...).
+    indexes: Vec<String>,
+}
+
+impl Listing {
+    fn new(mut entries: Vec<(String, Listed)>) -> Listing {
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<String> = entries.iter().map(|(name, _)| name.clone()).collect();
+        let indexes = names
+            .iter()
+            .filter(|n| sharded::index::is_index_name(n))
+            .cloned()
+            .collect();
+        Listing {
+            entries,
+            names,
+            indexes,
+        }
+    }
+
+    /// The file `name`, found by binary search.
+    fn get(&self, name: &str) -> Option<&Listed> {
+        let i = self
+            .entries
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()?;
+        Some(&self.entries[i].1)
+    }
 }
 
 /// A file of a listed directory.
@@ -371,35 +480,25 @@ enum Listed {
 }
 
 impl Listings {
-    fn entries(
+    fn get(
         &mut self,
         repo: &gix::Repository,
         snapshot: Snapshot<'_>,
         dir: &str,
-    ) -> Result<&[(String, Listed)], GitError> {
-        let key = match snapshot {
-            Snapshot::Tree { rev, .. } => (true, rev.to_owned(), dir.to_owned()),
-            Snapshot::WorkTree => (false, String::new(), dir.to_owned()),
-            Snapshot::Index => (false, ":".to_owned(), dir.to_owned()),
+    ) -> Result<Rc<Listing>, GitError> {
+        let of = match snapshot {
+            Snapshot::Tree { rev, .. } => ListingOf::Tree(rev.to_owned()),
+            Snapshot::WorkTree => ListingOf::WorkTree,
+            Snapshot::Index => ListingOf::Index,
         };
-        if !self.cache.contains_key(&key) {
-            let listed = list(repo, snapshot, dir)?;
-            self.cache.insert(key.clone(), listed);
+        let key = (of, dir.to_owned());
+        if let Some(listing) = self.cache.get(&key) {
+            return Ok(listing.clone());
         }
-        Ok(&self.cache[&key])
-    }
-
-    fn names(
-        &mut self,
-        repo: &gix::Repository,
-        snapshot: Snapshot<'_>,
-        dir: &str,
-    ) -> Result<Vec<String>, GitError> {
-        Ok(self
-            .entries(repo, snapshot, dir)?
-            .iter()
-            .map(|(name, _)| name.clone())
-            .collect())
+        let listing = Rc::new(Listing::new(list(repo, snapshot, dir)?));
+        self.reads += 1;
+        self.cache.insert(key, listing.clone());
+        Ok(listing)
     }
 }
 
@@ -429,7 +528,16 @@ fn list(
                 format!("{dir}/")
             };
             let mut out = Vec::new();
-            for entry in index.entries() {
+            // The index is sorted by path: the directory's entries are found by binary search,
+            // not by a walk of the whole index for each directory.
+            let entries = if prefix.is_empty() {
+                index.entries()
+            } else {
+                index
+                    .prefixed_entries(prefix.as_str().into())
+                    .unwrap_or_default()
+            };
+            for entry in entries {
                 use gix::index::entry::{Flags, Stage};
                 if entry.stage() != Stage::Unconflicted
                     || entry.flags.contains(Flags::INTENT_TO_ADD)
@@ -479,7 +587,7 @@ struct SnapshotDir<'a> {
     reader: &'a SideReader<'a>,
     snapshot: Snapshot<'a>,
     dir: &'a str,
-    entries: &'a [(String, Listed)],
+    listing: &'a Listing,
     /// Set once a part's header came from the LFS server (not verified against its oid).
     from_server: std::cell::Cell<bool>,
 }
@@ -507,18 +615,12 @@ impl SnapshotDir<'_> {
     }
 
     fn path(&self, file: &str) -> String {
-        if self.dir.is_empty() {
-            file.to_owned()
-        } else {
-            format!("{}/{file}", self.dir)
-        }
+        in_dir(self.dir, file)
     }
 
     fn find(&self, file: &str) -> Result<&Listed, ShardError> {
-        self.entries
-            .iter()
-            .find(|(name, _)| name == file)
-            .map(|(_, listed)| listed)
+        self.listing
+            .get(file)
             .ok_or_else(|| ShardError::Unreadable {
                 file: self.label(file),
                 message: "no such file".to_owned(),
@@ -543,7 +645,7 @@ impl Directory for SnapshotDir<'_> {
     }
 
     fn file_names(&self) -> Result<Vec<String>, ShardError> {
-        Ok(self.entries.iter().map(|(name, _)| name.clone()).collect())
+        Ok(self.listing.names.clone())
     }
 
     fn read_small(&self, file: &str, limit: u64) -> Result<Vec<u8>, ShardError> {
@@ -627,18 +729,19 @@ pub fn open_in(
         Snapshot::Index => false,
     };
     let (dir_path, file) = if is_dir { (path, "") } else { split_path(path) };
-    let names = listings.names(repo, snapshot, dir_path)?;
+    let listing = listings.get(repo, snapshot, dir_path)?;
+    let names = &listing.names;
     let dir = SnapshotDir {
         reader,
         snapshot,
         dir: dir_path,
-        entries: listings.entries(repo, snapshot, dir_path)?,
+        listing: &listing,
         from_server: Default::default(),
     };
     let opened = if is_dir {
         sharded::open_directory(&dir, dir.label("").trim_end_matches('/'))
     } else if sharded::index::is_index_name(file) {
-        sharded::open_index(&dir, file, &names)
+        sharded::open_index(&dir, file, names)
     } else if let Some(name) = SplitName::parse(file) {
         let Ok(part) = dir.read_model(file) else {
             return Ok(None);
@@ -647,7 +750,7 @@ pub fn open_in(
             return Ok(None);
         }
         let number = name.number;
-        sharded::open_split(&dir, &name, &names, Some((number, part)))
+        sharded::open_split(&dir, &name, names, Some((number, part)))
     } else {
         return Ok(None);
     };
@@ -663,8 +766,9 @@ pub fn open_directory(
 ) -> Result<Option<ModelSide>, GitError> {
     let repo = reader.repo().expect("models are read from a repository");
     let mut listings = Listings::default();
-    let names = listings.names(repo, snapshot, dir)?;
-    let multi: Vec<sharded::Candidate> = sharded::candidates(&names)
+    let listing = listings.get(repo, snapshot, dir)?;
+    let names = &listing.names;
+    let multi: Vec<sharded::Candidate> = sharded::candidates(names)
         .into_iter()
         .filter(|c| !matches!(c, sharded::Candidate::Single(_)))
         .collect();
@@ -672,16 +776,157 @@ pub fn open_directory(
         reader,
         snapshot,
         dir,
-        entries: listings.entries(repo, snapshot, dir)?,
+        listing: &listing,
         from_server: Default::default(),
     };
     let opened = match multi.as_slice() {
         [] => return Ok(None),
-        [one] => sharded::open_candidate(&source, one, &names),
+        [one] => sharded::open_candidate(&source, one, names),
         several => Err(ShardError::Ambiguous {
             dir: source.label(""),
             candidates: several.iter().map(sharded::Candidate::name).collect(),
         }),
     };
     Ok(Some(source.side_of(opened)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::*;
+    use crate::git::changes::{PathFilter, changed_model_files};
+
+    /// Counts the allocations of the thread that makes them: the grouping runs on the test's
+    /// thread, so other tests running meanwhile do not disturb its count.
+    struct Counting;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn count() {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    }
+
+    // SAFETY: every call is passed on to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count();
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count();
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count();
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// Two commits that change every file of `small/` (`SMALL` files) and `large/` (`LARGE`
+    /// files); each directory also holds a two-shard model with its index.
+    const SMALL: usize = 200;
+    const LARGE: usize = 800;
+
+    fn write_version(root: &Path, version: u32) {
+        for (dir, n) in [("small", SMALL), ("large", LARGE)] {
+            let dir = root.join(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..n {
+                let text = format!("file {i} version {version}\n");
+                std::fs::write(dir.join(format!("f-{i:05}.safetensors")), text).unwrap();
+            }
+            for shard in 1..=2 {
+                let name = format!("model-{shard:05}-of-00002.safetensors");
+                std::fs::write(dir.join(name), format!("{shard} {version}")).unwrap();
+            }
+            let index = r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#;
+            std::fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
+        }
+    }
+
+    /// Groups the changes under `dir/`: the allocations it made, the listings it read, and the
+    /// groups and single files it found.
+    fn group_counted(repo: &gix::Repository, dir: &str) -> (u64, usize, usize, usize) {
+        let filter = PathFilter::new(&[dir.to_owned()]).unwrap();
+        let changes = changed_model_files(repo, "HEAD~1", Some("HEAD"), &filter).unwrap();
+        let snapshots = [
+            Snapshot::Tree {
+                rev: "HEAD~1",
+                label: "HEAD~1",
+            },
+            Snapshot::Tree {
+                rev: "HEAD",
+                label: "HEAD",
+            },
+        ];
+        let mut listings = Listings::default();
+        let before = ALLOCATIONS.with(Cell::get);
+        let grouped = group(repo, &mut listings, snapshots, changes).unwrap();
+        let allocations = ALLOCATIONS.with(Cell::get) - before;
+        (
+            allocations,
+            listings.reads,
+            grouped.groups.len(),
+            grouped.singles.len(),
+        )
+    }
+
+    #[test]
+    fn grouping_is_linear_in_changes_and_directory_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        write_version(root, 1);
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "v1"]);
+        write_version(root, 2);
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "v2"]);
+        let repo = crate::git::open_repo(root).unwrap();
+
+        let (small, small_reads, groups, singles) = group_counted(&repo, "small");
+        // One listing of the directory per snapshot, however many files changed in it.
+        assert_eq!(small_reads, 2);
+        assert_eq!((groups, singles), (1, SMALL));
+        let (large, large_reads, groups, singles) = group_counted(&repo, "large");
+        assert_eq!(large_reads, 2);
+        assert_eq!((groups, singles), (1, LARGE));
+
+        // Four times the changes in a four times larger directory: about four times the
+        // allocations when the work per change is constant, sixteen when each change walks
+        // (or copies) its directory's listing.
+        let per_change = |allocations: u64, n: usize| allocations as f64 / n as f64;
+        let (small, large) = (per_change(small, SMALL), per_change(large, LARGE));
+        assert!(
+            large <= 1.5 * small,
+            "allocations per change grew from {small:.1} ({SMALL} files) to {large:.1} \
+             ({LARGE} files): the grouping is not linear"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 //! false`).
 
 use std::cell::OnceCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,6 +46,9 @@ impl RemoteOptions {
 
 /// Concurrent header reads of one command.
 const WORKERS: usize = 4;
+/// Headers read from the server and held at once before they become sides (raw prefixes of
+/// up to the header cap each).
+const HEADER_WINDOW: usize = 2 * WORKERS;
 
 /// The repository a reader reads from: borrowed from the command, or opened for it.
 enum RepoRef<'r> {
@@ -84,6 +88,11 @@ impl<'r> SideReader<'r> {
         }
     }
 
+    /// The LFS object store of the repository, if there is one.
+    fn store(&self) -> Option<PathBuf> {
+        self.repo().map(lfs::storage_dir)
+    }
+
     pub fn repo(&self) -> Option<&gix::Repository> {
         self.repo.as_ref().map(|r| match r {
             RepoRef::Borrowed(repo) => *repo,
@@ -100,7 +109,7 @@ impl<'r> SideReader<'r> {
 
     /// The side of a blob's bytes: an LFS pointer is followed, anything else parsed.
     pub fn blob_bytes(&self, bytes: &[u8], name: &str) -> ModelSide {
-        let mut side = self.local_blob(bytes, name);
+        let mut side = local_blob(self.store().as_deref(), bytes, name);
         self.complete(vec![(name.to_owned(), &mut side)]);
         side
     }
@@ -114,7 +123,7 @@ impl<'r> SideReader<'r> {
     /// [`Self::file`] for a file that stands for `name` in messages (a driver's temporary
     /// copy of a repository path).
     pub fn file_as(&self, file: &Path, name: &str) -> ModelSide {
-        let mut side = self.local_file(file);
+        let mut side = local_file(self.store().as_deref(), file);
         self.complete(vec![(name.to_owned(), &mut side)]);
         side
     }
@@ -129,13 +138,31 @@ impl<'r> SideReader<'r> {
         old_rev: &str,
         new_rev: &str,
     ) -> Result<Vec<(Option<ModelSide>, Option<ModelSide>)>, GitError> {
+        let repo = self.repo().expect("changes are read from a repository");
+        let store = lfs::storage_dir(repo);
+        // Blobs are read here (gix's handle stays on this thread), a bounded batch at a time;
+        // their headers are parsed on all cores, in order.
         let mut sides = Vec::with_capacity(changes.len());
+        let mut batch: Vec<(Unparsed, Unparsed)> = Vec::new();
+        let mut batch_bytes = 0;
+        let parse = |batch: &mut Vec<(Unparsed, Unparsed)>, sides: &mut Vec<_>| {
+            sides.par_extend(
+                batch
+                    .par_drain(..)
+                    .map(|(old, new)| (old.parse(&store), new.parse(&store))),
+            );
+        };
         for change in changes {
-            sides.push((
-                self.local_change_side(change, Which::Old, old_rev)?,
-                self.local_change_side(change, Which::New, new_rev)?,
-            ));
+            let old = unparsed_side(repo, change, Which::Old, old_rev)?;
+            let new = unparsed_side(repo, change, Which::New, new_rev)?;
+            batch_bytes += old.held_bytes() + new.held_bytes();
+            batch.push((old, new));
+            if batch.len() >= BATCH_SIDES || batch_bytes >= BATCH_BYTES {
+                parse(&mut batch, &mut sides);
+                batch_bytes = 0;
+            }
         }
+        parse(&mut batch, &mut sides);
         let mut named = Vec::new();
         for (change, (old, new)) in changes.iter().zip(&mut sides) {
             if let (Some(side), Some(path)) = (old.as_mut(), &change.old_path) {
@@ -154,10 +181,12 @@ impl<'r> SideReader<'r> {
     /// then finds each part there instead of asking the server once per part.
     pub fn prefetch(&self, pointers: Vec<(String, Pointer)>) {
         let Some(repo) = self.repo() else { return };
+        let store = lfs::storage_dir(repo);
         let mut absent: Vec<(String, ModelSide)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (name, pointer) in pointers {
-            let here = lfs::present_object(repo, &pointer).is_some();
-            if !here && !absent.iter().any(|(_, s)| s.pointer() == Some(&pointer)) {
+            let here = lfs::present_in(&store, &pointer).is_some();
+            if !here && seen.insert(pointer.clone()) {
                 absent.push((
                     name,
                     ModelSide::Absent {
@@ -206,118 +235,6 @@ impl<'r> SideReader<'r> {
         }
     }
 
-    fn local_change_side(
-        &self,
-        change: &FileChange,
-        which: Which,
-        rev: &str,
-    ) -> Result<Option<ModelSide>, GitError> {
-        let repo = self.repo().expect("changes are read from a repository");
-        let (id, path, link) = match which {
-            Which::Old => (change.old_id, change.old_path.as_deref(), change.old_link),
-            Which::New => (change.new_id, change.new_path.as_deref(), change.new_link),
-        };
-        let worktree = match which {
-            Which::Old => None,
-            Which::New => change.new_worktree.as_deref(),
-        };
-        if link {
-            if let Some(file) = worktree {
-                let target = std::fs::read_link(file).map_err(|source| GitError::Io {
-                    path: file.to_owned(),
-                    source,
-                })?;
-                return Ok(Some(ModelSide::Link {
-                    target: target.to_string_lossy().into_owned(),
-                }));
-            }
-            let Some(id) = id else { return Ok(None) };
-            return Ok(Some(ModelSide::Link {
-                target: super::objects::link_target(repo, id)?,
-            }));
-        }
-        if let Some(file) = worktree {
-            return Ok(Some(self.local_file(file)));
-        }
-        let (Some(id), Some(path)) = (id, path) else {
-            return Ok(None);
-        };
-        let bytes = blob_bytes(repo, id)?;
-        Ok(Some(self.local_blob(&bytes, &format!("{rev}:{path}"))))
-    }
-
-    /// A blob's side from what is on this machine.
-    fn local_blob(&self, bytes: &[u8], name: &str) -> ModelSide {
-        if let Some(pointer) = Pointer::parse(bytes) {
-            return self.local_pointer(pointer);
-        }
-        from_bytes(Path::new(name), bytes, None)
-    }
-
-    /// A file's side from what is on this machine.
-    fn local_file(&self, file: &Path) -> ModelSide {
-        let meta = match std::fs::metadata(file) {
-            Ok(meta) => meta,
-            Err(e) => {
-                return ModelSide::Unreadable {
-                    error: Box::new(crate::error::Error::io(file, e)),
-                };
-            }
-        };
-        if !meta.is_file() {
-            let not_regular = std::io::Error::other(
-                "is not a regular file (a device, FIFO or socket), expected a model file",
-            );
-            return ModelSide::Unreadable {
-                error: Box::new(crate::error::Error::io(file, not_regular)),
-            };
-        }
-        if meta.len() < lfs::MAX_POINTER_SIZE as u64
-            && let Ok(bytes) = std::fs::read(file)
-        {
-            if let Some(pointer) = Pointer::parse(&bytes) {
-                return self.local_pointer_near(pointer, file);
-            }
-            return from_bytes(file, &bytes, None);
-        }
-        from_path(file, meta.len(), None, None)
-    }
-
-    fn local_pointer(&self, pointer: Pointer) -> ModelSide {
-        match self.repo().and_then(|r| lfs::present_object(r, &pointer)) {
-            Some(object) => {
-                let (size, sha) = (pointer.size, pointer.oid.clone());
-                from_path(&object, size, Some(sha), Some(pointer))
-            }
-            None => ModelSide::Absent {
-                pointer,
-                remote: None,
-            },
-        }
-    }
-
-    /// A pointer file's object: in the reader's repository, else in the one holding the file.
-    fn local_pointer_near(&self, pointer: Pointer, file: &Path) -> ModelSide {
-        let side = self.local_pointer(pointer);
-        let ModelSide::Absent { pointer, .. } = &side else {
-            return side;
-        };
-        let dir = match file.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        match open_repo(dir)
-            .ok()
-            .and_then(|repo| lfs::present_object(&repo, pointer))
-        {
-            Some(object) => {
-                let (size, sha) = (pointer.size, pointer.oid.clone());
-                from_path(&object, size, Some(sha), Some(pointer.clone()))
-            }
-            None => side,
-        }
-    }
-
     /// Replaces every absent side among `sides` (each with the name messages use for it) by
     /// the model its header describes: from the header cache, else from the LFS server in one
     /// batch request. A side that cannot be read stays absent with the reason.
@@ -350,15 +267,21 @@ impl<'r> SideReader<'r> {
             Ok(None) => return,
             Err(e) => return mark_all(&mut pending, &RemoteMiss::Server(e.clone())),
         };
+        // One object per oid (several sides may share one), with the sides waiting for it.
+        let mut index_of: HashMap<String, usize> = HashMap::new();
         let mut objects: Vec<LfsObject> = Vec::new();
-        for (_, side) in &pending {
+        let mut waiting: Vec<Vec<usize>> = Vec::new();
+        for (i, (_, side)) in pending.iter().enumerate() {
             let p = side.pointer().expect("absent sides have a pointer");
-            if !objects.iter().any(|o| o.oid == p.oid) {
+            let k = *index_of.entry(p.oid.clone()).or_insert_with(|| {
                 objects.push(LfsObject {
                     oid: p.oid.clone(),
                     size: p.size,
                 });
-            }
+                waiting.push(Vec::new());
+                objects.len() - 1
+            });
+            waiting[k].push(i);
         }
         let outcomes = match download_actions(
             &server.client,
@@ -369,20 +292,36 @@ impl<'r> SideReader<'r> {
             Ok(outcomes) => outcomes,
             Err(e) => return mark_all(&mut pending, &RemoteMiss::Batch(Arc::new(e))),
         };
-        let results = read_all(server, &objects, &outcomes);
-        for (name, side) in pending {
-            let pointer = side.pointer().expect("absent sides have a pointer").clone();
-            let index = objects
-                .iter()
-                .position(|o| o.oid == pointer.oid)
-                .expect("every pending object was asked for");
-            *side = match &results[index] {
-                Ok(header) => side_of_header(&cache, &name, pointer, header),
-                Err(why) => ModelSide::Absent {
-                    pointer,
-                    remote: Some(why.clone()),
-                },
-            };
+        let progress = crate::progress::Progress::new(
+            objects.len() as u64,
+            crate::progress::Unit::Items,
+            "LFS headers",
+        );
+        // Network reads wait, they do not compute: a pool of their own, not rayon's global one.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(WORKERS.min(objects.len()).max(1))
+            .build()
+            .ok();
+        // A window of headers at a time: each becomes its sides (a model's header is parsed and
+        // cached) before the next window is read, so the raw headers held at once are bounded
+        // by the window, not by the number of absent objects.
+        for start in (0..objects.len()).step_by(HEADER_WINDOW) {
+            let end = (start + HEADER_WINDOW).min(objects.len());
+            let window = (&objects[start..end], &outcomes[start..end]);
+            let results = read_all(server, window, &progress, pool.as_ref());
+            for (k, result) in (start..end).zip(results) {
+                for &i in &waiting[k] {
+                    let (name, side) = &mut pending[i];
+                    let pointer = side.pointer().expect("absent sides have a pointer").clone();
+                    **side = match &result {
+                        Ok(header) => side_of_header(&cache, name, pointer, header),
+                        Err(why) => ModelSide::Absent {
+                            pointer,
+                            remote: Some(why.clone()),
+                        },
+                    };
+                }
+            }
         }
     }
 
@@ -401,6 +340,152 @@ impl<'r> SideReader<'r> {
             &config,
             self.options.remote.as_deref(),
         )?)
+    }
+}
+
+/// Changes whose sides are read from git before their headers are parsed on all cores.
+const BATCH_SIDES: usize = 256;
+/// Blob bytes held at once for a batch (a model committed without LFS is a whole blob).
+const BATCH_BYTES: usize = 64 << 20;
+
+/// A side as read on the command's thread, before its header is parsed.
+enum Unparsed {
+    Done(Option<ModelSide>),
+    Blob { bytes: Vec<u8>, name: String },
+    File(PathBuf),
+}
+
+impl Unparsed {
+    fn held_bytes(&self) -> usize {
+        match self {
+            Unparsed::Blob { bytes, .. } => bytes.len(),
+            _ => 0,
+        }
+    }
+
+    /// The side, with LFS objects looked up in the store `store`.
+    fn parse(self, store: &Path) -> Option<ModelSide> {
+        match self {
+            Unparsed::Done(side) => side,
+            Unparsed::Blob { bytes, name } => Some(local_blob(Some(store), &bytes, &name)),
+            Unparsed::File(file) => Some(local_file(Some(store), &file)),
+        }
+    }
+}
+
+fn unparsed_side(
+    repo: &gix::Repository,
+    change: &FileChange,
+    which: Which,
+    rev: &str,
+) -> Result<Unparsed, GitError> {
+    let (id, path, link) = match which {
+        Which::Old => (change.old_id, change.old_path.as_deref(), change.old_link),
+        Which::New => (change.new_id, change.new_path.as_deref(), change.new_link),
+    };
+    let worktree = match which {
+        Which::Old => None,
+        Which::New => change.new_worktree.as_deref(),
+    };
+    if link {
+        if let Some(file) = worktree {
+            let target = std::fs::read_link(file).map_err(|source| GitError::Io {
+                path: file.to_owned(),
+                source,
+            })?;
+            return Ok(Unparsed::Done(Some(ModelSide::Link {
+                target: target.to_string_lossy().into_owned(),
+            })));
+        }
+        let Some(id) = id else {
+            return Ok(Unparsed::Done(None));
+        };
+        return Ok(Unparsed::Done(Some(ModelSide::Link {
+            target: super::objects::link_target(repo, id)?,
+        })));
+    }
+    if let Some(file) = worktree {
+        return Ok(Unparsed::File(file.to_owned()));
+    }
+    let (Some(id), Some(path)) = (id, path) else {
+        return Ok(Unparsed::Done(None));
+    };
+    Ok(Unparsed::Blob {
+        bytes: blob_bytes(repo, id)?,
+        name: format!("{rev}:{path}"),
+    })
+}
+
+/// A blob's side from what is on this machine.
+/// `store`: the repository's LFS object store, if there is a repository.
+fn local_blob(store: Option<&Path>, bytes: &[u8], name: &str) -> ModelSide {
+    if let Some(pointer) = Pointer::parse(bytes) {
+        return local_pointer(store, pointer);
+    }
+    from_bytes(Path::new(name), bytes, None)
+}
+
+/// A file's side from what is on this machine.
+fn local_file(store: Option<&Path>, file: &Path) -> ModelSide {
+    let meta = match std::fs::metadata(file) {
+        Ok(meta) => meta,
+        Err(e) => {
+            return ModelSide::Unreadable {
+                error: Box::new(crate::error::Error::io(file, e)),
+            };
+        }
+    };
+    if !meta.is_file() {
+        let not_regular = std::io::Error::other(
+            "is not a regular file (a device, FIFO or socket), expected a model file",
+        );
+        return ModelSide::Unreadable {
+            error: Box::new(crate::error::Error::io(file, not_regular)),
+        };
+    }
+    if meta.len() < lfs::MAX_POINTER_SIZE as u64
+        && let Ok(bytes) = std::fs::read(file)
+    {
+        if let Some(pointer) = Pointer::parse(&bytes) {
+            return local_pointer_near(store, pointer, file);
+        }
+        return from_bytes(file, &bytes, None);
+    }
+    from_path(file, meta.len(), None, None)
+}
+
+fn local_pointer(store: Option<&Path>, pointer: Pointer) -> ModelSide {
+    match store.and_then(|store| lfs::present_in(store, &pointer)) {
+        Some(object) => {
+            let (size, sha) = (pointer.size, pointer.oid.clone());
+            from_path(&object, size, Some(sha), Some(pointer))
+        }
+        None => ModelSide::Absent {
+            pointer,
+            remote: None,
+        },
+    }
+}
+
+/// A pointer file's object: in the reader's repository, else in the one holding the file.
+fn local_pointer_near(store: Option<&Path>, pointer: Pointer, file: &Path) -> ModelSide {
+    let side = local_pointer(store, pointer);
+    let ModelSide::Absent { pointer, .. } = &side else {
+        return side;
+    };
+    let dir = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    match open_repo(dir)
+        .ok()
+        .and_then(|repo| lfs::present_object(&repo, pointer))
+    {
+        Some(object) => {
+            let (size, sha) = (pointer.size, pointer.oid.clone());
+            from_path(&object, size, Some(sha), Some(pointer.clone()))
+        }
+        None => side,
     }
 }
 
@@ -499,14 +584,10 @@ fn side_of_header(
 /// Reads the header of each object the server gave a download for, a few at a time.
 fn read_all(
     server: &Server,
-    objects: &[LfsObject],
-    outcomes: &[ObjectOutcome],
+    (objects, outcomes): (&[LfsObject], &[ObjectOutcome]),
+    progress: &crate::progress::Progress,
+    pool: Option<&rayon::ThreadPool>,
 ) -> Vec<Result<RemoteHeader, RemoteMiss>> {
-    let progress = crate::progress::Progress::new(
-        objects.len() as u64,
-        crate::progress::Unit::Items,
-        "LFS headers",
-    );
     let read_one = |(object, outcome): (&LfsObject, &ObjectOutcome)| {
         let result = match outcome {
             ObjectOutcome::Download(action) => read_header(
@@ -525,13 +606,9 @@ fn read_all(
         progress.inc(1);
         result
     };
-    // Network reads wait, they do not compute: a pool of their own, not rayon's global one.
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(WORKERS.min(objects.len()).max(1))
-        .build();
     match pool {
-        Ok(pool) => pool.install(|| objects.par_iter().zip(outcomes).map(read_one).collect()),
-        Err(_) => objects.iter().zip(outcomes).map(read_one).collect(),
+        Some(pool) => pool.install(|| objects.par_iter().zip(outcomes).map(read_one).collect()),
+        None => objects.iter().zip(outcomes).map(read_one).collect(),
     }
 }
 

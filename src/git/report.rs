@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::changes::{self, PathFilter};
@@ -26,22 +27,23 @@ pub struct GitDiffOptions<'a> {
     pub remote: &'a super::reader::RemoteOptions,
 }
 
-/// The rendered report and whether any model file changed.
-pub struct GitDiffOutput {
-    pub text: String,
-    pub changed: bool,
-}
-
+/// The JSON report's fields before its files (the files are written one window at a time).
 #[derive(Serialize)]
-struct DiffReport<'a> {
+struct DiffReportHead<'a> {
     schema: u32,
-    base: String,
+    base: &'a str,
     /// None: the work tree.
-    head: Option<String>,
-    files: Vec<FileJson<'a>>,
+    head: Option<&'a str>,
 }
 
-pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, GitError> {
+/// Compares and writes the report through `write` as it goes (a window of files at a time, so
+/// memory does not grow with the number of changed files); returns whether any model file
+/// changed.
+pub fn git_diff(
+    cwd: &Path,
+    args: &GitDiffOptions<'_>,
+    write: &mut dyn FnMut(&str) -> std::io::Result<()>,
+) -> Result<bool, GitError> {
     let repo = super::objects::open_repo(cwd)?;
     let (base, head) = match args.revs {
         [] => ("HEAD".to_owned(), None),
@@ -70,33 +72,73 @@ pub fn git_diff(cwd: &Path, args: &GitDiffOptions<'_>) -> Result<GitDiffOutput, 
     let reference = args
         .reference
         .map(|r| super::resolve::pathspecs_from_cwd(&repo, cwd, &[r.to_owned()]).remove(0));
-    let compared = super::compared::compare(
+    let stdout_error = |source| GitError::Io {
+        path: "<stdout>".into(),
+        source,
+    };
+    let mut write = |text: &str| write(text).map_err(stdout_error);
+    if args.json {
+        // The same bytes as the whole report pretty-printed at once: each file at depth 2.
+        let head_json = serde_json::to_string_pretty(&DiffReportHead {
+            schema: crate::identity::SCHEMA_VERSION,
+            base: &base,
+            head: head.as_deref(),
+        })
+        .expect("JSON of plain data cannot fail");
+        write(head_json.trim_end_matches("\n}"))?;
+        write(",\n  \"files\": [")?;
+    }
+    let mut changed = false;
+    let mut first = true;
+    super::compared::compare_each(
         &reader,
         old_snapshot,
         new_snapshot,
         changes,
         args.values,
         reference.as_deref(),
+        |files| {
+            changed |= files.iter().any(ComparedFile::counts_as_change);
+            let blocks: Vec<String> = files
+                .par_iter()
+                .map(|f| match args.json {
+                    true => indented_json(&f.json(false)),
+                    false => text_of(f, args.color),
+                })
+                .collect();
+            for block in blocks {
+                let separator = match (args.json, first) {
+                    (true, true) => "\n",
+                    (true, false) => ",\n",
+                    (false, true) => "",
+                    (false, false) => "\n",
+                };
+                first = false;
+                write(separator)?;
+                write(&block)?;
+            }
+            Ok(())
+        },
     )?;
-    let text = if args.json {
-        let report = DiffReport {
-            schema: crate::identity::SCHEMA_VERSION,
-            base,
-            head,
-            files: compared.iter().map(|f| f.json(false)).collect(),
-        };
-        let mut text =
-            serde_json::to_string_pretty(&report).expect("JSON of plain data cannot fail");
-        text.push('\n');
-        text
-    } else {
-        let blocks: Vec<String> = compared.iter().map(|f| text_of(f, args.color)).collect();
-        blocks.join("\n")
-    };
-    Ok(GitDiffOutput {
-        text,
-        changed: compared.iter().any(ComparedFile::counts_as_change),
-    })
+    if args.json {
+        write(if first { "]\n}\n" } else { "\n  ]\n}\n" })?;
+    }
+    Ok(changed)
+}
+
+/// A file's JSON pretty-printed as an element of the report's `files` (four spaces deeper;
+/// strings hold no raw line break, so every line is indented alike).
+fn indented_json(file: &FileJson<'_>) -> String {
+    let text = serde_json::to_string_pretty(file).expect("JSON of plain data cannot fail");
+    let mut out = String::with_capacity(text.len() + text.lines().count() * 4);
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str("    ");
+        out.push_str(line);
+    }
+    out
 }
 
 /// A compared file as the external driver renders it, with a multi-file model's changed files

@@ -190,10 +190,14 @@ pub fn download_actions(
                 url: url.clone(),
                 headers,
                 body: body.clone(),
+                deadline: client.deadline(),
             };
-            let response = client.send(&request)?;
-            if response.status().as_u16() != 401 || asked {
-                if let Some(c) = &credential {
+            let (response, answered_by) = client.send_following(&request)?;
+            // Only the endpoint's own origin judges the credential it was given (after a
+            // redirect, another origin never saw it).
+            let judged = super::origins::same_origin(&answered_by, &endpoint.url);
+            if response.status().as_u16() != 401 || asked || !judged {
+                if let Some(c) = credential.as_ref().filter(|_| judged) {
                     match response.status().as_u16() {
                         401 | 403 => credentials.reject(&endpoint.url, c),
                         200..=299 if asked => credentials.approve(&endpoint.url, c),

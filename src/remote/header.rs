@@ -42,6 +42,7 @@ pub fn read_header(
         headers,
         size: expected_size,
         stream: None,
+        deadline: client.deadline(),
     };
     let mut prefix = Vec::new();
     let mut want = expected_size.map_or(FIRST_WINDOW, |size| size.min(FIRST_WINDOW));
@@ -74,6 +75,8 @@ struct RangeSource<'a> {
     size: Option<u64>,
     /// The body of a 200 answer, positioned after the bytes already in the prefix.
     stream: Option<ureq::BodyReader<'static>>,
+    /// When every request for this object must be over, its body read.
+    deadline: std::time::Instant,
 }
 
 impl RangeSource<'_> {
@@ -85,11 +88,12 @@ impl RangeSource<'_> {
             return Ok(());
         }
         if let Some(stream) = &mut self.stream {
-            return read_exactly(self.url, stream, prefix, want - have);
+            return read_exactly(self.url, stream, prefix, want - have, self.deadline);
         }
         let mut headers = self.headers.to_vec();
         headers.push(("Range".to_owned(), format!("bytes={have}-{}", want - 1)));
-        let response = self.client.send(&Request::get(self.url, headers))?;
+        let request = Request::get(self.url, headers, self.deadline);
+        let response = self.client.send(&request)?;
         let status = response.status().as_u16();
         match status {
             206 => {
@@ -111,7 +115,7 @@ impl RangeSource<'_> {
                 let len = end - start + 1;
                 check_length(self.url, &response, len)?;
                 let mut body = response.into_body().into_reader();
-                read_exactly(self.url, &mut body, prefix, len)
+                read_exactly(self.url, &mut body, prefix, len, self.deadline)
             }
             200 => {
                 let length = response.body().content_length();
@@ -133,8 +137,14 @@ impl RangeSource<'_> {
                 let mut body = response.into_body().into_reader();
                 // The whole object from its start: skip what is already here.
                 let mut skipped = Vec::new();
-                read_exactly(self.url, &mut body, &mut skipped, have)?;
-                let result = read_exactly(self.url, &mut body, prefix, want.min(size) - have);
+                read_exactly(self.url, &mut body, &mut skipped, have, self.deadline)?;
+                let result = read_exactly(
+                    self.url,
+                    &mut body,
+                    prefix,
+                    want.min(size) - have,
+                    self.deadline,
+                );
                 self.stream = Some(body);
                 result
             }
@@ -160,11 +170,16 @@ fn read_exactly(
     body: &mut impl Read,
     buf: &mut Vec<u8>,
     len: u64,
+    deadline: std::time::Instant,
 ) -> Result<(), RemoteError> {
     let before = buf.len() as u64;
     let read = body.take(len).read_to_end(buf);
     let got = buf.len() as u64 - before;
     match read {
+        Err(_) if std::time::Instant::now() >= deadline => Err(super::http::deadline_passed(
+            url,
+            &format!("after {got} of {len} bytes of the body"),
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.to_string().contains("timeout") => {
             Err(RemoteError::Transport {
                 url: shown_url(url),

@@ -4,7 +4,7 @@
 //! here so that no header goes to another origin than the one it was given for.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ureq::tls::{RootCerts, TlsConfig};
 
@@ -24,6 +24,12 @@ pub struct HttpSettings {
     pub activity_timeout: Duration,
     /// Further tries of a request after a 429, a 5xx or a failed connection.
     pub retries: u32,
+    /// Longest time spent on the header of one object (every request and retry for it): a
+    /// server that trickles bytes, each within the activity timeout, still ends here.
+    pub object_deadline: Duration,
+    /// Longest time one command spends on a server, from its first request: past it, every
+    /// object not read yet is reported unreadable.
+    pub command_deadline: Duration,
 }
 
 impl Default for HttpSettings {
@@ -34,9 +40,16 @@ impl Default for HttpSettings {
             connect_timeout: Duration::from_secs(30),
             activity_timeout: Duration::from_secs(30),
             retries: 3,
+            object_deadline: DEFAULT_OBJECT_DEADLINE,
+            command_deadline: DEFAULT_COMMAND_DEADLINE,
         }
     }
 }
+
+/// The default of [`HttpSettings::object_deadline`] (`weight-inspect.lfsObjectDeadline`).
+pub const DEFAULT_OBJECT_DEADLINE: Duration = Duration::from_secs(120);
+/// The default of [`HttpSettings::command_deadline`] (`weight-inspect.lfsDeadline`).
+pub const DEFAULT_COMMAND_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The longest wait a `Retry-After` can impose before a retry.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
@@ -50,15 +63,19 @@ pub struct Request {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the request, its retries and the reading of its body must be over (see
+    /// [`Client::deadline`]).
+    pub deadline: Instant,
 }
 
 impl Request {
-    pub fn get(url: &str, headers: Vec<(String, String)>) -> Request {
+    pub fn get(url: &str, headers: Vec<(String, String)>, deadline: Instant) -> Request {
         Request {
             post: false,
             url: url.to_owned(),
             headers,
             body: Vec::new(),
+            deadline,
         }
     }
 }
@@ -69,6 +86,9 @@ pub type Response = ureq::http::Response<ureq::Body>;
 pub struct Client {
     agent: ureq::Agent,
     retries: u32,
+    object_deadline: Duration,
+    /// The end of this command's time with the server (its start plus the command deadline).
+    command_end: Instant,
 }
 
 impl Client {
@@ -101,19 +121,33 @@ impl Client {
         Ok(Client {
             agent: config.new_agent(),
             retries: settings.retries,
+            object_deadline: settings.object_deadline,
+            command_end: Instant::now() + settings.command_deadline,
         })
+    }
+
+    /// The deadline of what starts now for one object (or one batch request): the object
+    /// deadline from now, or the command's end if that comes first.
+    pub fn deadline(&self) -> Instant {
+        (Instant::now() + self.object_deadline).min(self.command_end)
     }
 
     /// Sends `request`, retrying 429, 5xx and failed connections with backoff and following
     /// redirects; the response's status is whatever the server finally said.
     pub fn send(&self, request: &Request) -> Result<Response, RemoteError> {
+        self.send_following(request).map(|(response, _)| response)
+    }
+
+    /// [`Self::send`], with the URL that gave the final answer (another than the request's
+    /// after a redirect): whose verdict on a credential it is.
+    pub fn send_following(&self, request: &Request) -> Result<(Response, String), RemoteError> {
         let mut current = request.clone();
         let mut redirects = 0;
         loop {
             let response = self.send_with_retries(&current)?;
             let status = response.status().as_u16();
             if !matches!(status, 301 | 302 | 303 | 307 | 308) {
-                return Ok(response);
+                return Ok((response, current.url));
             }
             redirects += 1;
             if redirects > MAX_REDIRECTS {
@@ -132,7 +166,12 @@ impl Client {
                     format!("HTTP {status} without a Location"),
                 ));
             };
-            let next = resolve_location(&current.url, location);
+            let Some(next) = resolve_location(&current.url, location) else {
+                return Err(RemoteError::protocol(
+                    &current.url,
+                    format!("HTTP {status} with a Location that is not an http(s) URL"),
+                ));
+            };
             // Headers (credentials) were given for one origin: another gets only those that
             // describe the request itself.
             if origin(&next) != origin(&current.url) {
@@ -152,6 +191,9 @@ impl Client {
     fn send_with_retries(&self, request: &Request) -> Result<Response, RemoteError> {
         let mut attempt = 0;
         loop {
+            if Instant::now() >= request.deadline {
+                return Err(deadline_passed(&request.url, "before the request was sent"));
+            }
             let result = self.send_once(request);
             let wait = match &result {
                 Ok(response) => {
@@ -164,11 +206,12 @@ impl Client {
                 Err(RemoteError::Transport { .. }) => backoff(attempt),
                 Err(_) => return result,
             };
-            if attempt >= self.retries {
+            let wait = wait.min(MAX_RETRY_WAIT);
+            if attempt >= self.retries || Instant::now() + wait >= request.deadline {
                 return result;
             }
             attempt += 1;
-            std::thread::sleep(wait.min(MAX_RETRY_WAIT));
+            std::thread::sleep(wait);
         }
     }
 
@@ -176,6 +219,9 @@ impl Client {
         // Failed connections and timeouts are worth another try; a certificate that is not
         // trusted or a malformed answer is not.
         let transport = |e: ureq::Error| {
+            if Instant::now() >= request.deadline {
+                return deadline_passed(&request.url, "waiting for the answer");
+            }
             let message = describe(&e);
             if message.starts_with("TLS: ") || matches!(e, ureq::Error::BadUri(_)) {
                 RemoteError::protocol(&request.url, message)
@@ -186,17 +232,21 @@ impl Client {
                 }
             }
         };
+        // ureq's global timeout covers the whole call, the reading of the body included.
+        let left = Some(request.deadline.saturating_duration_since(Instant::now()));
         if request.post {
             let mut builder = self.agent.post(&request.url);
             for (name, value) in &request.headers {
                 builder = builder.header(name, value);
             }
+            let builder = builder.config().timeout_global(left).build();
             builder.send(&request.body[..]).map_err(transport)
         } else {
             let mut builder = self.agent.get(&request.url);
             for (name, value) in &request.headers {
                 builder = builder.header(name, value);
             }
+            let builder = builder.config().timeout_global(left).build();
             builder.call().map_err(transport)
         }
     }
@@ -226,6 +276,17 @@ fn describe(e: &ureq::Error) -> String {
     }
 }
 
+/// The error of a request whose deadline passed (not retried).
+pub(crate) fn deadline_passed(url: &str, when: &str) -> RemoteError {
+    RemoteError::protocol(
+        url,
+        format!(
+            "the deadline for reading from the LFS server passed {when} (see \
+             weight-inspect.lfsObjectDeadline and weight-inspect.lfsDeadline)"
+        ),
+    )
+}
+
 /// Exponential backoff: 250 ms, 500 ms, 1 s, ...
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(250u64 << attempt.min(6))
@@ -237,25 +298,11 @@ fn retry_after(response: &Response) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// A `Location` relative to the URL it answered.
-fn resolve_location(base: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_owned();
-    }
-    let (scheme, rest) = base.split_once("://").unwrap_or(("https", base));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if let Some(path) = location.strip_prefix('/') {
-        if let Some(host_path) = path.strip_prefix('/') {
-            return format!("{scheme}://{host_path}");
-        }
-        return format!("{scheme}://{authority}/{path}");
-    }
-    let base_path = rest[authority.len()..]
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("/");
-    let dir = base_path.rsplit_once('/').map_or("", |(dir, _)| dir);
-    format!("{scheme}://{authority}{dir}/{location}")
+/// A `Location` resolved against the URL it answered (RFC 3986, by the `url` crate: `..`
+/// and `.` segments, scheme-relative and absolute locations); None unless it is http(s).
+fn resolve_location(base: &str, location: &str) -> Option<String> {
+    let next = url::Url::parse(base).ok()?.join(location).ok()?;
+    matches!(next.scheme(), "http" | "https").then(|| next.to_string())
 }
 
 /// The certificates of a PEM file.
@@ -290,10 +337,15 @@ mod tests {
     #[test]
     fn locations_resolve_against_the_request() {
         let base = "http://a:1/x/y?q";
-        assert_eq!(resolve_location(base, "http://b/z"), "http://b/z");
-        assert_eq!(resolve_location(base, "/z"), "http://a:1/z");
-        assert_eq!(resolve_location(base, "//b:2/z"), "http://b:2/z");
-        assert_eq!(resolve_location(base, "z"), "http://a:1/x/z");
+        let resolved = |location| resolve_location(base, location);
+        assert_eq!(resolved("http://b/z").as_deref(), Some("http://b/z"));
+        assert_eq!(resolved("/z").as_deref(), Some("http://a:1/z"));
+        assert_eq!(resolved("//b:2/z").as_deref(), Some("http://b:2/z"));
+        assert_eq!(resolved("z").as_deref(), Some("http://a:1/x/z"));
+        assert_eq!(resolved("../z?s=1").as_deref(), Some("http://a:1/z?s=1"));
+        assert_eq!(resolved("./w/../z").as_deref(), Some("http://a:1/x/z"));
+        assert_eq!(resolved("/../../z").as_deref(), Some("http://a:1/z"));
+        assert_eq!(resolved("file:///etc/passwd"), None);
     }
 
     #[test]

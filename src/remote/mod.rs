@@ -18,6 +18,7 @@ mod url;
 // use.
 pub(crate) use batch::{Credential, CredentialSource, Endpoint, download_actions};
 // Also what the crate's `network` face gives the fuzz targets.
+pub(crate) use self::url::{is_url, parse_header, read_url_header};
 pub use batch::{LfsObject, ObjectOutcome, parse_batch_response};
 pub(crate) use cache::HeaderCache;
 pub use error::RemoteError;
@@ -26,4 +27,3 @@ pub(crate) use header::{RemoteHeader, read_header};
 pub use header::{parse_content_range, status_detail};
 pub(crate) use http::{Client, HttpSettings};
 pub use origins::origin;
-pub(crate) use url::{is_url, parse_header, read_url_header};

@@ -45,12 +45,16 @@ FAULTS = {
     "redirect",  # downloads: 302 to --other-origin
     "other-href",  # batch: hrefs on --other-origin
     "auth",  # batch: 401 unless Authorization is Bearer TOKEN or Basic with password TOKEN
+    "auth-redirect",  # batch: as "auth", then 307 to --other-origin once authorized
+    "deny",  # batch: 401 whatever the credentials
+    "trickle",  # downloads: 206, then one byte of the body every TRICKLE_SECONDS
 }
 
 READ_TOKEN = "read-token-5b1e"
 PACE_CHUNK = 64 * 1024
 PACE_SECONDS = 0.002
 HREF_TOKEN = "href-token-9c2d"
+TRICKLE_SECONDS = 0.05
 
 
 def record(handler, status):
@@ -246,12 +250,18 @@ class RangeHandler(BaseHTTPRequestHandler):
         if not self.path.endswith("/objects/batch"):
             return self.send_body(404, b'{"message":"no such endpoint"}')
         self.state["batch_calls"] += 1
-        if self.fault == "auth" and not self.authorized():
+        if self.fault in ("auth", "auth-redirect") and not self.authorized() or self.fault == "deny":
             return self.send_body(
                 401,
                 b'{"message":"credentials needed"}',
                 [("LFS-Authenticate", 'Basic realm="test"')],
             )
+        if self.fault == "auth-redirect" and self.other_origin:
+            self.send_response(307)
+            self.send_header("Location", f"{self.other_origin}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return record(self, 307)
         if self.fault == "flaky" and self.state["batch_calls"] == 1:
             return self.send_body(500, b'{"message":"try again"}', [("Retry-After", "0")])
         repo_prefix = self.path[: -len("/objects/batch")]
@@ -357,6 +367,22 @@ class RangeHandler(BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(start)
             data = f.read(end - start + 1)
+        if fault == "trickle":
+            # Every byte comes well within any activity timeout; the whole never does.
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            record(self, 206)
+            try:
+                for i in range(len(data)):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    count(1)
+                    time.sleep(TRICKLE_SECONDS)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if fault == "garbage":
             data = bytes((i * 7 + 3) % 251 for i in range(len(data)))
         length = len(data)
