@@ -13,8 +13,8 @@ use super::check::Violation;
 use super::subject::{Origin, Subject, read_artifact};
 use crate::artifact::Artifact;
 use crate::diff::{Change, StructuralDiff};
-use crate::git::{Entry, RemoteOptions};
 use crate::escape::shown;
+use crate::git::{Entry, RemoteOptions};
 
 /// The commits of the policy's history looked at, newest first.
 const MAX_HISTORY: usize = 20;
@@ -85,7 +85,11 @@ impl PinSearch<'_> {
                 } else {
                     self.revs.join(", ")
                 },
-                policy = shown(self.policy_path.as_deref().unwrap_or(super::config::POLICY_FILE)),
+                policy = shown(
+                    self.policy_path
+                        .as_deref()
+                        .unwrap_or(super::config::POLICY_FILE)
+                ),
             ),
         }
     }
