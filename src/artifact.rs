@@ -297,6 +297,20 @@ pub struct Layout {
     /// view when it does not read its storage in order (a transpose, an expand); None when
     /// every tensor does. Kept apart from [`TensorInfo`] like the parts of a multi-file model.
     pub views: Option<Vec<Option<Box<StridedView>>>>,
+    /// PyTorch checkpoints: the globals the pickle names beyond those of tensors, each read as
+    /// an inert stand-in (nothing imported or called), most dangerous first.
+    pub findings: Vec<Finding>,
+}
+
+/// A global a pickle names beyond those of tensors (`argparse.Namespace`, `posix.system`): its
+/// tier (`dangerous`, `unknown`, `benign`), the offset in the pickle that first names it, and
+/// what the pickle did with it (`REDUCE`, `NEWOBJ`, `BUILD`, `SETITEM`, `APPEND`, `INST`, `OBJ`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub global: String,
+    pub tier: &'static str,
+    pub offset: u64,
+    pub actions: Vec<&'static str>,
 }
 
 /// A tensor that reads its storage's elements out of order: element `(i, j, …)` is at

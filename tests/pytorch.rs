@@ -323,6 +323,22 @@ fn malicious_pickles_are_refused_by_name_and_never_run() {
     let (tmp, files) = malicious_copies();
     let here = tmp.path();
     for (name, global) in &files {
+        if name == "malicious-os-system-zip.pt" {
+            // A checkpoint with the payload inside is read, its payload a dangerous finding.
+            let out = run_in(Some(here), &["inspect", name]);
+            assert_eq!(code(&out), 0, "{}", combined(&out));
+            assert_contains(
+                &stdout(&out),
+                &[
+                    "dangerous: posix.system at offset",
+                    "REDUCE",
+                    "weight [2] (f32)",
+                ],
+            );
+            let out = run_in(Some(here), &["textconv", name]);
+            assert_contains(&stdout(&out), &["finding: dangerous posix.system REDUCE"]);
+            continue;
+        }
         for args in [
             vec!["inspect", name.as_str()],
             vec!["id", name.as_str()],
@@ -392,7 +408,7 @@ fn git_diff_shows_checkpoint_changes_and_refuses_payloads_without_failing() {
         &[
             "format: pytorch",
             "+tensor w_t: f32 [5, 3] 60 bytes",
-            "refused global posix.system (os.system)",
+            "+finding: dangerous posix.system REDUCE",
         ],
     );
     let driver = repo.ok(&["diff", "HEAD~1", "HEAD", "--", "model.pt"]);

@@ -191,6 +191,16 @@ pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>)
         "structural-hash: {}",
         crate::identity::structural_hash(artifact)
     );
+    // A pickle's globals beyond those of tensors, so that a diff shows a payload appear.
+    for f in &artifact.layout.findings {
+        let _ = writeln!(
+            out,
+            "finding: {} {} {}",
+            f.tier,
+            crate::escape::shown(&f.global),
+            f.actions.join(" ")
+        );
+    }
     let (total, by_dtype) = artifact.parameter_counts();
     let _ = writeln!(out, "metadata-keys: {}", artifact.metadata.len());
     let _ = writeln!(out, "tensors: {}", artifact.tensors.len());

@@ -29,10 +29,43 @@ pub fn id(artifact: &Artifact) -> String {
     out
 }
 
+/// A pickle's findings, dangerous ones first and red: what the file would import and call if
+/// it were unpickled (weight-inspect read it without doing either).
+fn findings(out: &mut String, findings: &[crate::artifact::Finding], palette: &Palette) {
+    if findings.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        palette.heading("Findings (globals the pickle names; none was imported or called):")
+    );
+    for f in findings {
+        let did = if f.actions.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", f.actions.join(" "))
+        };
+        let line = format!(
+            "  {}: {} at offset {}{did}",
+            f.tier,
+            shown(&f.global),
+            f.offset
+        );
+        let line = if f.tier == "dangerous" {
+            palette.removed(&line)
+        } else {
+            line
+        };
+        let _ = writeln!(out, "{line}");
+    }
+}
+
 /// `inspect`: `all` lists every tensor, `parts` every file of a multi-file model.
 pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -> String {
     let mut out = String::new();
     let layout = &artifact.layout;
+    findings(&mut out, &layout.findings, palette);
     let _ = writeln!(out, "format: {}", artifact.format.name());
     if let Some(v) = artifact.gguf_version {
         let endian = if layout.big_endian {

@@ -314,6 +314,7 @@ fn merged(
         big_endian: false,
         files: None,
         views,
+        findings: Vec::new(),
     };
     Artifact {
         format,
