@@ -571,3 +571,109 @@ with zipfile.ZipFile(sys.argv[2], 'w') as out:
         ],
     );
 }
+
+/// Training checkpoints written by the real libraries (scripts/make_training_checkpoints.py):
+/// fairseq's layout with an argparse.Namespace, torch.save(model) of a module the generator
+/// defines, numpy inside, and a transformers Trainer's checkpoint-2/. Each is read, its globals
+/// stand-ins, and gives every tensor torch.load(weights_only=False) gave, with its dtype and
+/// shape (numpy arrays, which are not torch tensors, are not read as tensors).
+#[test]
+fn training_checkpoints_give_every_tensor_torch_loads() {
+    let training = dir().join("training");
+    let text = std::fs::read_to_string(training.join("manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&text).unwrap();
+    let files = manifest.as_object().unwrap();
+    assert!(files.len() >= 7, "{:?}", files.keys());
+    for (file, entry) in files {
+        let path = training.join(file);
+        let out = run(&["inspect", "--json", "--all", path.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{file}: {}", combined(&out));
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let read: BTreeMap<String, (String, Vec<u64>)> = json["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let shape = t["shape"].as_array().unwrap();
+                (
+                    t["name"].as_str().unwrap().to_owned(),
+                    (
+                        t["dtype"].as_str().unwrap().to_owned(),
+                        shape.iter().map(|d| d.as_u64().unwrap()).collect(),
+                    ),
+                )
+            })
+            .collect();
+        let expected: BTreeMap<String, (String, Vec<u64>)> = entry["tensors"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, t)| t.get("numpy").is_none())
+            .map(|(name, t)| {
+                let shape = t["shape"].as_array().unwrap();
+                (
+                    name.clone(),
+                    (
+                        dtype(t["dtype"].as_str().unwrap()).0.to_owned(),
+                        shape.iter().map(|d| d.as_u64().unwrap()).collect(),
+                    ),
+                )
+            })
+            .collect();
+        assert_eq!(read, expected, "{file}");
+    }
+    // What the stand-ins hold is named: a Namespace's attributes are metadata, a module's
+    // parameters are named as in its state_dict(), an optimizer's state by its path.
+    let fairseq = run(&["inspect", training.join("fairseq.pt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&fairseq),
+        &[
+            "benign: argparse.Namespace at offset",
+            "NEWOBJ BUILD",
+            "args.arch: \"tiny_transformer\"",
+            "args.max_epoch: 3",
+        ],
+    );
+    let json: Value = serde_json::from_str(&stdout(&run(&[
+        "inspect",
+        "--json",
+        "--all",
+        training.join("fairseq.pt").to_str().unwrap(),
+    ])))
+    .unwrap();
+    let names: Vec<&str> = json["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "model.encoder.layers.0.fc1.weight",
+        "last_optimizer_state.state.0.exp_avg",
+        "last_optimizer_state.state.0.exp_avg_sq",
+    ] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+    let module = run(&["inspect", training.join("module.pt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&module),
+        &[
+            "unknown: __main__.Net at offset 2, NEWOBJ BUILD",
+            "unknown: torch.nn.modules.linear.Linear",
+        ],
+    );
+    let args = run(&[
+        "inspect",
+        training
+            .join("trainer/checkpoint-2/training_args.bin")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_contains(
+        &stdout(&args),
+        &[
+            "unknown: transformers.training_args.TrainingArguments",
+            "learning_rate: 5e-5",
+        ],
+    );
+}

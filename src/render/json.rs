@@ -55,9 +55,20 @@ struct InspectDoc<'a> {
     /// The files of a multi-file model.
     #[serde(skip_serializing_if = "Option::is_none")]
     files: Option<FilesJson<'a>>,
+    /// A pickle's globals beyond those of tensors, most dangerous first.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    findings: Vec<FindingJson<'a>>,
     parameters: Parameters,
     metadata: MetadataJson<'a>,
     tensors: Vec<TensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct FindingJson<'a> {
+    global: &'a str,
+    tier: &'static str,
+    offset: u64,
+    actions: &'a [&'static str],
 }
 
 #[derive(Serialize)]
@@ -122,6 +133,16 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
                 })
                 .collect(),
         }),
+        findings: layout
+            .findings
+            .iter()
+            .map(|f| FindingJson {
+                global: &f.global,
+                tier: f.tier,
+                offset: f.offset,
+                actions: &f.actions,
+            })
+            .collect(),
         parameters: Parameters { total, by_dtype },
         metadata: MetadataJson {
             entries: artifact.metadata.iter().collect(),
