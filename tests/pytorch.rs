@@ -677,3 +677,59 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
         ],
     );
 }
+
+/// `check` fails on a dangerous global by default wherever it reads a pickle's content, with
+/// the tier in the text and SARIF; `allow_globals`, `forbid_globals` and `forbid_tiers` move
+/// the line. Nothing runs.
+#[test]
+fn check_fails_on_dangerous_globals_and_policy_moves_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let here = tmp.path();
+    std::fs::copy(
+        dir().join("malicious-os-system-zip.pt"),
+        here.join("payload.pt"),
+    )
+    .unwrap();
+    std::fs::copy(dir().join("training/fairseq.pt"), here.join("fairseq.pt")).unwrap();
+    std::fs::copy(dir().join("training/module.pt"), here.join("module.pt")).unwrap();
+    let policy = |extra: &str| {
+        std::fs::write(
+            here.join(".weight-inspect.toml"),
+            format!("[[rules]]\npaths = [\"*.pt\"]\nmax_tensors = 1000\n{extra}"),
+        )
+        .unwrap();
+    };
+    policy("");
+    let out = run_in(
+        Some(here),
+        &["check", "payload.pt", "fairseq.pt", "module.pt"],
+    );
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &["payload.pt", "pickle_globals", "dangerous: posix.system"],
+    );
+    assert!(!text.contains("fairseq.pt"), "{text}");
+    assert!(!text.contains("module.pt"), "{text}");
+    let sarif = run_in(Some(here), &["check", "--format", "sarif", "payload.pt"]);
+    assert_contains(
+        &stdout(&sarif),
+        &["pickle_globals", "dangerous: posix.system"],
+    );
+
+    policy("allow_globals = [\"posix.system\"]\n");
+    let out = run_in(Some(here), &["check", "payload.pt", "fairseq.pt"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+
+    policy(
+        "forbid_tiers = [\"dangerous\", \"unknown\"]\nforbid_globals = [\"argparse.Namespace\"]\n",
+    );
+    let out = run_in(Some(here), &["check", "fairseq.pt", "module.pt"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["benign: argparse.Namespace", "unknown: __main__.Net"],
+    );
+    assert!(!here.join("weight-inspect-canary").exists());
+}

@@ -8,6 +8,7 @@ use super::config::{Effective, Expected, Policy, Rule, Sourced, format_policy_na
 use super::error::PolicyError;
 use super::subject::{Judged, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
+use crate::formats::pytorch;
 use crate::read::Content;
 use crate::render::escape::{shown, shown_message};
 
@@ -185,10 +186,23 @@ impl Evaluation<'_, '_> {
                 self.push(v);
             }
         }
-        if !eff.needs_structure() && eff.forbid_formats.is_none() {
+        let globals_rule = eff
+            .forbid_tiers
+            .map(|s| s.rule)
+            .or(eff.forbid_globals.map(|s| s.rule))
+            .or(eff.allow_globals.map(|s| s.rule));
+        if !eff.needs_structure() && eff.forbid_formats.is_none() && globals_rule.is_none() {
             return Ok(());
         }
         let content = self.reader.content()?;
+        // A pickle's globals are judged wherever its content is read: dangerous ones fail by
+        // default.
+        let source = globals_rule
+            .or(eff.forbid_formats.map(|s| s.rule))
+            .unwrap_or_else(|| first_structural_rule(eff));
+        for v in pickle_globals(self.path(), eff, source, &content) {
+            self.push(v);
+        }
         if let (Some(forbid), Some(format)) = (eff.forbid_formats, format_of(&content))
             && forbid.value.contains(&format)
         {
@@ -295,6 +309,50 @@ impl Evaluation<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// `forbid_tiers` (dangerous when unset), `forbid_globals` and `allow_globals` on what a
+/// pickle imports: one violation per global that fails, naming its tier.
+fn pickle_globals(
+    path: &str,
+    eff: &Effective<'_>,
+    source: &Rule,
+    content: &Judged,
+) -> Vec<Violation> {
+    let Some(report) = &content.pickle else {
+        return Vec::new();
+    };
+    let default_tiers = vec!["dangerous".to_owned()];
+    let tiers = eff.forbid_tiers.map_or(&default_tiers, |s| s.value);
+    let listed = |list: Option<Sourced<'_, Vec<String>>>, g: &str| {
+        list.is_some_and(|l| l.value.iter().any(|x| x == g))
+    };
+    let mut out = Vec::new();
+    for global in &report.imports {
+        if pytorch::is_expected_import(global) {
+            continue;
+        }
+        let tier = pytorch::tier(global).name();
+        let forbidden = listed(eff.forbid_globals, global)
+            || (tiers.iter().any(|t| t == tier) && !listed(eff.allow_globals, global));
+        if forbidden {
+            out.push(
+                Violation::at(
+                    path,
+                    "pickle_globals",
+                    source,
+                    format!(
+                        "no pickle global of the tiers {} or in forbid_globals (allow_globals \
+                         lets one through)",
+                        tiers.join(", ")
+                    ),
+                    format!("{tier}: {}", shown(global)),
+                )
+                .with_key(global),
+            );
+        }
+    }
+    out
 }
 
 /// The format `forbid_formats` names the content by, if it is one of them.

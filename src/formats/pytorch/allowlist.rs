@@ -11,7 +11,7 @@ pub(super) fn with_os_alias(name: &str) -> String {
 /// Globals a torch/numpy tensor checkpoint legitimately imports: an explicit list, never a
 /// whole module (`torch.utils.cpp_extension.load_inline` and
 /// `numpy.testing._private.utils.runstring` run code, and both live under `torch.`/`numpy.`).
-pub(super) fn is_expected_import(name: &str) -> bool {
+pub fn is_expected_import(name: &str) -> bool {
     if EXPECTED.contains(&name) {
         return true;
     }

@@ -32,7 +32,7 @@ mod zip;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-pub use allowlist::{Tier, tier};
+pub use allowlist::{Tier, is_expected_import, tier};
 use machine::Storages;
 use object::{Finding, Object};
 pub use scan::{Container, PickleReport, sniff};
