@@ -195,14 +195,6 @@ impl Evaluation<'_, '_> {
             return Ok(());
         }
         let content = self.reader.content()?;
-        // A pickle's globals are judged wherever its content is read: dangerous ones fail by
-        // default.
-        let source = globals_rule
-            .or(eff.forbid_formats.map(|s| s.rule))
-            .unwrap_or_else(|| first_structural_rule(eff));
-        for v in pickle_globals(self.path(), eff, source, &content) {
-            self.push(v);
-        }
         if let (Some(forbid), Some(format)) = (eff.forbid_formats, format_of(&content))
             && forbid.value.contains(&format)
         {
@@ -222,6 +214,14 @@ impl Evaluation<'_, '_> {
                 expected,
                 shown(&content.describe()).into_owned(),
             );
+            self.push(v);
+        }
+        // A pickle's globals are judged wherever its content is read: dangerous ones fail by
+        // default.
+        let source = globals_rule
+            .or(eff.forbid_formats.map(|s| s.rule))
+            .unwrap_or_else(|| first_structural_rule(eff));
+        for v in pickle_globals(self.path(), eff, source, &content) {
             self.push(v);
         }
         if !eff.needs_structure() {

@@ -202,16 +202,21 @@ impl PickleReport {
             if self.imports_omitted > 0 {
                 out.push_str(&format!(" and {} more", self.imports_omitted));
             }
-            let unexpected: Vec<String> = self
-                .unexpected_imports()
-                .into_iter()
-                .map(|name| shown(&allowlist::with_os_alias(name)).into_owned())
-                .collect();
-            if !unexpected.is_empty() {
-                out.push_str(&format!(
-                    "; suspicious (not needed by a tensor state dict): {}",
-                    unexpected.join(", ")
-                ));
+            // The globals beyond those of tensors, by tier, most dangerous first.
+            for tier in [
+                allowlist::Tier::Dangerous,
+                allowlist::Tier::Unknown,
+                allowlist::Tier::Benign,
+            ] {
+                let named: Vec<String> = self
+                    .unexpected_imports()
+                    .into_iter()
+                    .filter(|name| allowlist::tier(name) == tier)
+                    .map(|name| shown(&allowlist::with_os_alias(name)).into_owned())
+                    .collect();
+                if !named.is_empty() {
+                    out.push_str(&format!("; {}: {}", tier.name(), named.join(", ")));
+                }
             }
         }
         if let Some(why) = &self.incomplete {
