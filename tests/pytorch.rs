@@ -733,3 +733,108 @@ fn check_fails_on_dangerous_globals_and_policy_moves_the_line() {
     );
     assert!(!here.join("weight-inspect-canary").exists());
 }
+
+/// Malicious variants (scripts/make_malicious_pickles.py: os.system by GLOBAL + REDUCE and
+/// STACK_GLOBAL in protocols 0 to 5, INST, OBJ, a builtins.getattr chain, a payload nested in a
+/// real state dict) never run and are flagged dangerous by their global: a checkpoint is read
+/// with the finding first, a bare pickle refused by it, and `check` flags both. Every global
+/// picklescan (PyPI) calls dangerous in any fixture is flagged dangerous here too.
+#[test]
+fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
+    let source = dir().join("malicious");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(source.join("manifest.json")).unwrap())
+            .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let here = tmp.path();
+    let mut files = Vec::new();
+    for (name, global) in manifest.as_object().unwrap() {
+        std::fs::copy(source.join(name), here.join(name)).unwrap();
+        files.push((name.clone(), global.as_str().unwrap().to_owned()));
+    }
+    assert!(files.len() >= 11, "{files:?}");
+    for (name, global) in &files {
+        let out = run_in(Some(here), &["inspect", name]);
+        match code(&out) {
+            0 => assert_contains(&stdout(&out), &[&format!("dangerous: {global} at offset")]),
+            2 => assert_contains(&stderr(&out), &[&format!("refused global {global}")]),
+            other => panic!("{name}: exit {other}: {}", combined(&out)),
+        }
+        for args in [
+            vec!["id", name.as_str()],
+            vec!["diff", "--values", name.as_str(), name.as_str()],
+            vec!["textconv", name.as_str()],
+        ] {
+            run_in(Some(here), &args);
+        }
+    }
+    assert!(
+        !here.join("weight-inspect-canary").exists(),
+        "a payload ran: the canary file exists"
+    );
+
+    // picklescan's verdicts on every fixture, compared with check's pickle_globals.
+    let mut all: Vec<PathBuf> = files.iter().map(|(n, _)| here.join(n)).collect();
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "pt" || e == "ckpt") {
+            all.push(path);
+        }
+    }
+    for file in ["fairseq.pt", "module.pt", "numpy-inside.pt"] {
+        all.push(dir().join("training").join(file));
+    }
+    let scan = Command::new(python())
+        .arg("-c")
+        .arg(
+            "import json, sys\n\
+             from picklescan.scanner import scan_file_path\n\
+             out = {}\n\
+             for p in sys.argv[1:]:\n\
+             \x20   r = scan_file_path(p)\n\
+             \x20   out[p] = sorted(f'{g.module}.{g.name}' for g in r.globals\n\
+             \x20                   if g.safety.value == 'dangerous')\n\
+             print(json.dumps(out))\n",
+        )
+        .args(&all)
+        .output()
+        .unwrap();
+    assert_success("picklescan", &scan);
+    let verdicts: BTreeMap<String, Vec<String>> =
+        serde_json::from_slice(&scan.stdout).expect("picklescan's verdicts");
+    let policy = here.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(
+        policy.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"**\"]\nforbid_tiers = [\"dangerous\"]\n",
+    )
+    .unwrap();
+    let mut flagged = 0;
+    for (path, dangerous) in &verdicts {
+        let copy = policy.join(format!(
+            "f{flagged}-{}",
+            Path::new(path).file_name().unwrap().to_str().unwrap()
+        ));
+        std::fs::copy(path, &copy).unwrap();
+        let out = run_in(
+            Some(&policy),
+            &["check", copy.file_name().unwrap().to_str().unwrap()],
+        );
+        let text = stdout(&out);
+        for global in dangerous {
+            assert!(
+                text.contains("pickle_globals") && text.contains(&format!("dangerous: {global}")),
+                "{path}: picklescan calls {global} dangerous; check says:\n{}",
+                combined(&out)
+            );
+        }
+        if !dangerous.is_empty() {
+            assert_eq!(code(&out), 1, "{path}: {}", combined(&out));
+            flagged += 1;
+        }
+        std::fs::remove_file(&copy).unwrap();
+    }
+    assert!(flagged >= 16, "picklescan flagged only {flagged} files");
+    assert!(!here.join("weight-inspect-canary").exists());
+    assert!(!policy.join("weight-inspect-canary").exists());
+}

@@ -445,7 +445,7 @@ impl Machine<'_, '_> {
                 global
             }
         };
-        Ok(StandIn::new(global, None))
+        Ok(StandIn::object(global, None))
     }
 
     /// Records that the pickle did `action` to (what was made of) the global `global`.
@@ -471,7 +471,7 @@ impl Machine<'_, '_> {
             Object::Global(global) => rebuild::call(*global, &args, at),
             Object::StandIn(stand_in) => {
                 self.act(&stand_in.global, how);
-                Ok(StandIn::new(stand_in.global.clone(), Some(args)))
+                Ok(StandIn::object(stand_in.global.clone(), Some(args)))
             }
             _ => Err(self.error(at, format!("{how} calls something that is not a global"))),
         }

@@ -49,7 +49,7 @@ pub(super) struct StandIn {
 }
 
 impl StandIn {
-    pub(super) fn new(global: Rc<str>, args: Option<Object>) -> Object {
+    pub(super) fn object(global: Rc<str>, args: Option<Object>) -> Object {
         Object::StandIn(Rc::new(StandIn {
             global,
             args,
