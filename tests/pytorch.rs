@@ -838,3 +838,66 @@ fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
     assert!(!here.join("weight-inspect-canary").exists());
     assert!(!policy.join("weight-inspect-canary").exists());
 }
+
+/// Pieces of pickles the symbolic machine meets: globals of every tier, the opcodes that call,
+/// build and fill stand-ins, containers, the memo, and raw bytes.
+fn pickle_piece() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(b"cposix\nsystem\n".to_vec()),
+        Just(b"cargparse\nNamespace\n".to_vec()),
+        Just(b"c__main__\nNet\n".to_vec()),
+        Just(b"ccollections\nOrderedDict\n".to_vec()),
+        Just(b"\x8c\x08builtins\x8c\x07getattr\x93".to_vec()),
+        Just(b"(".to_vec()),
+        Just(b")".to_vec()),
+        Just(b"}".to_vec()),
+        Just(b"]".to_vec()),
+        Just(b"R".to_vec()),
+        Just(b"\x81".to_vec()),
+        Just(b"b".to_vec()),
+        Just(b"s".to_vec()),
+        Just(b"u".to_vec()),
+        Just(b"a".to_vec()),
+        Just(b"e".to_vec()),
+        Just(b"o".to_vec()),
+        Just(b"t".to_vec()),
+        Just(b"\x85".to_vec()),
+        Just(b"\x86".to_vec()),
+        Just(b"\x94".to_vec()),
+        Just(b"h\x00".to_vec()),
+        Just(b"2".to_vec()),
+        Just(b"0".to_vec()),
+        Just(b"K\x07".to_vec()),
+        Just(b"G?\xf0\x00\x00\x00\x00\x00\x00".to_vec()),
+        Just(b"\x8c\x02lr".to_vec()),
+        Just(b"\x8c\x0b_parameters".to_vec()),
+        Just(b".".to_vec()),
+        proptest::collection::vec(any::<u8>(), 0..6),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Any byte string is read or refused with a named error, never a panic, and what the
+    /// machine and the walk charged stays within the pickle's budget when it is read (a
+    /// refusal stops at the charge that passes the limit).
+    #[test]
+    fn any_pickle_is_read_or_refused_within_the_budget(
+        pieces in proptest::collection::vec(pickle_piece(), 0..60),
+        protocol in 0u8..6,
+    ) {
+        let mut bytes = if protocol >= 2 { vec![0x80, protocol] } else { Vec::new() };
+        bytes.extend(pieces.concat());
+        let (spent, limit, accepted) =
+            weight_inspect::formats::pytorch::fuzzing::run_pickle(&bytes, 1 << 20);
+        if accepted {
+            proptest::prop_assert!(spent <= limit, "{spent} > {limit}");
+        }
+        match weight_inspect::formats::pytorch::parse(&bytes) {
+            Ok(_) => {}
+            Err(e) => proptest::prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+}
