@@ -647,6 +647,15 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
+    // Model weights apart from optimizer state: AdamW's moments are not parameters.
+    assert_eq!(json["parameters"]["total"], 154, "{}", json["parameters"]);
+    assert_eq!(
+        json["groups"],
+        serde_json::json!([
+            {"name": "model", "tensor_count": 9, "elements": 154},
+            {"name": "optimizer", "tensor_count": 24, "elements": 312},
+        ])
+    );
     for name in [
         "model.encoder.layers.0.fc1.weight",
         "last_optimizer_state.state.0.exp_avg",

@@ -572,6 +572,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
             files: None,
             views: None,
             findings: Vec::new(),
+            groups: None,
         },
     })
 }

@@ -249,6 +249,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             files: None,
             views: None,
             findings: Vec::new(),
+            groups: None,
         },
     })
 }

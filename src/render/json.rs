@@ -58,9 +58,19 @@ struct InspectDoc<'a> {
     /// A pickle's globals beyond those of tensors, most dangerous first.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     findings: Vec<FindingJson<'a>>,
+    /// A training checkpoint's groups (`parameters` counts the model group only).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    groups: Vec<GroupJson>,
     parameters: Parameters,
     metadata: MetadataJson<'a>,
     tensors: Vec<TensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct GroupJson {
+    name: &'static str,
+    tensor_count: usize,
+    elements: u64,
 }
 
 #[derive(Serialize)]
@@ -141,6 +151,15 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
                 tier: f.tier,
                 offset: f.offset,
                 actions: &f.actions,
+            })
+            .collect(),
+        groups: artifact
+            .groups()
+            .into_iter()
+            .map(|(name, tensor_count, elements)| GroupJson {
+                name,
+                tensor_count,
+                elements,
             })
             .collect(),
         parameters: Parameters { total, by_dtype },

@@ -123,6 +123,19 @@ pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -
     for (dtype, n) in &by_dtype {
         let _ = writeln!(out, "  {dtype}: {}", group_digits(*n));
     }
+    let groups = artifact.groups();
+    if !groups.is_empty() {
+        // A training checkpoint: parameters are its model weights only.
+        let _ = writeln!(out, "groups (parameters count the model group only):");
+        for (name, tensors, elements) in groups {
+            let _ = writeln!(
+                out,
+                "  {name}: {}, {} elements",
+                crate::diff::plural(tensors, "tensor"),
+                group_digits(elements)
+            );
+        }
+    }
 
     if !artifact.metadata.is_empty() {
         let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));

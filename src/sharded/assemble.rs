@@ -315,6 +315,7 @@ fn merged(
         files: None,
         views,
         findings: Vec::new(),
+        groups: None,
     };
     Artifact {
         format,

@@ -20,6 +20,7 @@
 
 mod allowlist;
 pub mod budget;
+mod groups;
 mod machine;
 mod object;
 mod opcodes;
@@ -635,6 +636,15 @@ fn artifact(
         }
         Some(table)
     };
+    let groups = groups::of(&walked.root_keys).map(|rule| {
+        let mut table = vec!["other"; tensors.len()];
+        for (name, _) in &walked.tensors {
+            if let Some(position) = tensors.position(name) {
+                table[position] = rule.group(name);
+            }
+        }
+        table
+    });
     Ok(Artifact {
         format: Format::Pytorch,
         gguf_version: None,
@@ -650,6 +660,7 @@ fn artifact(
             files: None,
             views,
             findings: reported(findings),
+            groups,
         },
     })
 }

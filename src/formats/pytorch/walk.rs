@@ -16,6 +16,8 @@ pub(super) const MAX_DEPTH: usize = 256;
 pub(super) struct Walked {
     pub(super) tensors: Vec<(String, Rc<Tensor>)>,
     pub(super) metadata: BTreeMap<String, Value>,
+    /// The keys of the root dict (empty when the root is something else).
+    pub(super) root_keys: Vec<String>,
 }
 
 /// Walks the root object: dicts and lists by key (names joined by `.`), tensors by their
@@ -28,9 +30,14 @@ pub(super) fn walk(
     limit: usize,
     budget: &mut Budget,
 ) -> Result<Walked, PytorchError> {
+    let root_keys = match root {
+        Object::Dict(dict) => keyed(&dict.borrow()).into_iter().map(|(k, _)| k).collect(),
+        _ => Vec::new(),
+    };
     let mut out = Walked {
         tensors: Vec::new(),
         metadata: BTreeMap::new(),
+        root_keys,
     };
     let mut names: HashSet<String> = HashSet::new();
     let mut visited = 0usize;
