@@ -647,6 +647,14 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
+    let id = run(&["id", training.join("fairseq.pt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&id),
+        &[
+            "groups: model 9 tensors, optimizer 24 tensors",
+            "findings: 1 benign",
+        ],
+    );
     // Model weights apart from optimizer state: AdamW's moments are not parameters.
     assert_eq!(json["parameters"]["total"], 154, "{}", json["parameters"]);
     assert_eq!(

@@ -26,6 +26,25 @@ pub fn id(artifact: &Artifact) -> String {
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
+    let groups = artifact.groups();
+    if !groups.is_empty() {
+        let listed: Vec<String> = groups
+            .iter()
+            .map(|(name, tensors, _)| format!("{name} {}", crate::diff::plural(*tensors, "tensor")))
+            .collect();
+        let _ = writeln!(out, "groups: {}", listed.join(", "));
+    }
+    if !artifact.layout.findings.is_empty() {
+        let mut tiers: Vec<(&str, usize)> = Vec::new();
+        for f in &artifact.layout.findings {
+            match tiers.iter_mut().find(|(t, _)| *t == f.tier) {
+                Some(entry) => entry.1 += 1,
+                None => tiers.push((f.tier, 1)),
+            }
+        }
+        let listed: Vec<String> = tiers.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        let _ = writeln!(out, "findings: {} (inspect lists them)", listed.join(", "));
+    }
     out
 }
 
