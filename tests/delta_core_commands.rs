@@ -61,7 +61,7 @@ fn inspect_id_and_textconv_describe_a_delta() {
 
     let textconv = run_in(Some(dir.path()), &["textconv", "d.wdelta"]);
     assert!(textconv.status.success());
-    assert!(stdout(&textconv).starts_with("weight-inspect textconv 3\nformat: wdelta"));
+    assert!(stdout(&textconv).starts_with("weight-inspect textconv 4\nformat: wdelta"));
 }
 
 #[test]

@@ -655,6 +655,16 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
             "findings: 1 benign",
         ],
     );
+    // Lightning's checkpoint in git: weights and optimizer state apart, parameters the weights.
+    let textconv = run(&["textconv", dir().join("lightning.ckpt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&textconv),
+        &[
+            "parameters: 15\nparameters-f32: 15 in 2 tensors\n",
+            "group-model: 2 tensors, 15 elements",
+            "group-optimizer: 6 tensors, 32 elements",
+        ],
+    );
     // Model weights apart from optimizer state: AdamW's moments are not parameters.
     assert_eq!(json["parameters"]["total"], 154, "{}", json["parameters"]);
     assert_eq!(

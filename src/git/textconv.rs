@@ -28,7 +28,7 @@ use crate::render::escape::{quoted, shown, shown_message, shown_path};
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
-pub const HEADER: &str = "weight-inspect textconv 3";
+pub const HEADER: &str = "weight-inspect textconv 4";
 
 /// Arrays up to this many elements (and [`INLINE_WIDTH`] characters) are shown in full.
 const INLINE_ELEMENTS: usize = 16;
@@ -206,14 +206,27 @@ pub fn render_artifact(out: &mut String, artifact: &Artifact, size: Option<u64>)
     let _ = writeln!(out, "tensors: {}", artifact.tensors.len());
     let _ = writeln!(out, "parameters: {total}");
     for (dtype, count) in &by_dtype {
+        // Parameters only: a training checkpoint's model group.
+        let groups = artifact.layout.groups.as_deref();
         let tensors = artifact
             .tensors
             .values()
-            .filter(|t| t.dtype == *dtype)
+            .enumerate()
+            .filter(|(position, t)| {
+                t.dtype == *dtype && groups.is_none_or(|g| g.get(*position) == Some(&"model"))
+            })
             .count();
         let _ = writeln!(
             out,
             "parameters-{dtype}: {count} in {tensors} tensor{}",
+            plural(tensors)
+        );
+    }
+    // A training checkpoint's groups: parameters above count the model group only.
+    for (group, tensors, elements) in artifact.groups() {
+        let _ = writeln!(
+            out,
+            "group-{group}: {tensors} tensor{}, {elements} elements",
             plural(tensors)
         );
     }
