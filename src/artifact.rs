@@ -297,6 +297,24 @@ pub struct Layout {
     /// view when it does not read its storage in order (a transpose, an expand); None when
     /// every tensor does. Kept apart from [`TensorInfo`] like the parts of a multi-file model.
     pub views: Option<Vec<Option<Box<StridedView>>>>,
+    /// PyTorch checkpoints: the globals the pickle names beyond those of tensors, each read as
+    /// an inert stand-in (nothing imported or called), most dangerous first.
+    pub findings: Vec<Finding>,
+    /// PyTorch training checkpoints: the group of the tensor at each position of the tensor
+    /// table (`model`, `optimizer`, `scheduler`, `rng`, `other`); None for a plain state dict
+    /// and the other formats, whose tensors are all model weights.
+    pub groups: Option<Vec<&'static str>>,
+}
+
+/// A global a pickle names beyond those of tensors (`argparse.Namespace`, `posix.system`): its
+/// tier (`dangerous`, `unknown`, `benign`), the offset in the pickle that first names it, and
+/// what the pickle did with it (`REDUCE`, `NEWOBJ`, `BUILD`, `SETITEM`, `APPEND`, `INST`, `OBJ`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub global: String,
+    pub tier: &'static str,
+    pub offset: u64,
+    pub actions: Vec<&'static str>,
 }
 
 /// A tensor that reads its storage's elements out of order: element `(i, j, …)` is at
@@ -445,14 +463,41 @@ pub struct Artifact {
 
 impl Artifact {
     /// Total parameter count and per-dtype counts, sorted by dtype name.
+    /// Only model weights count: a training checkpoint's optimizer state (AdamW's `exp_avg`,
+    /// `exp_avg_sq`), scheduler, RNG and other tensors are not parameters ([`Self::groups`]).
     pub fn parameter_counts(&self) -> (u64, BTreeMap<&'static str, u64>) {
         let mut by_dtype = BTreeMap::new();
         let mut total = 0u64;
-        for tensor in self.tensors.values() {
+        for (position, tensor) in self.tensors.values().enumerate() {
+            if let Some(groups) = &self.layout.groups
+                && groups.get(position) != Some(&"model")
+            {
+                continue;
+            }
             let n = tensor.n_elements();
             *by_dtype.entry(tensor.dtype).or_insert(0u64) += n;
             total = total.saturating_add(n);
         }
         (total, by_dtype)
+    }
+
+    /// A training checkpoint's groups in the order first met: name, tensors, elements.
+    pub fn groups(&self) -> Vec<(&'static str, usize, u64)> {
+        let mut out: Vec<(&'static str, usize, u64)> = Vec::new();
+        let Some(groups) = &self.layout.groups else {
+            return out;
+        };
+        for (tensor, group) in self.tensors.values().zip(groups) {
+            match out.iter_mut().find(|(name, ..)| name == group) {
+                Some(entry) => {
+                    entry.1 += 1;
+                    entry.2 = entry.2.saturating_add(tensor.n_elements());
+                }
+                None => out.push((group, 1, tensor.n_elements())),
+            }
+        }
+        const ORDER: [&str; 5] = ["model", "optimizer", "scheduler", "rng", "other"];
+        out.sort_by_key(|(name, ..)| ORDER.iter().position(|o| o == name));
+        out
     }
 }

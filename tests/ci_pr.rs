@@ -568,14 +568,18 @@ fn the_policy_covers_other_files_and_its_own_changes() {
     let run = repo.wi(&["ci", "--annotations"]);
     assert_eq!(code(&run), 1, "{}", combined(&run));
     let cmds = commands(&common::stdout(&run));
-    assert_eq!(cmds.len(), 2, "{}", combined(&run));
+    assert_eq!(cmds.len(), 3, "{}", combined(&run));
     assert_eq!(cmds[0].command, "error");
     assert_eq!(cmds[0].props["file"], "weights/evil.bin");
     assert_eq!(cmds[0].props["title"], "weight-inspect: forbid_formats");
     assert!(cmds[0].message.contains("os.system"), "{cmds:?}");
-    assert_eq!(cmds[1].command, "warning");
-    assert_eq!(cmds[1].props["file"], ".weight-inspect.toml");
-    assert_eq!(cmds[1].props["title"], "weight-inspect: policy changed");
+    // Its global is dangerous (pickle_globals, on by default): the annotation names the tier.
+    assert_eq!(cmds[1].command, "error");
+    assert_eq!(cmds[1].props["title"], "weight-inspect: pickle_globals");
+    assert!(cmds[1].message.contains("dangerous: os.system"), "{cmds:?}");
+    assert_eq!(cmds[2].command, "warning");
+    assert_eq!(cmds[2].props["file"], ".weight-inspect.toml");
+    assert_eq!(cmds[2].props["title"], "weight-inspect: policy changed");
 
     let run = repo.wi(&["ci", "--summary", "-"]);
     let summary = common::stdout(&run);
@@ -589,7 +593,7 @@ fn the_policy_covers_other_files_and_its_own_changes() {
         "{summary}"
     );
     assert!(
-        summary.contains("**1 violation** in 1 of 1 file checked"),
+        summary.contains("**2 violations** in 1 of 1 file checked"),
         "{summary}"
     );
     assert!(

@@ -164,10 +164,16 @@ fn assert_no_command(text: &str) {
 
 #[test]
 fn names_in_pytorch_errors_cannot_forge_workflow_commands() {
+    // The global is an inert stand-in: the file is read, the name printed escaped.
     for command in ["inspect", "id"] {
         let (code, out, err, _) = run_measured(&[command, &case("forged-global.pt")]);
-        assert_eq!(code, Some(2), "{err}");
-        assert!(err.contains(r"os.system\r\n::error::FORGED"), "{err}");
+        assert_eq!(code, Some(0), "{err}");
+        if command == "inspect" {
+            assert!(
+                out.contains(r"dangerous: os.system\r\n::error::FORGED"),
+                "{out}"
+            );
+        }
         assert_no_command(&err);
         assert_no_command(&out);
     }

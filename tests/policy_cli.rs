@@ -230,26 +230,29 @@ forbid_formats = ["pickle"]
         "{evil}"
     );
     assert!(
-        evil.contains("suspicious (not needed by a tensor state dict): posix.system (os.system)"),
+        evil.contains("dangerous: posix.system (os.system)"),
         "{evil}"
     );
     assert!(line("legacy.bin").contains(&format!("pickle (raw, protocol 2) importing {torch} [")));
     assert!(line("p4.ckpt").contains("pickle (raw, protocol 4) importing collections.OrderedDict"));
-    assert!(
-        line("p4.ckpt").contains("suspicious (not needed by a tensor state dict): posix.system")
-    );
+    assert!(line("p4.ckpt").contains("dangerous: posix.system"));
     assert!(line("p5.ckpt").contains("pickle (raw, protocol 5)"));
     let os = line("os.bin");
     assert!(
-        os.contains(
-            "importing os.system; suspicious (not needed by a tensor state dict): os.system"
-        ),
+        os.contains("importing os.system; dangerous: os.system"),
         "{os}"
     );
     assert!(!text.contains("safe.bin"), "{text}");
     assert!(!text.contains("notes.bin"), "{text}");
+    // The three payloads are dangerous globals too (pickle_globals, on by default).
+    for file in ["evil.pth", "p4.ckpt", "os.bin"] {
+        assert!(
+            text.contains(&format!("{file}: pickle_globals: ")),
+            "{file}: {text}"
+        );
+    }
     assert!(
-        text.contains("6 violations in 6 of 8 files checked"),
+        text.contains("9 violations in 6 of 8 files checked"),
         "{text}"
     );
 }

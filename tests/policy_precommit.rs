@@ -103,9 +103,15 @@ forbid_formats = ["pickle"]
     assert!(text.contains("posix.system (os.system)"), "{text}");
     assert!(!text.contains("models/good.gguf:"), "{text}");
     assert!(!text.contains("weights/clean.bin:"), "{text}");
+    // Its global is dangerous too (pickle_globals, on by default).
+    assert!(
+        text.contains("weights/evil.pt: pickle_globals")
+            && text.contains("dangerous: posix.system"),
+        "{text}"
+    );
     // notes.txt does not match the hook's `files` pattern; the four models do.
     assert!(
-        text.contains("2 violations in 2 of 4 files checked against .weight-inspect.toml"),
+        text.contains("3 violations in 2 of 4 files checked against .weight-inspect.toml"),
         "{text}"
     );
 }

@@ -323,6 +323,22 @@ fn malicious_pickles_are_refused_by_name_and_never_run() {
     let (tmp, files) = malicious_copies();
     let here = tmp.path();
     for (name, global) in &files {
+        if name == "malicious-os-system-zip.pt" {
+            // A checkpoint with the payload inside is read, its payload a dangerous finding.
+            let out = run_in(Some(here), &["inspect", name]);
+            assert_eq!(code(&out), 0, "{}", combined(&out));
+            assert_contains(
+                &stdout(&out),
+                &[
+                    "dangerous: posix.system at offset",
+                    "REDUCE",
+                    "weight [2] (f32)",
+                ],
+            );
+            let out = run_in(Some(here), &["textconv", name]);
+            assert_contains(&stdout(&out), &["finding: dangerous posix.system REDUCE"]);
+            continue;
+        }
         for args in [
             vec!["inspect", name.as_str()],
             vec!["id", name.as_str()],
@@ -392,7 +408,7 @@ fn git_diff_shows_checkpoint_changes_and_refuses_payloads_without_failing() {
         &[
             "format: pytorch",
             "+tensor w_t: f32 [5, 3] 60 bytes",
-            "refused global posix.system (os.system)",
+            "+finding: dangerous posix.system REDUCE",
         ],
     );
     let driver = repo.ok(&["diff", "HEAD~1", "HEAD", "--", "model.pt"]);
@@ -554,4 +570,361 @@ with zipfile.ZipFile(sys.argv[2], 'w') as out:
             "WEIGHT_INSPECT_MAX_HEADER_BYTES",
         ],
     );
+}
+
+/// Training checkpoints written by the real libraries (scripts/make_training_checkpoints.py):
+/// fairseq's layout with an argparse.Namespace, torch.save(model) of a module the generator
+/// defines, numpy inside, and a transformers Trainer's checkpoint-2/. Each is read, its globals
+/// stand-ins, and gives every tensor torch.load(weights_only=False) gave, with its dtype and
+/// shape (numpy arrays, which are not torch tensors, are not read as tensors).
+#[test]
+fn training_checkpoints_give_every_tensor_torch_loads() {
+    let training = dir().join("training");
+    let text = std::fs::read_to_string(training.join("manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&text).unwrap();
+    let files = manifest.as_object().unwrap();
+    assert!(files.len() >= 7, "{:?}", files.keys());
+    for (file, entry) in files {
+        let path = training.join(file);
+        let out = run(&["inspect", "--json", "--all", path.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{file}: {}", combined(&out));
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let read: BTreeMap<String, (String, Vec<u64>)> = json["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let shape = t["shape"].as_array().unwrap();
+                (
+                    t["name"].as_str().unwrap().to_owned(),
+                    (
+                        t["dtype"].as_str().unwrap().to_owned(),
+                        shape.iter().map(|d| d.as_u64().unwrap()).collect(),
+                    ),
+                )
+            })
+            .collect();
+        let expected: BTreeMap<String, (String, Vec<u64>)> = entry["tensors"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, t)| t.get("numpy").is_none())
+            .map(|(name, t)| {
+                let shape = t["shape"].as_array().unwrap();
+                (
+                    name.clone(),
+                    (
+                        dtype(t["dtype"].as_str().unwrap()).0.to_owned(),
+                        shape.iter().map(|d| d.as_u64().unwrap()).collect(),
+                    ),
+                )
+            })
+            .collect();
+        assert_eq!(read, expected, "{file}");
+    }
+    // What the stand-ins hold is named: a Namespace's attributes are metadata, a module's
+    // parameters are named as in its state_dict(), an optimizer's state by its path.
+    let fairseq = run(&["inspect", training.join("fairseq.pt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&fairseq),
+        &[
+            "benign: argparse.Namespace at offset",
+            "NEWOBJ BUILD",
+            "args.arch: \"tiny_transformer\"",
+            "args.max_epoch: 3",
+        ],
+    );
+    let json: Value = serde_json::from_str(&stdout(&run(&[
+        "inspect",
+        "--json",
+        "--all",
+        training.join("fairseq.pt").to_str().unwrap(),
+    ])))
+    .unwrap();
+    let names: Vec<&str> = json["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let id = run(&["id", training.join("fairseq.pt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&id),
+        &[
+            "groups: model 9 tensors, optimizer 24 tensors",
+            "findings: 1 benign",
+        ],
+    );
+    // Lightning's checkpoint in git: weights and optimizer state apart, parameters the weights.
+    let textconv = run(&["textconv", dir().join("lightning.ckpt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&textconv),
+        &[
+            "parameters: 15\nparameters-f32: 15 in 2 tensors\n",
+            "group-model: 2 tensors, 15 elements",
+            "group-optimizer: 6 tensors, 32 elements",
+        ],
+    );
+    // Model weights apart from optimizer state: AdamW's moments are not parameters.
+    assert_eq!(json["parameters"]["total"], 154, "{}", json["parameters"]);
+    assert_eq!(
+        json["groups"],
+        serde_json::json!([
+            {"name": "model", "tensor_count": 9, "elements": 154},
+            {"name": "optimizer", "tensor_count": 24, "elements": 312},
+        ])
+    );
+    for name in [
+        "model.encoder.layers.0.fc1.weight",
+        "last_optimizer_state.state.0.exp_avg",
+        "last_optimizer_state.state.0.exp_avg_sq",
+    ] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+    let module = run(&["inspect", training.join("module.pt").to_str().unwrap()]);
+    assert_contains(
+        &stdout(&module),
+        &[
+            "unknown: __main__.Net at offset 2, NEWOBJ BUILD",
+            "unknown: torch.nn.modules.linear.Linear",
+        ],
+    );
+    let args = run(&[
+        "inspect",
+        training
+            .join("trainer/checkpoint-2/training_args.bin")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_contains(
+        &stdout(&args),
+        &[
+            "unknown: transformers.training_args.TrainingArguments",
+            "learning_rate: 5e-5",
+        ],
+    );
+}
+
+/// `check` fails on a dangerous global by default wherever it reads a pickle's content, with
+/// the tier in the text and SARIF; `allow_globals`, `forbid_globals` and `forbid_tiers` move
+/// the line. Nothing runs.
+#[test]
+fn check_fails_on_dangerous_globals_and_policy_moves_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let here = tmp.path();
+    std::fs::copy(
+        dir().join("malicious-os-system-zip.pt"),
+        here.join("payload.pt"),
+    )
+    .unwrap();
+    std::fs::copy(dir().join("training/fairseq.pt"), here.join("fairseq.pt")).unwrap();
+    std::fs::copy(dir().join("training/module.pt"), here.join("module.pt")).unwrap();
+    let policy = |extra: &str| {
+        std::fs::write(
+            here.join(".weight-inspect.toml"),
+            format!("[[rules]]\npaths = [\"*.pt\"]\nmax_tensors = 1000\n{extra}"),
+        )
+        .unwrap();
+    };
+    policy("");
+    let out = run_in(
+        Some(here),
+        &["check", "payload.pt", "fairseq.pt", "module.pt"],
+    );
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &["payload.pt", "pickle_globals", "dangerous: posix.system"],
+    );
+    assert!(!text.contains("fairseq.pt"), "{text}");
+    assert!(!text.contains("module.pt"), "{text}");
+    let sarif = run_in(Some(here), &["check", "--format", "sarif", "payload.pt"]);
+    assert_contains(
+        &stdout(&sarif),
+        &["pickle_globals", "dangerous: posix.system"],
+    );
+
+    policy("allow_globals = [\"posix.system\"]\n");
+    let out = run_in(Some(here), &["check", "payload.pt", "fairseq.pt"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+
+    policy(
+        "forbid_tiers = [\"dangerous\", \"unknown\"]\nforbid_globals = [\"argparse.Namespace\"]\n",
+    );
+    let out = run_in(Some(here), &["check", "fairseq.pt", "module.pt"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["benign: argparse.Namespace", "unknown: __main__.Net"],
+    );
+    assert!(!here.join("weight-inspect-canary").exists());
+}
+
+/// Malicious variants (scripts/make_malicious_pickles.py: os.system by GLOBAL + REDUCE and
+/// STACK_GLOBAL in protocols 0 to 5, INST, OBJ, a builtins.getattr chain, a payload nested in a
+/// real state dict) never run and are flagged dangerous by their global: a checkpoint is read
+/// with the finding first, a bare pickle refused by it, and `check` flags both. Every global
+/// picklescan (PyPI) calls dangerous in any fixture is flagged dangerous here too.
+#[test]
+fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
+    let source = dir().join("malicious");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(source.join("manifest.json")).unwrap())
+            .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let here = tmp.path();
+    let mut files = Vec::new();
+    for (name, global) in manifest.as_object().unwrap() {
+        std::fs::copy(source.join(name), here.join(name)).unwrap();
+        files.push((name.clone(), global.as_str().unwrap().to_owned()));
+    }
+    assert!(files.len() >= 11, "{files:?}");
+    for (name, global) in &files {
+        let out = run_in(Some(here), &["inspect", name]);
+        match code(&out) {
+            0 => assert_contains(&stdout(&out), &[&format!("dangerous: {global} at offset")]),
+            2 => assert_contains(&stderr(&out), &[&format!("refused global {global}")]),
+            other => panic!("{name}: exit {other}: {}", combined(&out)),
+        }
+        for args in [
+            vec!["id", name.as_str()],
+            vec!["diff", "--values", name.as_str(), name.as_str()],
+            vec!["textconv", name.as_str()],
+        ] {
+            run_in(Some(here), &args);
+        }
+    }
+    assert!(
+        !here.join("weight-inspect-canary").exists(),
+        "a payload ran: the canary file exists"
+    );
+
+    // picklescan's verdicts on every fixture, compared with check's pickle_globals.
+    let mut all: Vec<PathBuf> = files.iter().map(|(n, _)| here.join(n)).collect();
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "pt" || e == "ckpt") {
+            all.push(path);
+        }
+    }
+    for file in ["fairseq.pt", "module.pt", "numpy-inside.pt"] {
+        all.push(dir().join("training").join(file));
+    }
+    let scan = Command::new(python())
+        .arg("-c")
+        .arg(
+            "import json, sys\n\
+             from picklescan.scanner import scan_file_path\n\
+             out = {}\n\
+             for p in sys.argv[1:]:\n\
+             \x20   r = scan_file_path(p)\n\
+             \x20   out[p] = sorted(f'{g.module}.{g.name}' for g in r.globals\n\
+             \x20                   if g.safety.value == 'dangerous')\n\
+             print(json.dumps(out))\n",
+        )
+        .args(&all)
+        .output()
+        .unwrap();
+    assert_success("picklescan", &scan);
+    let verdicts: BTreeMap<String, Vec<String>> =
+        serde_json::from_slice(&scan.stdout).expect("picklescan's verdicts");
+    let policy = here.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(
+        policy.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"**\"]\nforbid_tiers = [\"dangerous\"]\n",
+    )
+    .unwrap();
+    let mut flagged = 0;
+    for (path, dangerous) in &verdicts {
+        let copy = policy.join(format!(
+            "f{flagged}-{}",
+            Path::new(path).file_name().unwrap().to_str().unwrap()
+        ));
+        std::fs::copy(path, &copy).unwrap();
+        let out = run_in(
+            Some(&policy),
+            &["check", copy.file_name().unwrap().to_str().unwrap()],
+        );
+        let text = stdout(&out);
+        for global in dangerous {
+            assert!(
+                text.contains("pickle_globals") && text.contains(&format!("dangerous: {global}")),
+                "{path}: picklescan calls {global} dangerous; check says:\n{}",
+                combined(&out)
+            );
+        }
+        if !dangerous.is_empty() {
+            assert_eq!(code(&out), 1, "{path}: {}", combined(&out));
+            flagged += 1;
+        }
+        std::fs::remove_file(&copy).unwrap();
+    }
+    assert!(flagged >= 16, "picklescan flagged only {flagged} files");
+    assert!(!here.join("weight-inspect-canary").exists());
+    assert!(!policy.join("weight-inspect-canary").exists());
+}
+
+/// Pieces of pickles the symbolic machine meets: globals of every tier, the opcodes that call,
+/// build and fill stand-ins, containers, the memo, and raw bytes.
+fn pickle_piece() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(b"cposix\nsystem\n".to_vec()),
+        Just(b"cargparse\nNamespace\n".to_vec()),
+        Just(b"c__main__\nNet\n".to_vec()),
+        Just(b"ccollections\nOrderedDict\n".to_vec()),
+        Just(b"\x8c\x08builtins\x8c\x07getattr\x93".to_vec()),
+        Just(b"(".to_vec()),
+        Just(b")".to_vec()),
+        Just(b"}".to_vec()),
+        Just(b"]".to_vec()),
+        Just(b"R".to_vec()),
+        Just(b"\x81".to_vec()),
+        Just(b"b".to_vec()),
+        Just(b"s".to_vec()),
+        Just(b"u".to_vec()),
+        Just(b"a".to_vec()),
+        Just(b"e".to_vec()),
+        Just(b"o".to_vec()),
+        Just(b"t".to_vec()),
+        Just(b"\x85".to_vec()),
+        Just(b"\x86".to_vec()),
+        Just(b"\x94".to_vec()),
+        Just(b"h\x00".to_vec()),
+        Just(b"2".to_vec()),
+        Just(b"0".to_vec()),
+        Just(b"K\x07".to_vec()),
+        Just(b"G?\xf0\x00\x00\x00\x00\x00\x00".to_vec()),
+        Just(b"\x8c\x02lr".to_vec()),
+        Just(b"\x8c\x0b_parameters".to_vec()),
+        Just(b".".to_vec()),
+        proptest::collection::vec(any::<u8>(), 0..6),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Any byte string is read or refused with a named error, never a panic, and what the
+    /// machine and the walk charged stays within the pickle's budget when it is read (a
+    /// refusal stops at the charge that passes the limit).
+    #[test]
+    fn any_pickle_is_read_or_refused_within_the_budget(
+        pieces in proptest::collection::vec(pickle_piece(), 0..60),
+        protocol in 0u8..6,
+    ) {
+        let mut bytes = if protocol >= 2 { vec![0x80, protocol] } else { Vec::new() };
+        bytes.extend(pieces.concat());
+        let (spent, limit, accepted) =
+            weight_inspect::formats::pytorch::fuzzing::run_pickle(&bytes, 1 << 20);
+        if accepted {
+            proptest::prop_assert!(spent <= limit, "{spent} > {limit}");
+        }
+        match weight_inspect::formats::pytorch::parse(&bytes) {
+            Ok(_) => {}
+            Err(e) => proptest::prop_assert!(!e.to_string().is_empty()),
+        }
+    }
 }

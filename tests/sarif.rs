@@ -134,8 +134,9 @@ fn check_writes_valid_sarif_matching_the_snapshot() {
             })
             .unwrap_or_else(|| panic!("no {rule} result on {uri}:\n{sarif}"))
     };
-    // One result per violation: two bad dtypes, two missing licenses, the model, the pickle.
-    assert_eq!(found.len(), 6, "{sarif}");
+    // One result per violation: two bad dtypes, two missing licenses, the model, the pickle
+    // (its format, and its dangerous global).
+    assert_eq!(found.len(), 7, "{sarif}");
     rule_of("models/odd%20name%231.gguf", "required_metadata");
     let q4 = rule_of("models/bad.gguf", "allowed_dtypes");
     assert_eq!(q4["level"], "error");
@@ -152,6 +153,14 @@ fn check_writes_valid_sarif_matching_the_snapshot() {
     let model = rule_of("models/llm/model.safetensors.index.json", "max_parameters");
     assert_eq!(model["properties"]["path"], "models/llm");
     rule_of("weights/evil.pt", "forbid_formats");
+    let global = rule_of("weights/evil.pt", "pickle_globals");
+    assert!(
+        global["message"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("dangerous: "),
+        "{global}"
+    );
     // Every rule id is described in the driver, and each result's index points at its rule.
     let log: Value = serde_json::from_str(&sarif).unwrap();
     let rules = log["runs"][0]["tool"]["driver"]["rules"]
@@ -310,5 +319,5 @@ fn a_file_that_cannot_be_checked_is_a_tool_notification() {
         "models/absent.gguf"
     );
     // The violations of the other files are still results.
-    assert_eq!(results(&sarif).len(), 6);
+    assert_eq!(results(&sarif).len(), 7);
 }

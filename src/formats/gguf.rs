@@ -571,6 +571,8 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
             big_endian: cur.big_endian,
             files: None,
             views: None,
+            findings: Vec::new(),
+            groups: None,
         },
     })
 }

@@ -248,6 +248,8 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             big_endian: false,
             files: None,
             views: None,
+            findings: Vec::new(),
+            groups: None,
         },
     })
 }

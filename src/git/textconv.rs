@@ -297,19 +297,42 @@ pub fn render_artifact(
         "structural-hash: {}",
         crate::identity::structural_hash(artifact)
     );
+    // A pickle's globals beyond those of tensors, so that a diff shows a payload appear.
+    for f in &artifact.layout.findings {
+        let _ = writeln!(
+            out,
+            "finding: {} {} {}",
+            f.tier,
+            crate::escape::shown(&f.global),
+            f.actions.join(" ")
+        );
+    }
     let (total, by_dtype) = artifact.parameter_counts();
     let _ = writeln!(out, "metadata-keys: {}", artifact.metadata.len());
     let _ = writeln!(out, "tensors: {}", artifact.tensors.len());
     let _ = writeln!(out, "parameters: {total}");
     for (dtype, count) in &by_dtype {
+        // Parameters only: a training checkpoint's model group.
+        let groups = artifact.layout.groups.as_deref();
         let tensors = artifact
             .tensors
             .values()
-            .filter(|t| t.dtype == *dtype)
+            .enumerate()
+            .filter(|(position, t)| {
+                t.dtype == *dtype && groups.is_none_or(|g| g.get(*position) == Some(&"model"))
+            })
             .count();
         let _ = writeln!(
             out,
             "parameters-{dtype}: {count} in {tensors} tensor{}",
+            plural(tensors)
+        );
+    }
+    // A training checkpoint's groups: parameters above count the model group only.
+    for (group, tensors, elements) in artifact.groups() {
+        let _ = writeln!(
+            out,
+            "group-{group}: {tensors} tensor{}, {elements} elements",
             plural(tensors)
         );
     }

@@ -9,6 +9,7 @@ use super::error::PolicyError;
 use super::subject::{Judged, Origin, Storage, Subject, SubjectReader};
 use crate::artifact::{Artifact, Format, Value};
 use crate::escape::{shown, shown_message};
+use crate::formats::pytorch;
 use crate::read::Content;
 
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
@@ -190,7 +191,12 @@ impl Evaluation<'_, '_> {
                 self.push(v);
             }
         }
-        if !eff.needs_structure() && eff.forbid_formats.is_none() {
+        let globals_rule = eff
+            .forbid_tiers
+            .map(|s| s.rule)
+            .or(eff.forbid_globals.map(|s| s.rule))
+            .or(eff.allow_globals.map(|s| s.rule));
+        if !eff.needs_structure() && eff.forbid_formats.is_none() && globals_rule.is_none() {
             return self.judge_completeness_alone(eff);
         }
         let content = self.reader.content()?;
@@ -213,6 +219,14 @@ impl Evaluation<'_, '_> {
                 expected,
                 shown(&content.describe()).into_owned(),
             );
+            self.push(v);
+        }
+        // A pickle's globals are judged wherever its content is read: dangerous ones fail by
+        // default.
+        let source = globals_rule
+            .or(eff.forbid_formats.map(|s| s.rule))
+            .unwrap_or_else(|| first_structural_rule(eff));
+        for v in pickle_globals(self.path(), eff, source, &content) {
             self.push(v);
         }
         if !eff.needs_structure() {
@@ -348,6 +362,50 @@ impl Evaluation<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// `forbid_tiers` (dangerous when unset), `forbid_globals` and `allow_globals` on what a
+/// pickle imports: one violation per global that fails, naming its tier.
+fn pickle_globals(
+    path: &str,
+    eff: &Effective<'_>,
+    source: &Rule,
+    content: &Judged,
+) -> Vec<Violation> {
+    let Some(report) = &content.pickle else {
+        return Vec::new();
+    };
+    let default_tiers = vec!["dangerous".to_owned()];
+    let tiers = eff.forbid_tiers.map_or(&default_tiers, |s| s.value);
+    let listed = |list: Option<Sourced<'_, Vec<String>>>, g: &str| {
+        list.is_some_and(|l| l.value.iter().any(|x| x == g))
+    };
+    let mut out = Vec::new();
+    for global in &report.imports {
+        if pytorch::is_expected_import(global) {
+            continue;
+        }
+        let tier = pytorch::tier(global).name();
+        let forbidden = listed(eff.forbid_globals, global)
+            || (tiers.iter().any(|t| t == tier) && !listed(eff.allow_globals, global));
+        if forbidden {
+            out.push(
+                Violation::at(
+                    path,
+                    "pickle_globals",
+                    source,
+                    format!(
+                        "no pickle global of the tiers {} or in forbid_globals (allow_globals \
+                         lets one through)",
+                        tiers.join(", ")
+                    ),
+                    format!("{tier}: {}", shown(global)),
+                )
+                .with_key(global),
+            );
+        }
+    }
+    out
 }
 
 /// The format `forbid_formats` names the content by, if it is one of them.

@@ -79,6 +79,18 @@ fn format_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Format>>, D
         .map(Some)
 }
 
+fn tier_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    for name in &names {
+        if !matches!(name.as_str(), "dangerous" | "unknown" | "benign") {
+            return Err(de::Error::custom(format!(
+                "unknown tier {name:?}; expected one of dangerous, unknown, benign"
+            )));
+        }
+    }
+    Ok(Some(names))
+}
+
 /// A metadata value required by `required_metadata`, as written in the policy.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expected {
@@ -102,6 +114,11 @@ pub struct Settings {
     pub max_file_size: Option<u64>,
     pub require_lfs: Option<bool>,
     pub forbid_formats: Option<Vec<Format>>,
+    /// A pickle's globals: tiers that fail (`dangerous`, `unknown`, `benign`; dangerous when
+    /// unset), globals that fail whatever their tier, globals that pass whatever their tier.
+    pub forbid_tiers: Option<Vec<String>>,
+    pub forbid_globals: Option<Vec<String>>,
+    pub allow_globals: Option<Vec<String>>,
     /// A GGUF's conversion source, relative to the GGUF's directory, and the largest rel_l2
     /// any tensor may have against it (set together).
     pub conversion: Option<ConversionBound>,
@@ -146,6 +163,9 @@ pub struct Effective<'a> {
     pub max_file_size: Option<Sourced<'a, u64>>,
     pub require_lfs: Option<Sourced<'a, bool>>,
     pub forbid_formats: Option<Sourced<'a, Vec<Format>>>,
+    pub forbid_tiers: Option<Sourced<'a, Vec<String>>>,
+    pub forbid_globals: Option<Sourced<'a, Vec<String>>>,
+    pub allow_globals: Option<Sourced<'a, Vec<String>>>,
     pub conversion: Option<Sourced<'a, ConversionBound>>,
     pub complete: Option<Sourced<'a, bool>>,
     /// The last rule that matches the path: where a default (`complete`) is reported from.
@@ -300,6 +320,9 @@ impl Policy {
                 max_file_size,
                 require_lfs,
                 forbid_formats,
+                forbid_tiers,
+                forbid_globals,
+                allow_globals,
                 conversion,
                 complete
             );
@@ -341,6 +364,12 @@ struct RawRule {
     require_lfs: Option<bool>,
     #[serde(default, deserialize_with = "format_list")]
     forbid_formats: Option<Vec<Format>>,
+    #[serde(default, deserialize_with = "tier_list")]
+    forbid_tiers: Option<Vec<String>>,
+    #[serde(default)]
+    forbid_globals: Option<Vec<String>>,
+    #[serde(default)]
+    allow_globals: Option<Vec<String>>,
     #[serde(default)]
     reference: Option<toml::Spanned<String>>,
     #[serde(default)]
@@ -362,6 +391,9 @@ impl RawRule {
             max_file_size: self.max_file_size,
             require_lfs: self.require_lfs,
             forbid_formats: self.forbid_formats.clone(),
+            forbid_tiers: self.forbid_tiers.clone(),
+            forbid_globals: self.forbid_globals.clone(),
+            allow_globals: self.allow_globals.clone(),
             conversion: match (&self.reference, &self.max_rel_l2) {
                 (Some(reference), Some(max)) => Some(ConversionBound {
                     reference: reference.get_ref().clone(),

@@ -122,6 +122,15 @@ const RULES: &[(&str, &str, &str)] = &[
          checkpoints, which run code when loaded. The result lists what the pickle imports.",
     ),
     (
+        "pickle_globals",
+        "No dangerous pickle global",
+        "A pickle checkpoint must not name a global of a forbidden tier (forbid_tiers; \
+         dangerous by default: what runs code, imports, opens files or sockets) or one the policy \
+         forbids (forbid_globals), unless allow_globals lets it through. The result names the \
+         global and its tier (dangerous, unknown or benign). weight-inspect reads such files \
+         without importing or calling anything; torch.load(weights_only=False) would run them.",
+    ),
+    (
         "format",
         "A readable model file",
         "A rule with structural checks applies to the file, so it must be a readable GGUF, \
@@ -630,6 +639,7 @@ mod tests {
             "max_file_size",
             "require_lfs",
             "forbid_formats",
+            "pickle_globals",
             "format",
             "complete",
             "model_files",

@@ -60,11 +60,32 @@ struct InspectDoc<'a> {
     /// The files of a multi-file model.
     #[serde(skip_serializing_if = "Option::is_none")]
     files: Option<FilesJson<'a>>,
+    /// A pickle's globals beyond those of tensors, most dangerous first.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    findings: Vec<FindingJson<'a>>,
+    /// A training checkpoint's groups (`parameters` counts the model group only).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    groups: Vec<GroupJson>,
     parameters: Parameters,
     metadata: MetadataJson<'a>,
     /// "file" (as the data lies in the file) or "name": the order of `tensors`.
     tensor_order: &'static str,
     tensors: Vec<TensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct GroupJson {
+    name: &'static str,
+    tensor_count: usize,
+    elements: u64,
+}
+
+#[derive(Serialize)]
+struct FindingJson<'a> {
+    global: &'a str,
+    tier: &'static str,
+    offset: u64,
+    actions: &'a [&'static str],
 }
 
 #[derive(Serialize)]
@@ -139,6 +160,25 @@ pub fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) ->
                 })
                 .collect(),
         }),
+        findings: layout
+            .findings
+            .iter()
+            .map(|f| FindingJson {
+                global: &f.global,
+                tier: f.tier,
+                offset: f.offset,
+                actions: &f.actions,
+            })
+            .collect(),
+        groups: artifact
+            .groups()
+            .into_iter()
+            .map(|(name, tensor_count, elements)| GroupJson {
+                name,
+                tensor_count,
+                elements,
+            })
+            .collect(),
         parameters: Parameters { total, by_dtype },
         metadata: MetadataJson {
             entries: artifact.metadata.iter().collect(),

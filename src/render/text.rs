@@ -31,8 +31,60 @@ pub fn id(artifact: &Artifact) -> String {
     if let Some(incomplete) = artifact.layout.incomplete() {
         let _ = writeln!(out, "incomplete: {incomplete}");
     }
+    let groups = artifact.groups();
+    if !groups.is_empty() {
+        let listed: Vec<String> = groups
+            .iter()
+            .map(|(name, tensors, _)| format!("{name} {}", crate::diff::plural(*tensors, "tensor")))
+            .collect();
+        let _ = writeln!(out, "groups: {}", listed.join(", "));
+    }
+    if !artifact.layout.findings.is_empty() {
+        let mut tiers: Vec<(&str, usize)> = Vec::new();
+        for f in &artifact.layout.findings {
+            match tiers.iter_mut().find(|(t, _)| *t == f.tier) {
+                Some(entry) => entry.1 += 1,
+                None => tiers.push((f.tier, 1)),
+            }
+        }
+        let listed: Vec<String> = tiers.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        let _ = writeln!(out, "findings: {} (inspect lists them)", listed.join(", "));
+    }
     out
 }
+
+/// A pickle's findings, dangerous ones first and red: what the file would import and call if
+/// it were unpickled (weight-inspect read it without doing either).
+fn findings(out: &mut String, findings: &[crate::artifact::Finding], palette: &Palette) {
+    if findings.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        palette.heading("Findings (globals the pickle names; none was imported or called):")
+    );
+    for f in findings {
+        let did = if f.actions.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", f.actions.join(" "))
+        };
+        let line = format!(
+            "  {}: {} at offset {}{did}",
+            f.tier,
+            shown(&f.global),
+            f.offset
+        );
+        let line = if f.tier == "dangerous" {
+            palette.removed(&line)
+        } else {
+            line
+        };
+        let _ = writeln!(out, "{line}");
+    }
+}
+
 
 /// One line per side that is cut short (none when both are complete).
 fn write_incomplete_sides(
@@ -65,6 +117,7 @@ pub fn inspect_in(
 ) -> String {
     let mut out = String::new();
     let layout = &artifact.layout;
+    findings(&mut out, &layout.findings, palette);
     let _ = writeln!(out, "format: {}", artifact.format.name());
     if let Some(v) = artifact.gguf_version {
         let endian = if layout.big_endian {
@@ -121,6 +174,19 @@ pub fn inspect_in(
     let _ = writeln!(out, "parameters: {} total", group_digits(total));
     for (dtype, n) in &by_dtype {
         let _ = writeln!(out, "  {dtype}: {}", group_digits(*n));
+    }
+    let groups = artifact.groups();
+    if !groups.is_empty() {
+        // A training checkpoint: parameters are its model weights only.
+        let _ = writeln!(out, "groups (parameters count the model group only):");
+        for (name, tensors, elements) in groups {
+            let _ = writeln!(
+                out,
+                "  {name}: {}, {} elements",
+                crate::diff::plural(tensors, "tensor"),
+                group_digits(elements)
+            );
+        }
     }
 
     if !artifact.metadata.is_empty() {

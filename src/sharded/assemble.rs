@@ -314,6 +314,8 @@ fn merged(
         big_endian: false,
         files: None,
         views,
+        findings: Vec::new(),
+        groups: None,
     };
     Artifact {
         format,

@@ -2,8 +2,9 @@
 //! values a state dict is made of — None, booleans, numbers, strings, bytes, tuples, lists,
 //! dicts, sets — plus the few globals `torch.save` names for dense tensors, which are
 //! recognized by name ([`super::torch::Global`]) and never looked up or called: this is Rust,
-//! there is nothing to call. Any other global is refused at the opcode that names it, with its
-//! `module.name` and offset.
+//! there is nothing to call. Any other global becomes an inert stand-in
+//! ([`super::object::StandIn`]) that records its `module.name` and what the pickle did to it,
+//! and a finding ([`Finding`]) with the offset that first names it.
 //!
 //! Values are shared, never copied (DUP, the memo and references are reference counts), so the
 //! memory a pickle can make the machine use is linear in its length, whatever it repeats.
@@ -14,7 +15,7 @@ use std::rc::Rc;
 
 use super::PytorchError;
 use super::budget::Budget;
-use super::object::{Dict, Graph, Object, Shared, break_cycles};
+use super::object::{Dict, Finding, Graph, Object, Shared, StandIn, break_cycles};
 use super::opcodes::{Lexer, Long, Op};
 use super::rebuild;
 use super::torch::Global;
@@ -42,6 +43,8 @@ pub(super) fn run(
         memo: Memo::default(),
         shared_seen: HashSet::new(),
         shared: Vec::new(),
+        findings: Vec::new(),
+        finding_index: HashMap::new(),
         budget,
     };
     let mut lexer = Lexer::new(bytes, start);
@@ -67,7 +70,15 @@ pub(super) fn run(
         if let Op::Stop = op {
             let root = machine.pop(at)?;
             let shared = std::mem::take(&mut machine.shared);
-            return Ok((Graph { root, shared }, lexer.position()));
+            let findings = std::mem::take(&mut machine.findings);
+            return Ok((
+                Graph {
+                    root,
+                    shared,
+                    findings,
+                },
+                lexer.position(),
+            ));
         }
         machine.charge_for(&op)?;
         machine.step(at, op, storages)?;
@@ -88,6 +99,9 @@ struct Machine<'s, 'b> {
     /// Containers referenced twice: emptied when the machine stops on an error, else by the
     /// [`Graph`] it returns.
     shared: Vec<Shared>,
+    /// The globals made stand-ins, and where each is in `findings`.
+    findings: Vec<Finding>,
+    finding_index: HashMap<Rc<str>, usize>,
     budget: &'b mut Budget,
 }
 
@@ -109,6 +123,8 @@ const MEMO_ENTRY: u64 = 64;
 const SHARED_ENTRY: u64 = 16;
 /// What a recognized global builds: a storage or a tensor with its shape and strides.
 const BUILT: u64 = 160;
+/// A stand-in: its count, its name's handle, its arguments and its three cells.
+const STAND_IN: u64 = std::mem::size_of::<StandIn>() as u64 + 32;
 
 impl Drop for Machine<'_, '_> {
     fn drop(&mut self) {
@@ -140,7 +156,8 @@ impl Machine<'_, '_> {
             // A sparse index lands in the map: twice the cost.
             Op::Put(index) if *index > self.memo.len() => 2 * MEMO_ENTRY + SHARED_ENTRY,
             Op::Put(_) | Op::Memoize => MEMO_ENTRY + SHARED_ENTRY,
-            Op::Reduce | Op::NewObj | Op::NewObjEx | Op::Obj | Op::Inst { .. } => BUILT,
+            Op::Global { .. } | Op::StackGlobal => STAND_IN,
+            Op::Reduce | Op::NewObj | Op::NewObjEx | Op::Obj | Op::Inst { .. } => BUILT + STAND_IN,
             Op::BinPersId => BUILT,
             _ => 0,
         };
@@ -294,13 +311,13 @@ impl Machine<'_, '_> {
                     String::from_utf8_lossy(module).into_owned(),
                     String::from_utf8_lossy(name).into_owned(),
                 );
-                let global = Global::recognize(&module, &name, at)?;
+                let global = self.global(&module, &name, at)?;
                 if let Op::Inst { .. } = op {
                     let args = self.pop_mark(at)?;
-                    let built = rebuild::call(global, &Object::Tuple(Rc::from(args)), at)?;
+                    let built = self.call(global, Object::Tuple(Rc::from(args)), "INST", at)?;
                     self.stack.push(built);
                 } else {
-                    self.stack.push(Object::Global(global));
+                    self.stack.push(global);
                 }
             }
             Op::StackGlobal => {
@@ -309,35 +326,26 @@ impl Machine<'_, '_> {
                 let (Object::Str(module), Object::Str(name)) = (&module, &name) else {
                     return Err(self.error(at, "STACK_GLOBAL without two strings"));
                 };
-                let global = Global::recognize(module, name, at)?;
-                self.stack.push(Object::Global(global));
+                let global = self.global(module, name, at)?;
+                self.stack.push(global);
             }
             Op::Reduce => {
                 let args = self.pop(at)?;
                 let callable = self.pop(at)?;
-                let Object::Global(global) = callable else {
-                    return Err(self.error(at, "REDUCE calls something that is not a global"));
-                };
-                let built = rebuild::call(global, &args, at)?;
+                let built = self.call(callable, args, "REDUCE", at)?;
                 self.stack.push(built);
             }
             Op::NewObj => {
                 let args = self.pop(at)?;
                 let class = self.pop(at)?;
-                let Object::Global(global) = class else {
-                    return Err(self.error(at, "NEWOBJ on something that is not a class"));
-                };
-                let built = rebuild::call(global, &args, at)?;
+                let built = self.call(class, args, "NEWOBJ", at)?;
                 self.stack.push(built);
             }
             Op::NewObjEx => {
                 let _kwargs = self.pop(at)?;
                 let args = self.pop(at)?;
                 let class = self.pop(at)?;
-                let Object::Global(global) = class else {
-                    return Err(self.error(at, "NEWOBJ_EX on something that is not a class"));
-                };
-                let built = rebuild::call(global, &args, at)?;
+                let built = self.call(class, args, "NEWOBJ_EX", at)?;
                 self.stack.push(built);
             }
             Op::Obj => {
@@ -346,17 +354,20 @@ impl Machine<'_, '_> {
                     return Err(self.error(at, "OBJ without a class"));
                 }
                 let class = items.remove(0);
-                let Object::Global(global) = class else {
-                    return Err(self.error(at, "OBJ on something that is not a class"));
-                };
-                let built = rebuild::call(global, &Object::Tuple(Rc::from(items)), at)?;
+                let built = self.call(class, Object::Tuple(Rc::from(items)), "OBJ", at)?;
                 self.stack.push(built);
             }
             Op::Build => {
-                // The state of an object: OrderedDict's `_metadata` (module versions), a
-                // parameter's Python attributes. Neither is part of the tensors or values read.
-                let _state = self.pop(at)?;
-                self.top(at)?;
+                // The state of an object. A stand-in keeps it (a module's `__dict__`, a
+                // namespace's attributes); for what torch's globals build it is OrderedDict's
+                // `_metadata` (module versions) or a parameter's Python attributes, neither part
+                // of the tensors or values read.
+                let state = self.pop(at)?;
+                if let Object::StandIn(stand_in) = self.top(at)? {
+                    let stand_in = stand_in.clone();
+                    self.act(&stand_in.global, "BUILD");
+                    *stand_in.state.borrow_mut() = Some(state);
+                }
             }
             Op::Put(index) => {
                 let top = self.top(at)?.clone();
@@ -412,10 +423,70 @@ impl Machine<'_, '_> {
         }
     }
 
+    /// The global `module.name`: one of torch's, or a stand-in recorded as a finding.
+    fn global(&mut self, module: &str, name: &str, at: usize) -> Result<Object, PytorchError> {
+        if let Some(global) = Global::recognize(module, name, at)? {
+            return Ok(Object::Global(global));
+        }
+        let full = format!("{module}.{name}");
+        let global: Rc<str> = match self.finding_index.get_key_value(full.as_str()) {
+            Some((known, _)) => known.clone(),
+            None => {
+                // The finding, its name and its index entry.
+                self.budget.charge(2 * full.len() as u64 + 128)?;
+                let global: Rc<str> = Rc::from(full);
+                self.finding_index
+                    .insert(global.clone(), self.findings.len());
+                self.findings.push(Finding {
+                    global: global.to_string(),
+                    offset: at,
+                    actions: Vec::new(),
+                });
+                global
+            }
+        };
+        Ok(StandIn::object(global, None))
+    }
+
+    /// Records that the pickle did `action` to (what was made of) the global `global`.
+    fn act(&mut self, global: &str, action: &'static str) {
+        if let Some(&i) = self.finding_index.get(global) {
+            let actions = &mut self.findings[i].actions;
+            if !actions.contains(&action) {
+                actions.push(action);
+            }
+        }
+    }
+
+    /// REDUCE, NEWOBJ, OBJ or INST (`how`): a torch global builds what it means to torch; a
+    /// stand-in makes a stand-in of its call, calling nothing.
+    fn call(
+        &mut self,
+        callable: Object,
+        args: Object,
+        how: &'static str,
+        at: usize,
+    ) -> Result<Object, PytorchError> {
+        match &callable {
+            Object::Global(global) => rebuild::call(*global, &args, at),
+            Object::StandIn(stand_in) => {
+                self.act(&stand_in.global, how);
+                Ok(StandIn::object(stand_in.global.clone(), Some(args)))
+            }
+            _ => Err(self.error(at, format!("{how} calls something that is not a global"))),
+        }
+    }
+
     fn append(&mut self, at: usize, items: Vec<Object>) -> Result<(), PytorchError> {
         match self.top(at)? {
             Object::List(list) => {
                 list.borrow_mut().extend(items);
+                Ok(())
+            }
+            Object::StandIn(stand_in) => {
+                let stand_in = stand_in.clone();
+                stand_in.items.borrow_mut().extend(items);
+                self.act(&stand_in.global, "APPEND");
                 Ok(())
             }
             _ => Err(self.error(at, "APPEND to something that is not a list")),
@@ -426,13 +497,22 @@ impl Machine<'_, '_> {
         if !items.len().is_multiple_of(2) {
             return Err(self.error(at, "SETITEMS with a key and no value"));
         }
-        let dict = match self.top(at)? {
-            Object::Dict(dict) => dict.clone(),
-            _ => return Err(self.error(at, "SETITEM on something that is not a dict")),
-        };
         let mut items = items.into_iter();
-        while let (Some(key), Some(value)) = (items.next(), items.next()) {
-            dict.borrow_mut().set(key, value);
+        match self.top(at)? {
+            Object::Dict(dict) => {
+                let dict = dict.clone();
+                while let (Some(key), Some(value)) = (items.next(), items.next()) {
+                    dict.borrow_mut().set(key, value);
+                }
+            }
+            Object::StandIn(stand_in) => {
+                let stand_in = stand_in.clone();
+                while let (Some(key), Some(value)) = (items.next(), items.next()) {
+                    stand_in.entries.borrow_mut().set(key, value);
+                }
+                self.act(&stand_in.global, "SETITEM");
+            }
+            _ => return Err(self.error(at, "SETITEM on something that is not a dict")),
         }
         Ok(())
     }

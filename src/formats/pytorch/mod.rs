@@ -20,6 +20,7 @@
 
 mod allowlist;
 pub mod budget;
+mod groups;
 mod machine;
 mod object;
 mod opcodes;
@@ -32,8 +33,9 @@ mod zip;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+pub use allowlist::{Tier, is_expected_import, tier};
 use machine::Storages;
-use object::Object;
+use object::{Finding, Object};
 pub use scan::{Container, PickleReport, sniff};
 use torch::{Built, Storage, Tensor};
 pub use zip::{MemberError, ZipError};
@@ -254,6 +256,7 @@ fn parse_zip_charged(
     let header_size = pickle.len() as u64;
     let artifact = artifact(
         &root,
+        &root.findings,
         pickle.len(),
         file_len,
         header_size,
@@ -382,7 +385,18 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     let magic_end = legacy_magic(bytes);
     let Some(magic_end) = magic_end else {
         let mut none = NoStorages;
-        machine::run(bytes, 0, "the pickle", &mut none, &mut budget)?;
+        let (graph, _) = machine::run(bytes, 0, "the pickle", &mut none, &mut budget)?;
+        // Not a checkpoint: a pickle that would run code is refused by what it names.
+        if let Some(dangerous) = graph
+            .findings
+            .iter()
+            .find(|f| allowlist::tier(&f.global) == allowlist::Tier::Dangerous)
+        {
+            return Err(PytorchError::RefusedGlobal {
+                global: allowlist::with_os_alias(&dangerous.global),
+                offset: dangerous.offset,
+            });
+        }
         return Err(legacy(
             "a pickle without the magic number of torch.save's legacy layout",
         ));
@@ -422,14 +436,14 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
         &mut storages,
         &mut budget,
     )?;
-    let (keys, data_start) = machine::run(
+    let (keys_graph, data_start) = machine::run(
         bytes,
         after_object,
         "the storage-keys pickle",
         &mut none,
         &mut budget,
     )?;
-    let keys: Vec<String> = match &*keys {
+    let keys: Vec<String> = match &*keys_graph {
         Object::List(list) => list
             .borrow()
             .iter()
@@ -477,8 +491,13 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
             quoted(key)
         )));
     }
+    let findings: Vec<Finding> = [&protocol, &sys_info, &root, &keys_graph]
+        .iter()
+        .flat_map(|graph| graph.findings.iter().cloned())
+        .collect();
     artifact(
         &root,
+        &findings,
         bytes.len(),
         file_len,
         data_start as u64,
@@ -550,6 +569,7 @@ impl Storages for LegacyStorages {
 /// checked against their storages.
 fn artifact(
     root: &Object,
+    findings: &[Finding],
     pickle_len: usize,
     file_len: u64,
     header_size: u64,
@@ -616,6 +636,15 @@ fn artifact(
         }
         Some(table)
     };
+    let groups = groups::of(&walked.root_keys).map(|rule| {
+        let mut table = vec!["other"; tensors.len()];
+        for (name, _) in &walked.tensors {
+            if let Some(position) = tensors.position(name) {
+                table[position] = rule.group(name);
+            }
+        }
+        table
+    });
     Ok(Artifact {
         format: Format::Pytorch,
         gguf_version: None,
@@ -630,8 +659,28 @@ fn artifact(
             big_endian,
             files: None,
             views,
+            findings: reported(findings),
+            groups,
         },
     })
+}
+
+/// The findings with their tiers, most dangerous first (then in the order the pickle names
+/// them); a global named by two pickles of the legacy layout once.
+fn reported(findings: &[Finding]) -> Vec<crate::artifact::Finding> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<crate::artifact::Finding> = findings
+        .iter()
+        .filter(|f| seen.insert(f.global.as_str()))
+        .map(|f| crate::artifact::Finding {
+            global: f.global.clone(),
+            tier: allowlist::tier(&f.global).name(),
+            offset: f.offset as u64,
+            actions: f.actions.clone(),
+        })
+        .collect();
+    out.sort_by_key(|f| allowlist::tier(&f.global));
+    out
 }
 
 /// A view may only read elements of its storage.

@@ -27,6 +27,37 @@ pub(super) enum Object {
     Global(Global),
     /// What a recognized global built: a storage, a tensor, an ignored object.
     Built(Rc<Built>),
+    /// An inert stand-in for a global off the allow-list, or for what was made of one.
+    StandIn(Rc<StandIn>),
+}
+
+/// A global the machine does not know (`argparse.Namespace`, `__main__.Net`, `posix.system`),
+/// or what REDUCE, NEWOBJ, OBJ or INST made of one: it records its name and what the pickle did
+/// to it. Nothing is imported, looked up or called; a stand-in only keeps what it was given, so
+/// that tensors and plain values inside it (a module's `__dict__`, a namespace's attributes)
+/// can be walked by name.
+#[derive(Debug)]
+pub(super) struct StandIn {
+    /// `module.name` of the global.
+    pub(super) global: Rc<str>,
+    /// The arguments it was called with (None: the global itself, not called).
+    pub(super) args: Option<Object>,
+    /// BUILD's state, SETITEM(S)'s entries and APPEND(S)'s items, as given.
+    pub(super) state: RefCell<Option<Object>>,
+    pub(super) entries: RefCell<Dict>,
+    pub(super) items: RefCell<Vec<Object>>,
+}
+
+impl StandIn {
+    pub(super) fn object(global: Rc<str>, args: Option<Object>) -> Object {
+        Object::StandIn(Rc::new(StandIn {
+            global,
+            args,
+            state: RefCell::new(None),
+            entries: RefCell::default(),
+            items: RefCell::default(),
+        }))
+    }
 }
 
 /// A dict in insertion order; a key set again keeps its first position (as in Python).
@@ -96,6 +127,19 @@ fn take_children(object: &mut Object, into: &mut Vec<Object>) {
                 }
             }
         }
+        Object::StandIn(stand_in) => {
+            if let Some(stand_in) = Rc::get_mut(stand_in) {
+                into.extend(stand_in.args.take());
+                into.extend(stand_in.state.get_mut().take());
+                into.append(stand_in.items.get_mut());
+                let entries = stand_in.entries.get_mut();
+                entries.index.clear();
+                for (key, value) in entries.items.drain(..) {
+                    into.push(key);
+                    into.push(value);
+                }
+            }
+        }
         Object::Tuple(items) => {
             if let Some(items) = Rc::get_mut(items) {
                 into.extend(
@@ -115,6 +159,7 @@ fn take_children(object: &mut Object, into: &mut Vec<Object>) {
 pub(super) enum Shared {
     List(Weak<RefCell<Vec<Object>>>),
     Dict(Weak<RefCell<Dict>>),
+    StandIn(Weak<StandIn>),
 }
 
 impl Shared {
@@ -123,6 +168,7 @@ impl Shared {
         match self {
             Shared::List(weak) => weak.as_ptr() as *const u8 as usize,
             Shared::Dict(weak) => weak.as_ptr() as *const u8 as usize,
+            Shared::StandIn(weak) => weak.as_ptr() as *const u8 as usize,
         }
     }
 
@@ -130,6 +176,7 @@ impl Shared {
         match object {
             Object::List(items) | Object::Set(items) => Some(Shared::List(Rc::downgrade(items))),
             Object::Dict(dict) => Some(Shared::Dict(Rc::downgrade(dict))),
+            Object::StandIn(stand_in) => Some(Shared::StandIn(Rc::downgrade(stand_in))),
             _ => None,
         }
     }
@@ -153,6 +200,14 @@ pub(super) fn break_cycles(shared: &mut Vec<Shared>) {
                     drop(dict);
                 }
             }
+            Shared::StandIn(weak) => {
+                if let Some(stand_in) = weak.upgrade() {
+                    let state = stand_in.state.borrow_mut().take();
+                    let entries = std::mem::take(&mut *stand_in.entries.borrow_mut());
+                    let items = std::mem::take(&mut *stand_in.items.borrow_mut());
+                    drop((state, entries, items));
+                }
+            }
         }
     }
 }
@@ -161,6 +216,17 @@ pub(super) fn break_cycles(shared: &mut Vec<Shared>) {
 pub(super) struct Graph {
     pub(super) root: Object,
     pub(super) shared: Vec<Shared>,
+    /// The globals that became stand-ins, in order of first appearance.
+    pub(super) findings: Vec<Finding>,
+}
+
+/// A global off the allow-list that a pickle names, where it first does, and what the pickle
+/// did with it (each at most once, in the order first done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub global: String,
+    pub offset: usize,
+    pub actions: Vec<&'static str>,
 }
 
 impl std::ops::Deref for Graph {

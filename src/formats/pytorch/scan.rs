@@ -191,6 +191,7 @@ impl PickleReport {
     pub fn describe(&self) -> String {
         let mut out = match &self.container {
             Container::Zip { entry } => format!("pickle (zip archive, {})", shown(entry)),
+            Container::Raw { protocol: 0 } => "pickle (raw, protocol 0 or 1)".to_owned(),
             Container::Raw { protocol } => format!("pickle (raw, protocol {protocol})"),
         };
         if self.imports.is_empty() {
@@ -202,16 +203,21 @@ impl PickleReport {
             if self.imports_omitted > 0 {
                 out.push_str(&format!(" and {} more", self.imports_omitted));
             }
-            let unexpected: Vec<String> = self
-                .unexpected_imports()
-                .into_iter()
-                .map(|name| shown(&allowlist::with_os_alias(name)).into_owned())
-                .collect();
-            if !unexpected.is_empty() {
-                out.push_str(&format!(
-                    "; suspicious (not needed by a tensor state dict): {}",
-                    unexpected.join(", ")
-                ));
+            // The globals beyond those of tensors, by tier, most dangerous first.
+            for tier in [
+                allowlist::Tier::Dangerous,
+                allowlist::Tier::Unknown,
+                allowlist::Tier::Benign,
+            ] {
+                let named: Vec<String> = self
+                    .unexpected_imports()
+                    .into_iter()
+                    .filter(|name| allowlist::tier(name) == tier)
+                    .map(|name| shown(&allowlist::with_os_alias(name)).into_owned())
+                    .collect();
+                if !named.is_empty() {
+                    out.push_str(&format!("; {}: {}", tier.name(), named.join(", ")));
+                }
             }
         }
         if let Some(why) = &self.incomplete {
@@ -232,6 +238,7 @@ pub fn sniff(bytes: &[u8]) -> Option<PickleReport> {
 fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
     let protocol = match bytes {
         [0x80, p @ 2..=5, ..] => *p,
+        [b'(' | b'c' | b'}' | b']' | b')' | b'i', ..] => return sniff_text(bytes),
         _ => return None,
     };
     let mut scan = Scanner::default();
@@ -263,6 +270,19 @@ fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
         }
     }
     Some(scan.finish(Container::Raw { protocol }, incomplete))
+}
+
+/// A pickle of protocol 0 or 1, which has no PROTO opcode to recognize it by: its first byte
+/// starts one of the opcodes such pickles start with, and the whole of `bytes` is one stream
+/// that reads to its STOP.
+fn sniff_text(bytes: &[u8]) -> Option<PickleReport> {
+    let mut scan = Scanner::default();
+    match scan.run(bytes, 0) {
+        Ok(end) if end == bytes.len() && scan.opcodes >= 3 => {
+            Some(scan.finish(Container::Raw { protocol: 0 }, None))
+        }
+        _ => None,
+    }
 }
 
 fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {

@@ -9,7 +9,7 @@ use super::PytorchError;
 use crate::artifact::Shape;
 use crate::dtype::Dtype;
 
-/// The globals a checkpoint of dense tensors names. Anything else is refused.
+/// The globals a checkpoint of dense tensors names. Any other becomes an inert stand-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Global {
     OrderedDict,
@@ -78,13 +78,14 @@ const DTYPE_ALIASES: &[(&str, &str)] = &[
 ];
 
 impl Global {
-    /// The global `module.name` names, if a checkpoint of dense tensors may name it; else the
-    /// error that refuses it, with the offset of the opcode that names it.
+    /// The global `module.name` names, if it is one of the globals of dense tensors; None for
+    /// any other (the machine makes it an inert stand-in); an error for torch's tensors that
+    /// are not dense, naming the offset of the opcode that names them.
     pub(super) fn recognize(
         module: &str,
         name: &str,
         offset: usize,
-    ) -> Result<Global, PytorchError> {
+    ) -> Result<Option<Global>, PytorchError> {
         let found = match (module, name) {
             ("collections", "OrderedDict") => Some(Global::OrderedDict),
             ("torch._utils", "_rebuild_tensor") => Some(Global::RebuildTensor),
@@ -123,18 +124,7 @@ impl Global {
                 offset,
             });
         }
-        found.ok_or_else(|| PytorchError::RefusedGlobal {
-            global: with_os_alias(&format!("{module}.{name}")),
-            offset,
-        })
-    }
-}
-
-/// CPython pickles `os.system` as `posix.system` (or `nt.system`): say which it is.
-fn with_os_alias(name: &str) -> String {
-    match name.split_once('.') {
-        Some(("posix" | "nt", attr)) => format!("{name} (os.{attr})"),
-        _ => name.to_string(),
+        Ok(found)
     }
 }
 

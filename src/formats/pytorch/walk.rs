@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use super::PytorchError;
 use super::budget::Budget;
-use super::object::{Dict, Object};
+use super::object::{Dict, Object, StandIn};
 use super::torch::{Built, Tensor};
 use crate::artifact::{Array, F64Bits, StringArray, Value};
 
@@ -16,6 +16,8 @@ pub(super) const MAX_DEPTH: usize = 256;
 pub(super) struct Walked {
     pub(super) tensors: Vec<(String, Rc<Tensor>)>,
     pub(super) metadata: BTreeMap<String, Value>,
+    /// The keys of the root dict (empty when the root is something else).
+    pub(super) root_keys: Vec<String>,
 }
 
 /// Walks the root object: dicts and lists by key (names joined by `.`), tensors by their
@@ -28,16 +30,26 @@ pub(super) fn walk(
     limit: usize,
     budget: &mut Budget,
 ) -> Result<Walked, PytorchError> {
+    let root_keys = match root {
+        Object::Dict(dict) => keyed(&dict.borrow()).into_iter().map(|(k, _)| k).collect(),
+        _ => Vec::new(),
+    };
     let mut out = Walked {
         tensors: Vec::new(),
         metadata: BTreeMap::new(),
+        root_keys,
     };
     let mut names: HashSet<String> = HashSet::new();
     let mut visited = 0usize;
-    // (object, its name, depth, the containers on its path)
-    let mut stack: Vec<(Object, String, usize, Rc<PathSet>)> =
-        vec![(root.clone(), String::new(), 0, Rc::new(PathSet::default()))];
-    while let Some((object, name, depth, path)) = stack.pop() {
+    // (object, its name, depth, the containers on its path, whether plain values count)
+    let mut stack: Vec<(Object, String, usize, Rc<PathSet>, bool)> = vec![(
+        root.clone(),
+        String::new(),
+        0,
+        Rc::new(PathSet::default()),
+        true,
+    )];
+    while let Some((object, name, depth, path, values)) = stack.pop() {
         visited += 1;
         if visited > limit {
             return Err(PytorchError::TooManyEntries { limit });
@@ -50,22 +62,32 @@ pub(super) fn walk(
         }
         // The entry itself and its name, in the walk's stack and in the names claimed.
         budget.charge(2 * name.len() as u64 + 128)?;
-        let children: Vec<(String, Object)> = match &object {
-            Object::Dict(dict) => keyed(&dict.borrow()),
+        if !values
+            && matches!(
+                object,
+                Object::Int(_) | Object::Float(_) | Object::Bool(_) | Object::Str(_)
+            )
+        {
+            continue;
+        }
+        // (key, child, whether plain values under it count)
+        let children: Vec<(String, Object, bool)> = match &object {
+            Object::Dict(dict) => with_values(keyed(&dict.borrow()), values),
+            Object::StandIn(stand_in) => stand_in_children(stand_in, values),
             Object::List(list) => {
                 let list = list.borrow();
-                if let Some(array) = scalar_array(&list, budget)? {
+                if values && let Some(array) = scalar_array(&list, budget)? {
                     add_metadata(&mut out, &mut names, name, Value::Array(array))?;
                     continue;
                 }
-                indexed(&list)
+                with_values(indexed(&list), values)
             }
             Object::Tuple(items) => {
-                if let Some(array) = scalar_array(items, budget)? {
+                if values && let Some(array) = scalar_array(items, budget)? {
                     add_metadata(&mut out, &mut names, name, Value::Array(array))?;
                     continue;
                 }
-                indexed(items)
+                with_values(indexed(items), values)
             }
             Object::Built(built) => {
                 if let Built::Tensor(t) = &**built {
@@ -104,13 +126,15 @@ pub(super) fn walk(
             parent: Some(path),
         });
         // Pushed in reverse, so entries are visited in their order.
-        for (key, child) in children.into_iter().rev() {
+        for (key, child, values) in children.into_iter().rev() {
             let child_name = if name.is_empty() {
                 key
+            } else if key.is_empty() {
+                name.clone()
             } else {
                 format!("{name}.{key}")
             };
-            stack.push((child, child_name, depth + 1, path.clone()));
+            stack.push((child, child_name, depth + 1, path.clone(), values));
         }
     }
     Ok(out)
@@ -141,6 +165,7 @@ fn container_id(object: &Object) -> usize {
         Object::Dict(d) => Rc::as_ptr(d) as *const u8 as usize,
         Object::List(l) => Rc::as_ptr(l) as *const u8 as usize,
         Object::Tuple(t) => Rc::as_ptr(t) as *const u8 as usize,
+        Object::StandIn(s) => Rc::as_ptr(s) as *const u8 as usize,
         _ => 0,
     }
 }
@@ -181,6 +206,57 @@ fn keyed(dict: &Dict) -> Vec<(String, Object)> {
             };
             Some((key, v.clone()))
         })
+        .collect()
+}
+
+fn with_values(children: Vec<(String, Object)>, values: bool) -> Vec<(String, Object, bool)> {
+    children
+        .into_iter()
+        .map(|(key, child)| (key, child, values))
+        .collect()
+}
+
+/// The parts of a stand-in, by name: the entries SETITEM gave it and the attributes of its
+/// BUILD state under their keys (a module's `_parameters`, `_buffers` and `_modules` in its own
+/// name, its other attributes left out), the items APPEND gave it by index; tensors in its
+/// call's arguments (`NAME.__args__.0`) and in a state that is not a dict
+/// (`NAME.__state__`) are named too, but plain values there are not metadata: what they mean
+/// is up to code that never runs.
+fn stand_in_children(stand_in: &StandIn, values: bool) -> Vec<(String, Object, bool)> {
+    let mut children = with_values(keyed(&stand_in.entries.borrow()), values);
+    children.extend(with_values(indexed(&stand_in.items.borrow()), values));
+    match &*stand_in.state.borrow() {
+        Some(Object::Dict(state)) => children.extend(attributes(&state.borrow(), values)),
+        // (`__dict__`, slots) of a class with `__slots__`.
+        Some(Object::Tuple(pair)) if pair.len() == 2 => {
+            for (i, part) in pair.iter().enumerate() {
+                match part {
+                    Object::Dict(state) => children.extend(attributes(&state.borrow(), values)),
+                    Object::None => {}
+                    other => children.push((format!("__state__.{i}"), other.clone(), false)),
+                }
+            }
+        }
+        Some(Object::None) | None => {}
+        Some(other) => children.push(("__state__".to_owned(), other.clone(), false)),
+    }
+    if let Some(args) = &stand_in.args {
+        children.push(("__args__".to_owned(), args.clone(), false));
+    }
+    children
+}
+
+/// The attributes in a stand-in's `__dict__`. A torch module (one with `_parameters`) is its
+/// parameters, buffers and submodules, each under its own name, as in its `state_dict()`.
+fn attributes(state: &Dict, values: bool) -> Vec<(String, Object, bool)> {
+    let entries = keyed(state);
+    if !entries.iter().any(|(key, _)| key == "_parameters") {
+        return with_values(entries, values);
+    }
+    entries
+        .into_iter()
+        .filter(|(key, _)| matches!(key.as_str(), "_parameters" | "_buffers" | "_modules"))
+        .map(|(_, part)| (String::new(), part, false))
         .collect()
 }
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Training checkpoints beyond plain state dicts, written by the real libraries (issue 31).
+
+Usage (in the fixture venv, scripts/requirements-fixtures.txt; never the test venv):
+
+    /work/fixture-venv/bin/python scripts/make_training_checkpoints.py tests/fixtures/pytorch/training
+
+Writes into OUTDIR (emptied first):
+
+  fairseq.pt        fairseq's layout built from its documented keys (the package is too heavy to
+                    install): args (argparse.Namespace), model (state dict), optimizer_history
+                    (list of dicts), extra_state, last_optimizer_state (a real AdamW state after
+                    two steps: exp_avg, exp_avg_sq, step per parameter)
+  module.pt         torch.save(model) of a module defined here: encoder.layers (ModuleList) of
+                    Linear, a LayerNorm, a registered buffer; pickled as __main__.Net with BUILD
+                    of its __dict__ (_parameters, _buffers, _modules)
+  numpy-inside.pt   a tensor beside a numpy array and numpy's RNG state (np.random.get_state())
+  trainer/checkpoint-2/  transformers.Trainer, two steps on a tiny BERT: optimizer.pt,
+                    scheduler.pt, rng_state.pth, training_args.bin (pytorch_model.bin or
+                    model.safetensors beside them as the Trainer writes it)
+
+manifest.json: for each file, every tensor torch.load(weights_only=False) gives, named as
+weight-inspect names it (dict keys and list indices joined by ".", a Namespace's attributes, a
+module's state_dict() names), with dtype and shape, and whether it is a model weight.
+"""
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 4, bias=False)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Module()
+        self.encoder.layers = nn.ModuleList([Block(), Block()])
+        self.norm = nn.LayerNorm(4)
+        self.register_buffer("scale", torch.tensor([0.5, 2.0]))
+
+
+def tensors_of(obj, name, out, depth=0):
+    """Every tensor reachable from obj, by the names weight-inspect gives them."""
+    join = (lambda k: f"{name}.{k}" if name else str(k))
+    if isinstance(obj, torch.Tensor):
+        out[name] = {"dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)}
+    elif isinstance(obj, nn.Module):
+        for k, v in obj.state_dict(keep_vars=True).items():
+            tensors_of(v, join(k), out, depth + 1)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            tensors_of(v, join(k), out, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            tensors_of(v, join(i), out, depth + 1)
+    elif isinstance(obj, argparse.Namespace):
+        for k, v in vars(obj).items():
+            tensors_of(v, join(k), out, depth + 1)
+    elif isinstance(obj, np.ndarray):
+        out[name] = {"numpy": True, "dtype": str(obj.dtype), "shape": list(obj.shape)}
+
+
+def two_adamw_steps(model):
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-05)
+    for _ in range(2):
+        loss = sum((p * p).sum() for p in model.parameters())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return opt
+
+
+def fairseq(out):
+    torch.manual_seed(0)
+    model = Net()
+    opt = two_adamw_steps(model)
+    args = argparse.Namespace(arch="tiny_transformer", lr=[2e-05], max_epoch=3, seed=1,
+                              optimizer="adam", fp16=False)
+    ckpt = {
+        "args": args,
+        "model": model.state_dict(),
+        "optimizer_history": [{
+            "criterion_name": "CrossEntropyCriterion",
+            "optimizer_name": "FairseqAdam",
+            "lr_scheduler_state": {"best": 3.5},
+            "num_updates": 2,
+        }],
+        "extra_state": {"epoch": 1, "val_loss": 3.5,
+                        "train_iterator": {"epoch": 1, "iterations_in_epoch": 2}},
+        "last_optimizer_state": opt.state_dict(),
+    }
+    torch.save(ckpt, out / "fairseq.pt")
+
+
+def module(out):
+    torch.manual_seed(1)
+    torch.save(Net(), out / "module.pt")
+
+
+def numpy_inside(out):
+    rng = np.random.RandomState(3)
+    torch.save({
+        "weight": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+        "array": np.arange(6, dtype=np.float32).reshape(3, 2),
+        "numpy_rng": rng.get_state(),
+    }, out / "numpy-inside.pt")
+
+
+def trainer(out):
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+    torch.manual_seed(2)
+    config = BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16, num_labels=2)
+    model = BertForSequenceClassification(config)
+    data = [{"input_ids": torch.tensor([1, 2, 3, 4]), "labels": torch.tensor(i % 2)}
+            for i in range(4)]
+    args = TrainingArguments(output_dir=str(out / "trainer"), max_steps=2, save_steps=2,
+                             per_device_train_batch_size=2, report_to=[], use_cpu=True,
+                             save_safetensors=False, logging_strategy="no", seed=2)
+    Trainer(model=model, args=args, train_dataset=data).train()
+
+
+def main():
+    out = Path(sys.argv[1])
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    fairseq(out)
+    module(out)
+    numpy_inside(out)
+    trainer(out)
+    manifest = {}
+    for path in sorted(out.rglob("*")):
+        if path.suffix not in {".pt", ".pth", ".bin"}:
+            continue
+        obj = torch.load(path, weights_only=False)
+        found = {}
+        tensors_of(obj, "", found)
+        manifest[str(path.relative_to(out))] = {"tensors": found}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
