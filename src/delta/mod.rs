@@ -19,6 +19,7 @@ mod base_hash;
 mod codec;
 mod create;
 mod error;
+mod lossless;
 mod model;
 mod open;
 mod outputs;
@@ -35,9 +36,16 @@ pub(crate) use apply_stream::apply_file;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
 pub(crate) use create::{Created, create};
 pub use error::DeltaError;
+pub use lossless::decode_chunk as decode_lossless_chunk;
+pub(crate) use lossless::{
+    LosslessCreated, apply_lossless, create_lossless, is_lossless_file, open_container,
+    verify_checksum as verify_lossless_checksum,
+};
 pub use model::{Elem, Model};
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
-pub(crate) use store::{restore as restore_stored, store as store_as_delta};
+pub(crate) use store::{
+    restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
+};
 pub use verify::reconstruction_error;
 pub(crate) use verify::verify_lineage;

@@ -1,0 +1,90 @@
+//! The lossless strategy: a `.wdelta` of version 3 that rebuilds the fine-tuned file(s) byte
+//! for byte (header, metadata, padding, tensor order), against a base given by its parent
+//! hash. Every byte that is not tensor data is stored (compressed); a tensor present in the
+//! base with the same dtype and shape is stored as its byte planes against the base's
+//! ([`planes`]), chunk by chunk, a chunk equal to the base's costing nothing but its index
+//! entry; any other tensor is stored whole. Each chunk is one zstd frame. The container is
+//! [`crate::formats::wdelta::lossless`].
+//!
+//! Both directions stream: chunks of at most 4 MiB are read with positioned reads, coded on
+//! the worker threads and consumed in order (so the bytes do not depend on `--threads`), and
+//! outputs are written to a temporary file renamed into place. `apply` checks the delta's
+//! checksum, the base's parent hash, and each rebuilt file's SHA-256 before the rename.
+
+mod apply;
+mod create;
+pub(crate) mod planes;
+
+pub(crate) use apply::{apply_lossless, verify_checksum};
+pub(crate) use create::{LosslessCreated, create_lossless};
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::error::DeltaError;
+use crate::formats::wdelta::lossless::{Codec, LosslessContainer, version_of};
+
+/// Raw bytes per chunk (rounded down to whole elements or blocks).
+pub(crate) const CHUNK_BYTES: u64 = 4 << 20;
+/// zstd level of every frame (docs/wdelta.md has the measurements behind it).
+pub(crate) const ZSTD_LEVEL: i32 = 3;
+
+/// Whether the file at `path` is a lossless (version 3) `.wdelta`.
+pub(crate) fn is_lossless_file(path: &Path) -> bool {
+    let mut head = [0u8; 11];
+    File::open(path)
+        .and_then(|f| f.read_exact_at(&mut head, 0))
+        .is_ok()
+        && version_of(&head) == Some(crate::formats::wdelta::lossless::LOSSLESS_VERSION)
+}
+
+/// Opens and parses a lossless `.wdelta` (not its checksum).
+pub(crate) fn open_container(path: &Path) -> Result<(File, LosslessContainer), DeltaError> {
+    let file = File::open(path).map_err(|e| crate::error::Error::io(path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| crate::error::Error::io(path, e))?
+        .len();
+    let c = LosslessContainer::parse(len, |at, buf| {
+        file.read_exact_at(buf, at).map_err(|e| e.to_string())
+    })
+    .map_err(|source| DeltaError::Lossless {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((file, c))
+}
+
+/// Decodes one chunk's frame against the base's bytes (`None` for a chunk stored whole, and
+/// for a chunk with no frame: equal to the base) into `out` (the chunk's length). The
+/// decompressed size must be exactly the chunk's: a frame never makes more than that.
+pub fn decode_chunk(
+    codec: Codec,
+    frame: &[u8],
+    base: Option<&[u8]>,
+    out: &mut [u8],
+) -> Result<(), String> {
+    if frame.is_empty() {
+        match base {
+            Some(b) if b.len() == out.len() => {
+                out.copy_from_slice(b);
+                return Ok(());
+            }
+            _ => return Err("a chunk without a frame needs the base's bytes".to_string()),
+        }
+    }
+    if base.is_some_and(|b| b.len() != out.len()) || out.len() as u64 % codec.unit() != 0 {
+        return Err("the chunk's length does not fit its codec or its base".to_string());
+    }
+    let planes = zstd::bulk::decompress(frame, out.len()).map_err(|e| format!("zstd: {e}"))?;
+    if planes.len() != out.len() {
+        return Err(format!(
+            "the frame decompresses to {} bytes, the chunk has {}",
+            planes.len(),
+            out.len()
+        ));
+    }
+    planes::decode(codec, &planes, base, out);
+    Ok(())
+}
