@@ -43,7 +43,7 @@ def special(dtype):
     """Signed zeros, NaN payloads and infinities, bit for bit."""
     d = np_dtype(dtype)
     if not np.issubdtype(d, np.floating) and d.name != "bfloat16":
-        return np.array([0, -1, 7], dtype=d)
+        return np.array([0, 1, 7], dtype=d)
     bits = {
         2: np.array([0x8000, 0x0000, 0x7C01, 0xFE03, 0x7F80, 0xFFFF], dtype=np.uint16),
         4: np.array([0x80000000, 0, 0x7FC00001, 0xFFA00123, 0x7F800000, 0xFFFFFFFF], dtype=np.uint32),
