@@ -88,3 +88,98 @@ pub fn decode_chunk(
     planes::decode(codec, &planes, base, out);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const CODECS: [Codec; 5] = [
+        Codec::Bytes,
+        Codec::Planes2,
+        Codec::Planes4,
+        Codec::Planes8,
+        Codec::Q8_0,
+    ];
+
+    /// Encodes and compresses as `create` does, then decodes as `apply` does.
+    fn round_trip(codec: Codec, ft: &[u8], base: Option<&[u8]>) -> Vec<u8> {
+        let mut planes = Vec::new();
+        planes::encode(codec, ft, base, &mut planes);
+        let frame = zstd::bulk::compress(&planes, ZSTD_LEVEL).unwrap();
+        let mut out = vec![0u8; ft.len()];
+        decode_chunk(codec, &frame, base, &mut out).unwrap();
+        out
+    }
+
+    /// Special float bit patterns: signed zeros, NaNs with payloads, infinities, subnormals.
+    fn specials() -> Vec<u8> {
+        let mut v = Vec::new();
+        for bits in [
+            0x8000_0000u32,
+            0,
+            0x7fc0_0001,
+            0xffa0_0123,
+            0x7f80_0000,
+            0xff80_0000,
+            1,
+            0x8000_0001,
+        ] {
+            v.extend_from_slice(&bits.to_le_bytes());
+        }
+        v
+    }
+
+    proptest! {
+        #[test]
+        fn random_bit_patterns_come_back_exactly(
+            words in proptest::collection::vec(any::<u64>(), 0..600),
+            noise in proptest::collection::vec(any::<u8>(), 0..64),
+            codec in 0usize..5,
+            with_base in any::<bool>(),
+        ) {
+            let codec = CODECS[codec];
+            let mut ft: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            ft.extend_from_slice(&specials());
+            let unit = codec.unit() as usize;
+            ft.truncate(ft.len() / unit * unit);
+            // The base: the fine-tune with a few bytes changed, as a fine-tune step would.
+            let mut base = ft.clone();
+            for (i, n) in noise.iter().enumerate() {
+                if !base.is_empty() {
+                    let at = (i * 7919 + *n as usize) % base.len();
+                    base[at] ^= n;
+                }
+            }
+            let base = with_base.then_some(base.as_slice());
+            prop_assert_eq!(round_trip(codec, &ft, base), ft);
+        }
+    }
+
+    #[test]
+    fn a_frame_that_decompresses_to_more_than_the_chunk_is_refused() {
+        let frame = zstd::bulk::compress(&[7u8; 100], 3).unwrap();
+        let mut out = vec![0u8; 64];
+        let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
+        assert!(e.contains("zstd"), "{e}");
+        let mut out = vec![0u8; 128];
+        let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
+        assert!(e.contains("decompresses to 100 bytes"), "{e}");
+        assert!(decode_chunk(Codec::Bytes, &[], None, &mut out).is_err());
+        assert!(decode_chunk(Codec::Q8_0, &frame, None, &mut vec![0u8; 100]).is_err());
+    }
+
+    #[test]
+    fn codecs_follow_the_dtype() {
+        assert_eq!(planes::codec_for("bf16", 8), Codec::Planes2);
+        assert_eq!(planes::codec_for("f32", 8), Codec::Planes4);
+        assert_eq!(planes::codec_for("f64", 8), Codec::Planes8);
+        assert_eq!(planes::codec_for("i64", 8), Codec::Planes8);
+        assert_eq!(planes::codec_for("q8_0", 68), Codec::Q8_0);
+        assert_eq!(planes::codec_for("q4_k", 144), Codec::Bytes);
+        assert_eq!(planes::codec_for("u8", 3), Codec::Bytes);
+        // A length that is not whole elements falls back to bytes.
+        assert_eq!(planes::codec_for("f32", 6), Codec::Bytes);
+    }
+}

@@ -509,3 +509,124 @@ pub fn lossless_preamble() -> [u8; 11] {
     p[7..].copy_from_slice(&LOSSLESS_VERSION.to_le_bytes());
     p
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(strategy: &str, segments: Vec<Segment>, size: u64) -> LosslessHeader {
+        LosslessHeader {
+            parent_hash: "ab".repeat(32),
+            strategy: strategy.to_string(),
+            sharded: false,
+            chunk_bytes: 64,
+            zstd_level: 3,
+            files: vec![LosslessFile {
+                name: "m.safetensors".to_string(),
+                size,
+                sha256: "cd".repeat(32),
+                segments,
+            }],
+        }
+    }
+
+    fn seg(kind: SegmentKind, len: u64, codec: Codec) -> Segment {
+        Segment {
+            kind,
+            len,
+            codec,
+            tensor: (kind != SegmentKind::Bytes).then(|| "t".to_string()),
+            dtype: None,
+        }
+    }
+
+    /// A container with the given frames (their content is not looked at by the parser).
+    fn file(h: &LosslessHeader, frames: &[&[u8]]) -> Vec<u8> {
+        let mut out = lossless_preamble().to_vec();
+        for f in frames {
+            out.extend_from_slice(f);
+        }
+        let lens: Vec<u64> = frames.iter().map(|f| f.len() as u64).collect();
+        out.extend_from_slice(&lossless_tail(h, &lens));
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(&out);
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    #[test]
+    fn chunks_are_laid_out_from_the_index() {
+        // 10 bytes, then 128 bytes of f32 in two chunks of 64, the second equal to the base.
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![
+                seg(SegmentKind::Bytes, 10, Codec::Bytes),
+                seg(SegmentKind::Delta, 128, Codec::Planes4),
+            ],
+            138,
+        );
+        let bytes = file(&h, &[b"abc", b"defgh", b""]);
+        let c = LosslessContainer::parse_bytes(&bytes).unwrap();
+        assert_eq!(c.chunks.len(), 3);
+        assert_eq!((c.chunks[1].out_offset, c.chunks[1].len), (10, 64));
+        assert_eq!((c.chunks[1].frame_offset, c.chunks[1].frame_len), (14, 5));
+        assert_eq!((c.chunks[2].out_offset, c.chunks[2].frame_len), (74, 0));
+        // A frameless chunk outside a delta segment is refused.
+        let bytes = file(&h, &[b"", b"defgh", b""]);
+        assert!(matches!(
+            LosslessContainer::parse_bytes(&bytes),
+            Err(LosslessError::EmptyFrameWithoutBase { chunk: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn an_unknown_strategy_is_refused_by_name() {
+        let h = header("wavelet", vec![], 0);
+        let e = LosslessContainer::parse_bytes(&file(&h, &[])).unwrap_err();
+        assert_eq!(
+            e,
+            LosslessError::UnknownStrategy {
+                found: "wavelet".to_string()
+            }
+        );
+        assert!(e.to_string().contains("\"wavelet\""));
+    }
+
+    #[test]
+    fn segments_must_cover_the_file_in_whole_elements() {
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Whole, 6, Codec::Planes4)],
+            6,
+        );
+        assert!(matches!(
+            LosslessContainer::parse_bytes(&file(&h, &[b"x"])),
+            Err(LosslessError::PartialElement { .. })
+        ));
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Whole, 8, Codec::Planes4)],
+            9,
+        );
+        assert!(matches!(
+            LosslessContainer::parse_bytes(&file(&h, &[b"x"])),
+            Err(LosslessError::SegmentsDoNotCover { .. })
+        ));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_never_a_panic() {
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Bytes, 200, Codec::Bytes)],
+            200,
+        );
+        let bytes = file(&h, &[b"aaaa", b"bbbb", b"cccc", b"dd"]);
+        assert!(LosslessContainer::parse_bytes(&bytes).is_ok());
+        for keep in 0..bytes.len() {
+            assert!(
+                LosslessContainer::parse_bytes(&bytes[..keep]).is_err(),
+                "kept {keep}"
+            );
+        }
+    }
+}
