@@ -203,6 +203,10 @@ pub struct InspectArgs {
 pub struct VerifyArgs {
     #[command(flatten)]
     pub lineage: LineageArgs,
+    /// Also measure what the delta loses against this fine-tuned model (rel_l2 and the
+    /// fraction of the update lost, per tensor and over the model).
+    #[arg(long, value_name = "FT")]
+    pub against: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -312,6 +316,29 @@ fn lossless_summary(out: &Path, c: &delta::LosslessCreated) -> String {
     )
 }
 
+/// What a lossy delta loses against the fine-tune, as `create`, `store` and `verify --against`
+/// print it.
+fn loss_summary(loss: &delta::UpdateLoss) -> String {
+    let mut s = format!(
+        "lossy: rebuilt vs fine-tune rel_l2 {:.6}, update lost {:.4} (‖rebuilt − ft‖ / ‖ft − base‖) \
+         over the model\n",
+        loss.rel_l2, loss.update_lost
+    );
+    if let Some((name, rel, lost)) = loss.worst() {
+        s.push_str(&format!(
+            "worst tensor: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
+            shown(name)
+        ));
+    }
+    s
+}
+
+/// Measures what the lossy delta at `out` loses (against `base` alone, no chain).
+fn measure_loss(base: &Model, out: &Path, ft: &Model, run: &RunOptions) -> Result<String> {
+    let d = OpenDelta::open(out)?;
+    Ok(loss_summary(&delta::update_loss(base, &d, ft, run)?))
+}
+
 fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
     let (base_file, ft_file) = (
         opener.local_file(&a.base)?,
@@ -341,7 +368,11 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
         &a.encode.options(lossy),
         &a.run.options(),
     )?;
-    say(created_summary(&a.output, &c))
+    let mut text = created_summary(&a.output, &c);
+    if links.is_empty() {
+        text.push_str(&measure_loss(&base, &a.output, &ft, &a.run.options())?);
+    }
+    say(text)
 }
 
 fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
@@ -444,6 +475,20 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
         verify_base: true,
         ..a.run.options()
     };
+    let against = match &a.against {
+        Some(ft) if links.len() == 1 => {
+            let ft = Model::open(&opener.local_file(ft)?.path)?;
+            Some(delta::update_loss(&base, &links[0], &ft, &run)?)
+        }
+        Some(_) => {
+            return Err(DeltaError::LosslessUnsupported {
+                path: paths[0].clone(),
+                what: "--against measures a single delta, not a chain".to_string(),
+            }
+            .into());
+        }
+        None => None,
+    };
     match verify_lineage(&base, &links, false, &run) {
         Ok(v) => {
             let mut s = format!(
@@ -461,6 +506,15 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
                         &v.link_hashes[i - 1]
                     }
                 ));
+            }
+            if let Some(loss) = &against {
+                s.push_str(&loss_summary(loss));
+                for (name, rel, lost) in &loss.tensors {
+                    s.push_str(&format!(
+                        "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
+                        shown(name)
+                    ));
+                }
             }
             say(s)
         }
@@ -528,6 +582,11 @@ fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         &a.run.options(),
     )?;
     let mut text = created_summary(&out, &c);
+    // Against plain weights (a parent that is a .wdelta is a chain: not measured here).
+    if let Ok(base) = Model::open(&parent.path) {
+        let ft = Model::open(&finetuned.path)?;
+        text.push_str(&measure_loss(&base, &out, &ft, &a.run.options())?);
+    }
     text.push_str(&format!(
         "strategy: {} (lossy, chosen with --strategy: `delta restore` gives back an approximation \
          of the stored model, not its bytes)\n",

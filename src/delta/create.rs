@@ -114,8 +114,14 @@ pub(crate) fn create(
                     for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
                         let f = &mut buf[..chunk.len()];
                         ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, f)?;
+                        // Equal bits are no change (NaN - NaN would poison quantized's row
+                        // scale and int4's range).
                         for (p, f) in chunk.iter_mut().zip(f.iter()) {
-                            *p = *f - *p;
+                            *p = if f.to_bits() == p.to_bits() {
+                                0.0
+                            } else {
+                                *f - *p
+                            };
                         }
                     }
                     let t = &base.tensors[name.as_str()];

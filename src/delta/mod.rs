@@ -47,5 +47,5 @@ pub use pipeline::RunOptions;
 pub(crate) use store::{
     restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
 };
-pub use verify::reconstruction_error;
 pub(crate) use verify::verify_lineage;
+pub use verify::{UpdateLoss, reconstruction_error, update_loss};
