@@ -96,22 +96,22 @@ fn every_truncation_is_rejected() {
 fn unsupported_versions_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let mut bytes = small_file(1);
-    bytes[7..11].copy_from_slice(&3u32.to_le_bytes());
+    bytes[7..11].copy_from_slice(&4u32.to_le_bytes());
     reseal(&mut bytes);
     assert_eq!(
         WdeltaFile::parse(&bytes).unwrap_err(),
-        FormatError::UnsupportedVersion { version: 3 }
+        FormatError::UnsupportedVersion { version: 4 }
     );
-    let path = tmp.path().join("v3.wdelta");
+    let path = tmp.path().join("v4.wdelta");
     std::fs::write(&path, &bytes).unwrap();
     let out = run(&["delta", "inspect", s(&path)]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("unsupported .wdelta version 3"),
+        stderr(&out).contains("unsupported .wdelta version 4"),
         "{}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("v3.wdelta"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("v4.wdelta"), "{}", stderr(&out));
 }
 
 #[test]
