@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{CHUNK_BYTES, ZSTD_LEVEL, planes};
+use super::{CHUNK_BYTES, ZSTD_LEVEL, planes, zstd_level};
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
@@ -234,7 +234,7 @@ pub(crate) fn create_lossless(
                     base_bytes.as_deref(),
                     &mut plane_bytes,
                 );
-                let frame = zstd::bulk::compress(&plane_bytes, ZSTD_LEVEL)
+                let frame = zstd::bulk::compress(&plane_bytes, zstd_level(segment.codec))
                     .map_err(|e| Error::io(out, e))?;
                 Ok((ft_bytes, frame))
             },

@@ -214,6 +214,8 @@ pub struct LosslessHeader {
     /// Sharded (a directory of files) rather than one file.
     pub sharded: bool,
     pub chunk_bytes: u64,
+    /// The zstd level of the float, integer and byte planes (q8_0's use their own); decoding
+    /// does not need it.
     pub zstd_level: i32,
     pub files: Vec<LosslessFile>,
 }
