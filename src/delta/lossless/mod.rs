@@ -86,7 +86,9 @@ pub fn decode_chunk(
             _ => return Err("a chunk without a frame needs the base's bytes".to_string()),
         }
     }
-    if base.is_some_and(|b| b.len() != out.len()) || out.len() as u64 % codec.unit() != 0 {
+    if base.is_some_and(|b| b.len() != out.len())
+        || !(out.len() as u64).is_multiple_of(codec.unit())
+    {
         return Err("the chunk's length does not fit its codec or its base".to_string());
     }
     let planes = zstd::bulk::decompress(frame, out.len()).map_err(|e| format!("zstd: {e}"))?;
@@ -179,7 +181,7 @@ mod tests {
         let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
         assert!(e.contains("decompresses to 100 bytes"), "{e}");
         assert!(decode_chunk(Codec::Bytes, &[], None, &mut out).is_err());
-        assert!(decode_chunk(Codec::Q8_0, &frame, None, &mut vec![0u8; 100]).is_err());
+        assert!(decode_chunk(Codec::Q8_0, &frame, None, &mut [0u8; 100]).is_err());
     }
 
     #[test]

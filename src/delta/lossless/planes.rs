@@ -22,7 +22,7 @@ pub(crate) fn codec_for(dtype: &str, len: u64) -> Codec {
         },
         _ => Codec::Bytes,
     };
-    if len % codec.unit() == 0 {
+    if len.is_multiple_of(codec.unit()) {
         codec
     } else {
         Codec::Bytes
