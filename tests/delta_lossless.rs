@@ -299,18 +299,41 @@ fn readers_that_do_not_know_version_3_refuse_it_by_name() {
 }
 
 #[test]
-fn pytorch_checkpoints_are_refused_by_name() {
-    let pt = common::fixture("pytorch/basic.pt");
-    assert!(pt.exists(), "fixture {}", pt.display());
+fn pytorch_checkpoints_come_back_as_they_were() {
+    // Checkpoints written by torch.save (zip and legacy layouts) and a sharded pytorch_model.bin
+    // directory written by transformers (tests/fixtures/pytorch, scripts/make_pytorch_fixtures.py).
     let tmp = tempfile::tempdir().unwrap();
-    let out = create(&pt, &pt, &tmp.path().join("x.wdelta"), &[]);
-    assert_eq!(code(&out), 2);
+    let dir = tmp.path();
+    let fx = |name: &str| common::fixture(&format!("pytorch/{name}"));
+    for (base, ft) in [
+        ("basic.pt", "all-dtypes.pt"),
+        ("basic-legacy.pt", "all-dtypes-legacy.pt"),
+        ("basic.pt", "basic-legacy.pt"),
+    ] {
+        let delta = dir.join("pt.wdelta");
+        ok(&create(&fx(base), &fx(ft), &delta, &[]));
+        let out = dir.join("rebuilt.pt");
+        ok(&apply(&fx(base), &delta, &out));
+        same_bytes(&out, &fx(ft));
+    }
+    let delta = dir.join("sharded.wdelta");
+    ok(&create(&fx("hf-bin"), &fx("hf-bin-sharded"), &delta, &[]));
+    let shown = stdout(&run(&["delta", "inspect", s(&delta)]));
     assert!(
-        stderr(&out).contains("PyTorch checkpoints are not supported yet"),
-        "{}",
-        stderr(&out)
+        shown.contains("(21 unchanged, 0 changed, 0 stored whole)"),
+        "{shown}"
     );
-    assert!(!tmp.path().join("x.wdelta").exists());
+    ok(&apply(&fx("hf-bin"), &delta, &dir.join("sharded")));
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join("sharded")).unwrap() {
+        let name = e.unwrap().file_name();
+        same_bytes(
+            &dir.join("sharded").join(&name),
+            &fx("hf-bin-sharded").join(&name),
+        );
+        n += 1;
+    }
+    assert_eq!(n, 3);
 }
 
 #[test]

@@ -77,9 +77,7 @@ pub enum DeltaError {
     #[error("{}: a {format} file; delta works on safetensors models", shown_path(.path))]
     NotSafetensors { path: PathBuf, format: &'static str },
     #[error(
-        "{}: a {format} file; the lossless strategy stores safetensors and GGUF models (single, \
-         sharded or split); PyTorch checkpoints are not supported yet: convert to safetensors \
-         first",
+        "{}: a {format} file; the lossless strategy stores safetensors, GGUF and PyTorch models",
         shown_path(.path)
     )]
     NotLosslessFormat { path: PathBuf, format: &'static str },

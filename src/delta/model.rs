@@ -310,7 +310,7 @@ impl Model {
     /// Opens a safetensors or GGUF model (single or split) as raw bytes for the lossless
     /// strategy, which never converts elements. PyTorch checkpoints are refused by name.
     pub fn open_lossless(path: &Path) -> Result<Model> {
-        Model::open_formats(path, &[Format::Safetensors, Format::Gguf])
+        Model::open_formats(path, &[Format::Safetensors, Format::Gguf, Format::Pytorch])
     }
 
     fn open_formats(path: &Path, formats: &[Format]) -> Result<Model> {
