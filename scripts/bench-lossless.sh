@@ -45,8 +45,8 @@ PY
 }
 
 {
-    echo "| pair | fine-tune MB | zstd -19 --long of the XOR MB | lossless MB | ratio to fine-tune | create s | cat BASE FT s | apply s | cat BASE DELTA s |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| pair | fine-tune MB | zstd -19 --long of the XOR MB | lossless MB | ratio to fine-tune | create s | cat BASE FT s | create / cat | apply s | cat BASE DELTA s | apply / cat | peak RSS create / apply MB |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$RESULTS"
 for pair in f32-full f32-frozen bf16-full gguf-q8_0; do
     dir="$WORK/$pair"
@@ -62,13 +62,16 @@ for pair in f32-full f32-frozen bf16-full gguf-q8_0; do
         "cat $B $F > /dev/null" \
         "$WI delta apply --base $B $D -o $O" \
         "cat $B $D > $dir/cat.out" >/dev/null
-    "$PY" - "$dir" "$pair" "$F" "$D" >> "$RESULTS" <<'PY'
+    rss_create=$(/usr/bin/time -f %M "$WI" delta create --strategy lossless --base "$B" "$F" -o "$D" 2>&1 >/dev/null | tail -1)
+    rss_apply=$(/usr/bin/time -f %M "$WI" delta apply --base "$B" "$D" -o "$O" 2>&1 >/dev/null | tail -1)
+    "$PY" - "$dir" "$pair" "$F" "$D" "$rss_create" "$rss_apply" >> "$RESULTS" <<'PY'
 import json, os, sys
-d, pair, ft, delta = sys.argv[1:]
+d, pair, ft, delta, rss_c, rss_a = sys.argv[1:]
 r = [x["median"] for x in json.load(open(os.path.join(d, "hf.json")))["results"]]
 mb = lambda p: os.path.getsize(p) / 1e6
 print(f"| {pair} | {mb(ft):.1f} | {mb(os.path.join(d, 'xor.bin.zst')):.2f} | {mb(delta):.2f} | "
-      f"{mb(ft) / mb(delta):.2f}x | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | {r[3]:.3f} |")
+      f"{mb(ft) / mb(delta):.2f}x | {r[0]:.3f} | {r[1]:.3f} | {r[0] / r[1]:.2f}x | {r[2]:.3f} | "
+      f"{r[3]:.3f} | {r[2] / r[3]:.2f}x | {int(rss_c) // 1024} / {int(rss_a) // 1024} |")
 PY
     rm -f "$dir/xor.bin" "$dir/cat.out"
 done
