@@ -429,3 +429,19 @@ fn store_and_restore_through_git_give_back_the_committed_bytes() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_gguf_model_is_stored_and_restored_against_a_given_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("gguf", dir, &["--types", "f16,q8_0,q6_k"]);
+    let model = dir.join("model.gguf");
+    std::fs::copy(dir.join("ft.gguf"), &model).unwrap();
+    let base = dir.join("base.gguf");
+    ok(&run(&["delta", "store", s(&model), "--parent", s(&base)]));
+    std::fs::remove_file(&model).unwrap();
+    let stored = dir.join("model.gguf.wdelta");
+    let out = run(&["delta", "restore", s(&stored), "--parent", s(&base)]);
+    ok(&out);
+    same_bytes(&model, &dir.join("ft.gguf"));
+}

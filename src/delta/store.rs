@@ -330,6 +330,12 @@ pub(crate) fn restore_lossless(
     let (_, container) = super::lossless::open_container(delta)?;
     let mut finder = Finder::new(delta, run);
     let lineage = match parent {
+        // Plain weights given by path may be any format the lossless strategy reads.
+        Some(path) if !is_wdelta_path(path) => Lineage {
+            base: Model::open_lossless(path)?,
+            links: Vec::new(),
+            _temps: Vec::new(),
+        },
         Some(path) => resolve(path, &mut finder, run)?,
         None => {
             let hash = container.header.parent_hash.clone();
