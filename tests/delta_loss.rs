@@ -1,7 +1,8 @@
 //! What the lossy strategies lose, and what they must keep: `create` and `verify --against`
 //! report rel_l2 against the fine-tune and the fraction of the update lost, checked here
 //! against numpy on the model `apply` rebuilds; tensors the fine-tune left unchanged (signed
-//! zeros and NaN payloads included) come back bit-identical under every strategy.
+//! zeros and NaN payloads included) come back bit-identical under every strategy, and so does
+//! the fine-tune's metadata (the rebuilt file's structural hash is the fine-tune's).
 
 mod common;
 
@@ -25,8 +26,8 @@ b = {"w": rng.standard_normal((64, 48)).astype(np.float32),
 f = {k: v.copy() for k, v in b.items()}
 f["w"] += (rng.standard_normal((64, 48)) * 1e-2).astype(np.float32)
 f["v"] += (rng.standard_normal(33) * 1e-2).astype(np.float32)
-save_file(b, d + "/base.safetensors")
-save_file(f, d + "/ft.safetensors")
+save_file(b, d + "/base.safetensors", metadata={"format": "pt", "step": "0"})
+save_file(f, d + "/ft.safetensors", metadata={"format": "pt", "step": "300"})
 "#;
     let out = Command::new(python())
         .args(["-c", script, s(dir)])

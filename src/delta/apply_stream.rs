@@ -95,7 +95,7 @@ pub(crate) fn apply_streamed(
         );
         return Err(wrong_parent_of(delta_path, &expected, remembered_of, hash));
     }
-    let plan = plan_output(base, dtype)?;
+    let plan = plan_output(base, dtype, stream.header.metadata.as_ref())?;
     let bar = run.bar(plan.layout.total_len, "applying");
     let threads = run.threads().max(1);
     let mut base_hash = String::new();

@@ -69,6 +69,7 @@ pub(crate) fn create(
     let header_for = |parent_hash: String| Header {
         parent_hash,
         strategy: enc.strategy,
+        metadata: (ft.metadata != base.metadata).then(|| ft.metadata.clone()),
         tensors: base
             .tensors
             .iter()

@@ -309,6 +309,9 @@ impl TensorEntry {
 pub struct Header {
     pub parent_hash: String,
     pub strategy: Strategy,
+    /// The fine-tuned model's safetensors `__metadata__`, written when it differs from the
+    /// base's, so `apply` rebuilds it (readers that do not know the key skip it).
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// Sorted by name.
     pub tensors: Tensors,
 }
