@@ -11,7 +11,9 @@
 //! ordered parallel map of `pipeline.rs`; `apply_stream.rs` applies one file in a single pass
 //! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses
 //! an output that is an input; `base_hash.rs` remembers a base's hash between runs. `store.rs`
-//! keeps commits' weights as deltas in a git repository. Every failure is a [`DeltaError`].
+//! keeps commits' weights as deltas in a git repository. `lossless/` is the byte-exact strategy
+//! (format version 3) over safetensors, GGUF and PyTorch files. Every failure is a
+//! [`DeltaError`].
 
 mod apply;
 mod apply_stream;
