@@ -44,6 +44,7 @@ fn small_file(version: u32) -> Vec<u8> {
     let header = Header {
         parent_hash: "ab".repeat(32),
         strategy: Strategy::Int4,
+        metadata: None,
         tensors: tensors.into(),
     };
     write_to_vec(&header, version, &arrays)
@@ -96,22 +97,22 @@ fn every_truncation_is_rejected() {
 fn unsupported_versions_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let mut bytes = small_file(1);
-    bytes[7..11].copy_from_slice(&3u32.to_le_bytes());
+    bytes[7..11].copy_from_slice(&4u32.to_le_bytes());
     reseal(&mut bytes);
     assert_eq!(
         WdeltaFile::parse(&bytes).unwrap_err(),
-        FormatError::UnsupportedVersion { version: 3 }
+        FormatError::UnsupportedVersion { version: 4 }
     );
-    let path = tmp.path().join("v3.wdelta");
+    let path = tmp.path().join("v4.wdelta");
     std::fs::write(&path, &bytes).unwrap();
     let out = run(&["delta", "inspect", s(&path)]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("unsupported .wdelta version 3"),
+        stderr(&out).contains("unsupported .wdelta version 4"),
         "{}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("v3.wdelta"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("v4.wdelta"), "{}", stderr(&out));
 }
 
 #[test]
@@ -421,7 +422,21 @@ fn sharded_directories_work_like_single_files() {
         &b,
         &[],
     ));
-    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // The same records; the headers differ only in the fine-tune's metadata, which the single
+    // files (step base / ft1) carry and the shards (format pt on both sides) do not.
+    let records = |bytes: &[u8]| {
+        let h = u32::from_le_bytes(bytes[11..15].try_into().unwrap()) as usize;
+        bytes[15 + h..bytes.len() - 32].to_vec()
+    };
+    let (fa, fb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(records(&fa), records(&fb));
+    let header = |bytes: &[u8]| String::from_utf8_lossy(&bytes[15..200]).into_owned();
+    assert!(
+        header(&fa).contains(r#""metadata":{"step":"ft1"}"#),
+        "{}",
+        header(&fa)
+    );
+    assert!(!header(&fb).contains("metadata"), "{}", header(&fb));
     let o1 = d.join("o1.safetensors");
     let o2 = d.join("o2.safetensors");
     ok(&run(&[

@@ -23,6 +23,8 @@ fn store_and_restore_through_git_history() {
     ok(&repo.wi(&[
         "delta",
         "store",
+        "--strategy",
+        "int4",
         "model.safetensors",
         "--parent",
         "base.safetensors",
@@ -41,6 +43,8 @@ fn store_and_restore_through_git_history() {
     ok(&repo.wi(&[
         "delta",
         "store",
+        "--strategy",
+        "int4",
         "model.safetensors",
         "--parent",
         "HEAD:model.safetensors.wdelta",
@@ -165,6 +169,8 @@ fn delta_commands_take_committed_models_by_rev_path() {
     ok(&with_tmp(&[
         "delta",
         "store",
+        "--strategy",
+        "int4",
         "HEAD:model.safetensors",
         "--parent",
         "HEAD:base.safetensors",
@@ -274,6 +280,8 @@ fn a_signal_during_store_or_restore_leaves_no_temporary_copy() {
             &[
                 "delta",
                 "store",
+                "--strategy",
+                "int4",
                 "model.safetensors",
                 "--parent",
                 "HEAD:base.safetensors",
@@ -287,6 +295,8 @@ fn a_signal_during_store_or_restore_leaves_no_temporary_copy() {
     ok(&repo.wi(&[
         "delta",
         "store",
+        "--strategy",
+        "int4",
         "model.safetensors",
         "--parent",
         "HEAD:base.safetensors",

@@ -41,17 +41,21 @@ pub enum DeltaCommand {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StrategyArg {
+    /// Bit-exact: rebuilds the fine-tuned file byte for byte (format version 3).
+    Lossless,
     Int4,
     Sparse,
     Quantized,
 }
 
-impl From<StrategyArg> for Strategy {
-    fn from(s: StrategyArg) -> Strategy {
-        match s {
-            StrategyArg::Int4 => Strategy::Int4,
-            StrategyArg::Sparse => Strategy::Sparse,
-            StrategyArg::Quantized => Strategy::Quantized,
+impl StrategyArg {
+    /// The lossy strategy of the v1/v2 formats (None for lossless).
+    fn lossy(self) -> Option<Strategy> {
+        match self {
+            StrategyArg::Lossless => None,
+            StrategyArg::Int4 => Some(Strategy::Int4),
+            StrategyArg::Sparse => Some(Strategy::Sparse),
+            StrategyArg::Quantized => Some(Strategy::Quantized),
         }
     }
 }
@@ -81,9 +85,10 @@ impl From<DtypeArg> for OutDtype {
 /// Options of the encoders.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EncodeArgs {
-    /// Compression strategy.
-    #[arg(long, value_enum, default_value_t = StrategyArg::Int4)]
-    pub strategy: StrategyArg,
+    /// Compression strategy (default: int4 for create, lossless for store). Only lossless
+    /// rebuilds the model exactly.
+    #[arg(long, value_enum)]
+    pub strategy: Option<StrategyArg>,
     /// int4: fraction of the entries kept as float16 outliers.
     #[arg(long, default_value_t = 0.01)]
     pub outlier_fraction: f64,
@@ -96,9 +101,10 @@ pub struct EncodeArgs {
 }
 
 impl EncodeArgs {
-    pub fn options(&self) -> EncodeOptions {
+    /// The options of a lossy strategy (`default` when none is given).
+    pub fn options(&self, lossy: Strategy) -> EncodeOptions {
         EncodeOptions {
-            strategy: self.strategy.into(),
+            strategy: lossy,
             sparsity: self.sparsity,
             outlier_fraction: self.outlier_fraction,
             version: self.format_version,
@@ -197,6 +203,10 @@ pub struct InspectArgs {
 pub struct VerifyArgs {
     #[command(flatten)]
     pub lineage: LineageArgs,
+    /// Also measure what the delta loses against this fine-tuned model (rel_l2 and the
+    /// fraction of the update lost, per tensor and over the model).
+    #[arg(long, value_name = "FT")]
+    pub against: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -284,11 +294,69 @@ fn created_summary(out: &Path, c: &Created) -> String {
     )
 }
 
+fn lossless_summary(out: &Path, c: &delta::LosslessCreated) -> String {
+    let ratio = if c.file_bytes > 0 {
+        c.model_bytes as f64 / c.file_bytes as f64
+    } else {
+        0.0
+    };
+    format!(
+        "wrote {}: {} file{}, {} tensors ({} unchanged, {} changed, {} stored whole), {} bytes \
+         ({ratio:.2}x smaller than the fine-tuned files)\nstrategy: lossless (rebuilds the \
+         fine-tuned files byte for byte)\nparent hash: {}\n",
+        shown_path(out),
+        c.files,
+        if c.files == 1 { "" } else { "s" },
+        c.tensors,
+        c.unchanged,
+        c.changed,
+        c.whole,
+        c.file_bytes,
+        c.parent_hash
+    )
+}
+
+/// What a lossy delta loses against the fine-tune, as `create`, `store` and `verify --against`
+/// print it.
+fn loss_summary(loss: &delta::UpdateLoss) -> String {
+    let mut s = format!(
+        "lossy: rebuilt vs fine-tune rel_l2 {:.6}, update lost {:.4} (‖rebuilt − ft‖ / ‖ft − base‖) \
+         over the model\n",
+        loss.rel_l2, loss.update_lost
+    );
+    if let Some((name, rel, lost)) = loss.worst() {
+        s.push_str(&format!(
+            "worst tensor: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
+            shown(name)
+        ));
+    }
+    s
+}
+
+/// Measures what the lossy delta at `out` loses (against `base` alone, no chain).
+fn measure_loss(base: &Model, out: &Path, ft: &Model, run: &RunOptions) -> Result<String> {
+    let d = OpenDelta::open(out)?;
+    Ok(loss_summary(&delta::update_loss(base, &d, ft, run)?))
+}
+
 fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
     let (base_file, ft_file) = (
         opener.local_file(&a.base)?,
         opener.local_file(&a.finetuned)?,
     );
+    let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Int4).lossy() else {
+        if let Some(first) = a.chain.first() {
+            return Err(DeltaError::LosslessUnsupported {
+                path: first.clone(),
+                what: "--chain: a lossless delta is made against plain weights".to_string(),
+            }
+            .into());
+        }
+        let base = Model::open_lossless(&base_file.path)?;
+        let ft = Model::open_lossless(&ft_file.path)?;
+        let c = delta::create_lossless(&base, &ft, &a.output, &a.run.options())?;
+        return say(lossless_summary(&a.output, &c));
+    };
     let base = Model::open(&base_file.path)?;
     let ft = Model::open(&ft_file.path)?;
     let links = open_all(&a.chain)?;
@@ -297,15 +365,39 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
         &links,
         &ft,
         &a.output,
-        &a.encode.options(),
+        &a.encode.options(lossy),
         &a.run.options(),
     )?;
-    say(created_summary(&a.output, &c))
+    let mut text = created_summary(&a.output, &c);
+    if links.is_empty() {
+        text.push_str(&measure_loss(&base, &a.output, &ft, &a.run.options())?);
+    }
+    say(text)
 }
 
 fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
     let base_file = opener.local_file(&a.lineage.base)?;
+    if let [one] = paths.as_slice()
+        && delta::is_lossless_file(one)
+    {
+        let base = Model::open_lossless(&base_file.path)?;
+        let r = delta::apply_lossless(
+            &base,
+            one,
+            &a.output,
+            a.rebuild.fsync,
+            &a.rebuild.run.options(),
+        )?;
+        return say(format!(
+            "wrote {}: {} file{}, {} bytes, identical to the fine-tuned model (lossless; base \
+             hash and every file's SHA-256 verified)\n",
+            shown_path(&a.output),
+            r.files.len(),
+            if r.files.len() == 1 { "" } else { "s" },
+            r.bytes
+        ));
+    }
     let base = Model::open(&base_file.path)?;
     // The checksums are verified alongside the work (before the output is renamed into place);
     // a single delta is streamed, a lineage is read whole.
@@ -344,6 +436,18 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
 }
 
 fn inspect(a: InspectArgs) -> Result<Exit> {
+    if delta::is_lossless_file(&a.delta) {
+        let (file, c) = delta::open_container(&a.delta)?;
+        delta::verify_lossless_checksum(&a.delta, &file, c.file_len)?;
+        return if a.json {
+            let mut s = crate::render::wdelta::describe_lossless_json(&c);
+            s.push('\n');
+            say(s)
+        } else {
+            write_stdout(format!("file: {}\n", shown_path(&a.delta)).as_bytes())?;
+            say(crate::render::wdelta::describe_lossless(&c))
+        };
+    }
     let d = OpenDelta::open(&a.delta)?;
     if a.json {
         let mut s = crate::render::wdelta::describe_json(&d.file);
@@ -359,12 +463,31 @@ fn inspect(a: InspectArgs) -> Result<Exit> {
 fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
     let base_file = opener.local_file(&a.lineage.base)?;
+    if let [one] = paths.as_slice()
+        && delta::is_lossless_file(one)
+    {
+        return verify_lossless(&a.lineage.base, &base_file.path, one);
+    }
     let base = Model::open(&base_file.path)?;
     let links = open_all(&paths)?;
     // Verifying is this command's whole job: the base is hashed, never taken from the cache.
     let run = RunOptions {
         verify_base: true,
         ..a.run.options()
+    };
+    let against = match &a.against {
+        Some(ft) if links.len() == 1 => {
+            let ft = Model::open(&opener.local_file(ft)?.path)?;
+            Some(delta::update_loss(&base, &links[0], &ft, &run)?)
+        }
+        Some(_) => {
+            return Err(DeltaError::LosslessUnsupported {
+                path: paths[0].clone(),
+                what: "--against measures a single delta, not a chain".to_string(),
+            }
+            .into());
+        }
+        None => None,
     };
     match verify_lineage(&base, &links, false, &run) {
         Ok(v) => {
@@ -384,12 +507,51 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
                     }
                 ));
             }
+            if let Some(loss) = &against {
+                s.push_str(&loss_summary(loss));
+                for (name, rel, lost) in &loss.tensors {
+                    s.push_str(&format!(
+                        "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
+                        shown(name)
+                    ));
+                }
+            }
             say(s)
         }
         Err(e) => {
             // The message shows its paths escaped; terminal_safe is the net for the rest.
             let message = e.to_string();
             eprintln!("weight-inspect: {}", terminal_safe(&message));
+            Ok(Exit::Found)
+        }
+    }
+}
+
+/// `verify` of a lossless delta: its checksum and its parent hash against the base.
+fn verify_lossless(shown_base: &str, base: &Path, one: &Path) -> Result<Exit> {
+    let outcome = (|| -> Result<String, DeltaError> {
+        let (file, c) = delta::open_container(one)?;
+        delta::verify_lossless_checksum(one, &file, c.file_len)?;
+        let model = Model::open_lossless(base)?;
+        let actual = model.parent_hash(|_| {})?;
+        if actual != c.header.parent_hash {
+            return Err(DeltaError::WrongParent {
+                delta: one.to_path_buf(),
+                parent: shown_base.to_string(),
+                expected: c.header.parent_hash.clone(),
+                actual,
+            });
+        }
+        Ok(actual)
+    })();
+    match outcome {
+        Ok(hash) => say(format!(
+            "ok: base {} has hash {hash}\nok: {} applies (lossless, checksum verified)\n",
+            shown(shown_base),
+            shown_path(one)
+        )),
+        Err(e) => {
+            eprintln!("weight-inspect: {}", terminal_safe(&e.to_string()));
             Ok(Exit::Found)
         }
     }
@@ -406,14 +568,31 @@ fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
     });
     let finetuned = opener.local_file(&a.finetuned)?;
     let parent = opener.local_file(&a.parent)?;
+    // Git gives back what was committed: lossless unless a lossy strategy is chosen.
+    let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Lossless).lossy() else {
+        let c =
+            crate::delta::store_lossless(&finetuned.path, &parent.path, &out, &a.run.options())?;
+        return say(lossless_summary(&out, &c));
+    };
     let c = crate::delta::store_as_delta(
         &finetuned.path,
         &parent.path,
         &out,
-        &a.encode.options(),
+        &a.encode.options(lossy),
         &a.run.options(),
     )?;
-    say(created_summary(&out, &c))
+    let mut text = created_summary(&out, &c);
+    // Against plain weights (a parent that is a .wdelta is a chain: not measured here).
+    if let Ok(base) = Model::open(&parent.path) {
+        let ft = Model::open(&finetuned.path)?;
+        text.push_str(&measure_loss(&base, &out, &ft, &a.run.options())?);
+    }
+    text.push_str(&format!(
+        "strategy: {} (lossy, chosen with --strategy: `delta restore` gives back an approximation \
+         of the stored model, not its bytes)\n",
+        lossy.name()
+    ));
+    say(text)
 }
 
 fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
@@ -434,6 +613,15 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         .as_deref()
         .map(|p| opener.local_file(p))
         .transpose()?;
+    if delta::is_lossless_file(&a.delta) {
+        return say(crate::delta::restore_lossless(
+            &a.delta,
+            parent.as_ref().map(|p| p.path.as_path()),
+            &out,
+            a.rebuild.fsync,
+            &a.rebuild.run.options(),
+        )?);
+    }
     let r = crate::delta::restore_stored(
         &a.delta,
         parent.as_ref().map(|p| p.path.as_path()),

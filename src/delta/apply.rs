@@ -1,6 +1,7 @@
 //! `apply`: the model at the end of a lineage, rebuilt from the base into a safetensors file.
 //! Every tensor's place in the output is known beforehand, so workers write there directly.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::error::DeltaError;
@@ -44,7 +45,13 @@ pub(crate) struct OutputPlan<'a> {
     pub(crate) layout: safetensors_out::Layout,
 }
 
-pub(crate) fn plan_output(base: &Model, dtype: OutDtype) -> Result<OutputPlan<'_>> {
+/// Plans the output safetensors file: the base's tensors in `dtype`, with `metadata` (the
+/// fine-tune's, when the delta recorded it) or else the base's.
+pub(crate) fn plan_output<'a>(
+    base: &'a Model,
+    dtype: OutDtype,
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<OutputPlan<'a>> {
     let names: Vec<&String> = base.tensors.keys().collect();
     let elems: Vec<Elem> = names
         .iter()
@@ -63,7 +70,7 @@ pub(crate) fn plan_output(base: &Model, dtype: OutDtype) -> Result<OutputPlan<'_
             }
         })
         .collect();
-    let layout = safetensors_out::layout(&base.metadata, &tensors);
+    let layout = safetensors_out::layout(metadata.unwrap_or(&base.metadata), &tensors);
     Ok(OutputPlan {
         names,
         elems,
@@ -115,7 +122,14 @@ pub(crate) fn apply(
         elems,
         tensors,
         layout,
-    } = plan_output(base, dtype)?;
+    } = plan_output(
+        base,
+        dtype,
+        links
+            .iter()
+            .rev()
+            .find_map(|l| l.file.header.metadata.as_ref()),
+    )?;
     let bar = run.bar(layout.total_len, "applying");
     std::thread::scope(|s| {
         let remembered = single

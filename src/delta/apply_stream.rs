@@ -95,7 +95,7 @@ pub(crate) fn apply_streamed(
         );
         return Err(wrong_parent_of(delta_path, &expected, remembered_of, hash));
     }
-    let plan = plan_output(base, dtype)?;
+    let plan = plan_output(base, dtype, stream.header.metadata.as_ref())?;
     let bar = run.bar(plan.layout.total_len, "applying");
     let threads = run.threads().max(1);
     let mut base_hash = String::new();
@@ -357,9 +357,12 @@ impl Work {
             // The common case in one buffer: the base's bytes are read where the output's go
             // and the delta is added in place (the same operations, so the same bits).
             base.read_raw_into(t, base_at, &mut self.bytes)?;
+            // A zero delta leaves the base's bits (signed zeros, NaN payloads) as they are.
             for (b, d) in self.bytes.chunks_exact_mut(4).zip(&self.deltas) {
-                let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + *d;
-                b.copy_from_slice(&v.to_le_bytes());
+                if *d != 0.0 {
+                    let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + *d;
+                    b.copy_from_slice(&v.to_le_bytes());
+                }
             }
         } else {
             self.raw.resize(len * base_elem.size(), 0);
@@ -368,7 +371,9 @@ impl Work {
                 self.vals.resize(len, 0.0);
                 base_elem.to_f32(&self.raw, &mut self.vals);
                 for (a, b) in self.vals.iter_mut().zip(&self.deltas) {
-                    *a += *b;
+                    if *b != 0.0 {
+                        *a += *b;
+                    }
                 }
                 out_elem.write_f32(&self.vals, &mut self.bytes);
             } else {

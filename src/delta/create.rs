@@ -69,6 +69,7 @@ pub(crate) fn create(
     let header_for = |parent_hash: String| Header {
         parent_hash,
         strategy: enc.strategy,
+        metadata: (ft.metadata != base.metadata).then(|| ft.metadata.clone()),
         tensors: base
             .tensors
             .iter()
@@ -114,8 +115,14 @@ pub(crate) fn create(
                     for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
                         let f = &mut buf[..chunk.len()];
                         ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, f)?;
+                        // Equal bits are no change (NaN - NaN would poison quantized's row
+                        // scale and int4's range).
                         for (p, f) in chunk.iter_mut().zip(f.iter()) {
-                            *p = *f - *p;
+                            *p = if f.to_bits() == p.to_bits() {
+                                0.0
+                            } else {
+                                *f - *p
+                            };
                         }
                     }
                     let t = &base.tensors[name.as_str()];

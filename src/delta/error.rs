@@ -77,6 +77,34 @@ pub enum DeltaError {
     #[error("{}: a {format} file; delta works on safetensors models", shown_path(.path))]
     NotSafetensors { path: PathBuf, format: &'static str },
     #[error(
+        "{}: a {format} file; the lossless strategy stores safetensors, GGUF and PyTorch models",
+        shown_path(.path)
+    )]
+    NotLosslessFormat { path: PathBuf, format: &'static str },
+    /// A lossless (version 3) `.wdelta` breaks a rule of its format.
+    #[error("{}: {source}", shown_path(.path))]
+    Lossless {
+        path: PathBuf,
+        #[source]
+        source: crate::formats::wdelta::LosslessError,
+    },
+    /// A rebuilt file is not the file the delta was made from (its SHA-256 differs).
+    #[error(
+        "{}: the rebuilt {} does not match the SHA-256 the delta recorded ({expected}, got \
+         {actual}); nothing was written",
+        shown_path(.delta),
+        shown(.file)
+    )]
+    RebuiltMismatch {
+        delta: PathBuf,
+        file: String,
+        expected: String,
+        actual: String,
+    },
+    /// What a lossless delta cannot do yet, named.
+    #[error("{}: {what}", shown_path(.path))]
+    LosslessUnsupported { path: PathBuf, what: String },
+    #[error(
         "{}: truncated: {present} bytes of tensor data present, the header declares {declared}",
         shown_path(.path)
     )]

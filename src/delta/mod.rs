@@ -11,7 +11,9 @@
 //! ordered parallel map of `pipeline.rs`; `apply_stream.rs` applies one file in a single pass
 //! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses
 //! an output that is an input; `base_hash.rs` remembers a base's hash between runs. `store.rs`
-//! keeps commits' weights as deltas in a git repository. Every failure is a [`DeltaError`].
+//! keeps commits' weights as deltas in a git repository. `lossless/` is the byte-exact strategy
+//! (format version 3) over safetensors, GGUF and PyTorch files. Every failure is a
+//! [`DeltaError`].
 
 mod apply;
 mod apply_stream;
@@ -19,6 +21,7 @@ mod base_hash;
 mod codec;
 mod create;
 mod error;
+mod lossless;
 mod model;
 mod open;
 mod outputs;
@@ -35,9 +38,16 @@ pub(crate) use apply_stream::apply_file;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
 pub(crate) use create::{Created, create};
 pub use error::DeltaError;
+pub use lossless::decode_chunk as decode_lossless_chunk;
+pub(crate) use lossless::{
+    LosslessCreated, apply_lossless, create_lossless, is_lossless_file, open_container,
+    verify_checksum as verify_lossless_checksum,
+};
 pub use model::{Elem, Model};
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
-pub(crate) use store::{restore as restore_stored, store as store_as_delta};
-pub use verify::reconstruction_error;
+pub(crate) use store::{
+    restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
+};
 pub(crate) use verify::verify_lineage;
+pub use verify::{UpdateLoss, reconstruction_error, update_loss};

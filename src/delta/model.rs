@@ -264,6 +264,10 @@ pub struct Model {
     pub tensors: BTreeMap<String, TensorSource>,
     /// `__metadata__` of the file (of the first shard for a directory).
     pub metadata: BTreeMap<String, String>,
+    /// The container: safetensors, or GGUF (opened by the lossless strategy only).
+    pub format: Format,
+    /// The index file of a sharded safetensors model.
+    pub index_file: Option<PathBuf>,
     shards: Vec<Shard>,
 }
 
@@ -300,8 +304,24 @@ impl Model {
     /// Opens a safetensors file, or a sharded model (a directory or its index) through the
     /// core's multi-file reader, which checks the shards against the index and each other.
     pub fn open(path: &Path) -> Result<Model> {
+        Model::open_formats(path, &[Format::Safetensors])
+    }
+
+    /// Opens a safetensors or GGUF model (single or split) as raw bytes for the lossless
+    /// strategy, which never converts elements. PyTorch checkpoints are refused by name.
+    pub fn open_lossless(path: &Path) -> Result<Model> {
+        Model::open_formats(path, &[Format::Safetensors, Format::Gguf, Format::Pytorch])
+    }
+
+    fn open_formats(path: &Path, formats: &[Format]) -> Result<Model> {
         let artifact = crate::read::open_model_path(path)?;
-        if artifact.format != Format::Safetensors {
+        if !formats.contains(&artifact.format) && formats.len() > 1 {
+            return Err(DeltaError::NotLosslessFormat {
+                path: path.to_path_buf(),
+                format: artifact.format.name(),
+            });
+        }
+        if !formats.contains(&artifact.format) {
             return Err(DeltaError::NotSafetensors {
                 path: path.to_path_buf(),
                 format: artifact.format.name(),
@@ -327,6 +347,15 @@ impl Model {
             None if path.is_dir() => vec![single_file_in(path)?],
             None => vec![path.to_path_buf()],
         };
+        let index_file = artifact.layout.files.as_ref().and_then(|f| {
+            let index = f.index.as_ref()?;
+            let dir = if path.is_dir() {
+                path
+            } else {
+                path.parent().unwrap_or(Path::new("."))
+            };
+            Some(dir.join(index))
+        });
         let mut shards = Vec::with_capacity(files.len());
         for file in files {
             // A FIFO is refused, not waited on.
@@ -374,6 +403,8 @@ impl Model {
             path: path.to_path_buf(),
             tensors,
             metadata,
+            format: artifact.format,
+            index_file,
             shards,
         })
     }
@@ -388,6 +419,36 @@ impl Model {
         &self,
     ) -> impl Iterator<Item = std::io::Result<std::fs::Metadata>> + '_ {
         self.shards.iter().map(|s| s.file.metadata())
+    }
+
+    /// The number of data files (one, or the shards).
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The path and current length of data file `shard`.
+    pub(crate) fn shard_file(&self, shard: usize) -> Result<(&Path, u64)> {
+        let s = &self.shards[shard];
+        let len = s.file.metadata().map_err(|e| Error::io(&s.path, e))?.len();
+        Ok((&s.path, len))
+    }
+
+    /// Reads bytes at `offset` of data file `shard` into `buf` (an early end is
+    /// [`DeltaError::InputShrank`]).
+    pub(crate) fn read_shard_at(&self, shard: usize, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let s = &self.shards[shard];
+        s.file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                DeltaError::InputShrank {
+                    path: s.path.clone(),
+                    offset,
+                    end: offset + buf.len() as u64,
+                    now: s.file.metadata().ok().map(|m| m.len()),
+                }
+            } else {
+                Error::io(&s.path, e).into()
+            }
+        })
     }
 
     pub fn shard_path(&self, t: &TensorSource) -> &Path {

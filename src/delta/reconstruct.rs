@@ -41,8 +41,11 @@ impl<'a> Reconstructor<'a> {
         self.buf.resize(out.len(), 0.0);
         for d in &mut self.decoders {
             d.fill(&mut self.buf);
+            // A zero delta leaves the base's bits (signed zeros, NaN payloads) as they are.
             for (a, b) in out.iter_mut().zip(&self.buf) {
-                *a += *b;
+                if *b != 0.0 {
+                    *a += *b;
+                }
             }
         }
         self.pos += out.len();

@@ -15,6 +15,7 @@ use super::apply::{OutDtype, apply};
 use super::codec::EncodeOptions;
 use super::create::{Created, create};
 use super::error::DeltaError;
+use super::lossless::{LosslessCreated, apply_lossless, create_lossless};
 use super::model::Model;
 use super::open::OpenDelta;
 use super::pipeline::RunOptions;
@@ -293,6 +294,72 @@ pub(crate) fn store(
     let lineage = resolve(parent, &mut finder, run)?;
     finder.progress.finish();
     create(&lineage.base, &lineage.links, &ft, out, enc, run)
+}
+
+/// `delta store --strategy lossless`: writes the lossless delta of `finetuned` against the
+/// plain weights in `parent` (a lossless delta is not chained on a delta).
+pub(crate) fn store_lossless(
+    finetuned: &Path,
+    parent: &Path,
+    out: &Path,
+    run: &RunOptions,
+) -> Result<LosslessCreated> {
+    let ft = Model::open_lossless(finetuned)?;
+    let base = if is_wdelta_path(parent) {
+        return Err(DeltaError::LosslessUnsupported {
+            path: parent.to_path_buf(),
+            what: "the lossless strategy stores a model against plain weights, not against a \
+                   .wdelta (store the parent's weights, or choose a lossy --strategy)"
+                .to_string(),
+        });
+    } else {
+        Model::open_lossless(parent)?
+    };
+    create_lossless(&base, &ft, out, run)
+}
+
+/// `delta restore` of a lossless delta: finds its parent (plain weights) by hash, or takes
+/// `parent`, and rebuilds the stored file(s) byte for byte into `out`.
+pub(crate) fn restore_lossless(
+    delta: &Path,
+    parent: Option<&Path>,
+    out: &Path,
+    sync: bool,
+    run: &RunOptions,
+) -> Result<String> {
+    let (_, container) = super::lossless::open_container(delta)?;
+    let mut finder = Finder::new(delta, run);
+    let lineage = match parent {
+        // Plain weights given by path may be any format the lossless strategy reads.
+        Some(path) if !is_wdelta_path(path) => Lineage {
+            base: Model::open_lossless(path)?,
+            links: Vec::new(),
+            _temps: Vec::new(),
+        },
+        Some(path) => resolve(path, &mut finder, run)?,
+        None => {
+            let hash = container.header.parent_hash.clone();
+            finder
+                .find(&hash, run)?
+                .ok_or_else(|| not_found(delta, &hash, &finder))?
+        }
+    };
+    finder.progress.finish();
+    if !lineage.links.is_empty() {
+        return Err(DeltaError::LosslessUnsupported {
+            path: delta.to_path_buf(),
+            what: "its parent is itself a .wdelta; a lossless delta is restored from plain weights"
+                .to_string(),
+        });
+    }
+    let r = apply_lossless(&lineage.base, delta, out, sync, run)?;
+    Ok(format!(
+        "wrote {}: {} bytes, identical to the stored model (lossless)\nlineage: {} -> {}\n",
+        shown_path(out),
+        r.bytes,
+        shown(&finder.label(&lineage.base.path)),
+        shown_path(delta)
+    ))
 }
 
 /// `delta restore`: reconstructs the model stored in `delta` into `out`.

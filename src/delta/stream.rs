@@ -118,6 +118,7 @@ impl DeltaStream {
             header: Header {
                 parent_hash: String::new(),
                 strategy: format::Strategy::Int4,
+                metadata: None,
                 tensors: Default::default(),
             },
             pos: 0,

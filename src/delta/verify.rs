@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use sha2::{Digest, Sha256};
 
 use super::error::DeltaError;
-use super::model::Model;
+use super::model::{Elem, Model};
 use super::open::{OpenDelta, check_against_base};
 use super::pipeline::{RunOptions, ordered_parallel};
 
@@ -204,4 +204,103 @@ fn f32_bytes(v: &[f32]) -> Cow<'_, [u8]> {
     {
         Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect())
     }
+}
+
+/// What a lossy delta loses, measured on the model `apply` rebuilds (base + decoded delta, in
+/// the base's dtype) against the fine-tune: rel_l2 = ‖rebuilt − ft‖ / ‖ft‖ and the fraction of
+/// the update lost = ‖rebuilt − ft‖ / ‖ft − base‖, per tensor and over the whole model (sums of
+/// squares in float64, over the elements where all three are finite).
+#[derive(Debug, Clone, Default)]
+pub struct UpdateLoss {
+    pub rel_l2: f64,
+    pub update_lost: f64,
+    /// Per tensor in name order: (name, rel_l2, update_lost).
+    pub tensors: Vec<(String, f64, f64)>,
+}
+
+impl UpdateLoss {
+    /// The tensor that lost the largest fraction of its update (a tensor whose update is zero
+    /// and comes back exactly loses nothing).
+    pub fn worst(&self) -> Option<&(String, f64, f64)> {
+        self.tensors
+            .iter()
+            .max_by(|a, b| a.2.partial_cmp(&b.2).unwrap_or(std::cmp::Ordering::Equal))
+    }
+}
+
+/// A fraction `err / of`: 0 when both are 0, infinite when only `of` is.
+fn ratio(err: f64, of: f64) -> f64 {
+    if err == 0.0 { 0.0 } else { err / of }
+}
+
+/// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
+pub fn update_loss(
+    base: &Model,
+    delta: &OpenDelta,
+    finetuned: &Model,
+    run: &RunOptions,
+) -> Result<UpdateLoss> {
+    check_against_base(delta, base)?;
+    let names: Vec<&String> = base.tensors.keys().collect();
+    let mut loss = UpdateLoss::default();
+    let (mut err2, mut ft2, mut upd2) = (0f64, 0f64, 0f64);
+    ordered_parallel::<_, DeltaError>(
+        names.len(),
+        run.threads(),
+        |i| {
+            let name = names[i];
+            let t = &base.tensors[name.as_str()];
+            let elem = base.elem(name, t)?;
+            let b = base.load_f32(name, t)?;
+            let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
+                DeltaError::TensorNotInModel {
+                    model: finetuned.path.clone(),
+                    tensor: name.to_string(),
+                }
+            })?;
+            let f = finetuned.load_f32(name, ft_t)?;
+            let d = delta.decode(name, b.len())?;
+            // What apply writes: base + delta (a zero delta keeps the base), in the base dtype.
+            let mut rebuilt: Vec<f32> = b
+                .iter()
+                .zip(&d)
+                .map(|(b, d)| if *d != 0.0 { *b + *d } else { *b })
+                .collect();
+            if elem.is_float() && elem != Elem::F32 {
+                let mut raw = vec![0u8; rebuilt.len() * elem.size()];
+                elem.write_f32(&rebuilt, &mut raw);
+                elem.to_f32(&raw, &mut rebuilt);
+            } else if !elem.is_float() {
+                for r in &mut rebuilt {
+                    *r = r.round_ties_even();
+                }
+            }
+            let mut s = (0f64, 0f64, 0f64);
+            for ((r, f), b) in rebuilt.iter().zip(&f).zip(&b) {
+                let (r, f, b) = (*r as f64, *f as f64, *b as f64);
+                // Non-finite values (NaN, infinities) are left out: they have no distance.
+                if !(r.is_finite() && f.is_finite() && b.is_finite()) {
+                    continue;
+                }
+                s.0 += (r - f) * (r - f);
+                s.1 += f * f;
+                s.2 += (f - b) * (f - b);
+            }
+            Ok(s)
+        },
+        |i, s| {
+            err2 += s.0;
+            ft2 += s.1;
+            upd2 += s.2;
+            loss.tensors.push((
+                names[i].to_string(),
+                ratio(s.0.sqrt(), s.1.sqrt()),
+                ratio(s.0.sqrt(), s.2.sqrt()),
+            ));
+            Ok(())
+        },
+    )?;
+    loss.rel_l2 = ratio(err2.sqrt(), ft2.sqrt());
+    loss.update_lost = ratio(err2.sqrt(), upd2.sqrt());
+    Ok(loss)
 }

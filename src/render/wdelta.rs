@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::escape::shown;
+use crate::formats::wdelta::lossless::{self, LosslessContainer, SegmentKind};
 use crate::formats::wdelta::{self, Params, WdeltaFile};
 
 /// Dense size of a tensor: its element count times the size of its base dtype (float32 when
@@ -179,4 +180,155 @@ pub fn describe_json(file: &WdeltaFile) -> String {
     let mut buf = Vec::with_capacity(estimate(file));
     serde_json::to_writer(&mut buf, &out).expect("serializable");
     String::from_utf8(buf).expect("serde_json writes UTF-8")
+}
+
+/// What a lossless (version 3) delta holds, per segment kind and per tensor.
+fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u64, u64)>) {
+    // (tensor, how it is stored, bytes, stored frame bytes)
+    let mut tensors = Vec::new();
+    let mut first = 0usize;
+    let mut other_frames = 0u64;
+    for (fi, f) in c.header.files.iter().enumerate() {
+        for (si, s) in f.segments.iter().enumerate() {
+            let chunks = c.chunks[first..]
+                .iter()
+                .take_while(|k| k.file as usize == fi && k.segment as usize == si);
+            let (mut frames, mut n) = (0u64, 0usize);
+            for k in chunks {
+                frames += k.frame_len;
+                n += 1;
+            }
+            first += n;
+            let how = match s.kind {
+                SegmentKind::Bytes => {
+                    other_frames += frames;
+                    continue;
+                }
+                SegmentKind::Whole => "whole",
+                SegmentKind::Delta if frames == 0 => "unchanged",
+                SegmentKind::Delta => "changed",
+            };
+            tensors.push((s.tensor.clone().unwrap_or_default(), how, s.len, frames));
+        }
+    }
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    (other_frames, tensors)
+}
+
+/// The description of a lossless delta (`delta inspect`).
+pub fn describe_lossless(c: &LosslessContainer) -> String {
+    use std::fmt::Write as _;
+    let h = &c.header;
+    let (other, tensors) = lossless_summary(c);
+    let model: u64 = h.files.iter().map(|f| f.size).sum();
+    let mut s = String::new();
+    let _ = writeln!(s, "format: wdelta version {}", lossless::LOSSLESS_VERSION);
+    let _ = writeln!(
+        s,
+        "strategy: lossless (rebuilds the fine-tuned files byte for byte)"
+    );
+    let _ = writeln!(s, "parent hash: {}", h.parent_hash);
+    let _ = writeln!(s, "file size: {} bytes", c.file_len);
+    let _ = writeln!(s, "model size: {model} bytes");
+    if c.file_len > 0 {
+        let _ = writeln!(
+            s,
+            "compression ratio: {:.2}x",
+            model as f64 / c.file_len as f64
+        );
+    }
+    let count = |how: &str| tensors.iter().filter(|t| t.1 == how).count();
+    let _ = writeln!(
+        s,
+        "tensors: {} ({} unchanged, {} changed, {} stored whole)",
+        tensors.len(),
+        count("unchanged"),
+        count("changed"),
+        count("whole")
+    );
+    let _ = writeln!(
+        s,
+        "other bytes (headers, metadata, padding): {other} bytes stored"
+    );
+    for f in &h.files {
+        let _ = writeln!(
+            s,
+            "file {}: {} bytes sha256 {}",
+            shown(&f.name),
+            f.size,
+            f.sha256
+        );
+    }
+    for (name, how, len, frames) in &tensors {
+        let _ = writeln!(
+            s,
+            "tensor {}: {how} {len} bytes, {frames} stored",
+            shown(name)
+        );
+    }
+    s
+}
+
+#[derive(Serialize)]
+struct LosslessTensorJson<'a> {
+    name: &'a str,
+    stored: &'a str,
+    bytes: u64,
+    stored_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct LosslessJson<'a> {
+    schema: u32,
+    version: u32,
+    strategy: &'a str,
+    lossless: bool,
+    parent_hash: &'a str,
+    file_size: u64,
+    model_size: u64,
+    other_stored_bytes: u64,
+    files: Vec<LosslessFileJson<'a>>,
+    tensors: Vec<LosslessTensorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct LosslessFileJson<'a> {
+    name: &'a str,
+    size: u64,
+    sha256: &'a str,
+}
+
+/// [`describe_lossless`] as one JSON object, `"schema": 1` first.
+pub fn describe_lossless_json(c: &LosslessContainer) -> String {
+    let (other, tensors) = lossless_summary(c);
+    let j = LosslessJson {
+        schema: 1,
+        version: lossless::LOSSLESS_VERSION,
+        strategy: lossless::LOSSLESS_STRATEGY,
+        lossless: true,
+        parent_hash: &c.header.parent_hash,
+        file_size: c.file_len,
+        model_size: c.header.files.iter().map(|f| f.size).sum(),
+        other_stored_bytes: other,
+        files: c
+            .header
+            .files
+            .iter()
+            .map(|f| LosslessFileJson {
+                name: &f.name,
+                size: f.size,
+                sha256: &f.sha256,
+            })
+            .collect(),
+        tensors: tensors
+            .iter()
+            .map(|(name, how, len, frames)| LosslessTensorJson {
+                name,
+                stored: how,
+                bytes: *len,
+                stored_bytes: *frames,
+            })
+            .collect(),
+    };
+    serde_json::to_string(&j).expect("the description serializes")
 }

@@ -18,7 +18,11 @@ pub enum WdeltaError {
          {actual}; the file is corrupted or truncated"
     )]
     ChecksumMismatch { stored: String, actual: String },
-    #[error("unsupported .wdelta version {version} at offset 7 (supported: 1, 2)")]
+    #[error(
+        "unsupported .wdelta version {version} at offset 7 (supported: 1, 2; version 3 holds \
+         the lossless strategy, read by `delta apply`, `restore`, `verify` and `inspect` on its \
+         own, not in a chain)"
+    )]
     UnsupportedVersion { version: u32 },
     #[error(
         "header length {declared} at offset 11 exceeds the {available} bytes before the checksum"

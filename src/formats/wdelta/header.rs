@@ -99,6 +99,7 @@ pub fn parse_header(bytes: &[u8], version: u32, max_tensors: u64) -> Result<Head
     Ok(Header {
         parent_hash,
         strategy,
+        metadata: top.metadata,
         tensors,
     })
 }
@@ -345,6 +346,7 @@ impl<'de> de::Deserialize<'de> for Ref {
 struct Top {
     parent_hash: Option<Scalar>,
     strategy: Option<Scalar>,
+    metadata: Option<std::collections::BTreeMap<String, String>>,
     tensors: Option<Tensors>,
 }
 
@@ -361,6 +363,7 @@ impl<'de> Visitor<'de> for TopVisitor<'_> {
         let mut top = Top {
             parent_hash: None,
             strategy: None,
+            metadata: None,
             tensors: None,
         };
         // As with a JSON tree, a key given twice keeps its last value.
@@ -368,6 +371,10 @@ impl<'de> Visitor<'de> for TopVisitor<'_> {
             match key.as_str() {
                 "parent_hash" => top.parent_hash = Some(map.next_value()?),
                 "strategy" => top.strategy = Some(map.next_value()?),
+                "metadata" => {
+                    self.state.set_context("metadata".into());
+                    top.metadata = Some(map.next_value()?);
+                }
                 "tensors" => {
                     self.state.set_context("tensors".into());
                     top.tensors = map.next_value_seed(TensorsSeed { state: self.state })?;

@@ -12,6 +12,7 @@
 
 mod error;
 mod header;
+pub mod lossless;
 mod read;
 mod write;
 
@@ -21,6 +22,7 @@ pub use crate::artifact::{Shape, TensorName};
 
 pub use error::WdeltaError;
 pub use header::{HEADER_BYTES_PER_TENSOR, MAX_DIMS, is_sha256_hex, max_tensors, parse_header};
+pub use lossless::LosslessError;
 pub use read::{
     WdeltaFile, check_record_size, index_iter, sha256, validate_tensor, verify_checksum,
 };
@@ -307,6 +309,9 @@ impl TensorEntry {
 pub struct Header {
     pub parent_hash: String,
     pub strategy: Strategy,
+    /// The fine-tuned model's safetensors `__metadata__`, written when it differs from the
+    /// base's, so `apply` rebuilds it (readers that do not know the key skip it).
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// Sorted by name.
     pub tensors: Tensors,
 }

@@ -27,6 +27,18 @@ pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
     s.push_str(&json_str(&header.parent_hash));
     s.push_str(",\"strategy\":");
     s.push_str(&json_str(header.strategy.name()));
+    if let Some(metadata) = &header.metadata {
+        s.push_str(",\"metadata\":{");
+        for (i, (k, v)) in metadata.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&json_str(k));
+            s.push(':');
+            s.push_str(&json_str(v));
+        }
+        s.push('}');
+    }
     s.push_str(",\"tensors\":{");
     for (i, (name, e)) in header.tensors.iter().enumerate() {
         if i > 0 {

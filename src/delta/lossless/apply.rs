@@ -1,0 +1,196 @@
+//! `apply` of a lossless `.wdelta`: checks the checksum and the base's hash, then rebuilds each
+//! file chunk by chunk and renames it into place only when its SHA-256 is the one recorded.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::{decode_chunk, open_container};
+use crate::delta::error::DeltaError;
+use crate::delta::model::Model;
+use crate::delta::outputs::refuse_output_among_inputs;
+use crate::delta::pipeline::{RunOptions, ordered_parallel};
+use crate::delta::verify::wrong_parent_of;
+use crate::error::Error;
+use crate::escape::shown;
+use crate::formats::wdelta::lossless::{LosslessContainer, LosslessError, SegmentKind};
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+/// What `apply` of a lossless delta wrote.
+#[derive(Debug, Clone)]
+pub(crate) struct LosslessApplied {
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) bytes: u64,
+}
+
+/// Checks the SHA-256 trailer of the file, reading it once front to back.
+pub(crate) fn verify_checksum(path: &Path, file: &File, len: u64) -> Result<()> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; (8 << 20).min(len as usize).max(1)];
+    let body = len - 32;
+    let mut at = 0u64;
+    while at < body {
+        let n = buf.len().min((body - at) as usize);
+        file.read_exact_at(&mut buf[..n], at)
+            .map_err(|e| Error::io(path, e))?;
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    let mut stored = [0u8; 32];
+    file.read_exact_at(&mut stored, body)
+        .map_err(|e| Error::io(path, e))?;
+    let actual = h.finalize();
+    if actual.as_slice() != stored {
+        return Err(DeltaError::Lossless {
+            path: path.to_path_buf(),
+            source: LosslessError::ChecksumMismatch {
+                stored: crate::digest::hex(&stored),
+                actual: crate::digest::hex(&actual),
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Checks that every tensor the delta is stored against is in `base` with the same size.
+fn check_base(path: &Path, c: &LosslessContainer, base: &Model) -> Result<()> {
+    let mut differences = Vec::new();
+    for f in &c.header.files {
+        for s in &f.segments {
+            if s.kind != SegmentKind::Delta {
+                continue;
+            }
+            let name = s.tensor.as_deref().unwrap_or_default();
+            match base.tensors.get(name) {
+                None => differences.push(format!("tensor {} is not in the base", shown(name))),
+                Some(t) if t.len as u64 != s.len => differences.push(format!(
+                    "tensor {}: {} bytes in the base, {} in the delta",
+                    shown(name),
+                    t.len,
+                    s.len
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(DeltaError::BaseMismatch {
+            delta: path.to_path_buf(),
+            base: base.path.clone(),
+            differences,
+        })
+    }
+}
+
+/// Rebuilds the model stored in the lossless delta at `delta` against `base` into `out` (the
+/// file, or for a sharded model the directory, created if missing).
+pub(crate) fn apply_lossless(
+    base: &Model,
+    delta: &Path,
+    out: &Path,
+    sync: bool,
+    run: &RunOptions,
+) -> Result<LosslessApplied> {
+    refuse_output_among_inputs(out, base, [delta], None)?;
+    let (file, c) = open_container(delta)?;
+    verify_checksum(delta, &file, c.file_len)?;
+    check_base(delta, &c, base)?;
+    let actual = crate::delta::base_hash::parent_hash(base, run, |_| {})?;
+    if actual != c.header.parent_hash {
+        return Err(wrong_parent_of(
+            delta,
+            &c.header.parent_hash,
+            base.path.display().to_string(),
+            &actual,
+        ));
+    }
+    let targets: Vec<PathBuf> = if c.header.sharded {
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        c.header.files.iter().map(|f| out.join(&f.name)).collect()
+    } else if c.header.files.len() == 1 {
+        vec![out.to_path_buf()]
+    } else {
+        return Err(DeltaError::LosslessUnsupported {
+            path: delta.to_path_buf(),
+            what: format!(
+                "{} files in a delta not marked sharded",
+                c.header.files.len()
+            ),
+        });
+    };
+    let total: u64 = c.header.files.iter().map(|f| f.size).sum();
+    let bar = run.bar(total, "applying");
+    let mut first = 0usize;
+    for (fi, (f, target)) in c.header.files.iter().zip(&targets).enumerate() {
+        let end = first
+            + c.chunks[first..]
+                .iter()
+                .take_while(|k| k.file as usize == fi)
+                .count();
+        let chunks = &c.chunks[first..end];
+        first = end;
+        let mut hasher = Sha256::new();
+        crate::fsutil::write_atomically_with::<DeltaError>(target, sync, |out_file| {
+            crate::fsutil::reserve(out_file, target, f.size)?;
+            ordered_parallel::<_, DeltaError>(
+                chunks.len(),
+                run.threads(),
+                |i| {
+                    let k = &chunks[i];
+                    let segment = &f.segments[k.segment as usize];
+                    let mut frame = vec![0u8; k.frame_len as usize];
+                    file.read_exact_at(&mut frame, k.frame_offset)
+                        .map_err(|e| Error::io(delta, e))?;
+                    let base_bytes = match segment.kind {
+                        SegmentKind::Delta => {
+                            let name = segment.tensor.as_deref().unwrap_or_default();
+                            let t = &base.tensors[name];
+                            let mut b = vec![0u8; k.len as usize];
+                            base.read_raw_into(t, k.segment_offset as usize, &mut b)?;
+                            Some(b)
+                        }
+                        _ => None,
+                    };
+                    let mut bytes = vec![0u8; k.len as usize];
+                    decode_chunk(segment.codec, &frame, base_bytes.as_deref(), &mut bytes)
+                        .map_err(|reason| DeltaError::Lossless {
+                            path: delta.to_path_buf(),
+                            source: LosslessError::Frame {
+                                chunk: (first - chunks.len() + i) as u64,
+                                at: k.frame_offset,
+                                reason,
+                            },
+                        })?;
+                    Ok(bytes)
+                },
+                |i, bytes| {
+                    hasher.update(&bytes);
+                    bar.inc(bytes.len() as u64);
+                    out_file
+                        .write_all_at(&bytes, chunks[i].out_offset)
+                        .map_err(|e| Error::io(target, e).into())
+                },
+            )?;
+            let actual = crate::digest::hex(&hasher.clone().finalize());
+            if actual != f.sha256 {
+                return Err(DeltaError::RebuiltMismatch {
+                    delta: delta.to_path_buf(),
+                    file: f.name.clone(),
+                    expected: f.sha256.clone(),
+                    actual,
+                });
+            }
+            Ok(())
+        })?;
+    }
+    bar.finish();
+    Ok(LosslessApplied {
+        files: targets,
+        bytes: total,
+    })
+}

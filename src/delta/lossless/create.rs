@@ -1,0 +1,285 @@
+//! `create --strategy lossless`: plans the fine-tuned files as segments, codes their chunks in
+//! parallel and writes frames in order, then the index, header and checksum.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::{CHUNK_BYTES, ZSTD_LEVEL, planes, zstd_level};
+use crate::delta::error::DeltaError;
+use crate::delta::model::{Model, TensorSource};
+use crate::delta::outputs::refuse_output_among_inputs;
+use crate::delta::pipeline::{RunOptions, ordered_parallel};
+use crate::error::Error;
+use crate::formats::wdelta::lossless::{
+    Codec, LOSSLESS_STRATEGY, LosslessFile, LosslessHeader, Segment, SegmentKind,
+    lossless_preamble, lossless_tail,
+};
+
+type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+/// What `create --strategy lossless` wrote.
+#[derive(Debug, Clone)]
+pub(crate) struct LosslessCreated {
+    pub(crate) parent_hash: String,
+    pub(crate) files: usize,
+    pub(crate) tensors: usize,
+    /// Tensors equal to the base's (stored as references), stored against the base, and
+    /// stored whole.
+    pub(crate) unchanged: usize,
+    pub(crate) changed: usize,
+    pub(crate) whole: usize,
+    pub(crate) file_bytes: u64,
+    /// Bytes of the fine-tuned files.
+    pub(crate) model_bytes: u64,
+}
+
+/// Where a fine-tuned file's bytes are read from.
+enum Source {
+    Shard(usize),
+    /// The index of a sharded model.
+    Other(PathBuf, File),
+}
+
+struct Job {
+    file: usize,
+    segment: usize,
+    out_offset: u64,
+    segment_offset: u64,
+    len: u64,
+}
+
+/// The segments of fine-tuned data file `shard`: tensors by offset, the bytes between them.
+fn plan_shard(base: &Model, ft: &Model, shard: usize, size: u64) -> Vec<Segment> {
+    let mut tensors: Vec<(&String, &TensorSource)> = ft
+        .tensors
+        .iter()
+        .filter(|(_, t)| t.shard == shard)
+        .collect();
+    tensors.sort_by_key(|(name, t)| (t.offset, t.len, name.as_str()));
+    let mut segments = Vec::new();
+    let mut cursor = 0u64;
+    let bytes = |len: u64| Segment {
+        kind: SegmentKind::Bytes,
+        len,
+        codec: Codec::Bytes,
+        tensor: None,
+        dtype: None,
+    };
+    for (name, t) in tensors {
+        let (start, len) = (t.offset as u64, t.len as u64);
+        // Overlapping or empty tensors (a hostile or odd file) stay in the bytes around them.
+        if start < cursor || len == 0 || start + len > size {
+            continue;
+        }
+        if start > cursor {
+            segments.push(bytes(start - cursor));
+        }
+        let against = base
+            .tensors
+            .get(name)
+            .filter(|b| b.dtype == t.dtype && b.shape == t.shape && b.len == t.len);
+        segments.push(Segment {
+            kind: if against.is_some() {
+                SegmentKind::Delta
+            } else {
+                SegmentKind::Whole
+            },
+            len,
+            codec: planes::codec_for(t.dtype, len),
+            tensor: Some(name.clone()),
+            dtype: Some(t.dtype.to_string()),
+        });
+        cursor = start + len;
+    }
+    if size > cursor {
+        segments.push(bytes(size - cursor));
+    }
+    segments
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".to_string())
+}
+
+/// Writes the lossless delta of `ft` against `base` to `out`.
+pub(crate) fn create_lossless(
+    base: &Model,
+    ft: &Model,
+    out: &Path,
+    run: &RunOptions,
+) -> Result<LosslessCreated> {
+    refuse_output_among_inputs(out, base, std::iter::empty(), Some(ft))?;
+    let mut sources = Vec::new();
+    let mut files = Vec::new();
+    if let Some(index) = &ft.index_file {
+        let f = File::open(index).map_err(|e| Error::io(index, e))?;
+        let size = f.metadata().map_err(|e| Error::io(index, e))?.len();
+        files.push(LosslessFile {
+            name: file_name(index),
+            size,
+            sha256: String::new(),
+            segments: if size > 0 {
+                vec![Segment {
+                    kind: SegmentKind::Bytes,
+                    len: size,
+                    codec: Codec::Bytes,
+                    tensor: None,
+                    dtype: None,
+                }]
+            } else {
+                Vec::new()
+            },
+        });
+        sources.push(Source::Other(index.clone(), f));
+    }
+    for shard in 0..ft.shard_count() {
+        let (path, size) = ft.shard_file(shard)?;
+        files.push(LosslessFile {
+            name: file_name(path),
+            size,
+            sha256: String::new(),
+            segments: plan_shard(base, ft, shard, size),
+        });
+        sources.push(Source::Shard(shard));
+    }
+    let mut header = LosslessHeader {
+        parent_hash: String::new(),
+        strategy: LOSSLESS_STRATEGY.to_string(),
+        sharded: files.len() > 1,
+        chunk_bytes: CHUNK_BYTES,
+        zstd_level: ZSTD_LEVEL,
+        files,
+    };
+    let mut jobs = Vec::new();
+    for (fi, f) in header.files.iter().enumerate() {
+        let mut at = 0u64;
+        for (si, s) in f.segments.iter().enumerate() {
+            let c = header.chunk_len(s.codec);
+            let mut done = 0;
+            while done < s.len {
+                let len = c.min(s.len - done);
+                jobs.push(Job {
+                    file: fi,
+                    segment: si,
+                    out_offset: at + done,
+                    segment_offset: done,
+                    len,
+                });
+                done += len;
+            }
+            at += s.len;
+        }
+    }
+    let model_bytes: u64 = header.files.iter().map(|f| f.size).sum();
+    header.parent_hash = crate::delta::base_hash::parent_hash(base, run, |_| {})?;
+    let read_source = |fi: usize, at: u64, buf: &mut [u8]| -> Result<()> {
+        match &sources[fi] {
+            Source::Shard(s) => ft.read_shard_at(*s, at, buf),
+            Source::Other(path, f) => f.read_exact_at(buf, at).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    DeltaError::InputShrank {
+                        path: path.clone(),
+                        offset: at,
+                        end: at + buf.len() as u64,
+                        now: f.metadata().ok().map(|m| m.len()),
+                    }
+                } else {
+                    Error::io(path, e).into()
+                }
+            }),
+        }
+    };
+    let bar = run.bar(model_bytes, "compressing");
+    let mut frame_lens = Vec::with_capacity(jobs.len());
+    let mut hashers: Vec<Sha256> = header.files.iter().map(|_| Sha256::new()).collect();
+    let mut checksum = Sha256::new();
+    crate::fsutil::write_atomically_with::<DeltaError>(out, true, |file| {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let put = |w: &mut BufWriter<&File>, bytes: &[u8], sum: &mut Sha256| {
+            sum.update(bytes);
+            w.write_all(bytes)
+                .map_err(|e| DeltaError::from(Error::io(out, e)))
+        };
+        put(&mut w, &lossless_preamble(), &mut checksum)?;
+        ordered_parallel::<_, DeltaError>(
+            jobs.len(),
+            run.threads(),
+            |i| {
+                let job = &jobs[i];
+                let segment = &header.files[job.file].segments[job.segment];
+                let mut ft_bytes = vec![0u8; job.len as usize];
+                read_source(job.file, job.out_offset, &mut ft_bytes)?;
+                let base_bytes = match (&segment.kind, &segment.tensor) {
+                    (SegmentKind::Delta, Some(name)) => {
+                        let t = &base.tensors[name];
+                        let mut b = vec![0u8; job.len as usize];
+                        base.read_raw_into(t, job.segment_offset as usize, &mut b)?;
+                        Some(b)
+                    }
+                    _ => None,
+                };
+                if base_bytes.as_deref() == Some(ft_bytes.as_slice()) {
+                    return Ok((ft_bytes, Vec::new()));
+                }
+                let mut plane_bytes = Vec::new();
+                planes::encode(
+                    segment.codec,
+                    &ft_bytes,
+                    base_bytes.as_deref(),
+                    &mut plane_bytes,
+                );
+                let frame = zstd::bulk::compress(&plane_bytes, zstd_level(segment.codec))
+                    .map_err(|e| Error::io(out, e))?;
+                Ok((ft_bytes, frame))
+            },
+            |i, (ft_bytes, frame)| {
+                hashers[jobs[i].file].update(&ft_bytes);
+                bar.inc(ft_bytes.len() as u64);
+                frame_lens.push(frame.len() as u64);
+                put(&mut w, &frame, &mut checksum)
+            },
+        )?;
+        for (f, h) in header.files.iter_mut().zip(&hashers) {
+            f.sha256 = crate::digest::hex(&h.clone().finalize());
+        }
+        put(&mut w, &lossless_tail(&header, &frame_lens), &mut checksum)?;
+        let digest = checksum.clone().finalize();
+        w.write_all(&digest).map_err(|e| Error::io(out, e))?;
+        w.flush().map_err(|e| Error::io(out, e))?;
+        Ok(())
+    })?;
+    bar.finish();
+    let file_bytes = std::fs::metadata(out).map_err(|e| Error::io(out, e))?.len();
+    let (mut unchanged, mut changed, mut whole) = (0, 0, 0);
+    let mut first = 0;
+    for f in &header.files {
+        for s in &f.segments {
+            let n = header.chunk_len(s.codec);
+            let chunks = s.len.div_ceil(n) as usize;
+            let lens = &frame_lens[first..first + chunks];
+            first += chunks;
+            match s.kind {
+                SegmentKind::Bytes => {}
+                SegmentKind::Whole => whole += 1,
+                SegmentKind::Delta if lens.iter().all(|l| *l == 0) => unchanged += 1,
+                SegmentKind::Delta => changed += 1,
+            }
+        }
+    }
+    Ok(LosslessCreated {
+        parent_hash: header.parent_hash.clone(),
+        files: header.files.len(),
+        tensors: unchanged + changed + whole,
+        unchanged,
+        changed,
+        whole,
+        file_bytes,
+        model_bytes,
+    })
+}

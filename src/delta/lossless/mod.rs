@@ -1,0 +1,241 @@
+//! The lossless strategy: a `.wdelta` of version 3 that rebuilds the fine-tuned file(s) byte
+//! for byte (header, metadata, padding, tensor order), against a base given by its parent
+//! hash. Every byte that is not tensor data is stored (compressed); a tensor present in the
+//! base with the same dtype and shape is stored as its byte planes against the base's
+//! ([`planes`]), chunk by chunk, a chunk equal to the base's costing nothing but its index
+//! entry; any other tensor is stored whole. Each chunk is one zstd frame. The container is
+//! [`crate::formats::wdelta::lossless`].
+//!
+//! Both directions stream: chunks of at most 4 MiB are read with positioned reads, coded on
+//! the worker threads and consumed in order (so the bytes do not depend on `--threads`), and
+//! outputs are written to a temporary file renamed into place. `apply` checks the delta's
+//! checksum, the base's parent hash, and each rebuilt file's SHA-256 before the rename.
+
+mod apply;
+mod create;
+pub(crate) mod planes;
+
+pub(crate) use apply::{apply_lossless, verify_checksum};
+pub(crate) use create::{LosslessCreated, create_lossless};
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::error::DeltaError;
+use crate::formats::wdelta::lossless::{Codec, LosslessContainer, version_of};
+
+/// Raw bytes per chunk (rounded down to whole elements or blocks).
+pub(crate) const CHUNK_BYTES: u64 = 4 << 20;
+/// zstd level of float, integer and byte planes: level 1 compressed them as well as 3 (within
+/// ±2 %) at twice the speed, and 6 to 9 gained 0.5 to 3 % at 2 to 8 times the time
+/// (docs/wdelta.md has the figures).
+pub(crate) const ZSTD_LEVEL: i32 = 1;
+/// q8_0's subtracted quants: 2.75 MB at level 3, 2.55 at 6, 2.42 at 9 in about the time of 6,
+/// 2.15 at 15 at six times it (a 31 MB noise pair; docs/wdelta.md).
+pub(crate) const ZSTD_LEVEL_Q8_0: i32 = 9;
+
+/// The zstd level of a codec's frames.
+pub(crate) fn zstd_level(codec: Codec) -> i32 {
+    match codec {
+        Codec::Q8_0 => ZSTD_LEVEL_Q8_0,
+        _ => ZSTD_LEVEL,
+    }
+}
+
+/// Whether the file at `path` is a lossless (version 3) `.wdelta`.
+pub(crate) fn is_lossless_file(path: &Path) -> bool {
+    let mut head = [0u8; 11];
+    File::open(path)
+        .and_then(|f| f.read_exact_at(&mut head, 0))
+        .is_ok()
+        && version_of(&head) == Some(crate::formats::wdelta::lossless::LOSSLESS_VERSION)
+}
+
+/// Opens and parses a lossless `.wdelta` (not its checksum).
+pub(crate) fn open_container(path: &Path) -> Result<(File, LosslessContainer), DeltaError> {
+    let file = File::open(path).map_err(|e| crate::error::Error::io(path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| crate::error::Error::io(path, e))?
+        .len();
+    let c = LosslessContainer::parse(len, |at, buf| {
+        file.read_exact_at(buf, at).map_err(|e| e.to_string())
+    })
+    .map_err(|source| DeltaError::Lossless {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((file, c))
+}
+
+/// Decodes one chunk's frame against the base's bytes (`None` for a chunk stored whole, and
+/// for a chunk with no frame: equal to the base) into `out` (the chunk's length). The
+/// decompressed size must be exactly the chunk's: a frame never makes more than that.
+pub fn decode_chunk(
+    codec: Codec,
+    frame: &[u8],
+    base: Option<&[u8]>,
+    out: &mut [u8],
+) -> Result<(), String> {
+    if frame.is_empty() {
+        match base {
+            Some(b) if b.len() == out.len() => {
+                out.copy_from_slice(b);
+                return Ok(());
+            }
+            _ => return Err("a chunk without a frame needs the base's bytes".to_string()),
+        }
+    }
+    if base.is_some_and(|b| b.len() != out.len())
+        || !(out.len() as u64).is_multiple_of(codec.unit())
+    {
+        return Err("the chunk's length does not fit its codec or its base".to_string());
+    }
+    let planes = zstd::bulk::decompress(frame, out.len()).map_err(|e| format!("zstd: {e}"))?;
+    if planes.len() != out.len() {
+        return Err(format!(
+            "the frame decompresses to {} bytes, the chunk has {}",
+            planes.len(),
+            out.len()
+        ));
+    }
+    planes::decode(codec, &planes, base, out);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const CODECS: [Codec; 5] = [
+        Codec::Bytes,
+        Codec::Planes2,
+        Codec::Planes4,
+        Codec::Planes8,
+        Codec::Q8_0,
+    ];
+
+    /// Encodes and compresses as `create` does, then decodes as `apply` does.
+    fn round_trip(codec: Codec, ft: &[u8], base: Option<&[u8]>) -> Vec<u8> {
+        let mut planes = Vec::new();
+        planes::encode(codec, ft, base, &mut planes);
+        let frame = zstd::bulk::compress(&planes, ZSTD_LEVEL).unwrap();
+        let mut out = vec![0u8; ft.len()];
+        decode_chunk(codec, &frame, base, &mut out).unwrap();
+        out
+    }
+
+    /// Special float bit patterns: signed zeros, NaNs with payloads, infinities, subnormals.
+    fn specials() -> Vec<u8> {
+        let mut v = Vec::new();
+        for bits in [
+            0x8000_0000u32,
+            0,
+            0x7fc0_0001,
+            0xffa0_0123,
+            0x7f80_0000,
+            0xff80_0000,
+            1,
+            0x8000_0001,
+        ] {
+            v.extend_from_slice(&bits.to_le_bytes());
+        }
+        v
+    }
+
+    proptest! {
+        #[test]
+        fn random_bit_patterns_come_back_exactly(
+            words in proptest::collection::vec(any::<u64>(), 0..600),
+            noise in proptest::collection::vec(any::<u8>(), 0..64),
+            codec in 0usize..5,
+            with_base in any::<bool>(),
+        ) {
+            let codec = CODECS[codec];
+            let mut ft: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            ft.extend_from_slice(&specials());
+            let unit = codec.unit() as usize;
+            ft.truncate(ft.len() / unit * unit);
+            // The base: the fine-tune with a few bytes changed, as a fine-tune step would.
+            let mut base = ft.clone();
+            for (i, n) in noise.iter().enumerate() {
+                if !base.is_empty() {
+                    let at = (i * 7919 + *n as usize) % base.len();
+                    base[at] ^= n;
+                }
+            }
+            let base = with_base.then_some(base.as_slice());
+            prop_assert_eq!(round_trip(codec, &ft, base), ft);
+        }
+    }
+
+    #[test]
+    fn a_frame_that_decompresses_to_more_than_the_chunk_is_refused() {
+        let frame = zstd::bulk::compress(&[7u8; 100], 3).unwrap();
+        let mut out = vec![0u8; 64];
+        let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
+        assert!(e.contains("zstd"), "{e}");
+        let mut out = vec![0u8; 128];
+        let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
+        assert!(e.contains("decompresses to 100 bytes"), "{e}");
+        assert!(decode_chunk(Codec::Bytes, &[], None, &mut out).is_err());
+        assert!(decode_chunk(Codec::Q8_0, &frame, None, &mut [0u8; 100]).is_err());
+    }
+
+    /// What the fuzz target does, on seeded mutations of a real container: parse, then decode
+    /// every chunk; nothing may panic.
+    #[test]
+    fn mutated_containers_are_errors_never_panics() {
+        let seed = include_bytes!("../../../fuzz/seeds/wdelta_lossless/gguf.wdelta");
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut decoded = 0;
+        for _ in 0..3000 {
+            let mut bytes = seed.to_vec();
+            for _ in 0..(next() % 4 + 1) {
+                let at = (next() % bytes.len() as u64) as usize;
+                bytes[at] ^= (next() % 255 + 1) as u8;
+            }
+            let Ok(c) = LosslessContainer::parse_bytes(&bytes) else {
+                continue;
+            };
+            for k in &c.chunks {
+                let segment = &c.header.files[k.file as usize].segments[k.segment as usize];
+                let frame =
+                    &bytes[k.frame_offset as usize..(k.frame_offset + k.frame_len) as usize];
+                let base = vec![1u8; k.len as usize];
+                let mut out = vec![0u8; k.len as usize];
+                let base = (segment.kind == crate::formats::wdelta::lossless::SegmentKind::Delta)
+                    .then_some(base.as_slice());
+                if decode_chunk(segment.codec, frame, base, &mut out).is_ok() {
+                    decoded += 1;
+                }
+            }
+        }
+        assert!(
+            decoded > 0,
+            "no mutation left a decodable chunk: the test tests nothing"
+        );
+    }
+
+    #[test]
+    fn codecs_follow_the_dtype() {
+        assert_eq!(planes::codec_for("bf16", 8), Codec::Planes2);
+        assert_eq!(planes::codec_for("f32", 8), Codec::Planes4);
+        assert_eq!(planes::codec_for("f64", 8), Codec::Planes8);
+        assert_eq!(planes::codec_for("i64", 8), Codec::Planes8);
+        assert_eq!(planes::codec_for("q8_0", 68), Codec::Q8_0);
+        assert_eq!(planes::codec_for("q4_k", 144), Codec::Bytes);
+        assert_eq!(planes::codec_for("u8", 3), Codec::Bytes);
+        // A length that is not whole elements falls back to bytes.
+        assert_eq!(planes::codec_for("f32", 6), Codec::Bytes);
+    }
+}

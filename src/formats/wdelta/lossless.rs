@@ -1,0 +1,634 @@
+//! Version 3 of `.wdelta`: the container of the lossless strategy, which rebuilds every byte of
+//! the fine-tuned file(s).
+//!
+//! Layout (integers little-endian): `b"wdelta\0"`, u32 version 3, the zstd frames, the chunk
+//! index (a u64 frame length per chunk, 0 for a chunk equal to the base's bytes), the JSON
+//! header, u64 header length, and the SHA-256 of every byte before it. The header comes last so
+//! `create` writes the file in one pass; a version 1 or 2 reader stops at the version.
+//!
+//! Each fine-tuned file is a list of segments that cover it exactly, in order: `bytes` (anything
+//! that is not tensor data: headers, metadata, alignment padding), `whole` (a tensor the base
+//! lacks, or has with another dtype or shape) and `delta` (a tensor of the same name, dtype and
+//! shape in the base, stored as its difference). Segments are cut into chunks of at most
+//! `chunk_bytes` (rounded down to whole elements or blocks); each chunk is one zstd frame of the
+//! chunk's byte planes (see `crate::delta`'s lossless planes).
+
+use serde::{Deserialize, Serialize};
+
+use super::{MAGIC, is_sha256_hex};
+
+pub const LOSSLESS_VERSION: u32 = 3;
+pub const LOSSLESS_STRATEGY: &str = "lossless";
+/// Magic and version.
+pub const LOSSLESS_PREAMBLE: u64 = 7 + 4;
+/// Header length and checksum.
+const FOOTER: u64 = 8 + 32;
+/// Chunks are decoded whole in memory: their size is bounded.
+pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
+pub const MIN_CHUNK_BYTES: u64 = 64;
+
+/// Every way a lossless `.wdelta` can be rejected; each names where and what was expected.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LosslessError {
+    #[error("file is {len} bytes, shorter than the smallest lossless .wdelta (51 bytes)")]
+    TooShort { len: u64 },
+    #[error("not a .wdelta file: the first 7 bytes are not the magic \"wdelta\\0\"")]
+    BadMagic,
+    #[error("version {version} at offset 7: not a lossless .wdelta (version 3)")]
+    NotVersion3 { version: u32 },
+    #[error("header length {declared} at offset {at} exceeds the {available} bytes before it")]
+    HeaderTooLong {
+        declared: u64,
+        at: u64,
+        available: u64,
+    },
+    #[error(
+        "header length {declared} at offset {at} exceeds the limit of {limit} bytes ({})",
+        crate::formats::limits::how_to_raise()
+    )]
+    HeaderOverLimit { declared: u64, at: u64, limit: u64 },
+    #[error("JSON header at offset {at}: {reason}")]
+    Json { at: u64, reason: String },
+    #[error(
+        "header key strategy: {found:?} is not a strategy this reader knows in a version 3 file \
+         (it knows \"lossless\")"
+    )]
+    UnknownStrategy { found: String },
+    #[error("header key parent_hash: expected 64 lowercase hexadecimal digits, found {found:?}")]
+    BadParentHash { found: String },
+    #[error("header key chunk_bytes: {found} is outside {MIN_CHUNK_BYTES}..={MAX_CHUNK_BYTES}")]
+    BadChunkBytes { found: u64 },
+    #[error("files[{file}].name {name:?}: expected a plain file name (no directory)")]
+    BadFileName { file: usize, name: String },
+    #[error("files[{file}].sha256: expected 64 lowercase hexadecimal digits, found {found:?}")]
+    BadFileHash { file: usize, found: String },
+    #[error("files[{file}]: the segments cover {covered} bytes, the file has {size}")]
+    SegmentsDoNotCover {
+        file: usize,
+        covered: u128,
+        size: u64,
+    },
+    #[error(
+        "files[{file}].segments[{segment}]: {len} bytes is not a whole number of {unit}-byte \
+         elements of codec {codec}"
+    )]
+    PartialElement {
+        file: usize,
+        segment: usize,
+        len: u64,
+        unit: u64,
+        codec: &'static str,
+    },
+    #[error("files[{file}].segments[{segment}]: a {kind} segment needs key tensor")]
+    MissingTensor {
+        file: usize,
+        segment: usize,
+        kind: &'static str,
+    },
+    #[error(
+        "the header declares {chunks} chunks, whose index ({index_bytes} bytes) does not fit in \
+         the {available} bytes between the version and the header"
+    )]
+    IndexOverrun {
+        chunks: u64,
+        index_bytes: u128,
+        available: u64,
+    },
+    #[error(
+        "the chunk index (at offset {at}) gives frames of {declared} bytes in all, but \
+         {actual} bytes lie between the version and the index"
+    )]
+    FramesDoNotFit {
+        at: u64,
+        declared: u128,
+        actual: u64,
+    },
+    #[error(
+        "chunk {chunk} (index offset {at}) has no frame (equal to the base), but it is not part \
+         of a delta segment"
+    )]
+    EmptyFrameWithoutBase { chunk: u64, at: u64 },
+    #[error("chunk {chunk} (frame at offset {at}): {reason}")]
+    Frame { chunk: u64, at: u64, reason: String },
+    #[error(
+        "checksum mismatch: the last 32 bytes say SHA-256 {stored}, the content hashes to \
+         {actual}; the file is corrupted or truncated"
+    )]
+    ChecksumMismatch { stored: String, actual: String },
+    #[error("reading bytes {at}..{end}: {reason}")]
+    Read { at: u64, end: u64, reason: String },
+}
+
+/// How a segment's bytes are turned into planes (see the delta adapter's planes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Codec {
+    /// One plane of bytes.
+    #[serde(rename = "bytes")]
+    Bytes,
+    /// Elements of 2, 4 or 8 bytes, XORed, one plane per byte position (sign and exponent
+    /// apart from the mantissa).
+    #[serde(rename = "planes2")]
+    Planes2,
+    #[serde(rename = "planes4")]
+    Planes4,
+    #[serde(rename = "planes8")]
+    Planes8,
+    /// ggml q8_0 blocks (f16 scale, 32 int8): the scale's two bytes XORed in two planes, the
+    /// quants subtracted (mod 256) in a third.
+    #[serde(rename = "q8_0")]
+    Q8_0,
+}
+
+impl Codec {
+    /// Bytes per element or block.
+    pub fn unit(self) -> u64 {
+        match self {
+            Codec::Bytes => 1,
+            Codec::Planes2 => 2,
+            Codec::Planes4 => 4,
+            Codec::Planes8 => 8,
+            Codec::Q8_0 => 34,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Bytes => "bytes",
+            Codec::Planes2 => "planes2",
+            Codec::Planes4 => "planes4",
+            Codec::Planes8 => "planes8",
+            Codec::Q8_0 => "q8_0",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SegmentKind {
+    /// Bytes that are not tensor data.
+    Bytes,
+    /// A tensor stored without a base.
+    Whole,
+    /// A tensor stored against the base's tensor of the same name (same dtype and size).
+    Delta,
+}
+
+impl SegmentKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SegmentKind::Bytes => "bytes",
+            SegmentKind::Whole => "whole",
+            SegmentKind::Delta => "delta",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    pub kind: SegmentKind,
+    pub len: u64,
+    pub codec: Codec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<String>,
+    /// The tensor's dtype as the core names it (shown by `delta inspect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+}
+
+/// One rebuilt file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LosslessFile {
+    /// Plain file name: the output itself for a single file, a file inside the output
+    /// directory for a sharded model.
+    pub name: String,
+    pub size: u64,
+    /// SHA-256 of the file's bytes, checked before a rebuilt file is renamed into place.
+    pub sha256: String,
+    pub segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LosslessHeader {
+    pub parent_hash: String,
+    pub strategy: String,
+    /// Sharded (a directory of files) rather than one file.
+    pub sharded: bool,
+    pub chunk_bytes: u64,
+    /// The zstd level of the float, integer and byte planes (q8_0's use their own); decoding
+    /// does not need it.
+    pub zstd_level: i32,
+    pub files: Vec<LosslessFile>,
+}
+
+impl LosslessHeader {
+    /// Chunk length of a segment: `chunk_bytes` rounded down to whole units.
+    pub fn chunk_len(&self, codec: Codec) -> u64 {
+        (self.chunk_bytes / codec.unit()) * codec.unit()
+    }
+}
+
+/// One chunk: where its bytes go and where its frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub file: u32,
+    pub segment: u32,
+    /// Offset in the rebuilt file, and in the segment.
+    pub out_offset: u64,
+    pub segment_offset: u64,
+    pub len: u64,
+    pub frame_offset: u64,
+    /// 0: equal to the base's bytes.
+    pub frame_len: u64,
+}
+
+/// A parsed lossless `.wdelta` (the checksum is checked apart: [`verify_lossless_checksum`]).
+#[derive(Debug, Clone)]
+pub struct LosslessContainer {
+    pub header: LosslessHeader,
+    pub chunks: Vec<Chunk>,
+    /// Bytes of the file.
+    pub file_len: u64,
+    pub header_len: u64,
+}
+
+/// The version at offset 7 of a file starting with the magic, if the file is that long.
+pub fn version_of(prefix: &[u8]) -> Option<u32> {
+    if !prefix.starts_with(MAGIC) || prefix.len() < 11 {
+        return None;
+    }
+    Some(u32::from_le_bytes(
+        prefix[7..11].try_into().expect("4 bytes"),
+    ))
+}
+
+fn read_u64(
+    read_at: &mut impl FnMut(u64, &mut [u8]) -> Result<(), String>,
+    at: u64,
+) -> Result<u64, LosslessError> {
+    let mut b = [0u8; 8];
+    read_at(at, &mut b).map_err(|reason| LosslessError::Read {
+        at,
+        end: at + 8,
+        reason,
+    })?;
+    Ok(u64::from_le_bytes(b))
+}
+
+impl LosslessContainer {
+    /// Parses and validates a file of `file_len` bytes read through `read_at` (offset, buffer):
+    /// everything but the checksum and the frames' content. Memory is bounded by the header
+    /// limit and the file's own size.
+    pub fn parse(
+        file_len: u64,
+        mut read_at: impl FnMut(u64, &mut [u8]) -> Result<(), String>,
+    ) -> Result<LosslessContainer, LosslessError> {
+        if file_len < LOSSLESS_PREAMBLE + FOOTER {
+            return Err(LosslessError::TooShort { len: file_len });
+        }
+        let mut pre = [0u8; 11];
+        read_at(0, &mut pre).map_err(|reason| LosslessError::Read {
+            at: 0,
+            end: 11,
+            reason,
+        })?;
+        if !pre.starts_with(MAGIC) {
+            return Err(LosslessError::BadMagic);
+        }
+        let version = version_of(&pre).expect("11 bytes with the magic");
+        if version != LOSSLESS_VERSION {
+            return Err(LosslessError::NotVersion3 { version });
+        }
+        let len_at = file_len - FOOTER;
+        let header_len = read_u64(&mut read_at, len_at)?;
+        let available = len_at - LOSSLESS_PREAMBLE;
+        if header_len > available {
+            return Err(LosslessError::HeaderTooLong {
+                declared: header_len,
+                at: len_at,
+                available,
+            });
+        }
+        let limit = crate::formats::limits::max_header_bytes();
+        if header_len > limit {
+            return Err(LosslessError::HeaderOverLimit {
+                declared: header_len,
+                at: len_at,
+                limit,
+            });
+        }
+        let header_at = len_at - header_len;
+        let mut json = vec![0u8; header_len as usize];
+        read_at(header_at, &mut json).map_err(|reason| LosslessError::Read {
+            at: header_at,
+            end: len_at,
+            reason,
+        })?;
+        let header: LosslessHeader =
+            serde_json::from_slice(&json).map_err(|e| LosslessError::Json {
+                at: header_at,
+                reason: e.to_string(),
+            })?;
+        drop(json);
+        validate_header(&header)?;
+        // Chunks per segment, bounded by the room the index has before allocating anything.
+        let mut n_chunks: u128 = 0;
+        for f in &header.files {
+            for s in &f.segments {
+                let c = header.chunk_len(s.codec) as u128;
+                n_chunks += (s.len as u128).div_ceil(c);
+            }
+        }
+        let room = header_at - LOSSLESS_PREAMBLE;
+        let index_bytes = n_chunks * 8;
+        if index_bytes > room as u128 {
+            return Err(LosslessError::IndexOverrun {
+                chunks: n_chunks as u64,
+                index_bytes,
+                available: room,
+            });
+        }
+        let index_at = header_at - index_bytes as u64;
+        let mut index = vec![0u8; index_bytes as usize];
+        read_at(index_at, &mut index).map_err(|reason| LosslessError::Read {
+            at: index_at,
+            end: header_at,
+            reason,
+        })?;
+        let frames_room = index_at - LOSSLESS_PREAMBLE;
+        let mut chunks = Vec::with_capacity(n_chunks as usize);
+        let mut frame_offset = LOSSLESS_PREAMBLE;
+        let mut declared: u128 = 0;
+        let mut k = 0usize;
+        for (fi, f) in header.files.iter().enumerate() {
+            let mut out_offset = 0u64;
+            for (si, s) in f.segments.iter().enumerate() {
+                let c = header.chunk_len(s.codec);
+                let mut done = 0u64;
+                while done < s.len {
+                    let len = c.min(s.len - done);
+                    let frame_len =
+                        u64::from_le_bytes(index[k * 8..k * 8 + 8].try_into().expect("8 bytes"));
+                    if frame_len == 0 && s.kind != SegmentKind::Delta {
+                        return Err(LosslessError::EmptyFrameWithoutBase {
+                            chunk: k as u64,
+                            at: index_at + 8 * k as u64,
+                        });
+                    }
+                    declared += frame_len as u128;
+                    if declared > frames_room as u128 {
+                        return Err(LosslessError::FramesDoNotFit {
+                            at: index_at,
+                            declared,
+                            actual: frames_room,
+                        });
+                    }
+                    chunks.push(Chunk {
+                        file: fi as u32,
+                        segment: si as u32,
+                        out_offset: out_offset + done,
+                        segment_offset: done,
+                        len,
+                        frame_offset,
+                        frame_len,
+                    });
+                    frame_offset += frame_len;
+                    done += len;
+                    k += 1;
+                }
+                out_offset += s.len;
+            }
+        }
+        if declared != frames_room as u128 {
+            return Err(LosslessError::FramesDoNotFit {
+                at: index_at,
+                declared,
+                actual: frames_room,
+            });
+        }
+        Ok(LosslessContainer {
+            header,
+            chunks,
+            file_len,
+            header_len,
+        })
+    }
+
+    /// [`LosslessContainer::parse`] over bytes in memory.
+    pub fn parse_bytes(bytes: &[u8]) -> Result<LosslessContainer, LosslessError> {
+        LosslessContainer::parse(bytes.len() as u64, |at, buf| {
+            let start = usize::try_from(at).map_err(|_| "offset out of range".to_string())?;
+            let end = start
+                .checked_add(buf.len())
+                .filter(|e| *e <= bytes.len())
+                .ok_or_else(|| "past the end of the file".to_string())?;
+            buf.copy_from_slice(&bytes[start..end]);
+            Ok(())
+        })
+    }
+}
+
+fn validate_header(h: &LosslessHeader) -> Result<(), LosslessError> {
+    if h.strategy != LOSSLESS_STRATEGY {
+        return Err(LosslessError::UnknownStrategy {
+            found: h.strategy.clone(),
+        });
+    }
+    if !is_sha256_hex(&h.parent_hash) {
+        return Err(LosslessError::BadParentHash {
+            found: h.parent_hash.clone(),
+        });
+    }
+    if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&h.chunk_bytes) {
+        return Err(LosslessError::BadChunkBytes {
+            found: h.chunk_bytes,
+        });
+    }
+    for (fi, f) in h.files.iter().enumerate() {
+        if !is_plain_name(&f.name) {
+            return Err(LosslessError::BadFileName {
+                file: fi,
+                name: f.name.clone(),
+            });
+        }
+        if !is_sha256_hex(&f.sha256) {
+            return Err(LosslessError::BadFileHash {
+                file: fi,
+                found: f.sha256.clone(),
+            });
+        }
+        let covered: u128 = f.segments.iter().map(|s| s.len as u128).sum();
+        if covered != f.size as u128 {
+            return Err(LosslessError::SegmentsDoNotCover {
+                file: fi,
+                covered,
+                size: f.size,
+            });
+        }
+        for (si, s) in f.segments.iter().enumerate() {
+            if s.len % s.codec.unit() != 0 {
+                return Err(LosslessError::PartialElement {
+                    file: fi,
+                    segment: si,
+                    len: s.len,
+                    unit: s.codec.unit(),
+                    codec: s.codec.name(),
+                });
+            }
+            if s.kind == SegmentKind::Delta && s.tensor.is_none() {
+                return Err(LosslessError::MissingTensor {
+                    file: fi,
+                    segment: si,
+                    kind: s.kind.name(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A file name without a directory: not empty, `.` or `..`, no separator or NUL.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// Writes the container's tail: the chunk index, the header and its length. (The checksum is
+/// the writer's: it hashes every byte it writes.)
+pub fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
+    let json = serde_json::to_vec(header).expect("the header serializes");
+    let mut out = Vec::with_capacity(frame_lens.len() * 8 + json.len() + 8);
+    for l in frame_lens {
+        out.extend_from_slice(&l.to_le_bytes());
+    }
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out
+}
+
+/// The preamble: magic and version 3.
+pub fn lossless_preamble() -> [u8; 11] {
+    let mut p = [0u8; 11];
+    p[..7].copy_from_slice(MAGIC);
+    p[7..].copy_from_slice(&LOSSLESS_VERSION.to_le_bytes());
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(strategy: &str, segments: Vec<Segment>, size: u64) -> LosslessHeader {
+        LosslessHeader {
+            parent_hash: "ab".repeat(32),
+            strategy: strategy.to_string(),
+            sharded: false,
+            chunk_bytes: 64,
+            zstd_level: 3,
+            files: vec![LosslessFile {
+                name: "m.safetensors".to_string(),
+                size,
+                sha256: "cd".repeat(32),
+                segments,
+            }],
+        }
+    }
+
+    fn seg(kind: SegmentKind, len: u64, codec: Codec) -> Segment {
+        Segment {
+            kind,
+            len,
+            codec,
+            tensor: (kind != SegmentKind::Bytes).then(|| "t".to_string()),
+            dtype: None,
+        }
+    }
+
+    /// A container with the given frames (their content is not looked at by the parser).
+    fn file(h: &LosslessHeader, frames: &[&[u8]]) -> Vec<u8> {
+        let mut out = lossless_preamble().to_vec();
+        for f in frames {
+            out.extend_from_slice(f);
+        }
+        let lens: Vec<u64> = frames.iter().map(|f| f.len() as u64).collect();
+        out.extend_from_slice(&lossless_tail(h, &lens));
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(&out);
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    #[test]
+    fn chunks_are_laid_out_from_the_index() {
+        // 10 bytes, then 128 bytes of f32 in two chunks of 64, the second equal to the base.
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![
+                seg(SegmentKind::Bytes, 10, Codec::Bytes),
+                seg(SegmentKind::Delta, 128, Codec::Planes4),
+            ],
+            138,
+        );
+        let bytes = file(&h, &[b"abc", b"defgh", b""]);
+        let c = LosslessContainer::parse_bytes(&bytes).unwrap();
+        assert_eq!(c.chunks.len(), 3);
+        assert_eq!((c.chunks[1].out_offset, c.chunks[1].len), (10, 64));
+        assert_eq!((c.chunks[1].frame_offset, c.chunks[1].frame_len), (14, 5));
+        assert_eq!((c.chunks[2].out_offset, c.chunks[2].frame_len), (74, 0));
+        // A frameless chunk outside a delta segment is refused.
+        let bytes = file(&h, &[b"", b"defgh", b""]);
+        assert!(matches!(
+            LosslessContainer::parse_bytes(&bytes),
+            Err(LosslessError::EmptyFrameWithoutBase { chunk: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn an_unknown_strategy_is_refused_by_name() {
+        let h = header("wavelet", vec![], 0);
+        let e = LosslessContainer::parse_bytes(&file(&h, &[])).unwrap_err();
+        assert_eq!(
+            e,
+            LosslessError::UnknownStrategy {
+                found: "wavelet".to_string()
+            }
+        );
+        assert!(e.to_string().contains("\"wavelet\""));
+    }
+
+    #[test]
+    fn segments_must_cover_the_file_in_whole_elements() {
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Whole, 6, Codec::Planes4)],
+            6,
+        );
+        assert!(matches!(
+            LosslessContainer::parse_bytes(&file(&h, &[b"x"])),
+            Err(LosslessError::PartialElement { .. })
+        ));
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Whole, 8, Codec::Planes4)],
+            9,
+        );
+        assert!(matches!(
+            LosslessContainer::parse_bytes(&file(&h, &[b"x"])),
+            Err(LosslessError::SegmentsDoNotCover { .. })
+        ));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_never_a_panic() {
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Bytes, 200, Codec::Bytes)],
+            200,
+        );
+        let bytes = file(&h, &[b"aaaa", b"bbbb", b"cccc", b"dd"]);
+        assert!(LosslessContainer::parse_bytes(&bytes).is_ok());
+        for keep in 0..bytes.len() {
+            assert!(
+                LosslessContainer::parse_bytes(&bytes[..keep]).is_err(),
+                "kept {keep}"
+            );
+        }
+    }
+}

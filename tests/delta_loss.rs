@@ -1,0 +1,192 @@
+//! What the lossy strategies lose, and what they must keep: `create` and `verify --against`
+//! report rel_l2 against the fine-tune and the fraction of the update lost, checked here
+//! against numpy on the model `apply` rebuilds; tensors the fine-tune left unchanged (signed
+//! zeros and NaN payloads included) come back bit-identical under every strategy, and so does
+//! the fine-tune's metadata (the rebuilt file's structural hash is the fine-tune's).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::delta::{ok, s};
+use common::{python, run, stdout};
+
+/// A pair written by the safetensors package: two tensors updated by small noise, one
+/// unchanged holding -0.0, +0.0 and a NaN with a payload.
+fn pair(dir: &Path) {
+    let script = r#"
+import sys, numpy as np
+from safetensors.numpy import save_file
+d = sys.argv[1]
+rng = np.random.default_rng(5)
+b = {"w": rng.standard_normal((64, 48)).astype(np.float32),
+     "v": rng.standard_normal(33).astype(np.float32),
+     "z": np.array([0x80000000, 0, 0x7fc00123, 0x3f800000], dtype=np.uint32).view(np.float32)}
+f = {k: v.copy() for k, v in b.items()}
+f["w"] += (rng.standard_normal((64, 48)) * 1e-2).astype(np.float32)
+f["v"] += (rng.standard_normal(33) * 1e-2).astype(np.float32)
+save_file(b, d + "/base.safetensors", metadata={"format": "pt", "step": "0"})
+save_file(f, d + "/ft.safetensors", metadata={"format": "pt", "step": "300"})
+"#;
+    let out = Command::new(python())
+        .args(["-c", script, s(dir)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// rel_l2 and update lost over the model and per tensor, computed by numpy in float64 from the
+/// three files: "model REL LOST" then "NAME REL LOST" lines.
+fn numpy_figures(dir: &Path, rebuilt: &Path) -> Vec<(String, f64, f64)> {
+    let script = r#"
+import sys, numpy as np
+from safetensors.numpy import load_file
+d, r = sys.argv[1], load_file(sys.argv[2])
+b, f = load_file(d + "/base.safetensors"), load_file(d + "/ft.safetensors")
+tot = np.zeros(3)
+rows = []
+for k in sorted(b):
+    rr, ff, bb = (x[k].astype(np.float64) for x in (r, f, b))
+    m = np.isfinite(rr) & np.isfinite(ff) & np.isfinite(bb)
+    rr, ff, bb = rr[m], ff[m], bb[m]
+    s = np.array([((rr - ff) ** 2).sum(), (ff ** 2).sum(), ((ff - bb) ** 2).sum()])
+    tot += s
+    e = np.sqrt(s)
+    rows.append((k, e[0] / e[1] if e[0] else 0.0, e[0] / e[2] if e[0] else 0.0))
+e = np.sqrt(tot)
+print("model", e[0] / e[1], e[0] / e[2])
+for k, a, c in rows:
+    print(k, a, c)
+"#;
+    let out = Command::new(python())
+        .args(["-c", script, s(dir), s(rebuilt)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let p: Vec<&str> = l.split_whitespace().collect();
+            (
+                p[0].to_string(),
+                p[1].parse().unwrap(),
+                p[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The two numbers after "rel_l2 " and "update lost " in `line`.
+fn figures(line: &str) -> (f64, f64) {
+    let after = |key: &str| -> f64 {
+        let rest = &line[line.find(key).unwrap() + key.len()..];
+        let num: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        num.parse().unwrap()
+    };
+    (after("rel_l2 "), after("update lost "))
+}
+
+fn raw_tensor(path: &Path, name: &str) -> Vec<u8> {
+    let m = weight_inspect::deltas::Model::open(path).unwrap();
+    m.read_raw(&m.tensors[name]).unwrap()
+}
+
+#[test]
+fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    pair(dir);
+    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
+    for strategy in ["int4", "sparse", "quantized"] {
+        let delta = dir.join(format!("{strategy}.wdelta"));
+        let out = run(&[
+            "delta",
+            "create",
+            "--strategy",
+            strategy,
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&delta),
+        ]);
+        ok(&out);
+        let text = stdout(&out);
+        let rebuilt = dir.join(format!("{strategy}.safetensors"));
+        ok(&run(&[
+            "delta",
+            "apply",
+            "--base",
+            s(&base),
+            s(&delta),
+            "-o",
+            s(&rebuilt),
+        ]));
+        let expected = numpy_figures(dir, &rebuilt);
+        let model = text.lines().find(|l| l.starts_with("lossy:")).unwrap();
+        let (rel, lost) = figures(model);
+        assert!(
+            (rel - expected[0].1).abs() < 2e-6,
+            "{strategy}: {model} vs {expected:?}"
+        );
+        assert!(
+            (lost - expected[0].2).abs() < 2e-4,
+            "{strategy}: {model} vs {expected:?}"
+        );
+        // Something is lost, and the worst tensor is named.
+        assert!(lost > 0.01, "{strategy}: {model}");
+        let worst = text
+            .lines()
+            .find(|l| l.starts_with("worst tensor: "))
+            .unwrap();
+        let max = expected[1..]
+            .iter()
+            .max_by(|a, b| a.2.total_cmp(&b.2))
+            .unwrap();
+        assert!(
+            worst.contains(&format!("worst tensor: {} ", max.0)),
+            "{worst}"
+        );
+
+        // verify --against measures the same per tensor.
+        let out = run(&[
+            "delta",
+            "verify",
+            "--base",
+            s(&base),
+            s(&delta),
+            "--against",
+            s(&ft),
+        ]);
+        ok(&out);
+        let text = stdout(&out);
+        for (name, rel, lost) in &expected[1..] {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("tensor {name}: ")))
+                .unwrap();
+            let (r, l) = figures(line);
+            assert!((r - rel).abs() < 2e-6 && (l - lost).abs() < 2e-4, "{line}");
+        }
+
+        // The unchanged tensor comes back bit for bit: -0.0, +0.0, the NaN's payload.
+        assert_eq!(
+            raw_tensor(&rebuilt, "z"),
+            raw_tensor(&ft, "z"),
+            "{strategy}"
+        );
+    }
+}

@@ -1,0 +1,447 @@
+//! The lossless strategy (.wdelta version 3): the fine-tuned file(s) come back byte for byte
+//! (header, metadata, padding, tensor order) from pairs written by the reference writers
+//! (safetensors, gguf-py) through scripts/lossless_pair.py; what is refused is refused by name.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::delta::{ok, s};
+use common::git::Repo;
+use common::{code, run, run_python, stderr, stdout};
+
+fn make(kind: &str, dir: &Path, extra: &[&str]) {
+    let mut args = vec![kind, s(dir)];
+    args.extend_from_slice(extra);
+    run_python("lossless_pair.py", &args);
+}
+
+fn create(base: &Path, ft: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "delta",
+        "create",
+        "--strategy",
+        "lossless",
+        "--base",
+        s(base),
+        s(ft),
+        "-o",
+        s(out),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn apply(base: &Path, delta: &Path, out: &Path) -> std::process::Output {
+    run(&["delta", "apply", "--base", s(base), s(delta), "-o", s(out)])
+}
+
+fn same_bytes(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert!(x == y, "{} and {} differ", a.display(), b.display());
+}
+
+fn structural_id(path: &Path) -> String {
+    let out = run(&["id", s(path)]);
+    ok(&out);
+    stdout(&out)
+}
+
+/// A pair, its delta and the rebuilt file, byte-compared.
+fn round_trip(base: &Path, ft: &Path, dir: &Path) -> PathBuf {
+    let delta = dir.join("ft.wdelta");
+    ok(&create(base, ft, &delta, &[]));
+    let rebuilt = dir.join("rebuilt");
+    let out = apply(base, &delta, &rebuilt);
+    ok(&out);
+    assert!(stdout(&out).contains("identical to the fine-tuned model"));
+    delta
+}
+
+#[test]
+fn safetensors_float_and_integer_tensors_come_back_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make(
+        "safetensors",
+        dir,
+        &[
+            "--dtypes",
+            "float32,bfloat16,float16,float64,int64,int8,uint8",
+        ],
+    );
+    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
+    let delta = round_trip(&base, &ft, dir);
+    same_bytes(&dir.join("rebuilt"), &ft);
+    // Metadata, signed zeros and NaN payloads included: the structural identity is the same.
+    assert_eq!(structural_id(&dir.join("rebuilt")), structural_id(&ft));
+    let shown = stdout(&run(&["delta", "inspect", s(&delta)]));
+    // 7 dtypes x (weight changed, frozen and special unchanged) + reshaped + new, stored whole.
+    assert!(
+        shown.contains("tensors: 23 (14 unchanged, 7 changed, 2 stored whole)"),
+        "{shown}"
+    );
+    assert!(shown.contains("tensor head.new: whole"), "{shown}");
+    assert!(shown.contains("tensor layer0.float32.frozen: unchanged 4096 bytes, 0 stored"));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&run(&["delta", "inspect", "--json", s(&delta)]))).unwrap();
+    assert_eq!(json["schema"], 1);
+    assert_eq!(json["strategy"], "lossless");
+    assert_eq!(json["lossless"], true);
+}
+
+#[test]
+fn sharded_safetensors_come_back_file_for_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("sharded", dir, &[]);
+    round_trip(&dir.join("base"), &dir.join("ft"), dir);
+    let mut names: Vec<_> = std::fs::read_dir(dir.join("ft"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert!(names.len() > 2, "{names:?}");
+    for name in &names {
+        same_bytes(&dir.join("rebuilt").join(name), &dir.join("ft").join(name));
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.join("rebuilt")).unwrap().count(),
+        names.len()
+    );
+}
+
+#[test]
+fn gguf_quantized_and_float_tensors_come_back_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make(
+        "gguf",
+        dir,
+        &["--types", "f32,f16,q8_0,q4_0,q4_1,q5_0,q4_k,q6_k,iq4_nl"],
+    );
+    let (base, ft) = (dir.join("base.gguf"), dir.join("ft.gguf"));
+    let delta = round_trip(&base, &ft, dir);
+    same_bytes(&dir.join("rebuilt"), &ft);
+    let shown = stdout(&run(&["delta", "inspect", s(&delta)]));
+    assert!(
+        shown.contains("tensor blk.2.q8_0.weight: changed"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("tensor blk.2.q8_0.frozen: unchanged"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn split_gguf_comes_back_part_for_part() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("gguf", dir, &["--types", "f32,q8_0,q4_k", "--split", "2"]);
+    let first = |prefix: &str| {
+        let mut parts: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+            .collect();
+        parts.sort();
+        assert!(parts.len() > 1, "{parts:?}");
+        (parts[0].clone(), parts.len())
+    };
+    let (base, _) = first("base-");
+    let (ft, parts) = first("ft-");
+    round_trip(&base, &ft, dir);
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join("rebuilt")).unwrap() {
+        let name = e.unwrap().file_name();
+        same_bytes(&dir.join("rebuilt").join(&name), &dir.join(&name));
+        n += 1;
+    }
+    assert_eq!(n, parts);
+}
+
+#[test]
+fn a_zero_delta_is_tiny_and_the_bytes_do_not_depend_on_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("safetensors", dir, &["--rows", "512"]);
+    let base = dir.join("base.safetensors");
+    let zero = dir.join("zero.wdelta");
+    ok(&create(&base, &base, &zero, &[]));
+    let model = std::fs::metadata(&base).unwrap().len();
+    let size = std::fs::metadata(&zero).unwrap().len();
+    // A reference per tensor, the header bytes compressed: no tensor data.
+    assert!(
+        size < 4096 && size * 100 < model,
+        "{size} bytes for {model}"
+    );
+    ok(&apply(&base, &zero, &dir.join("same")));
+    same_bytes(&dir.join("same"), &base);
+
+    let ft = dir.join("ft.safetensors");
+    let one = dir.join("one.wdelta");
+    let two = dir.join("two.wdelta");
+    ok(&create(&base, &ft, &one, &["--threads", "1"]));
+    ok(&create(&base, &ft, &two, &["--threads", "3"]));
+    same_bytes(&one, &two);
+}
+
+#[test]
+fn a_tampered_base_is_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("safetensors", dir, &[]);
+    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
+    let delta = dir.join("ft.wdelta");
+    ok(&create(&base, &ft, &delta, &[]));
+    let mut bytes = std::fs::read(&base).unwrap();
+    let last = bytes.len() - 5;
+    bytes[last] ^= 0x40;
+    let tampered = dir.join("tampered.safetensors");
+    std::fs::write(&tampered, &bytes).unwrap();
+    let out = apply(&tampered, &delta, &dir.join("out"));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("wrong parent"), "{}", stderr(&out));
+    assert!(!dir.join("out").exists());
+}
+
+#[test]
+fn a_truncated_or_corrupted_delta_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("safetensors", dir, &[]);
+    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
+    let delta = dir.join("ft.wdelta");
+    ok(&create(&base, &ft, &delta, &[]));
+    let bytes = std::fs::read(&delta).unwrap();
+    let cut = dir.join("cut.wdelta");
+    for keep in [bytes.len() - 1, bytes.len() - 100, bytes.len() / 2, 30] {
+        std::fs::write(&cut, &bytes[..keep]).unwrap();
+        let out = apply(&base, &cut, &dir.join("out"));
+        assert_eq!(code(&out), 2, "kept {keep}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            [
+                "header length",
+                "checksum mismatch",
+                "shorter than",
+                "JSON header",
+                "frames"
+            ]
+            .iter()
+            .any(|w| err.contains(w)),
+            "kept {keep}: {err}"
+        );
+        assert!(err.contains("cut.wdelta"), "{err}");
+        assert!(!dir.join("out").exists());
+    }
+    // A flipped byte inside a frame: the checksum says so.
+    let mut flipped = bytes.clone();
+    flipped[40] ^= 1;
+    std::fs::write(&cut, &flipped).unwrap();
+    let out = apply(&base, &cut, &dir.join("out"));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("checksum mismatch"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("out").exists());
+}
+
+#[test]
+fn readers_that_do_not_know_version_3_refuse_it_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("safetensors", dir, &[]);
+    let delta = dir.join("ft.wdelta");
+    ok(&create(
+        &dir.join("base.safetensors"),
+        &dir.join("ft.safetensors"),
+        &delta,
+        &[],
+    ));
+    // deltatensors 0.2.0 (format version 1) refuses the version.
+    let out = std::process::Command::new(common::python())
+        .args([
+            "-c",
+            "import sys; from deltatensors.format import read_wdelta; \
+             read_wdelta(open(sys.argv[1], 'rb'))",
+            s(&delta),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ersion") && err.contains('3'), "{err}");
+    // Our version 1/2 readers (inspect, textconv) name the lossless strategy.
+    let out = run(&["inspect", s(&delta)]);
+    assert!(
+        stderr(&out).contains("version 3 holds the lossless strategy"),
+        "{}",
+        stderr(&out)
+    );
+    // A chain is refused by name too.
+    let out = run(&[
+        "delta",
+        "apply",
+        "--base",
+        s(&dir.join("base.safetensors")),
+        "--chain",
+        s(&delta),
+        s(&delta),
+        "-o",
+        s(&dir.join("out")),
+    ]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("lossless"), "{}", stderr(&out));
+}
+
+#[test]
+fn pytorch_checkpoints_come_back_as_they_were() {
+    // Checkpoints written by torch.save (zip and legacy layouts) and a sharded pytorch_model.bin
+    // directory written by transformers (tests/fixtures/pytorch, scripts/make_pytorch_fixtures.py).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fx = |name: &str| common::fixture(&format!("pytorch/{name}"));
+    for (base, ft) in [
+        ("basic.pt", "all-dtypes.pt"),
+        ("basic-legacy.pt", "all-dtypes-legacy.pt"),
+        ("basic.pt", "basic-legacy.pt"),
+    ] {
+        let delta = dir.join("pt.wdelta");
+        ok(&create(&fx(base), &fx(ft), &delta, &[]));
+        let out = dir.join("rebuilt.pt");
+        ok(&apply(&fx(base), &delta, &out));
+        same_bytes(&out, &fx(ft));
+    }
+    let delta = dir.join("sharded.wdelta");
+    ok(&create(&fx("hf-bin"), &fx("hf-bin-sharded"), &delta, &[]));
+    let shown = stdout(&run(&["delta", "inspect", s(&delta)]));
+    assert!(
+        shown.contains("(21 unchanged, 0 changed, 0 stored whole)"),
+        "{shown}"
+    );
+    ok(&apply(&fx("hf-bin"), &delta, &dir.join("sharded")));
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join("sharded")).unwrap() {
+        let name = e.unwrap().file_name();
+        same_bytes(
+            &dir.join("sharded").join(&name),
+            &fx("hf-bin-sharded").join(&name),
+        );
+        n += 1;
+    }
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn verify_checks_the_base_and_the_checksum() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("gguf", dir, &["--types", "f16,q8_0"]);
+    let (base, ft) = (dir.join("base.gguf"), dir.join("ft.gguf"));
+    let delta = dir.join("ft.wdelta");
+    ok(&create(&base, &ft, &delta, &[]));
+    let out = run(&["delta", "verify", "--base", s(&base), s(&delta)]);
+    ok(&out);
+    assert!(
+        stdout(&out).contains("applies (lossless"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&["delta", "verify", "--base", s(&ft), s(&delta)]);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("wrong parent"), "{}", stderr(&out));
+}
+
+#[test]
+fn store_and_restore_through_git_give_back_the_committed_bytes() {
+    let repo = Repo::with_lfs(&["*.safetensors", "*.wdelta"]);
+    let work = repo.tmp.path().join("work");
+    make("safetensors", &work, &[]);
+    std::fs::write(repo.path(".gitignore"), "model.safetensors\n").unwrap();
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    repo.git(&["add", ".gitattributes", ".gitignore", "base.safetensors"]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    std::fs::copy(work.join("ft.safetensors"), repo.path("model.safetensors")).unwrap();
+    // Lossless is store's default.
+    let out = repo.wi(&[
+        "delta",
+        "store",
+        "model.safetensors",
+        "--parent",
+        "base.safetensors",
+    ]);
+    ok(&out);
+    assert!(
+        stdout(&out).contains("strategy: lossless"),
+        "{}",
+        stdout(&out)
+    );
+    repo.git(&["add", "model.safetensors.wdelta"]);
+    repo.git(&["commit", "-q", "-m", "fine-tune"]);
+    std::fs::remove_file(repo.path("model.safetensors")).unwrap();
+    // The base is found by hash in HEAD's tree.
+    let out = repo.wi(&["delta", "restore", "model.safetensors.wdelta"]);
+    ok(&out);
+    assert!(
+        stdout(&out).contains("identical to the stored model"),
+        "{}",
+        stdout(&out)
+    );
+    same_bytes(
+        &repo.path("model.safetensors"),
+        &work.join("ft.safetensors"),
+    );
+    let cmp = std::process::Command::new("cmp")
+        .args([
+            s(&repo.path("model.safetensors")),
+            s(&work.join("ft.safetensors")),
+        ])
+        .status()
+        .unwrap();
+    assert!(cmp.success());
+
+    // A lossy strategy is an explicit choice, and says what it is (lossy strategies need the
+    // same tensor names and shapes: the base itself stands in for a fine-tune).
+    std::fs::copy(
+        work.join("base.safetensors"),
+        repo.path("model.safetensors"),
+    )
+    .unwrap();
+    let out = repo.wi(&[
+        "delta",
+        "store",
+        "--strategy",
+        "int4",
+        "model.safetensors",
+        "--parent",
+        "base.safetensors",
+        "-o",
+        "lossy.wdelta",
+    ]);
+    ok(&out);
+    assert!(
+        stdout(&out).contains("strategy: int4 (lossy"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_gguf_model_is_stored_and_restored_against_a_given_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("gguf", dir, &["--types", "f16,q8_0,q6_k"]);
+    let model = dir.join("model.gguf");
+    std::fs::copy(dir.join("ft.gguf"), &model).unwrap();
+    let base = dir.join("base.gguf");
+    ok(&run(&["delta", "store", s(&model), "--parent", s(&base)]));
+    std::fs::remove_file(&model).unwrap();
+    let stored = dir.join("model.gguf.wdelta");
+    let out = run(&["delta", "restore", s(&stored), "--parent", s(&base)]);
+    ok(&out);
+    same_bytes(&model, &dir.join("ft.gguf"));
+}
