@@ -657,6 +657,7 @@ const NOT_YET_ONE_WAY: &[(&str, &str)] = &[
     ("formats::pytorch::walk", "formats::pytorch"),
     ("formats::wdelta::error", "formats::wdelta"),
     ("formats::wdelta::header", "formats::wdelta"),
+    ("formats::wdelta::lossless", "formats::wdelta"),
     ("formats::wdelta::read", "formats::wdelta"),
     ("formats::wdelta::write", "formats::wdelta"),
     ("render::conversion", "render"),

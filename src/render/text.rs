@@ -85,7 +85,6 @@ fn findings(out: &mut String, findings: &[crate::artifact::Finding], palette: &P
     }
 }
 
-
 /// One line per side that is cut short (none when both are complete).
 fn write_incomplete_sides(
     out: &mut String,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{decode_chunk, open_container};
+use super::chunk::{decode_chunk, open_container};
 use crate::delta::error::DeltaError;
 use crate::delta::model::Model;
 use crate::delta::outputs::refuse_output_among_inputs;

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{CHUNK_BYTES, ZSTD_LEVEL, planes, zstd_level};
+use super::chunk::{CHUNK_BYTES, ZSTD_LEVEL, zstd_level};
+use super::planes;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
