@@ -45,7 +45,8 @@ import sys
 sys.path.insert(0, sys.argv.pop(1))
 import convert_hf_to_gguf as c
 if sys.argv.pop(1) == "tiny-bpe":
-    c.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+    import conversion.base
+    conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
 sys.argv[0] = "convert_hf_to_gguf.py"
 c.main()
 """
@@ -133,7 +134,7 @@ def zoo():
             max_position_embeddings=128, original_max_position_embeddings=128,
             tie_word_embeddings=False, pad_token_id=0), 1.0),
         "gpt2": (t.GPT2Config, t.GPT2LMHeadModel, ("bpe", None), dict(
-            n_embd=32, n_head=4, n_positions=64, n_inner=64), 1.0),
+            n_embd=32, n_head=4, n_positions=64, n_ctx=64, n_inner=64), 1.0),
         "starcoder2": (t.Starcoder2Config, t.Starcoder2ForCausalLM, ("bpe", None), dict(
             hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
             max_position_embeddings=128), 1.0),
@@ -269,9 +270,9 @@ def main():
     import transformers
 
     assert (llama_cpp / "convert_hf_to_gguf.py").is_file(), llama_cpp
-    if out.exists():
+    if out.exists() and not only:
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     spm_model = train_spm("bpe", 96, unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
     sources, conversions, failed = {}, [], {}
     for seed, (name, spec) in enumerate(zoo().items(), start=100):

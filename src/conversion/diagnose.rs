@@ -62,8 +62,7 @@ pub fn name(
     target: &Side<'_>,
     context: &Context,
 ) -> Result<Option<Named>, ValuesError> {
-    let Some((base, found)) =
-        compare::materialize(pair, &pair.rows, 0.0, source, target, LIMIT)?
+    let Some((base, found)) = compare::materialize(pair, &pair.rows, 0.0, source, target, LIMIT)?
     else {
         return Ok(None);
     };
@@ -173,7 +172,12 @@ fn row_blocks(target: &str, shape: &[u64], context: &Context) -> Option<(&'stati
 
 /// The two blocks that hold each other's values, when exactly two differ and swapping them
 /// fits.
-fn swapped(expected: &[f64], found: &[f64], blocks: u64, tolerance: f64) -> Option<(u64, u64, f64)> {
+fn swapped(
+    expected: &[f64],
+    found: &[f64],
+    blocks: u64,
+    tolerance: f64,
+) -> Option<(u64, u64, f64)> {
     if blocks < 2 || !(expected.len() as u64).is_multiple_of(blocks) {
         return None;
     }

@@ -19,9 +19,9 @@ mod transforms;
 
 use std::path::Path;
 
+pub use diagnose::{Mistake, Named};
 pub use map_file::{MapError, MapFile};
 pub use metadata::MetadataChecks;
-pub use diagnose::{Mistake, Named};
 pub use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
 
 use crate::values::{Side, ValueStats, ValuesError};
@@ -330,7 +330,11 @@ impl Conversion {
                 }),
             }
         }
-        bands.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.target_dtype.cmp(b.target_dtype)));
+        bands.sort_by(|a, b| {
+            a.bound
+                .total_cmp(&b.bound)
+                .then(a.target_dtype.cmp(b.target_dtype))
+        });
         bands
     }
 

@@ -367,12 +367,15 @@ impl Planner<'_> {
             return;
         };
         let source = embedding.source.clone();
-        self.groups.entry(OUTPUT.to_owned()).or_default().push(Member {
-            source,
-            kind: Some("OUTPUT"),
-            rule: None,
-            tied: true,
-        });
+        self.groups
+            .entry(OUTPUT.to_owned())
+            .or_default()
+            .push(Member {
+                source,
+                kind: Some("OUTPUT"),
+                rule: None,
+                tied: true,
+            });
     }
 
     fn source_shape(&self, name: &str) -> Vec<u64> {

@@ -1,7 +1,8 @@
 //! What llama.cpp's `convert_hf_to_gguf.py` does to an architecture's tensors beyond renaming
 //! them, as data keyed by GGUF architecture. The converter computes these in code (each
 //! `modify_tensors`), so the table is written by hand; every row cites the converter function
-//! it mirrors (llama.cpp as vendored in llama-cpp-python 0.3.36). An architecture the table
+//! it mirrors (llama.cpp as vendored in llama-cpp-python 0.3.36, whose converter lives in
+//! `conversion/*.py`). An architecture the table
 //! does not list gets only the renames of the name table: a tensor whose shape they do not
 //! explain is "not compared" with its shapes, never an error.
 
@@ -63,9 +64,8 @@ pub const TABLE: &[ArchTransforms] = &[
     ArchTransforms {
         arch: "bloom",
         qkv_regroup: Some((&[".self_attention.query_key_value"], QkvRegroup::PerHead)),
-        tied_output: true,
-        cite: "BloomModel.modify_tensors: query_key_value reshaped (n_head, 3, head_dim, n_embd) \
-               and concatenated q, k, v; output written from word_embeddings when lm_head is absent",
+        cite: "conversion/bloom.py BloomModel.modify_tensors: query_key_value reshaped (n_head, 3, \
+               head_dim, n_embd) and concatenated q, k, v",
         ..NONE
     },
     ArchTransforms {
@@ -75,30 +75,36 @@ pub const TABLE: &[ArchTransforms] = &[
         ..NONE
     },
     ArchTransforms {
+        arch: "deepseek",
+        permute_qk: true,
+        cite: "conversion/deepseek.py DeepseekModel.modify_tensors: DeepseekModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
         arch: "falcon",
         qkv_regroup: Some((&[".self_attention.query_key_value"], QkvRegroup::PerKvGroup)),
-        cite: "FalconModel.modify_tensors: query_key_value viewed (n_head_kv, n_head // \
+        cite: "conversion/falcon.py FalconModel.modify_tensors: query_key_value viewed (n_head_kv, n_head // \
                n_head_kv + 2, head_dim, n_embd) and concatenated q, k, v",
         ..NONE
     },
     ArchTransforms {
         arch: "gemma",
         plus_one_suffix: Some("norm.weight"),
-        cite: "GemmaModel.modify_tensors: `if name.endswith(\"norm.weight\"): data_torch = \
+        cite: "conversion/gemma.py GemmaModel.modify_tensors: `if name.endswith(\"norm.weight\"): data_torch = \
                data_torch + 1`",
         ..NONE
     },
     ArchTransforms {
         arch: "gemma2",
         plus_one_suffix: Some("norm.weight"),
-        cite: "Gemma2Model.modify_tensors: `if name.endswith(\"norm.weight\"): data_torch = \
+        cite: "conversion/gemma.py Gemma2Model.modify_tensors: `if name.endswith(\"norm.weight\"): data_torch = \
                data_torch + 1`",
         ..NONE
     },
     ArchTransforms {
         arch: "gemma3",
         plus_one_suffix: Some("norm.weight"),
-        cite: "Gemma3Model.modify_tensors: `if name.endswith(\"norm.weight\"): data_torch = \
+        cite: "conversion/gemma.py Gemma3Model.modify_tensors: `if name.endswith(\"norm.weight\"): data_torch = \
                data_torch + self.norm_shift` (1.0)",
         ..NONE
     },
@@ -110,15 +116,14 @@ pub const TABLE: &[ArchTransforms] = &[
             ".mlp.c_fc.weight",
             ".mlp.c_proj.weight",
         ],
-        tied_output: true,
-        cite: "GPT2Model.modify_tensors: Conv1D c_attn / c_proj / c_fc weights transposed; output \
-               written as a copy of token_embd",
+        cite: "conversion/gpt2.py GPT2Model.modify_tensors: Conv1D c_attn / c_proj / c_fc weights \
+               transposed",
         ..NONE
     },
     ArchTransforms {
         arch: "gptneox",
         qkv_regroup: Some((&[".attention.query_key_value"], QkvRegroup::PerHead)),
-        cite: "GPTNeoXModel.modify_tensors: query_key_value reshaped (n_head, 3, head_dim, \
+        cite: "conversion/gptneox.py GPTNeoXModel.modify_tensors: query_key_value reshaped (n_head, 3, head_dim, \
                n_embd) and concatenated q, k, v",
         ..NONE
     },
@@ -131,7 +136,8 @@ pub const TABLE: &[ArchTransforms] = &[
     ArchTransforms {
         arch: "llama",
         permute_qk: true,
-        cite: "LlamaModel.modify_tensors: LlamaModel.permute (Llama, Mistral, Mixtral)",
+        cite: "conversion/llama.py LlamaModel.modify_tensors: LlamaModel.permute (Llama, Mistral, \
+               Mixtral)",
         ..NONE
     },
     ArchTransforms {
@@ -168,16 +174,25 @@ pub fn dropped_on_purpose(source: &str) -> Option<&'static str> {
     const RULES: &[(&str, &str)] = &[
         (
             "rotary_emb.inv_freq",
-            "rotary frequencies, derived from rope_theta at load (ModelBase skips \
-             .rotary_emb.inv_freq)",
+            "rotary frequencies, derived from rope_theta at load (conversion/base.py \
+             ModelBase skips .rotary_emb.inv_freq)",
         ),
         (
             ".attn.masked_bias",
-            "GPT-2's attention mask buffer (GPT2Model.modify_tensors drops it)",
+            "an attention mask buffer (conversion/base.py ModelBase and GPT2Model.modify_tensors \
+             drop it)",
         ),
         (
             ".attn.bias",
-            "GPT-2's causal mask buffer (GPT2Model.modify_tensors drops it)",
+            "a causal mask buffer (conversion/gpt2.py GPT2Model.modify_tensors drops it)",
+        ),
+        (
+            ".attention.masked_bias",
+            "an attention mask buffer (conversion/base.py ModelBase drops it)",
+        ),
+        (
+            ".attention.bias",
+            "a causal mask buffer (conversion/base.py ModelBase drops it)",
         ),
         (
             "position_ids",
