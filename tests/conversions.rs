@@ -824,6 +824,62 @@ mod zoo {
         }
     }
 
+    /// Gemma's deliberate +1 on norm weights through git: main holds the model and its f32
+    /// GGUF, pr the q8_0 one; then the work tree holds a GGUF whose +1 is missing.
+    #[test]
+    fn git_diff_and_ci_check_gemma_against_its_reference() {
+        use common::git::Repo;
+        let repo = Repo::with_lfs(&["*.gguf", "*.safetensors"]);
+        let copy = |from: &str, to: &str| {
+            let target = repo.path(to);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(dir().join(from), target).unwrap();
+        };
+        copy("gemma/model.safetensors", "models/model.safetensors");
+        copy("gemma/config.json", "models/config.json");
+        copy("gemma-f32.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+        repo.git(&["commit", "-q", "-m", "base"]);
+        repo.git(&["checkout", "-q", "-b", "pr"]);
+        copy("gemma-q8_0.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+        repo.git(&["commit", "-q", "-m", "q8_0"]);
+        let reference = ["--values", "--reference", "models/model.safetensors"];
+
+        let mut args = vec!["git", "diff"];
+        args.extend(reference);
+        args.extend(["main", "pr"]);
+        let out = repo.wi(&args);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        assert!(
+            text.contains("  faithful: 20/20 source tensors paired"),
+            "{text}"
+        );
+        assert!(text.contains("plus_one 5"), "{text}");
+
+        let json = repo.path("report.json");
+        let mut args = vec!["ci", "--base", "main", "--head", "pr"];
+        args.extend(reference);
+        args.extend(["--json", json.to_str().unwrap()]);
+        let out = repo.wi(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["files"][0]["conversion"]["faithful"], true, "{doc}");
+
+        copy("gemma-f32-norm-missing-plus-one.gguf", "models/model.gguf");
+        let mut args = vec!["git", "diff"];
+        args.extend(reference);
+        let text = stdout(&repo.wi(&args));
+        assert!(text.contains("NOT faithful"), "{text}");
+        assert!(
+            text.contains(
+                "blk.1.ffn_norm.weight: the converter's +1 on this norm weight is missing"
+            ),
+            "{text}"
+        );
+    }
+
     #[test]
     fn the_text_report_leads_with_the_verdict_band_and_transforms() {
         let out = run(&[

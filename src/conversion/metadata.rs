@@ -39,7 +39,16 @@ const KEYS: &[(&str, &str)] = &[
     ("layer_norm_eps", "attention.layer_norm_epsilon"),
     ("rope_theta", "rope.freq_base"),
     ("num_local_experts", "expert_count"),
+    ("num_experts", "expert_count"),
     ("num_experts_per_tok", "expert_used_count"),
+    // GPT-2 / Bloom / Falcon spellings (GPT2Model, BloomModel, FalconModel.set_gguf_parameters)
+    ("n_layer", "block_count"),
+    ("n_embd", "embedding_length"),
+    ("n_inner", "feed_forward_length"),
+    ("n_head", "attention.head_count"),
+    ("num_kv_heads", "attention.head_count_kv"),
+    ("n_ctx", "context_length"),
+    ("layer_norm_epsilon", "attention.layer_norm_epsilon"),
 ];
 
 /// Biggest config.json read (a configuration is a few KB).
