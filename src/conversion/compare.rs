@@ -362,6 +362,9 @@ fn add(work: &Work, values: &mut [f64]) {
     }
 }
 
+/// A pair's values, whole: the expected (from the sources) and the found (the converted).
+pub type Values = (Vec<f64>, Vec<f64>);
+
 /// The values of a pair, whole: the converted tensor's and its sources' in the converted
 /// order (with `rows` and `plus` in place of the plan's), for naming what went wrong with a
 /// suspect pair. None when the pair cannot be read so or has more than `limit` elements.
@@ -372,7 +375,7 @@ pub fn materialize(
     source: &Side<'_>,
     target: &Side<'_>,
     limit: u64,
-) -> Result<Option<(Vec<f64>, Vec<f64>)>, ValuesError> {
+) -> Result<Option<Values>, ValuesError> {
     if rows.target_elements() > limit {
         return Ok(None);
     }
