@@ -313,7 +313,7 @@ def main():
             "torch": torch.__version__.split("+")[0],
             "tokenizers": tokenizers.__version__,
             "sentencepiece": __import__("sentencepiece").__version__,
-            "commands_run_in": "this directory ($LLAMA_CPP_DIR: the vendored llama.cpp)",
+            "commands_run_in": "this directory (sources by their directory name; $LLAMA_CPP_DIR is the vendored llama.cpp)",
         },
         "sources": sources,
         "not_converted": failed,

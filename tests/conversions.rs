@@ -898,8 +898,9 @@ mod zoo {
             "{text}"
         );
         assert!(
-            lines[4]
-                .starts_with("  transforms: identity 15, plus_one 5 — GemmaModel.modify_tensors"),
+            lines[4].starts_with(
+                "  transforms: identity 15, plus_one 5 — conversion/gemma.py GemmaModel"
+            ),
             "{text}"
         );
     }

@@ -38,8 +38,6 @@ pub enum Transform {
     /// A fused QKV whose per-head (or per-group) q, k, v rows the converter regrouped into all
     /// q, then all k, then all v (Bloom, GPT-NeoX, Falcon).
     RegroupQkv,
-    /// The output head written as a copy of the tied token embeddings.
-    TiedOutput,
 }
 
 impl Transform {
@@ -56,7 +54,6 @@ impl Transform {
             Transform::TransposeConv1d => "transpose_conv1d".into(),
             Transform::PlusOne => "plus_one".into(),
             Transform::RegroupQkv => "regroup_qkv".into(),
-            Transform::TiedOutput => "tied_output".into(),
         }
     }
 }
@@ -263,7 +260,15 @@ pub fn plan(
                 .push((expert, name.to_owned()));
             continue;
         }
-        match names.get(name) {
+        let mapped = names.get(name).or_else(|| {
+            let stripped = planner
+                .arch
+                .dropped_prefixes
+                .iter()
+                .find_map(|p| name.strip_prefix(p))?;
+            names.get(stripped)
+        });
+        match mapped {
             Some(mapped) => planner.add(mapped.gguf, Some(mapped.kind), name, None),
             None => planner.plan.dropped.push(Dropped {
                 source: name.to_owned(),
@@ -274,7 +279,6 @@ pub fn plan(
         }
     }
     if names.is_some() {
-        planner.tie_output();
         planner.fuse_qkv();
         planner.stack_experts();
     }
@@ -317,8 +321,6 @@ struct Member {
     source: String,
     kind: Option<&'static str>,
     rule: Option<Rule>,
-    /// The output head the converter copies from the tied token embeddings.
-    tied: bool,
 }
 
 struct Planner<'a> {
@@ -349,33 +351,7 @@ impl Planner<'_> {
             source: source.to_owned(),
             kind,
             rule,
-            tied: false,
         });
-    }
-
-    /// The converter writes `output.weight` from the token embeddings when the source has no
-    /// output head of its own (tied embeddings).
-    fn tie_output(&mut self) {
-        const OUTPUT: &str = "output.weight";
-        if !self.arch.tied_output
-            || self.groups.contains_key(OUTPUT)
-            || !self.target.tensors.contains_key(OUTPUT)
-        {
-            return;
-        }
-        let Some([embedding]) = self.groups.get("token_embd.weight").map(Vec::as_slice) else {
-            return;
-        };
-        let source = embedding.source.clone();
-        self.groups
-            .entry(OUTPUT.to_owned())
-            .or_default()
-            .push(Member {
-                source,
-                kind: Some("OUTPUT"),
-                rule: None,
-                tied: true,
-            });
     }
 
     fn source_shape(&self, name: &str) -> Vec<u64> {
@@ -714,7 +690,6 @@ impl Planner<'_> {
                 Ok((rows, transform)) => {
                     let transform = match transform {
                         Transform::Transpose if conv1d => Transform::TransposeConv1d,
-                        Transform::Identity if member.tied => Transform::TiedOutput,
                         Transform::Identity if plus_one => Transform::PlusOne,
                         other => other,
                     };

@@ -30,9 +30,8 @@ pub struct ArchTransforms {
     pub transposed_suffixes: &'static [&'static str],
     /// Source names ending so hold a fused QKV the converter regroups.
     pub qkv_regroup: Option<(&'static [&'static str], QkvRegroup)>,
-    /// The converter writes the output head as a copy of the token embeddings when the source
-    /// ties them (no lm_head tensor).
-    pub tied_output: bool,
+    /// Prefixes the converter removes from source names before mapping them.
+    pub dropped_prefixes: &'static [&'static str],
     /// The converter function this row mirrors.
     pub cite: &'static str,
 }
@@ -43,7 +42,7 @@ const NONE: ArchTransforms = ArchTransforms {
     plus_one_suffix: None,
     transposed_suffixes: &[],
     qkv_regroup: None,
-    tied_output: false,
+    dropped_prefixes: &[],
     cite: "",
 };
 
@@ -64,8 +63,9 @@ pub const TABLE: &[ArchTransforms] = &[
     ArchTransforms {
         arch: "bloom",
         qkv_regroup: Some((&[".self_attention.query_key_value"], QkvRegroup::PerHead)),
-        cite: "conversion/bloom.py BloomModel.modify_tensors: query_key_value reshaped (n_head, 3, \
-               head_dim, n_embd) and concatenated q, k, v",
+        dropped_prefixes: &["transformer."],
+        cite: "conversion/bloom.py BloomModel.modify_tensors: `transformer.` removed from names; \
+               query_key_value reshaped (n_head, 3, head_dim, n_embd) and concatenated q, k, v",
         ..NONE
     },
     ArchTransforms {
