@@ -127,7 +127,7 @@ def main():
             status = ("table-driven, untested (name table and transform table)" if arch in transforms
                       else "table-driven, untested (name table; no transform known)")
         else:
-            status = "not supported: gguf-py's name table has no entry"
+            status = "not supported: the generated name table (scripts/gen_tensor_names.py, gguf-py of the test venv) has no entry"
         counts[status.split(" (")[0].split(":")[0]] = counts.get(status.split(" (")[0].split(":")[0], 0) + 1
         lines.append(f"| `{arch}` | {status} | {hf} |")
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))

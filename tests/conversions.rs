@@ -880,6 +880,31 @@ mod zoo {
         );
     }
 
+    /// docs/values.md's coverage table (scripts/gen_conversion_coverage.py) marks every
+    /// architecture a committed conversion checks as checked, and only those.
+    #[test]
+    fn the_coverage_table_marks_the_tested_architectures() {
+        let doc = std::fs::read_to_string(repo_root().join("docs/values.md")).unwrap();
+        let table = doc
+            .split("<!-- coverage:begin")
+            .nth(1)
+            .and_then(|t| t.split("<!-- coverage:end -->").next())
+            .expect("the coverage markers");
+        let checked: std::collections::BTreeSet<String> = table
+            .lines()
+            .filter(|l| l.contains("| checked by a test |"))
+            .map(|l| l.split('`').nth(1).unwrap().to_owned())
+            .collect();
+        let mut tested = std::collections::BTreeSet::new();
+        for c in manifest()
+            .iter()
+            .chain(zoo_manifest()["conversions"].as_array().unwrap())
+        {
+            tested.insert(c["architecture"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(checked, tested);
+    }
+
     #[test]
     fn the_text_report_leads_with_the_verdict_band_and_transforms() {
         let out = run(&[
