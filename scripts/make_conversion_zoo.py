@@ -234,6 +234,10 @@ def swap_rows(a, i, j, n):
     return a
 
 
+def permute(w, n_head):
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
 def unpermute(w, n_head):
     return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
@@ -255,6 +259,9 @@ CORRUPTIONS = [
      "q_proj with the rows of heads 0 and 2 swapped (head_dim 8)", lambda d, ts: swap_rows(d, 0, 2, 8)),
     ("qwen2_moe", "qwen2_moe-f32-experts-swapped.gguf", "blk.0.ffn_down_exps.weight",
      "experts 1 and 3 of down_proj swapped", lambda d, ts: swap_rows(d, 1, 3, 1)),
+    ("qwen2", "qwen2-f32-attn_q-permuted.gguf", "blk.1.attn_q.weight",
+     "q_proj with LlamaModel.permute applied (4 heads), which qwen2's converter does not apply",
+     lambda d, ts: permute(d, 4)),
     ("starcoder2", "starcoder2-f32-ffn_up-from-layer-0.gguf", "blk.1.ffn_up.weight",
      "layer 0's c_fc (blk.0.ffn_up) in layer 1's place", lambda d, ts: ts["blk.0.ffn_up.weight"]),
 ]

@@ -705,6 +705,10 @@ mod zoo {
             "experts 1 and 3 are swapped",
         ),
         (
+            "qwen2-f32-attn_q-permuted.gguf",
+            "the Q/K head permutation was applied, but the converter applies none",
+        ),
+        (
             "starcoder2-f32-ffn_up-from-layer-0.gguf",
             "it holds layer 0's tensor (model.layers.0.mlp.c_fc.weight)",
         ),

@@ -5,6 +5,7 @@
 //! [`LIMIT`] elements.
 
 use super::compare;
+use super::layout::{permutable, unpermuted_row};
 use super::pairing::{PlannedPair, logical_shape};
 use crate::values::{Side, ValuesError};
 
@@ -22,6 +23,10 @@ pub enum Mistake {
     PlusOneAdded,
     /// The matrix is transposed.
     Transposed,
+    /// The Q/K head permutation applied where the converter applies none.
+    PermutedWhereNone,
+    /// The Q/K head permutation applied twice.
+    PermutedTwice,
     /// Two blocks of rows (heads of Q/K/V, or experts) hold each other's values.
     Swapped { what: &'static str, a: u64, b: u64 },
     /// The values are those of another layer's source tensors.
@@ -111,6 +116,18 @@ pub fn name(
         }
     }
 
+    if let Some(("heads", heads)) = row_blocks(&pair.target, &shape, context)
+        && let Some(permuted) = permuted(&expected, shape.first().copied().unwrap_or(0), heads)
+        && let Some(fit) = fits(&permuted)
+    {
+        let mistake = if pair.heads.is_some() {
+            Mistake::PermutedTwice
+        } else {
+            Mistake::PermutedWhereNone
+        };
+        return named(mistake, fit);
+    }
+
     if let Some((what, blocks)) = row_blocks(&pair.target, &shape, context)
         && let Some((a, b, fit)) = swapped(&expected, &found, blocks, tolerance)
     {
@@ -168,6 +185,20 @@ fn row_blocks(target: &str, shape: &[u64], context: &Context) -> Option<(&'stati
         "attn_k" | "attn_v" => Some(("heads", kv)),
         _ => None,
     }
+}
+
+/// `values` (rows of a Q or K tensor) with the converter's Q/K head permutation applied.
+fn permuted(values: &[f64], rows: u64, heads: u64) -> Option<Vec<f64>> {
+    if rows == 0 || !permutable(rows, heads) || !(values.len() as u64).is_multiple_of(rows) {
+        return None;
+    }
+    let cols = values.len() / rows as usize;
+    let mut out = Vec::with_capacity(values.len());
+    for row in 0..rows {
+        let from = unpermuted_row(row, rows, heads) as usize;
+        out.extend_from_slice(&values[from * cols..(from + 1) * cols]);
+    }
+    Some(out)
 }
 
 /// The two blocks that hold each other's values, when exactly two differ and swapping them
@@ -228,6 +259,18 @@ mod tests {
         assert_eq!((a, b, fit), (0, 2, 0.0));
         found[11] += 1.0;
         assert_eq!(swapped(&expected, &found, 4, 1e-6), None);
+    }
+
+    /// numpy: w.reshape(heads, 2, rows // heads // 2, cols).swapaxes(1, 2).reshape(w.shape)
+    #[test]
+    fn the_permutation_is_applied_as_the_converter_applies_it() {
+        let values: Vec<f64> = (0..8).map(f64::from).collect();
+        // 8 rows of one column, 2 heads: [0 1 2 3 | 4 5 6 7] → [0 2 1 3 | 4 6 5 7]
+        assert_eq!(
+            permuted(&values, 8, 2).unwrap(),
+            [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]
+        );
+        assert_eq!(permuted(&values, 6, 2), None);
     }
 
     #[test]

@@ -76,6 +76,12 @@ fn mistake_text(m: &Mistake) -> String {
         Mistake::PlusOneDoubled => "the converter's +1 on this norm weight is applied twice".into(),
         Mistake::PlusOneAdded => "1 was added where the converter adds nothing".into(),
         Mistake::Transposed => "the matrix is transposed".into(),
+        Mistake::PermutedWhereNone => {
+            "the Q/K head permutation was applied, but the converter applies none to this \
+             architecture"
+                .into()
+        }
+        Mistake::PermutedTwice => "the Q/K head permutation was applied twice".into(),
         Mistake::Swapped { what, a, b } => format!("{what} {a} and {b} are swapped"),
         Mistake::OtherLayer { layer, sources } => format!(
             "it holds layer {layer}'s tensor ({})",
