@@ -909,6 +909,42 @@ mod zoo {
         assert_eq!(checked, tested);
     }
 
+    /// config.json against the GGUF's keys for every architecture: head counts, context
+    /// length, vocabulary and the rest equal, except what the converter itself writes
+    /// differently (GPT2Model writes 4 × n_embd as the feed-forward length whatever n_inner
+    /// says; FalconModel writes context length 2048, "not in config.json").
+    #[test]
+    fn the_configuration_is_checked_for_every_architecture() {
+        for c in zoo_manifest()["conversions"].as_array().unwrap() {
+            if c["outtype"] != "f32" || c.get("wrong").is_some() {
+                continue;
+            }
+            let name = c["gguf"].as_str().unwrap();
+            let source = dir().join(c["source"].as_str().unwrap());
+            let (ours, _) = report(&source, &dir().join(name), &[]);
+            let checks = ours["metadata"]["checks"].as_array().unwrap();
+            let keys: Vec<&str> = checks
+                .iter()
+                .map(|k| k["config_key"].as_str().unwrap())
+                .collect();
+            for wanted in [
+                &["num_attention_heads", "n_head"][..],
+                &["num_hidden_layers", "n_layer"],
+                &["vocab_size"],
+            ] {
+                assert!(
+                    wanted.iter().any(|w| keys.contains(w)),
+                    "{name}: none of {wanted:?} checked: {keys:?}"
+                );
+            }
+            for k in checks {
+                let known = (name == "gpt2-f32.gguf" && k["config_key"] == "n_inner")
+                    || (name == "falcon-f32.gguf" && k["config_key"] == "max_position_embeddings");
+                assert_eq!(k["equal"], !known, "{name}: {k}");
+            }
+        }
+    }
+
     #[test]
     fn the_text_report_leads_with_the_verdict_band_and_transforms() {
         let out = run(&[
