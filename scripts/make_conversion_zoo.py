@@ -11,7 +11,7 @@ LLAMA_CPP_DIR is the llama.cpp tree vendored in the llama-cpp-python sdist (as f
 scripts/make_conversion_fixtures.py). OUTDIR is emptied first; OUTDIR/manifest.json records the
 versions, each command, the converter's tensor log and what each corrupted file holds.
 
-Every model: 2 layers, hidden 32 (64 where the architecture needs more heads), every parameter
+Every model: 2 layers, hidden 32, 4 attention heads (2 kv heads where the config has them), every parameter
 drawn at random from a fixed seed (norm weights near 1, or near 0 where the model adds 1
 itself, as Gemma does), float32 safetensors.
 

@@ -10,7 +10,7 @@ use super::pairing::{PlannedPair, logical_shape};
 use crate::values::{Side, ValuesError};
 
 /// Pairs larger than this are not read whole to name their mistake.
-const LIMIT: u64 = 1 << 26;
+const LIMIT: u64 = 1 << 24;
 
 /// A mistake that explains a suspect pair.
 #[derive(Debug, Clone, PartialEq)]
