@@ -43,6 +43,9 @@ Conversions (converter = LLAMA_CPP_DIR/convert_hf_to_gguf.py; manifest.json has 
                                 GGUFWriter (every KV and tensor) except blk.0.attn_q.weight,
                                 written as the HF q_proj as is, without the converter's Q/K
                                 head permutation
+One model per further architecture family (Gemma, Qwen, Phi-3, GPT-2, Falcon, Bloom, ...) is
+made by the sibling scripts/make_conversion_zoo.py into OUTDIR/zoo (run it after this script:
+this one empties OUTDIR).
 Every conversion is checked with scripts/conversion_reference.py: the f32 conversions change
 no element, q8_0/f16 only a little, the wrong file shows a large rel_l2 on blk.0.attn_q.
 """

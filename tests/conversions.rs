@@ -658,3 +658,315 @@ max_rel_l2 = 0.02
         assert!(err.contains(":3:"), "{err}");
     }
 }
+
+/// The conversion zoo (scripts/make_conversion_zoo.py): one tiny model per architecture
+/// family, converted by the pinned convert_hf_to_gguf.py to f32, f16 and q8_0, and corrupted
+/// copies of some f32 conversions.
+mod zoo {
+    use super::*;
+
+    fn dir() -> std::path::PathBuf {
+        conversions_dir().join("zoo")
+    }
+
+    fn zoo_manifest() -> Value {
+        let text = std::fs::read_to_string(dir().join("manifest.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// What the report must call each deliberate corruption.
+    const NAMED: &[(&str, &str)] = &[
+        (
+            "mistral-f32-attn_k-not-permuted.gguf",
+            "the Q/K head permutation is wrong",
+        ),
+        (
+            "qwen2-f32-norm-plus-one.gguf",
+            "1 was added where the converter adds nothing",
+        ),
+        (
+            "gemma-f32-norm-missing-plus-one.gguf",
+            "the converter's +1 on this norm weight is missing",
+        ),
+        (
+            "gemma2-f32-norm-plus-two.gguf",
+            "the converter's +1 on this norm weight is applied twice",
+        ),
+        (
+            "phi3-f32-attn_output-transposed.gguf",
+            "the matrix is transposed",
+        ),
+        (
+            "qwen3-f32-attn_q-heads-swapped.gguf",
+            "heads 0 and 2 are swapped",
+        ),
+        (
+            "qwen2_moe-f32-experts-swapped.gguf",
+            "experts 1 and 3 are swapped",
+        ),
+        (
+            "qwen2-f32-attn_q-permuted.gguf",
+            "the Q/K head permutation was applied, but the converter applies none",
+        ),
+        (
+            "starcoder2-f32-ffn_up-from-layer-0.gguf",
+            "it holds layer 0's tensor (model.layers.0.mlp.c_fc.weight)",
+        ),
+    ];
+
+    #[test]
+    fn the_zoo_covers_the_architectures_the_issue_names() {
+        let manifest = zoo_manifest();
+        let archs: std::collections::BTreeSet<&str> = manifest["conversions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["architecture"].as_str().unwrap())
+            .collect();
+        for arch in [
+            "llama",
+            "qwen2",
+            "qwen3",
+            "qwen2moe",
+            "gemma",
+            "gemma2",
+            "gemma3",
+            "phi3",
+            "gpt2",
+            "starcoder2",
+            "stablelm",
+            "olmo2",
+            "gptneox",
+        ] {
+            assert!(
+                archs.contains(arch),
+                "{arch} missing from the zoo: {archs:?}"
+            );
+        }
+        assert!(
+            archs.contains("falcon") || archs.contains("bloom"),
+            "{archs:?}"
+        );
+    }
+
+    #[test]
+    fn every_zoo_conversion_is_faithful_within_its_band() {
+        for c in zoo_manifest()["conversions"].as_array().unwrap() {
+            if c.get("wrong").is_some() {
+                continue;
+            }
+            let name = c["gguf"].as_str().unwrap();
+            let source = dir().join(c["source"].as_str().unwrap());
+            let (ours, _) = report(&source, &dir().join(name), &[]);
+            assert_eq!(ours["faithful"], true, "{name}: {}", ours["summary"]);
+            assert_eq!(ours["suspect"], 0, "{name}");
+            assert_eq!(ours["not_compared"], serde_json::json!([]), "{name}");
+            assert_eq!(ours["added"], serde_json::json!([]), "{name}");
+            for d in ours["dropped"].as_array().unwrap() {
+                let why = d["why"].as_str().unwrap();
+                assert!(
+                    !why.contains("no GGUF name"),
+                    "{name}: {} dropped without a reason: {why}",
+                    d["source"]
+                );
+            }
+            let outtype = c["outtype"].as_str().unwrap();
+            if outtype == "f32" {
+                assert_eq!(
+                    ours["identical"], ours["compared"],
+                    "{name}: {}",
+                    ours["summary"]
+                );
+            } else {
+                let band = ours["bands"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|b| b["target_dtype"] == outtype)
+                    .unwrap_or_else(|| panic!("{name}: no {outtype} band: {}", ours["bands"]));
+                assert_eq!(band["outside"], 0, "{name}");
+                assert!(band["pairs"].as_u64().unwrap() > 0, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_deliberate_corruption_is_caught_and_named() {
+        let manifest = zoo_manifest();
+        let wrong: Vec<&Value> = manifest["conversions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c.get("wrong").is_some())
+            .collect();
+        assert_eq!(
+            wrong.len(),
+            NAMED.len(),
+            "every corruption has its expected name"
+        );
+        for c in wrong {
+            let name = c["gguf"].as_str().unwrap();
+            let expected = NAMED
+                .iter()
+                .find(|(g, _)| *g == name)
+                .unwrap_or_else(|| panic!("{name}: no expected name"))
+                .1;
+            let source = dir().join(c["source"].as_str().unwrap());
+            let (ours, code) = report(&source, &dir().join(name), &[]);
+            assert_eq!(code, 1, "{name}");
+            assert_eq!(ours["faithful"], false, "{name}: {}", ours["summary"]);
+            let suspect: Vec<&Value> = ours["pairs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| !p["suspect"].is_null())
+                .collect();
+            assert_eq!(suspect.len(), 1, "{name}: {suspect:?}");
+            assert_eq!(suspect[0]["target"], c["wrong_tensor"], "{name}");
+            let why = suspect[0]["suspect"].as_str().unwrap();
+            assert!(why.starts_with(expected), "{name}: {why}");
+        }
+    }
+
+    /// Gemma's deliberate +1 on norm weights through git: main holds the model and its f32
+    /// GGUF, pr the q8_0 one; then the work tree holds a GGUF whose +1 is missing.
+    #[test]
+    fn git_diff_and_ci_check_gemma_against_its_reference() {
+        use common::git::Repo;
+        let repo = Repo::with_lfs(&["*.gguf", "*.safetensors"]);
+        let copy = |from: &str, to: &str| {
+            let target = repo.path(to);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(dir().join(from), target).unwrap();
+        };
+        copy("gemma/model.safetensors", "models/model.safetensors");
+        copy("gemma/config.json", "models/config.json");
+        copy("gemma-f32.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+        repo.git(&["commit", "-q", "-m", "base"]);
+        repo.git(&["checkout", "-q", "-b", "pr"]);
+        copy("gemma-q8_0.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+        repo.git(&["commit", "-q", "-m", "q8_0"]);
+        let reference = ["--values", "--reference", "models/model.safetensors"];
+
+        let mut args = vec!["git", "diff"];
+        args.extend(reference);
+        args.extend(["main", "pr"]);
+        let out = repo.wi(&args);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        assert!(
+            text.contains("  faithful: 20/20 source tensors paired"),
+            "{text}"
+        );
+        assert!(text.contains("plus_one 5"), "{text}");
+
+        let json = repo.path("report.json");
+        let mut args = vec!["ci", "--base", "main", "--head", "pr"];
+        args.extend(reference);
+        args.extend(["--json", json.to_str().unwrap()]);
+        let out = repo.wi(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["files"][0]["conversion"]["faithful"], true, "{doc}");
+
+        copy("gemma-f32-norm-missing-plus-one.gguf", "models/model.gguf");
+        let mut args = vec!["git", "diff"];
+        args.extend(reference);
+        let text = stdout(&repo.wi(&args));
+        assert!(text.contains("NOT faithful"), "{text}");
+        assert!(
+            text.contains(
+                "blk.1.ffn_norm.weight: the converter's +1 on this norm weight is missing"
+            ),
+            "{text}"
+        );
+    }
+
+    /// docs/values.md's coverage table (scripts/gen_conversion_coverage.py) marks every
+    /// architecture a committed conversion checks as checked, and only those.
+    #[test]
+    fn the_coverage_table_marks_the_tested_architectures() {
+        let doc = std::fs::read_to_string(repo_root().join("docs/values.md")).unwrap();
+        let table = doc
+            .split("<!-- coverage:begin")
+            .nth(1)
+            .and_then(|t| t.split("<!-- coverage:end -->").next())
+            .expect("the coverage markers");
+        let checked: std::collections::BTreeSet<String> = table
+            .lines()
+            .filter(|l| l.contains("| checked by a test |"))
+            .map(|l| l.split('`').nth(1).unwrap().to_owned())
+            .collect();
+        let mut tested = std::collections::BTreeSet::new();
+        for c in manifest()
+            .iter()
+            .chain(zoo_manifest()["conversions"].as_array().unwrap())
+        {
+            tested.insert(c["architecture"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(checked, tested);
+    }
+
+    /// config.json against the GGUF's keys for every architecture: head counts, context
+    /// length, vocabulary and the rest equal, except what the converter itself writes
+    /// differently (GPT2Model writes 4 × n_embd as the feed-forward length whatever n_inner
+    /// says; FalconModel writes context length 2048, "not in config.json").
+    #[test]
+    fn the_configuration_is_checked_for_every_architecture() {
+        for c in zoo_manifest()["conversions"].as_array().unwrap() {
+            if c["outtype"] != "f32" || c.get("wrong").is_some() {
+                continue;
+            }
+            let name = c["gguf"].as_str().unwrap();
+            let source = dir().join(c["source"].as_str().unwrap());
+            let (ours, _) = report(&source, &dir().join(name), &[]);
+            let checks = ours["metadata"]["checks"].as_array().unwrap();
+            let keys: Vec<&str> = checks
+                .iter()
+                .map(|k| k["config_key"].as_str().unwrap())
+                .collect();
+            for wanted in [
+                &["num_attention_heads", "n_head"][..],
+                &["num_hidden_layers", "n_layer"],
+                &["vocab_size"],
+            ] {
+                assert!(
+                    wanted.iter().any(|w| keys.contains(w)),
+                    "{name}: none of {wanted:?} checked: {keys:?}"
+                );
+            }
+            for k in checks {
+                let known = (name == "gpt2-f32.gguf" && k["config_key"] == "n_inner")
+                    || (name == "falcon-f32.gguf" && k["config_key"] == "max_position_embeddings");
+                assert_eq!(k["equal"], !known, "{name}: {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_text_report_leads_with_the_verdict_band_and_transforms() {
+        let out = run(&[
+            "diff",
+            "--values",
+            dir().join("gemma").to_str().unwrap(),
+            dir().join("gemma-q8_0.gguf").to_str().unwrap(),
+        ]);
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("  faithful: "), "{text}");
+        assert_eq!(
+            lines[3],
+            "  expected error band: f32 exact: 0 outside; q8_0 rel_l2 ≤ 0.02 (blocks of 32): 0 \
+             outside",
+            "{text}"
+        );
+        assert!(
+            lines[4].starts_with(
+                "  transforms: identity 15, plus_one 5 — conversion/gemma.py GemmaModel"
+            ),
+            "{text}"
+        );
+    }
+}

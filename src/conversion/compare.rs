@@ -42,6 +42,20 @@ struct Work<'a> {
     target: Operand<'a>,
     sources: Vec<Operand<'a>>,
     rows: RowMap,
+    /// Added to each source value, rounded as the source's dtype rounds (the converter adds in
+    /// the source's dtype).
+    plus: f64,
+    round: fn(f64) -> f64,
+}
+
+/// Rounding to a source dtype, for values the converter computed in that dtype.
+fn rounding(dtype: &str) -> fn(f64) -> f64 {
+    match dtype {
+        "f32" => |v| v as f32 as f64,
+        "f16" => |v| half::f16::from_f64(v).to_f64(),
+        "bf16" => |v| half::bf16::from_f64(v).to_f64(),
+        _ => |v| v,
+    }
 }
 
 /// Compares every planned pair; `Outcome`s are in the plan's order.
@@ -53,7 +67,7 @@ pub fn compare(
     let mut outcomes: Vec<Option<Outcome>> = vec![None; plan.pairs.len()];
     let mut works: Vec<(usize, Work)> = Vec::new();
     for (index, pair) in plan.pairs.iter().enumerate() {
-        match prepare(pair, &pair.rows, source, target)? {
+        match prepare(pair, &pair.rows, pair.plus, source, target)? {
             Ok(work) => works.push((index, work)),
             Err(why) => outcomes[index] = Some(Outcome::NotCompared(why.to_string())),
         }
@@ -66,7 +80,7 @@ pub fn compare(
         let pair = &plan.pairs[*index];
         if pair.heads.is_some() && stats.rel_l2.is_none_or(|r| r > RETRY_ABOVE) {
             let other = other_layout(&pair.rows);
-            if let Ok(work) = prepare(pair, &other, source, target)? {
+            if let Ok(work) = prepare(pair, &other, pair.plus, source, target)? {
                 retry.push((*index, work));
             }
         }
@@ -153,6 +167,7 @@ enum Uncomparable {
 fn prepare<'a>(
     pair: &PlannedPair,
     rows: &RowMap,
+    plus: f64,
     source: &Side<'a>,
     target: &Side<'a>,
 ) -> Result<Result<Work<'a>, Uncomparable>, ValuesError> {
@@ -203,10 +218,17 @@ fn prepare<'a>(
         // Source rows are the target's columns: a source row holds one element per target row.
         first.cols = rows.parts[0].rows;
     }
+    let source_dtype = source
+        .artifact
+        .tensors
+        .get(&pair.sources[0])
+        .map_or("", |t| t.dtype);
     Ok(Ok(Work {
         target: target_op,
         sources,
         rows: rows.clone(),
+        plus,
+        round: rounding(source_dtype),
     }))
 }
 
@@ -319,6 +341,7 @@ fn compare_piece(work: &Work, start: u64, end: u64, buffers: &mut Buffers) -> Su
             &mut buffers.source_bytes,
             &mut buffers.source_spans,
         );
+        add(work, &mut buffers.source[..n]);
         sums.merge(&Sums::of(&buffers.source[..n], &buffers.target[..n]));
         at = to;
     }
@@ -329,6 +352,54 @@ fn compare_piece(work: &Work, start: u64, end: u64, buffers: &mut Buffers) -> Su
         }
     }
     sums
+}
+
+fn add(work: &Work, values: &mut [f64]) {
+    if work.plus != 0.0 {
+        for v in values {
+            *v = (work.round)(*v + work.plus);
+        }
+    }
+}
+
+/// A pair's values, whole: the expected (from the sources) and the found (the converted).
+pub type Values = (Vec<f64>, Vec<f64>);
+
+/// The values of a pair, whole: the converted tensor's and its sources' in the converted
+/// order (with `rows` and `plus` in place of the plan's), for naming what went wrong with a
+/// suspect pair. None when the pair cannot be read so or has more than `limit` elements.
+pub fn materialize(
+    pair: &PlannedPair,
+    rows: &RowMap,
+    plus: f64,
+    source: &Side<'_>,
+    target: &Side<'_>,
+    limit: u64,
+) -> Result<Option<Values>, ValuesError> {
+    if rows.target_elements() > limit {
+        return Ok(None);
+    }
+    let Ok(work) = prepare(pair, rows, plus, source, target)? else {
+        return Ok(None);
+    };
+    let total = rows.target_elements();
+    let mut expected = vec![0.0; total as usize];
+    let mut found = vec![0.0; total as usize];
+    let (mut scratch, mut spans) = (Vec::new(), vec![None; work.sources.len()]);
+    let mut at = 0;
+    while at < total {
+        let to = (at + STRIDE).min(total);
+        let (a, b) = (at as usize, to as usize);
+        let raw = work
+            .target
+            .bytes
+            .elements(&work.target.codec, at, to, &mut scratch);
+        (work.target.codec.decode)(raw, &mut found[a..b]);
+        fill_source(&work, at, to, &mut expected[a..b], &mut scratch, &mut spans);
+        add(&work, &mut expected[a..b]);
+        at = to;
+    }
+    Ok(Some((expected, found)))
 }
 
 /// Lets the kernel drop the pages of elements [start, end) from this process's resident set.

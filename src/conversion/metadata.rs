@@ -39,8 +39,22 @@ const KEYS: &[(&str, &str)] = &[
     ("layer_norm_eps", "attention.layer_norm_epsilon"),
     ("rope_theta", "rope.freq_base"),
     ("num_local_experts", "expert_count"),
+    ("num_experts", "expert_count"),
     ("num_experts_per_tok", "expert_used_count"),
+    // GPT-2 / Bloom / Falcon spellings (GPT2Model, BloomModel, FalconModel.set_gguf_parameters)
+    ("n_layer", "block_count"),
+    ("n_embd", "embedding_length"),
+    ("n_inner", "feed_forward_length"),
+    ("n_head", "attention.head_count"),
+    ("num_kv_heads", "attention.head_count_kv"),
+    ("n_ctx", "context_length"),
+    ("layer_norm_epsilon", "attention.layer_norm_epsilon"),
 ];
+
+/// GGUF keys (after "{arch}.") llama.cpp reads with a default when absent
+/// (src/llama-model.cpp `load_hparams`: `rope_freq_base_train = 10000.0f` unless the key
+/// is there).
+const DEFAULTS: &[(&str, f64)] = &[("rope.freq_base", 10000.0)];
 
 /// Biggest config.json read (a configuration is a few KB).
 const MAX_CONFIG: u64 = 1 << 20;
@@ -64,12 +78,27 @@ pub fn check(source_path: &Path, target: &Artifact, architecture: &str) -> Metad
         let gguf_key = format!("{architecture}.{suffix}");
         let target_value = target.metadata.get(&gguf_key).and_then(number);
         let source = value.as_f64().unwrap_or(f64::NAN);
-        let equal = target_value.is_some_and(|t| same_number(source, t));
+        // A key the converter leaves out holds llama.cpp's default when the model loads.
+        let default = DEFAULTS
+            .iter()
+            .find(|(key, _)| *key == suffix)
+            .map(|(_, v)| *v);
+        let (equal, shown) = match (target_value, default) {
+            (Some(t), _) => (same_number(source, t), Some(format_number(t))),
+            (None, Some(d)) if same_number(source, d) => (
+                true,
+                Some(format!(
+                    "missing (llama.cpp's default {})",
+                    format_number(d)
+                )),
+            ),
+            (None, _) => (false, None),
+        };
         checks.push(Check {
             config_key,
             gguf_key,
             source: value.to_string(),
-            target: target_value.map(format_number),
+            target: shown,
             equal,
         });
     }

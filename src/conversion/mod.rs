@@ -7,6 +7,7 @@
 //! what the source's config.json says with the GGUF's keys. The result is a [`Conversion`].
 
 mod compare;
+mod diagnose;
 mod layout;
 mod map_file;
 mod metadata;
@@ -14,9 +15,11 @@ mod names;
 #[rustfmt::skip]
 mod names_table;
 mod pairing;
+mod transforms;
 
 use std::path::Path;
 
+pub use diagnose::{Mistake, Named};
 pub use map_file::{MapError, MapFile};
 pub use metadata::MetadataChecks;
 pub use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
@@ -55,6 +58,8 @@ pub enum Suspect {
     Error { bound: f64 },
     /// Infinite relative error: the source is all zeros and the target is not.
     FromZero,
+    /// More error than the target dtype loses, explained by a named mistake.
+    Mistake { named: Named, bound: f64 },
 }
 
 impl ComparedPair {
@@ -80,6 +85,8 @@ pub struct Conversion {
     pub added: Vec<String>,
     pub not_compared: Vec<NotCompared>,
     pub metadata: MetadataChecks,
+    /// The converter function the architecture's transforms mirror (none: renames only).
+    pub cite: Option<&'static str>,
 }
 
 /// The two models of a conversion.
@@ -136,7 +143,30 @@ pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion,
                 }
                 let suspect = match other_layout {
                     Some(other) => Some(Suspect::Permutation { other }),
-                    None => suspect(&source_dtypes, target_dtype, &stats),
+                    None => match suspect(&source_dtypes, target_dtype, &stats) {
+                        Some(Suspect::Error { bound }) => {
+                            let context = diagnose::Context {
+                                blocks: match &plan.paired_by {
+                                    PairedBy::Table { blocks, .. } => *blocks,
+                                    PairedBy::Names => 0,
+                                },
+                                head_counts: plan.head_counts,
+                            };
+                            let error = stats.rel_l2.unwrap_or(f64::INFINITY);
+                            match diagnose::name(
+                                planned,
+                                error,
+                                bound,
+                                &models.source,
+                                &models.target,
+                                &context,
+                            )? {
+                                Some(named) => Some(Suspect::Mistake { named, bound }),
+                                None => Some(Suspect::Error { bound }),
+                            }
+                        }
+                        other => other,
+                    },
                 };
                 pairs.push(ComparedPair {
                     target: planned.target.clone(),
@@ -168,6 +198,7 @@ pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion,
         added: plan.added,
         not_compared,
         metadata,
+        cite: plan.cite,
     })
 }
 
@@ -209,6 +240,16 @@ fn suspect(source_dtypes: &[&str], target: &str, stats: &ValueStats) -> Option<S
         Some(r) if r > bound => Some(Suspect::Error { bound }),
         Some(_) => None,
     }
+}
+
+/// The error band of one target dtype: its bound and block size, how many pairs fall outside.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    pub target_dtype: &'static str,
+    pub bound: f64,
+    pub block: u64,
+    pub pairs: usize,
+    pub outside: usize,
 }
 
 /// The figures the summary line gives.
@@ -265,6 +306,36 @@ impl Conversion {
             median_rel_l2,
             worst,
         }
+    }
+
+    /// The band of each target dtype among the pairs (the loosest bound of its pairs).
+    pub fn bands(&self) -> Vec<Band> {
+        let mut bands: Vec<Band> = Vec::new();
+        for p in &self.pairs {
+            let bound = error_bound(&p.source_dtypes, p.target_dtype);
+            let outside = usize::from(p.suspect.is_some());
+            match bands.iter_mut().find(|b| b.target_dtype == p.target_dtype) {
+                Some(b) => {
+                    b.bound = b.bound.max(bound);
+                    b.pairs += 1;
+                    b.outside += outside;
+                }
+                None => bands.push(Band {
+                    target_dtype: p.target_dtype,
+                    bound,
+                    block: crate::values::dequant::codec(p.target_dtype, false)
+                        .map_or(1, |c| c.block_size),
+                    pairs: 1,
+                    outside,
+                }),
+            }
+        }
+        bands.sort_by(|a, b| {
+            a.bound
+                .total_cmp(&b.bound)
+                .then(a.target_dtype.cmp(b.target_dtype))
+        });
+        bands
     }
 
     /// Changed pairs, largest rel_l2 first (suspect ones first of all), then by name.

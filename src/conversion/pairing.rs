@@ -8,21 +8,8 @@ use std::collections::BTreeMap;
 use super::layout::{Part, RowMap, permutable};
 use super::map_file::MapFile;
 use super::names::NameMap;
+use super::transforms::{self, ArchTransforms};
 use crate::artifact::{Artifact, Format, TensorInfo, Value};
-
-/// GGUF architectures whose Q and K rows the converter permutes (`LlamaModel.permute`, used by
-/// LlamaModel and its subclasses that keep `undo_permute`, and by Arctic, Chameleon, MiniCPM
-/// and OLMo) — the source rows are found by undoing it with the GGUF's head counts.
-const PERMUTE_QK_ARCHS: &[&str] = &[
-    "arcee",
-    "arctic",
-    "chameleon",
-    "llada",
-    "llama",
-    "minicpm",
-    "nanbeige",
-    "olmo",
-];
 
 /// Block counts above this are refused: the name table is built per block.
 const MAX_BLOCKS: u64 = 4096;
@@ -44,6 +31,13 @@ pub enum Transform {
     DropRows(u64),
     /// A `--map` rule's transpose.
     Transpose,
+    /// A Conv1D weight ([in, out]) the converter transposes (GPT-2).
+    TransposeConv1d,
+    /// The converter added 1 (Gemma's norm weights: the model computes `x * (1 + w)`).
+    PlusOne,
+    /// A fused QKV whose per-head (or per-group) q, k, v rows the converter regrouped into all
+    /// q, then all k, then all v (Bloom, GPT-NeoX, Falcon).
+    RegroupQkv,
 }
 
 impl Transform {
@@ -57,6 +51,9 @@ impl Transform {
             Transform::FuseGateUpExperts => "stack_experts+fuse_gate_up".into(),
             Transform::DropRows(n) => format!("drop_rows:{n}"),
             Transform::Transpose => "transpose".into(),
+            Transform::TransposeConv1d => "transpose_conv1d".into(),
+            Transform::PlusOne => "plus_one".into(),
+            Transform::RegroupQkv => "regroup_qkv".into(),
         }
     }
 }
@@ -71,6 +68,9 @@ pub struct PlannedPair {
     /// The GGUF head counts a Q or K tensor would be permuted with: the comparison tries the
     /// other layout when the values do not match, to name a wrong permutation.
     pub heads: Option<u64>,
+    /// Added to every source value (rounded to the source's dtype) before comparing: the
+    /// converter's +1 on norm weights.
+    pub plus: f64,
 }
 
 /// A source tensor with no counterpart in the converted model.
@@ -107,6 +107,10 @@ pub struct Plan {
     /// Target tensors no source tensor maps to.
     pub added: Vec<String>,
     pub not_compared: Vec<NotCompared>,
+    /// The GGUF's Q and KV head counts.
+    pub head_counts: Option<(u64, u64)>,
+    /// The converter function the architecture's transforms mirror (none: renames only).
+    pub cite: Option<&'static str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -211,15 +215,23 @@ pub fn plan(
             dropped: Vec::new(),
             added: Vec::new(),
             not_compared: Vec::new(),
+            head_counts: None,
+            cite: None,
         },
         heads: None,
+        head_counts: None,
+        arch: transforms::of(""),
     };
-    if let Some((arch, _, _)) = &table
-        && PERMUTE_QK_ARCHS.contains(&arch.as_str())
-    {
+    if let Some((arch, _, _)) = &table {
         let q = metadata_u64(target, &format!("{arch}.attention.head_count"));
         let kv = metadata_u64(target, &format!("{arch}.attention.head_count_kv")).or(q);
-        planner.heads = q.zip(kv);
+        planner.arch = transforms::of(arch);
+        planner.head_counts = q.zip(kv);
+        if planner.arch.permute_qk {
+            planner.heads = planner.head_counts;
+        }
+        planner.plan.head_counts = planner.head_counts;
+        planner.plan.cite = Some(planner.arch.cite).filter(|c| !c.is_empty());
     }
     let names = table.as_ref().map(|(_, _, names)| names);
 
@@ -248,11 +260,21 @@ pub fn plan(
                 .push((expert, name.to_owned()));
             continue;
         }
-        match names.get(name) {
+        let mapped = names.get(name).or_else(|| {
+            let stripped = planner
+                .arch
+                .dropped_prefixes
+                .iter()
+                .find_map(|p| name.strip_prefix(p))?;
+            names.get(stripped)
+        });
+        match mapped {
             Some(mapped) => planner.add(mapped.gguf, Some(mapped.kind), name, None),
             None => planner.plan.dropped.push(Dropped {
                 source: name.to_owned(),
-                why: "no GGUF name in the converter's table".into(),
+                why: transforms::dropped_on_purpose(name)
+                    .unwrap_or("no GGUF name in the converter's table")
+                    .into(),
             }),
         }
     }
@@ -311,6 +333,10 @@ struct Planner<'a> {
     plan: Plan,
     /// Q and KV head counts when the architecture's Q/K rows are permuted.
     heads: Option<(u64, u64)>,
+    /// Q and KV head counts from the GGUF, whatever the architecture.
+    head_counts: Option<(u64, u64)>,
+    /// The architecture's deliberate transforms.
+    arch: ArchTransforms,
 }
 
 impl Planner<'_> {
@@ -452,6 +478,7 @@ impl Planner<'_> {
                     transposed: false,
                 },
                 heads: None,
+                plus: 0.0,
             });
         }
     }
@@ -540,6 +567,7 @@ impl Planner<'_> {
                     transposed: false,
                 },
                 heads: None,
+                plus: 0.0,
             });
         }
         for (fused, [gate, up]) in gate_up {
@@ -594,6 +622,7 @@ impl Planner<'_> {
                     transposed: false,
                 },
                 heads: None,
+                plus: 0.0,
             });
         }
     }
@@ -623,19 +652,105 @@ impl Planner<'_> {
                 _ => None,
             };
             let heads = member.rule.and_then(|r| r.heads).or(qk_heads);
-            let transpose = member.rule.is_some_and(|r| r.transpose);
+            let conv1d = member.rule.is_none()
+                && self
+                    .arch
+                    .transposed_suffixes
+                    .iter()
+                    .any(|s| member.source.ends_with(s));
+            let transpose = member.rule.is_some_and(|r| r.transpose) || conv1d;
             let pos_embd = member.kind == Some("POS_EMBD");
+            let plus_one = member.rule.is_none()
+                && self
+                    .arch
+                    .plus_one_suffix
+                    .is_some_and(|s| member.source.ends_with(s));
+            if member.rule.is_none()
+                && let Some((suffixes, regroup)) = self.arch.qkv_regroup
+                && let Some(stem) = member
+                    .source
+                    .strip_suffix(".weight")
+                    .or_else(|| member.source.strip_suffix(".bias"))
+                && suffixes.iter().any(|s| stem.ends_with(s))
+            {
+                match self.regrouped(&shape, &target_shape, regroup) {
+                    Ok(rows) => self.plan.pairs.push(PlannedPair {
+                        target,
+                        sources: vec![member.source],
+                        transform: Transform::RegroupQkv,
+                        rows,
+                        heads: None,
+                        plus: 0.0,
+                    }),
+                    Err(why) => self.not_compared(Some(&target), vec![member.source], why),
+                }
+                continue;
+            }
             match single_map(&shape, &target_shape, heads, transpose, pos_embd) {
-                Ok((rows, transform)) => self.plan.pairs.push(PlannedPair {
-                    target,
-                    sources: vec![member.source],
-                    transform,
-                    rows,
-                    heads: qk_heads,
-                }),
+                Ok((rows, transform)) => {
+                    let transform = match transform {
+                        Transform::Transpose if conv1d => Transform::TransposeConv1d,
+                        Transform::Identity if plus_one => Transform::PlusOne,
+                        other => other,
+                    };
+                    let plus = if transform == Transform::PlusOne {
+                        1.0
+                    } else {
+                        0.0
+                    };
+                    self.plan.pairs.push(PlannedPair {
+                        target,
+                        sources: vec![member.source],
+                        transform,
+                        rows,
+                        heads: qk_heads,
+                        plus,
+                    })
+                }
                 Err(why) => self.not_compared(Some(&target), vec![member.source], why.to_string()),
             }
         }
+    }
+}
+
+impl Planner<'_> {
+    /// The row map of a fused QKV the converter regrouped (q, k, v of each head or kv group
+    /// → all q, all k, all v), or why it does not fit.
+    fn regrouped(
+        &self,
+        source: &[u64],
+        target: &[u64],
+        regroup: transforms::QkvRegroup,
+    ) -> Result<RowMap, String> {
+        if squeezed(source) != squeezed(target) {
+            return Err(format!(
+                "fused QKV regrouped by the converter: shape {} → {} differs",
+                show(source),
+                show(target)
+            ));
+        }
+        let rows = first_dim(source, true);
+        let Some((heads, kv)) = self.head_counts else {
+            return Err("fused QKV regrouped by the converter: the GGUF has no head counts".into());
+        };
+        let Some(runs) = transforms::qkv_runs(regroup, rows, heads, kv) else {
+            return Err(format!(
+                "fused QKV regrouped by the converter: {rows} rows do not split into {heads} q                  heads and {kv} k and v heads"
+            ));
+        };
+        Ok(RowMap {
+            cols: row_length(source, true),
+            parts: runs
+                .into_iter()
+                .map(|(skip_rows, rows)| Part {
+                    source: 0,
+                    rows,
+                    heads: None,
+                    skip_rows,
+                })
+                .collect(),
+            transposed: false,
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::Palette;
 use super::values::{cosine_text, figure};
-use crate::conversion::{ComparedPair, Conversion, PairedBy, Suspect};
+use crate::conversion::{ComparedPair, Conversion, Mistake, PairedBy, Suspect};
 use crate::escape::shown;
 
 /// Pairs listed in the text; the JSON lists all.
@@ -59,7 +59,82 @@ pub fn suspect_text(p: &ComparedPair) -> Option<String> {
             figure(*bound)
         ),
         Suspect::FromZero => "the source is all zeros and the converted tensor is not".into(),
+        Suspect::Mistake { named, bound } => format!(
+            "{}: rel_l2 {} (the {} band is {}), {} once that is undone",
+            mistake_text(&named.mistake),
+            rel_l2_text(p),
+            p.target_dtype,
+            band_text(*bound),
+            figure(named.fit)
+        ),
     })
+}
+
+fn mistake_text(m: &Mistake) -> String {
+    match m {
+        Mistake::PlusOneMissing => "the converter's +1 on this norm weight is missing".into(),
+        Mistake::PlusOneDoubled => "the converter's +1 on this norm weight is applied twice".into(),
+        Mistake::PlusOneAdded => "1 was added where the converter adds nothing".into(),
+        Mistake::Transposed => "the matrix is transposed".into(),
+        Mistake::PermutedWhereNone => {
+            "the Q/K head permutation was applied, but the converter applies none to this \
+             architecture"
+                .into()
+        }
+        Mistake::PermutedTwice => "the Q/K head permutation was applied twice".into(),
+        Mistake::Swapped { what, a, b } => format!("{what} {a} and {b} are swapped"),
+        Mistake::OtherLayer { layer, sources } => format!(
+            "it holds layer {layer}'s tensor ({})",
+            sources_text(sources)
+        ),
+    }
+}
+
+fn band_text(bound: f64) -> String {
+    if bound == 0.0 {
+        "exact".into()
+    } else {
+        format!("rel_l2 ≤ {}", figure(bound))
+    }
+}
+
+/// The error each target type of the pairs may bring: "f32 exact; q8_0 rel_l2 ≤ 0.02
+/// (blocks of 32)".
+pub fn bands_line(c: &Conversion) -> String {
+    c.bands()
+        .iter()
+        .map(|b| {
+            let block = if b.block > 1 {
+                format!(" (blocks of {})", b.block)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} {}{block}: {} outside",
+                b.target_dtype,
+                band_text(b.bound),
+                b.outside
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The transforms applied, with how many pairs each: "permute_qk 4, identity 15".
+pub fn transforms_line(c: &Conversion) -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in &c.pairs {
+        *counts.entry(p.transform.name()).or_default() += 1;
+    }
+    let mut line = counts
+        .into_iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Some(cite) = c.cite {
+        let _ = write!(line, " — {cite}");
+    }
+    line
 }
 
 /// The summary line: "faithful: 21/21 source tensors paired, …".
@@ -137,6 +212,10 @@ pub fn text(c: &Conversion, source: &str, target: &str, palette: &Palette) -> St
     );
     let _ = writeln!(out, "  {}", paired_by_text(c));
     let _ = writeln!(out, "  {}", summary(c));
+    if !c.pairs.is_empty() {
+        let _ = writeln!(out, "  expected error band: {}", bands_line(c));
+        let _ = writeln!(out, "  transforms: {}", transforms_line(c));
+    }
 
     let suspects: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.suspect.is_some()).collect();
     if !suspects.is_empty() {
@@ -313,6 +392,15 @@ struct PairDoc<'a> {
 }
 
 #[derive(Serialize)]
+struct BandDoc {
+    target_dtype: &'static str,
+    bound: f64,
+    block: u64,
+    pairs: usize,
+    outside: usize,
+}
+
+#[derive(Serialize)]
 struct DroppedDoc<'a> {
     source: &'a str,
     why: &'a str,
@@ -364,6 +452,9 @@ struct ConversionDoc<'a> {
     paired_by: PairedByDoc<'a>,
     summary: String,
     faithful: bool,
+    bands: Vec<BandDoc>,
+    transforms: String,
+    transforms_cite: Option<&'static str>,
     source_tensors: usize,
     target_tensors: usize,
     paired_sources: usize,
@@ -411,6 +502,19 @@ fn conversion_doc<'a>(c: &'a Conversion, source: &'a str, target: &'a str) -> Co
         },
         summary: summary(c),
         faithful: s.faithful,
+        bands: c
+            .bands()
+            .into_iter()
+            .map(|b| BandDoc {
+                target_dtype: b.target_dtype,
+                bound: b.bound,
+                block: b.block,
+                pairs: b.pairs,
+                outside: b.outside,
+            })
+            .collect(),
+        transforms: transforms_line(c),
+        transforms_cite: c.cite,
         source_tensors: c.source_tensors,
         target_tensors: c.target_tensors,
         paired_sources: s.paired_sources,

@@ -334,6 +334,14 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
         "<p class=\"{class}\">{}</p>",
         html_text(&super::conversion::summary(c))
     );
+    if !c.pairs.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p>Expected error band: {}.<br>Transforms: {}.</p>",
+            html_text(&super::conversion::bands_line(c)),
+            html_text(&super::conversion::transforms_line(c))
+        );
+    }
     let suspects: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.suspect.is_some()).collect();
     if !suspects.is_empty() {
         out.push_str("<h3>Suspect pairs</h3>\n<ul class=\"plain\">\n");
