@@ -886,7 +886,8 @@ mod zoo {
 
     /// The policy's `reference` + `max_rel_l2` on Gemma, whose converter adds 1 to every norm
     /// weight on purpose: its q8_0 GGUF passes `check`, `check --staged` and the commit hook;
-    /// the GGUF whose +1 is missing on one norm is refused, the tensor and the mistake named.
+    /// the GGUF whose +1 is missing on one norm is refused by them and by `ci`, the tensor and
+    /// the mistake named.
     #[test]
     fn the_policy_passes_gemma_and_names_its_missing_plus_one() {
         use common::git::Repo;
@@ -978,10 +979,10 @@ mod zoo {
         let listed = doc["violations"].as_array().unwrap();
         assert_eq!(listed.len(), 1, "{doc}");
         assert_eq!(listed[0]["rule"], "max_rel_l2");
-        let text = listed[0]["found"].as_str().unwrap();
+        let text = listed[0]["found"].as_str().unwrap().to_owned();
         assert!(text.starts_with("blk.1.ffn_norm.weight: rel_l2 "), "{text}");
         assert!(
-            fit(text) < 1e-5 && text.ends_with(" once undone)"),
+            fit(&text) < 1e-5 && text.ends_with(" once undone)"),
             "{text}"
         );
 
@@ -990,6 +991,35 @@ mod zoo {
         assert!(!out.status.success(), "{both}");
         assert!(both.contains("weight-inspect: commit refused"), "{both}");
         assert!(both.contains(&found[0]), "{both}");
+
+        // Committed past the hook, `ci` refuses it: one SARIF result on the tensor.
+        repo.git(&["commit", "-q", "--no-verify", "-m", "gemma without its +1"]);
+        let sarif = repo.path("../out.sarif");
+        let out = repo.wi(&[
+            "ci",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--sarif",
+            sarif.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
+        let results: Vec<&Value> = doc["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["ruleId"] == "max_rel_l2")
+            .collect();
+        assert_eq!(results.len(), 1, "{doc}");
+        let message = results[0]["message"]["text"].as_str().unwrap();
+        assert!(message.contains(&text), "{message}");
+        assert!(
+            results[0].to_string().contains("blk.1.ffn_norm.weight"),
+            "{}",
+            results[0]
+        );
     }
 
     /// docs/values.md's coverage table (scripts/gen_conversion_coverage.py) marks every
