@@ -884,6 +884,144 @@ mod zoo {
         );
     }
 
+    /// The policy's `reference` + `max_rel_l2` on Gemma, whose converter adds 1 to every norm
+    /// weight on purpose: its q8_0 GGUF passes `check`, `check --staged` and the commit hook;
+    /// the GGUF whose +1 is missing on one norm is refused by them and by `ci`, the tensor and
+    /// the mistake named.
+    #[test]
+    fn the_policy_passes_gemma_and_names_its_missing_plus_one() {
+        use common::git::Repo;
+        let repo = Repo::with_lfs(&["*.gguf", "*.safetensors"]);
+        let copy = |from: &str, to: &str| {
+            let target = repo.path(to);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(dir().join(from), target).unwrap();
+        };
+        let policy = |bound: &str| {
+            format!(
+                "[[rules]]\npaths = [\"models/*.gguf\"]\nreference = \"model.safetensors\"\n\
+                 max_rel_l2 = {bound}\n"
+            )
+        };
+        let violations = |out: &std::process::Output| -> Vec<String> {
+            stdout(out)
+                .lines()
+                .filter(|l| l.starts_with("models/model.gguf: max_rel_l2: "))
+                .map(str::to_owned)
+                .collect()
+        };
+        repo.write(".weight-inspect.toml", policy("0.02"));
+        let out = repo.wi(&["hook", "install"]);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        copy("gemma/model.safetensors", "models/model.safetensors");
+        copy("gemma/config.json", "models/config.json");
+        copy("gemma-q8_0.gguf", "models/model.gguf");
+        repo.git(&["add", "."]);
+
+        // Faithful within q8_0's band (and the +1 on its five norms expected): clean.
+        let out = repo.wi(&["check", "--staged"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("1 file checked against .weight-inspect.toml, no violations"),
+            "{}",
+            stdout(&out)
+        );
+        let out = repo.wi(&["check", "models/model.gguf"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        let out = repo.try_git(&["commit", "-m", "gemma q8_0"]);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+
+        // The clean verdict compared the values: a bound tighter than q8_0 loses names the
+        // quantized tensors, and only them, with no mistake (rounding is not one).
+        repo.write(".weight-inspect.toml", policy("0.0001"));
+        let out = repo.wi(&["check", "models/model.gguf"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let tight = violations(&out);
+        assert!(!tight.is_empty(), "{}", stdout(&out));
+        for v in &tight {
+            assert!(v.contains(", f32 → q8_0) ["), "{v}");
+        }
+        repo.write(".weight-inspect.toml", policy("0.02"));
+
+        // The +1 missing on blk.1.ffn_norm.weight: one violation, the tensor and the mistake
+        // named, in the work tree, the index, the JSON and the commit hook.
+        copy("gemma-f32-norm-missing-plus-one.gguf", "models/model.gguf");
+        let expected = "models/model.gguf: max_rel_l2: expected every tensor within rel_l2 \
+                        0.02 of models/model.safetensors; found blk.1.ffn_norm.weight: rel_l2 ";
+        let mistake = "(plus_one, f32 → f32): the converter's +1 on this norm weight is \
+                       missing (rel_l2 ";
+        // Once the +1 is added back, what is left is f32 rounding, far inside the band.
+        let fit = |text: &str| -> f64 {
+            let (_, rest) = text.split_once(mistake).unwrap_or_else(|| panic!("{text}"));
+            let (figure, _) = rest.split_once(" once undone)").unwrap();
+            figure.parse().unwrap()
+        };
+        let out = repo.wi(&["check", "models/model.gguf"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let found = violations(&out);
+        assert_eq!(found.len(), 1, "{}", stdout(&out));
+        assert!(found[0].starts_with(expected), "{}", found[0]);
+        assert!(fit(&found[0]) < 1e-5, "{}", found[0]);
+        assert!(
+            found[0].ends_with(" once undone) [.weight-inspect.toml:1]"),
+            "{}",
+            found[0]
+        );
+
+        repo.git(&["add", "models/model.gguf"]);
+        let out = repo.wi(&["check", "--staged"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        assert_eq!(violations(&out), found, "{}", stdout(&out));
+
+        let out = repo.wi(&["check", "--staged", "--format", "json"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let listed = doc["violations"].as_array().unwrap();
+        assert_eq!(listed.len(), 1, "{doc}");
+        assert_eq!(listed[0]["rule"], "max_rel_l2");
+        let text = listed[0]["found"].as_str().unwrap().to_owned();
+        assert!(text.starts_with("blk.1.ffn_norm.weight: rel_l2 "), "{text}");
+        assert!(
+            fit(&text) < 1e-5 && text.ends_with(" once undone)"),
+            "{text}"
+        );
+
+        let out = repo.try_git(&["commit", "-m", "gemma without its +1"]);
+        let both = format!("{}{}", stdout(&out), common::stderr(&out));
+        assert!(!out.status.success(), "{both}");
+        assert!(both.contains("weight-inspect: commit refused"), "{both}");
+        assert!(both.contains(&found[0]), "{both}");
+
+        // Committed past the hook, `ci` refuses it: one SARIF result on the tensor.
+        repo.git(&["commit", "-q", "--no-verify", "-m", "gemma without its +1"]);
+        let sarif = repo.path("../out.sarif");
+        let out = repo.wi(&[
+            "ci",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--sarif",
+            sarif.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
+        let results: Vec<&Value> = doc["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["ruleId"] == "max_rel_l2")
+            .collect();
+        assert_eq!(results.len(), 1, "{doc}");
+        let message = results[0]["message"]["text"].as_str().unwrap();
+        assert!(message.contains(&text), "{message}");
+        assert!(
+            results[0].to_string().contains("blk.1.ffn_norm.weight"),
+            "{}",
+            results[0]
+        );
+    }
+
     /// docs/values.md's coverage table (scripts/gen_conversion_coverage.py) marks every
     /// architecture a committed conversion checks as checked, and only those.
     #[test]

@@ -1,7 +1,8 @@
 //! `reference` + `max_rel_l2`: a GGUF judged as a conversion of the model beside it. Both are
 //! read from where the GGUF is judged (the work tree, the index, or the commit under review),
 //! their weights compared as `diff --values SOURCE GGUF` does, and every tensor whose rel_l2
-//! against the source exceeds the bound is a violation naming the tensor and the figure.
+//! against the source exceeds the bound is a violation naming the tensor, the figure and, when
+//! the comparison names it, the mistake.
 
 use std::path::{Path, PathBuf};
 
@@ -109,8 +110,12 @@ fn violations(
             .map_or("inf (the source is all zeros)".into(), |r| {
                 format!("{r:.6}")
             });
+        // The diagnosis of `diff --values`, when it names the mistake (a +1 missing, a
+        // transpose, a wrong permutation): the violation then says what to fix.
+        let named =
+            crate::render::conversion::named_mistake(p).map_or(String::new(), |m| format!(": {m}"));
         let mut v = violation(format!(
-            "{}: rel_l2 {figure} ({}, {} → {})",
+            "{}: rel_l2 {figure} ({}, {} → {}){named}",
             shown(&p.target),
             p.transform.name(),
             p.source_dtypes.join("+"),

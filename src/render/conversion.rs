@@ -36,12 +36,14 @@ fn rel_l2_text(p: &ComparedPair) -> String {
     p.rel_l2().map_or("inf".into(), figure)
 }
 
+const PERMUTATION_WRONG: &str = "the Q/K head permutation is wrong";
+
 /// What is wrong with a suspect pair, in words.
 pub fn suspect_text(p: &ComparedPair) -> Option<String> {
     Some(match p.suspect.as_ref()? {
         Suspect::Permutation { other } => format!(
-            "the Q/K head permutation is wrong: with the other layout the values match \
-             (rel_l2 {}), with the expected one they do not (rel_l2 {})",
+            "{PERMUTATION_WRONG}: with the other layout the values match (rel_l2 {}), with the \
+             expected one they do not (rel_l2 {})",
             other.rel_l2.map_or("inf".into(), figure),
             rel_l2_text(p)
         ),
@@ -68,6 +70,21 @@ pub fn suspect_text(p: &ComparedPair) -> Option<String> {
             figure(named.fit)
         ),
     })
+}
+
+/// The mistake a suspect pair's error is named as, and what is left once it is undone — "the
+/// converter's +1 on this norm weight is missing (rel_l2 0 once undone)" — for reports that give
+/// the figure themselves (the policy's violations). None when the error has no name.
+pub fn named_mistake(p: &ComparedPair) -> Option<String> {
+    let (mistake, fit) = match p.suspect.as_ref()? {
+        Suspect::Mistake { named, .. } => (mistake_text(&named.mistake), Some(named.fit)),
+        Suspect::Permutation { other } => (PERMUTATION_WRONG.to_owned(), other.rel_l2),
+        Suspect::Error { .. } | Suspect::FromZero => return None,
+    };
+    Some(format!(
+        "{mistake} (rel_l2 {} once undone)",
+        fit.map_or("inf".into(), figure)
+    ))
 }
 
 fn mistake_text(m: &Mistake) -> String {
