@@ -5,7 +5,23 @@ use serde::Serialize;
 
 use crate::escape::shown;
 use crate::formats::wdelta::lossless::{self, LosslessContainer, SegmentKind};
-use crate::formats::wdelta::{self, Params, WdeltaFile};
+use crate::formats::wdelta::{self, AnyWdelta, Params, WdeltaFile};
+
+/// The description of a delta of any version ([`describe`] or [`describe_lossless`]).
+pub fn describe_any(delta: &AnyWdelta) -> String {
+    match delta {
+        AnyWdelta::Lossy(file) => describe(file),
+        AnyWdelta::Lossless(c) => describe_lossless(c),
+    }
+}
+
+/// [`describe_any`] as JSON (`"schema": 1` first), one line.
+pub fn describe_any_json(delta: &AnyWdelta) -> String {
+    match delta {
+        AnyWdelta::Lossy(file) => describe_json(file),
+        AnyWdelta::Lossless(c) => describe_lossless_json(c),
+    }
+}
 
 /// Dense size of a tensor: its element count times the size of its base dtype (float32 when
 /// the file does not record it, as in version 1).
@@ -182,6 +198,38 @@ pub fn describe_json(file: &WdeltaFile) -> String {
     String::from_utf8(buf).expect("serde_json writes UTF-8")
 }
 
+/// How many chunks of a lossless delta are stored which way.
+#[derive(Debug, Default, Serialize)]
+struct ChunkCounts {
+    /// XORed (or, for q8_0 quants, subtracted) against the base's bytes.
+    xor: u64,
+    /// Equal to the base's bytes: no frame.
+    unchanged: u64,
+    /// Tensors the base lacks or has in another dtype or shape.
+    whole: u64,
+    /// Headers, metadata and padding.
+    other: u64,
+}
+
+fn chunk_counts(c: &LosslessContainer) -> ChunkCounts {
+    let mut n = ChunkCounts::default();
+    for k in &c.chunks {
+        let kind = c
+            .header
+            .files
+            .get(k.file as usize)
+            .and_then(|f| f.segments.get(k.segment as usize))
+            .map(|s| s.kind);
+        match kind {
+            Some(SegmentKind::Delta) if k.frame_len == 0 => n.unchanged += 1,
+            Some(SegmentKind::Delta) => n.xor += 1,
+            Some(SegmentKind::Whole) => n.whole += 1,
+            _ => n.other += 1,
+        }
+    }
+    n
+}
+
 /// What a lossless (version 3) delta holds, per segment kind and per tensor.
 fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u64, u64)>) {
     // (tensor, how it is stored, bytes, stored frame bytes)
@@ -227,7 +275,10 @@ pub fn describe_lossless(c: &LosslessContainer) -> String {
         s,
         "strategy: lossless (rebuilds the fine-tuned files byte for byte)"
     );
-    let _ = writeln!(s, "parent hash: {}", h.parent_hash);
+    let _ = writeln!(s, "parent hash: {}", shown(&h.parent_hash));
+    if let Some(format) = &h.format {
+        let _ = writeln!(s, "model format: {}", shown(format));
+    }
     let _ = writeln!(s, "file size: {} bytes", c.file_len);
     let _ = writeln!(s, "model size: {model} bytes");
     if c.file_len > 0 {
@@ -245,6 +296,16 @@ pub fn describe_lossless(c: &LosslessContainer) -> String {
         count("unchanged"),
         count("changed"),
         count("whole")
+    );
+    let n = chunk_counts(c);
+    let _ = writeln!(
+        s,
+        "chunks: {} ({} stored XOR, {} unchanged, {} stored whole, {} other)",
+        c.chunks.len(),
+        n.xor,
+        n.unchanged,
+        n.whole,
+        n.other
     );
     let _ = writeln!(
         s,
@@ -280,8 +341,12 @@ struct LosslessTensorJson<'a> {
 #[derive(Serialize)]
 struct LosslessJson<'a> {
     schema: u32,
+    format: &'static str,
     version: u32,
     strategy: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_format: Option<&'a str>,
+    chunks: ChunkCounts,
     lossless: bool,
     parent_hash: &'a str,
     file_size: u64,
@@ -302,9 +367,12 @@ struct LosslessFileJson<'a> {
 pub fn describe_lossless_json(c: &LosslessContainer) -> String {
     let (other, tensors) = lossless_summary(c);
     let j = LosslessJson {
-        schema: 1,
+        schema: crate::identity::SCHEMA_VERSION,
+        format: "wdelta",
         version: lossless::LOSSLESS_VERSION,
         strategy: lossless::LOSSLESS_STRATEGY,
+        model_format: c.header.format.as_deref(),
+        chunks: chunk_counts(c),
         lossless: true,
         parent_hash: &c.header.parent_hash,
         file_size: c.file_len,

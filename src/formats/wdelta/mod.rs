@@ -28,6 +28,27 @@ pub use read::{
 };
 pub use write::{OwnedArray, WdeltaWriter, header_json, record_prefix, write_to_vec};
 
+/// A `.wdelta` of any version this reader knows, as the descriptions (`inspect`, `id`,
+/// textconv) take it: versions 1 and 2 (the lossy strategies) or 3 (lossless).
+#[derive(Debug)]
+pub enum AnyWdelta {
+    Lossy(WdeltaFile),
+    Lossless(lossless::LosslessContainer),
+}
+
+impl AnyWdelta {
+    /// Parses and validates a whole file in memory, its checksum included.
+    pub fn parse(bytes: &[u8]) -> Result<AnyWdelta, WdeltaError> {
+        if lossless::version_of(bytes) == Some(lossless::LOSSLESS_VERSION) {
+            lossless::verify_checksum_bytes(bytes).map_err(WdeltaError::Lossless)?;
+            return lossless::LosslessContainer::parse_bytes(bytes)
+                .map(AnyWdelta::Lossless)
+                .map_err(WdeltaError::Lossless);
+        }
+        WdeltaFile::parse(bytes).map(AnyWdelta::Lossy)
+    }
+}
+
 pub const MAGIC: &[u8; 7] = b"wdelta\0";
 /// Bytes before the JSON header: magic, version, header length.
 pub const PREAMBLE_LEN: usize = 7 + 4 + 4;
