@@ -38,7 +38,7 @@ pub(crate) use apply_stream::apply_file;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
 pub(crate) use create::{Created, create};
 pub use error::DeltaError;
-pub use lossless::decode_chunk as decode_lossless_chunk;
+pub use lossless::{ChunkError as LosslessChunkError, decode_chunk as decode_lossless_chunk};
 pub(crate) use lossless::{
     LosslessCreated, apply_lossless, create_lossless, is_lossless_file, open_container,
     verify_checksum as verify_lossless_checksum,
