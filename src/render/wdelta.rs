@@ -54,6 +54,9 @@ pub fn describe(file: &WdeltaFile) -> String {
         "compression ratio: {}",
         ratio_text(dense, file.file_len as u64)
     );
+    if let Some(loss) = &h.loss {
+        s.push_str(&loss_text(loss));
+    }
     for (position, (name, e)) in h.tensors.iter().enumerate() {
         let _ = write!(s, "tensor {}: {} [", shown(name), e.strategy().name());
         for (i, d) in e.shape.iter().enumerate() {
@@ -82,6 +85,29 @@ pub fn describe(file: &WdeltaFile) -> String {
             }
         }
         s.push('\n');
+    }
+    s
+}
+
+/// The loss figures `create` recorded, as it printed them (a null figure is infinite: a zero
+/// update that did not come back exactly).
+fn loss_text(loss: &wdelta::LossFigures) -> String {
+    let figure = |v: Option<f64>, places: usize| match v {
+        Some(v) => format!("{v:.places$}"),
+        None => "infinite".to_string(),
+    };
+    let mut s = format!(
+        "lossy: rebuilt vs fine-tune rel_l2 {}, update lost {} over the model (measured by create)\n",
+        figure(loss.rel_l2, 6),
+        figure(loss.update_lost, 4)
+    );
+    if let Some(name) = &loss.worst_tensor {
+        s.push_str(&format!(
+            "worst tensor: {} rel_l2 {}, update lost {}\n",
+            shown(name),
+            figure(loss.worst_rel_l2, 6),
+            figure(loss.worst_update_lost, 4)
+        ));
     }
     s
 }
@@ -124,6 +150,8 @@ struct DescribeJson<'a> {
     file_bytes: u64,
     dense_bytes: u64,
     compression_ratio: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<&'a wdelta::LossFigures>,
     tensors: Vec<TensorJson<'a>>,
 }
 
@@ -190,6 +218,7 @@ pub fn describe_json(file: &WdeltaFile) -> String {
         file_bytes: file.file_len as u64,
         dense_bytes: dense,
         compression_ratio: (ratio(dense, file.file_len as u64) * 100.0).round() / 100.0,
+        loss: h.loss.as_ref(),
         tensors,
     };
     // Sized up front, as in `describe` (JSON escapes may still make it grow).

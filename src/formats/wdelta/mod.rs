@@ -333,8 +333,26 @@ pub struct Header {
     /// The fine-tuned model's safetensors `__metadata__`, written when it differs from the
     /// base's, so `apply` rebuilds it (readers that do not know the key skip it).
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// What a lossy delta loses against the fine-tune it was made from, measured by `create`
+    /// (readers that do not know the key skip it).
+    pub loss: Option<LossFigures>,
     /// Sorted by name.
     pub tensors: Tensors,
+}
+
+/// Header key `loss`: rel_l2 = ‖rebuilt − ft‖ / ‖ft‖ and the fraction of the update lost =
+/// ‖rebuilt − ft‖ / ‖ft − base‖, over the model and for the tensor that lost the most. A
+/// figure is null when infinite (a zero update that does not come back exactly).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LossFigures {
+    pub rel_l2: Option<f64>,
+    pub update_lost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_tensor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_rel_l2: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_update_lost: Option<f64>,
 }
 
 /// The tensors of a `.wdelta` header by name ([`crate::table::NameTable`]); a tensor's position
