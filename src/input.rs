@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::artifact::Artifact;
-use crate::formats::wdelta::WdeltaFile;
+use crate::formats::wdelta::AnyWdelta;
 use crate::git::read_pointer_file;
 use crate::git::{GitError, ModelSide, RemoteOptions, SideReader};
 use crate::read::Content;
@@ -213,7 +213,7 @@ fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>),
 impl Opener<'_> {
     /// A `.wdelta` file named by `spec` (described rather than identified by `inspect` and
     /// `id`), or None when `spec` names anything else.
-    pub fn wdelta(&self, spec: &str) -> Result<Option<WdeltaFile>, InputError> {
+    pub fn wdelta(&self, spec: &str) -> Result<Option<AnyWdelta>, InputError> {
         match Input::parse(spec) {
             Input::File(path) if !path.is_dir() => Ok(crate::read::read_wdelta(&path)?),
             _ => Ok(None),

@@ -38,8 +38,8 @@ pub use cli::main;
 /// Weight deltas (`.wdelta`): the weights reader, the tensor codec and the lineage checks.
 pub mod deltas {
     pub use crate::delta::{
-        DeltaError, EncodeOptions, Model, OpenDelta, RunOptions, decode, decode_lossless_chunk,
-        encode, entry_for, reconstruction_error,
+        DeltaError, EncodeOptions, LosslessChunkError, Model, OpenDelta, RunOptions, decode,
+        decode_lossless_chunk, encode, entry_for, reconstruction_error,
     };
 }
 /// What HTTP servers hand the remote reader, parsed as it parses them (for the fuzz targets).

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::artifact::{Artifact, Format};
 use crate::error::{Error, Result};
 use crate::formats;
-use crate::formats::wdelta::WdeltaFile;
+use crate::formats::wdelta::AnyWdelta;
 use crate::sharded::{self, ShardError};
 
 /// Opens `path` for reading a model: regular files only (a symlink is followed to one), so a
@@ -345,7 +345,7 @@ pub fn describe_start(bytes: &[u8]) -> String {
 
 /// A `.wdelta` file (recognized by its magic), parsed and validated: `inspect`, `id` and
 /// `textconv` describe deltas rather than parse them as models. None for anything else.
-pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
+pub fn read_wdelta(path: &Path) -> Result<Option<AnyWdelta>> {
     use std::io::Read;
     // Not a regular file: not a delta (read_file then says what it is), and never a blocking
     // open of a FIFO.
@@ -358,7 +358,7 @@ pub fn read_wdelta(path: &Path) -> Result<Option<WdeltaFile>> {
         return Ok(None);
     }
     let map = crate::mapped::GuardedMap::map(&file, path).map_err(|e| Error::io(path, e))?;
-    WdeltaFile::parse(&map)
+    AnyWdelta::parse(&map)
         .map(Some)
         .map_err(|source| Error::Wdelta {
             path: path.to_owned(),

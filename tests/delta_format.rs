@@ -45,9 +45,35 @@ fn small_file(version: u32) -> Vec<u8> {
         parent_hash: "ab".repeat(32),
         strategy: Strategy::Int4,
         metadata: None,
+        loss: None,
         tensors: tensors.into(),
     };
     write_to_vec(&header, version, &arrays)
+}
+
+#[test]
+fn the_loss_key_round_trips_and_a_wrong_one_is_named() {
+    let plain = WdeltaFile::parse(&small_file(2)).unwrap();
+    assert_eq!(plain.header.loss, None);
+    let mut header = plain.header.clone();
+    let loss = format::LossFigures {
+        rel_l2: Some(0.000983),
+        update_lost: None,
+        worst_tensor: Some("w \"quoted\"".to_string()),
+        worst_rel_l2: Some(1e-300),
+        worst_update_lost: Some(0.0986),
+    };
+    header.loss = Some(loss.clone());
+    let json = format::header_json(&header, 2);
+    let text = String::from_utf8(json).unwrap();
+    assert!(text.contains(r#""update_lost":null"#), "{text}");
+    let parsed = format::parse_header(text.as_bytes(), 2, 1000).unwrap();
+    assert_eq!(parsed.loss, Some(loss));
+    let bad = text.replace(r#""rel_l2":0.000983"#, r#""rel_l2":"small""#);
+    let err = format::parse_header(bad.as_bytes(), 2, 1000)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("loss"), "{err}");
 }
 
 fn reseal(bytes: &mut [u8]) {

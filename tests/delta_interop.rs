@@ -185,12 +185,18 @@ fn encoder_matches_the_reference_without_ties() {
             let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
             assert_eq!(xb, yb, "{strategy} {cli_args:?}: {name}");
         }
-        // The same header but for the fine-tune's metadata, which only this writer records.
+        // The same header but for the fine-tune's metadata and the loss figures, which only
+        // this writer records.
         let mut ours = b.file.header.clone();
         assert_eq!(
             ours.metadata.take().and_then(|m| m.get("step").cloned()),
             Some("ft1".to_string()),
             "{strategy}: the fine-tune's metadata"
+        );
+        let loss = ours.loss.take().expect("create records the loss figures");
+        assert!(
+            loss.update_lost.is_some_and(|l| l > 0.0 && l < 1.0),
+            "{strategy}: {loss:?}"
         );
         assert_eq!(a.file.header, ours, "{strategy}: headers");
     }

@@ -161,6 +161,47 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
             "{worst}"
         );
 
+        // The header records the figures (key `loss`), `delta inspect` shows them, and
+        // deltatensors, which does not know the key, still reads the file.
+        let out = run(&["delta", "inspect", "--json", s(&delta)]);
+        ok(&out);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let loss = &json["loss"];
+        let close = |key: &str, want: f64| {
+            let got = loss[key].as_f64().unwrap();
+            assert!(
+                (got - want).abs() <= 1e-9 * want.abs().max(1e-9),
+                "{strategy}: {key} {got} vs numpy {want}"
+            );
+        };
+        close("rel_l2", expected[0].1);
+        close("update_lost", expected[0].2);
+        close("worst_update_lost", max.2);
+        assert_eq!(loss["worst_tensor"], max.0.as_str(), "{strategy}");
+        let out = run(&["delta", "inspect", s(&delta)]);
+        ok(&out);
+        let shown = stdout(&out);
+        let line = shown.lines().find(|l| l.starts_with("lossy:")).unwrap();
+        assert_eq!(figures(line), (rel, lost), "{strategy}: {line}");
+        let read = Command::new(python())
+            .args([
+                "-c",
+                "import sys; from deltatensors.format import read_wdelta; \
+                 h = read_wdelta(open(sys.argv[1], 'rb')); print(h[1], sorted(h[2]))",
+                s(&delta),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            read.status.success(),
+            "{}",
+            String::from_utf8_lossy(&read.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&read.stdout).trim(),
+            format!("{strategy} ['v', 'w', 'z']")
+        );
+
         // verify --against measures the same per tensor.
         let out = run(&[
             "delta",

@@ -275,13 +275,6 @@ fn readers_that_do_not_know_version_3_refuse_it_by_name() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ersion") && err.contains('3'), "{err}");
-    // Our version 1/2 readers (inspect, textconv) name the lossless strategy.
-    let out = run(&["inspect", s(&delta)]);
-    assert!(
-        stderr(&out).contains("version 3 holds the lossless strategy"),
-        "{}",
-        stderr(&out)
-    );
     // A chain is refused by name too.
     let out = run(&[
         "delta",
@@ -296,6 +289,147 @@ fn readers_that_do_not_know_version_3_refuse_it_by_name() {
     ]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("lossless"), "{}", stderr(&out));
+}
+
+#[test]
+fn inspect_id_and_textconv_describe_a_lossless_delta() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("safetensors", dir, &[]);
+    let delta = dir.join("ft.wdelta");
+    ok(&create(
+        &dir.join("base.safetensors"),
+        &dir.join("ft.safetensors"),
+        &delta,
+        &[],
+    ));
+    let parent = {
+        let out = run(&["delta", "inspect", "--json", s(&delta)]);
+        ok(&out);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["parent_hash"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(parent.len(), 64);
+    // The pair: per dtype a changed, a frozen and a special (-0.0, NaN payloads) tensor, one
+    // new tensor and one of another shape, each small enough for one chunk, and the header.
+    let out = run(&["inspect", s(&delta)]);
+    ok(&out);
+    let text = stdout(&out);
+    for line in [
+        "format: wdelta version 3\n".to_string(),
+        "strategy: lossless".to_string(),
+        format!("parent hash: {parent}\n"),
+        "model format: safetensors\n".to_string(),
+        format!(
+            "file size: {} bytes\n",
+            std::fs::metadata(&delta).unwrap().len()
+        ),
+        "tensors: 14 (8 unchanged, 4 changed, 2 stored whole)\n".to_string(),
+        "chunks: 15 (4 stored XOR, 8 unchanged, 2 stored whole, 1 other)\n".to_string(),
+        "tensor layer1.bfloat16.frozen: unchanged 2048 bytes, 0 stored\n".to_string(),
+    ] {
+        assert!(text.contains(&line), "{line:?} not in\n{text}");
+    }
+
+    let out = run(&["id", "--json", s(&delta)]);
+    ok(&out);
+    let raw = stdout(&out);
+    assert!(raw.starts_with("{\"schema\":1,"), "{raw}");
+    let json: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(json["format"], "wdelta");
+    assert_eq!(json["version"], 3);
+    assert_eq!(json["strategy"], "lossless");
+    assert_eq!(json["model_format"], "safetensors");
+    assert_eq!(json["parent_hash"], parent.as_str());
+    assert_eq!(
+        json["chunks"],
+        serde_json::json!({"xor": 4, "unchanged": 8, "whole": 2, "other": 1})
+    );
+    let whole: Vec<_> = json["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["stored"] == "whole")
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(whole, ["head.new", "head.reshaped"]);
+
+    let out = run(&["textconv", s(&delta)]);
+    ok(&out);
+    let text = stdout(&out);
+    assert!(text.contains("\nformat: wdelta version 3\n"), "{text}");
+    assert!(text.contains("\nmodel format: safetensors\n"), "{text}");
+
+    // A GGUF fine-tune names its format.
+    let gguf = dir.join("gguf");
+    make("gguf", &gguf, &[]);
+    let gdelta = gguf.join("ft.wdelta");
+    ok(&create(
+        &gguf.join("base.gguf"),
+        &gguf.join("ft.gguf"),
+        &gdelta,
+        &[],
+    ));
+    let out = run(&["inspect", "--json", s(&gdelta)]);
+    ok(&out);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["model_format"], "gguf");
+
+    // A corrupted one is an error naming the version for inspect, a note for textconv.
+    let mut bytes = std::fs::read(&delta).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&delta, bytes).unwrap();
+    let out = run(&["inspect", s(&delta)]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("ft.wdelta") && err.contains("version 3") && err.contains("checksum"),
+        "{err}"
+    );
+    let out = run(&["textconv", s(&delta)]);
+    ok(&out);
+    assert!(
+        stdout(&out).contains("unreadable .wdelta file"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn git_log_p_of_a_stored_delta_describes_it() {
+    let repo = Repo::with_lfs(&["*.safetensors", "*.wdelta"]);
+    let work = repo.tmp.path().join("work");
+    make("safetensors", &work, &[]);
+    std::fs::write(repo.path(".gitignore"), "model.safetensors\n").unwrap();
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    ok(&repo.wi(&["git", "install", "--textconv"]));
+    let mut attributes = std::fs::read_to_string(repo.path(".gitattributes")).unwrap();
+    attributes.push_str("*.wdelta diff=weight-inspect\n");
+    std::fs::write(repo.path(".gitattributes"), attributes).unwrap();
+    repo.git(&["add", ".gitattributes", ".gitignore", "base.safetensors"]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    std::fs::copy(work.join("ft.safetensors"), repo.path("model.safetensors")).unwrap();
+    ok(&repo.wi(&[
+        "delta",
+        "store",
+        "model.safetensors",
+        "--parent",
+        "base.safetensors",
+    ]));
+    repo.git(&["add", "model.safetensors.wdelta"]);
+    repo.git(&["commit", "-q", "-m", "fine-tune"]);
+    let log = repo.ok(&["log", "-p", "-1", "--", "model.safetensors.wdelta"]);
+    assert!(!log.contains("unreadable"), "{log}");
+    for line in [
+        "\n+format: wdelta version 3\n",
+        "\n+strategy: lossless",
+        "\n+model format: safetensors\n",
+        "\n+chunks: 15 (4 stored XOR, 8 unchanged, 2 stored whole, 1 other)\n",
+        "\n+file model.safetensors: ",
+    ] {
+        assert!(log.contains(line), "{line:?} not in\n{log}");
+    }
 }
 
 #[test]

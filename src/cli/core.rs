@@ -1,6 +1,6 @@
 //! `inspect`, `id` and `diff`: the core commands, on any input the input seam opens.
 
-use crate::formats::wdelta::WdeltaFile;
+use crate::formats::wdelta::AnyWdelta;
 use crate::git::RemoteOptions;
 use crate::input::{self, Opener};
 use crate::output::{ColorChoice, Exit, print, write_stdout};
@@ -294,11 +294,11 @@ fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
         .collect::<std::result::Result<_, _>>()?)
 }
 
-fn describe_wdelta(delta: &WdeltaFile, json: bool) -> Result<Exit> {
+fn describe_wdelta(delta: &AnyWdelta, json: bool) -> Result<Exit> {
     let mut out = if json {
-        crate::render::wdelta::describe_json(delta)
+        crate::render::wdelta::describe_any_json(delta)
     } else {
-        crate::render::wdelta::describe(delta)
+        crate::render::wdelta::describe_any(delta)
     };
     if !out.ends_with('\n') {
         out.push('\n');

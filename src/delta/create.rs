@@ -70,6 +70,7 @@ pub(crate) fn create(
         parent_hash,
         strategy: enc.strategy,
         metadata: (ft.metadata != base.metadata).then(|| ft.metadata.clone()),
+        loss: None,
         tensors: base
             .tensors
             .iter()

@@ -38,7 +38,7 @@ pub(crate) use apply_stream::apply_file;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
 pub(crate) use create::{Created, create};
 pub use error::DeltaError;
-pub use lossless::decode_chunk as decode_lossless_chunk;
+pub use lossless::{ChunkError as LosslessChunkError, decode_chunk as decode_lossless_chunk};
 pub(crate) use lossless::{
     LosslessCreated, apply_lossless, create_lossless, is_lossless_file, open_container,
     verify_checksum as verify_lossless_checksum,
@@ -50,4 +50,4 @@ pub(crate) use store::{
     restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
 };
 pub(crate) use verify::verify_lineage;
-pub use verify::{UpdateLoss, reconstruction_error, update_loss};
+pub use verify::{UpdateLoss, reconstruction_error, record_loss, update_loss};

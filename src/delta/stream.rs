@@ -119,6 +119,7 @@ impl DeltaStream {
                 parent_hash: String::new(),
                 strategy: format::Strategy::Int4,
                 metadata: None,
+                loss: None,
                 tensors: Default::default(),
             },
             pos: 0,

@@ -233,6 +233,52 @@ fn ratio(err: f64, of: f64) -> f64 {
     if err == 0.0 { 0.0 } else { err / of }
 }
 
+impl UpdateLoss {
+    /// The figures as the header key `loss` holds them (infinite ones as null).
+    pub fn figures(&self) -> crate::formats::wdelta::LossFigures {
+        let finite = |v: f64| v.is_finite().then_some(v);
+        let worst = self.worst();
+        crate::formats::wdelta::LossFigures {
+            rel_l2: finite(self.rel_l2),
+            update_lost: finite(self.update_lost),
+            worst_tensor: worst.map(|w| w.0.clone()),
+            worst_rel_l2: worst.and_then(|w| finite(w.1)),
+            worst_update_lost: worst.and_then(|w| finite(w.2)),
+        }
+    }
+}
+
+/// Rewrites the lossy delta `delta` (opened from its file) with `loss` in its header: the same
+/// records after the new header, a new checksum, written to a temporary file and renamed over
+/// the old one.
+pub fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
+    use crate::formats::wdelta::{CHECKSUM_LEN, MAGIC, PREAMBLE_LEN, header_json};
+    use std::io::Write as _;
+    let bytes = delta.bytes();
+    let mut header = delta.file.header.clone();
+    header.loss = Some(loss.figures());
+    let json = header_json(&header, delta.file.version);
+    let header_len = u32::try_from(json.len()).map_err(|_| DeltaError::LossHeaderTooLong {
+        path: delta.path.clone(),
+        len: json.len(),
+    })?;
+    let records = &bytes[PREAMBLE_LEN + delta.file.header_len..bytes.len() - CHECKSUM_LEN];
+    crate::fsutil::write_atomically(&delta.path, |out| {
+        let mut h = Sha256::new();
+        let mut put = |out: &mut std::io::BufWriter<&std::fs::File>, b: &[u8]| {
+            h.update(b);
+            out.write_all(b)
+        };
+        put(out, MAGIC)?;
+        put(out, &delta.file.version.to_le_bytes())?;
+        put(out, &header_len.to_le_bytes())?;
+        put(out, &json)?;
+        put(out, records)?;
+        out.write_all(&h.finalize())
+    })?;
+    Ok(())
+}
+
 /// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
 pub fn update_loss(
     base: &Model,

@@ -71,7 +71,7 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
             return format!(
                 "{HEADER}\n{}{}",
                 bytes_line(file),
-                crate::render::wdelta::describe(&delta)
+                crate::render::wdelta::describe_any(&delta)
             );
         }
         Err(e) => {

@@ -5,7 +5,23 @@ use serde::Serialize;
 
 use crate::escape::shown;
 use crate::formats::wdelta::lossless::{self, LosslessContainer, SegmentKind};
-use crate::formats::wdelta::{self, Params, WdeltaFile};
+use crate::formats::wdelta::{self, AnyWdelta, Params, WdeltaFile};
+
+/// The description of a delta of any version ([`describe`] or [`describe_lossless`]).
+pub fn describe_any(delta: &AnyWdelta) -> String {
+    match delta {
+        AnyWdelta::Lossy(file) => describe(file),
+        AnyWdelta::Lossless(c) => describe_lossless(c),
+    }
+}
+
+/// [`describe_any`] as JSON (`"schema": 1` first), one line.
+pub fn describe_any_json(delta: &AnyWdelta) -> String {
+    match delta {
+        AnyWdelta::Lossy(file) => describe_json(file),
+        AnyWdelta::Lossless(c) => describe_lossless_json(c),
+    }
+}
 
 /// Dense size of a tensor: its element count times the size of its base dtype (float32 when
 /// the file does not record it, as in version 1).
@@ -38,6 +54,9 @@ pub fn describe(file: &WdeltaFile) -> String {
         "compression ratio: {}",
         ratio_text(dense, file.file_len as u64)
     );
+    if let Some(loss) = &h.loss {
+        s.push_str(&loss_text(loss));
+    }
     for (position, (name, e)) in h.tensors.iter().enumerate() {
         let _ = write!(s, "tensor {}: {} [", shown(name), e.strategy().name());
         for (i, d) in e.shape.iter().enumerate() {
@@ -66,6 +85,29 @@ pub fn describe(file: &WdeltaFile) -> String {
             }
         }
         s.push('\n');
+    }
+    s
+}
+
+/// The loss figures `create` recorded, as it printed them (a null figure is infinite: a zero
+/// update that did not come back exactly).
+fn loss_text(loss: &wdelta::LossFigures) -> String {
+    let figure = |v: Option<f64>, places: usize| match v {
+        Some(v) => format!("{v:.places$}"),
+        None => "infinite".to_string(),
+    };
+    let mut s = format!(
+        "lossy: rebuilt vs fine-tune rel_l2 {}, update lost {} over the model (measured by create)\n",
+        figure(loss.rel_l2, 6),
+        figure(loss.update_lost, 4)
+    );
+    if let Some(name) = &loss.worst_tensor {
+        s.push_str(&format!(
+            "worst tensor: {} rel_l2 {}, update lost {}\n",
+            shown(name),
+            figure(loss.worst_rel_l2, 6),
+            figure(loss.worst_update_lost, 4)
+        ));
     }
     s
 }
@@ -108,6 +150,8 @@ struct DescribeJson<'a> {
     file_bytes: u64,
     dense_bytes: u64,
     compression_ratio: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<&'a wdelta::LossFigures>,
     tensors: Vec<TensorJson<'a>>,
 }
 
@@ -174,12 +218,45 @@ pub fn describe_json(file: &WdeltaFile) -> String {
         file_bytes: file.file_len as u64,
         dense_bytes: dense,
         compression_ratio: (ratio(dense, file.file_len as u64) * 100.0).round() / 100.0,
+        loss: h.loss.as_ref(),
         tensors,
     };
     // Sized up front, as in `describe` (JSON escapes may still make it grow).
     let mut buf = Vec::with_capacity(estimate(file));
     serde_json::to_writer(&mut buf, &out).expect("serializable");
     String::from_utf8(buf).expect("serde_json writes UTF-8")
+}
+
+/// How many chunks of a lossless delta are stored which way.
+#[derive(Debug, Default, Serialize)]
+struct ChunkCounts {
+    /// XORed (or, for q8_0 quants, subtracted) against the base's bytes.
+    xor: u64,
+    /// Equal to the base's bytes: no frame.
+    unchanged: u64,
+    /// Tensors the base lacks or has in another dtype or shape.
+    whole: u64,
+    /// Headers, metadata and padding.
+    other: u64,
+}
+
+fn chunk_counts(c: &LosslessContainer) -> ChunkCounts {
+    let mut n = ChunkCounts::default();
+    for k in &c.chunks {
+        let kind = c
+            .header
+            .files
+            .get(k.file as usize)
+            .and_then(|f| f.segments.get(k.segment as usize))
+            .map(|s| s.kind);
+        match kind {
+            Some(SegmentKind::Delta) if k.frame_len == 0 => n.unchanged += 1,
+            Some(SegmentKind::Delta) => n.xor += 1,
+            Some(SegmentKind::Whole) => n.whole += 1,
+            _ => n.other += 1,
+        }
+    }
+    n
 }
 
 /// What a lossless (version 3) delta holds, per segment kind and per tensor.
@@ -227,7 +304,10 @@ pub fn describe_lossless(c: &LosslessContainer) -> String {
         s,
         "strategy: lossless (rebuilds the fine-tuned files byte for byte)"
     );
-    let _ = writeln!(s, "parent hash: {}", h.parent_hash);
+    let _ = writeln!(s, "parent hash: {}", shown(&h.parent_hash));
+    if let Some(format) = &h.format {
+        let _ = writeln!(s, "model format: {}", shown(format));
+    }
     let _ = writeln!(s, "file size: {} bytes", c.file_len);
     let _ = writeln!(s, "model size: {model} bytes");
     if c.file_len > 0 {
@@ -245,6 +325,16 @@ pub fn describe_lossless(c: &LosslessContainer) -> String {
         count("unchanged"),
         count("changed"),
         count("whole")
+    );
+    let n = chunk_counts(c);
+    let _ = writeln!(
+        s,
+        "chunks: {} ({} stored XOR, {} unchanged, {} stored whole, {} other)",
+        c.chunks.len(),
+        n.xor,
+        n.unchanged,
+        n.whole,
+        n.other
     );
     let _ = writeln!(
         s,
@@ -280,8 +370,12 @@ struct LosslessTensorJson<'a> {
 #[derive(Serialize)]
 struct LosslessJson<'a> {
     schema: u32,
+    format: &'static str,
     version: u32,
     strategy: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_format: Option<&'a str>,
+    chunks: ChunkCounts,
     lossless: bool,
     parent_hash: &'a str,
     file_size: u64,
@@ -302,9 +396,12 @@ struct LosslessFileJson<'a> {
 pub fn describe_lossless_json(c: &LosslessContainer) -> String {
     let (other, tensors) = lossless_summary(c);
     let j = LosslessJson {
-        schema: 1,
+        schema: crate::identity::SCHEMA_VERSION,
+        format: "wdelta",
         version: lossless::LOSSLESS_VERSION,
         strategy: lossless::LOSSLESS_STRATEGY,
+        model_format: c.header.format.as_deref(),
+        chunks: chunk_counts(c),
         lossless: true,
         parent_hash: &c.header.parent_hash,
         file_size: c.file_len,

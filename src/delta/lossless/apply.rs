@@ -158,12 +158,12 @@ pub(crate) fn apply_lossless(
                     };
                     let mut bytes = vec![0u8; k.len as usize];
                     decode_chunk(segment.codec, &frame, base_bytes.as_deref(), &mut bytes)
-                        .map_err(|reason| DeltaError::Lossless {
+                        .map_err(|e| DeltaError::Lossless {
                             path: delta.to_path_buf(),
                             source: LosslessError::Frame {
                                 chunk: (first - chunks.len() + i) as u64,
                                 at: k.frame_offset,
-                                reason,
+                                reason: e.to_string(),
                             },
                         })?;
                     Ok(bytes)

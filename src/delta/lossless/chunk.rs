@@ -53,6 +53,19 @@ pub(crate) fn open_container(path: &Path) -> Result<(File, LosslessContainer), D
     Ok((file, c))
 }
 
+/// Why a chunk's frame does not decode (the container names the chunk and its offset).
+#[derive(Debug, thiserror::Error)]
+pub enum ChunkError {
+    #[error("a chunk without a frame needs the base's bytes")]
+    NoBase,
+    #[error("the chunk's length does not fit its codec or its base")]
+    LengthMismatch,
+    #[error("zstd: {0}")]
+    Zstd(#[source] std::io::Error),
+    #[error("the frame decompresses to {decoded} bytes, the chunk has {expected}")]
+    WrongSize { decoded: usize, expected: usize },
+}
+
 /// Decodes one chunk's frame against the base's bytes (`None` for a chunk stored whole, and
 /// for a chunk with no frame: equal to the base) into `out` (the chunk's length). The
 /// decompressed size must be exactly the chunk's: a frame never makes more than that.
@@ -61,28 +74,27 @@ pub fn decode_chunk(
     frame: &[u8],
     base: Option<&[u8]>,
     out: &mut [u8],
-) -> Result<(), String> {
+) -> Result<(), ChunkError> {
     if frame.is_empty() {
         match base {
             Some(b) if b.len() == out.len() => {
                 out.copy_from_slice(b);
                 return Ok(());
             }
-            _ => return Err("a chunk without a frame needs the base's bytes".to_string()),
+            _ => return Err(ChunkError::NoBase),
         }
     }
     if base.is_some_and(|b| b.len() != out.len())
         || !(out.len() as u64).is_multiple_of(codec.unit())
     {
-        return Err("the chunk's length does not fit its codec or its base".to_string());
+        return Err(ChunkError::LengthMismatch);
     }
-    let planes = zstd::bulk::decompress(frame, out.len()).map_err(|e| format!("zstd: {e}"))?;
+    let planes = zstd::bulk::decompress(frame, out.len()).map_err(ChunkError::Zstd)?;
     if planes.len() != out.len() {
-        return Err(format!(
-            "the frame decompresses to {} bytes, the chunk has {}",
-            planes.len(),
-            out.len()
-        ));
+        return Err(ChunkError::WrongSize {
+            decoded: planes.len(),
+            expected: out.len(),
+        });
     }
     planes::decode(codec, &planes, base, out);
     Ok(())

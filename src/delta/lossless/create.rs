@@ -152,6 +152,7 @@ pub(crate) fn create_lossless(
     let mut header = LosslessHeader {
         parent_hash: String::new(),
         strategy: LOSSLESS_STRATEGY.to_string(),
+        format: Some(ft.format.name().to_string()),
         sharded: files.len() > 1,
         chunk_bytes: CHUNK_BYTES,
         zstd_level: ZSTD_LEVEL,

@@ -17,7 +17,7 @@ mod create;
 pub(crate) mod planes;
 
 pub(crate) use apply::{apply_lossless, verify_checksum};
-pub use chunk::decode_chunk;
+pub use chunk::{ChunkError, decode_chunk};
 pub(crate) use chunk::{is_lossless_file, open_container};
 pub(crate) use create::{LosslessCreated, create_lossless};
 
@@ -96,12 +96,28 @@ mod tests {
         let frame = zstd::bulk::compress(&[7u8; 100], 3).unwrap();
         let mut out = vec![0u8; 64];
         let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
-        assert!(e.contains("zstd"), "{e}");
+        assert!(matches!(e, ChunkError::Zstd(_)), "{e}");
+        assert!(e.to_string().starts_with("zstd: "), "{e}");
         let mut out = vec![0u8; 128];
         let e = decode_chunk(Codec::Bytes, &frame, None, &mut out).unwrap_err();
-        assert!(e.contains("decompresses to 100 bytes"), "{e}");
-        assert!(decode_chunk(Codec::Bytes, &[], None, &mut out).is_err());
-        assert!(decode_chunk(Codec::Q8_0, &frame, None, &mut [0u8; 100]).is_err());
+        assert!(
+            matches!(
+                e,
+                ChunkError::WrongSize {
+                    decoded: 100,
+                    expected: 128
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "the frame decompresses to 100 bytes, the chunk has 128"
+        );
+        let e = decode_chunk(Codec::Bytes, &[], None, &mut out).unwrap_err();
+        assert!(matches!(e, ChunkError::NoBase), "{e}");
+        let e = decode_chunk(Codec::Q8_0, &frame, None, &mut [0u8; 100]).unwrap_err();
+        assert!(matches!(e, ChunkError::LengthMismatch), "{e}");
     }
 
     /// What the fuzz target does, on seeded mutations of a real container: parse, then decode

@@ -6,6 +6,9 @@ use super::PREAMBLE_LEN;
 /// Every way a `.wdelta` file can be rejected; each names where and what was expected.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum WdeltaError {
+    /// A version 3 (lossless) file that breaks a rule of its container.
+    #[error("lossless .wdelta (version 3): {0}")]
+    Lossless(super::LosslessError),
     #[error(
         "file is {len} bytes, shorter than the smallest .wdelta ({min} bytes: magic, version, \
          header length, checksum)"

@@ -100,6 +100,7 @@ pub fn parse_header(bytes: &[u8], version: u32, max_tensors: u64) -> Result<Head
         parent_hash,
         strategy,
         metadata: top.metadata,
+        loss: top.loss,
         tensors,
     })
 }
@@ -347,6 +348,7 @@ struct Top {
     parent_hash: Option<Scalar>,
     strategy: Option<Scalar>,
     metadata: Option<std::collections::BTreeMap<String, String>>,
+    loss: Option<super::LossFigures>,
     tensors: Option<Tensors>,
 }
 
@@ -364,6 +366,7 @@ impl<'de> Visitor<'de> for TopVisitor<'_> {
             parent_hash: None,
             strategy: None,
             metadata: None,
+            loss: None,
             tensors: None,
         };
         // As with a JSON tree, a key given twice keeps its last value.
@@ -374,6 +377,10 @@ impl<'de> Visitor<'de> for TopVisitor<'_> {
                 "metadata" => {
                     self.state.set_context("metadata".into());
                     top.metadata = Some(map.next_value()?);
+                }
+                "loss" => {
+                    self.state.set_context("loss".into());
+                    top.loss = Some(map.next_value()?);
                 }
                 "tensors" => {
                     self.state.set_context("tensors".into());

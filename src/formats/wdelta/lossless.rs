@@ -211,6 +211,10 @@ pub struct LosslessFile {
 pub struct LosslessHeader {
     pub parent_hash: String,
     pub strategy: String,
+    /// The fine-tune's format as the core names it (`safetensors`, `gguf`, `pytorch`): shown by
+    /// the descriptions; absent in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
     /// Sharded (a directory of files) rather than one file.
     pub sharded: bool,
     pub chunk_bytes: u64,
@@ -504,6 +508,24 @@ pub fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
     out
 }
 
+/// Checks the SHA-256 in a lossless `.wdelta`'s last 32 bytes against everything before it.
+pub fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
+    if (bytes.len() as u64) < LOSSLESS_PREAMBLE + FOOTER {
+        return Err(LosslessError::TooShort {
+            len: bytes.len() as u64,
+        });
+    }
+    let (body, stored) = bytes.split_at(bytes.len() - 32);
+    let actual = super::sha256(body);
+    if actual.as_slice() != stored {
+        return Err(LosslessError::ChecksumMismatch {
+            stored: crate::digest::hex(stored),
+            actual: crate::digest::hex(&actual),
+        });
+    }
+    Ok(())
+}
+
 /// The preamble: magic and version 3.
 pub fn lossless_preamble() -> [u8; 11] {
     let mut p = [0u8; 11];
@@ -520,6 +542,7 @@ mod tests {
         LosslessHeader {
             parent_hash: "ab".repeat(32),
             strategy: strategy.to_string(),
+            format: None,
             sharded: false,
             chunk_bytes: 64,
             zstd_level: 3,

@@ -28,6 +28,27 @@ pub use read::{
 };
 pub use write::{OwnedArray, WdeltaWriter, header_json, record_prefix, write_to_vec};
 
+/// A `.wdelta` of any version this reader knows, as the descriptions (`inspect`, `id`,
+/// textconv) take it: versions 1 and 2 (the lossy strategies) or 3 (lossless).
+#[derive(Debug)]
+pub enum AnyWdelta {
+    Lossy(WdeltaFile),
+    Lossless(lossless::LosslessContainer),
+}
+
+impl AnyWdelta {
+    /// Parses and validates a whole file in memory, its checksum included.
+    pub fn parse(bytes: &[u8]) -> Result<AnyWdelta, WdeltaError> {
+        if lossless::version_of(bytes) == Some(lossless::LOSSLESS_VERSION) {
+            lossless::verify_checksum_bytes(bytes).map_err(WdeltaError::Lossless)?;
+            return lossless::LosslessContainer::parse_bytes(bytes)
+                .map(AnyWdelta::Lossless)
+                .map_err(WdeltaError::Lossless);
+        }
+        WdeltaFile::parse(bytes).map(AnyWdelta::Lossy)
+    }
+}
+
 pub const MAGIC: &[u8; 7] = b"wdelta\0";
 /// Bytes before the JSON header: magic, version, header length.
 pub const PREAMBLE_LEN: usize = 7 + 4 + 4;
@@ -312,8 +333,26 @@ pub struct Header {
     /// The fine-tuned model's safetensors `__metadata__`, written when it differs from the
     /// base's, so `apply` rebuilds it (readers that do not know the key skip it).
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// What a lossy delta loses against the fine-tune it was made from, measured by `create`
+    /// (readers that do not know the key skip it).
+    pub loss: Option<LossFigures>,
     /// Sorted by name.
     pub tensors: Tensors,
+}
+
+/// Header key `loss`: rel_l2 = ‖rebuilt − ft‖ / ‖ft‖ and the fraction of the update lost =
+/// ‖rebuilt − ft‖ / ‖ft − base‖, over the model and for the tensor that lost the most. A
+/// figure is null when infinite (a zero update that does not come back exactly).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LossFigures {
+    pub rel_l2: Option<f64>,
+    pub update_lost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_tensor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_rel_l2: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_update_lost: Option<f64>,
 }
 
 /// The tensors of a `.wdelta` header by name ([`crate::table::NameTable`]); a tensor's position

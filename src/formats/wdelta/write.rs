@@ -39,6 +39,10 @@ pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
         }
         s.push('}');
     }
+    if let Some(loss) = &header.loss {
+        s.push_str(",\"loss\":");
+        s.push_str(&serde_json::to_string(loss).expect("loss figures serialize"));
+    }
     s.push_str(",\"tensors\":{");
     for (i, (name, e)) in header.tensors.iter().enumerate() {
         if i > 0 {
