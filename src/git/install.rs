@@ -1,5 +1,6 @@
 //! `weight-inspect git install|uninstall`: the `diff.weight-inspect.*` config and the
-//! attributes that route model files (`*.gguf`, `*.safetensors`, PyTorch checkpoints) to it.
+//! attributes that route model files (`*.gguf`, `*.safetensors`, PyTorch checkpoints) and
+//! `.wdelta` files to it.
 //!
 //! Config is written with the real `git config` (it knows every config file's quirks).
 //! Attributes coexist with Git LFS: `*.gguf filter=lfs diff=lfs merge=lfs -text` stays, and our
@@ -19,12 +20,13 @@ pub const DRIVER: &str = "weight-inspect";
 const COMMENT: &str =
     "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)";
 /// PyTorch's `.bin` only as Hugging Face names it: other `*.bin` files are rarely checkpoints.
-const RULES: [&str; 6] = [
+const RULES: [&str; 7] = [
     "*.gguf diff=weight-inspect",
     "*.safetensors diff=weight-inspect",
     "*.pt diff=weight-inspect",
     "*.pth diff=weight-inspect",
     "*.ckpt diff=weight-inspect",
+    "*.wdelta diff=weight-inspect",
     "pytorch_model*.bin diff=weight-inspect",
 ];
 
