@@ -6,7 +6,7 @@
 //! sum bounds what is ever held, so a pickle cannot amplify its own size beyond the budget,
 //! whatever it repeats.
 
-use super::PytorchError;
+use super::error::PytorchError;
 
 /// Bytes of budget per byte of pickle. Charges are of what the objects take in memory, and
 /// `torch.save`'s pickler memoizes nearly every object it writes, so what a state dict builds
@@ -47,7 +47,11 @@ impl Budget {
     pub(super) fn charge(&mut self, bytes: u64) -> Result<(), PytorchError> {
         self.spent = self.spent.saturating_add(bytes);
         if self.spent > self.limit {
-            return Err(PytorchError::OverBudget { limit: self.limit });
+            return Err(PytorchError::OverBudget {
+                limit: self.limit,
+                per_byte: BYTES_PER_PICKLE_BYTE,
+                base_mib: BASE_BYTES >> 20,
+            });
         }
         Ok(())
     }

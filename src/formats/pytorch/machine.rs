@@ -13,8 +13,8 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use super::PytorchError;
 use super::budget::Budget;
+use super::error::PytorchError;
 use super::object::{Dict, Finding, Graph, Object, Shared, StandIn, break_cycles};
 use super::opcodes::{Lexer, Long, Op};
 use super::rebuild;

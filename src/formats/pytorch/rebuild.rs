@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use super::PytorchError;
+use super::error::PytorchError;
 use super::object::{Dict, Object};
 use super::torch::{Built, Global, Tensor};
 use crate::artifact::Shape;

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use super::PytorchError;
+use super::error::PytorchError;
 use crate::artifact::Shape;
 use crate::dtype::Dtype;
 

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 
-use super::PytorchError;
 use super::budget::Budget;
+use super::error::PytorchError;
 use super::object::{Dict, Object, StandIn};
 use super::torch::{Built, Tensor};
 use crate::artifact::{Array, F64Bits, StringArray, Value};
