@@ -34,6 +34,22 @@ pub struct DiffCounts {
     pub tensors_changed: usize,
 }
 
+impl std::fmt::Display for DiffCounts {
+    /// `tensors +1 −0 ~2, metadata +0 −0 ~1`: the one wording of the counts in summaries.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tensors +{} −{} ~{}, metadata +{} −{} ~{}",
+            self.tensors_added,
+            self.tensors_removed,
+            self.tensors_changed,
+            self.metadata_added,
+            self.metadata_removed,
+            self.metadata_changed
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct StructuralDiff {
     pub old_format: Format,

@@ -452,15 +452,7 @@ pub fn short_hash(side: Option<&ModelSide>) -> String {
 /// `tensors +1 −0 ~2, metadata +0 −0 ~1`, or `structure not compared`.
 pub fn counts_text(counts: Counts) -> String {
     match counts {
-        Counts::Known(c) => format!(
-            "tensors +{} −{} ~{}, metadata +{} −{} ~{}",
-            c.tensors_added,
-            c.tensors_removed,
-            c.tensors_changed,
-            c.metadata_added,
-            c.metadata_removed,
-            c.metadata_changed
-        ),
+        Counts::Known(c) => c.to_string(),
         Counts::Unknown => "structure not compared".to_owned(),
     }
 }

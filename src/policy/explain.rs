@@ -145,16 +145,7 @@ fn describe(diff: &StructuralDiff) -> String {
             diff.new_format.name()
         );
     }
-    let _ = write!(
-        out,
-        "tensors +{} −{} ~{}, metadata +{} −{} ~{}",
-        c.tensors_added,
-        c.tensors_removed,
-        c.tensors_changed,
-        c.metadata_added,
-        c.metadata_removed,
-        c.metadata_changed
-    );
+    let _ = write!(out, "{c}");
     let tensor = |t: &crate::artifact::TensorInfo| {
         format!("{} {}", t.dtype, crate::render::text::shape_text(&t.shape))
     };

@@ -166,6 +166,25 @@ pub fn tier(global: &str) -> Tier {
     Tier::Unknown
 }
 
+/// The builtins that run code, import, open files or reach attributes by name, under the
+/// module's Python 3 name (`builtins`) and its Python 2 name (`__builtin__`).
+const BUILTIN_CALLABLES: &[&str] = &[
+    "eval",
+    "compile",
+    "getattr",
+    "apply",
+    "exec",
+    "open",
+    "breakpoint",
+    "__import__",
+    "setattr",
+    "delattr",
+    "globals",
+    "locals",
+    "vars",
+    "input",
+];
+
 /// Globals that run code, import, touch files, processes or the network, or reach attributes
 /// by name: module, and the names of it that are dangerous (empty: all of it and its
 /// submodules). The union of picklescan 1.0.5's `_unsafe_globals`
@@ -173,46 +192,9 @@ pub fn tier(global: &str) -> Tier {
 /// fickling and the issue name besides (`importlib`, `builtins.__import__`, `marshal`,
 /// `ctypes`, `code`, `pty`, `tempfile`, `io`).
 pub const DANGEROUS: &[(&str, &[&str])] = &[
-    (
-        "__builtin__",
-        &[
-            "eval",
-            "compile",
-            "getattr",
-            "apply",
-            "exec",
-            "open",
-            "breakpoint",
-            "__import__",
-            "setattr",
-            "delattr",
-            "globals",
-            "locals",
-            "vars",
-            "input",
-            "execfile",
-            "reload",
-        ],
-    ),
-    (
-        "builtins",
-        &[
-            "eval",
-            "compile",
-            "getattr",
-            "apply",
-            "exec",
-            "open",
-            "breakpoint",
-            "__import__",
-            "setattr",
-            "delattr",
-            "globals",
-            "locals",
-            "vars",
-            "input",
-        ],
-    ),
+    ("__builtin__", BUILTIN_CALLABLES),
+    ("__builtin__", &["execfile", "reload"]),
+    ("builtins", BUILTIN_CALLABLES),
     (
         "cloudpickle.cloudpickle",
         &[
