@@ -597,7 +597,10 @@ fn real_fine_tunes_come_back_byte_identical() {
     ] {
         let dir = tmp.path().join(pair);
         std::fs::create_dir(&dir).unwrap();
-        let (base, ft) = (fx(pair, &format!("base.{ext}")), fx(pair, &format!("ft.{ext}")));
+        let (base, ft) = (
+            fx(pair, &format!("base.{ext}")),
+            fx(pair, &format!("ft.{ext}")),
+        );
         let delta = round_trip(&base, &ft, &dir);
         same_bytes(&dir.join("rebuilt"), &ft);
         assert_eq!(structural_id(&dir.join("rebuilt")), structural_id(&ft));
