@@ -1,59 +1,63 @@
 #!/usr/bin/env bash
-# Sizes and speed of `delta create --strategy lossless` on generated pairs, side by side with
-# `zstd -19 --long` of the XOR of the two files (BitX's baseline) and with `cat` of the inputs.
+# Sizes and speed of `delta create --strategy lossless` on real fine-tunes, side by side in one
+# run with its peers: reminis's lossless delta pack, ZipNN's delta mode, `zstd -19 --long` of
+# the XOR of the two files (BitX's baseline), and `cat` of the inputs for speed.
 #
-#   scripts/bench-lossless.sh              # pairs of about 32 MB each
-#   MB=8 RUNS=2 scripts/bench-lossless.sh  # quicker
+#   scripts/bench-lossless.sh                # bench-size pairs (about 25-50 MB per model)
+#   SCALE=0.5 RUNS=2 scripts/bench-lossless.sh   # smaller widths, quicker
 #
-# The pairs come from scripts/lossless_pair.py: a deterministic small-noise update of random
-# weights in numpy (an AdamW-like step: x * (1 - 1e-4) + N(0, 2e-5)), not a real fine-tune
-# (torch is not installed here). Real fine-tunes compress differently; see docs/wdelta.md.
-# Writes bench-work/lossless/results.md. Bounded: four pairs of MB megabytes, hyperfine RUNS.
+# The pairs are made by scripts/make_finetune_pairs.py --size bench (real AdamW steps with torch
+# on synthetic token data, weight decay on): BERT float32 with every parameter trained, the same
+# in bfloat16, float32 with only the last layer trained, and Llama converted by llama.cpp's
+# converter to GGUF f16 and q8_0. They need the fixture venv (FIXTURE_PYTHON, torch and
+# transformers: scripts/requirements-fixtures.txt) and llama.cpp's tree (LLAMA_CPP_DIR), as
+# scripts/bench-conversion.sh does. The peers run in a venv of their own made here
+# (BENCH_VENV, default bench-work/bench-venv, from scripts/requirements-bench.txt: reminis and
+# zipnn from PyPI; zipnn brings torch), never the test venv. A full bfloat16 model without a
+# base is also compressed by ZipNN alone and by our lossless strategy against an all-zero base.
+#
+# Writes bench-work/lossless/results.md and rows for scripts/bench-all (bench_result.py).
+# Bounded: five pairs, hyperfine RUNS runs of each command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MB="${MB:-32}"
+SCALE="${SCALE:-1}"
 RUNS="${RUNS:-3}"
 WORK="${WORK:-bench-work}/lossless"
-PY="${WEIGHT_INSPECT_PYTHON:-.venv/bin/python}"
+FIXTURE_PYTHON="${FIXTURE_PYTHON:?set FIXTURE_PYTHON to a venv python with scripts/requirements-fixtures.txt}"
+LLAMA_CPP_DIR="${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to the llama.cpp tree of the llama-cpp-python sdist}"
+BENCH_VENV="${BENCH_VENV:-bench-work/bench-venv}"
 export WEIGHT_INSPECT_CACHE_DIR="$PWD/$WORK/cache"
 mkdir -p "$WORK"
+
+if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c "import reminis, zipnn" 2>/dev/null; then
+    python3 -m venv "$BENCH_VENV"
+    "$BENCH_VENV/bin/python" -m pip install -q -r scripts/requirements-bench.txt
+fi
+PEERS="$BENCH_VENV/bin/python"
+
 cargo build --release --quiet
 WI="${CARGO_TARGET_DIR:-$PWD/target}/release/weight-inspect"
 RESULTS="$WORK/results.md"
+PAIRS="$WORK/pairs"
+if [ ! -f "$PAIRS/.done-$SCALE" ]; then
+    "$FIXTURE_PYTHON" scripts/make_finetune_pairs.py "$LLAMA_CPP_DIR" "$PAIRS" --size bench --scale "$SCALE" >/dev/null
+    touch "$PAIRS/.done-$SCALE"
+fi
 
-gen() { # DIR ARGS...
-    local dir="$WORK/$1"; shift
-    [ -f "$dir/.done-$MB" ] && return
-    rm -rf "$dir"
-    "$PY" scripts/lossless_pair.py "$@" "$dir" --mb "$MB" >/dev/null
-    touch "$dir/.done-$MB"
-}
-gen f32-full bench --dtype float32
-gen f32-frozen bench --dtype float32 --frozen 0.9
-gen bf16-full bench --dtype bfloat16
-gen gguf-q8_0 gguf-q8
-
-xor() { # A B OUT: the XOR of two files, the shorter padded with zeros
-    "$PY" - "$1" "$2" "$3" <<'PY'
-import sys, numpy as np
-a, b = (np.fromfile(p, dtype=np.uint8) for p in sys.argv[1:3])
-n = max(len(a), len(b))
-a = np.pad(a, (0, n - len(a))); b = np.pad(b, (0, n - len(b)))
-(a ^ b).tofile(sys.argv[3])
-PY
-}
 
 {
-    echo "| pair | fine-tune MB | zstd -19 --long of the XOR MB | lossless MB | ratio to fine-tune | create s | cat BASE FT s | create / cat | apply s | cat BASE DELTA s | apply / cat | peak RSS create / apply MB |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| pair | fine-tune MB | reminis MB | ZipNN delta MB | zstd -19 --long of the XOR MB | lossless MB | lossless / best peer | create s | cat BASE FT s | create / cat | apply s | cat BASE DELTA s | apply / cat | peak RSS create / apply MB |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$RESULTS"
-for pair in f32-full f32-frozen bf16-full gguf-q8_0; do
-    dir="$WORK/$pair"
-    ext=safetensors; [ "$pair" = gguf-q8_0 ] && ext=gguf
-    B="$dir/base.$ext"; F="$dir/ft.$ext"; D="$dir/ft.wdelta"; O="$dir/rebuilt.$ext"
-    xor "$B" "$F" "$dir/xor.bin"
-    zstd -q -f -19 --long=27 "$dir/xor.bin" -o "$dir/xor.bin.zst"
+for spec in f32-full:float32 f32-frozen:float32 bf16-full:bfloat16 gguf-f16:f16 gguf-q8_0:q8_0; do
+    pair="${spec%%:*}" dtype="${spec#*:}"
+    dir="$PAIRS/$pair"
+    ext=safetensors; case "$pair" in gguf-*) ext=gguf ;; esac
+    B="$dir/base.$ext" F="$dir/ft.$ext" D="$dir/ft.wdelta" O="$dir/rebuilt.$ext"
+    # The peers' sizes depend only on the pair, which is kept between runs: measured once.
+    [ -s "$dir/peers.json" ] || "$PEERS" scripts/lossless_peers.py pair "$B" "$F" "$dir" "$dtype" 2>/dev/null > "$dir/peers.json"
+    peers=$(cat "$dir/peers.json")
     "$WI" delta create --strategy lossless --base "$B" "$F" -o "$D" >/dev/null  # remembers the base hash
     "$WI" delta apply --base "$B" "$D" -o "$O" >/dev/null
     cmp "$O" "$F"
@@ -64,15 +68,48 @@ for pair in f32-full f32-frozen bf16-full gguf-q8_0; do
         "cat $B $D > $dir/cat.out" >/dev/null
     rss_create=$(/usr/bin/time -f %M "$WI" delta create --strategy lossless --base "$B" "$F" -o "$D" 2>&1 >/dev/null | tail -1)
     rss_apply=$(/usr/bin/time -f %M "$WI" delta apply --base "$B" "$D" -o "$O" 2>&1 >/dev/null | tail -1)
-    "$PY" - "$dir" "$pair" "$F" "$D" "$rss_create" "$rss_apply" >> "$RESULTS" <<'PY'
-import json, os, sys
-d, pair, ft, delta, rss_c, rss_a = sys.argv[1:]
+    "$PEERS" - "$dir" "$pair" "$F" "$D" "$rss_create" "$rss_apply" "$peers" >> "$RESULTS" <<'PY'
+import json, os, subprocess, sys
+d, pair, ft, delta, rss_c, rss_a, peers = sys.argv[1:]
+p = json.loads(peers)
 r = [x["median"] for x in json.load(open(os.path.join(d, "hf.json")))["results"]]
-mb = lambda p: os.path.getsize(p) / 1e6
-print(f"| {pair} | {mb(ft):.1f} | {mb(os.path.join(d, 'xor.bin.zst')):.2f} | {mb(delta):.2f} | "
-      f"{mb(ft) / mb(delta):.2f}x | {r[0]:.3f} | {r[1]:.3f} | {r[0] / r[1]:.2f}x | {r[2]:.3f} | "
+mb = lambda n: n / 1e6
+ours, ftb = os.path.getsize(delta), os.path.getsize(ft)
+best = min(p["reminis"], p["zipnn"], p["zstd_xor"])
+sizes = [p["reminis"], p["zipnn"], p["zstd_xor"], ours]
+shown = [f"**{mb(n):.3f}**" if n == min(sizes) else f"{mb(n):.3f}" for n in sizes]  # the smallest in bold
+print(f"| {pair} | {mb(ftb):.2f} | {' | '.join(shown)} | "
+      f"{ours / best:.3f} | {r[0]:.3f} | {r[1]:.3f} | {r[0] / r[1]:.2f}x | {r[2]:.3f} | "
       f"{r[3]:.3f} | {r[2] / r[3]:.2f}x | {int(rss_c) // 1024} / {int(rss_a) // 1024} |")
+add = lambda work, ours, peer, name, mx, unit: subprocess.run(
+    ["python3", "scripts/bench_result.py", "add", "lossless", "--work", work, "--ours", str(ours),
+     "--peer", str(peer), "--peer-name", name, "--max-ratio", str(mx), "--unit", unit], check=True)
+add(f"lossless delta size, {pair} fine-tune {mb(ftb):.0f} MB", mb(ours), mb(best),
+    "the smallest of reminis, ZipNN delta, zstd -19 --long of the XOR", 1.0, "MB")
+add(f"delta create --strategy lossless, {pair}", r[0], r[1], "cat BASE FT", 3.7, "s")
+add(f"delta apply (lossless), {pair}", r[2], r[3], "cat BASE DELTA > OUT", 1.3, "s")
 PY
-    rm -f "$dir/xor.bin" "$dir/cat.out"
+    rm -f "$dir/cat.out" "$O"
 done
+
+# A full bfloat16 model with no base: ZipNN alone, and ours against an all-zero base.
+dir="$PAIRS/bf16-full"
+F="$dir/ft.safetensors" Z="$dir/zero.safetensors" D="$dir/nobase.wdelta"
+"$PEERS" scripts/lossless_peers.py zerobase "$F" "$Z" 2>/dev/null
+"$WI" delta create --strategy lossless --base "$Z" "$F" -o "$D" >/dev/null
+zipnn=$("$PEERS" scripts/lossless_peers.py nobase "$F" "$dir" bfloat16 2>/dev/null)
+"$PEERS" - "$F" "$D" "$zipnn" >> "$RESULTS" <<'PY'
+import json, os, subprocess, sys
+ft, delta, z = sys.argv[1:]
+ftb, ours, zipnn = os.path.getsize(ft), os.path.getsize(delta), json.loads(z)["zipnn"]
+print()
+print("| bf16 model, no base | fine-tune MB | ZipNN alone MB | ZipNN ratio | lossless vs zero base MB | lossless ratio |")
+print("|---|---|---|---|---|---|")
+print(f"| bf16-full ft | {ftb / 1e6:.2f} | {zipnn / 1e6:.3f} | {ftb / zipnn:.3f}x | {ours / 1e6:.3f} | {ftb / ours:.3f}x |")
+subprocess.run(["python3", "scripts/bench_result.py", "add", "lossless", "--work",
+                "lossless bf16 model against a zero base (no base), size", "--ours", str(ours / 1e6),
+                "--peer", str(zipnn / 1e6), "--peer-name", "ZipNN alone", "--max-ratio", "1.0",
+                "--unit", "MB"], check=True)
+PY
+rm -f "$Z" "$D"
 cat "$RESULTS"

@@ -37,7 +37,9 @@ def add(args):
 
 
 def fmt(value, unit):
-    return f"{value:.3f} s" if unit == "s" else f"{value:.0f} {unit}"
+    if unit == "s":
+        return f"{value:.3f} s"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
 def target_text(max_ratio):

@@ -579,3 +579,50 @@ fn a_gguf_model_is_stored_and_restored_against_a_given_parent() {
     ok(&out);
     same_bytes(&model, &dir.join("ft.gguf"));
 }
+
+#[test]
+fn real_fine_tunes_come_back_byte_identical() {
+    // Pairs made by real AdamW steps with torch (tests/fixtures/finetune,
+    // scripts/make_finetune_pairs.py): BERT in float32 (every parameter trained, or only the last
+    // layer) and bfloat16, and Llama converted to GGUF f16 and q8_0 by llama.cpp's converter.
+    let tmp = tempfile::tempdir().unwrap();
+    let fx = |pair: &str, file: &str| common::fixture(&format!("finetune/{pair}/{file}"));
+    let mut sizes = std::collections::BTreeMap::new();
+    for (pair, ext) in [
+        ("f32-full", "safetensors"),
+        ("f32-frozen", "safetensors"),
+        ("bf16-full", "safetensors"),
+        ("gguf-f16", "gguf"),
+        ("gguf-q8_0", "gguf"),
+    ] {
+        let dir = tmp.path().join(pair);
+        std::fs::create_dir(&dir).unwrap();
+        let (base, ft) = (
+            fx(pair, &format!("base.{ext}")),
+            fx(pair, &format!("ft.{ext}")),
+        );
+        let delta = round_trip(&base, &ft, &dir);
+        same_bytes(&dir.join("rebuilt"), &ft);
+        assert_eq!(structural_id(&dir.join("rebuilt")), structural_id(&ft));
+        let json: serde_json::Value =
+            serde_json::from_str(&stdout(&run(&["delta", "inspect", "--json", s(&delta)])))
+                .unwrap();
+        let len = std::fs::metadata(&delta).unwrap().len();
+        assert!(
+            len < std::fs::metadata(&ft).unwrap().len(),
+            "{pair}: {len} bytes"
+        );
+        sizes.insert(pair, (len, json));
+    }
+    // Weight decay moves every trained float: nothing of the full fine-tune is unchanged; the
+    // frozen one keeps all but the last of its two layers, so its delta is a fraction of the
+    // full one's.
+    let tensors = |pair: &str, kind: &str| {
+        let all = sizes[pair].1["tensors"].as_array().unwrap();
+        all.iter().filter(|t| t["stored"] == kind).count()
+    };
+    assert_eq!(tensors("f32-full", "unchanged"), 0);
+    assert!(tensors("f32-frozen", "unchanged") > tensors("f32-frozen", "changed"));
+    let (frozen, full) = (sizes["f32-frozen"].0, sizes["f32-full"].0);
+    assert!(frozen * 5 < full * 3, "frozen {frozen} bytes, full {full}");
+}

@@ -191,6 +191,7 @@ impl Evaluation<'_, '_> {
                 self.push(v);
             }
         }
+        self.check_delta_loss(eff)?;
         let globals_rule = eff
             .forbid_tiers
             .map(|s| s.rule)
@@ -277,6 +278,87 @@ impl Evaluation<'_, '_> {
             }
         }
         self.stamp_hash(&content);
+        Ok(())
+    }
+
+    /// `max_update_loss` and `max_delta_rel_l2` on a `.wdelta` file: the figures its header
+    /// records (measured by `delta create`). A lossless delta loses nothing; a lossy one
+    /// without figures cannot prove its bound and is a violation. Other files are not judged
+    /// by these keys.
+    fn check_delta_loss(&mut self, eff: &Effective<'_>) -> Result<()> {
+        use crate::formats::wdelta::AnyWdelta;
+        let bounds = [
+            (
+                eff.max_update_loss,
+                "max_update_loss",
+                "share of the update lost",
+            ),
+            (
+                eff.max_delta_rel_l2,
+                "max_delta_rel_l2",
+                "rel_l2 against the fine-tune",
+            ),
+        ];
+        if bounds.iter().all(|(b, ..)| b.is_none()) {
+            return Ok(());
+        }
+        let Some(parsed) = self.reader.wdelta()? else {
+            return Ok(());
+        };
+        for (bound, key, what) in bounds {
+            let Some(bound) = bound else { continue };
+            let expected = format!("a .wdelta whose {what} is at most {}", bound.value);
+            let found = match &parsed {
+                Err(why) => Some(format!("an unreadable .wdelta ({})", shown_message(why))),
+                Ok(AnyWdelta::Lossless(_)) => None,
+                Ok(AnyWdelta::Lossy(file)) => {
+                    let strategy = file.header.strategy.name();
+                    match &file.header.loss {
+                        None => Some(format!(
+                            "a lossy delta ({strategy}) that records no loss figures, so its loss \
+                             is unknown; make it again with `weight-inspect delta create` (not \
+                             against a --chain), or store it lossless"
+                        )),
+                        Some(loss) => {
+                            let (model, worst) = if key == "max_update_loss" {
+                                (loss.update_lost, loss.worst_update_lost)
+                            } else {
+                                (loss.rel_l2, loss.worst_rel_l2)
+                            };
+                            let over = model.is_none_or(|m| m > *bound.value);
+                            over.then(|| {
+                                let figure = model.map_or(
+                                    "infinite (a zero update that does \
+                                     not come back exactly)"
+                                        .to_owned(),
+                                    |m| format!("{m:.6}"),
+                                );
+                                let mut found = format!("{strategy}: {figure} over the model");
+                                if let Some(name) = &loss.worst_tensor {
+                                    let w =
+                                        worst.map_or("infinite".to_owned(), |w| format!("{w:.6}"));
+                                    found.push_str(&format!("; worst tensor {}: {w}", shown(name)));
+                                }
+                                found
+                            })
+                        }
+                    }
+                }
+            };
+            if let Some(found) = found {
+                let mut v = Violation::new(self.path(), key, &bound, expected, found);
+                if let Ok(AnyWdelta::Lossy(file)) = &parsed
+                    && let Some(name) = file
+                        .header
+                        .loss
+                        .as_ref()
+                        .and_then(|l| l.worst_tensor.clone())
+                {
+                    v.detail.tensors = vec![name];
+                }
+                self.push(v);
+            }
+        }
         Ok(())
     }
 

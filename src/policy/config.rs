@@ -125,6 +125,11 @@ pub struct Settings {
     /// Whether a model file must hold all the tensor data its header declares; None means
     /// true (a policy turns it off for files kept partial on purpose).
     pub complete: Option<bool>,
+    /// A `.wdelta` file's share of the update lost (‖rebuilt − ft‖ / ‖ft − base‖, over the
+    /// whole model), as its header records it; a lossless delta loses nothing.
+    pub max_update_loss: Option<f64>,
+    /// A `.wdelta` file's reconstruction error (‖rebuilt − ft‖ / ‖ft‖, over the whole model).
+    pub max_delta_rel_l2: Option<f64>,
 }
 
 /// `reference` and `max_rel_l2`: a GGUF compared with the model it was converted from.
@@ -168,6 +173,8 @@ pub struct Effective<'a> {
     pub allow_globals: Option<Sourced<'a, Vec<String>>>,
     pub conversion: Option<Sourced<'a, ConversionBound>>,
     pub complete: Option<Sourced<'a, bool>>,
+    pub max_update_loss: Option<Sourced<'a, f64>>,
+    pub max_delta_rel_l2: Option<Sourced<'a, f64>>,
     /// The last rule that matches the path: where a default (`complete`) is reported from.
     pub last_rule: Option<&'a Rule>,
 }
@@ -268,6 +275,7 @@ impl Policy {
                 ));
             }
             raw_rule.check_conversion(path, text)?;
+            raw_rule.check_loss_bounds(path, text)?;
             let (paths, matcher) = glob_set(path, text, &raw_rule.paths)?;
             let (exclude, excluder) = match &raw_rule.exclude {
                 Some(ex) => glob_set(path, text, ex)?,
@@ -324,7 +332,9 @@ impl Policy {
                 forbid_globals,
                 allow_globals,
                 conversion,
-                complete
+                complete,
+                max_update_loss,
+                max_delta_rel_l2
             );
         }
         matched.then_some(eff)
@@ -376,6 +386,10 @@ struct RawRule {
     max_rel_l2: Option<toml::Spanned<f64>>,
     #[serde(default)]
     complete: Option<bool>,
+    #[serde(default)]
+    max_update_loss: Option<toml::Spanned<f64>>,
+    #[serde(default)]
+    max_delta_rel_l2: Option<toml::Spanned<f64>>,
 }
 
 impl RawRule {
@@ -402,7 +416,29 @@ impl RawRule {
                 _ => None,
             },
             complete: self.complete,
+            max_update_loss: self.max_update_loss.as_ref().map(|b| *b.get_ref()),
+            max_delta_rel_l2: self.max_delta_rel_l2.as_ref().map(|b| *b.get_ref()),
         }
+    }
+
+    /// The bounds on a `.wdelta` file's loss are finite numbers at least 0.
+    fn check_loss_bounds(&self, path: &Path, text: &str) -> Result<(), PolicyError> {
+        for (key, bound) in [
+            ("max_update_loss", &self.max_update_loss),
+            ("max_delta_rel_l2", &self.max_delta_rel_l2),
+        ] {
+            if let Some(b) = bound
+                && !(b.get_ref().is_finite() && *b.get_ref() >= 0.0)
+            {
+                return Err(invalid(
+                    path,
+                    text,
+                    b.span().start,
+                    format!("`{key}` must be a number at least 0, found {}", b.get_ref()),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `reference` and `max_rel_l2` come together; the bound is a finite non-negative number

@@ -301,6 +301,30 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         Ok(Judged::new(classified, body.bytes()))
     }
 
+    /// The subject as a `.wdelta` file: None when it is neither named `.wdelta` nor starts
+    /// with the magic (the delta keys do not judge it); otherwise the parsed file, or why it
+    /// does not parse (the checksum is verified).
+    pub(crate) fn wdelta(
+        &mut self,
+    ) -> Result<Option<std::result::Result<crate::formats::wdelta::AnyWdelta, String>>> {
+        use crate::formats::wdelta::{AnyWdelta, is_wdelta, is_wdelta_path};
+        if matches!(self.subject.origin, Origin::Model(_)) {
+            return Ok(None);
+        }
+        let named = is_wdelta_path(self.path());
+        let body = match self.body() {
+            Ok(body) => body,
+            // A file named otherwise whose bytes are not at hand is no delta of ours to judge.
+            Err(_) if !named => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let bytes = body.bytes();
+        if !named && !is_wdelta(bytes) {
+            return Ok(None);
+        }
+        Ok(Some(AnyWdelta::parse(bytes).map_err(|e| e.to_string())))
+    }
+
     /// The LFS object of `pointer`: the local object, else its header from the LFS server
     /// (a prefix of the object, already parsed).
     fn lfs_body(
