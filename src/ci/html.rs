@@ -3,15 +3,20 @@
 //! its heatmap and changed tensors, or its conversion report. The page and its parts are the
 //! renderer's ([`crate::render::html`]); this only lays out the run.
 
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::io::Write;
 
+use super::error::CiError;
 use super::report::CiReport;
 use crate::escape::{html_name, html_text, shown, shown_message};
-use crate::git::{ComparedFile, counts_text};
+use crate::git::{ComparedFile, FileChange, counts_text};
 use crate::render::html as page;
 
-/// The whole page.
-pub fn render(report: &CiReport) -> String {
+/// Where the files' sections go in the page.
+const SECTIONS: &str = "\u{1}weight-inspect sections\u{1}";
+
+/// The whole page, written to `out`; the files' sections copied from their spool.
+pub fn render(report: &CiReport, out: &mut dyn Write) -> Result<(), CiError> {
     let title = format!(
         "model changes <code>{}</code> → <code>{}</code>",
         html_name(report.base.short()),
@@ -41,34 +46,43 @@ pub fn render(report: &CiReport) -> String {
                  </td><td class=\"kind\">{}</td><td class=\"kind\">{}</td><td class=\"kind\">{}\
                  </td></tr>",
                 f.change.status.name(),
-                file_name(f),
-                html_text(&f.format()),
-                html_text(&counts_text(f.counts())),
-                html_text(&shown_message(f.weights().as_deref().unwrap_or("—")))
+                file_name(&f.change),
+                html_text(&f.format),
+                html_text(&counts_text(f.counts)),
+                html_text(&shown_message(f.weights.as_deref().unwrap_or("—")))
             );
         }
         body.push_str("</tbody></table>\n");
     }
-    for (i, f) in report.files.iter().enumerate() {
-        body.push_str(&section(i, f));
+    body.push_str(SECTIONS);
+    let page = page::document(&title, &body);
+    let (before, after) = page
+        .split_once(SECTIONS)
+        .expect("the page holds its body once");
+    let io = |e| CiError::from(crate::error::Error::io("<HTML report>", e));
+    out.write_all(before.as_bytes()).map_err(io)?;
+    if let Some(sections) = &report.html_sections {
+        sections.copy_to(out).map_err(io)?;
     }
-    page::document(&title, &body)
+    out.write_all(after.as_bytes()).map_err(io)?;
+    Ok(())
 }
 
 /// A file's name as the page shows it (a rename as `old → new`).
-fn file_name(f: &ComparedFile) -> String {
-    match (&f.change.old_path, &f.change.new_path) {
+fn file_name(change: &FileChange) -> String {
+    match (&change.old_path, &change.new_path) {
         (Some(a), Some(b)) if a != b => format!("{} → {}", html_name(a), html_name(b)),
-        _ => html_name(f.path()),
+        _ => html_name(change.path()),
     }
 }
 
-fn section(i: usize, f: &ComparedFile) -> String {
+/// The section of the `i`th file: its structural diff, values and conversion.
+pub(crate) fn section(i: usize, f: &ComparedFile) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "<h2 id=\"file-{i}\"><code>{}</code></h2>\n<p class=\"dim\">{}, {}, {}</p>",
-        file_name(f),
+        file_name(&f.change),
         f.change.status.name(),
         html_text(&f.format()),
         html_text(&counts_text(f.counts()))

@@ -13,6 +13,7 @@ mod error;
 mod html;
 mod markdown;
 mod outputs;
+mod record;
 mod report;
 
 use std::path::Path;
