@@ -17,6 +17,9 @@ use crate::render::text::human_bytes;
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
 
+// The report keeps the diffs of every file a summary can reach.
+const _: () = assert!(super::record::DETAILS_KEPT >= SUMMARY_LIMIT);
+
 /// Bytes kept free while appending, for the notes that close truncated sections.
 const RESERVE: usize = 2048;
 

@@ -15,6 +15,7 @@ mod markdown;
 mod outputs;
 mod record;
 mod report;
+mod sections;
 
 use std::path::Path;
 

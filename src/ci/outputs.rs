@@ -10,7 +10,6 @@ use serde::Serialize;
 use super::error::CiError;
 use super::report::{CiReport, FailOn, Rev};
 use crate::error::Error;
-use crate::git::ComparedFile;
 use crate::policy::{FileError, Violation};
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
@@ -51,21 +50,6 @@ struct JudgedViolation<'a> {
     violation: &'a Violation,
     #[serde(flatten)]
     standing: &'a crate::policy::Standing,
-}
-
-/// A file's JSON as an element of the report's `files`, pretty-printed four spaces deep
-/// (strings hold no raw line break, so every line is indented alike).
-pub(crate) fn file_json(file: &ComparedFile) -> Result<String> {
-    let text = serde_json::to_string_pretty(&file.json(true)).map_err(CiError::Serialize)?;
-    let mut out = String::with_capacity(text.len() + text.lines().count() * 4);
-    for (i, line) in text.lines().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str("    ");
-        out.push_str(line);
-    }
-    Ok(out)
 }
 
 /// The report as JSON (schema 1), pretty-printed: the same bytes as the whole document

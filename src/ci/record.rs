@@ -9,6 +9,10 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 
 use crate::git::{ComparedFile, Counts, FileChange, ModelSide, short_hash};
 
+/// Summary diffs are kept until their bytes pass this: GitHub's limit for one step summary
+/// (the summary's own budget, `markdown::SUMMARY_LIMIT`), which no summary exceeds.
+pub const DETAILS_KEPT: usize = 1024 * 1024;
+
 /// What the outputs show of one compared file.
 pub struct CiFile {
     pub change: FileChange,

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use gix::ObjectId;
 
 use super::error::CiError;
-use super::record::{CiFile, Spool, Spooled, hash_text};
+use super::record::{CiFile, DETAILS_KEPT, Spool, Spooled, hash_text};
 use crate::artifact::Format;
 use crate::escape::shown;
 use crate::git::Snapshot;
@@ -219,7 +219,7 @@ impl CiReport {
                         failure = Some(e);
                     }
                     // The summary stops before a diff once those before it fill it.
-                    let record = CiFile::of(&f, details_bytes <= super::markdown::SUMMARY_LIMIT);
+                    let record = CiFile::of(&f, details_bytes <= DETAILS_KEPT);
                     details_bytes += record.details.as_ref().map_or(0, String::len);
                     files.push(record);
                 }
@@ -576,10 +576,12 @@ fn spool_sections(
     if let Some(spool) = json {
         let separator = if spool.is_empty() { "\n" } else { ",\n" };
         spool.push(separator).map_err(io)?;
-        spool.push(&super::outputs::file_json(f)?).map_err(io)?;
+        spool.push(&super::sections::file_json(f)?).map_err(io)?;
     }
     if let Some(spool) = html {
-        spool.push(&super::html::section(i, f)).map_err(io)?;
+        spool
+            .push(&super::sections::html_section(i, f))
+            .map_err(io)?;
     }
     Ok(())
 }
