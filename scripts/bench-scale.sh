@@ -5,8 +5,8 @@
 #   weight-inspect ci --base HEAD~1 --head HEAD
 # side by side with
 #   git diff --stat HEAD~1 HEAD
-# for each N in SIZES. Best of RUNS wall times, and the peak RSS of one run of each (from
-# /usr/bin/time). Records two rows per N >= 8000 with scripts/bench_result.py: the time against
+# for each N in SIZES. Best of RUNS wall times (hyperfine -N), and the peak RSS of one run of
+# each (from /usr/bin/time). Records two rows per N >= 8000 with scripts/bench_result.py: the time against
 # `git diff --stat` (target <= 3x) and the growth from the smallest N (target <= 10x for 8x the
 # files). Not a test.
 #
@@ -50,16 +50,14 @@ for i in range(n):
         f.write(f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n")
 EOF
 
-# Best-of-RUNS wall time in seconds, then the peak RSS in MB of one more run.
+# Best-of-RUNS wall time in seconds (hyperfine, no shell between it and the command), then
+# the peak RSS in MB of one more run. A command that fails stops the benchmark: a failing run
+# would time an error message.
 measure() {
-    local best="" t0 t1 s
-    for _ in $(seq "$RUNS"); do
-        t0=$(date +%s%N)
-        "$@" >/dev/null 2>&1 || true
-        t1=$(date +%s%N)
-        s=$(echo "($t1 - $t0) / 1000000000" | bc -l)
-        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; fi
-    done
+    local json=$WORK/hyperfine.json
+    hyperfine -N --style none --warmup 1 --runs "$RUNS" --export-json "$json" "$*" >/dev/null
+    local best
+    best=$(python3 -c 'import json,sys; print(min(json.load(open(sys.argv[1]))["results"][0]["times"]))' "$json")
     local kb
     kb=$( { /usr/bin/time -f 'RSS %M' "$@" >/dev/null; } 2>&1 | grep '^RSS' | cut -d' ' -f2)
     printf '%.4f %.0f\n' "$best" "$(echo "$kb / 1024" | bc -l)"

@@ -222,6 +222,9 @@ pub fn read_file_buffered(path: &Path) -> Result<Artifact> {
 fn read_up_to(file: &std::fs::File, buf: &mut Vec<u8>, want: u64) -> std::io::Result<()> {
     use std::io::Read;
     let missing = want.saturating_sub(buf.len() as u64);
+    // Room first (up to the first window: a larger `want` may come from a declared length), so
+    // a small header is one read rather than a run of reads growing from 32 bytes.
+    buf.reserve(usize::try_from(missing.min(FIRST_WINDOW)).unwrap_or(0));
     let reader = file;
     reader.take(missing).read_to_end(buf)?;
     Ok(())

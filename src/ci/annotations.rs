@@ -5,12 +5,17 @@
 //! and says how many there are. The commands themselves are built and escaped by
 //! [`crate::render::github`].
 
+use super::record::{SideCell, SideState};
 use super::report::{CiReport, FailOn};
 use crate::escape::shown;
-use crate::git::ModelSide;
-use crate::git::{counts_text, short_hash};
+use crate::git::counts_text;
 use crate::policy::violation_annotation;
 use crate::render::github::{Annotation, Level};
+
+/// A side's short hash, `-` for no side.
+fn short_hash(side: Option<&SideCell>) -> &str {
+    side.map_or("-", |s| s.short_hash.as_str())
+}
 
 /// Annotations GitHub shows per level and step.
 const MAX_PER_LEVEL: usize = 10;
@@ -73,14 +78,14 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
         for f in &report.files {
             all.push(Annotation {
                 level: Level::Error,
-                file: Some(f.annotation_path().to_owned()),
+                file: Some(f.anchor.clone()),
                 title: format!("weight-inspect: model {}", f.change.status.name()),
                 message: format!(
                     "{}: {} -> {} ({}); --fail-on change fails on any changed model file",
-                    f.format(),
+                    f.format,
                     short_hash(f.old.as_ref()),
                     short_hash(f.new.as_ref()),
-                    counts_text(f.counts())
+                    counts_text(f.counts)
                 ),
             });
         }
@@ -88,13 +93,13 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
     for f in &report.files {
         let absent: Vec<&str> = [("old", &f.old), ("new", &f.new)]
             .into_iter()
-            .filter(|(_, s)| matches!(s, Some(ModelSide::Absent { .. })))
+            .filter(|(_, s)| s.as_ref().is_some_and(|s| s.state == SideState::Absent))
             .map(|(label, _)| label)
             .collect();
         if !absent.is_empty() {
             all.push(Annotation {
                 level: Level::Warning,
-                file: Some(f.annotation_path().to_owned()),
+                file: Some(f.anchor.clone()),
                 title: "weight-inspect: structure not compared".into(),
                 message: format!(
                     "the LFS object of the {} is not present locally; the summary shows \

@@ -7,15 +7,18 @@
 
 use std::fmt::Write;
 
+use super::record::{CiFile, SideCell, SideState};
 use super::report::CiReport;
 use crate::escape::{escape_name, needs_escape, shown};
-use crate::git::ModelSide;
-use crate::git::{ComparedFile, Counts, counts_text, short_hash};
+use crate::git::{Counts, counts_text};
 use crate::policy::{Phrasing, plural};
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
+
+// The report keeps the diffs of every file a summary can reach.
+const _: () = assert!(super::record::DETAILS_KEPT >= SUMMARY_LIMIT);
 
 /// Bytes kept free while appending, for the notes that close truncated sections.
 const RESERVE: usize = 2048;
@@ -149,10 +152,7 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
                 | Metadata +/−/~ | Size (old → new) |\n\
                 | --- | --- | --- | --- | --- | --- | --- |\n";
     // With --values, a "Weights" column.
-    let weights = report
-        .files
-        .iter()
-        .any(|f| f.values.is_some() || f.conversion.is_some());
+    let weights = report.files.iter().any(|f| f.compared_weights);
     let head = if weights {
         head.replace(" |\n|", " | Weights |\n|")
             .replacen("--- |\n", "--- | --- |\n", 1)
@@ -172,7 +172,7 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
             row.pop();
             row.push_str(&format!(
                 " {} |\n",
-                cell_text(f.weights().as_deref().unwrap_or("—"))
+                cell_text(f.weights.as_deref().unwrap_or("—"))
             ));
         }
         if !w.push(&row) {
@@ -185,28 +185,26 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
     }
 }
 
-fn file_row(f: &ComparedFile) -> String {
+fn file_row(f: &CiFile) -> String {
     let file = match (&f.change.old_path, &f.change.new_path) {
         (Some(a), Some(b)) if a != b => format!("{} → {}", cell_code(a), cell_code(b)),
         _ => cell_code(f.path()),
     };
-    let hash = |s: Option<&ModelSide>| match s {
+    let hash = |s: Option<&SideCell>| match s {
         None => "—".to_owned(),
-        Some(ModelSide::Absent { .. }) => format!("{} (not fetched)", cell_code(&short_hash(s))),
-        Some(ModelSide::Link { .. }) => "? (a symbolic link)".to_owned(),
-        Some(side) if side.artifact().is_none() => "? (not a readable model)".to_owned(),
-        // Cut short: an interrupted download or copy.
-        Some(side) if side.artifact().is_some_and(|a| a.layout.is_truncated()) => {
-            format!("{} (incomplete)", cell_code(&short_hash(s)))
-        }
-        // The header came from the LFS server: not verified against the oid.
-        Some(side) if side.origin_note().is_some() => {
-            format!("{} (LFS server)", cell_code(&short_hash(s)))
-        }
-        Some(_) => cell_code(&short_hash(s)),
+        Some(s) => match s.state {
+            SideState::Absent => format!("{} (not fetched)", cell_code(&s.short_hash)),
+            SideState::Link => "? (a symbolic link)".to_owned(),
+            SideState::Unreadable => "? (not a readable model)".to_owned(),
+            // Cut short: an interrupted download or copy.
+            SideState::Truncated => format!("{} (incomplete)", cell_code(&s.short_hash)),
+            // The header came from the LFS server: not verified against the oid.
+            SideState::FromServer => format!("{} (LFS server)", cell_code(&s.short_hash)),
+            SideState::Model => cell_code(&s.short_hash),
+        },
     };
-    let size = |s: Option<&ModelSide>| s.map_or("—".to_owned(), |s| human_bytes(s.size()));
-    let (tensors, metadata) = match f.counts() {
+    let size = |s: Option<&SideCell>| s.map_or("—".to_owned(), |s| human_bytes(s.size));
+    let (tensors, metadata) = match f.counts {
         Counts::Known(c) => (
             format!(
                 "+{} −{} ~{}",
@@ -222,7 +220,7 @@ fn file_row(f: &ComparedFile) -> String {
     format!(
         "| {} | {file} | {} | {} → {} | {tensors} | {metadata} | {} → {} |\n",
         f.change.status.name(),
-        cell_text(&f.format()),
+        cell_text(&f.format),
         hash(f.old.as_ref()),
         hash(f.new.as_ref()),
         size(f.old.as_ref()),
@@ -324,10 +322,11 @@ fn details(w: &mut Budgeted, report: &CiReport) {
             "\n<details>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
             html(&shown(f.path())),
             f.change.status.name(),
-            counts_text(f.counts())
+            counts_text(f.counts)
         );
-        let body = f.details();
-        let fence = fence_for(&body);
+        // Kept for every file the summary can reach (see `CiFile::details`).
+        let body = f.details.as_deref().unwrap_or_default();
+        let fence = fence_for(body);
         let whole = format!("{summary}{fence}text\n{body}{fence}\n\n</details>\n");
         if w.push(&whole) {
             continue;
@@ -339,7 +338,7 @@ fn details(w: &mut Budgeted, report: &CiReport) {
         );
         let overhead = summary.len() + fence.len() + "text\n".len() + tail.len();
         if w.room() >= overhead + MIN_PARTIAL {
-            let shown = cut_at_line(&body, w.room() - overhead);
+            let shown = cut_at_line(body, w.room() - overhead);
             w.push(&format!("{summary}{fence}text\n{shown}{tail}"));
             left -= 1;
         }
@@ -472,7 +471,7 @@ mod tests {
             policy_changed: false,
             files: (0..files)
                 .map(|i| {
-                    ComparedFile::new(
+                    let file = crate::git::ComparedFile::new(
                         FileChange {
                             status: Status::Added,
                             old_path: None,
@@ -484,7 +483,7 @@ mod tests {
                             new_link: false,
                         },
                         None,
-                        Some(ModelSide::Read {
+                        Some(crate::git::ModelSide::Read {
                             content: crate::read::Content::Other {
                                 first_bytes: "00".into(),
                             },
@@ -494,9 +493,12 @@ mod tests {
                             from_server: false,
                         }),
                         None,
-                    )
+                    );
+                    CiFile::of(&file, true)
                 })
                 .collect(),
+            json_files: None,
+            html_sections: None,
             checked: 0,
             violations: Vec::new(),
             standings: Vec::new(),

@@ -13,7 +13,9 @@ mod error;
 mod html;
 mod markdown;
 mod outputs;
+mod record;
 mod report;
+mod sections;
 
 use std::path::Path;
 

@@ -3,18 +3,20 @@
 
 use std::path::{Path, PathBuf};
 
+use std::io::Write;
+
 use serde::Serialize;
 
 use super::error::CiError;
 use super::report::{CiReport, FailOn, Rev};
 use crate::error::Error;
-use crate::git::FileJson;
 use crate::policy::{FileError, Violation};
 
 type Result<T, E = CiError> = std::result::Result<T, E>;
 
+/// The report's fields before its files (the files are spooled as they are compared).
 #[derive(Serialize)]
-struct JsonReport<'a> {
+struct JsonHead<'a> {
     schema: u32,
     base: &'a Rev,
     head: &'a Rev,
@@ -31,7 +33,11 @@ struct JsonReport<'a> {
     pre_existing_violation_count: usize,
     /// Files the policy judged.
     checked: usize,
-    files: Vec<FileJson<'a>>,
+}
+
+/// The report's fields after its files.
+#[derive(Serialize)]
+struct JsonTail<'a> {
     violations: Vec<JudgedViolation<'a>>,
     unchecked: &'a [FileError],
 }
@@ -46,10 +52,10 @@ struct JudgedViolation<'a> {
     standing: &'a crate::policy::Standing,
 }
 
-/// The report as JSON (schema 1), pretty-printed.
-pub fn json(report: &CiReport) -> Result<String> {
-    let files = report.files.iter().map(|f| f.json(true)).collect();
-    let doc = JsonReport {
+/// The report as JSON (schema 1), pretty-printed: the same bytes as the whole document
+/// pretty-printed at once, its files copied from the spool.
+pub fn json(report: &CiReport, out: &mut dyn Write) -> Result<()> {
+    let head = JsonHead {
         schema: crate::identity::SCHEMA_VERSION,
         base: &report.base,
         head: &report.head,
@@ -62,7 +68,8 @@ pub fn json(report: &CiReport) -> Result<String> {
         new_violation_count: report.brought(),
         pre_existing_violation_count: report.pre_existing(),
         checked: report.checked,
-        files,
+    };
+    let tail = JsonTail {
         violations: report
             .judged()
             .map(|(violation, standing)| JudgedViolation {
@@ -72,19 +79,37 @@ pub fn json(report: &CiReport) -> Result<String> {
             .collect(),
         unchecked: &report.unchecked,
     };
-    let mut s = serde_json::to_string_pretty(&doc).map_err(CiError::Serialize)?;
-    s.push('\n');
-    Ok(s)
+    let head = serde_json::to_string_pretty(&head).map_err(CiError::Serialize)?;
+    let tail = serde_json::to_string_pretty(&tail).map_err(CiError::Serialize)?;
+    let spool = report.json_files.as_ref().ok_or_else(|| {
+        Error::io(
+            "<JSON report>",
+            std::io::Error::other("the run was collected without its JSON report"),
+        )
+    })?;
+    let io = |e| CiError::from(Error::io("<JSON report>", e));
+    out.write_all(head.trim_end_matches("\n}").as_bytes())
+        .map_err(io)?;
+    out.write_all(b",\n  \"files\": [").map_err(io)?;
+    if !spool.is_empty() {
+        spool.copy_to(out).map_err(io)?;
+        out.write_all(b"\n  ").map_err(io)?;
+    }
+    out.write_all(b"],").map_err(io)?;
+    out.write_all(tail.trim_start_matches('{').as_bytes())
+        .map_err(io)?;
+    out.write_all(b"\n").map_err(io)?;
+    Ok(())
 }
 
 /// Writes the JSON report to `path` (atomically; missing directories are created).
 pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
-    write_report(path, &json(report)?)
+    write_report_with(path, |out| json(report, out))
 }
 
 /// Writes the HTML report to `path` (atomically; missing directories are created).
 pub fn write_html(path: &Path, report: &CiReport) -> Result<()> {
-    write_report(path, &super::html::render(report))
+    write_report_with(path, |out| super::html::render(report, out))
 }
 
 /// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
@@ -109,11 +134,23 @@ pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
 
 /// Writes a report file whole (its directory created), never half.
 fn write_report(path: &Path, text: &str) -> Result<()> {
+    write_report_with(path, |out| {
+        out.write_all(text.as_bytes())
+            .map_err(|e| Error::io(path, e).into())
+    })
+}
+
+/// Writes a report file whole (its directory created), never half, through `fill`.
+fn write_report_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    crate::fsutil::write_bytes_atomically(path, text.as_bytes())?;
-    Ok(())
+    crate::fsutil::write_atomically_with(path, true, |file| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        fill(&mut out)?;
+        out.flush().map_err(|e| Error::io(path, e))?;
+        Ok(())
+    })
 }
 
 /// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed`,

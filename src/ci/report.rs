@@ -6,11 +6,12 @@ use std::fmt::Write;
 use gix::ObjectId;
 
 use super::error::CiError;
+use super::record::{CiFile, DETAILS_KEPT, Spool, Spooled, hash_text};
 use crate::artifact::Format;
 use crate::escape::shown;
 use crate::git::Snapshot;
 use crate::git::tree_entry;
-use crate::git::{ComparedFile, counts_text, short_hash};
+use crate::git::{ComparedFile, counts_text};
 use crate::git::{PathFilter, Status};
 use crate::policy::follow_committed_link;
 use crate::policy::{
@@ -67,6 +68,9 @@ pub struct Options<'a> {
     pub paths: &'a [String],
     pub fail_on: FailOn,
     pub remote: &'a crate::git::RemoteOptions,
+    /// Whether the JSON report and the HTML page are wanted (their parts are kept only then).
+    pub json: bool,
+    pub html: bool,
 }
 
 /// A revision as given and the commit it resolved to.
@@ -108,7 +112,12 @@ pub struct CiReport {
     pub policy: Option<String>,
     /// Whether the pull request changes the policy file itself.
     pub policy_changed: bool,
-    pub files: Vec<ComparedFile>,
+    /// What the outputs show of each compared file, in path order.
+    pub files: Vec<CiFile>,
+    /// The JSON of each file (`ci --json`), as the report's `files` holds it.
+    pub(crate) json_files: Option<Spooled>,
+    /// The HTML section of each file (`ci --html`).
+    pub(crate) html_sections: Option<Spooled>,
     /// Files the policy judged (model files and other covered files).
     pub checked: usize,
     pub violations: Vec<Violation>,
@@ -167,7 +176,20 @@ impl CiReport {
             })
             .collect();
         let reader = crate::git::SideReader::new(repo, options.remote);
-        let compared = crate::git::compare(
+        let spool = |wanted: bool| {
+            wanted
+                .then(Spool::new)
+                .transpose()
+                .map_err(|e| crate::error::Error::io("<temporary file>", e))
+        };
+        let mut json_files = spool(options.json)?;
+        let mut html_sections = spool(options.html)?;
+        let mut files = Vec::new();
+        let mut model_verdicts = Vec::new();
+        let mut details_bytes = 0usize;
+        // A spool that cannot be written (the disk full): reported once the walk is over.
+        let mut failure = None;
+        crate::git::compare_each(
             &reader,
             Snapshot::Tree {
                 rev: &base.commit,
@@ -180,15 +202,39 @@ impl CiReport {
             changes,
             options.values,
             options.reference,
+            |window| {
+                let reported = window.into_iter().filter(|f| {
+                    f.model.is_some()
+                        || is_reported_path(f.change.path())
+                        || f.change.old_path.as_deref().is_some_and(is_reported_path)
+                });
+                for f in reported {
+                    if let Some(loaded) = &policy {
+                        model_verdicts.extend(judge_model(&f, &loaded.policy, options.remote));
+                    }
+                    if failure.is_none()
+                        && let Err(e) =
+                            spool_sections(&f, files.len(), &mut json_files, &mut html_sections)
+                    {
+                        failure = Some(e);
+                    }
+                    // The summary stops before a diff once those before it fill it.
+                    let record = CiFile::of(&f, details_bytes <= DETAILS_KEPT);
+                    details_bytes += record.details.as_ref().map_or(0, String::len);
+                    files.push(record);
+                }
+                Ok(())
+            },
         )?;
-        let files = compared
-            .into_iter()
-            .filter(|f| {
-                f.model.is_some()
-                    || is_reported_path(f.change.path())
-                    || f.change.old_path.as_deref().is_some_and(is_reported_path)
-            })
-            .collect();
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let finish = |spool: Option<Spool>| {
+            spool
+                .map(Spool::finish)
+                .transpose()
+                .map_err(|e| crate::error::Error::io("<temporary file>", e))
+        };
 
         let mut report = CiReport {
             base,
@@ -197,6 +243,8 @@ impl CiReport {
             policy: policy.as_ref().map(|p| p.shown.clone()),
             policy_changed: false,
             files,
+            json_files: finish(json_files)?,
+            html_sections: finish(html_sections)?,
             checked: 0,
             violations: Vec::new(),
             standings: Vec::new(),
@@ -210,7 +258,7 @@ impl CiReport {
                 }
                 None => false,
             };
-            report.apply_policy(repo, loaded, &filter, options.remote)?;
+            report.apply_policy(repo, loaded, &filter, options.remote, model_verdicts)?;
         }
         Ok(report)
     }
@@ -225,6 +273,7 @@ impl CiReport {
         loaded: &LoadedPolicy,
         filter: &PathFilter,
         remote: &crate::git::RemoteOptions,
+        model_verdicts: Vec<ModelVerdict>,
     ) -> Result<()> {
         let mut subjects: Vec<HeadFile> = self
             .files
@@ -316,65 +365,25 @@ impl CiReport {
                 Err(e) => self.unchecked.push(FileError::new(&path, &e)),
             }
         }
-        self.apply_policy_to_models(&loaded.policy, remote);
-        Ok(())
-    }
-
-    /// Judges the head side of each changed multi-file model whose directory a rule covers,
-    /// as one model (see docs/policy.md, "Multi-file models").
-    fn apply_policy_to_models(&mut self, policy: &Policy, remote: &crate::git::RemoteOptions) {
+        // The models' verdicts, reached while they were compared, after the files'.
         let mut judged = Vec::new();
-        for f in &self.files {
-            let (Some(_), Some(new_path), Some(side)) = (&f.model, &f.change.new_path, &f.new)
-            else {
-                continue;
-            };
-            let dir = new_path.rsplit_once('/').map_or("", |(d, _)| d);
-            if dir.is_empty() || !policy.covers(dir) {
-                continue;
+        for verdict in model_verdicts {
+            match verdict {
+                ModelVerdict::Unchecked(error) => self.unchecked.push(error),
+                ModelVerdict::Judged { found, at_base } => {
+                    self.checked += 1;
+                    judged.push((found, at_base));
+                }
+                ModelVerdict::Unjudged(error) => {
+                    self.checked += 1;
+                    self.unchecked.push(error);
+                }
             }
-            // A model whose files could not be read together (a shard missing, an LFS object
-            // not available) cannot be judged: reported as not checked, which fails the run.
-            let Some(artifact) = side.artifact() else {
-                let why = side.note().unwrap_or_default();
-                let error = PolicyError::file(dir, FileReason::Unassembled { why });
-                self.unchecked.push(FileError::new(dir, &error));
-                continue;
-            };
-            self.checked += 1;
-            let subject = Subject {
-                path: dir.to_owned(),
-                origin: Origin::Model(Box::new(artifact.clone())),
-                remote,
-            };
-            let found = match crate::policy::evaluate(policy, &subject) {
-                Ok(found) => found.unwrap_or_default(),
-                Err(e) => {
-                    self.unchecked.push(FileError::new(dir, &e));
-                    continue;
-                }
-            };
-            // The model at the base, judged the same way (a model that did not read as one
-            // there had no violation to keep).
-            let at_base = match f.old.as_ref().and_then(|old| old.artifact()) {
-                Some(old) if !found.is_empty() => {
-                    let subject = Subject {
-                        path: dir.to_owned(),
-                        origin: Origin::Model(Box::new(old.clone())),
-                        remote,
-                    };
-                    crate::policy::evaluate(policy, &subject)
-                        .ok()
-                        .flatten()
-                        .unwrap_or_default()
-                }
-                _ => Vec::new(),
-            };
-            judged.push((found, at_base));
         }
         for (found, at_base) in judged {
             self.push_judged(found, &at_base);
         }
+        Ok(())
     }
 
     /// Adds the head side's violations of one file with their standing against the base's.
@@ -468,7 +477,7 @@ impl CiReport {
         match self.fail_on {
             FailOn::Violation => brought,
             FailOn::ViolationAny => policy_failed,
-            FailOn::Change => brought || self.files.iter().any(ComparedFile::counts_as_change),
+            FailOn::Change => brought || self.files.iter().any(|f| f.counts_as_change),
             FailOn::Never => false,
         }
     }
@@ -530,10 +539,10 @@ impl CiReport {
                 out,
                 "{:<8}  {path}  {}  {} -> {}  {}",
                 f.change.status.name(),
-                f.format(),
+                f.format,
                 hash_text(f.old.as_ref()),
                 hash_text(f.new.as_ref()),
-                counts_text(f.counts())
+                counts_text(f.counts)
             );
         }
         if violations {
@@ -556,13 +565,87 @@ impl CiReport {
     }
 }
 
-/// A side's short hash, marked when the model is cut short.
-fn hash_text(side: Option<&crate::git::ModelSide>) -> String {
-    let hash = short_hash(side);
-    match side.and_then(|s| s.artifact()) {
-        Some(artifact) if artifact.layout.is_truncated() => format!("{hash} (incomplete)"),
-        _ => hash,
+/// Writes the JSON and HTML sections of the `i`th file to their spools, when wanted.
+fn spool_sections(
+    f: &ComparedFile,
+    i: usize,
+    json: &mut Option<Spool>,
+    html: &mut Option<Spool>,
+) -> Result<()> {
+    let io = |e| CiError::from(crate::error::Error::io("<temporary file>", e));
+    if let Some(spool) = json {
+        let separator = if spool.is_empty() { "\n" } else { ",\n" };
+        spool.push(separator).map_err(io)?;
+        spool.push(&super::sections::file_json(f)?).map_err(io)?;
     }
+    if let Some(spool) = html {
+        spool
+            .push(&super::sections::html_section(i, f))
+            .map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The policy's verdict on a changed multi-file model, reached while the model is at hand.
+pub(crate) enum ModelVerdict {
+    /// Its files could not be read together: not judged.
+    Unchecked(FileError),
+    /// Judged, with the base's violations of the same rules.
+    Judged {
+        found: Vec<Violation>,
+        at_base: Vec<Violation>,
+    },
+    /// Counted as judged, but the policy failed on it.
+    Unjudged(FileError),
+}
+
+/// Judges the head side of a changed multi-file model whose directory a rule covers, as one
+/// model (see docs/policy.md, "Multi-file models"); None for any other file.
+fn judge_model(
+    f: &ComparedFile,
+    policy: &Policy,
+    remote: &crate::git::RemoteOptions,
+) -> Option<ModelVerdict> {
+    let (Some(_), Some(new_path), Some(side)) = (&f.model, &f.change.new_path, &f.new) else {
+        return None;
+    };
+    let dir = new_path.rsplit_once('/').map_or("", |(d, _)| d);
+    if dir.is_empty() || !policy.covers(dir) {
+        return None;
+    }
+    // A model whose files could not be read together (a shard missing, an LFS object not
+    // available) cannot be judged: reported as not checked, which fails the run.
+    let Some(artifact) = side.artifact() else {
+        let why = side.note().unwrap_or_default();
+        let error = PolicyError::file(dir, FileReason::Unassembled { why });
+        return Some(ModelVerdict::Unchecked(FileError::new(dir, &error)));
+    };
+    let subject = Subject {
+        path: dir.to_owned(),
+        origin: Origin::Model(Box::new(artifact.clone())),
+        remote,
+    };
+    let found = match crate::policy::evaluate(policy, &subject) {
+        Ok(found) => found.unwrap_or_default(),
+        Err(e) => return Some(ModelVerdict::Unjudged(FileError::new(dir, &e))),
+    };
+    // The model at the base, judged the same way (a model that did not read as one there had
+    // no violation to keep).
+    let at_base = match f.old.as_ref().and_then(|old| old.artifact()) {
+        Some(old) if !found.is_empty() => {
+            let subject = Subject {
+                path: dir.to_owned(),
+                origin: Origin::Model(Box::new(old.clone())),
+                remote,
+            };
+            crate::policy::evaluate(policy, &subject)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
+    Some(ModelVerdict::Judged { found, at_base })
 }
 
 /// The base side of a change, when it had one.

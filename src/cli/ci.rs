@@ -79,6 +79,8 @@ pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
         values: args.values,
         reference: args.reference.as_deref(),
         remote,
+        json: args.json.is_some(),
+        html: args.html.is_some(),
     };
     let report = CiReport::collect(&repo, policy, &options)?;
 

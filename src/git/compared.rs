@@ -1,6 +1,6 @@
 //! One compared model file — a changed file, or the changed files of one multi-file model — with
 //! both sides, their structural diff and, when asked, their value diff. Built in one place
-//! ([`compare`]) for `weight-inspect git diff` and `ci`, and rendered by each of their outputs:
+//! ([`compare_each`]) for `weight-inspect git diff` and `ci`, and rendered by each of their outputs:
 //! text, JSON ([`ComparedFile::json`]), Markdown and SARIF.
 
 use std::fmt::Write;
@@ -37,24 +37,8 @@ pub struct ComparedFile {
 }
 
 /// Reads both sides of `changes` (grouping the shards of each multi-file model into one file)
-/// and compares them; with `values`, also their weight values where both sides are local.
-pub fn compare(
-    reader: &SideReader<'_>,
-    old: Snapshot<'_>,
-    new: Snapshot<'_>,
-    changes: Vec<FileChange>,
-    values: bool,
-    reference: Option<&str>,
-) -> Result<Vec<ComparedFile>, GitError> {
-    let mut all = Vec::new();
-    compare_each(reader, old, new, changes, values, reference, |files| {
-        all.extend(files);
-        Ok(())
-    })?;
-    Ok(all)
-}
-
-/// [`compare`], handed to `sink` a window of files at a time in path order, each window
+/// and compares them (with `values`, also their weight values where both sides are local),
+/// handed to `sink` a window of files at a time in path order, each window
 /// dropped before the next is read: a report written from here holds a bounded number of
 /// models, however many files changed.
 pub fn compare_each(
@@ -168,7 +152,7 @@ pub struct FileJson<'a> {
 }
 
 impl ComparedFile {
-    /// A compared file with its structural diff (values are added by [`compare`]).
+    /// A compared file with its structural diff (values are added by [`compare_each`]).
     pub(crate) fn new(
         change: FileChange,
         old: Option<ModelSide>,

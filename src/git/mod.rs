@@ -27,13 +27,11 @@ mod textconv;
 mod values;
 
 // The face of the git adapter: what the other adapters and the command line use.
-#[cfg(test)]
-pub(crate) use changes::FileChange;
 pub(crate) use changes::{
-    HistoryFile, PathFilter, Status, changed_files, changed_model_files, files_in_history,
-    head_entries,
+    FileChange, HistoryFile, PathFilter, Status, changed_files, changed_model_files,
+    files_in_history, head_entries,
 };
-pub(crate) use compared::{ComparedFile, Counts, FileJson, compare, counts_text, short_hash};
+pub(crate) use compared::{ComparedFile, Counts, compare_each, counts_text, short_hash};
 pub(crate) use driver::run as run_diff_driver;
 pub(crate) use error::GitError;
 pub(crate) use install::{Mode, Scope, install as install_drivers, uninstall as uninstall_drivers};

@@ -1,0 +1,157 @@
+//! A changed model file as `ci` keeps it once compared: the figures its outputs show (the
+//! files table, the log lines, the annotations), and its job-summary diff while that can still
+//! fit the summary. Its JSON and HTML sections go to [`Spool`]s as the files are compared, and
+//! the models themselves are dropped a window at a time, so memory does not grow with their
+//! headers however many files changed.
+
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+
+use crate::git::{ComparedFile, Counts, FileChange, ModelSide, short_hash};
+
+/// Summary diffs are kept until their bytes pass this: GitHub's limit for one step summary
+/// (the summary's own budget, `markdown::SUMMARY_LIMIT`), which no summary exceeds.
+pub const DETAILS_KEPT: usize = 1024 * 1024;
+
+/// What the outputs show of one compared file.
+pub struct CiFile {
+    pub change: FileChange,
+    /// Where an annotation about the file points (its index or first part for a model).
+    pub anchor: String,
+    pub format: String,
+    pub counts: Counts,
+    /// The "weights" cell, with values or a reference.
+    pub weights: Option<String>,
+    /// Whether values or a conversion were compared (the table then has a "Weights" column).
+    pub compared_weights: bool,
+    pub counts_as_change: bool,
+    pub old: Option<SideCell>,
+    pub new: Option<SideCell>,
+    /// The plain-text diff of the job summary; None once the diffs before it already exceed
+    /// what one summary can hold (the summary stops before reaching it).
+    pub details: Option<String>,
+}
+
+/// One side as the tables show it.
+pub struct SideCell {
+    /// The first 12 hex digits of its structural hash, or `lfs:…` / `?` (see [`short_hash`]).
+    pub short_hash: String,
+    pub state: SideState,
+    pub size: u64,
+}
+
+/// What the hash cell says beside the hash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SideState {
+    /// An LFS object not present locally.
+    Absent,
+    Link,
+    /// Not a readable model.
+    Unreadable,
+    /// A model cut short.
+    Truncated,
+    /// A model whose header came from the LFS server.
+    FromServer,
+    Model,
+}
+
+impl SideCell {
+    fn of(side: &ModelSide) -> SideCell {
+        let state = match (side, side.artifact()) {
+            (ModelSide::Absent { .. }, _) => SideState::Absent,
+            (ModelSide::Link { .. }, _) => SideState::Link,
+            (_, None) => SideState::Unreadable,
+            (_, Some(a)) if a.layout.is_truncated() => SideState::Truncated,
+            _ if side.origin_note().is_some() => SideState::FromServer,
+            _ => SideState::Model,
+        };
+        SideCell {
+            short_hash: short_hash(Some(side)),
+            state,
+            size: side.size(),
+        }
+    }
+}
+
+impl CiFile {
+    /// The record of `file`; its summary diff kept when `keep_details`.
+    pub fn of(file: &ComparedFile, keep_details: bool) -> CiFile {
+        CiFile {
+            anchor: file.annotation_path().to_owned(),
+            format: file.format(),
+            counts: file.counts(),
+            weights: file.weights(),
+            compared_weights: file.values.is_some() || file.conversion.is_some(),
+            counts_as_change: file.counts_as_change(),
+            old: file.old.as_ref().map(SideCell::of),
+            new: file.new.as_ref().map(SideCell::of),
+            details: keep_details.then(|| file.details()),
+            change: file.change.clone(),
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        self.change.path()
+    }
+}
+
+/// A side's short hash for the log (`-` for no side), marked when the model is cut short.
+pub fn hash_text(side: Option<&SideCell>) -> String {
+    match side {
+        None => "-".to_owned(),
+        Some(s) if s.state == SideState::Truncated => format!("{} (incomplete)", s.short_hash),
+        Some(s) => s.short_hash.clone(),
+    }
+}
+
+/// Text written to an unnamed temporary file as it is made, and copied into an output at the
+/// end: the JSON and HTML sections of every file, which the report would otherwise hold.
+pub struct Spool {
+    out: BufWriter<File>,
+    empty: bool,
+}
+
+impl Spool {
+    pub fn new() -> std::io::Result<Spool> {
+        Ok(Spool {
+            out: BufWriter::with_capacity(1 << 16, tempfile::tempfile()?),
+            empty: true,
+        })
+    }
+
+    pub fn push(&mut self, text: &str) -> std::io::Result<()> {
+        self.empty &= text.is_empty();
+        self.out.write_all(text.as_bytes())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.empty
+    }
+
+    /// The text pushed, flushed to its file.
+    pub fn finish(self) -> std::io::Result<Spooled> {
+        let empty = self.empty;
+        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        Ok(Spooled { file, empty })
+    }
+}
+
+/// A finished [`Spool`].
+pub struct Spooled {
+    file: File,
+    empty: bool,
+}
+
+impl Spooled {
+    pub fn is_empty(&self) -> bool {
+        self.empty
+    }
+
+    /// Everything pushed, written to `to`.
+    pub fn copy_to(&self, to: &mut dyn Write) -> std::io::Result<()> {
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(0))?;
+        std::io::copy(&mut file, to)?;
+        Ok(())
+    }
+}
