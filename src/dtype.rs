@@ -4,7 +4,7 @@
 //! here, and so do value diffs and deltas for sizes and names.
 
 /// One dtype.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dtype {
     /// The name in the identity: lowercase (`"f32"`, `"q4_k"`, `"f8_e4m3"`).
     pub name: &'static str,
@@ -22,7 +22,40 @@ pub struct Dtype {
     pub block_bits: u64,
 }
 
-impl Dtype {}
+impl Dtype {
+    /// The dtype the identity names `name` (`"q4_k"`).
+    pub fn by_name(name: &str) -> Option<&'static Dtype> {
+        by_name(name)
+    }
+
+    /// Bytes per block, for the types whose blocks are whole bytes (all but `f4` and `f6_*`).
+    pub fn block_bytes(&self) -> Option<u64> {
+        if self.block_bits.is_multiple_of(8) {
+            Some(self.block_bits / 8)
+        } else {
+            None
+        }
+    }
+}
+
+/// Dtypes order by name, the order the identity lists them in.
+impl Ord for Dtype {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name.cmp(other.name)
+    }
+}
+
+impl PartialOrd for Dtype {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
 
 const fn plain(
     name: &'static str,

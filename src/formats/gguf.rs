@@ -165,7 +165,7 @@ pub enum GgufError {
     BlockMisaligned {
         name: String,
         ne0: u64,
-        dtype: &'static str,
+        dtype: &'static Dtype,
         block_size: u64,
     },
     #[error("unable to parse GGUF header: general.alignment must be of type u32, found {found}")]
@@ -530,7 +530,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         entries.push((
             TensorName::from(name),
             TensorInfo {
-                dtype: ggml_type.name,
+                dtype: ggml_type,
                 shape,
                 byte_length,
                 file_offset: data_offset,
@@ -582,7 +582,7 @@ fn align_up(offset: u64, alignment: u64) -> Option<u64> {
 }
 
 /// Bytes of a tensor as ggml computes them: n_elements / block_size * type_size.
-fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &Dtype) -> Result<u64> {
+fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &'static Dtype) -> Result<u64> {
     let overflow = || GgufError::ElementCountOverflow {
         name: name.to_owned(),
         shape: shape.to_vec(),
@@ -597,7 +597,7 @@ fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &Dtype) -> Result<u6
         return Err(GgufError::BlockMisaligned {
             name: name.to_owned(),
             ne0,
-            dtype: ggml_type.name,
+            dtype: ggml_type,
             block_size: ggml_type.block_size,
         });
     }

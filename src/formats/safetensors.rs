@@ -11,6 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use crate::artifact::{Artifact, Format, Layout, TensorInfo, TensorName, Tensors, Value};
+use crate::dtype::Dtype;
 use crate::escape::quoted;
 
 const METADATA_KEY: &str = "__metadata__";
@@ -71,7 +72,7 @@ pub enum SafetensorsError {
         name: String,
         n_elements: u64,
         bits: u64,
-        dtype: &'static str,
+        dtype: &'static Dtype,
     },
     #[error(
         "tensor {}: shape {shape:?} of {dtype} needs {expected} bytes, but data_offsets \
@@ -81,7 +82,7 @@ pub enum SafetensorsError {
     SizeMismatch {
         name: String,
         shape: Vec<u64>,
-        dtype: &'static str,
+        dtype: &'static Dtype,
         expected: u64,
         begin: u64,
         end: u64,
@@ -96,11 +97,6 @@ pub enum SafetensorsError {
         expected: u64,
         extra: u64,
     },
-}
-
-/// Looks up a dtype as written in a file ("BF16"): its identity name and bit width.
-pub fn dtype_info(name: &str) -> Option<(&'static str, u64)> {
-    crate::dtype::by_safetensors_name(name).map(|d| (d.name, d.block_bits))
 }
 
 /// Parses a safetensors file given as its bytes (or a prefix holding at least the header).
@@ -175,7 +171,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
     for (name, info) in &mut entries {
         let (begin, end) = (info.file_offset, info.byte_length);
         let dtype = info.dtype;
-        let bits = bits_of(dtype);
+        let bits = dtype.block_bits;
         if begin != expected_begin {
             return Err(SafetensorsError::NonContiguous {
                 name: name.to_string(),
@@ -319,8 +315,8 @@ impl<'de> de::Deserialize<'de> for RawHeader {
                         ))
                     })?;
                     let (begin, end) = tensor.data_offsets;
-                    let dtype = match dtype_info(&tensor.dtype) {
-                        Some((dtype, _)) => dtype,
+                    let dtype = match crate::dtype::by_safetensors_name(&tensor.dtype) {
+                        Some(dtype) => dtype,
                         None => {
                             first_problem.get_or_insert(SafetensorsError::UnknownDtype {
                                 name: key.to_string(),
@@ -363,11 +359,6 @@ fn name_hash(name: &str) -> u64 {
     static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> =
         std::sync::OnceLock::new();
     STATE.get_or_init(Default::default).hash_one(name)
-}
-
-/// Bits per element of a dtype, by the name the identity uses.
-fn bits_of(id_name: &str) -> u64 {
-    crate::dtype::by_name(id_name).map_or(0, |d| d.block_bits)
 }
 
 /// `__metadata__`: a string→string map whose keys must be unique.

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::artifact::{Artifact, TensorInfo};
+use crate::dtype::Dtype;
 pub use bits::BitsDiffer;
 pub use compare::{Sums, ValueStats};
 pub use dequant::{DECODED_GGUF_TYPES, NotDecoded};
@@ -369,8 +370,8 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
         let index = diff.tensors.len();
         let entry = TensorValues {
             name: name.to_owned(),
-            old_dtype: a.dtype,
-            new_dtype: b.dtype,
+            old_dtype: a.dtype.name,
+            new_dtype: b.dtype.name,
             elements: n_old,
             changed: a.dtype != b.dtype,
             method: Method::Values,
@@ -579,7 +580,7 @@ fn checked_range<'a>(
         return Err(ValuesError::ByteLength {
             path: bytes.name().to_owned(),
             tensor: name.to_owned(),
-            dtype: info.dtype,
+            dtype: info.dtype.name,
             elements,
             expected,
             found: info.byte_length,
@@ -716,7 +717,7 @@ fn beyond_f64(values: &[f64]) -> bool {
 }
 
 /// Decodes a whole tensor's bytes of `dtype` (tests and the dequantization check).
-pub fn dequantize(dtype: &str, bytes: &[u8]) -> Result<Vec<f64>, NotDecoded> {
+pub fn dequantize(dtype: &'static Dtype, bytes: &[u8]) -> Result<Vec<f64>, NotDecoded> {
     let codec = dequant::codec(dtype, false)?;
     let n = bytes.len() as u64 / codec.type_size * codec.block_size;
     let mut out = vec![0f64; n as usize];
