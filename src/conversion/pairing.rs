@@ -682,7 +682,9 @@ impl Planner<'_> {
                         heads: None,
                         plus: 0.0,
                     }),
-                    Err(why) => self.not_compared(Some(&target), vec![member.source], why),
+                    Err(why) => {
+                        self.not_compared(Some(&target), vec![member.source], why.to_string())
+                    }
                 }
                 continue;
             }
@@ -721,23 +723,17 @@ impl Planner<'_> {
         source: &[u64],
         target: &[u64],
         regroup: transforms::QkvRegroup,
-    ) -> Result<RowMap, String> {
+    ) -> Result<RowMap, RegroupMismatch> {
         if squeezed(source) != squeezed(target) {
-            return Err(format!(
-                "fused QKV regrouped by the converter: shape {} → {} differs",
-                show(source),
-                show(target)
-            ));
+            return Err(RegroupMismatch::Shape {
+                from: source.to_vec(),
+                target: target.to_vec(),
+            });
         }
         let rows = first_dim(source, true);
-        let Some((heads, kv)) = self.head_counts else {
-            return Err("fused QKV regrouped by the converter: the GGUF has no head counts".into());
-        };
-        let Some(runs) = transforms::qkv_runs(regroup, rows, heads, kv) else {
-            return Err(format!(
-                "fused QKV regrouped by the converter: {rows} rows do not split into {heads} q                  heads and {kv} k and v heads"
-            ));
-        };
+        let (heads, kv) = self.head_counts.ok_or(RegroupMismatch::NoHeadCounts)?;
+        let runs = transforms::qkv_runs(regroup, rows, heads, kv)
+            .ok_or(RegroupMismatch::Indivisible { rows, heads, kv })?;
         Ok(RowMap {
             cols: row_length(source, true),
             parts: runs
@@ -752,6 +748,24 @@ impl Planner<'_> {
             transposed: false,
         })
     }
+}
+
+/// Why a fused QKV the converter regrouped does not fit its target (the report's `why`).
+#[derive(Debug, thiserror::Error)]
+enum RegroupMismatch {
+    #[error(
+        "fused QKV regrouped by the converter: shape {} → {} differs",
+        show(.from),
+        show(.target)
+    )]
+    Shape { from: Vec<u64>, target: Vec<u64> },
+    #[error("fused QKV regrouped by the converter: the GGUF has no head counts")]
+    NoHeadCounts,
+    #[error(
+        "fused QKV regrouped by the converter: {rows} rows do not split into {heads} q heads \
+         and {kv} k and v heads"
+    )]
+    Indivisible { rows: u64, heads: u64, kv: u64 },
 }
 
 /// Why a single source tensor's shape does not fit its target's (the report's `why`).
