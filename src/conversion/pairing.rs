@@ -466,20 +466,15 @@ impl Planner<'_> {
                     skip_rows: 0,
                 })
                 .collect();
-            self.plan.pairs.push(PlannedPair {
-                target: qkv,
+            self.push_joined(
+                qkv,
                 sources,
-                transform: Transform::FuseQkv {
+                Transform::FuseQkv {
                     permuted: heads.is_some(),
                 },
-                rows: RowMap {
-                    cols,
-                    parts,
-                    transposed: false,
-                },
-                heads: None,
-                plus: 0.0,
-            });
+                cols,
+                parts,
+            );
         }
     }
 
@@ -557,18 +552,8 @@ impl Planner<'_> {
                     skip_rows: 0,
                 })
                 .collect();
-            self.plan.pairs.push(PlannedPair {
-                target: stacked,
-                sources,
-                transform: Transform::StackExperts,
-                rows: RowMap {
-                    cols: row_length(&shape, false),
-                    parts,
-                    transposed: false,
-                },
-                heads: None,
-                plus: 0.0,
-            });
+            let cols = row_length(&shape, false);
+            self.push_joined(stacked, sources, Transform::StackExperts, cols, parts);
         }
         for (fused, [gate, up]) in gate_up {
             let (Some(gate), Some(up)) = (gate.clone(), up.clone()) else {
@@ -612,18 +597,8 @@ impl Planner<'_> {
                 self.not_compared(Some(&fused), sources, why);
                 continue;
             }
-            self.plan.pairs.push(PlannedPair {
-                target: fused,
-                sources,
-                transform: Transform::FuseGateUpExperts,
-                rows: RowMap {
-                    cols: row_length(&shape, false),
-                    parts,
-                    transposed: false,
-                },
-                heads: None,
-                plus: 0.0,
-            });
+            let cols = row_length(&shape, false);
+            self.push_joined(fused, sources, Transform::FuseGateUpExperts, cols, parts);
         }
     }
 
@@ -716,6 +691,30 @@ impl Planner<'_> {
 }
 
 impl Planner<'_> {
+    /// Pairs `target` with several sources whose rows are joined in order (`parts`), each row
+    /// `cols` long.
+    fn push_joined(
+        &mut self,
+        target: String,
+        sources: Vec<String>,
+        transform: Transform,
+        cols: u64,
+        parts: Vec<Part>,
+    ) {
+        self.plan.pairs.push(PlannedPair {
+            target,
+            sources,
+            transform,
+            rows: RowMap {
+                cols,
+                parts,
+                transposed: false,
+            },
+            heads: None,
+            plus: 0.0,
+        });
+    }
+
     /// The row map of a fused QKV the converter regrouped (q, k, v of each head or kv group
     /// → all q, all k, all v), or why it does not fit.
     fn regrouped(
