@@ -172,70 +172,115 @@ pub fn plan(
     target_file: &str,
     map: Option<&MapFile>,
 ) -> Result<Plan, PairingError> {
-    let table = if target.format == Format::Gguf && source.format != Format::Gguf {
-        let arch = match target.metadata.get("general.architecture") {
-            Some(Value::String(s)) => s.clone(),
-            other => {
-                return Err(PairingError::NoArchitecture {
-                    file: target_file.to_owned(),
-                    found: describe(other),
-                });
-            }
-        };
-        let key = format!("{arch}.block_count");
-        let blocks = match metadata_u64(target, &key) {
-            Some(n) if (1..=MAX_BLOCKS).contains(&n) => n,
-            _ => {
-                return Err(PairingError::BlockCount {
-                    file: target_file.to_owned(),
-                    found: describe(target.metadata.get(&key)),
-                    key,
-                });
-            }
-        };
-        NameMap::new(&arch, blocks).map(|names| (arch, blocks, names))
-    } else {
-        None
-    };
-    let mut planner = Planner {
-        source,
-        target,
-        groups: BTreeMap::new(),
-        experts: BTreeMap::new(),
-        plan: Plan {
-            paired_by: match &table {
-                Some((architecture, blocks, _)) => PairedBy::Table {
-                    architecture: architecture.clone(),
-                    blocks: *blocks,
-                },
-                None => PairedBy::Names,
-            },
-            map: map.map(|m| m.path.clone()),
-            pairs: Vec::new(),
-            dropped: Vec::new(),
-            added: Vec::new(),
-            not_compared: Vec::new(),
-            head_counts: None,
-            cite: None,
-        },
-        heads: None,
-        head_counts: None,
-        arch: transforms::of(""),
-    };
-    if let Some((arch, _, _)) = &table {
-        let q = metadata_u64(target, &format!("{arch}.attention.head_count"));
-        let kv = metadata_u64(target, &format!("{arch}.attention.head_count_kv")).or(q);
-        planner.arch = transforms::of(arch);
-        planner.head_counts = q.zip(kv);
-        if planner.arch.permute_qk {
-            planner.heads = planner.head_counts;
-        }
-        planner.plan.head_counts = planner.head_counts;
-        planner.plan.cite = Some(planner.arch.cite).filter(|c| !c.is_empty());
-    }
-    let names = table.as_ref().map(|(_, _, names)| names);
-
+    let table = name_table(source, target, target_file)?;
+    let mut planner = Planner::new(source, target, map, table.as_ref());
+    let names = table.as_ref().map(|t| &t.names);
     for name in source.tensors.keys() {
+        planner.route(name, map, names);
+    }
+    if names.is_some() {
+        planner.fuse_qkv();
+        planner.stack_experts();
+    }
+    planner.single_pairs();
+    Ok(planner.finish())
+}
+
+/// The converter's name table of a GGUF target made from another format.
+struct NameTable {
+    architecture: String,
+    blocks: u64,
+    names: NameMap,
+}
+
+/// The name table of `target`'s architecture and block count, when the target is a GGUF made
+/// from another format (None otherwise, or for an architecture the table does not have).
+fn name_table(
+    source: &Artifact,
+    target: &Artifact,
+    target_file: &str,
+) -> Result<Option<NameTable>, PairingError> {
+    if target.format != Format::Gguf || source.format == Format::Gguf {
+        return Ok(None);
+    }
+    let architecture = match target.metadata.get("general.architecture") {
+        Some(Value::String(s)) => s.clone(),
+        other => {
+            return Err(PairingError::NoArchitecture {
+                file: target_file.to_owned(),
+                found: describe(other),
+            });
+        }
+    };
+    let key = format!("{architecture}.block_count");
+    let blocks = match metadata_u64(target, &key) {
+        Some(n) if (1..=MAX_BLOCKS).contains(&n) => n,
+        _ => {
+            return Err(PairingError::BlockCount {
+                file: target_file.to_owned(),
+                found: describe(target.metadata.get(&key)),
+                key,
+            });
+        }
+    };
+    Ok(NameMap::new(&architecture, blocks).map(|names| NameTable {
+        architecture,
+        blocks,
+        names,
+    }))
+}
+
+impl<'a> Planner<'a> {
+    /// An empty plan; with a name table, the architecture's transforms and head counts.
+    fn new(
+        source: &'a Artifact,
+        target: &'a Artifact,
+        map: Option<&MapFile>,
+        table: Option<&NameTable>,
+    ) -> Self {
+        let mut planner = Planner {
+            source,
+            target,
+            groups: BTreeMap::new(),
+            experts: BTreeMap::new(),
+            plan: Plan {
+                paired_by: match table {
+                    Some(t) => PairedBy::Table {
+                        architecture: t.architecture.clone(),
+                        blocks: t.blocks,
+                    },
+                    None => PairedBy::Names,
+                },
+                map: map.map(|m| m.path.clone()),
+                pairs: Vec::new(),
+                dropped: Vec::new(),
+                added: Vec::new(),
+                not_compared: Vec::new(),
+                head_counts: None,
+                cite: None,
+            },
+            heads: None,
+            head_counts: None,
+            arch: transforms::of(""),
+        };
+        if let Some(t) = table {
+            let arch = &t.architecture;
+            let q = metadata_u64(target, &format!("{arch}.attention.head_count"));
+            let kv = metadata_u64(target, &format!("{arch}.attention.head_count_kv")).or(q);
+            planner.arch = transforms::of(arch);
+            planner.head_counts = q.zip(kv);
+            if planner.arch.permute_qk {
+                planner.heads = planner.head_counts;
+            }
+            planner.plan.head_counts = planner.head_counts;
+            planner.plan.cite = Some(planner.arch.cite).filter(|c| !c.is_empty());
+        }
+        planner
+    }
+
+    /// Sends source tensor `name` where it goes: a `--map` rule's target, the same name (no
+    /// table), an expert stack, the table's name, or the dropped list.
+    fn route(&mut self, name: &str, map: Option<&MapFile>, names: Option<&NameMap>) {
         if let Some(map) = map
             && let Some(renamed) = map.rename(name)
         {
@@ -243,25 +288,24 @@ pub fn plan(
                 transpose: renamed.rule.transpose,
                 heads: renamed.rule.permute_heads,
             };
-            planner.add(renamed.target, None, name, Some(rule));
-            continue;
+            self.add(renamed.target, None, name, Some(rule));
+            return;
         }
         let Some(names) = names else {
-            planner.add(name.to_owned(), None, name, None);
-            continue;
+            self.add(name.to_owned(), None, name, None);
+            return;
         };
         if let Some((stacked, expert)) = expert_of(name)
             && let Some(mapped) = names.get(&stacked)
         {
-            planner
-                .experts
+            self.experts
                 .entry(mapped.gguf)
                 .or_default()
                 .push((expert, name.to_owned()));
-            continue;
+            return;
         }
         let mapped = names.get(name).or_else(|| {
-            let stripped = planner
+            let stripped = self
                 .arch
                 .dropped_prefixes
                 .iter()
@@ -269,8 +313,8 @@ pub fn plan(
             names.get(stripped)
         });
         match mapped {
-            Some(mapped) => planner.add(mapped.gguf, Some(mapped.kind), name, None),
-            None => planner.plan.dropped.push(Dropped {
+            Some(mapped) => self.add(mapped.gguf, Some(mapped.kind), name, None),
+            None => self.plan.dropped.push(Dropped {
                 source: name.to_owned(),
                 why: transforms::dropped_on_purpose(name)
                     .unwrap_or("no GGUF name in the converter's table")
@@ -278,35 +322,35 @@ pub fn plan(
             }),
         }
     }
-    if names.is_some() {
-        planner.fuse_qkv();
-        planner.stack_experts();
+
+    /// The plan, with the target tensors nothing was paired with, each list sorted.
+    fn finish(self) -> Plan {
+        let used: std::collections::HashSet<&str> = self
+            .plan
+            .pairs
+            .iter()
+            .map(|p| p.target.as_str())
+            .chain(
+                self.plan
+                    .not_compared
+                    .iter()
+                    .filter_map(|n| n.target.as_deref()),
+            )
+            .collect();
+        let added: Vec<String> = self
+            .target
+            .tensors
+            .keys()
+            .filter(|t| !used.contains(t))
+            .map(str::to_owned)
+            .collect();
+        let mut plan = self.plan;
+        plan.added = added;
+        plan.pairs.sort_by(|a, b| a.target.cmp(&b.target));
+        plan.dropped.sort_by(|a, b| a.source.cmp(&b.source));
+        plan.added.sort();
+        plan
     }
-    planner.single_pairs();
-    let used: std::collections::HashSet<&str> = planner
-        .plan
-        .pairs
-        .iter()
-        .map(|p| p.target.as_str())
-        .collect();
-    let noted: std::collections::HashSet<&str> = planner
-        .plan
-        .not_compared
-        .iter()
-        .filter_map(|n| n.target.as_deref())
-        .collect();
-    let added: Vec<String> = target
-        .tensors
-        .keys()
-        .filter(|t| !used.contains(t) && !noted.contains(t))
-        .map(str::to_owned)
-        .collect();
-    let mut plan = planner.plan;
-    plan.added = added;
-    plan.pairs.sort_by(|a, b| a.target.cmp(&b.target));
-    plan.dropped.sort_by(|a, b| a.source.cmp(&b.source));
-    plan.added.sort();
-    Ok(plan)
 }
 
 /// A `--map` rule's layout change.
