@@ -435,10 +435,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
             data_present,
             alignment: Some(alignment),
             big_endian: cur.big_endian,
-            files: None,
-            views: None,
-            findings: Vec::new(),
-            groups: None,
+            ..Layout::default()
         },
     })
 }

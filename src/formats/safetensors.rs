@@ -153,12 +153,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             header_size: data_start,
             data_expected,
             data_present,
-            alignment: None,
-            big_endian: false,
-            files: None,
-            views: None,
-            findings: Vec::new(),
-            groups: None,
+            ..Layout::default()
         },
     })
 }
