@@ -419,41 +419,7 @@ impl Planner<'_> {
     /// `--fuse-qkv`: a block's Q, K and V map to GGUF names absent from the file, and the
     /// block's attn_qkv is there.
     fn fuse_qkv(&mut self) {
-        let mut fused: BTreeMap<String, [Option<String>; 3]> = BTreeMap::new();
-        let candidates: Vec<String> = self
-            .groups
-            .iter()
-            .filter(|(target, members)| {
-                !self.target.tensors.contains_key(target.as_str())
-                    && members.len() == 1
-                    && matches!(members[0].kind, Some("ATTN_Q" | "ATTN_K" | "ATTN_V"))
-            })
-            .map(|(target, _)| target.clone())
-            .collect();
-        for target in candidates {
-            let Some(bid) = block_of(&target) else {
-                continue;
-            };
-            let suffix = if target.ends_with(".bias") {
-                ".bias"
-            } else {
-                ".weight"
-            };
-            let Some(qkv) = NameMap::gguf_name("ATTN_QKV", Some(bid)) else {
-                continue;
-            };
-            let qkv = format!("{qkv}{suffix}");
-            if !self.target.tensors.contains_key(qkv.as_str()) {
-                continue;
-            }
-            let member = self.groups.remove(&target).expect("a candidate").remove(0);
-            let slot = match member.kind {
-                Some("ATTN_Q") => 0,
-                Some("ATTN_K") => 1,
-                _ => 2,
-            };
-            fused.entry(qkv).or_default()[slot] = Some(member.source);
-        }
+        let fused = self.take_qkv_members();
         for (qkv, [q, k, v]) in fused {
             let (Some(q), Some(k), Some(v)) = (q.clone(), k.clone(), v.clone()) else {
                 let sources = [q, k, v].into_iter().flatten().collect();
@@ -522,6 +488,47 @@ impl Planner<'_> {
         }
     }
 
+    /// The Q, K and V tensors whose own names the target lacks but whose block has a fused
+    /// QKV tensor: taken out of the single pairs, by fused name, in the order q, k, v.
+    fn take_qkv_members(&mut self) -> BTreeMap<String, [Option<String>; 3]> {
+        let mut fused: BTreeMap<String, [Option<String>; 3]> = BTreeMap::new();
+        let candidates: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(target, members)| {
+                !self.target.tensors.contains_key(target.as_str())
+                    && members.len() == 1
+                    && matches!(members[0].kind, Some("ATTN_Q" | "ATTN_K" | "ATTN_V"))
+            })
+            .map(|(target, _)| target.clone())
+            .collect();
+        for target in candidates {
+            let Some(bid) = block_of(&target) else {
+                continue;
+            };
+            let suffix = if target.ends_with(".bias") {
+                ".bias"
+            } else {
+                ".weight"
+            };
+            let Some(qkv) = NameMap::gguf_name("ATTN_QKV", Some(bid)) else {
+                continue;
+            };
+            let qkv = format!("{qkv}{suffix}");
+            if !self.target.tensors.contains_key(qkv.as_str()) {
+                continue;
+            }
+            let member = self.groups.remove(&target).expect("a candidate").remove(0);
+            let slot = match member.kind {
+                Some("ATTN_Q") => 0,
+                Some("ATTN_K") => 1,
+                _ => 2,
+            };
+            fused.entry(qkv).or_default()[slot] = Some(member.source);
+        }
+        fused
+    }
+
     /// Per-expert tensors stacked into one tensor, or (`--fuse-gate-up-exps`) gate and up
     /// stacked and concatenated into the block's gate_up tensor.
     fn stack_experts(&mut self) {
@@ -541,25 +548,7 @@ impl Planner<'_> {
                 continue;
             }
             if !self.target.tensors.contains_key(stacked.as_str()) {
-                let fused = block_of(&stacked).and_then(|bid| {
-                    let gate = NameMap::gguf_name("FFN_GATE_EXP", Some(bid))?;
-                    let up = NameMap::gguf_name("FFN_UP_EXP", Some(bid))?;
-                    let fused = NameMap::gguf_name("FFN_GATE_UP_EXP", Some(bid))?;
-                    let slot = if stacked.starts_with(&format!("{gate}.")) {
-                        0
-                    } else if stacked.starts_with(&format!("{up}.")) {
-                        1
-                    } else {
-                        return None;
-                    };
-                    let suffix = &stacked[stacked.rfind('.')?..];
-                    let fused = format!("{fused}{suffix}");
-                    self.target
-                        .tensors
-                        .contains_key(fused.as_str())
-                        .then_some((fused, slot))
-                });
-                match fused {
+                match self.gate_up_slot(&stacked) {
                     Some((fused, slot)) => gate_up.entry(fused).or_default()[slot] = Some(sources),
                     None => self
                         .plan
@@ -599,6 +588,34 @@ impl Planner<'_> {
             let cols = row_length(&shape, false);
             self.push_joined(stacked, sources, Transform::StackExperts, cols, parts);
         }
+        self.fuse_gate_up(gate_up);
+    }
+
+    /// When the target has no tensor `stacked` (a gate or up experts' stack) but has its
+    /// block's fused gate_up tensor: that name, and 0 for gate or 1 for up.
+    fn gate_up_slot(&self, stacked: &str) -> Option<(String, usize)> {
+        let bid = block_of(stacked)?;
+        let gate = NameMap::gguf_name("FFN_GATE_EXP", Some(bid))?;
+        let up = NameMap::gguf_name("FFN_UP_EXP", Some(bid))?;
+        let fused = NameMap::gguf_name("FFN_GATE_UP_EXP", Some(bid))?;
+        let slot = if stacked.starts_with(&format!("{gate}.")) {
+            0
+        } else if stacked.starts_with(&format!("{up}.")) {
+            1
+        } else {
+            return None;
+        };
+        let suffix = &stacked[stacked.rfind('.')?..];
+        let fused = format!("{fused}{suffix}");
+        self.target
+            .tensors
+            .contains_key(fused.as_str())
+            .then_some((fused, slot))
+    }
+
+    /// Each block's gate and up expert stacks, interleaved expert by expert, against its fused
+    /// gate_up tensor.
+    fn fuse_gate_up(&mut self, gate_up: BTreeMap<String, [Option<Vec<String>>; 2]>) {
         for (fused, [gate, up]) in gate_up {
             let (Some(gate), Some(up)) = (gate.clone(), up.clone()) else {
                 let sources = gate.into_iter().chain(up).flatten().collect();
