@@ -165,6 +165,34 @@ pub fn by_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.name == name)
 }
 
+/// The dtype named `name`, at compile time: the block decoders size their blocks by it, so
+/// a name the table lacks fails the build.
+pub const fn named(name: &str) -> &'static Dtype {
+    let mut i = 0;
+    while i < DTYPES.len() {
+        if same_str(DTYPES[i].name, name) {
+            return &DTYPES[i];
+        }
+        i += 1;
+    }
+    panic!("no dtype of that name in the table")
+}
+
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// For each ggml id, the position of its type in [`DTYPES`] (`u8::MAX`: none); a GGUF header
 /// looks its tensors' types up by id.
 const GGML_INDEX: [u8; 64] = {
@@ -246,5 +274,12 @@ mod tests {
             ("q4_k", 256, 144)
         );
         assert_eq!(by_safetensors_name("F6_E3M2").unwrap().block_bits, 6);
+    }
+
+    #[test]
+    fn the_compile_time_lookup_finds_what_the_runtime_one_does() {
+        for d in DTYPES {
+            assert!(std::ptr::eq(named(d.name), by_name(d.name).unwrap()));
+        }
     }
 }
