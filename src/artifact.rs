@@ -4,6 +4,7 @@
 //! metadata, tensor descriptors) plus a [`Layout`] of physical facts (sizes, offsets, truncation)
 //! that are reported but never hashed.
 
+use crate::dtype::Dtype;
 use std::collections::BTreeMap;
 
 /// Which container a file is, detected from its first bytes.
@@ -253,8 +254,9 @@ pub type TensorName = crate::table::Name;
 /// One tensor as the structural identity sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
-    /// GGUF: lowercase ggml type name ("q4_k"); safetensors: lowercased dtype ("f8_e4m3").
-    pub dtype: &'static str,
+    /// The dtype, from the one table ([`crate::dtype::DTYPES`]); its `name` is what the
+    /// identity writes (GGUF: ggml's type name "q4_k"; safetensors: lowercased "f8_e4m3").
+    pub dtype: &'static Dtype,
     /// Dimensions exactly as stored (GGUF: ne[0] first; safetensors: row-major order).
     pub shape: Shape,
     pub byte_length: u64,
@@ -475,7 +477,7 @@ impl Artifact {
                 continue;
             }
             let n = tensor.n_elements();
-            *by_dtype.entry(tensor.dtype).or_insert(0u64) += n;
+            *by_dtype.entry(tensor.dtype.name).or_insert(0u64) += n;
             total = total.saturating_add(n);
         }
         (total, by_dtype)

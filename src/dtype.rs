@@ -4,7 +4,7 @@
 //! here, and so do value diffs and deltas for sizes and names.
 
 /// One dtype.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dtype {
     /// The name in the identity: lowercase (`"f32"`, `"q4_k"`, `"f8_e4m3"`).
     pub name: &'static str,
@@ -22,7 +22,40 @@ pub struct Dtype {
     pub block_bits: u64,
 }
 
-impl Dtype {}
+impl Dtype {
+    /// The dtype the identity names `name` (`"q4_k"`).
+    pub fn by_name(name: &str) -> Option<&'static Dtype> {
+        by_name(name)
+    }
+
+    /// Bytes per block, for the types whose blocks are whole bytes (all but `f4` and `f6_*`).
+    pub fn block_bytes(&self) -> Option<u64> {
+        if self.block_bits.is_multiple_of(8) {
+            Some(self.block_bits / 8)
+        } else {
+            None
+        }
+    }
+}
+
+/// Dtypes order by name, the order the identity lists them in.
+impl Ord for Dtype {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name.cmp(other.name)
+    }
+}
+
+impl PartialOrd for Dtype {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
 
 const fn plain(
     name: &'static str,
@@ -132,6 +165,34 @@ pub fn by_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.name == name)
 }
 
+/// The dtype named `name`, at compile time: the block decoders size their blocks by it, so
+/// a name the table lacks fails the build.
+pub const fn named(name: &str) -> &'static Dtype {
+    let mut i = 0;
+    while i < DTYPES.len() {
+        if same_str(DTYPES[i].name, name) {
+            return &DTYPES[i];
+        }
+        i += 1;
+    }
+    panic!("no dtype of that name in the table")
+}
+
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// For each ggml id, the position of its type in [`DTYPES`] (`u8::MAX`: none); a GGUF header
 /// looks its tensors' types up by id.
 const GGML_INDEX: [u8; 64] = {
@@ -213,5 +274,12 @@ mod tests {
             ("q4_k", 256, 144)
         );
         assert_eq!(by_safetensors_name("F6_E3M2").unwrap().block_bits, 6);
+    }
+
+    #[test]
+    fn the_compile_time_lookup_finds_what_the_runtime_one_does() {
+        for d in DTYPES {
+            assert!(std::ptr::eq(named(d.name), by_name(d.name).unwrap()));
+        }
     }
 }

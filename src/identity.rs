@@ -290,7 +290,7 @@ fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
         out.put(b":{\"byte_length\":");
         write_int(out, tensor.byte_length);
         out.put(b",\"dtype\":");
-        write_str(out, tensor.dtype);
+        write_str(out, tensor.dtype.name);
         out.put(b",\"shape\":");
         write_items(out, &tensor.shape, |out, d| write_int(out, *d));
         out.put(b"}");
@@ -515,7 +515,7 @@ mod tests {
             tensors: crate::artifact::Tensors::from_iter([(
                 "w",
                 TensorInfo {
-                    dtype: "q4_k",
+                    dtype: crate::dtype::by_name("q4_k").unwrap(),
                     shape: [256, 2].into_iter().collect(),
                     byte_length: 288,
                     file_offset: 4096,

@@ -35,6 +35,7 @@ mod values;
 
 pub use artifact::{Artifact, Format, TensorInfo, Value};
 pub use cli::main;
+pub use dtype::Dtype;
 /// Weight deltas (`.wdelta`): the weights reader, the tensor codec and the lineage checks.
 pub mod deltas {
     pub use crate::delta::{

@@ -45,7 +45,7 @@ fn dequantization_matches_gguf_py_bit_for_bit() {
                 f32::from_bits(*r)
             );
         }
-        checked.push(info.dtype);
+        checked.push(info.dtype.name);
     }
     // Every quantized type with a decoder was covered.
     for dtype in weight_inspect::DECODED_GGUF_TYPES {
@@ -374,7 +374,9 @@ print(json.dumps(out))
     let reference: Value = serde_json::from_slice(&out.stdout).unwrap();
     let codes: Vec<u8> = (0..=255).collect();
     for (dtype, values) in reference.as_object().unwrap() {
-        let ours = weight_inspect::dequantize(dtype, &codes).unwrap();
+        let ours =
+            weight_inspect::dequantize(weight_inspect::Dtype::by_name(dtype).unwrap(), &codes)
+                .unwrap();
         for (code, (o, r)) in ours.iter().zip(values.as_array().unwrap()).enumerate() {
             // Python's repr of a float: "0.5", "-inf", "448.0".
             let r = r

@@ -222,7 +222,7 @@ fn prepare<'a>(
         .artifact
         .tensors
         .get(&pair.sources[0])
-        .map_or("", |t| t.dtype);
+        .map_or("", |t| t.dtype.name);
     Ok(Ok(Work {
         target: target_op,
         sources,

@@ -79,23 +79,8 @@ pub fn name(
     };
     let named = |mistake, fit| Ok(Some(Named { mistake, fit }));
 
-    for (plus, mistake) in [
-        (0.0, Mistake::PlusOneMissing),
-        (2.0, Mistake::PlusOneDoubled),
-        (1.0, Mistake::PlusOneAdded),
-    ] {
-        let planned_one = pair.plus == 1.0;
-        let applies = match mistake {
-            Mistake::PlusOneAdded => !planned_one,
-            _ => planned_one,
-        };
-        if !applies {
-            continue;
-        }
-        let shifted: Vec<f64> = base.iter().map(|v| v + plus).collect();
-        if let Some(fit) = fits(&shifted) {
-            return named(mistake, fit);
-        }
+    if let Some((mistake, fit)) = plus_one_mistake(pair, &base, &fits) {
+        return named(mistake, fit);
     }
     let expected: Vec<f64> = base.iter().map(|v| v + pair.plus).collect();
     let shape = target
@@ -134,40 +119,77 @@ pub fn name(
         return named(Mistake::Swapped { what, a, b }, fit);
     }
 
-    if let Some(layer) = block_of(&pair.target) {
-        for other in (0..context.blocks).filter(|&b| b != layer).take(256) {
-            let Some(sources) = pair
-                .sources
-                .iter()
-                .map(|s| in_layer(s, layer, other))
-                .collect::<Option<Vec<String>>>()
-            else {
-                continue;
+    if let Some(layer) = block_of(&pair.target)
+        && let Some((mistake, fit)) = other_layer(pair, layer, source, target, context, &fits)?
+    {
+        return named(mistake, fit);
+    }
+    Ok(None)
+}
+
+/// The converter's +1 on norm weights missing, doubled or added where none belongs.
+fn plus_one_mistake(
+    pair: &PlannedPair,
+    base: &[f64],
+    fits: &impl Fn(&[f64]) -> Option<f64>,
+) -> Option<(Mistake, f64)> {
+    let planned_one = pair.plus == 1.0;
+    [
+        (0.0, Mistake::PlusOneMissing),
+        (2.0, Mistake::PlusOneDoubled),
+        (1.0, Mistake::PlusOneAdded),
+    ]
+    .into_iter()
+    .filter(|(_, mistake)| match mistake {
+        Mistake::PlusOneAdded => !planned_one,
+        _ => planned_one,
+    })
+    .find_map(|(plus, mistake)| {
+        let shifted: Vec<f64> = base.iter().map(|v| v + plus).collect();
+        fits(&shifted).map(|fit| (mistake, fit))
+    })
+}
+
+/// The same tensors of another block (layer) than `layer`, when their values fit: the first
+/// 256 other blocks are tried.
+fn other_layer(
+    pair: &PlannedPair,
+    layer: u64,
+    source: &Side<'_>,
+    target: &Side<'_>,
+    context: &Context,
+    fits: &impl Fn(&[f64]) -> Option<f64>,
+) -> Result<Option<(Mistake, f64)>, ValuesError> {
+    for other in (0..context.blocks).filter(|&b| b != layer).take(256) {
+        let Some(sources) = pair
+            .sources
+            .iter()
+            .map(|s| in_layer(s, layer, other))
+            .collect::<Option<Vec<String>>>()
+        else {
+            continue;
+        };
+        if !sources
+            .iter()
+            .all(|s| source.artifact.tensors.get(s).is_some())
+        {
+            continue;
+        }
+        let moved = PlannedPair {
+            sources: sources.clone(),
+            ..pair.clone()
+        };
+        let Some((elsewhere, _)) =
+            compare::materialize(&moved, &pair.rows, pair.plus, source, target, LIMIT)?
+        else {
+            continue;
+        };
+        if let Some(fit) = fits(&elsewhere) {
+            let mistake = Mistake::OtherLayer {
+                layer: other,
+                sources,
             };
-            if !sources
-                .iter()
-                .all(|s| source.artifact.tensors.get(s).is_some())
-            {
-                continue;
-            }
-            let moved = PlannedPair {
-                sources: sources.clone(),
-                ..pair.clone()
-            };
-            let Some((elsewhere, _)) =
-                compare::materialize(&moved, &pair.rows, pair.plus, source, target, LIMIT)?
-            else {
-                continue;
-            };
-            if let Some(fit) = fits(&elsewhere) {
-                return named(
-                    Mistake::OtherLayer {
-                        layer: other,
-                        sources,
-                    },
-                    fit,
-                );
-            }
+            return Ok(Some((mistake, fit)));
         }
     }
     Ok(None)

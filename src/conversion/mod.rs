@@ -126,8 +126,7 @@ pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion,
                     .artifact
                     .tensors
                     .get(&planned.target)
-                    .map(|t| t.dtype)
-                    .unwrap_or("?");
+                    .map_or("?", |t| t.dtype.name);
                 let mut source_dtypes: Vec<&'static str> = Vec::new();
                 for s in &planned.sources {
                     let dtype = models
@@ -135,8 +134,7 @@ pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion,
                         .artifact
                         .tensors
                         .get(s)
-                        .map(|t| t.dtype)
-                        .unwrap_or("?");
+                        .map_or("?", |t| t.dtype.name);
                     if !source_dtypes.contains(&dtype) {
                         source_dtypes.push(dtype);
                     }
@@ -323,7 +321,8 @@ impl Conversion {
                 None => bands.push(Band {
                     target_dtype: p.target_dtype,
                     bound,
-                    block: crate::values::dequant::codec(p.target_dtype, false)
+                    block: crate::dtype::by_name(p.target_dtype)
+                        .and_then(|d| crate::values::dequant::codec(d, false).ok())
                         .map_or(1, |c| c.block_size),
                     pairs: 1,
                     outside,

@@ -172,70 +172,115 @@ pub fn plan(
     target_file: &str,
     map: Option<&MapFile>,
 ) -> Result<Plan, PairingError> {
-    let table = if target.format == Format::Gguf && source.format != Format::Gguf {
-        let arch = match target.metadata.get("general.architecture") {
-            Some(Value::String(s)) => s.clone(),
-            other => {
-                return Err(PairingError::NoArchitecture {
-                    file: target_file.to_owned(),
-                    found: describe(other),
-                });
-            }
-        };
-        let key = format!("{arch}.block_count");
-        let blocks = match metadata_u64(target, &key) {
-            Some(n) if (1..=MAX_BLOCKS).contains(&n) => n,
-            _ => {
-                return Err(PairingError::BlockCount {
-                    file: target_file.to_owned(),
-                    found: describe(target.metadata.get(&key)),
-                    key,
-                });
-            }
-        };
-        NameMap::new(&arch, blocks).map(|names| (arch, blocks, names))
-    } else {
-        None
-    };
-    let mut planner = Planner {
-        source,
-        target,
-        groups: BTreeMap::new(),
-        experts: BTreeMap::new(),
-        plan: Plan {
-            paired_by: match &table {
-                Some((architecture, blocks, _)) => PairedBy::Table {
-                    architecture: architecture.clone(),
-                    blocks: *blocks,
-                },
-                None => PairedBy::Names,
-            },
-            map: map.map(|m| m.path.clone()),
-            pairs: Vec::new(),
-            dropped: Vec::new(),
-            added: Vec::new(),
-            not_compared: Vec::new(),
-            head_counts: None,
-            cite: None,
-        },
-        heads: None,
-        head_counts: None,
-        arch: transforms::of(""),
-    };
-    if let Some((arch, _, _)) = &table {
-        let q = metadata_u64(target, &format!("{arch}.attention.head_count"));
-        let kv = metadata_u64(target, &format!("{arch}.attention.head_count_kv")).or(q);
-        planner.arch = transforms::of(arch);
-        planner.head_counts = q.zip(kv);
-        if planner.arch.permute_qk {
-            planner.heads = planner.head_counts;
-        }
-        planner.plan.head_counts = planner.head_counts;
-        planner.plan.cite = Some(planner.arch.cite).filter(|c| !c.is_empty());
-    }
-    let names = table.as_ref().map(|(_, _, names)| names);
-
+    let table = name_table(source, target, target_file)?;
+    let mut planner = Planner::new(source, target, map, table.as_ref());
+    let names = table.as_ref().map(|t| &t.names);
     for name in source.tensors.keys() {
+        planner.route(name, map, names);
+    }
+    if names.is_some() {
+        planner.fuse_qkv();
+        planner.stack_experts();
+    }
+    planner.single_pairs();
+    Ok(planner.finish())
+}
+
+/// The converter's name table of a GGUF target made from another format.
+struct NameTable {
+    architecture: String,
+    blocks: u64,
+    names: NameMap,
+}
+
+/// The name table of `target`'s architecture and block count, when the target is a GGUF made
+/// from another format (None otherwise, or for an architecture the table does not have).
+fn name_table(
+    source: &Artifact,
+    target: &Artifact,
+    target_file: &str,
+) -> Result<Option<NameTable>, PairingError> {
+    if target.format != Format::Gguf || source.format == Format::Gguf {
+        return Ok(None);
+    }
+    let architecture = match target.metadata.get("general.architecture") {
+        Some(Value::String(s)) => s.clone(),
+        other => {
+            return Err(PairingError::NoArchitecture {
+                file: target_file.to_owned(),
+                found: describe(other),
+            });
+        }
+    };
+    let key = format!("{architecture}.block_count");
+    let blocks = match metadata_u64(target, &key) {
+        Some(n) if (1..=MAX_BLOCKS).contains(&n) => n,
+        _ => {
+            return Err(PairingError::BlockCount {
+                file: target_file.to_owned(),
+                found: describe(target.metadata.get(&key)),
+                key,
+            });
+        }
+    };
+    Ok(NameMap::new(&architecture, blocks).map(|names| NameTable {
+        architecture,
+        blocks,
+        names,
+    }))
+}
+
+impl<'a> Planner<'a> {
+    /// An empty plan; with a name table, the architecture's transforms and head counts.
+    fn new(
+        source: &'a Artifact,
+        target: &'a Artifact,
+        map: Option<&MapFile>,
+        table: Option<&NameTable>,
+    ) -> Self {
+        let mut planner = Planner {
+            source,
+            target,
+            groups: BTreeMap::new(),
+            experts: BTreeMap::new(),
+            plan: Plan {
+                paired_by: match table {
+                    Some(t) => PairedBy::Table {
+                        architecture: t.architecture.clone(),
+                        blocks: t.blocks,
+                    },
+                    None => PairedBy::Names,
+                },
+                map: map.map(|m| m.path.clone()),
+                pairs: Vec::new(),
+                dropped: Vec::new(),
+                added: Vec::new(),
+                not_compared: Vec::new(),
+                head_counts: None,
+                cite: None,
+            },
+            heads: None,
+            head_counts: None,
+            arch: transforms::of(""),
+        };
+        if let Some(t) = table {
+            let arch = &t.architecture;
+            let q = metadata_u64(target, &format!("{arch}.attention.head_count"));
+            let kv = metadata_u64(target, &format!("{arch}.attention.head_count_kv")).or(q);
+            planner.arch = transforms::of(arch);
+            planner.head_counts = q.zip(kv);
+            if planner.arch.permute_qk {
+                planner.heads = planner.head_counts;
+            }
+            planner.plan.head_counts = planner.head_counts;
+            planner.plan.cite = Some(planner.arch.cite).filter(|c| !c.is_empty());
+        }
+        planner
+    }
+
+    /// Sends source tensor `name` where it goes: a `--map` rule's target, the same name (no
+    /// table), an expert stack, the table's name, or the dropped list.
+    fn route(&mut self, name: &str, map: Option<&MapFile>, names: Option<&NameMap>) {
         if let Some(map) = map
             && let Some(renamed) = map.rename(name)
         {
@@ -243,25 +288,24 @@ pub fn plan(
                 transpose: renamed.rule.transpose,
                 heads: renamed.rule.permute_heads,
             };
-            planner.add(renamed.target, None, name, Some(rule));
-            continue;
+            self.add(renamed.target, None, name, Some(rule));
+            return;
         }
         let Some(names) = names else {
-            planner.add(name.to_owned(), None, name, None);
-            continue;
+            self.add(name.to_owned(), None, name, None);
+            return;
         };
         if let Some((stacked, expert)) = expert_of(name)
             && let Some(mapped) = names.get(&stacked)
         {
-            planner
-                .experts
+            self.experts
                 .entry(mapped.gguf)
                 .or_default()
                 .push((expert, name.to_owned()));
-            continue;
+            return;
         }
         let mapped = names.get(name).or_else(|| {
-            let stripped = planner
+            let stripped = self
                 .arch
                 .dropped_prefixes
                 .iter()
@@ -269,8 +313,8 @@ pub fn plan(
             names.get(stripped)
         });
         match mapped {
-            Some(mapped) => planner.add(mapped.gguf, Some(mapped.kind), name, None),
-            None => planner.plan.dropped.push(Dropped {
+            Some(mapped) => self.add(mapped.gguf, Some(mapped.kind), name, None),
+            None => self.plan.dropped.push(Dropped {
                 source: name.to_owned(),
                 why: transforms::dropped_on_purpose(name)
                     .unwrap_or("no GGUF name in the converter's table")
@@ -278,35 +322,35 @@ pub fn plan(
             }),
         }
     }
-    if names.is_some() {
-        planner.fuse_qkv();
-        planner.stack_experts();
+
+    /// The plan, with the target tensors nothing was paired with, each list sorted.
+    fn finish(self) -> Plan {
+        let used: std::collections::HashSet<&str> = self
+            .plan
+            .pairs
+            .iter()
+            .map(|p| p.target.as_str())
+            .chain(
+                self.plan
+                    .not_compared
+                    .iter()
+                    .filter_map(|n| n.target.as_deref()),
+            )
+            .collect();
+        let added: Vec<String> = self
+            .target
+            .tensors
+            .keys()
+            .filter(|t| !used.contains(t))
+            .map(str::to_owned)
+            .collect();
+        let mut plan = self.plan;
+        plan.added = added;
+        plan.pairs.sort_by(|a, b| a.target.cmp(&b.target));
+        plan.dropped.sort_by(|a, b| a.source.cmp(&b.source));
+        plan.added.sort();
+        plan
     }
-    planner.single_pairs();
-    let used: std::collections::HashSet<&str> = planner
-        .plan
-        .pairs
-        .iter()
-        .map(|p| p.target.as_str())
-        .collect();
-    let noted: std::collections::HashSet<&str> = planner
-        .plan
-        .not_compared
-        .iter()
-        .filter_map(|n| n.target.as_deref())
-        .collect();
-    let added: Vec<String> = target
-        .tensors
-        .keys()
-        .filter(|t| !used.contains(t) && !noted.contains(t))
-        .map(str::to_owned)
-        .collect();
-    let mut plan = planner.plan;
-    plan.added = added;
-    plan.pairs.sort_by(|a, b| a.target.cmp(&b.target));
-    plan.dropped.sort_by(|a, b| a.source.cmp(&b.source));
-    plan.added.sort();
-    Ok(plan)
 }
 
 /// A `--map` rule's layout change.
@@ -375,41 +419,7 @@ impl Planner<'_> {
     /// `--fuse-qkv`: a block's Q, K and V map to GGUF names absent from the file, and the
     /// block's attn_qkv is there.
     fn fuse_qkv(&mut self) {
-        let mut fused: BTreeMap<String, [Option<String>; 3]> = BTreeMap::new();
-        let candidates: Vec<String> = self
-            .groups
-            .iter()
-            .filter(|(target, members)| {
-                !self.target.tensors.contains_key(target.as_str())
-                    && members.len() == 1
-                    && matches!(members[0].kind, Some("ATTN_Q" | "ATTN_K" | "ATTN_V"))
-            })
-            .map(|(target, _)| target.clone())
-            .collect();
-        for target in candidates {
-            let Some(bid) = block_of(&target) else {
-                continue;
-            };
-            let suffix = if target.ends_with(".bias") {
-                ".bias"
-            } else {
-                ".weight"
-            };
-            let Some(qkv) = NameMap::gguf_name("ATTN_QKV", Some(bid)) else {
-                continue;
-            };
-            let qkv = format!("{qkv}{suffix}");
-            if !self.target.tensors.contains_key(qkv.as_str()) {
-                continue;
-            }
-            let member = self.groups.remove(&target).expect("a candidate").remove(0);
-            let slot = match member.kind {
-                Some("ATTN_Q") => 0,
-                Some("ATTN_K") => 1,
-                _ => 2,
-            };
-            fused.entry(qkv).or_default()[slot] = Some(member.source);
-        }
+        let fused = self.take_qkv_members();
         for (qkv, [q, k, v]) in fused {
             let (Some(q), Some(k), Some(v)) = (q.clone(), k.clone(), v.clone()) else {
                 let sources = [q, k, v].into_iter().flatten().collect();
@@ -466,21 +476,57 @@ impl Planner<'_> {
                     skip_rows: 0,
                 })
                 .collect();
-            self.plan.pairs.push(PlannedPair {
-                target: qkv,
+            self.push_joined(
+                qkv,
                 sources,
-                transform: Transform::FuseQkv {
+                Transform::FuseQkv {
                     permuted: heads.is_some(),
                 },
-                rows: RowMap {
-                    cols,
-                    parts,
-                    transposed: false,
-                },
-                heads: None,
-                plus: 0.0,
-            });
+                cols,
+                parts,
+            );
         }
+    }
+
+    /// The Q, K and V tensors whose own names the target lacks but whose block has a fused
+    /// QKV tensor: taken out of the single pairs, by fused name, in the order q, k, v.
+    fn take_qkv_members(&mut self) -> BTreeMap<String, [Option<String>; 3]> {
+        let mut fused: BTreeMap<String, [Option<String>; 3]> = BTreeMap::new();
+        let candidates: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(target, members)| {
+                !self.target.tensors.contains_key(target.as_str())
+                    && members.len() == 1
+                    && matches!(members[0].kind, Some("ATTN_Q" | "ATTN_K" | "ATTN_V"))
+            })
+            .map(|(target, _)| target.clone())
+            .collect();
+        for target in candidates {
+            let Some(bid) = block_of(&target) else {
+                continue;
+            };
+            let suffix = if target.ends_with(".bias") {
+                ".bias"
+            } else {
+                ".weight"
+            };
+            let Some(qkv) = NameMap::gguf_name("ATTN_QKV", Some(bid)) else {
+                continue;
+            };
+            let qkv = format!("{qkv}{suffix}");
+            if !self.target.tensors.contains_key(qkv.as_str()) {
+                continue;
+            }
+            let member = self.groups.remove(&target).expect("a candidate").remove(0);
+            let slot = match member.kind {
+                Some("ATTN_Q") => 0,
+                Some("ATTN_K") => 1,
+                _ => 2,
+            };
+            fused.entry(qkv).or_default()[slot] = Some(member.source);
+        }
+        fused
     }
 
     /// Per-expert tensors stacked into one tensor, or (`--fuse-gate-up-exps`) gate and up
@@ -502,25 +548,7 @@ impl Planner<'_> {
                 continue;
             }
             if !self.target.tensors.contains_key(stacked.as_str()) {
-                let fused = block_of(&stacked).and_then(|bid| {
-                    let gate = NameMap::gguf_name("FFN_GATE_EXP", Some(bid))?;
-                    let up = NameMap::gguf_name("FFN_UP_EXP", Some(bid))?;
-                    let fused = NameMap::gguf_name("FFN_GATE_UP_EXP", Some(bid))?;
-                    let slot = if stacked.starts_with(&format!("{gate}.")) {
-                        0
-                    } else if stacked.starts_with(&format!("{up}.")) {
-                        1
-                    } else {
-                        return None;
-                    };
-                    let suffix = &stacked[stacked.rfind('.')?..];
-                    let fused = format!("{fused}{suffix}");
-                    self.target
-                        .tensors
-                        .contains_key(fused.as_str())
-                        .then_some((fused, slot))
-                });
-                match fused {
+                match self.gate_up_slot(&stacked) {
                     Some((fused, slot)) => gate_up.entry(fused).or_default()[slot] = Some(sources),
                     None => self
                         .plan
@@ -557,19 +585,37 @@ impl Planner<'_> {
                     skip_rows: 0,
                 })
                 .collect();
-            self.plan.pairs.push(PlannedPair {
-                target: stacked,
-                sources,
-                transform: Transform::StackExperts,
-                rows: RowMap {
-                    cols: row_length(&shape, false),
-                    parts,
-                    transposed: false,
-                },
-                heads: None,
-                plus: 0.0,
-            });
+            let cols = row_length(&shape, false);
+            self.push_joined(stacked, sources, Transform::StackExperts, cols, parts);
         }
+        self.fuse_gate_up(gate_up);
+    }
+
+    /// When the target has no tensor `stacked` (a gate or up experts' stack) but has its
+    /// block's fused gate_up tensor: that name, and 0 for gate or 1 for up.
+    fn gate_up_slot(&self, stacked: &str) -> Option<(String, usize)> {
+        let bid = block_of(stacked)?;
+        let gate = NameMap::gguf_name("FFN_GATE_EXP", Some(bid))?;
+        let up = NameMap::gguf_name("FFN_UP_EXP", Some(bid))?;
+        let fused = NameMap::gguf_name("FFN_GATE_UP_EXP", Some(bid))?;
+        let slot = if stacked.starts_with(&format!("{gate}.")) {
+            0
+        } else if stacked.starts_with(&format!("{up}.")) {
+            1
+        } else {
+            return None;
+        };
+        let suffix = &stacked[stacked.rfind('.')?..];
+        let fused = format!("{fused}{suffix}");
+        self.target
+            .tensors
+            .contains_key(fused.as_str())
+            .then_some((fused, slot))
+    }
+
+    /// Each block's gate and up expert stacks, interleaved expert by expert, against its fused
+    /// gate_up tensor.
+    fn fuse_gate_up(&mut self, gate_up: BTreeMap<String, [Option<Vec<String>>; 2]>) {
         for (fused, [gate, up]) in gate_up {
             let (Some(gate), Some(up)) = (gate.clone(), up.clone()) else {
                 let sources = gate.into_iter().chain(up).flatten().collect();
@@ -612,18 +658,8 @@ impl Planner<'_> {
                 self.not_compared(Some(&fused), sources, why);
                 continue;
             }
-            self.plan.pairs.push(PlannedPair {
-                target: fused,
-                sources,
-                transform: Transform::FuseGateUpExperts,
-                rows: RowMap {
-                    cols: row_length(&shape, false),
-                    parts,
-                    transposed: false,
-                },
-                heads: None,
-                plus: 0.0,
-            });
+            let cols = row_length(&shape, false);
+            self.push_joined(fused, sources, Transform::FuseGateUpExperts, cols, parts);
         }
     }
 
@@ -682,7 +718,9 @@ impl Planner<'_> {
                         heads: None,
                         plus: 0.0,
                     }),
-                    Err(why) => self.not_compared(Some(&target), vec![member.source], why),
+                    Err(why) => {
+                        self.not_compared(Some(&target), vec![member.source], why.to_string())
+                    }
                 }
                 continue;
             }
@@ -714,6 +752,30 @@ impl Planner<'_> {
 }
 
 impl Planner<'_> {
+    /// Pairs `target` with several sources whose rows are joined in order (`parts`), each row
+    /// `cols` long.
+    fn push_joined(
+        &mut self,
+        target: String,
+        sources: Vec<String>,
+        transform: Transform,
+        cols: u64,
+        parts: Vec<Part>,
+    ) {
+        self.plan.pairs.push(PlannedPair {
+            target,
+            sources,
+            transform,
+            rows: RowMap {
+                cols,
+                parts,
+                transposed: false,
+            },
+            heads: None,
+            plus: 0.0,
+        });
+    }
+
     /// The row map of a fused QKV the converter regrouped (q, k, v of each head or kv group
     /// → all q, all k, all v), or why it does not fit.
     fn regrouped(
@@ -721,23 +783,17 @@ impl Planner<'_> {
         source: &[u64],
         target: &[u64],
         regroup: transforms::QkvRegroup,
-    ) -> Result<RowMap, String> {
+    ) -> Result<RowMap, RegroupMismatch> {
         if squeezed(source) != squeezed(target) {
-            return Err(format!(
-                "fused QKV regrouped by the converter: shape {} → {} differs",
-                show(source),
-                show(target)
-            ));
+            return Err(RegroupMismatch::Shape {
+                from: source.to_vec(),
+                target: target.to_vec(),
+            });
         }
         let rows = first_dim(source, true);
-        let Some((heads, kv)) = self.head_counts else {
-            return Err("fused QKV regrouped by the converter: the GGUF has no head counts".into());
-        };
-        let Some(runs) = transforms::qkv_runs(regroup, rows, heads, kv) else {
-            return Err(format!(
-                "fused QKV regrouped by the converter: {rows} rows do not split into {heads} q                  heads and {kv} k and v heads"
-            ));
-        };
+        let (heads, kv) = self.head_counts.ok_or(RegroupMismatch::NoHeadCounts)?;
+        let runs = transforms::qkv_runs(regroup, rows, heads, kv)
+            .ok_or(RegroupMismatch::Indivisible { rows, heads, kv })?;
         Ok(RowMap {
             cols: row_length(source, true),
             parts: runs
@@ -752,6 +808,24 @@ impl Planner<'_> {
             transposed: false,
         })
     }
+}
+
+/// Why a fused QKV the converter regrouped does not fit its target (the report's `why`).
+#[derive(Debug, thiserror::Error)]
+enum RegroupMismatch {
+    #[error(
+        "fused QKV regrouped by the converter: shape {} → {} differs",
+        show(.from),
+        show(.target)
+    )]
+    Shape { from: Vec<u64>, target: Vec<u64> },
+    #[error("fused QKV regrouped by the converter: the GGUF has no head counts")]
+    NoHeadCounts,
+    #[error(
+        "fused QKV regrouped by the converter: {rows} rows do not split into {heads} q heads \
+         and {kv} k and v heads"
+    )]
+    Indivisible { rows: u64, heads: u64, kv: u64 },
 }
 
 /// Why a single source tensor's shape does not fit its target's (the report's `why`).

@@ -382,8 +382,8 @@ impl Model {
                     name.to_owned(),
                     TensorSource {
                         shard: part_of(position),
-                        dtype: info.dtype,
-                        elem: Elem::from_safetensors(info.dtype),
+                        dtype: info.dtype.name,
+                        elem: Elem::from_safetensors(info.dtype.name),
                         shape: info.shape.to_vec(),
                         offset: info.file_offset as usize,
                         len: info.byte_length as usize,

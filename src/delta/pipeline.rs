@@ -1,12 +1,13 @@
-//! Parallel map with in-order consumption: items are computed on worker threads, and handed to
+//! Parallel map with in-order consumption: items are computed on a rayon pool, and handed to
 //! the consumer strictly in index order, so the output is the same bytes for any thread count.
-//! A worker starts item `i` only once item `i - window` has been consumed, which bounds the
-//! results held in memory to about `window` items. [`RunOptions`] say how many threads run and
+//! Item `i` is spawned only once item `i - window` has been consumed, which bounds the results
+//! held in memory to `window` items. [`RunOptions`] say how many threads run and
 //! whether a progress bar is drawn.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, mpsc};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 
 use crate::progress::{Progress, Unit};
 
@@ -35,86 +36,81 @@ impl RunOptions {
     }
 }
 
-struct Gate {
-    consumed: usize,
-    failed: bool,
-}
-
-/// Runs `compute(i)` for `i in 0..n` on `threads` threads and `consume(i, result)` on the
-/// calling thread in order of `i`. Stops at the first error (of either side) and returns it.
+/// Runs `compute(i)` for `i in 0..n` on a rayon pool of `threads` threads and `consume(i, result)`
+/// on the calling thread in order of `i`. Stops at the first error (of either side) and returns
+/// it; items not yet started then are skipped.
 pub(crate) fn ordered_parallel<R: Send, E: Send>(
     n: usize,
     threads: usize,
     compute: impl Fn(usize) -> Result<R, E> + Sync,
-    mut consume: impl FnMut(usize, R) -> Result<(), E>,
+    consume: impl FnMut(usize, R) -> Result<(), E>,
 ) -> Result<(), E> {
     let threads = threads.max(1);
     let window = 2 * threads;
-    let next = AtomicUsize::new(0);
-    let gate = Mutex::new(Gate {
-        consumed: 0,
-        failed: false,
-    });
-    let turn = Condvar::new();
-    let fail = || {
-        let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
-        g.failed = true;
-        turn.notify_all();
+    // Set at the first error: items spawned but not started then are skipped.
+    let failed = AtomicBool::new(false);
+    // A pool of its own: `--threads` sets its size, and the calling thread, which waits for
+    // results in order, is never one of the threads that compute them.
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.min(n.max(1)))
+        .build()
+    {
+        Ok(pool) => {
+            pool.in_place_scope(|scope| in_order(scope, n, window, &compute, &failed, consume))
+        }
+        // No threads to be had: the global pool computes.
+        Err(_) => {
+            rayon::in_place_scope(|scope| in_order(scope, n, window, &compute, &failed, consume))
+        }
+    }
+}
+
+/// Spawns items on `scope` while fewer than `window` are computed or computing but not yet
+/// consumed, and consumes their results in order as they arrive.
+fn in_order<'scope, R: Send + 'scope, E: Send + 'scope>(
+    scope: &rayon::Scope<'scope>,
+    n: usize,
+    window: usize,
+    compute: &'scope (impl Fn(usize) -> Result<R, E> + Sync),
+    failed: &'scope AtomicBool,
+    mut consume: impl FnMut(usize, R) -> Result<(), E>,
+) -> Result<(), E> {
+    let (tx, rx) = mpsc::channel::<(usize, std::thread::Result<Result<R, E>>)>();
+    let stop = |e: E| {
+        failed.store(true, Ordering::Relaxed);
+        Err(e)
     };
-    std::thread::scope(|s| {
-        let (tx, rx) = mpsc::channel::<(usize, Result<R, E>)>();
-        for _ in 0..threads.min(n.max(1)) {
-            let tx = tx.clone();
-            let (next, gate, turn, compute) = (&next, &gate, &turn, &compute);
-            s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= n {
-                        break;
-                    }
-                    {
-                        let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
-                        while !g.failed && i >= g.consumed + window {
-                            g = turn.wait(g).unwrap_or_else(|e| e.into_inner());
-                        }
-                        if g.failed {
-                            break;
-                        }
-                    }
-                    let r = compute(i);
-                    let stop = r.is_err();
-                    if tx.send((i, r)).is_err() || stop {
-                        break;
-                    }
+    let mut pending = BTreeMap::new();
+    let (mut spawned, mut consumed) = (0usize, 0usize);
+    while consumed < n {
+        while spawned < n && spawned < consumed + window {
+            let (tx, i) = (tx.clone(), spawned);
+            scope.spawn(move |_| {
+                if !failed.load(Ordering::Relaxed) {
+                    // A panic is carried to the calling thread, which would otherwise wait for
+                    // this item forever.
+                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| compute(i)));
+                    // The receiver is gone only after an error; the result is not wanted then.
+                    let _ = tx.send((i, result));
                 }
             });
+            spawned += 1;
         }
-        drop(tx);
-        let mut pending = BTreeMap::new();
-        let mut consumed = 0usize;
-        for (i, r) in rx.iter() {
-            match r {
-                Ok(v) => {
-                    pending.insert(i, v);
-                }
-                Err(e) => {
-                    fail();
-                    return Err(e);
-                }
+        let (i, result) = rx.recv().expect("a spawned item sends its result");
+        match result.unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {
+            Ok(v) => {
+                pending.insert(i, v);
             }
-            while let Some(v) = pending.remove(&consumed) {
-                if let Err(e) = consume(consumed, v) {
-                    fail();
-                    return Err(e);
-                }
-                consumed += 1;
-                let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
-                g.consumed = consumed;
-                turn.notify_all();
-            }
+            Err(e) => return stop(e),
         }
-        Ok(())
-    })
+        while let Some(v) = pending.remove(&consumed) {
+            if let Err(e) = consume(consumed, v) {
+                return stop(e);
+            }
+            consumed += 1;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -141,6 +137,47 @@ mod tests {
             .unwrap();
             assert_eq!(seen, (0..50).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn holds_at_most_a_window_of_results() {
+        use std::sync::atomic::AtomicUsize;
+        let threads = 3;
+        let started = AtomicUsize::new(0);
+        let consumed = AtomicUsize::new(0);
+        let most_ahead = AtomicUsize::new(0);
+        ordered_parallel(
+            200,
+            threads,
+            |i| {
+                let ahead =
+                    started.fetch_add(1, Ordering::SeqCst) + 1 - consumed.load(Ordering::SeqCst);
+                most_ahead.fetch_max(ahead, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(((i * 37) % 11) as u64));
+                Ok::<_, ()>(i)
+            },
+            |_, _| {
+                consumed.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            },
+        )
+        .unwrap();
+        let most = most_ahead.load(Ordering::SeqCst);
+        assert!(most <= 2 * threads, "{most} items ahead of the consumer");
+    }
+
+    #[test]
+    #[should_panic(expected = "item 5")]
+    fn a_panic_reaches_the_caller() {
+        let _ = ordered_parallel(
+            20,
+            2,
+            |i| {
+                assert!(i != 5, "item 5");
+                Ok::<_, ()>(i)
+            },
+            |_, _| Ok(()),
+        );
     }
 
     #[test]

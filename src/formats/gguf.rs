@@ -165,7 +165,7 @@ pub enum GgufError {
     BlockMisaligned {
         name: String,
         ne0: u64,
-        dtype: &'static str,
+        dtype: &'static Dtype,
         block_size: u64,
     },
     #[error("unable to parse GGUF header: general.alignment must be of type u32, found {found}")]
@@ -366,10 +366,9 @@ const MIN_CAPPED_COUNT: u64 = 1024;
 
 /// [`parse_prefix`] with the header limit given rather than read from the environment.
 pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifact> {
-    let bytes = prefix;
-    let file_len = file_len.max(bytes.len() as u64);
+    let file_len = file_len.max(prefix.len() as u64);
     let mut cur = Cursor {
-        bytes,
+        bytes: prefix,
         file_len,
         limit,
         inner_arrays: 0,
@@ -377,6 +376,72 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         big_endian: false,
         wide_counts: true,
     };
+    let version = read_preamble(&mut cur)?;
+    let tensor_count_offset = cur.offset();
+    let tensor_count = cur.count(&|| "the tensor count".into())?;
+    let metadata = read_metadata(&mut cur)?;
+    let alignment = alignment_of(&metadata)?;
+    check_tensor_count(&cur, tensor_count, tensor_count_offset)?;
+
+    // As ggml: offsets are aligned and each tensor starts where the previous one, padded, ends.
+    // Checked as the records stream by; the first offset error is reported only after every
+    // record has been read and the names checked, so a malformed record is named first.
+    let tensors_start = cur.pos;
+    let mut entries = Vec::with_capacity(tensor_count as usize);
+    let mut offsets = DataOffsets::new(alignment);
+    for index in 0..tensor_count {
+        let record = read_tensor_record(&mut cur, index)?;
+        let byte_length = tensor_byte_length(&record.name, &record.shape, record.dtype)?;
+        offsets.check(&record.name, record.data_offset, byte_length)?;
+        entries.push((
+            TensorName::from(record.name),
+            TensorInfo {
+                dtype: record.dtype,
+                shape: record.shape,
+                byte_length,
+                file_offset: record.data_offset,
+            },
+        ));
+    }
+    let header_end = cur.offset();
+    let mut tensors = match Tensors::from_unique(entries) {
+        Ok(tensors) => tensors,
+        Err(name) => {
+            return Err(GgufError::DuplicateTensor {
+                offset: second_name_offset(&cur, tensors_start, &name),
+                name: name.into(),
+            });
+        }
+    };
+    if let Some(e) = offsets.first_error {
+        return Err(e);
+    }
+
+    let data_start = align_up(header_end, alignment).ok_or(GgufError::DataSizeOverflow)?;
+    for tensor in tensors.values_mut() {
+        tensor.file_offset = tensor.file_offset.saturating_add(data_start);
+    }
+    let data_expected = offsets.data_end;
+    let data_present = file_len.saturating_sub(data_start).min(data_expected);
+    Ok(Artifact {
+        format: Format::Gguf,
+        gguf_version: Some(version),
+        metadata,
+        tensors,
+        layout: Layout {
+            file_size: file_len,
+            header_size: data_start,
+            data_expected,
+            data_present,
+            alignment: Some(alignment),
+            big_endian: cur.big_endian,
+            ..Layout::default()
+        },
+    })
+}
+
+/// The magic and the version; sets the cursor's byte order and count width. Returns the version.
+fn read_preamble(cur: &mut Cursor) -> Result<u32> {
     let magic = cur.take(4, &|| "the magic".into())?;
     if magic != MAGIC {
         return Err(GgufError::BadMagic {
@@ -393,13 +458,16 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         return Err(GgufError::UnsupportedVersion { version });
     }
     cur.wide_counts = version >= 2;
+    Ok(version)
+}
 
-    let tensor_count_offset = cur.offset();
-    let tensor_count = cur.count(&|| "the tensor count".into())?;
+/// The metadata key-value pairs: their count, capped by the header limit, then each pair.
+fn read_metadata(cur: &mut Cursor) -> Result<BTreeMap<String, Value>> {
     let kv_count_offset = cur.offset();
     let kv_count = cur.bounded_count(cur.string_len_size() + 4 + 1, &|| {
         "the metadata key-value count".into()
     })?;
+    let limit = cur.limit;
     let max_keys = (limit / BYTES_PER_METADATA_KEY).max(MIN_CAPPED_COUNT);
     if kv_count as u64 > max_keys {
         return Err(GgufError::OverLimit {
@@ -411,13 +479,12 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
             limit,
         });
     }
-
     let mut metadata = BTreeMap::new();
     for index in 0..kv_count {
         let key_offset = cur.offset();
         let key = cur.string(&|| format!("metadata key #{index}"))?;
         let type_id = cur.u32(&|| format!("the value type of metadata key {}", quoted(&key)))?;
-        let value = read_value(&mut cur, &key, type_id, 0)?;
+        let value = read_value(cur, &key, type_id, 0)?;
         if metadata.contains_key(&key) {
             return Err(GgufError::DuplicateKey {
                 offset: key_offset,
@@ -426,155 +493,148 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
         }
         metadata.insert(key, value);
     }
+    Ok(metadata)
+}
 
-    let alignment = match metadata.get("general.alignment") {
-        None => DEFAULT_ALIGNMENT,
-        Some(Value::U32(a)) if a.is_power_of_two() => u64::from(*a),
-        Some(Value::U32(a)) => return Err(GgufError::BadAlignment { value: *a }),
-        Some(other) => {
-            return Err(GgufError::AlignmentType {
-                found: other.type_name(),
-            });
-        }
-    };
+/// `general.alignment`: a power of two stored as u32, 32 when absent.
+fn alignment_of(metadata: &BTreeMap<String, Value>) -> Result<u64> {
+    match metadata.get("general.alignment") {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(Value::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
+        Some(Value::U32(a)) => Err(GgufError::BadAlignment { value: *a }),
+        Some(other) => Err(GgufError::AlignmentType {
+            found: other.type_name(),
+        }),
+    }
+}
 
+/// The tensor count fits the bytes left and the header limit, so the table allocated up front
+/// is sized by what the header can hold, never by what a multi-gigabyte file could.
+fn check_tensor_count(cur: &Cursor, tensor_count: u64, count_offset: u64) -> Result<()> {
     // Each tensor descriptor takes at least: name length, n_dims, type, offset.
     let min_tensor_size = cur.string_len_size() + 4 + 4 + 8;
     let remaining = cur.remaining();
     if tensor_count > remaining / min_tensor_size {
         return Err(GgufError::CountTooLarge {
-            offset: tensor_count_offset,
+            offset: count_offset,
             what: "the tensor count".into(),
             count: tensor_count,
             remaining,
             max: remaining / min_tensor_size,
         });
     }
-    // The table of tensors is allocated up front: sized by what the header limit can hold, never
-    // by what a multi-gigabyte file could.
-    if tensor_count.saturating_mul(min_tensor_size) > limit.saturating_sub(cur.offset()) {
+    if tensor_count.saturating_mul(min_tensor_size) > cur.limit.saturating_sub(cur.offset()) {
         return Err(GgufError::HeaderTooLarge {
-            offset: tensor_count_offset,
+            offset: count_offset,
             what: "the tensor records".into(),
-            limit,
+            limit: cur.limit,
         });
     }
+    Ok(())
+}
 
-    // As ggml: offsets are aligned and each tensor starts where the previous one, padded, ends.
-    // Checked as the records stream by; the first offset error is reported only after every
-    // record has been read and the names checked, so a malformed record is named first.
-    let tensors_start = cur.pos;
-    let mut entries = Vec::with_capacity(tensor_count as usize);
-    let mut expected = 0u64;
-    let mut data_expected = 0u64;
-    let mut offset_error = None;
-    for index in 0..tensor_count {
-        let name = cur.string(&|| format!("the name of tensor #{index}"))?;
-        let dims_offset = cur.offset();
-        let n_dims = cur.u32(&|| format!("the dimension count of tensor {}", quoted(&name)))?;
-        if n_dims > MAX_DIMS {
-            return Err(GgufError::TooManyDimensions {
-                offset: dims_offset,
+/// One record of the tensor table as stored.
+struct TensorRecord {
+    name: String,
+    shape: Shape,
+    dtype: &'static Dtype,
+    /// Relative to the start of the data section.
+    data_offset: u64,
+}
+
+/// Reads tensor record `index`: name, dimensions, type and data offset.
+fn read_tensor_record(cur: &mut Cursor, index: u64) -> Result<TensorRecord> {
+    let name = cur.string(&|| format!("the name of tensor #{index}"))?;
+    let dims_offset = cur.offset();
+    let n_dims = cur.u32(&|| format!("the dimension count of tensor {}", quoted(&name)))?;
+    if n_dims > MAX_DIMS {
+        return Err(GgufError::TooManyDimensions {
+            offset: dims_offset,
+            name,
+            n_dims,
+        });
+    }
+    let mut shape = Shape::with_capacity(n_dims as usize);
+    for d in 0..n_dims {
+        shape.push(cur.count(&|| format!("dimension {d} of tensor {}", quoted(&name)))?);
+    }
+    let type_offset = cur.offset();
+    let type_id = cur.u32(&|| format!("the type of tensor {}", quoted(&name)))?;
+    let dtype = match crate::dtype::by_ggml_id(type_id) {
+        Some(t) => t,
+        None if type_id < crate::dtype::GGML_ID_END => {
+            return Err(GgufError::RemovedTensorType {
+                offset: type_offset,
                 name,
-                n_dims,
+                type_id,
             });
         }
-        let mut shape = Shape::with_capacity(n_dims as usize);
-        for d in 0..n_dims {
-            shape.push(cur.count(&|| format!("dimension {d} of tensor {}", quoted(&name)))?);
-        }
-        let type_offset = cur.offset();
-        let type_id = cur.u32(&|| format!("the type of tensor {}", quoted(&name)))?;
-        let ggml_type = match crate::dtype::by_ggml_id(type_id) {
-            Some(t) => t,
-            None if type_id < crate::dtype::GGML_ID_END => {
-                return Err(GgufError::RemovedTensorType {
-                    offset: type_offset,
-                    name,
-                    type_id,
-                });
-            }
-            None => {
-                return Err(GgufError::UnknownTensorType {
-                    offset: type_offset,
-                    name,
-                    type_id,
-                });
-            }
-        };
-        let data_offset = cur.u64(&|| format!("the data offset of tensor {}", quoted(&name)))?;
-        let byte_length = tensor_byte_length(&name, &shape, ggml_type)?;
-        if offset_error.is_none() {
-            if data_offset % alignment != 0 {
-                offset_error = Some(GgufError::MisalignedOffset {
-                    name: name.clone(),
-                    data_offset,
-                    alignment,
-                });
-            } else if data_offset != expected {
-                offset_error = Some(GgufError::OffsetMismatch {
-                    name: name.clone(),
-                    data_offset,
-                    expected,
-                    alignment,
-                });
-            } else {
-                // The last tensor's padding is optional in practice, so data ends at its last
-                // byte.
-                data_expected = expected
-                    .checked_add(byte_length)
-                    .ok_or(GgufError::DataSizeOverflow)?;
-                expected = align_up(data_expected, alignment).ok_or(GgufError::DataSizeOverflow)?;
-            }
-        }
-        entries.push((
-            TensorName::from(name),
-            TensorInfo {
-                dtype: ggml_type.name,
-                shape,
-                byte_length,
-                file_offset: data_offset,
-            },
-        ));
-    }
-    let header_end = cur.offset();
-    let mut tensors = match Tensors::from_unique(entries) {
-        Ok(tensors) => tensors,
-        Err(name) => {
-            return Err(GgufError::DuplicateTensor {
-                offset: second_name_offset(&cur, tensors_start, &name),
-                name: name.into(),
+        None => {
+            return Err(GgufError::UnknownTensorType {
+                offset: type_offset,
+                name,
+                type_id,
             });
         }
     };
-    if let Some(e) = offset_error {
-        return Err(e);
+    let data_offset = cur.u64(&|| format!("the data offset of tensor {}", quoted(&name)))?;
+    Ok(TensorRecord {
+        name,
+        shape,
+        dtype,
+        data_offset,
+    })
+}
+
+/// ggml's rule for data offsets, checked record by record: each is aligned and starts where
+/// the previous tensor, padded, ends. The first break is kept, not returned at once.
+struct DataOffsets {
+    alignment: u64,
+    /// Where the next tensor must start.
+    next: u64,
+    /// The end of the last tensor's bytes (the last tensor's padding is optional in practice).
+    data_end: u64,
+    first_error: Option<GgufError>,
+}
+
+impl DataOffsets {
+    fn new(alignment: u64) -> Self {
+        DataOffsets {
+            alignment,
+            next: 0,
+            data_end: 0,
+            first_error: None,
+        }
     }
 
-    let data_start = align_up(header_end, alignment).ok_or(GgufError::DataSizeOverflow)?;
-    for tensor in tensors.values_mut() {
-        tensor.file_offset = tensor.file_offset.saturating_add(data_start);
+    /// Takes the next tensor; only overflow is returned at once.
+    fn check(&mut self, name: &str, data_offset: u64, byte_length: u64) -> Result<()> {
+        if self.first_error.is_some() {
+            return Ok(());
+        }
+        let alignment = self.alignment;
+        if !data_offset.is_multiple_of(alignment) {
+            self.first_error = Some(GgufError::MisalignedOffset {
+                name: name.to_owned(),
+                data_offset,
+                alignment,
+            });
+        } else if data_offset != self.next {
+            self.first_error = Some(GgufError::OffsetMismatch {
+                name: name.to_owned(),
+                data_offset,
+                expected: self.next,
+                alignment,
+            });
+        } else {
+            self.data_end = self
+                .next
+                .checked_add(byte_length)
+                .ok_or(GgufError::DataSizeOverflow)?;
+            self.next = align_up(self.data_end, alignment).ok_or(GgufError::DataSizeOverflow)?;
+        }
+        Ok(())
     }
-    let file_size = file_len;
-    let data_present = file_size.saturating_sub(data_start).min(data_expected);
-    Ok(Artifact {
-        format: Format::Gguf,
-        gguf_version: Some(version),
-        metadata,
-        tensors,
-        layout: Layout {
-            file_size,
-            header_size: data_start,
-            data_expected,
-            data_present,
-            alignment: Some(alignment),
-            big_endian: cur.big_endian,
-            files: None,
-            views: None,
-            findings: Vec::new(),
-            groups: None,
-        },
-    })
 }
 
 fn align_up(offset: u64, alignment: u64) -> Option<u64> {
@@ -582,7 +642,7 @@ fn align_up(offset: u64, alignment: u64) -> Option<u64> {
 }
 
 /// Bytes of a tensor as ggml computes them: n_elements / block_size * type_size.
-fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &Dtype) -> Result<u64> {
+fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &'static Dtype) -> Result<u64> {
     let overflow = || GgufError::ElementCountOverflow {
         name: name.to_owned(),
         shape: shape.to_vec(),
@@ -597,7 +657,7 @@ fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &Dtype) -> Result<u6
         return Err(GgufError::BlockMisaligned {
             name: name.to_owned(),
             ne0,
-            dtype: ggml_type.name,
+            dtype: ggml_type,
             block_size: ggml_type.block_size,
         });
     }

@@ -11,6 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use crate::artifact::{Artifact, Format, Layout, TensorInfo, TensorName, Tensors, Value};
+use crate::dtype::Dtype;
 use crate::escape::quoted;
 
 const METADATA_KEY: &str = "__metadata__";
@@ -71,7 +72,7 @@ pub enum SafetensorsError {
         name: String,
         n_elements: u64,
         bits: u64,
-        dtype: &'static str,
+        dtype: &'static Dtype,
     },
     #[error(
         "tensor {}: shape {shape:?} of {dtype} needs {expected} bytes, but data_offsets \
@@ -81,7 +82,7 @@ pub enum SafetensorsError {
     SizeMismatch {
         name: String,
         shape: Vec<u64>,
-        dtype: &'static str,
+        dtype: &'static Dtype,
         expected: u64,
         begin: u64,
         end: u64,
@@ -96,11 +97,6 @@ pub enum SafetensorsError {
         expected: u64,
         extra: u64,
     },
-}
-
-/// Looks up a dtype as written in a file ("BF16"): its identity name and bit width.
-pub fn dtype_info(name: &str) -> Option<(&'static str, u64)> {
-    crate::dtype::by_safetensors_name(name).map(|d| (d.name, d.block_bits))
 }
 
 /// Parses a safetensors file given as its bytes (or a prefix holding at least the header).
@@ -127,7 +123,44 @@ pub fn header_bytes_needed(prefix: &[u8]) -> Option<u64> {
 /// Parses the first bytes of a file of `file_len` bytes: sizes and offsets are checked against
 /// the whole file, and the header must lie within `prefix`.
 pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, SafetensorsError> {
-    let bytes = prefix;
+    let (raw, data_start) = read_header(prefix, file_len)?;
+    let mut entries = raw.tensors;
+    let data_expected = place_tensors(&mut entries, data_start)?;
+    // The JSON reader has already refused duplicate keys.
+    let tensors = Tensors::from_unique(entries)
+        .map_err(|name| SafetensorsError::DuplicateTensor { name: name.into() })?;
+
+    let data_present = file_len - data_start;
+    if data_present > data_expected {
+        return Err(SafetensorsError::TrailingBytes {
+            found: data_present,
+            expected: data_expected,
+            extra: data_present - data_expected,
+        });
+    }
+    let metadata = raw
+        .metadata
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    Ok(Artifact {
+        format: Format::Safetensors,
+        gguf_version: None,
+        metadata,
+        tensors,
+        layout: Layout {
+            file_size: file_len,
+            header_size: data_start,
+            data_expected,
+            data_present,
+            ..Layout::default()
+        },
+    })
+}
+
+/// The header: its length (within the limit, the file and `bytes`), UTF-8, a JSON object, and
+/// the first problem its entries have. Returns it with the offset where data starts.
+fn read_header(bytes: &[u8], file_len: u64) -> Result<(RawHeader, u64), SafetensorsError> {
     let Some(len_bytes) = bytes.get(..8) else {
         return Err(SafetensorsError::MissingHeaderLength { file_len });
     };
@@ -161,21 +194,26 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             line: e.line(),
             column: e.column(),
         })?;
-    if let Some(problem) = raw.first_problem {
-        return Err(problem);
+    match raw.first_problem {
+        Some(problem) => Err(problem),
+        None => Ok((raw, data_start)),
     }
+}
 
-    // Physical order decides contiguity; the identity itself is keyed by name. While they are
-    // checked, `file_offset` and `byte_length` hold the tensor's begin and end offsets.
-    let mut entries = raw.tensors;
+/// Checks that the tensors, in physical order, fill the data contiguously with the bytes their
+/// dtype and shape take, and turns each entry's begin and end offsets (as the JSON has them)
+/// into its offset in the file and byte length. Returns where the last tensor ends.
+fn place_tensors(
+    entries: &mut [(TensorName, TensorInfo)],
+    data_start: u64,
+) -> Result<u64, SafetensorsError> {
+    // Physical order decides contiguity; the identity itself is keyed by name.
     entries.sort_unstable_by(|a, b| {
         (a.1.file_offset, a.1.byte_length, &a.0).cmp(&(b.1.file_offset, b.1.byte_length, &b.0))
     });
     let mut expected_begin = 0u64;
-    for (name, info) in &mut entries {
+    for (name, info) in entries.iter_mut() {
         let (begin, end) = (info.file_offset, info.byte_length);
-        let dtype = info.dtype;
-        let bits = bits_of(dtype);
         if begin != expected_begin {
             return Err(SafetensorsError::NonContiguous {
                 name: name.to_string(),
@@ -183,30 +221,12 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
                 expected: expected_begin,
             });
         }
-        let overflow = || SafetensorsError::ShapeOverflow {
-            name: name.to_string(),
-            shape: info.shape.to_vec(),
-        };
-        let n_elements = info
-            .shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(overflow)?;
-        let n_bits = n_elements.checked_mul(bits).ok_or_else(overflow)?;
-        if n_bits % 8 != 0 {
-            return Err(SafetensorsError::MisalignedSlice {
-                name: name.to_string(),
-                n_elements,
-                bits,
-                dtype,
-            });
-        }
-        let byte_length = n_bits / 8;
+        let byte_length = byte_length_of(name, info)?;
         if end - begin != byte_length {
             return Err(SafetensorsError::SizeMismatch {
                 name: name.to_string(),
                 shape: info.shape.to_vec(),
-                dtype,
+                dtype: info.dtype,
                 expected: byte_length,
                 begin,
                 end,
@@ -217,41 +237,31 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
         info.byte_length = byte_length;
         info.file_offset = data_start + begin;
     }
-    // The JSON reader has already refused duplicate keys.
-    let tensors = Tensors::from_unique(entries)
-        .map_err(|name| SafetensorsError::DuplicateTensor { name: name.into() })?;
+    Ok(expected_begin)
+}
 
-    let data_present = file_len - data_start;
-    if data_present > expected_begin {
-        return Err(SafetensorsError::TrailingBytes {
-            found: data_present,
-            expected: expected_begin,
-            extra: data_present - expected_begin,
+/// The bytes a tensor's shape of its dtype takes: whole bytes, without overflow.
+fn byte_length_of(name: &str, info: &TensorInfo) -> Result<u64, SafetensorsError> {
+    let overflow = || SafetensorsError::ShapeOverflow {
+        name: name.to_string(),
+        shape: info.shape.to_vec(),
+    };
+    let n_elements = info
+        .shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(overflow)?;
+    let bits = info.dtype.block_bits;
+    let n_bits = n_elements.checked_mul(bits).ok_or_else(overflow)?;
+    if !n_bits.is_multiple_of(8) {
+        return Err(SafetensorsError::MisalignedSlice {
+            name: name.to_string(),
+            n_elements,
+            bits,
+            dtype: info.dtype,
         });
     }
-    let metadata = raw
-        .metadata
-        .into_iter()
-        .map(|(k, v)| (k, Value::String(v)))
-        .collect();
-    Ok(Artifact {
-        format: Format::Safetensors,
-        gguf_version: None,
-        metadata,
-        tensors,
-        layout: Layout {
-            file_size: file_len,
-            header_size: data_start,
-            data_expected: expected_begin,
-            data_present,
-            alignment: None,
-            big_endian: false,
-            files: None,
-            views: None,
-            findings: Vec::new(),
-            groups: None,
-        },
-    })
+    Ok(n_bits / 8)
 }
 
 /// serde_json appends " at line L column C"; we report those as fields of our own.
@@ -319,8 +329,8 @@ impl<'de> de::Deserialize<'de> for RawHeader {
                         ))
                     })?;
                     let (begin, end) = tensor.data_offsets;
-                    let dtype = match dtype_info(&tensor.dtype) {
-                        Some((dtype, _)) => dtype,
+                    let dtype = match crate::dtype::by_safetensors_name(&tensor.dtype) {
+                        Some(dtype) => dtype,
                         None => {
                             first_problem.get_or_insert(SafetensorsError::UnknownDtype {
                                 name: key.to_string(),
@@ -363,11 +373,6 @@ fn name_hash(name: &str) -> u64 {
     static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> =
         std::sync::OnceLock::new();
     STATE.get_or_init(Default::default).hash_one(name)
-}
-
-/// Bits per element of a dtype, by the name the identity uses.
-fn bits_of(id_name: &str) -> u64 {
-    crate::dtype::by_name(id_name).map_or(0, |d| d.block_bits)
 }
 
 /// `__metadata__`: a string→string map whose keys must be unique.

@@ -319,7 +319,7 @@ pub fn render_artifact(
             .values()
             .enumerate()
             .filter(|(position, t)| {
-                t.dtype == *dtype && groups.is_none_or(|g| g.get(*position) == Some(&"model"))
+                t.dtype.name == *dtype && groups.is_none_or(|g| g.get(*position) == Some(&"model"))
             })
             .count();
         let _ = writeln!(

@@ -658,7 +658,7 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
 fn dtype_usage(a: &Artifact) -> std::collections::BTreeMap<&'static str, Vec<&str>> {
     let mut by = std::collections::BTreeMap::<&'static str, Vec<&str>>::new();
     for (name, t) in &a.tensors {
-        by.entry(t.dtype).or_default().push(name);
+        by.entry(t.dtype.name).or_default().push(name);
     }
     by
 }

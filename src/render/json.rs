@@ -193,7 +193,7 @@ pub fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) ->
             .filter_map(|position| Some((position, artifact.tensors.get_index(position)?)))
             .map(|(position, (name, t))| TensorJson {
                 name,
-                dtype: t.dtype,
+                dtype: t.dtype.name,
                 shape: &t.shape,
                 byte_length: t.byte_length,
                 offset: t.file_offset,
@@ -447,7 +447,7 @@ struct TensorShape<'a>(&'a TensorInfo);
 impl Serialize for TensorShape<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(3))?;
-        map.serialize_entry("dtype", self.0.dtype)?;
+        map.serialize_entry("dtype", self.0.dtype.name)?;
         map.serialize_entry("shape", self.0.shape.as_slice())?;
         map.serialize_entry("byte_length", &self.0.byte_length)?;
         map.end()

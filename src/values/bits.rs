@@ -98,7 +98,8 @@ mod tests {
     #[test]
     fn signed_zeros_nan_payloads_and_other_encodings_are_told_apart() {
         let f32s = |v: &[u32]| v.iter().flat_map(|b| b.to_le_bytes()).collect::<Vec<u8>>();
-        let codec = crate::values::dequant::codec("f32", false).unwrap();
+        let codec =
+            crate::values::dequant::codec(crate::dtype::by_name("f32").unwrap(), false).unwrap();
         let mut scratch = [Vec::new(), Vec::new()];
         let old = f32s(&[0x0000_0000, 0x7fc0_0000, 0x3f80_0000, 0x8000_0000]);
         let new = f32s(&[0x8000_0000, 0x7fc0_0001, 0x3f80_0000, 0x0000_0000]);
@@ -115,7 +116,8 @@ mod tests {
 
         // q8_0: all-zero quants under another positive scale decode to the same +0s; under a
         // negative scale to -0s.
-        let codec = crate::values::dequant::codec("q8_0", false).unwrap();
+        let codec =
+            crate::values::dequant::codec(crate::dtype::by_name("q8_0").unwrap(), false).unwrap();
         let one = q8_0_block(half::f16::from_f32(1.0), 0);
         let two = q8_0_block(half::f16::from_f32(2.0), 0);
         let minus = q8_0_block(half::f16::from_f32(-1.0), 0);

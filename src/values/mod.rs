@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::artifact::{Artifact, TensorInfo};
+use crate::dtype::Dtype;
 pub use bits::BitsDiffer;
 pub use compare::{Sums, ValueStats};
 pub use dequant::{DECODED_GGUF_TYPES, NotDecoded};
@@ -343,8 +344,54 @@ struct Pair<'a> {
 /// Compares the values of every tensor present on both sides with the same element count.
 pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     let mut diff = ValueDiff::default();
-    let mut pairs = Vec::new();
-    let mut byte_pairs = Vec::new();
+    let paired = pair_tensors(&old, &new, &mut diff)?;
+    let work = settle_by_bytes(&paired, &mut diff);
+    let totals = sum_pieces(&work, diff.tensors.len());
+    for (tensor, total) in diff.tensors.iter_mut().zip(totals) {
+        if let Some(total) = total {
+            let stats = ValueStats::from_sums(&total);
+            tensor.changed |= stats.changed_elements > 0;
+            tensor.stats = Some(stats);
+        }
+    }
+    // Bytes that differ with every value equal: rare, so a second pass says why.
+    for pair in &paired.values {
+        let tensor = &mut diff.tensors[pair.index];
+        if pair.same_dtype
+            && tensor.changed
+            && tensor.stats.is_some_and(|s| s.changed_elements == 0)
+        {
+            tensor.bits_differ = Some(bits_differ(pair));
+            tensor.changed = false;
+        }
+    }
+    Ok(diff)
+}
+
+/// Two tensors of one dtype that has no decoder: compared byte for byte.
+struct BytePair<'a> {
+    index: usize,
+    old_file: &'a ModelBytes,
+    new_file: &'a ModelBytes,
+    old: &'a [u8],
+    new: &'a [u8],
+}
+
+/// The tensors both sides have, by how they are compared.
+#[derive(Default)]
+struct Paired<'a> {
+    values: Vec<Pair<'a>>,
+    bytes: Vec<BytePair<'a>>,
+}
+
+/// Pairs the tensors of both sides by name: each becomes an entry of `diff.tensors` (compared
+/// by value or by bytes) or of `diff.skipped` (element count or dtype changed, a broadcast).
+fn pair_tensors<'a>(
+    old: &Side<'a>,
+    new: &Side<'a>,
+    diff: &mut ValueDiff,
+) -> Result<Paired<'a>, ValuesError> {
+    let mut paired = Paired::default();
     for (old_position, (name, a)) in old.artifact.tensors.iter().enumerate() {
         let Some(new_position) = new.artifact.tensors.position(name) else {
             continue;
@@ -369,8 +416,8 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
         let index = diff.tensors.len();
         let entry = TensorValues {
             name: name.to_owned(),
-            old_dtype: a.dtype,
-            new_dtype: b.dtype,
+            old_dtype: a.dtype.name,
+            new_dtype: b.dtype.name,
             elements: n_old,
             changed: a.dtype != b.dtype,
             method: Method::Values,
@@ -398,7 +445,7 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
                     });
                     continue;
                 }
-                pairs.push(Pair {
+                paired.values.push(Pair {
                     index,
                     old_file,
                     new_file,
@@ -412,13 +459,13 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
                 diff.tensors.push(entry);
             }
             (Err(why), _) | (_, Err(why)) if a.dtype == b.dtype => {
-                byte_pairs.push((
+                paired.bytes.push(BytePair {
                     index,
                     old_file,
                     new_file,
-                    old_file.range(name, a.file_offset, a.byte_length)?,
-                    new_file.range(name, b.file_offset, b.byte_length)?,
-                ));
+                    old: old_file.range(name, a.file_offset, a.byte_length)?,
+                    new: new_file.range(name, b.file_offset, b.byte_length)?,
+                });
                 diff.tensors.push(TensorValues {
                     method: Method::Bytes(why),
                     ..entry
@@ -437,19 +484,28 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
         }
     }
 
-    // Same bytes, same values: a memcmp decides, without arithmetic.
-    let identical: Vec<bool> = pairs
+    Ok(paired)
+}
+
+/// Settles what the bytes decide: pairs whose bytes are the same (identical values, no
+/// arithmetic) and byte-compared pairs. Returns the pieces of the others to compare by value.
+fn settle_by_bytes<'p, 'a>(
+    paired: &'p Paired<'a>,
+    diff: &mut ValueDiff,
+) -> Vec<(&'p Pair<'a>, u64, u64)> {
+    let identical: Vec<bool> = paired
+        .values
         .par_iter()
         .map(|p| match (p.old.run(), p.new.run()) {
             (Some(old), Some(new)) => p.same_dtype && same_bytes(p.old_file, p.new_file, old, new),
             _ => false,
         })
         .collect();
-    for (index, old_file, new_file, a, b) in &byte_pairs {
-        diff.tensors[*index].changed = !same_bytes(old_file, new_file, a, b);
+    for b in &paired.bytes {
+        diff.tensors[b.index].changed = !same_bytes(b.old_file, b.new_file, b.old, b.new);
     }
     let mut work = Vec::new();
-    for (pair, identical) in pairs.iter().zip(&identical) {
+    for (pair, identical) in paired.values.iter().zip(&identical) {
         if *identical {
             diff.tensors[pair.index].stats = Some(ValueStats::identical());
             continue;
@@ -464,6 +520,12 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             start = end;
         }
     }
+    work
+}
+
+/// Compares the pieces on every core; the sums of each of `n_tensors` tensors (None for one
+/// with no piece).
+fn sum_pieces(work: &[(&Pair<'_>, u64, u64)], n_tensors: usize) -> Vec<Option<Sums>> {
     let progress =
         crate::progress::Progress::new(work.len() as u64, crate::progress::Unit::Items, "values");
     let pieces: Vec<(usize, Sums)> = work
@@ -491,29 +553,11 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             },
         )
         .collect();
-    let mut totals: Vec<Option<Sums>> = vec![None; diff.tensors.len()];
+    let mut totals: Vec<Option<Sums>> = vec![None; n_tensors];
     for (index, sums) in pieces {
         totals[index].get_or_insert_with(Sums::default).merge(&sums);
     }
-    for (tensor, total) in diff.tensors.iter_mut().zip(totals) {
-        if let Some(total) = total {
-            let stats = ValueStats::from_sums(&total);
-            tensor.changed |= stats.changed_elements > 0;
-            tensor.stats = Some(stats);
-        }
-    }
-    // Bytes that differ with every value equal: rare, so a second pass says why.
-    for pair in &pairs {
-        let tensor = &mut diff.tensors[pair.index];
-        if pair.same_dtype
-            && tensor.changed
-            && tensor.stats.is_some_and(|s| s.changed_elements == 0)
-        {
-            tensor.bits_differ = Some(bits_differ(pair));
-            tensor.changed = false;
-        }
-    }
-    Ok(diff)
+    totals
 }
 
 /// What differs in the bytes of a pair of one dtype whose values are all equal.
@@ -579,7 +623,7 @@ fn checked_range<'a>(
         return Err(ValuesError::ByteLength {
             path: bytes.name().to_owned(),
             tensor: name.to_owned(),
-            dtype: info.dtype,
+            dtype: info.dtype.name,
             elements,
             expected,
             found: info.byte_length,
@@ -716,7 +760,7 @@ fn beyond_f64(values: &[f64]) -> bool {
 }
 
 /// Decodes a whole tensor's bytes of `dtype` (tests and the dequantization check).
-pub fn dequantize(dtype: &str, bytes: &[u8]) -> Result<Vec<f64>, NotDecoded> {
+pub fn dequantize(dtype: &'static Dtype, bytes: &[u8]) -> Result<Vec<f64>, NotDecoded> {
     let codec = dequant::codec(dtype, false)?;
     let n = bytes.len() as u64 / codec.type_size * codec.block_size;
     let mut out = vec![0f64; n as usize];

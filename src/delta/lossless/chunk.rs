@@ -43,13 +43,13 @@ pub(crate) fn open_container(path: &Path) -> Result<(File, LosslessContainer), D
         .metadata()
         .map_err(|e| crate::error::Error::io(path, e))?
         .len();
-    let c = LosslessContainer::parse(len, |at, buf| {
-        file.read_exact_at(buf, at).map_err(|e| e.to_string())
-    })
-    .map_err(|source| DeltaError::Lossless {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let c =
+        LosslessContainer::parse(len, |at, buf| file.read_exact_at(buf, at)).map_err(|source| {
+            DeltaError::Lossless {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     Ok((file, c))
 }
 

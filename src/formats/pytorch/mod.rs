@@ -510,7 +510,7 @@ fn artifact(
         entries.push((
             TensorName::from(name.as_str()),
             TensorInfo {
-                dtype: tensor.dtype.name,
+                dtype: tensor.dtype,
                 shape: tensor.size.clone(),
                 byte_length,
                 file_offset,

@@ -265,16 +265,25 @@ pub fn version_of(prefix: &[u8]) -> Option<u32> {
     ))
 }
 
+/// Fills `buf` from offset `at`, naming the range when the read fails.
+fn read_exact_at(
+    read_at: &mut impl FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+    at: u64,
+    buf: &mut [u8],
+) -> Result<(), LosslessError> {
+    read_at(at, buf).map_err(|e| LosslessError::Read {
+        at,
+        end: at + buf.len() as u64,
+        reason: e.to_string(),
+    })
+}
+
 fn read_u64(
-    read_at: &mut impl FnMut(u64, &mut [u8]) -> Result<(), String>,
+    read_at: &mut impl FnMut(u64, &mut [u8]) -> std::io::Result<()>,
     at: u64,
 ) -> Result<u64, LosslessError> {
     let mut b = [0u8; 8];
-    read_at(at, &mut b).map_err(|reason| LosslessError::Read {
-        at,
-        end: at + 8,
-        reason,
-    })?;
+    read_exact_at(read_at, at, &mut b)?;
     Ok(u64::from_le_bytes(b))
 }
 
@@ -284,17 +293,13 @@ impl LosslessContainer {
     /// limit and the file's own size.
     pub fn parse(
         file_len: u64,
-        mut read_at: impl FnMut(u64, &mut [u8]) -> Result<(), String>,
+        mut read_at: impl FnMut(u64, &mut [u8]) -> std::io::Result<()>,
     ) -> Result<LosslessContainer, LosslessError> {
         if file_len < LOSSLESS_PREAMBLE + FOOTER {
             return Err(LosslessError::TooShort { len: file_len });
         }
         let mut pre = [0u8; 11];
-        read_at(0, &mut pre).map_err(|reason| LosslessError::Read {
-            at: 0,
-            end: 11,
-            reason,
-        })?;
+        read_exact_at(&mut read_at, 0, &mut pre)?;
         if !pre.starts_with(MAGIC) {
             return Err(LosslessError::BadMagic);
         }
@@ -322,11 +327,7 @@ impl LosslessContainer {
         }
         let header_at = len_at - header_len;
         let mut json = vec![0u8; header_len as usize];
-        read_at(header_at, &mut json).map_err(|reason| LosslessError::Read {
-            at: header_at,
-            end: len_at,
-            reason,
-        })?;
+        read_exact_at(&mut read_at, header_at, &mut json)?;
         let header: LosslessHeader =
             serde_json::from_slice(&json).map_err(|e| LosslessError::Json {
                 at: header_at,
@@ -353,11 +354,7 @@ impl LosslessContainer {
         }
         let index_at = header_at - index_bytes as u64;
         let mut index = vec![0u8; index_bytes as usize];
-        read_at(index_at, &mut index).map_err(|reason| LosslessError::Read {
-            at: index_at,
-            end: header_at,
-            reason,
-        })?;
+        read_exact_at(&mut read_at, index_at, &mut index)?;
         let frames_room = index_at - LOSSLESS_PREAMBLE;
         let mut chunks = Vec::with_capacity(n_chunks as usize);
         let mut frame_offset = LOSSLESS_PREAMBLE;
@@ -420,11 +417,19 @@ impl LosslessContainer {
     /// [`LosslessContainer::parse`] over bytes in memory.
     pub fn parse_bytes(bytes: &[u8]) -> Result<LosslessContainer, LosslessError> {
         LosslessContainer::parse(bytes.len() as u64, |at, buf| {
-            let start = usize::try_from(at).map_err(|_| "offset out of range".to_string())?;
+            let past_the_end = || {
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "past the end of the file",
+                )
+            };
+            let start = usize::try_from(at).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "offset out of range")
+            })?;
             let end = start
                 .checked_add(buf.len())
                 .filter(|e| *e <= bytes.len())
-                .ok_or_else(|| "past the end of the file".to_string())?;
+                .ok_or_else(past_the_end)?;
             buf.copy_from_slice(&bytes[start..end]);
             Ok(())
         })

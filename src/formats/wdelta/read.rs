@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use super::header::{max_tensors, parse_header};
 use super::{
     ArrayDtype, ArrayRef, CHECKSUM_LEN, Header, MAGIC, PREAMBLE_LEN, Params, Record, RecordIndex,
-    RecordShape, SUPPORTED_VERSIONS, TensorArrays, TensorEntry, Tensors, WdeltaError,
+    RecordShape, SUPPORTED_VERSIONS, Strategy, TensorArrays, TensorEntry, Tensors, WdeltaError,
     quantized_cols, quantized_rows,
 };
 
@@ -146,20 +146,6 @@ impl WdeltaFile {
             .sum()
     }
 
-    /// The byte range of a tensor's records (they are adjacent when written here or by the
-    /// reference; otherwise the range spans what lies between).
-    pub fn tensor_span(&self, tensor: &str) -> Option<(usize, usize)> {
-        let position = self.header.tensors.position(tensor)?;
-        let mut lo = usize::MAX;
-        let mut hi = 0;
-        for r in self.records_at(position) {
-            let r = r.as_ref()?;
-            lo = lo.min(r.record_offset);
-            hi = hi.max(r.record_offset + r.record_len);
-        }
-        Some((lo, hi - lo))
-    }
-
     /// Every record is referenced by the header (checked as they are indexed); each tensor's
     /// arrays follow its strategy's rules.
     fn validate(&self, bytes: &[u8]) -> Result<(), WdeltaError> {
@@ -197,85 +183,18 @@ pub fn validate_tensor<'a>(
         key: format!("tensors.{name}.shape"),
         expected: "dimensions whose product fits in 64 bits".into(),
     })?;
-    let strategy = entry.strategy();
-    let get = |field: &str| {
-        strategy
-            .field_slot(field)
-            .and_then(|slot| slots.get(slot)?.as_ref())
-            .ok_or_else(|| WdeltaError::MissingRecord {
-                tensor: name.to_string(),
-                field: field.to_string(),
-            })
-    };
-    let dtype_err = |field: &str, r: &Record, expected: &str| WdeltaError::ArrayDtype {
-        tensor: name.to_string(),
-        field: field.to_string(),
-        found: r.dtype.name(),
-        expected: expected.to_string(),
-    };
-    let len_err = |field: &str, found: usize, expected: String| WdeltaError::ArrayLength {
-        tensor: name.to_string(),
-        field: field.to_string(),
-        found: found as u64,
-        expected,
+    let arrays = Arrays {
+        name,
+        strategy: entry.strategy(),
+        slots,
     };
     match entry.params {
         Params::Sparse { .. } => {
-            let idx = get("indices")?;
-            let vals = get("values")?;
-            if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
-                return Err(dtype_err("indices", idx, "int64 or int32"));
-            }
-            if vals.dtype != ArrayDtype::Float32 {
-                return Err(dtype_err("values", vals, "float32"));
-            }
-            if idx.len() as u64 > n {
-                return Err(len_err("indices", idx.len(), format!("at most {n}")));
-            }
-            if vals.len() != idx.len() {
-                return Err(len_err(
-                    "values",
-                    vals.len(),
-                    format!("{} (as many as indices)", idx.len()),
-                ));
-            }
-            check_indices(name, "indices", idx.dtype, data(idx), n)?;
+            let idx = validate_sparse(&arrays, n)?;
+            check_indices(name, "indices", idx.dtype, data(idx), n)
         }
         Params::Quantized { n_elements, n_cols } => {
-            if n_elements != n {
-                return Err(WdeltaError::HeaderField {
-                    key: format!("tensors.{name}.n_elements"),
-                    expected: format!("{n} (the product of the shape), found {n_elements}"),
-                });
-            }
-            let shape = entry.shape.unpack();
-            let want_cols = quantized_cols(&shape);
-            if n_cols != want_cols {
-                return Err(WdeltaError::HeaderField {
-                    key: format!("tensors.{name}.n_cols"),
-                    expected: format!("{want_cols} (the product of shape[1:]), found {n_cols}"),
-                });
-            }
-            let scales = get("scales")?;
-            let signs = get("packed_signs")?;
-            if scales.dtype != ArrayDtype::Float16 {
-                return Err(dtype_err("scales", scales, "float16"));
-            }
-            if signs.dtype != ArrayDtype::Uint8 {
-                return Err(dtype_err("packed_signs", signs, "uint8"));
-            }
-            let rows = quantized_rows(&shape);
-            if scales.len() as u64 != rows {
-                return Err(len_err(
-                    "scales",
-                    scales.len(),
-                    format!("{rows} (one per row)"),
-                ));
-            }
-            let want = n.div_ceil(8);
-            if signs.len() as u64 != want {
-                return Err(len_err("packed_signs", signs.len(), format!("{want}")));
-            }
+            validate_quantized(&arrays, entry, n, n_elements, n_cols)
         }
         Params::Int4 {
             n_elements,
@@ -283,71 +202,162 @@ pub fn validate_tensor<'a>(
             layout,
             ..
         } => {
-            if n_elements != n {
-                return Err(WdeltaError::HeaderField {
-                    key: format!("tensors.{name}.n_elements"),
-                    expected: format!("{n} (the product of the shape), found {n_elements}"),
-                });
-            }
-            if n_outliers > n {
-                return Err(WdeltaError::HeaderField {
-                    key: format!("tensors.{name}.n_outliers"),
-                    expected: format!("at most n_elements ({n}), found {n_outliers}"),
-                });
-            }
-            let idx = get("outlier_idx")?;
-            let vals = get("outlier_vals")?;
-            let scale = get("scale")?;
-            let zero = get("zero_point")?;
-            let packed = get("packed")?;
-            if !matches!(idx.dtype, ArrayDtype::Int64 | ArrayDtype::Int32) {
-                return Err(dtype_err("outlier_idx", idx, "int64 or int32"));
-            }
-            for (field, r) in [
-                ("outlier_vals", vals),
-                ("scale", scale),
-                ("zero_point", zero),
-            ] {
-                if r.dtype != ArrayDtype::Float16 {
-                    return Err(dtype_err(field, r, "float16"));
-                }
-            }
-            if packed.dtype != ArrayDtype::Uint8 {
-                return Err(dtype_err("packed", packed, "uint8"));
-            }
-            if idx.len() as u64 != n_outliers {
-                return Err(len_err(
-                    "outlier_idx",
-                    idx.len(),
-                    format!("{n_outliers} (n_outliers)"),
-                ));
-            }
-            if vals.len() as u64 != n_outliers {
-                return Err(len_err(
-                    "outlier_vals",
-                    vals.len(),
-                    format!("{n_outliers} (n_outliers)"),
-                ));
-            }
-            if scale.len() != 1 {
-                return Err(len_err("scale", scale.len(), "1".into()));
-            }
-            if zero.len() != 1 {
-                return Err(len_err("zero_point", zero.len(), "1".into()));
-            }
-            let quantized = if layout == 1 { n - n_outliers } else { n };
-            let want = quantized.div_ceil(2);
-            if packed.len() as u64 != want {
-                return Err(len_err(
-                    "packed",
-                    packed.len(),
-                    format!("{want} (two 4-bit values per byte for {quantized} values)"),
-                ));
-            }
-            check_indices(name, "outlier_idx", idx.dtype, data(idx), n)?;
+            let idx = validate_int4(&arrays, n, n_elements, n_outliers, layout)?;
+            check_indices(name, "outlier_idx", idx.dtype, data(idx), n)
         }
     }
-    Ok(())
+}
+
+/// One tensor's records by field name, and the errors that name the tensor and the field.
+struct Arrays<'a> {
+    name: &'a str,
+    strategy: Strategy,
+    /// In the order of the strategy's fields.
+    slots: &'a [Option<Record>],
+}
+
+impl<'a> Arrays<'a> {
+    fn get(&self, field: &str) -> Result<&'a Record, WdeltaError> {
+        self.strategy
+            .field_slot(field)
+            .and_then(|slot| self.slots.get(slot)?.as_ref())
+            .ok_or_else(|| WdeltaError::MissingRecord {
+                tensor: self.name.to_string(),
+                field: field.to_string(),
+            })
+    }
+
+    /// `r` (the record of `field`) has one of the dtypes `allowed` (`expected` in words).
+    fn dtype(
+        &self,
+        field: &str,
+        r: &Record,
+        allowed: &[ArrayDtype],
+        expected: &str,
+    ) -> Result<(), WdeltaError> {
+        if allowed.contains(&r.dtype) {
+            return Ok(());
+        }
+        Err(WdeltaError::ArrayDtype {
+            tensor: self.name.to_string(),
+            field: field.to_string(),
+            found: r.dtype.name(),
+            expected: expected.to_string(),
+        })
+    }
+
+    /// `r` (the record of `field`) has `want` elements (`expected` in words).
+    fn len(&self, field: &str, r: &Record, want: u64, expected: String) -> Result<(), WdeltaError> {
+        if r.len() as u64 == want {
+            return Ok(());
+        }
+        Err(self.len_error(field, r, expected))
+    }
+
+    fn len_error(&self, field: &str, r: &Record, expected: String) -> WdeltaError {
+        WdeltaError::ArrayLength {
+            tensor: self.name.to_string(),
+            field: field.to_string(),
+            found: r.len() as u64,
+            expected,
+        }
+    }
+
+    /// The header's `n_elements` is the product of the shape, `n`.
+    fn n_elements(&self, n: u64, n_elements: u64) -> Result<(), WdeltaError> {
+        if n_elements == n {
+            return Ok(());
+        }
+        Err(WdeltaError::HeaderField {
+            key: format!("tensors.{}.n_elements", self.name),
+            expected: format!("{n} (the product of the shape), found {n_elements}"),
+        })
+    }
+}
+
+const INDEX_DTYPES: &[ArrayDtype] = &[ArrayDtype::Int64, ArrayDtype::Int32];
+
+/// A sparse tensor: at most `n` indices and as many float32 values. Returns the indices.
+fn validate_sparse<'a>(arrays: &Arrays<'a>, n: u64) -> Result<&'a Record, WdeltaError> {
+    let idx = arrays.get("indices")?;
+    let vals = arrays.get("values")?;
+    arrays.dtype("indices", idx, INDEX_DTYPES, "int64 or int32")?;
+    arrays.dtype("values", vals, &[ArrayDtype::Float32], "float32")?;
+    if idx.len() as u64 > n {
+        return Err(arrays.len_error("indices", idx, format!("at most {n}")));
+    }
+    let expected = format!("{} (as many as indices)", idx.len());
+    arrays.len("values", vals, idx.len() as u64, expected)?;
+    Ok(idx)
+}
+
+/// A sign-quantized tensor: a float16 scale per row and a sign bit per element.
+fn validate_quantized(
+    arrays: &Arrays<'_>,
+    entry: &TensorEntry,
+    n: u64,
+    n_elements: u64,
+    n_cols: u64,
+) -> Result<(), WdeltaError> {
+    arrays.n_elements(n, n_elements)?;
+    let shape = entry.shape.unpack();
+    let want_cols = quantized_cols(&shape);
+    if n_cols != want_cols {
+        return Err(WdeltaError::HeaderField {
+            key: format!("tensors.{}.n_cols", arrays.name),
+            expected: format!("{want_cols} (the product of shape[1:]), found {n_cols}"),
+        });
+    }
+    let scales = arrays.get("scales")?;
+    let signs = arrays.get("packed_signs")?;
+    arrays.dtype("scales", scales, &[ArrayDtype::Float16], "float16")?;
+    arrays.dtype("packed_signs", signs, &[ArrayDtype::Uint8], "uint8")?;
+    let rows = quantized_rows(&shape);
+    arrays.len("scales", scales, rows, format!("{rows} (one per row)"))?;
+    let want = n.div_ceil(8);
+    arrays.len("packed_signs", signs, want, format!("{want}"))
+}
+
+/// An int4 tensor: float16 outliers with their indices, one float16 scale and zero point, and
+/// two 4-bit values per byte. Returns the outliers' indices.
+fn validate_int4<'a>(
+    arrays: &Arrays<'a>,
+    n: u64,
+    n_elements: u64,
+    n_outliers: u64,
+    layout: u32,
+) -> Result<&'a Record, WdeltaError> {
+    arrays.n_elements(n, n_elements)?;
+    if n_outliers > n {
+        return Err(WdeltaError::HeaderField {
+            key: format!("tensors.{}.n_outliers", arrays.name),
+            expected: format!("at most n_elements ({n}), found {n_outliers}"),
+        });
+    }
+    let idx = arrays.get("outlier_idx")?;
+    let vals = arrays.get("outlier_vals")?;
+    let scale = arrays.get("scale")?;
+    let zero = arrays.get("zero_point")?;
+    let packed = arrays.get("packed")?;
+    arrays.dtype("outlier_idx", idx, INDEX_DTYPES, "int64 or int32")?;
+    for (field, r) in [
+        ("outlier_vals", vals),
+        ("scale", scale),
+        ("zero_point", zero),
+    ] {
+        arrays.dtype(field, r, &[ArrayDtype::Float16], "float16")?;
+    }
+    arrays.dtype("packed", packed, &[ArrayDtype::Uint8], "uint8")?;
+    let outliers = format!("{n_outliers} (n_outliers)");
+    arrays.len("outlier_idx", idx, n_outliers, outliers.clone())?;
+    arrays.len("outlier_vals", vals, n_outliers, outliers)?;
+    arrays.len("scale", scale, 1, "1".into())?;
+    arrays.len("zero_point", zero, 1, "1".into())?;
+    let quantized = if layout == 1 { n - n_outliers } else { n };
+    let want = quantized.div_ceil(2);
+    let expected = format!("{want} (two 4-bit values per byte for {quantized} values)");
+    arrays.len("packed", packed, want, expected)?;
+    Ok(idx)
 }
 
 /// Indices must be strictly ascending and below `n`: decoding relies on it.

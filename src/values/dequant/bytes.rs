@@ -18,6 +18,16 @@ pub fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
+/// Bytes per block of the dtype named `name`, from the dtype table.
+pub const fn block_bytes(name: &str) -> usize {
+    (crate::dtype::named(name).block_bits / 8) as usize
+}
+
+/// Values per block of the dtype named `name`, from the dtype table.
+pub const fn block_values(name: &str) -> usize {
+    crate::dtype::named(name).block_size as usize
+}
+
 /// Decodes whole blocks: `bytes` holds `n` blocks of `TS` bytes, `out` their `n * BS` values.
 /// `block` writes one block's values as f32, ggml's arithmetic type. Callers mark it
 /// `#[inline(always)]`: a closure left out of line keeps the baseline code generation even when

@@ -1,7 +1,7 @@
 //! ggml's codebook ("iq") types: indices into fixed grids of 4 or 8 values, per-group signs and
 //! small per-group scales. The grids are data generated from gguf-py ([`super::iq_tables`]).
 
-use super::bytes::{each_block, f16_at, u16_at, u32_at};
+use super::bytes::{block_bytes, block_values, each_block, f16_at, u16_at, u32_at};
 use super::iq_tables::{
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS,
 };
@@ -16,7 +16,7 @@ fn sign(signs: u8, k: usize) -> f32 {
 /// and, in the second, four 7-bit sign indices and a 4-bit scale in the top bits.
 #[inline(always)]
 pub fn iq2_xxs(bytes: &[u8], out: &mut [f64]) {
-    each_block::<66, 256>(
+    each_block::<{ block_bytes("iq2_xxs") }, { block_values("iq2_xxs") }>(
         bytes,
         out,
         #[inline(always)]
@@ -51,7 +51,7 @@ fn quarter_scales(d: f32, packed: &[u8]) -> [f32; 16] {
 /// iq2_xs: d, 32 u16 (9-bit grid index, 7-bit sign index), 8 bytes of 4-bit scales.
 #[inline(always)]
 pub fn iq2_xs(bytes: &[u8], out: &mut [f64]) {
-    each_block::<74, 256>(
+    each_block::<{ block_bytes("iq2_xs") }, { block_values("iq2_xs") }>(
         bytes,
         out,
         #[inline(always)]
@@ -74,7 +74,7 @@ pub fn iq2_xs(bytes: &[u8], out: &mut [f64]) {
 /// 8 bytes of 4-bit scales.
 #[inline(always)]
 pub fn iq2_s(bytes: &[u8], out: &mut [f64]) {
-    each_block::<82, 256>(
+    each_block::<{ block_bytes("iq2_s") }, { block_values("iq2_s") }>(
         bytes,
         out,
         #[inline(always)]
@@ -97,7 +97,7 @@ pub fn iq2_s(bytes: &[u8], out: &mut [f64]) {
 /// 4-bit scale per group of 32.
 #[inline(always)]
 pub fn iq3_xxs(bytes: &[u8], out: &mut [f64]) {
-    each_block::<98, 256>(
+    each_block::<{ block_bytes("iq3_xxs") }, { block_values("iq3_xxs") }>(
         bytes,
         out,
         #[inline(always)]
@@ -123,7 +123,7 @@ pub fn iq3_xxs(bytes: &[u8], out: &mut [f64]) {
 /// 4 bytes of 4-bit scales (`d * (1 + 2 s)` per 32 values).
 #[inline(always)]
 pub fn iq3_s(bytes: &[u8], out: &mut [f64]) {
-    each_block::<110, 256>(
+    each_block::<{ block_bytes("iq3_s") }, { block_values("iq3_s") }>(
         bytes,
         out,
         #[inline(always)]
@@ -147,7 +147,7 @@ pub fn iq3_s(bytes: &[u8], out: &mut [f64]) {
 /// a 3-bit scale and the sign of a ±1/8 shift; value = d * (2 s + 1) * (grid ± 1/8).
 #[inline(always)]
 pub fn iq1_s(bytes: &[u8], out: &mut [f64]) {
-    each_block::<50, 256>(
+    each_block::<{ block_bytes("iq1_s") }, { block_values("iq1_s") }>(
         bytes,
         out,
         #[inline(always)]
@@ -174,7 +174,7 @@ pub fn iq1_s(bytes: &[u8], out: &mut [f64]) {
 /// then 4 u16 of 3-bit scales whose top nibbles together hold the f16 super-scale d.
 #[inline(always)]
 pub fn iq1_m(bytes: &[u8], out: &mut [f64]) {
-    each_block::<56, 256>(
+    each_block::<{ block_bytes("iq1_m") }, { block_values("iq1_m") }>(
         bytes,
         out,
         #[inline(always)]

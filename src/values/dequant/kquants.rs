@@ -2,7 +2,7 @@
 //! its own 4-, 6- or 8-bit scale (and minimum) under one or two f16 super-scales; iq4_xs shares
 //! the 6-bit sub-scales of this family.
 
-use super::bytes::{each_block, f16_at, u16_at};
+use super::bytes::{block_bytes, block_values, each_block, f16_at, u16_at};
 use super::legacy::IQ4_LEVELS;
 
 /// Bits `2 * s` and up of byte `l` of each 32-byte half: value `h * 128 + s * 32 + l` of a
@@ -26,7 +26,7 @@ fn nibble(qs: &[u8], index: usize) -> u8 {
 /// super-scales d and dmin; value = d * scale * q - dmin * min.
 #[inline(always)]
 pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<84, 256>(
+    each_block::<{ block_bytes("q2_k") }, { block_values("q2_k") }>(
         bytes,
         out,
         #[inline(always)]
@@ -47,7 +47,7 @@ pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
 /// sixteen 6-bit signed scales, super-scale d; value = d * (scale - 32) * q.
 #[inline(always)]
 pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<110, 256>(
+    each_block::<{ block_bytes("q3_k") }, { block_values("q3_k") }>(
         bytes,
         out,
         #[inline(always)]
@@ -88,7 +88,7 @@ pub(super) fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
 /// value = d * scale * q - dmin * min.
 #[inline(always)]
 pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<144, 256>(
+    each_block::<{ block_bytes("q4_k") }, { block_values("q4_k") }>(
         bytes,
         out,
         #[inline(always)]
@@ -113,7 +113,7 @@ pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
 /// q5_k: q4_k plus 32 bytes holding a fifth bit per value (bit `i / 32` of byte `i % 32`).
 #[inline(always)]
 pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<176, 256>(
+    each_block::<{ block_bytes("q5_k") }, { block_values("q5_k") }>(
         bytes,
         out,
         #[inline(always)]
@@ -137,7 +137,7 @@ pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
 /// value = d * scale * (q - 32).
 #[inline(always)]
 pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
-    each_block::<210, 256>(
+    each_block::<{ block_bytes("q6_k") }, { block_values("q6_k") }>(
         bytes,
         out,
         #[inline(always)]
@@ -169,7 +169,7 @@ pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
 /// level, the 16 low nibbles of a 16-byte run first.
 #[inline(always)]
 pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
-    each_block::<136, 256>(
+    each_block::<{ block_bytes("iq4_xs") }, { block_values("iq4_xs") }>(
         bytes,
         out,
         #[inline(always)]
@@ -199,7 +199,7 @@ pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
         let shifted = x.wrapping_mul(POW3[p]);
         (((shifted as u16 * 3) >> 8) as i32 - 1) as f32
     };
-    each_block::<54, 256>(
+    each_block::<{ block_bytes("tq1_0") }, { block_values("tq1_0") }>(
         bytes,
         out,
         #[inline(always)]
@@ -225,7 +225,7 @@ pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
 /// tq2_0: 64 bytes of 2-bit values (as q2_k's), then d; value = d * (q - 1).
 #[inline(always)]
 pub fn tq2_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<66, 256>(
+    each_block::<{ block_bytes("tq2_0") }, { block_values("tq2_0") }>(
         bytes,
         out,
         #[inline(always)]

@@ -5,7 +5,7 @@
 //! results are those of the portable decoders bit for bit (unit tests compare every variant
 //! the CPU runs on random blocks).
 
-use super::bytes::f16_at;
+use super::bytes::{block_bytes, block_values, f16_at};
 use super::kquants::{q4_k, q6_k, scales_and_mins};
 
 /// q4_k, with AVX-512 or AVX2 when the CPU has them.
@@ -37,7 +37,7 @@ pub fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{f16_at, scales_and_mins};
+    use super::{block_bytes, block_values, f16_at, scales_and_mins};
 
     #[target_feature(enable = "avx512f,avx2")]
     pub(super) fn q4_k(bytes: &[u8], out: &mut [f64]) {
@@ -45,7 +45,10 @@ mod avx512 {
         let nibble_values = _mm512_cvtepi32_ps(_mm512_set_epi32(
             15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
         ));
-        for (b, v) in bytes.chunks_exact(144).zip(out.chunks_exact_mut(256)) {
+        for (b, v) in bytes
+            .chunks_exact(const { block_bytes("q4_k") })
+            .zip(out.chunks_exact_mut(const { block_values("q4_k") }))
+        {
             let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
             let (sc, mn) = scales_and_mins(&b[4..16]);
             for g in 0..4 {
@@ -95,7 +98,7 @@ mod avx512 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{f16_at, scales_and_mins};
+    use super::{block_bytes, block_values, f16_at, scales_and_mins};
 
     /// Writes `scale * q - min` of 32 small integers `q` (bytes of `q8`) as f64 to `out`,
     /// computed in f32 as the portable decoders do (a product, then a difference).
@@ -132,7 +135,10 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) fn q4_k(bytes: &[u8], out: &mut [f64]) {
         let low_nibbles = _mm256_set1_epi8(0x0F);
-        for (b, v) in bytes.chunks_exact(144).zip(out.chunks_exact_mut(256)) {
+        for (b, v) in bytes
+            .chunks_exact(const { block_bytes("q4_k") })
+            .zip(out.chunks_exact_mut(const { block_values("q4_k") }))
+        {
             let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
             let (sc, mn) = scales_and_mins(&b[4..16]);
             for g in 0..4 {
@@ -150,7 +156,10 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) fn q6_k(bytes: &[u8], out: &mut [f64]) {
         let (low_nibbles, two_bits) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3));
-        for (b, v) in bytes.chunks_exact(210).zip(out.chunks_exact_mut(256)) {
+        for (b, v) in bytes
+            .chunks_exact(const { block_bytes("q6_k") })
+            .zip(out.chunks_exact_mut(const { block_values("q6_k") }))
+        {
             let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
             let d = f16_at(b, 208);
             for h in 0..2 {

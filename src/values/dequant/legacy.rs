@@ -5,7 +5,7 @@
 //! In every nibble layout here the low nibble of byte `j` is value `j` and the high nibble is
 //! value `j + 16` of the block (for nvfp4: of its 16-value sub-block).
 
-use super::bytes::{each_block, f16_at, u32_at};
+use super::bytes::{block_bytes, block_values, each_block, f16_at, u32_at};
 
 /// iq4_nl's (and iq4_xs's) 16 levels.
 pub const IQ4_LEVELS: [i8; 16] = [
@@ -18,7 +18,7 @@ const E2M1_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, 
 /// q4_0: f16 scale d, 16 bytes of nibbles q; value = d * (q - 8).
 #[inline(always)]
 pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<18, 32>(
+    each_block::<{ block_bytes("q4_0") }, { block_values("q4_0") }>(
         bytes,
         out,
         #[inline(always)]
@@ -36,7 +36,7 @@ pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
 /// q4_1: scale d, minimum m, 16 bytes of nibbles; value = d * q + m.
 #[inline(always)]
 pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
-    each_block::<20, 32>(
+    each_block::<{ block_bytes("q4_1") }, { block_values("q4_1") }>(
         bytes,
         out,
         #[inline(always)]
@@ -67,7 +67,7 @@ fn five_bits(qs: &[u8; 16], qh: u32) -> [u8; 32] {
 /// q5_0: scale d, 32 high bits, 16 bytes of nibbles; value = d * (q - 16).
 #[inline(always)]
 pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<22, 32>(
+    each_block::<{ block_bytes("q5_0") }, { block_values("q5_0") }>(
         bytes,
         out,
         #[inline(always)]
@@ -84,7 +84,7 @@ pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
 /// q5_1: scale d, minimum m, 32 high bits, 16 bytes of nibbles; value = d * q + m.
 #[inline(always)]
 pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
-    each_block::<24, 32>(
+    each_block::<{ block_bytes("q5_1") }, { block_values("q5_1") }>(
         bytes,
         out,
         #[inline(always)]
@@ -101,7 +101,7 @@ pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
 /// q8_0: scale d, 32 signed bytes; value = q * d.
 #[inline(always)]
 pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
-    each_block::<34, 32>(
+    each_block::<{ block_bytes("q8_0") }, { block_values("q8_0") }>(
         bytes,
         out,
         #[inline(always)]
@@ -117,7 +117,7 @@ pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
 /// iq4_nl: scale d, 16 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * level.
 #[inline(always)]
 pub fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
-    each_block::<18, 32>(
+    each_block::<{ block_bytes("iq4_nl") }, { block_values("iq4_nl") }>(
         bytes,
         out,
         #[inline(always)]
@@ -145,7 +145,7 @@ fn e8m0_half(e: u8) -> f32 {
 /// mxfp4: one e8m0 scale byte, 16 bytes of e2m1 nibbles; value = scale * e2m1.
 #[inline(always)]
 pub fn mxfp4(bytes: &[u8], out: &mut [f64]) {
-    each_block::<17, 32>(
+    each_block::<{ block_bytes("mxfp4") }, { block_values("mxfp4") }>(
         bytes,
         out,
         #[inline(always)]
@@ -180,7 +180,7 @@ fn ue4m3_half(x: u8) -> f32 {
 /// then 4 x 8 bytes of e2m1 nibbles; value = scale * e2m1.
 #[inline(always)]
 pub fn nvfp4(bytes: &[u8], out: &mut [f64]) {
-    each_block::<36, 64>(
+    each_block::<{ block_bytes("nvfp4") }, { block_values("nvfp4") }>(
         bytes,
         out,
         #[inline(always)]
