@@ -376,6 +376,11 @@ class TensorClass:
     pass
 
 
+class Namespace:
+    """argparse.Namespace of a fairseq checkpoint: its attributes are training arguments,
+    outside a training checkpoint's identity (§5d), so they are kept but never walked."""
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     def __init__(self, file, storages: dict[str, Storage]):
         super().__init__(file)
@@ -391,6 +396,7 @@ class RestrictedUnpickler(pickle.Unpickler):
             ("torch._utils", "_rebuild_parameter_with_state"): rebuild_parameter,
             ("torch._tensor", "_rebuild_from_type_v2"): rebuild_from_type_v2,
             ("torch", "Tensor"): TensorClass,
+            ("argparse", "Namespace"): Namespace,
             ("torch.nn.parameter", "Parameter"): TensorClass,
             ("torch", "UntypedStorage"): StorageType(None),
             ("torch.storage", "UntypedStorage"): StorageType(None),
@@ -456,6 +462,42 @@ def pytorch_walk(root: Any) -> dict[str, Any]:
     return {"format": "pytorch", "metadata": metadata, "tensors": tensors}
 
 
+# docs/SPEC.md §5d: a training checkpoint (model weights beside optimizer, scheduler or RNG
+# state, told by the root dict's keys) is identified by its model weights and its groups.
+GROUP_KEYS = {
+    "model": {"state_dict", "model", "module", "model_state_dict"},
+    "optimizer": {"optimizer_states", "optimizer", "optimizer_state_dict", "optimizer_history",
+                  "last_optimizer_state"},
+    "scheduler": {"lr_schedulers", "scheduler", "lr_scheduler"},
+    "rng": {"rng_state", "rng_states", "numpy_rng", "torch_rng_state"},
+}
+
+
+def training_rule(root: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(root, dict):
+        return doc
+    keys = [str(k) if isinstance(k, bool) or k is None else k for k in root
+            if isinstance(k, (str, int)) or k is None]
+    keys = [str(k) for k in keys]
+    group_of = {k: next((g for g, names in GROUP_KEYS.items() if k in names), "other") for k in keys}
+    groups = sorted(set(group_of.values()))
+    if "model" not in groups or not {"optimizer", "scheduler", "rng"} & set(groups):
+        return doc
+    model_keys = sorted(k for k, g in group_of.items() if g == "model")
+
+    def model_name(name: str) -> str | None:
+        for key in model_keys:
+            if name == key or name.startswith(key + "."):
+                return name[len(key) + 1:] if len(model_keys) == 1 else name
+        return None
+
+    def kept(items: dict[str, Any]) -> dict[str, Any]:
+        return {model_name(k): v for k, v in items.items() if model_name(k) is not None}
+
+    return {"format": "pytorch", "groups": groups, "metadata": kept(doc["metadata"]),
+            "tensors": kept(doc["tensors"])}
+
+
 def pytorch_doc(path: Path) -> dict[str, Any]:
     storages: dict[str, Storage] = {}
     if zipfile.is_zipfile(path):
@@ -464,12 +506,12 @@ def pytorch_doc(path: Path) -> dict[str, Any]:
             if len(pickles) != 1:
                 raise Invalid(f"{path}: {len(pickles)} data.pkl members")
             root = RestrictedUnpickler(io.BytesIO(z.read(pickles[0])), storages).load()
-        return pytorch_walk(root)
+        return training_rule(root, pytorch_walk(root))
     with open(path, "rb") as f:
         for _ in range(3):  # magic number, protocol, sys info
             RestrictedUnpickler(f, storages).load()
         root = RestrictedUnpickler(f, storages).load()
-    return pytorch_walk(root)
+    return training_rule(root, pytorch_walk(root))
 
 
 # --------------------------------------------------------------------------------------------

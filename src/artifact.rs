@@ -304,6 +304,56 @@ pub struct Layout {
     /// table (`model`, `optimizer`, `scheduler`, `rng`, `other`); None for a plain state dict
     /// and the other formats, whose tensors are all model weights.
     pub groups: Option<Vec<&'static str>>,
+    /// PyTorch training checkpoints (model weights beside optimizer, scheduler or RNG state):
+    /// what the identity holds of them (docs/SPEC.md §5d). None for every other file.
+    pub training: Option<Box<TrainingCheckpoint>>,
+}
+
+/// A training checkpoint's identity rule (docs/SPEC.md §5d): the identity is that of its model
+/// weights — the tensors and plain values under the model keys, named as in a plain state dict
+/// of them — plus the stated list of the groups its root keys belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrainingCheckpoint {
+    /// The root keys holding model weights (`state_dict`, `model`, …), sorted.
+    pub model_keys: Vec<String>,
+    /// The groups of the root keys (`model`, `optimizer`, `other`, `rng`, `scheduler`), sorted,
+    /// each once.
+    pub groups: Vec<&'static str>,
+}
+
+impl TrainingCheckpoint {
+    /// "the model weights (state_dict) and the groups model, optimizer, other, scheduler".
+    pub fn describe(&self) -> String {
+        let keys: Vec<String> = self
+            .model_keys
+            .iter()
+            .map(|k| crate::escape::shown(k).into_owned())
+            .collect();
+        format!(
+            "the model weights ({}) and the groups {}",
+            keys.join(", "),
+            self.groups.join(", ")
+        )
+    }
+
+    /// The name `name` has in the identity when it is under a model key: without the key when
+    /// there is one model key (`state_dict.layer.weight` -> `layer.weight`), whole otherwise.
+    pub fn model_name<'a>(&self, name: &'a str) -> Option<&'a str> {
+        let under = |key: &str| {
+            name == key
+                || name
+                    .strip_prefix(key)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        };
+        match self.model_keys.as_slice() {
+            [key] if under(key) => {
+                let rest = &name[key.len()..];
+                Some(rest.strip_prefix('.').unwrap_or(rest))
+            }
+            keys if keys.iter().any(|k| under(k)) => Some(name),
+            _ => None,
+        }
+    }
 }
 
 /// A global a pickle names beyond those of tensors (`argparse.Namespace`, `posix.system`): its

@@ -264,16 +264,30 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
 }
 
 fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
-    // Keys in UTF-8 byte order: format < gguf_version < metadata < tensors.
+    // Keys in UTF-8 byte order: format < gguf_version < groups < metadata < tensors.
     out.put(b"{\"format\":");
     write_str(out, artifact.format.name());
     if let Some(version) = artifact.gguf_version {
         out.put(b",\"gguf_version\":");
         write_int(out, version);
     }
+    // A training checkpoint: its model weights under their state-dict names, and its groups
+    // (docs/SPEC.md §5d). Stripping one key keeps the names in byte order.
+    let training = artifact.layout.training.as_deref();
+    if let Some(training) = training {
+        out.put(b",\"groups\":");
+        write_items(out, &training.groups, |out, g| write_str(out, g));
+    }
     out.put(b",\"metadata\":{");
     // BTreeMap<String, _> iterates in byte order of the keys.
-    for (i, (key, value)) in artifact.metadata.iter().enumerate() {
+    let metadata = artifact
+        .metadata
+        .iter()
+        .filter_map(|(key, value)| match training {
+            Some(t) => t.model_name(key).map(|key| (key, value)),
+            None => Some((key.as_str(), value)),
+        });
+    for (i, (key, value)) in metadata.enumerate() {
         if i > 0 {
             out.put(b",");
         }
@@ -282,7 +296,14 @@ fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
         write_value(out, value);
     }
     out.put(b"},\"tensors\":{");
-    for (i, (name, tensor)) in artifact.tensors.iter().enumerate() {
+    let tensors = artifact
+        .tensors
+        .iter()
+        .filter_map(|(name, tensor)| match training {
+            Some(t) => t.model_name(name).map(|name| (name, tensor)),
+            None => Some((name, tensor)),
+        });
+    for (i, (name, tensor)) in tensors.enumerate() {
         if i > 0 {
             out.put(b",");
         }

@@ -928,3 +928,69 @@ proptest::proptest! {
         }
     }
 }
+
+/// docs/SPEC.md §5d: a training checkpoint is identified by its model weights, named as a plain
+/// state dict of them, and its groups; optimizer state, counters and hyper-parameters are not
+/// in it. Lightning's own checkpoint after two steps and a hand-built one at step 120 of the
+/// same model share it; fairseq's is `torch.save(model)`'s plus its groups.
+#[test]
+fn a_training_checkpoint_is_identified_by_its_model_weights_and_groups() {
+    let canonical = |path: &Path| {
+        let out = run(&["id", "--canonical", path.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{}", combined(&out));
+        stdout(&out).trim_end().to_owned()
+    };
+    assert_eq!(
+        hash_of(&dir().join("lightning.ckpt")),
+        hash_of(&dir().join("lightning-shape.pt"))
+    );
+    let lightning = canonical(&dir().join("lightning.ckpt"));
+    assert!(
+        lightning.starts_with(
+            r#"{"format":"pytorch","groups":["model","optimizer","other","scheduler"],"metadata":{},"tensors":{"layer.bias":"#
+        ),
+        "{lightning}"
+    );
+    let training = dir().join("training");
+    let fairseq = canonical(&training.join("fairseq.pt"));
+    let module = canonical(&training.join("module.pt"));
+    assert_eq!(
+        fairseq.replace(r#""groups":["model","optimizer","other"],"#, ""),
+        module
+    );
+    // A wrapped state dict with an epoch is no training checkpoint: all it holds counts.
+    let wrapped = canonical(&dir().join("model-wrapped.pt"));
+    assert!(
+        wrapped.contains(r#""metadata":{"epoch":7}"#) && wrapped.contains(r#""model.big":"#),
+        "{wrapped}"
+    );
+    // The Trainer's optimizer.pt is one part as a whole: its tensors are its identity.
+    let optimizer = canonical(&training.join("trainer/checkpoint-2/optimizer.pt"));
+    assert!(
+        optimizer.starts_with(r#"{"format":"pytorch","metadata":"#)
+            && optimizer.contains(r#""state.0.exp_avg":"#),
+        "{optimizer}"
+    );
+    // id, inspect and textconv say what the identity holds.
+    let path = dir().join("lightning.ckpt");
+    let path = path.to_str().unwrap();
+    let what = "the model weights (state_dict) and the groups model, optimizer, other, scheduler";
+    assert_contains(
+        &stdout(&run(&["id", path])),
+        &[&format!("identity of: {what}")],
+    );
+    assert_contains(
+        &stdout(&run(&["inspect", path])),
+        &[&format!("identity of: {what}")],
+    );
+    assert_contains(
+        &stdout(&run(&["textconv", path])),
+        &[&format!("identity-of: {what}")],
+    );
+    let json: Value = serde_json::from_str(&stdout(&run(&["id", "--json", path]))).unwrap();
+    assert_eq!(
+        json["training_checkpoint"],
+        serde_json::json!({"model_keys": ["state_dict"], "groups": ["model", "optimizer", "other", "scheduler"]})
+    );
+    assert_eq!(json["schema"], 1);
+}

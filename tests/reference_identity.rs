@@ -172,8 +172,8 @@ fn golden_vectors() {
     let golden: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(fixture("golden.json")).unwrap()).unwrap();
     // Three files, two multi-file models that are the same models as two of them,
-    // and two PyTorch checkpoints (legacy and zip layout).
-    assert_eq!(golden.len(), 7);
+    // two PyTorch checkpoints (legacy and zip layout) and two training checkpoints (§5d).
+    assert_eq!(golden.len(), 8);
     let paths: Vec<PathBuf> = golden.keys().map(|name| fixture(name)).collect();
     for ((name, vector), r) in golden.iter().zip(reference(&paths)) {
         let canonical = vector["canonical"].as_str().unwrap();

@@ -21,6 +21,15 @@ struct IdDoc {
     schema: u32,
     #[serde(flatten)]
     model: Side,
+    /// A training checkpoint: what its identity holds (docs/SPEC.md §5d).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    training_checkpoint: Option<TrainingJson>,
+}
+
+#[derive(Serialize)]
+struct TrainingJson {
+    model_keys: Vec<String>,
+    groups: Vec<&'static str>,
 }
 
 fn id_doc(artifact: &Artifact) -> IdDoc {
@@ -36,6 +45,10 @@ fn id_doc(artifact: &Artifact) -> IdDoc {
             incomplete: None,
         }
         .with_completeness(artifact.layout.incomplete().as_ref()),
+        training_checkpoint: artifact.layout.training.as_ref().map(|t| TrainingJson {
+            model_keys: t.model_keys.clone(),
+            groups: t.groups.clone(),
+        }),
     }
 }
 

@@ -26,6 +26,9 @@ pub fn id(artifact: &Artifact) -> String {
         let _ = writeln!(out, "gguf_version: {v}");
     }
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
+    if let Some(training) = &artifact.layout.training {
+        let _ = writeln!(out, "identity of: {}", training.describe());
+    }
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     if let Some(incomplete) = artifact.layout.incomplete() {
@@ -129,6 +132,9 @@ pub fn inspect_in(
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
+    if let Some(training) = &artifact.layout.training {
+        let _ = writeln!(out, "identity of: {}", training.describe());
+    }
     let _ = writeln!(
         out,
         "file_size: {} bytes ({})",

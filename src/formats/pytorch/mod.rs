@@ -560,6 +560,7 @@ fn artifact(
             views,
             findings: reported(findings),
             groups,
+            training: groups::training(&walked.root_keys).map(Box::new),
         },
     })
 }
