@@ -319,6 +319,8 @@ pub struct TrainingCheckpoint {
     /// The groups of the root keys (`model`, `optimizer`, `other`, `rng`, `scheduler`), sorted,
     /// each once.
     pub groups: Vec<&'static str>,
+    /// Each root key and its group, sorted by key: the group of a metadata value.
+    pub root_groups: Vec<(String, &'static str)>,
 }
 
 impl TrainingCheckpoint {
@@ -334,6 +336,21 @@ impl TrainingCheckpoint {
             keys.join(", "),
             self.groups.join(", ")
         )
+    }
+
+    /// The group of the entry named `name` (a tensor or a metadata value): its root key's,
+    /// the longest key it is under.
+    pub fn group_of(&self, name: &str) -> &'static str {
+        self.root_groups
+            .iter()
+            .filter(|(key, _)| {
+                name == key
+                    || name
+                        .strip_prefix(key.as_str())
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .max_by_key(|(key, _)| key.len())
+            .map_or("other", |(_, group)| group)
     }
 
     /// The name `name` has in the identity when it is under a model key: without the key when
@@ -529,6 +546,58 @@ impl Artifact {
             total = total.saturating_add(n);
         }
         (total, by_dtype)
+    }
+
+    /// A training checkpoint's model weights as a model of their own, named as its identity
+    /// names them (`state_dict.layer.weight` -> `layer.weight`); None for other files. The
+    /// tensors keep their places in the file, so their values read as before: a conversion
+    /// check or a value diff takes a Lightning checkpoint's weights as the model.
+    pub fn model_weights(&self) -> Option<Artifact> {
+        let training = self.layout.training.as_ref()?;
+        let views = self.layout.views.as_ref();
+        type Kept = (TensorInfo, Option<Box<StridedView>>);
+        let mut kept: Vec<(crate::table::Name, Kept)> = Vec::new();
+        for (position, (name, tensor)) in self.tensors.iter().enumerate() {
+            if let Some(model_name) = training.model_name(name) {
+                let view = views.and_then(|v| v.get(position).cloned().flatten());
+                kept.push((model_name.into(), (tensor.clone(), view)));
+            }
+        }
+        // Model names are unique: one model key is stripped, several are kept whole.
+        let table = crate::table::NameTable::from_unsorted(kept);
+        let views: Vec<Option<Box<StridedView>>> = table.values().map(|(_, v)| v.clone()).collect();
+        let tensors: Tensors = table
+            .iter()
+            .map(|(name, (tensor, _))| (TensorName::from(name), tensor.clone()))
+            .collect();
+        Some(Artifact {
+            format: self.format,
+            gguf_version: self.gguf_version,
+            metadata: self
+                .metadata
+                .iter()
+                .filter_map(|(k, v)| Some((training.model_name(k)?.to_owned(), v.clone())))
+                .collect(),
+            tensors,
+            layout: Layout {
+                views: views.iter().any(Option::is_some).then_some(views),
+                groups: None,
+                training: None,
+                ..self.layout.clone()
+            },
+        })
+    }
+
+    /// The group of the tensor named `name` (None when the file has no groups).
+    pub fn tensor_group(&self, name: &str) -> Option<&'static str> {
+        let groups = self.layout.groups.as_ref()?;
+        groups.get(self.tensors.position(name)?).copied()
+    }
+
+    /// The group of the metadata value named `name`: a training checkpoint's are grouped by
+    /// their root key; None for other files.
+    pub fn metadata_group(&self, name: &str) -> Option<&'static str> {
+        Some(self.layout.training.as_ref()?.group_of(name))
     }
 
     /// A training checkpoint's groups in the order first met: name, tensors, elements.

@@ -15,13 +15,20 @@ pub enum Change<T> {
 pub struct MetadataChange {
     pub key: String,
     pub change: Change<Value>,
+    /// A training checkpoint's group of the value (`model`, `optimizer`, …); None elsewhere.
+    pub group: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorChange {
     pub name: String,
     pub change: Change<TensorInfo>,
+    /// A grouped checkpoint's group of the tensor (`model`, `optimizer`, …); None elsewhere.
+    pub group: Option<&'static str>,
 }
+
+/// The groups of a training checkpoint's parts, in the order a diff shows them.
+pub const GROUP_ORDER: [&str; 5] = ["model", "optimizer", "scheduler", "rng", "other"];
 
 /// Counts of changes, for summaries and tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -56,6 +63,9 @@ pub struct StructuralDiff {
     /// Each side's missing tensor data, when it is cut short: beside the identity, not in it.
     pub old_incomplete: Option<crate::artifact::Incomplete>,
     pub new_incomplete: Option<crate::artifact::Incomplete>,
+    /// A side is a training checkpoint, whose identity holds its model weights only: changes
+    /// of its other groups are listed beside an equal identity.
+    pub training: bool,
 }
 
 /// The files of each side, when they differ: layout, outside the identity.
@@ -170,11 +180,24 @@ impl StructuralDiff {
                 new.metadata.iter().map(|(k, v)| (k.as_str(), v)),
                 |a, b| a == b,
             )
-            .map(|(key, change)| MetadataChange { key, change })
+            .map(|(key, change)| {
+                let group = new
+                    .metadata_group(&key)
+                    .or_else(|| old.metadata_group(&key));
+                MetadataChange { key, change, group }
+            })
             .collect(),
             tensors: diff_sorted(old.tensors.iter(), new.tensors.iter(), same_structure)
-                .map(|(name, change)| TensorChange { name, change })
+                .map(|(name, change)| {
+                    let group = new.tensor_group(&name).or_else(|| old.tensor_group(&name));
+                    TensorChange {
+                        name,
+                        change,
+                        group,
+                    }
+                })
                 .collect(),
+            training: old.layout.training.is_some() || new.layout.training.is_some(),
             layout: LayoutChange::between(old, new),
             old_incomplete: old.layout.incomplete(),
             new_incomplete: new.layout.incomplete(),
@@ -184,6 +207,17 @@ impl StructuralDiff {
     /// Identical structural identities (equal hashes).
     pub fn is_identical(&self) -> bool {
         self.old_hash == self.new_hash
+    }
+
+    /// Anything differs: the identity, or (training checkpoints) what is read beside it.
+    pub fn differs(&self) -> bool {
+        !self.is_identical() || !self.metadata.is_empty() || !self.tensors.is_empty()
+    }
+
+    /// Whether any change belongs to a group (a grouped checkpoint on a side).
+    pub fn is_grouped(&self) -> bool {
+        self.metadata.iter().any(|m| m.group.is_some())
+            || self.tensors.iter().any(|t| t.group.is_some())
     }
 
     /// The same structure held by other files: a resharding.

@@ -994,3 +994,191 @@ fn a_training_checkpoint_is_identified_by_its_model_weights_and_groups() {
     );
     assert_eq!(json["schema"], 1);
 }
+
+/// Two checkpoints of one Lightning run (steps 2 and 3, written by Lightning itself): one
+/// identity, and `diff` lists what changed beside it group by group, in text and JSON; against
+/// a checkpoint of another model the model weights' changes are apart from the optimizer's.
+#[test]
+fn two_lightning_checkpoints_diff_group_by_group() {
+    let training = dir().join("training");
+    let step2 = training.join("lightning-step2.ckpt");
+    let step3 = training.join("lightning-step3.ckpt");
+    let llama = training.join("lightning-llama.ckpt");
+    let (step2, step3, llama) = (
+        step2.to_str().unwrap(),
+        step3.to_str().unwrap(),
+        llama.to_str().unwrap(),
+    );
+    let out = run(&["diff", step2, step3]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "hash equal: true",
+            "The identity is equal",
+            "Metadata, other (outside the identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
+        ],
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["diff", "--json", step2, step3]))).unwrap();
+    assert_eq!(json["schema"], 1);
+    assert_eq!(json["identical"], true);
+    let other = &json["groups"]["other"];
+    assert_eq!(other["in_identity"], false);
+    assert_eq!(
+        other["metadata"]["changed"]["global_step"]["new"]["value"], 3,
+        "{other}"
+    );
+    // The same entries as the flat lists, told apart.
+    assert_eq!(
+        json["metadata"]["changed"]["global_step"],
+        other["metadata"]["changed"]["global_step"]
+    );
+
+    let out = run(&["diff", step2, llama]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &[
+            "hash equal: false",
+            "Tensors, model weights:\n",
+            "  + state_dict.lm_head.weight",
+            "  - state_dict.layer.weight",
+            "Tensors, optimizer state (outside the identity):\n",
+            "  + optimizer_states.0.state.20.exp_avg_sq",
+        ],
+    );
+    assert!(
+        text.find("Tensors, model weights:").unwrap()
+            < text.find("Tensors, optimizer state").unwrap()
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["diff", "--json", step2, llama]))).unwrap();
+    let groups = &json["groups"];
+    assert_eq!(groups["model"]["in_identity"], true);
+    let model_added = groups["model"]["tensors"]["added"].as_object().unwrap();
+    let optimizer_added = groups["optimizer"]["tensors"]["added"].as_object().unwrap();
+    assert_eq!(model_added.len(), 21, "{:?}", model_added.keys());
+    assert!(model_added.keys().all(|k| k.starts_with("state_dict.")));
+    // AdamW's exp_avg, exp_avg_sq and step of 21 parameters, less the 6 already at step 2.
+    assert_eq!(
+        optimizer_added.len(),
+        63 - 6,
+        "{:?}",
+        optimizer_added.keys()
+    );
+    assert!(
+        optimizer_added
+            .keys()
+            .all(|k| k.starts_with("optimizer_states."))
+    );
+    // Plain files keep their diff as it was: no groups.
+    let plain: Value = serde_json::from_str(&stdout(&run(&[
+        "diff",
+        "--json",
+        dir().join("basic.pt").to_str().unwrap(),
+        dir().join("views.pt").to_str().unwrap(),
+    ])))
+    .unwrap();
+    assert!(plain.get("groups").is_none(), "{plain}");
+}
+
+/// `diff --values` of two Lightning checkpoints reads every group's values: the third step
+/// moved the weights and Adam's moments, and each parameter's step count went from 2 to 3.
+#[test]
+fn diff_values_of_two_lightning_checkpoints() {
+    let training = dir().join("training");
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        training.join("lightning-step2.ckpt").to_str().unwrap(),
+        training.join("lightning-step3.ckpt").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let text = json.to_string();
+    for name in [
+        "state_dict.layer.weight",
+        "state_dict.layer.bias",
+        "optimizer_states.0.state.0.exp_avg",
+        "optimizer_states.0.state.1.exp_avg_sq",
+    ] {
+        assert!(text.contains(name), "{name} not in {text}");
+    }
+    let out = run(&[
+        "diff",
+        "--values",
+        training.join("lightning-step2.ckpt").to_str().unwrap(),
+        training.join("lightning-step3.ckpt").to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_contains(&text, &["values changed in 8 of 8 tensors"]);
+    // The step counters: one element each, 2.0 -> 3.0 (abs diff 1, rel_l2 0.5).
+    for step in [
+        "optimizer_states.0.state.0.step",
+        "optimizer_states.0.state.1.step",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.ends_with(step))
+            .unwrap_or_else(|| panic!("{step} not in {text}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cells[..2], ["0.5", "1"], "{line}");
+        assert!(line.contains(" 1/1 "), "{line}");
+    }
+}
+
+/// The conversion check with a Lightning checkpoint as the source: its model weights
+/// (`state_dict.model.layers.0…` as `model.layers.0…`) are paired with the GGUFs llama.cpp's
+/// converter made of the same weights; the optimizer state is not part of the model.
+#[test]
+fn a_lightning_checkpoint_is_checked_against_its_gguf_conversion() {
+    let ckpt = dir().join("training/lightning-llama.ckpt");
+    let conversions = common::fixture("conversions");
+    let out = run(&[
+        "diff",
+        "--values",
+        ckpt.to_str().unwrap(),
+        conversions.join("llama-f32.gguf").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["faithful: 21/21 source tensors paired, identical in 21"],
+    );
+    assert!(
+        !stdout(&out).contains("optimizer_states"),
+        "{}",
+        stdout(&out)
+    );
+    // Either order; a quantized conversion within its band.
+    let out = run(&[
+        "diff",
+        "--values",
+        conversions.join("llama-q8_0.gguf").to_str().unwrap(),
+        ckpt.to_str().unwrap(),
+    ]);
+    // Values changed (quantized): status 1, as for any conversion that is not exact.
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "  faithful: 21/21 source tensors paired",
+            "blk.0.attn_q.weight ← model.layers.0.self_attn.q_proj.weight (permute_qk, f32 → q8_0)",
+        ],
+    );
+    // A conversion that forgot to permute Q is caught.
+    let out = run(&[
+        "diff",
+        "--values",
+        ckpt.to_str().unwrap(),
+        conversions
+            .join("llama-f32-attn_q-not-permuted.gguf")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &["NOT faithful", "blk.0.attn_q.weight"]);
+}

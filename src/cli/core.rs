@@ -150,7 +150,7 @@ pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Resul
         crate::render::text::diff(&diff, &color.palette())
     };
     print(&out)?;
-    Ok(Exit::found_if(!diff.is_identical()))
+    Ok(Exit::found_if(diff.differs()))
 }
 
 /// `diff --values`: the structural diff, then the value diff of the tensors on both sides.
@@ -168,12 +168,15 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         None => Pairing::Names,
     };
     if !matches!(map, Pairing::Names) {
+        // A training checkpoint converts as its model weights (docs/pytorch.md): Lightning's
+        // `state_dict.model.layers.0…` is the Hugging Face name `model.layers.0…`.
+        let (a_weights, b_weights) = (a.model_weights(), b.model_weights());
         let a_side = Side {
-            artifact: &a,
+            artifact: a_weights.as_ref().unwrap_or(&a),
             files: &a_bytes,
         };
         let b_side = Side {
-            artifact: &b,
+            artifact: b_weights.as_ref().unwrap_or(&b),
             files: &b_bytes,
         };
         // The source is the side that is not GGUF, whichever order they were given in.
@@ -234,7 +237,7 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
     print(&out)?;
     let bits_differ = values.bits_differ().next().is_some();
     Ok(Exit::found_if(
-        !diff.is_identical() || values.changed_count() > 0 || bits_differ,
+        diff.differs() || values.changed_count() > 0 || bits_differ,
     ))
 }
 

@@ -357,6 +357,10 @@ pub(super) struct DiffDoc<'a> {
     counts: DiffCounts,
     metadata: Sections<'a, Value>,
     tensors: Sections<'a, TensorInfo>,
+    /// A grouped checkpoint's changes by group (`model`, `optimizer`, `scheduler`, `rng`,
+    /// `other`): the same entries as `metadata` and `tensors`, told apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups: Option<BTreeMap<&'static str, GroupChanges<'a>>>,
     /// Present when the files holding the model changed (multi-file models).
     #[serde(skip_serializing_if = "Option::is_none")]
     layout: Option<LayoutJson<'a>>,
@@ -373,6 +377,15 @@ struct Sections<'a, T> {
     added: Vec<(&'a str, &'a T)>,
     removed: Vec<(&'a str, &'a T)>,
     changed: Vec<(&'a str, &'a T, &'a T)>,
+}
+
+#[derive(Serialize)]
+struct GroupChanges<'a> {
+    /// Whether the group is in the structural identity (a training checkpoint's model weights;
+    /// every group of a file that is not one).
+    in_identity: bool,
+    metadata: Sections<'a, Value>,
+    tensors: Sections<'a, TensorInfo>,
 }
 
 impl<'a, T> Sections<'a, T> {
@@ -545,6 +558,30 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
         counts: diff.counts(),
         metadata: Sections::collect(diff.metadata.iter().map(|m| (m.key.as_str(), &m.change))),
         tensors: Sections::collect(diff.tensors.iter().map(|t| (t.name.as_str(), &t.change))),
+        groups: diff.is_grouped().then(|| {
+            crate::diff::GROUP_ORDER
+                .iter()
+                .filter_map(|&group| {
+                    let metadata = diff.metadata.iter().filter(|m| m.group == Some(group));
+                    let tensors = diff.tensors.iter().filter(|t| t.group == Some(group));
+                    if metadata.clone().next().is_none() && tensors.clone().next().is_none() {
+                        return None;
+                    }
+                    Some((
+                        group,
+                        GroupChanges {
+                            in_identity: !diff.training || group == "model",
+                            metadata: Sections::collect(
+                                metadata.map(|m| (m.key.as_str(), &m.change)),
+                            ),
+                            tensors: Sections::collect(
+                                tensors.map(|t| (t.name.as_str(), &t.change)),
+                            ),
+                        },
+                    ))
+                })
+                .collect()
+        }),
         layout: diff.layout.as_ref().map(|l| LayoutJson {
             old: &l.old,
             new: &l.new,

@@ -392,21 +392,40 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     }
     write_incomplete_sides(&mut out, diff, palette, "  ");
 
-    if diff.is_identical() {
+    if !diff.differs() {
         let _ = writeln!(out, "\nNo structural differences.");
         return out;
     }
-
-    if !diff.metadata.is_empty() {
-        let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));
-        for m in &diff.metadata {
-            write_metadata_change(&mut out, &m.key, &m.change, palette);
-        }
+    if diff.is_identical() {
+        let _ = writeln!(
+            out,
+            "\nThe identity is equal (a training checkpoint's holds its model weights and groups); read beside it:"
+        );
     }
-    if !diff.tensors.is_empty() {
-        let _ = writeln!(out, "\n{}", palette.heading("Tensors:"));
-        for t in &diff.tensors {
-            write_tensor_change(&mut out, &t.name, &t.change, palette);
+    // A grouped checkpoint's changes group by group, ungrouped ones first.
+    let groups: Vec<Option<&'static str>> = if diff.is_grouped() {
+        std::iter::once(None)
+            .chain(crate::diff::GROUP_ORDER.iter().map(|g| Some(*g)))
+            .collect()
+    } else {
+        vec![None]
+    };
+    for group in groups {
+        let metadata: Vec<_> = diff.metadata.iter().filter(|m| m.group == group).collect();
+        if !metadata.is_empty() {
+            let heading = group_heading("Metadata", group, diff.training);
+            let _ = writeln!(out, "\n{}", palette.heading(&heading));
+            for m in metadata {
+                write_metadata_change(&mut out, &m.key, &m.change, palette);
+            }
+        }
+        let tensors: Vec<_> = diff.tensors.iter().filter(|t| t.group == group).collect();
+        if !tensors.is_empty() {
+            let heading = group_heading("Tensors", group, diff.training);
+            let _ = writeln!(out, "\n{}", palette.heading(&heading));
+            for t in tensors {
+                write_tensor_change(&mut out, &t.name, &t.change, palette);
+            }
         }
     }
     let c = diff.counts();
@@ -423,10 +442,30 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     out
 }
 
+/// "Tensors:", "Tensors, model weights:", "Metadata, optimizer state (outside the identity):".
+fn group_heading(what: &str, group: Option<&str>, training: bool) -> String {
+    let Some(group) = group else {
+        return format!("{what}:");
+    };
+    let part = match group {
+        "model" => "model weights",
+        "optimizer" => "optimizer state",
+        "scheduler" => "scheduler state",
+        "rng" => "RNG state",
+        _ => "other",
+    };
+    let outside = if training && group != "model" {
+        " (outside the identity)"
+    } else {
+        ""
+    };
+    format!("{what}, {part}{outside}:")
+}
+
 /// The diff of two versions of a file: the structural diff, or one line saying the structure
 /// is identical (and, when the bytes differ, that only tensor data or layout changed).
 pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ: bool) -> String {
-    if !diff.is_identical() {
+    if diff.differs() {
         return self::diff(diff, palette);
     }
     let mut out = if let Some(layout) = &diff.layout {

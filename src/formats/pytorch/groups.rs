@@ -74,7 +74,14 @@ pub(super) fn training(keys: &[String]) -> Option<TrainingCheckpoint> {
         .cloned()
         .collect();
     model_keys.sort_unstable();
-    Some(TrainingCheckpoint { model_keys, groups })
+    let mut root_groups: Vec<(String, &'static str)> =
+        keys.iter().map(|k| (k.clone(), group_of(k))).collect();
+    root_groups.sort_unstable();
+    Some(TrainingCheckpoint {
+        model_keys,
+        groups,
+        root_groups,
+    })
 }
 
 impl Rule {
@@ -144,6 +151,8 @@ mod tests {
             Some("layer.weight")
         );
         assert_eq!(lightning.model_name("state_dict"), Some(""));
+        assert_eq!(lightning.group_of("hyper_parameters.lr"), "other");
+        assert_eq!(lightning.group_of("lr_schedulers.0.interval"), "scheduler");
         assert_eq!(lightning.model_name("state_dicts.x"), None);
         assert_eq!(
             lightning.model_name("optimizer_states.0.state.0.exp_avg"),
