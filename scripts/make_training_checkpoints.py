@@ -15,6 +15,8 @@ Writes into OUTDIR (emptied first):
                     Linear, a LayerNorm, a registered buffer; pickled as __main__.Net with BUILD
                     of its __dict__ (_parameters, _buffers, _modules)
   numpy-inside.pt   a tensor beside a numpy array and numpy's RNG state (np.random.get_state())
+  numpy-inside-p4.pt, numpy-inside-p5.pt  the same and more arrays (Fortran order, bool, f64)
+                    with pickle protocols 4 (data as bytes) and 5 (numpy's _frombuffer)
   trainer/checkpoint-2/  transformers.Trainer, two steps on a tiny BERT: optimizer.pt,
                     scheduler.pt, rng_state.pth, training_args.bin (pytorch_model.bin or
                     model.safetensors beside them as the Trainer writes it)
@@ -118,11 +120,19 @@ def module(out):
 
 def numpy_inside(out):
     rng = np.random.RandomState(3)
-    torch.save({
+    checkpoint = {
         "weight": torch.arange(6, dtype=torch.float32).reshape(2, 3),
         "array": np.arange(6, dtype=np.float32).reshape(3, 2),
         "numpy_rng": rng.get_state(),
-    }, out / "numpy-inside.pt")
+    }
+    # torch.save's default protocol 2: numpy's _reconstruct with the data as
+    # _codecs.encode(text, "latin1").
+    torch.save(checkpoint, out / "numpy-inside.pt")
+    # Protocol 4: the data as bytes. Protocol 5: numpy's _frombuffer of a PickleBuffer (in band).
+    more = dict(checkpoint, fortran=np.asfortranarray(np.ones((2, 3), dtype=np.int16)),
+                flags=np.array([True, False, True]), wide=np.zeros((2, 2), dtype=np.float64))
+    torch.save(more, out / "numpy-inside-p4.pt", pickle_protocol=4)
+    torch.save(more, out / "numpy-inside-p5.pt", pickle_protocol=5)
 
 
 def trainer(out):

@@ -304,9 +304,27 @@ pub struct Layout {
     /// table (`model`, `optimizer`, `scheduler`, `rng`, `other`); None for a plain state dict
     /// and the other formats, whose tensors are all model weights.
     pub groups: Option<Vec<&'static str>>,
-    /// PyTorch training checkpoints (model weights beside optimizer, scheduler or RNG state):
-    /// what the identity holds of them (docs/SPEC.md §5d). None for every other file.
-    pub training: Option<Box<TrainingCheckpoint>>,
+    /// PyTorch checkpoints: what the pickle holds beyond plain tensors; None for other files
+    /// and plain state dicts (boxed: most files have none).
+    pub pickle: Option<Box<PickleParts>>,
+}
+
+/// What a PyTorch checkpoint's pickle holds beyond plain tensors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PickleParts {
+    /// A training checkpoint (model weights beside optimizer, scheduler or RNG state): what
+    /// its identity holds (docs/SPEC.md §5d).
+    pub training: Option<TrainingCheckpoint>,
+    /// The tensors (numpy arrays) whose values lie inside the pickle, not at an offset of the
+    /// file; sorted. Value diffs leave them out and say so.
+    pub values_in_pickle: Vec<String>,
+}
+
+impl Layout {
+    /// A training checkpoint's identity rule; None for every other file.
+    pub fn training(&self) -> Option<&TrainingCheckpoint> {
+        self.pickle.as_ref()?.training.as_ref()
+    }
 }
 
 /// A training checkpoint's identity rule (docs/SPEC.md §5d): the identity is that of its model
@@ -553,7 +571,7 @@ impl Artifact {
     /// tensors keep their places in the file, so their values read as before: a conversion
     /// check or a value diff takes a Lightning checkpoint's weights as the model.
     pub fn model_weights(&self) -> Option<Artifact> {
-        let training = self.layout.training.as_ref()?;
+        let training = self.layout.training()?;
         let views = self.layout.views.as_ref();
         type Kept = (TensorInfo, Option<Box<StridedView>>);
         let mut kept: Vec<(crate::table::Name, Kept)> = Vec::new();
@@ -582,9 +600,32 @@ impl Artifact {
             layout: Layout {
                 views: views.iter().any(Option::is_some).then_some(views),
                 groups: None,
-                training: None,
+                pickle: self.layout.pickle.as_ref().and_then(|pickle| {
+                    let names: Vec<String> = pickle
+                        .values_in_pickle
+                        .iter()
+                        .filter_map(|name| Some(training.model_name(name)?.to_owned()))
+                        .collect();
+                    (!names.is_empty()).then(|| {
+                        Box::new(PickleParts {
+                            training: None,
+                            values_in_pickle: names,
+                        })
+                    })
+                }),
                 ..self.layout.clone()
             },
+        })
+    }
+
+    /// Whether the tensor named `name` holds its values inside the pickle (a numpy array),
+    /// not at its `file_offset`.
+    pub fn values_in_pickle(&self, name: &str) -> bool {
+        self.layout.pickle.as_ref().is_some_and(|pickle| {
+            pickle
+                .values_in_pickle
+                .binary_search_by(|n| n.as_str().cmp(name))
+                .is_ok()
         })
     }
 
@@ -597,7 +638,7 @@ impl Artifact {
     /// The group of the metadata value named `name`: a training checkpoint's are grouped by
     /// their root key; None for other files.
     pub fn metadata_group(&self, name: &str) -> Option<&'static str> {
-        Some(self.layout.training.as_ref()?.group_of(name))
+        Some(self.layout.training()?.group_of(name))
     }
 
     /// A training checkpoint's groups in the order first met: name, tensors, elements.

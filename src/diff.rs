@@ -197,7 +197,7 @@ impl StructuralDiff {
                     }
                 })
                 .collect(),
-            training: old.layout.training.is_some() || new.layout.training.is_some(),
+            training: old.layout.training().is_some() || new.layout.training().is_some(),
             layout: LayoutChange::between(old, new),
             old_incomplete: old.layout.incomplete(),
             new_incomplete: new.layout.incomplete(),

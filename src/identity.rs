@@ -273,7 +273,7 @@ fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
     }
     // A training checkpoint: its model weights under their state-dict names, and its groups
     // (docs/SPEC.md §5d). Stripping one key keeps the names in byte order.
-    let training = artifact.layout.training.as_deref();
+    let training = artifact.layout.training();
     if let Some(training) = training {
         out.put(b",\"groups\":");
         write_items(out, &training.groups, |out, g| write_str(out, g));

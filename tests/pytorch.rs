@@ -583,7 +583,7 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
     let text = std::fs::read_to_string(training.join("manifest.json")).unwrap();
     let manifest: Value = serde_json::from_str(&text).unwrap();
     let files = manifest.as_object().unwrap();
-    assert!(files.len() >= 7, "{:?}", files.keys());
+    assert!(files.len() >= 12, "{:?}", files.keys());
     for (file, entry) in files {
         let path = training.join(file);
         let out = run(&["inspect", "--json", "--all", path.to_str().unwrap()]);
@@ -608,7 +608,6 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
             .as_object()
             .unwrap()
             .iter()
-            .filter(|(_, t)| t.get("numpy").is_none())
             .map(|(name, t)| {
                 let shape = t["shape"].as_array().unwrap();
                 (
@@ -1181,4 +1180,66 @@ fn a_lightning_checkpoint_is_checked_against_its_gguf_conversion() {
     ]);
     assert_eq!(code(&out), 1, "{}", combined(&out));
     assert_contains(&stdout(&out), &["NOT faithful", "blk.0.attn_q.weight"]);
+}
+
+/// numpy arrays inside a checkpoint are tensors named by their path, with numpy's dtype and
+/// shape, whether numpy's `_reconstruct` holds the data as latin-1 text (protocol 2, torch's
+/// default: `_codecs.encode` is never called) or as bytes (protocol 4), or `_frombuffer` does
+/// (protocol 5). Their values are in the pickle: value diffs say so instead of reading bytes
+/// at an offset that holds none of them.
+#[test]
+fn numpy_arrays_are_tensors_named_by_their_path() {
+    let training = dir().join("training");
+    let p4 = training.join("numpy-inside-p4.pt");
+    let p5 = training.join("numpy-inside-p5.pt");
+    // One content, two protocols, one identity.
+    assert_eq!(hash_of(&p4), hash_of(&p5));
+    let json = inspect_json(&p5);
+    let tensors = json["tensors"].as_array().unwrap();
+    let fortran = tensors.iter().find(|t| t["name"] == "fortran").unwrap();
+    assert_eq!(fortran["dtype"], "i16");
+    assert_eq!(fortran["shape"], serde_json::json!([2, 3]));
+    assert_eq!(fortran["values_in_pickle"], true);
+    let weight = tensors.iter().find(|t| t["name"] == "weight").unwrap();
+    assert!(weight.get("values_in_pickle").is_none(), "{weight}");
+    let findings: Vec<(&str, &str)> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["global"].as_str().unwrap(), f["tier"].as_str().unwrap()))
+        .collect();
+    assert!(
+        findings.contains(&("numpy._core.numeric._frombuffer", "benign")),
+        "{findings:?}"
+    );
+    let out = run(&[
+        "diff",
+        "--values",
+        training.join("numpy-inside.pt").to_str().unwrap(),
+        p4.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &[
+            "Tensors, other:\n  + flags [3] (bool)\n  + fortran [2, 3] (i16)\n",
+            "values identical in all 1 compared tensors",
+            "not compared: array: a numpy array: its values are inside the pickle, not read",
+            "not compared: numpy_rng.1: a numpy array",
+        ],
+    );
+    // The Trainer's rng_state.pth: numpy's Mersenne Twister state is a tensor of the RNG group.
+    let rng = inspect_json(&training.join("trainer/checkpoint-2/rng_state.pth"));
+    let state = rng["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "numpy.1")
+        .unwrap();
+    assert_eq!(state["dtype"], "u32");
+    assert_eq!(state["shape"], serde_json::json!([624]));
+    assert_eq!(
+        rng["groups"],
+        serde_json::json!([{"name": "rng", "tensor_count": 2, "elements": 5056 + 624}])
+    );
 }

@@ -573,7 +573,7 @@ pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifac
             views: None,
             findings: Vec::new(),
             groups: None,
-            training: None,
+            pickle: None,
         },
     })
 }

@@ -250,7 +250,7 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Safetensor
             views: None,
             findings: Vec::new(),
             groups: None,
-            training: None,
+            pickle: None,
         },
     })
 }

@@ -297,7 +297,7 @@ pub fn render_artifact(
         "structural-hash: {}",
         crate::identity::structural_hash(artifact)
     );
-    if let Some(training) = &artifact.layout.training {
+    if let Some(training) = artifact.layout.training() {
         let _ = writeln!(out, "identity-of: {}", training.describe());
     }
     // A pickle's globals beyond those of tensors, so that a diff shows a payload appear.

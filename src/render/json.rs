@@ -45,7 +45,7 @@ fn id_doc(artifact: &Artifact) -> IdDoc {
             incomplete: None,
         }
         .with_completeness(artifact.layout.incomplete().as_ref()),
-        training_checkpoint: artifact.layout.training.as_ref().map(|t| TrainingJson {
+        training_checkpoint: artifact.layout.training().map(|t| TrainingJson {
             model_keys: t.model_keys.clone(),
             groups: t.groups.clone(),
         }),
@@ -138,6 +138,10 @@ struct TensorJson<'a> {
     /// The part file that holds the tensor (multi-file models only); `offset` is in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<&'a str>,
+    /// A numpy array inside a PyTorch checkpoint: its values are in the pickle, and `offset`
+    /// (0) points at none of them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    values_in_pickle: bool,
 }
 
 /// `inspect --json` with tensors in file order.
@@ -216,6 +220,7 @@ pub fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) ->
                     .as_ref()
                     .and_then(|f| f.part_at(position))
                     .map(|p| p.file.as_str()),
+                values_in_pickle: artifact.values_in_pickle(name),
             })
             .collect(),
     };

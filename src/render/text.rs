@@ -26,7 +26,7 @@ pub fn id(artifact: &Artifact) -> String {
         let _ = writeln!(out, "gguf_version: {v}");
     }
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
-    if let Some(training) = &artifact.layout.training {
+    if let Some(training) = artifact.layout.training() {
         let _ = writeln!(out, "identity of: {}", training.describe());
     }
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
@@ -132,7 +132,7 @@ pub fn inspect_in(
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
-    if let Some(training) = &artifact.layout.training {
+    if let Some(training) = artifact.layout.training() {
         let _ = writeln!(out, "identity of: {}", training.describe());
     }
     let _ = writeln!(
@@ -228,7 +228,11 @@ pub fn inspect_in(
             let Some((name, tensor)) = artifact.tensors.get_index(position) else {
                 continue;
             };
-            let mut place = format!("offset {}", tensor.file_offset);
+            let mut place = if artifact.values_in_pickle(name) {
+                "(a numpy array: its values are in the pickle)".to_owned()
+            } else {
+                format!("offset {}", tensor.file_offset)
+            };
             if let Some(data) = order::data_offset(artifact, position) {
                 let _ = write!(place, " (data +{data})");
             }

@@ -316,7 +316,7 @@ fn merged(
         views,
         findings: Vec::new(),
         groups: None,
-        training: None,
+        pickle: None,
     };
     Artifact {
         format,

@@ -23,6 +23,7 @@ pub mod budget;
 mod error;
 mod groups;
 mod machine;
+mod numpy;
 mod object;
 mod opcodes;
 mod rebuild;
@@ -517,6 +518,28 @@ fn artifact(
             },
         ));
     }
+    // numpy arrays: their values are in the pickle (a protocol-2 pickle holds them as latin-1
+    // text), at no offset of the file, so value diffs leave them out.
+    let mut values_in_pickle: Vec<String> = Vec::with_capacity(walked.arrays.len());
+    for (name, array) in &walked.arrays {
+        let byte_length = array
+            .byte_length()
+            .ok_or_else(|| PytorchError::SizeOverflow {
+                name: name.clone(),
+                size: array.shape.to_vec(),
+            })?;
+        entries.push((
+            TensorName::from(name.as_str()),
+            TensorInfo {
+                dtype: array.dtype.name,
+                shape: array.shape.clone(),
+                byte_length,
+                file_offset: 0,
+            },
+        ));
+        values_in_pickle.push(name.clone());
+    }
+    values_in_pickle.sort_unstable();
     let data_expected = storages.values().map(|(b, _)| b).sum();
     let data_present = storages
         .values()
@@ -537,7 +560,8 @@ fn artifact(
     };
     let groups = groups::of(&walked.root_keys).map(|rule| {
         let mut table = vec!["other"; tensors.len()];
-        for (name, _) in &walked.tensors {
+        let names = walked.tensors.iter().map(|(name, _)| name);
+        for name in names.chain(walked.arrays.iter().map(|(name, _)| name)) {
             if let Some(position) = tensors.position(name) {
                 table[position] = rule.group(name);
             }
@@ -560,7 +584,15 @@ fn artifact(
             views,
             findings: reported(findings),
             groups,
-            training: groups::training(&walked.root_keys).map(Box::new),
+            pickle: {
+                let training = groups::training(&walked.root_keys);
+                (training.is_some() || !values_in_pickle.is_empty()).then(|| {
+                    Box::new(crate::artifact::PickleParts {
+                        training,
+                        values_in_pickle,
+                    })
+                })
+            },
         },
     })
 }
