@@ -232,6 +232,7 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         let mut out = crate::render::text::diff_or_identical(&diff, &palette, false);
         out.push('\n');
         out.push_str(&crate::render::values::text(&values, &palette));
+        out.push_str(&crate::render::values::by_group(&values, &b));
         out
     };
     print(&out)?;
