@@ -1249,3 +1249,41 @@ fn numpy_arrays_are_tensors_named_by_their_path() {
         serde_json::json!([{"name": "rng", "tensor_count": 2, "elements": 5056 + 624}])
     );
 }
+
+/// In git, a Lightning checkpoint that moved on a step keeps its identity, and the diff driver,
+/// textconv and `weight-inspect git diff` still show what changed beside it, group by group.
+#[test]
+fn git_diff_of_a_lightning_checkpoint_a_step_later() {
+    let training = dir().join("training");
+    let repo = Repo::new();
+    assert_success("git install", &repo.wi(&["git", "install"]));
+    std::fs::copy(
+        training.join("lightning-step2.ckpt"),
+        repo.path("last.ckpt"),
+    )
+    .unwrap();
+    repo.commit_all("step 2");
+    std::fs::copy(
+        training.join("lightning-step3.ckpt"),
+        repo.path("last.ckpt"),
+    )
+    .unwrap();
+    repo.commit_all("step 3");
+    let expected = [
+        "hash equal: true",
+        "The identity is equal",
+        "Metadata, other (outside the identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
+    ];
+    assert_contains(&repo.ok(&["diff", "HEAD~1", "HEAD"]), &expected);
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_contains(&stdout(&out), &expected);
+    let textconv = repo.ok(&["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
+    assert_contains(
+        &textconv,
+        &[
+            " identity-of: the model weights (state_dict) and the groups model, optimizer, other, scheduler\n",
+            "\n-meta global_step: i64 = 2\n",
+            "\n+meta global_step: i64 = 3\n",
+        ],
+    );
+}
