@@ -1287,3 +1287,81 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
         ],
     );
 }
+
+/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders,
+/// torch stubbed out, in this test only), written to a safetensors twin with the safetensors
+/// package: the arrays weight-inspect reads in place (bytes of protocols 4 and 5) hold the
+/// same values; a Fortran-ordered one is left out and said so.
+#[test]
+fn numpy_arrays_read_in_place_hold_numpy_s_values() {
+    const TWIN: &str = r#"
+import io, pickle, sys, zipfile
+import numpy as np
+from safetensors.numpy import save_file
+
+class Stub:
+    def __init__(self, *a, **k): pass
+def stub(*a, **k): return None
+
+class Reader(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module.startswith("numpy") or module == "_codecs":
+            return super().find_class(module, name)
+        if module == "collections" and name == "OrderedDict":
+            return dict
+        return stub if name.startswith("_rebuild") else Stub
+    def persistent_load(self, pid):
+        return None
+
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if n.endswith("data.pkl"))
+    root = Reader(io.BytesIO(z.read(name))).load()
+arrays = {k: v for k, v in root.items() if isinstance(v, np.ndarray)}
+arrays["numpy_rng.1"] = root["numpy_rng"][1]
+save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
+"#;
+    let training = dir().join("training");
+    let tmp = tempfile::tempdir().unwrap();
+    for file in ["numpy-inside-p4.pt", "numpy-inside-p5.pt"] {
+        let path = training.join(file);
+        let twin = tmp.path().join(format!("{file}.safetensors"));
+        let out = Command::new(python())
+            .args(["-c", TWIN, path.to_str().unwrap(), twin.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_success(&format!("numpy twin of {file}"), &out);
+        let out = run(&[
+            "diff",
+            "--values",
+            path.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ]);
+        let text = stdout(&out);
+        assert_contains(
+            &text,
+            &[
+                "values identical in all 4 compared tensors",
+                "not compared: fortran: a numpy array: its values are inside the pickle, not read",
+            ],
+        );
+        let json: Value = serde_json::from_str(&stdout(&run(&[
+            "diff",
+            "--values",
+            "--json",
+            path.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ])))
+        .unwrap();
+        let compared: BTreeSet<&str> = json["values"]["tensors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{json}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            compared,
+            BTreeSet::from(["array", "flags", "numpy_rng.1", "wide"]),
+            "{file}"
+        );
+    }
+}

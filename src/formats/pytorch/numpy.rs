@@ -4,9 +4,11 @@
 //! dtype, shape, order)` (numpy ≥ 1.24 with protocol 5). A dtype is the stand-in
 //! `numpy.dtype("f4", False, True)` with BUILD state `(3, "<", …)`.
 //!
-//! The raw data of a protocol-2 pickle (torch.save's default) is `_codecs.encode(text,
-//! "latin1")`: a stand-in too, never called. The array's values are in the pickle, not at an
-//! offset of the file as a storage's are, so they are not read; its name, dtype and shape are.
+//! The raw data is bytes from protocol 3 on: C-ordered, they are the array's values in place
+//! in the pickle, read as a tensor's. A protocol-2 pickle (torch.save's default) holds them as
+//! `_codecs.encode(text, "latin1")`, a stand-in too, never called: the values are text in the
+//! pickle, not bytes at an offset, so they are not read (nor those of a Fortran-ordered array);
+//! its name, dtype and shape are.
 
 use super::object::{Object, StandIn};
 use crate::artifact::Shape;
@@ -28,6 +30,9 @@ const FROMBUFFER: [&str; 2] = [
 pub(super) struct NumpyArray {
     pub(super) dtype: &'static Dtype,
     pub(super) shape: Shape,
+    /// Where its values lie in the pickle's buffer, in row-major order: (offset, length);
+    /// None when they are not bytes there in that order.
+    pub(super) data: Option<(u64, u64)>,
 }
 
 impl NumpyArray {
@@ -54,46 +59,50 @@ pub(super) fn array(stand_in: &StandIn) -> Option<NumpyArray> {
             4 => &state[..],
             _ => return None,
         };
-        if !raw_data(&fields[3]) {
-            return None;
-        }
+        let data = raw_data(&fields[3])?;
+        let fortran = !matches!(fields[2], Object::Bool(false) | Object::Int(0));
         return Some(NumpyArray {
             dtype: dtype(&fields[1])?,
             shape: shape(&fields[0])?,
+            data: data.filter(|_| !fortran),
         });
     }
     if FROMBUFFER.contains(&global) {
         let Some(Object::Tuple(args)) = &stand_in.args else {
             return None;
         };
-        let [buffer, dtype_object, shape_object, _order] = &args[..] else {
+        let [buffer, dtype_object, shape_object, order] = &args[..] else {
             return None;
         };
-        if !raw_data(buffer) {
-            return None;
-        }
+        let data = raw_data(buffer)?;
+        let c_order = matches!(order, Object::Str(o) if &**o == "C");
         return Some(NumpyArray {
             dtype: dtype(dtype_object)?,
             shape: shape(shape_object)?,
+            data: data.filter(|_| c_order),
         });
     }
     None
 }
 
-/// Bytes, or what protocol 2 makes of them: `_codecs.encode(text, "latin1")`.
-fn raw_data(data: &Object) -> bool {
+/// Raw data: bytes (Some: where they lie), or what protocol 2 makes of them,
+/// `_codecs.encode(text, "latin1")` (None: not in place); an array of Python objects (a list)
+/// is not raw data.
+fn raw_data(data: &Object) -> Option<Option<(u64, u64)>> {
     match data {
-        Object::Bytes => true,
+        Object::Bytes { offset, len } => Some(Some((*offset, *len))),
         Object::StandIn(s) if &*s.global == "_codecs.encode" => matches!(
             &s.args,
             Some(Object::Tuple(args)) if matches!(&args[..], [Object::Str(_), Object::Str(codec)] if &**codec == "latin1")
-        ),
-        _ => false,
+        )
+        .then_some(None),
+        _ => None,
     }
 }
 
 /// `numpy.dtype("f4", False, True)` (BUILD state `(3, "<", …)`): little-endian or byte order
-/// not applicable (`|`); a big-endian array is not read as a tensor.
+/// not applicable (`|`); a big-endian or native-order (`=`, the writer's) array is not read as
+/// a tensor.
 fn dtype(object: &Object) -> Option<&'static Dtype> {
     let Object::StandIn(s) = object else {
         return None;
@@ -109,7 +118,7 @@ fn dtype(object: &Object) -> Option<&'static Dtype> {
     };
     if let Some(Object::Tuple(state)) = &*s.state.borrow()
         && let Some(Object::Str(order)) = state.get(1)
-        && !matches!(&**order, "<" | "|" | "=")
+        && !matches!(&**order, "<" | "|")
     {
         return None;
     }
