@@ -1,11 +1,12 @@
 //! The structural identity (schema 1): SHA-256 of the artifact's canonical JSON.
 //!
 //! The canonical JSON is one object without whitespace whose keys are sorted by their UTF-8
-//! bytes at every level: `format`, `gguf_version` (GGUF only), `metadata`, `tensors` (each
-//! `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is the JSON integer
-//! of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings escape `"` `\`,
-//! \b \f \n \r \t short and other control characters as lowercase \u00xx; everything else is
-//! raw. docs/SPEC.md is the full statement.
+//! bytes at every level: `format`, `gguf_version` (GGUF only), `groups` (PyTorch training
+//! checkpoints only, whose `metadata` and `tensors` are then their model weights'), `metadata`,
+//! `tensors` (each `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is
+//! the JSON integer of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings
+//! escape `"` `\`, \b \f \n \r \t short and other control characters as lowercase \u00xx;
+//! everything else is raw. docs/SPEC.md is the full statement.
 //!
 //! The writer is our own rather than serde_json's because the hash of a 262,144-token
 //! vocabulary is on the hot path and most strings need no escaping at all; the tests check that
