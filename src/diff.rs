@@ -1,7 +1,7 @@
 //! Structural diff of two artifacts: what the identity covers, compared key by key.
 
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
-use crate::identity::structural_hash;
+use crate::identity::{model_identity, structural_hash};
 
 /// One side's change of an item that is keyed by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,9 @@ pub struct StructuralDiff {
     pub new_gguf_version: Option<u32>,
     pub old_hash: String,
     pub new_hash: String,
+    /// Each side's model identity when it is a training checkpoint (docs/SPEC.md §5d).
+    pub old_model_identity: Option<String>,
+    pub new_model_identity: Option<String>,
     pub old_metadata_count: usize,
     pub new_metadata_count: usize,
     pub old_tensor_count: usize,
@@ -63,8 +66,8 @@ pub struct StructuralDiff {
     /// Each side's missing tensor data, when it is cut short: beside the identity, not in it.
     pub old_incomplete: Option<crate::artifact::Incomplete>,
     pub new_incomplete: Option<crate::artifact::Incomplete>,
-    /// A side is a training checkpoint, whose identity holds its model weights only: changes
-    /// of its other groups are listed beside an equal identity.
+    /// A side is a training checkpoint, with a model identity beside its structural one:
+    /// changes of its other groups are listed beside an equal model identity.
     pub training: bool,
 }
 
@@ -171,6 +174,8 @@ impl StructuralDiff {
             new_gguf_version: new.gguf_version,
             old_hash: structural_hash(old),
             new_hash: structural_hash(new),
+            old_model_identity: model_identity(old),
+            new_model_identity: model_identity(new),
             old_metadata_count: old.metadata.len(),
             new_metadata_count: new.metadata.len(),
             old_tensor_count: old.tensors.len(),
@@ -209,7 +214,13 @@ impl StructuralDiff {
         self.old_hash == self.new_hash
     }
 
-    /// Anything differs: the identity, or (training checkpoints) what is read beside it.
+    /// Both sides are training checkpoints with equal model identities (§5d): the same model
+    /// at another step, whatever changed beside it.
+    pub fn same_model_identity(&self) -> bool {
+        self.old_model_identity.is_some() && self.old_model_identity == self.new_model_identity
+    }
+
+    /// Anything differs: the identity, or what is read beside it.
     pub fn differs(&self) -> bool {
         !self.is_identical() || !self.metadata.is_empty() || !self.tensors.is_empty()
     }

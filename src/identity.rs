@@ -1,12 +1,14 @@
 //! The structural identity (schema 1): SHA-256 of the artifact's canonical JSON.
 //!
 //! The canonical JSON is one object without whitespace whose keys are sorted by their UTF-8
-//! bytes at every level: `format`, `gguf_version` (GGUF only), `groups` (PyTorch training
-//! checkpoints only, whose `metadata` and `tensors` are then their model weights'), `metadata`,
-//! `tensors` (each `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is
+//! bytes at every level: `format`, `gguf_version` (GGUF only), `metadata`, `tensors` (each
+//! `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is
 //! the JSON integer of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings
 //! escape `"` `\`, \b \f \n \r \t short and other control characters as lowercase \u00xx;
 //! everything else is raw. docs/SPEC.md is the full statement.
+//!
+//! A PyTorch training checkpoint has a second, stated identity beside it, its model identity
+//! (SPEC §5d): the same writer with a `groups` key, keeping only its model weights.
 //!
 //! The writer is our own rather than serde_json's because the hash of a 262,144-token
 //! vocabulary is on the hot path and most strings need no escaping at all; the tests check that
@@ -17,13 +19,33 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 use sha2::{Digest, Sha256};
 
-use crate::artifact::{Array, Artifact, StringArray, Value};
+use crate::artifact::{Array, Artifact, StringArray, TrainingCheckpoint, Value};
 
 /// Lowercase hex SHA-256 of the canonical JSON.
 pub fn structural_hash(artifact: &Artifact) -> String {
+    hash_of(artifact, None)
+}
+
+/// A training checkpoint's model identity (docs/SPEC.md §5d): lowercase hex SHA-256 of its
+/// model weights' canonical JSON with its groups. None for every other file.
+pub fn model_identity(artifact: &Artifact) -> Option<String> {
+    let training = artifact.layout.training()?;
+    Some(hash_of(artifact, Some(training)))
+}
+
+/// The canonical JSON whose SHA-256 is the model identity; None for every file that is not a
+/// training checkpoint.
+pub fn model_identity_json(artifact: &Artifact) -> Option<Vec<u8>> {
+    let training = artifact.layout.training()?;
+    let mut out = Writer::new(Vec::new(), 1 << 16);
+    write_artifact(&mut out, artifact, Some(training));
+    Some(out.finish())
+}
+
+fn hash_of(artifact: &Artifact, training: Option<&TrainingCheckpoint>) -> String {
     if metadata_items(artifact) < PIPELINE_MIN_ITEMS {
         let mut out = Writer::new(Sha256::new(), SMALL_CHUNK);
-        write_artifact(&mut out, artifact);
+        write_artifact(&mut out, artifact, training);
         return crate::digest::hex(&out.finish().finalize());
     }
     // Large vocabularies: write the JSON on this thread while another hashes finished chunks,
@@ -48,7 +70,7 @@ pub fn structural_hash(artifact: &Artifact) -> String {
             },
             PIPELINE_CHUNK,
         );
-        write_artifact(&mut out, artifact);
+        write_artifact(&mut out, artifact, training);
         // Dropping the sender ends the hashing thread's loop. A send fails only if the hashing
         // thread died, which join() reports below.
         drop(out.finish());
@@ -80,7 +102,7 @@ fn metadata_items(artifact: &Artifact) -> usize {
 /// The canonical JSON bytes whose SHA-256 is the structural hash.
 pub fn canonical_json(artifact: &Artifact) -> Vec<u8> {
     let mut out = Writer::new(Vec::new(), 1 << 16);
-    write_artifact(&mut out, artifact);
+    write_artifact(&mut out, artifact, None);
     out.finish()
 }
 
@@ -264,7 +286,12 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
+/// The canonical JSON of `artifact`; with `training`, that of its model identity (§5d).
+fn write_artifact(
+    out: &mut Writer<impl ChunkOut>,
+    artifact: &Artifact,
+    training: Option<&TrainingCheckpoint>,
+) {
     // Keys in UTF-8 byte order: format < gguf_version < groups < metadata < tensors.
     out.put(b"{\"format\":");
     write_str(out, artifact.format.name());
@@ -272,9 +299,8 @@ fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
         out.put(b",\"gguf_version\":");
         write_int(out, version);
     }
-    // A training checkpoint: its model weights under their state-dict names, and its groups
+    // A model identity: the model weights under their state-dict names, and the groups
     // (docs/SPEC.md §5d). Stripping one key keeps the names in byte order.
-    let training = artifact.layout.training();
     if let Some(training) = training {
         out.put(b",\"groups\":");
         write_items(out, &training.groups, |out, g| write_str(out, g));

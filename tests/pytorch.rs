@@ -12,7 +12,8 @@ use std::process::Command;
 
 use common::git::Repo;
 use common::{
-    assert_contains, assert_success, code, combined, python, run, run_in, stderr, stdout,
+    assert_contains, assert_lacks, assert_success, code, combined, python, run, run_in, stderr,
+    stdout,
 };
 use serde_json::Value;
 
@@ -928,22 +929,42 @@ proptest::proptest! {
     }
 }
 
-/// docs/SPEC.md §5d: a training checkpoint is identified by its model weights, named as a plain
-/// state dict of them, and its groups; optimizer state, counters and hyper-parameters are not
-/// in it. Lightning's own checkpoint after two steps and a hand-built one at step 120 of the
-/// same model share it; fairseq's is `torch.save(model)`'s plus its groups.
+/// docs/SPEC.md §5d: a training checkpoint keeps the structural identity of all it holds and
+/// has a second one, its model identity: its model weights, named as a plain state dict of
+/// them, and its groups; optimizer state, counters and hyper-parameters are not in it.
+/// Lightning's own checkpoint after two steps and a hand-built one at step 120 of the same
+/// model share it; fairseq's is `torch.save(model)`'s canonical JSON plus its groups.
 #[test]
-fn a_training_checkpoint_is_identified_by_its_model_weights_and_groups() {
-    let canonical = |path: &Path| {
-        let out = run(&["id", "--canonical", path.to_str().unwrap()]);
+fn a_training_checkpoint_has_a_model_identity_of_its_weights_and_groups() {
+    let canonical_of = |flag: &str, path: &Path| {
+        let out = run(&["id", flag, path.to_str().unwrap()]);
         assert_eq!(code(&out), 0, "{}", combined(&out));
         stdout(&out).trim_end().to_owned()
     };
-    assert_eq!(
-        hash_of(&dir().join("lightning.ckpt")),
-        hash_of(&dir().join("lightning-shape.pt"))
+    let canonical = |path: &Path| canonical_of("--canonical", path);
+    let model_canonical = |path: &Path| canonical_of("--model-canonical", path);
+    let model_identity = |path: &Path| {
+        let out = run(&["id", "--json", path.to_str().unwrap()]);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json["model_identity"].as_str().map(str::to_owned)
+    };
+    // Two files of one model at other steps: one model identity, two structural ones.
+    let (ckpt, shape) = (
+        dir().join("lightning.ckpt"),
+        dir().join("lightning-shape.pt"),
     );
-    let lightning = canonical(&dir().join("lightning.ckpt"));
+    assert_eq!(model_identity(&ckpt), model_identity(&shape));
+    assert!(model_identity(&ckpt).is_some());
+    assert_ne!(hash_of(&ckpt), hash_of(&shape));
+    // The structural identity still holds the optimizer state and the counters.
+    let structural = canonical(&ckpt);
+    assert!(
+        structural.starts_with(r#"{"format":"pytorch","metadata":{"epoch":1,"global_step":2,"#)
+            && structural.contains(r#""optimizer_states.0.state.0.exp_avg":"#)
+            && !structural.contains(r#""groups""#),
+        "{structural}"
+    );
+    let lightning = model_canonical(&ckpt);
     assert!(
         lightning.starts_with(
             r#"{"format":"pytorch","groups":["model","optimizer","other","scheduler"],"metadata":{},"tensors":{"layer.bias":"#
@@ -951,51 +972,71 @@ fn a_training_checkpoint_is_identified_by_its_model_weights_and_groups() {
         "{lightning}"
     );
     let training = dir().join("training");
-    let fairseq = canonical(&training.join("fairseq.pt"));
+    let fairseq = model_canonical(&training.join("fairseq.pt"));
     let module = canonical(&training.join("module.pt"));
     assert_eq!(
         fairseq.replace(r#""groups":["model","optimizer","other"],"#, ""),
         module
     );
-    // A wrapped state dict with an epoch is no training checkpoint: all it holds counts.
-    let wrapped = canonical(&dir().join("model-wrapped.pt"));
-    assert!(
-        wrapped.contains(r#""metadata":{"epoch":7}"#) && wrapped.contains(r#""model.big":"#),
-        "{wrapped}"
-    );
-    // The Trainer's optimizer.pt is one part as a whole: its tensors are its identity.
-    let optimizer = canonical(&training.join("trainer/checkpoint-2/optimizer.pt"));
-    assert!(
-        optimizer.starts_with(r#"{"format":"pytorch","metadata":"#)
-            && optimizer.contains(r#""state.0.exp_avg":"#),
-        "{optimizer}"
-    );
-    // id, inspect and textconv say what the identity holds.
-    let path = dir().join("lightning.ckpt");
-    let path = path.to_str().unwrap();
+    // A wrapped state dict with an epoch, the Trainer's optimizer.pt (one part as a whole) and
+    // a module saved whole are no training checkpoints: no model identity, anywhere.
+    for plain in [
+        dir().join("model-wrapped.pt"),
+        training.join("trainer/checkpoint-2/optimizer.pt"),
+        training.join("module.pt"),
+    ] {
+        assert_eq!(model_identity(&plain), None, "{}", plain.display());
+        let path = plain.to_str().unwrap();
+        let out = run(&["id", "--model-canonical", path]);
+        assert_eq!(code(&out), 2, "{}", combined(&out));
+        assert_contains(&stderr(&out), &["not a training checkpoint"]);
+        for command in ["id", "inspect", "textconv"] {
+            assert_lacks(
+                &stdout(&run(&[command, path])),
+                &["model_identity", "model-identity"],
+            );
+        }
+    }
+    // id, inspect and textconv state the model identity and what it holds, beside the
+    // structural hash they keep.
+    let path = ckpt.to_str().unwrap();
+    let hash = model_identity(&ckpt).unwrap();
     let what = "the model weights (state_dict) and the groups model, optimizer, other, scheduler";
+    let structural = hash_of(&ckpt);
     assert_contains(
         &stdout(&run(&["id", path])),
-        &[&format!("identity of: {what}")],
+        &[
+            &format!("structural_hash: {structural}\n"),
+            &format!("\nmodel_identity: {hash} ({what})\n"),
+        ],
     );
     assert_contains(
         &stdout(&run(&["inspect", path])),
-        &[&format!("identity of: {what}")],
+        &[
+            &format!("structural_hash: {structural}\n"),
+            &format!("\nmodel_identity: {hash} ({what})\n"),
+        ],
     );
     assert_contains(
         &stdout(&run(&["textconv", path])),
-        &[&format!("identity-of: {what}")],
+        &[
+            &format!("structural-hash: {structural}\n"),
+            &format!("\nmodel-identity: {hash} ({what})\n"),
+        ],
     );
     let json: Value = serde_json::from_str(&stdout(&run(&["id", "--json", path]))).unwrap();
     assert_eq!(
         json["training_checkpoint"],
         serde_json::json!({"model_keys": ["state_dict"], "groups": ["model", "optimizer", "other", "scheduler"]})
     );
+    assert_eq!(json["structural_hash"], structural.as_str());
     assert_eq!(json["schema"], 1);
+    let json: Value = serde_json::from_str(&stdout(&run(&["inspect", "--json", path]))).unwrap();
+    assert_eq!(json["model_identity"], hash.as_str());
 }
 
-/// Two checkpoints of one Lightning run (steps 2 and 3, written by Lightning itself): one
-/// identity, and `diff` lists what changed beside it group by group, in text and JSON; against
+/// Two checkpoints of one Lightning run (steps 2 and 3, written by Lightning itself): two
+/// structural identities, one model identity, and `diff` lists what changed beside it group by group, in text and JSON; against
 /// a checkpoint of another model the model weights' changes are apart from the optimizer's.
 #[test]
 fn two_lightning_checkpoints_diff_group_by_group() {
@@ -1013,17 +1054,24 @@ fn two_lightning_checkpoints_diff_group_by_group() {
     assert_contains(
         &stdout(&out),
         &[
-            "hash equal: true",
-            "The identity is equal",
-            "Metadata, other (outside the identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
+            "hash equal: false",
+            "model identity equal: true",
+            "Same model identity",
+            "Metadata, other (outside the model identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
         ],
     );
     let json: Value =
         serde_json::from_str(&stdout(&run(&["diff", "--json", step2, step3]))).unwrap();
     assert_eq!(json["schema"], 1);
-    assert_eq!(json["identical"], true);
+    assert_eq!(json["identical"], false);
+    assert_eq!(json["model_identity_equal"], true);
+    assert_eq!(json["old"]["model_identity"], json["new"]["model_identity"]);
+    assert_ne!(
+        json["old"]["structural_hash"],
+        json["new"]["structural_hash"]
+    );
     let other = &json["groups"]["other"];
-    assert_eq!(other["in_identity"], false);
+    assert_eq!(other["in_model_identity"], false);
     assert_eq!(
         other["metadata"]["changed"]["global_step"]["new"]["value"], 3,
         "{other}"
@@ -1041,10 +1089,11 @@ fn two_lightning_checkpoints_diff_group_by_group() {
         &text,
         &[
             "hash equal: false",
+            "model identity equal: false",
             "Tensors, model weights:\n",
             "  + state_dict.lm_head.weight",
             "  - state_dict.layer.weight",
-            "Tensors, optimizer state (outside the identity):\n",
+            "Tensors, optimizer state (outside the model identity):\n",
             "  + optimizer_states.0.state.20.exp_avg_sq",
         ],
     );
@@ -1055,7 +1104,8 @@ fn two_lightning_checkpoints_diff_group_by_group() {
     let json: Value =
         serde_json::from_str(&stdout(&run(&["diff", "--json", step2, llama]))).unwrap();
     let groups = &json["groups"];
-    assert_eq!(groups["model"]["in_identity"], true);
+    assert_eq!(groups["model"]["in_model_identity"], true);
+    assert_eq!(json["model_identity_equal"], false);
     let model_added = groups["model"]["tensors"]["added"].as_object().unwrap();
     let optimizer_added = groups["optimizer"]["tensors"]["added"].as_object().unwrap();
     assert_eq!(model_added.len(), 21, "{:?}", model_added.keys());
@@ -1250,8 +1300,9 @@ fn numpy_arrays_are_tensors_named_by_their_path() {
     );
 }
 
-/// In git, a Lightning checkpoint that moved on a step keeps its identity, and the diff driver,
-/// textconv and `weight-inspect git diff` still show what changed beside it, group by group.
+/// In git, a Lightning checkpoint that moved on a step keeps its model identity (its structural
+/// hash changes), and the diff driver, textconv and `weight-inspect git diff` show what
+/// changed beside it, group by group.
 #[test]
 fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     let training = dir().join("training");
@@ -1270,9 +1321,10 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     .unwrap();
     repo.commit_all("step 3");
     let expected = [
-        "hash equal: true",
-        "The identity is equal",
-        "Metadata, other (outside the identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
+        "hash equal: false",
+        "model identity equal: true",
+        "Same model identity",
+        "Metadata, other (outside the model identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
     ];
     assert_contains(&repo.ok(&["diff", "HEAD~1", "HEAD"]), &expected);
     let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
@@ -1281,7 +1333,9 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     assert_contains(
         &textconv,
         &[
-            " identity-of: the model weights (state_dict) and the groups model, optimizer, other, scheduler\n",
+            " model-identity: b24ba64b64f8cc14c725213f6409a2a022da04c3f7aa841b9a4b117fabc971fa (the model weights (state_dict) and the groups model, optimizer, other, scheduler)\n",
+            "\n-structural-hash: ",
+            "\n+structural-hash: ",
             "\n-meta global_step: i64 = 2\n",
             "\n+meta global_step: i64 = 3\n",
         ],

@@ -60,11 +60,15 @@ pub struct IdArgs {
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
     /// Machine-readable output (schema 1).
-    #[arg(long, conflicts_with = "canonical")]
+    #[arg(long, conflicts_with_all = ["canonical", "model_canonical"])]
     pub json: bool,
     /// Print the canonical JSON whose SHA-256 is the structural hash.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model_canonical")]
     pub canonical: bool,
+    /// Print the canonical JSON whose SHA-256 is a training checkpoint's model identity
+    /// (docs/SPEC.md §5d); an error for any other file.
+    #[arg(long)]
+    pub model_canonical: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,6 +121,20 @@ pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
         Ok(artifact) => artifact,
         Err(described) => return Ok(described),
     };
+    if args.model_canonical {
+        let Some(mut bytes) = crate::identity::model_identity_json(&artifact) else {
+            return Err(input::InputError::NoModel {
+                name: args.file,
+                message: "not a training checkpoint (model weights beside optimizer, scheduler \
+                          or RNG state), so it has no model identity (docs/SPEC.md §5d)"
+                    .to_owned(),
+            }
+            .into());
+        };
+        bytes.push(b'\n');
+        write_stdout(&bytes)?;
+        return Ok(Exit::Clean);
+    }
     if args.canonical {
         let mut bytes = crate::identity::canonical_json(&artifact);
         bytes.push(b'\n');

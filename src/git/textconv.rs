@@ -297,8 +297,12 @@ pub fn render_artifact(
         "structural-hash: {}",
         crate::identity::structural_hash(artifact)
     );
-    if let Some(training) = artifact.layout.training() {
-        let _ = writeln!(out, "identity-of: {}", training.describe());
+    // A training checkpoint's second identity (SPEC §5d): equal across the steps of one run.
+    if let (Some(training), Some(hash)) = (
+        artifact.layout.training(),
+        crate::identity::model_identity(artifact),
+    ) {
+        let _ = writeln!(out, "model-identity: {hash} ({})", training.describe());
     }
     // A pickle's globals beyond those of tensors, so that a diff shows a payload appear.
     for f in &artifact.layout.findings {

@@ -21,7 +21,7 @@ struct IdDoc {
     schema: u32,
     #[serde(flatten)]
     model: Side,
-    /// A training checkpoint: what its identity holds (docs/SPEC.md §5d).
+    /// A training checkpoint: what its model identity holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     training_checkpoint: Option<TrainingJson>,
 }
@@ -39,6 +39,7 @@ fn id_doc(artifact: &Artifact) -> IdDoc {
             format: artifact.format.name(),
             gguf_version: artifact.gguf_version,
             structural_hash: structural_hash(artifact),
+            model_identity: crate::identity::model_identity(artifact),
             tensor_count: artifact.tensors.len(),
             metadata_count: artifact.metadata.len(),
             complete: true,
@@ -335,6 +336,10 @@ struct Side {
     #[serde(skip_serializing_if = "Option::is_none")]
     gguf_version: Option<u32>,
     structural_hash: String,
+    /// A training checkpoint's second, stated identity: its model weights and groups
+    /// (docs/SPEC.md §5d); absent for every other file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_identity: Option<String>,
     tensor_count: usize,
     metadata_count: usize,
     /// False when the file ends before the tensor data its header declares.
@@ -356,6 +361,9 @@ impl Side {
 pub(super) struct DiffDoc<'a> {
     schema: u32,
     identical: bool,
+    /// A side is a training checkpoint: whether both are, with equal model identities (§5d).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_identity_equal: Option<bool>,
     format_equal: bool,
     old: Side,
     new: Side,
@@ -386,9 +394,10 @@ struct Sections<'a, T> {
 
 #[derive(Serialize)]
 struct GroupChanges<'a> {
-    /// Whether the group is in the structural identity (a training checkpoint's model weights;
-    /// every group of a file that is not one).
-    in_identity: bool,
+    /// A side is a training checkpoint: whether the group is in its model identity (the model
+    /// weights are; every group is in the structural identity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_model_identity: Option<bool>,
     metadata: Sections<'a, Value>,
     tensors: Sections<'a, TensorInfo>,
 }
@@ -530,24 +539,31 @@ pub fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
 }
 
 pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
-    let side =
-        |format: crate::artifact::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
-            format: format.name(),
-            gguf_version: v,
-            structural_hash: hash.to_owned(),
-            tensor_count: t,
-            metadata_count: m,
-            complete: true,
-            incomplete: None,
-        };
+    let side = |format: crate::artifact::Format,
+                v: Option<u32>,
+                hash: &str,
+                model: &Option<String>,
+                t: usize,
+                m: usize| Side {
+        format: format.name(),
+        gguf_version: v,
+        structural_hash: hash.to_owned(),
+        model_identity: model.clone(),
+        tensor_count: t,
+        metadata_count: m,
+        complete: true,
+        incomplete: None,
+    };
     DiffDoc {
         schema: SCHEMA_VERSION,
         identical: diff.is_identical(),
+        model_identity_equal: diff.training.then(|| diff.same_model_identity()),
         format_equal: !diff.format_changed(),
         old: side(
             diff.old_format,
             diff.old_gguf_version,
             &diff.old_hash,
+            &diff.old_model_identity,
             diff.old_tensor_count,
             diff.old_metadata_count,
         )
@@ -556,6 +572,7 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
             diff.new_format,
             diff.new_gguf_version,
             &diff.new_hash,
+            &diff.new_model_identity,
             diff.new_tensor_count,
             diff.new_metadata_count,
         )
@@ -575,7 +592,7 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
                     Some((
                         group,
                         GroupChanges {
-                            in_identity: !diff.training || group == "model",
+                            in_model_identity: diff.training.then_some(group == "model"),
                             metadata: Sections::collect(
                                 metadata.map(|m| (m.key.as_str(), &m.change)),
                             ),

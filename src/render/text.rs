@@ -5,7 +5,7 @@ use std::fmt::Write;
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
 use crate::escape::{quoted, shown};
-use crate::identity::{structural_hash, value_digest};
+use crate::identity::{model_identity, structural_hash, value_digest};
 use crate::render::Palette;
 use crate::render::enums::enum_note;
 use crate::render::order::{self, TensorOrder};
@@ -19,6 +19,13 @@ const MAX_ARRAY_ITEMS: usize = 8;
 /// Items shown at the head of a summarized array.
 const ARRAY_HEAD_ITEMS: usize = 3;
 
+/// A training checkpoint's model identity and what it holds (docs/SPEC.md §5d), one line.
+fn write_model_identity(out: &mut String, artifact: &Artifact) {
+    if let (Some(training), Some(hash)) = (artifact.layout.training(), model_identity(artifact)) {
+        let _ = writeln!(out, "model_identity: {hash} ({})", training.describe());
+    }
+}
+
 pub fn id(artifact: &Artifact) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "format: {}", artifact.format.name());
@@ -26,9 +33,7 @@ pub fn id(artifact: &Artifact) -> String {
         let _ = writeln!(out, "gguf_version: {v}");
     }
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
-    if let Some(training) = artifact.layout.training() {
-        let _ = writeln!(out, "identity of: {}", training.describe());
-    }
+    write_model_identity(&mut out, artifact);
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     if let Some(incomplete) = artifact.layout.incomplete() {
@@ -132,9 +137,7 @@ pub fn inspect_in(
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
-    if let Some(training) = artifact.layout.training() {
-        let _ = writeln!(out, "identity of: {}", training.describe());
-    }
+    write_model_identity(&mut out, artifact);
     let _ = writeln!(
         out,
         "file_size: {} bytes ({})",
@@ -391,6 +394,24 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     }
     let _ = writeln!(out, "  old: {}", diff.old_hash);
     let _ = writeln!(out, "  new: {}", diff.new_hash);
+    if diff.training {
+        let shown = |m: &Option<String>| m.clone().unwrap_or_else(|| "-".to_owned());
+        let _ = writeln!(
+            out,
+            "  model identity equal: {}",
+            diff.same_model_identity()
+        );
+        let _ = writeln!(
+            out,
+            "  old model identity: {}",
+            shown(&diff.old_model_identity)
+        );
+        let _ = writeln!(
+            out,
+            "  new model identity: {}",
+            shown(&diff.new_model_identity)
+        );
+    }
     if let Some(layout) = &diff.layout {
         let _ = writeln!(out, "  layout: {}", layout.describe());
     }
@@ -400,10 +421,10 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
         let _ = writeln!(out, "\nNo structural differences.");
         return out;
     }
-    if diff.is_identical() {
+    if diff.same_model_identity() {
         let _ = writeln!(
             out,
-            "\nThe identity is equal (a training checkpoint's holds its model weights and groups); read beside it:"
+            "\nSame model identity (the model weights and groups of a training checkpoint); what changed beside it:"
         );
     }
     // A grouped checkpoint's changes group by group, ungrouped ones first.
@@ -446,7 +467,7 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     out
 }
 
-/// "Tensors:", "Tensors, model weights:", "Metadata, optimizer state (outside the identity):".
+/// "Tensors:", "Tensors, model weights:", "Metadata, optimizer state (outside the model identity):".
 fn group_heading(what: &str, group: Option<&str>, training: bool) -> String {
     let Some(group) = group else {
         return format!("{what}:");
@@ -459,7 +480,7 @@ fn group_heading(what: &str, group: Option<&str>, training: bool) -> String {
         _ => "other",
     };
     let outside = if training && group != "model" {
-        " (outside the identity)"
+        " (outside the model identity)"
     } else {
         ""
     };
