@@ -313,7 +313,7 @@ pub struct Layout {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PickleParts {
     /// A training checkpoint (model weights beside optimizer, scheduler or RNG state): what
-    /// its identity holds (docs/SPEC.md §5d).
+    /// its model identity holds (docs/SPEC.md §5d).
     pub training: Option<TrainingCheckpoint>,
     /// The tensors (numpy arrays) whose values lie inside the pickle, not at an offset of the
     /// file; sorted. Value diffs leave them out and say so.
@@ -321,15 +321,16 @@ pub struct PickleParts {
 }
 
 impl Layout {
-    /// A training checkpoint's identity rule; None for every other file.
+    /// A training checkpoint's model identity rule; None for every other file.
     pub fn training(&self) -> Option<&TrainingCheckpoint> {
         self.pickle.as_ref()?.training.as_ref()
     }
 }
 
-/// A training checkpoint's identity rule (docs/SPEC.md §5d): the identity is that of its model
-/// weights — the tensors and plain values under the model keys, named as in a plain state dict
-/// of them — plus the stated list of the groups its root keys belong to.
+/// A training checkpoint's model identity rule (docs/SPEC.md §5d), a second identity beside
+/// its structural one (which holds everything): that of its model weights — the tensors and
+/// plain values under the model keys, named as in a plain state dict of them — plus the stated
+/// list of the groups its root keys belong to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrainingCheckpoint {
     /// The root keys holding model weights (`state_dict`, `model`, …), sorted.
@@ -371,7 +372,7 @@ impl TrainingCheckpoint {
             .map_or("other", |(_, group)| group)
     }
 
-    /// The name `name` has in the identity when it is under a model key: without the key when
+    /// The name `name` has in the model identity when it is under a model key: without the key when
     /// there is one model key (`state_dict.layer.weight` -> `layer.weight`), whole otherwise.
     pub fn model_name<'a>(&self, name: &'a str) -> Option<&'a str> {
         let under = |key: &str| {
@@ -566,8 +567,8 @@ impl Artifact {
         (total, by_dtype)
     }
 
-    /// A training checkpoint's model weights as a model of their own, named as its identity
-    /// names them (`state_dict.layer.weight` -> `layer.weight`); None for other files. The
+    /// A training checkpoint's model weights as a model of their own, named as its model
+    /// identity names them (`state_dict.layer.weight` -> `layer.weight`); None for other files. The
     /// tensors keep their places in the file, so their values read as before: a conversion
     /// check or a value diff takes a Lightning checkpoint's weights as the model.
     pub fn model_weights(&self) -> Option<Artifact> {

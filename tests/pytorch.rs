@@ -1419,3 +1419,34 @@ save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
         );
     }
 }
+
+/// A hash pinned under schema 1 keeps holding: the policy's `expected_hash` of a training
+/// checkpoint is its structural hash (golden.json's, the one schema 1 always gave it), never
+/// its model identity; another step of the same model, with the same model identity, is a
+/// changed file and the gate says so.
+#[test]
+fn a_pinned_hash_of_a_training_checkpoint_still_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    std::fs::copy(dir().join("lightning-shape.pt"), work.join("pinned.pt")).unwrap();
+    std::fs::copy(dir().join("lightning.ckpt"), work.join("other-step.pt")).unwrap();
+    let schema_1 = "a473b547f5b786fd00ca466acc7d0a8da6dc5578a6edb42cb92894aeb5ab7816";
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        format!("[[rules]]\npaths = [\"*.pt\"]\nexpected_hash = \"{schema_1}\"\n"),
+    )
+    .unwrap();
+    let out = run_in(Some(work), &["check", "pinned.pt"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    let out = run_in(Some(work), &["check", "--format", "json", "other-step.pt"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["violations"][0]["rule"], "expected_hash", "{doc}");
+    // The two share the model identity the pin does not look at.
+    let model_identity = |name: &str| {
+        let out = run_in(Some(work), &["id", "--json", name]);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json["model_identity"].clone()
+    };
+    assert_eq!(model_identity("pinned.pt"), model_identity("other-step.pt"));
+}

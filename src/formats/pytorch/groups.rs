@@ -46,9 +46,9 @@ pub(super) fn of(keys: &[String]) -> Option<Rule> {
     None
 }
 
-/// The identity rule of a training checkpoint (docs/SPEC.md §5d): a root dict with model
-/// weights beside optimizer, scheduler or RNG state. A dict of model weights and plain values
-/// (`{"model": …, "epoch": 7}`) is not one: its identity stays that of all it holds.
+/// The model identity rule of a training checkpoint (docs/SPEC.md §5d): a root dict with
+/// model weights beside optimizer, scheduler or RNG state. A dict of model weights and plain
+/// values (`{"model": …, "epoch": 7}`) is not one and has no model identity.
 pub(super) fn training(keys: &[String]) -> Option<TrainingCheckpoint> {
     let group_of = |key: &str| -> &'static str {
         [
