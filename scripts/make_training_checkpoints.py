@@ -15,9 +15,19 @@ Writes into OUTDIR (emptied first):
                     Linear, a LayerNorm, a registered buffer; pickled as __main__.Net with BUILD
                     of its __dict__ (_parameters, _buffers, _modules)
   numpy-inside.pt   a tensor beside a numpy array and numpy's RNG state (np.random.get_state())
+  numpy-inside-p4.pt, numpy-inside-p5.pt  the same and more arrays (Fortran order, bool, f64)
+                    with pickle protocols 4 (data as bytes) and 5 (numpy's _frombuffer)
   trainer/checkpoint-2/  transformers.Trainer, two steps on a tiny BERT: optimizer.pt,
                     scheduler.pt, rng_state.pth, training_args.bin (pytorch_model.bin or
                     model.safetensors beside them as the Trainer writes it)
+  lightning-step2.ckpt, lightning-step3.ckpt  pytorch_lightning's Trainer.save_checkpoint of
+                    one run after two steps and after a third (resumed from the first): the
+                    same model at two points of its training (for diff and diff --values)
+  lightning-llama.ckpt  Trainer.save_checkpoint of a LightningModule holding the conversion
+                    fixtures' Llama (tests/fixtures/conversions/llama) as `model` and
+                    `lm_head`, as LlamaForCausalLM names them, after one AdamW step at lr 0:
+                    the weights stay those the GGUFs in tests/fixtures/conversions were
+                    converted from, and the checkpoint holds optimizer state beside them
 
 manifest.json: for each file, every tensor torch.load(weights_only=False) gives, named as
 weight-inspect names it (dict keys and list indices joined by ".", a Namespace's attributes, a
@@ -110,11 +120,19 @@ def module(out):
 
 def numpy_inside(out):
     rng = np.random.RandomState(3)
-    torch.save({
+    checkpoint = {
         "weight": torch.arange(6, dtype=torch.float32).reshape(2, 3),
         "array": np.arange(6, dtype=np.float32).reshape(3, 2),
         "numpy_rng": rng.get_state(),
-    }, out / "numpy-inside.pt")
+    }
+    # torch.save's default protocol 2: numpy's _reconstruct with the data as
+    # _codecs.encode(text, "latin1").
+    torch.save(checkpoint, out / "numpy-inside.pt")
+    # Protocol 4: the data as bytes. Protocol 5: numpy's _frombuffer of a PickleBuffer (in band).
+    more = dict(checkpoint, fortran=np.asfortranarray(np.ones((2, 3), dtype=np.int16)),
+                flags=np.array([True, False, True]), wide=np.zeros((2, 2), dtype=np.float64))
+    torch.save(more, out / "numpy-inside-p4.pt", pickle_protocol=4)
+    torch.save(more, out / "numpy-inside-p5.pt", pickle_protocol=5)
 
 
 def trainer(out):
@@ -131,6 +149,76 @@ def trainer(out):
     Trainer(model=model, args=args, train_dataset=data).train()
 
 
+def lightning(out):
+    import pytorch_lightning as pl
+
+    class Tiny(pl.LightningModule):
+        def __init__(self, lr=0.01, name="tiny"):
+            super().__init__()
+            self.save_hyperparameters()
+            self.layer = nn.Linear(4, 3)
+
+        def training_step(self, batch, idx):
+            x, y = batch
+            return nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+    def trainer(steps):
+        return pl.Trainer(max_steps=steps, logger=False, enable_checkpointing=False,
+                          enable_progress_bar=False, enable_model_summary=False,
+                          accelerator="cpu", devices=1)
+
+    pl.seed_everything(8, verbose=False)
+    g = torch.Generator().manual_seed(8)
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randn(16, 4, generator=g),
+                                       torch.randn(16, 3, generator=g)), batch_size=4)
+    first = trainer(2)
+    first.fit(Tiny(), data)
+    first.save_checkpoint(out / "lightning-step2.ckpt")
+    second = trainer(3)
+    second.fit(Tiny(), data, ckpt_path=str(out / "lightning-step2.ckpt"))
+    second.save_checkpoint(out / "lightning-step3.ckpt")
+
+
+def lightning_llama(out):
+    import pytorch_lightning as pl
+    from transformers import LlamaForCausalLM
+
+    source = Path(__file__).resolve().parent.parent / "tests/fixtures/conversions/llama"
+    hf = LlamaForCausalLM.from_pretrained(source, torch_dtype=torch.float32)
+
+    class LitLlama(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            # LlamaForCausalLM's own attribute names: state_dict keys match its Hugging Face names.
+            self.model = hf.model
+            self.lm_head = hf.lm_head
+
+        def training_step(self, batch, idx):
+            logits = self.lm_head(self.model(input_ids=batch[0]).last_hidden_state)
+            return logits.float().pow(2).mean()
+
+        def configure_optimizers(self):
+            # lr 0: the step writes optimizer state and leaves the weights as converted.
+            return torch.optim.AdamW(self.parameters(), lr=0.0)
+
+    pl.seed_everything(9, verbose=False)
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.tensor([[1, 5, 7, 9], [2, 4, 6, 8]])), batch_size=2)
+    trainer = pl.Trainer(max_steps=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         accelerator="cpu", devices=1)
+    model = LitLlama()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer.fit(model, data)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before), "lr 0 changed a weight"
+    trainer.save_checkpoint(out / "lightning-llama.ckpt")
+
+
 def main():
     out = Path(sys.argv[1])
     shutil.rmtree(out, ignore_errors=True)
@@ -139,9 +227,11 @@ def main():
     module(out)
     numpy_inside(out)
     trainer(out)
+    lightning(out)
+    lightning_llama(out)
     manifest = {}
     for path in sorted(out.rglob("*")):
-        if path.suffix not in {".pt", ".pth", ".bin"}:
+        if path.suffix not in {".pt", ".pth", ".bin", ".ckpt"}:
             continue
         obj = torch.load(path, weights_only=False)
         found = {}

@@ -2,7 +2,9 @@
 """Independent reference implementation of weight-inspect's structural identity (schema 1).
 
     reference_identity.py FILE...              one JSON line per file:
-                                               {"file", "canonical", "structural_hash"}
+                                               {"file", "canonical", "structural_hash"}, and for
+                                               a training checkpoint (docs/SPEC.md §5d)
+                                               "model_canonical" and "model_identity"
     reference_identity.py --canonical FILE     the canonical JSON bytes alone, plus "\\n"
                                                (what `weight-inspect id --canonical` prints)
 
@@ -376,6 +378,17 @@ class TensorClass:
     pass
 
 
+class Namespace:
+    """argparse.Namespace of a fairseq checkpoint, inert: its BUILD state (a dict of training
+    arguments) is kept and walked as the attributes under the stand-in's name (`args.lr`), as
+    docs/pytorch.md says of stand-ins; nothing of argparse is imported."""
+
+    def __setstate__(self, state: Any) -> None:
+        if not isinstance(state, dict):
+            raise Invalid("argparse.Namespace with a BUILD state that is not a dict")
+        self.state = state
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     def __init__(self, file, storages: dict[str, Storage]):
         super().__init__(file)
@@ -391,6 +404,7 @@ class RestrictedUnpickler(pickle.Unpickler):
             ("torch._utils", "_rebuild_parameter_with_state"): rebuild_parameter,
             ("torch._tensor", "_rebuild_from_type_v2"): rebuild_from_type_v2,
             ("torch", "Tensor"): TensorClass,
+            ("argparse", "Namespace"): Namespace,
             ("torch.nn.parameter", "Parameter"): TensorClass,
             ("torch", "UntypedStorage"): StorageType(None),
             ("torch.storage", "UntypedStorage"): StorageType(None),
@@ -432,6 +446,8 @@ def pytorch_walk(root: Any) -> dict[str, Any]:
                 elements *= d
             tensors[name] = {"byte_length": elements * DTYPE_BYTES[value.dtype], "dtype": value.dtype, "shape": value.size}
             return
+        if isinstance(value, Namespace):
+            value = getattr(value, "state", {})
         if isinstance(value, dict):
             for key, child in value.items():
                 if isinstance(key, bool) or key is None:
@@ -456,20 +472,72 @@ def pytorch_walk(root: Any) -> dict[str, Any]:
     return {"format": "pytorch", "metadata": metadata, "tensors": tensors}
 
 
-def pytorch_doc(path: Path) -> dict[str, Any]:
+# docs/SPEC.md §5d: a training checkpoint (model weights beside optimizer, scheduler or RNG
+# state, told by the root dict's keys) has a second identity beside its structural one, its
+# model identity: that of its model weights and its groups.
+GROUP_KEYS = {
+    "model": {"state_dict", "model", "module", "model_state_dict"},
+    "optimizer": {"optimizer_states", "optimizer", "optimizer_state_dict", "optimizer_history",
+                  "last_optimizer_state"},
+    "scheduler": {"lr_schedulers", "scheduler", "lr_scheduler"},
+    "rng": {"rng_state", "rng_states", "numpy_rng", "torch_rng_state"},
+}
+
+
+def training_rule(root: Any, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The model identity's document of a training checkpoint; None for every other file."""
+    if not isinstance(root, dict):
+        return None
+    keys = [str(k) if isinstance(k, bool) or k is None else k for k in root
+            if isinstance(k, (str, int)) or k is None]
+    keys = [str(k) for k in keys]
+    group_of = {k: next((g for g, names in GROUP_KEYS.items() if k in names), "other") for k in keys}
+    groups = sorted(set(group_of.values()))
+    if "model" not in groups or not {"optimizer", "scheduler", "rng"} & set(groups):
+        return None
+    model_keys = sorted(k for k, g in group_of.items() if g == "model")
+
+    def model_name(name: str) -> str | None:
+        for key in model_keys:
+            if name == key or name.startswith(key + "."):
+                return name[len(key) + 1:] if len(model_keys) == 1 else name
+        return None
+
+    def kept(items: dict[str, Any]) -> dict[str, Any]:
+        return {model_name(k): v for k, v in items.items() if model_name(k) is not None}
+
+    return {"format": "pytorch", "groups": groups, "metadata": kept(doc["metadata"]),
+            "tensors": kept(doc["tensors"])}
+
+
+def pytorch_root(path: Path) -> Any:
     storages: dict[str, Storage] = {}
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             pickles = [n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
             if len(pickles) != 1:
                 raise Invalid(f"{path}: {len(pickles)} data.pkl members")
-            root = RestrictedUnpickler(io.BytesIO(z.read(pickles[0])), storages).load()
-        return pytorch_walk(root)
+            return RestrictedUnpickler(io.BytesIO(z.read(pickles[0])), storages).load()
     with open(path, "rb") as f:
         for _ in range(3):  # magic number, protocol, sys info
             RestrictedUnpickler(f, storages).load()
-        root = RestrictedUnpickler(f, storages).load()
-    return pytorch_walk(root)
+        return RestrictedUnpickler(f, storages).load()
+
+
+def pytorch_doc(path: Path) -> dict[str, Any]:
+    return pytorch_walk(pytorch_root(path))
+
+
+def model_identity_doc(path: Path) -> dict[str, Any] | None:
+    """A single PyTorch file's model identity document (§5d), or None."""
+    if path.is_dir():
+        return None
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if not (magic.startswith(b"PK\x03\x04") or magic.startswith(b"\x80")):
+        return None
+    root = pytorch_root(path)
+    return training_rule(root, pytorch_walk(root))
 
 
 # --------------------------------------------------------------------------------------------
@@ -567,6 +635,11 @@ def main() -> int:
     for path in args.files:
         text = identity(path)
         line = {"file": str(path), "canonical": text.decode("utf-8"), "structural_hash": hashlib.sha256(text).hexdigest()}
+        model = model_identity_doc(path)
+        if model is not None:
+            model_text = canonical(model)
+            line["model_canonical"] = model_text.decode("utf-8")
+            line["model_identity"] = hashlib.sha256(model_text).hexdigest()
         print(json.dumps(line, ensure_ascii=True))
     return 0
 

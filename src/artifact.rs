@@ -306,6 +306,92 @@ pub struct Layout {
     /// table (`model`, `optimizer`, `scheduler`, `rng`, `other`); None for a plain state dict
     /// and the other formats, whose tensors are all model weights.
     pub groups: Option<Vec<&'static str>>,
+    /// PyTorch checkpoints: what the pickle holds beyond plain tensors; None for other files
+    /// and plain state dicts (boxed: most files have none).
+    pub pickle: Option<Box<PickleParts>>,
+}
+
+/// What a PyTorch checkpoint's pickle holds beyond plain tensors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PickleParts {
+    /// A training checkpoint (model weights beside optimizer, scheduler or RNG state): what
+    /// its model identity holds (docs/SPEC.md §5d).
+    pub training: Option<TrainingCheckpoint>,
+    /// The tensors (numpy arrays) whose values lie inside the pickle, not at an offset of the
+    /// file; sorted. Value diffs leave them out and say so.
+    pub values_in_pickle: Vec<String>,
+}
+
+impl Layout {
+    /// A training checkpoint's model identity rule; None for every other file.
+    pub fn training(&self) -> Option<&TrainingCheckpoint> {
+        self.pickle.as_ref()?.training.as_ref()
+    }
+}
+
+/// A training checkpoint's model identity rule (docs/SPEC.md §5d), a second identity beside
+/// its structural one (which holds everything): that of its model weights — the tensors and
+/// plain values under the model keys, named as in a plain state dict of them — plus the stated
+/// list of the groups its root keys belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrainingCheckpoint {
+    /// The root keys holding model weights (`state_dict`, `model`, …), sorted.
+    pub model_keys: Vec<String>,
+    /// The groups of the root keys (`model`, `optimizer`, `other`, `rng`, `scheduler`), sorted,
+    /// each once.
+    pub groups: Vec<&'static str>,
+    /// Each root key and its group, sorted by key: the group of a metadata value.
+    pub root_groups: Vec<(String, &'static str)>,
+}
+
+impl TrainingCheckpoint {
+    /// "the model weights (state_dict) and the groups model, optimizer, other, scheduler".
+    pub fn describe(&self) -> String {
+        let keys: Vec<String> = self
+            .model_keys
+            .iter()
+            .map(|k| crate::escape::shown(k).into_owned())
+            .collect();
+        format!(
+            "the model weights ({}) and the groups {}",
+            keys.join(", "),
+            self.groups.join(", ")
+        )
+    }
+
+    /// The group of the entry named `name` (a tensor or a metadata value): its root key's,
+    /// the longest key it is under.
+    pub fn group_of(&self, name: &str) -> &'static str {
+        self.root_groups
+            .iter()
+            .filter(|(key, _)| {
+                name == key
+                    || name
+                        .strip_prefix(key.as_str())
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .max_by_key(|(key, _)| key.len())
+            .map_or("other", |(_, group)| group)
+    }
+
+    /// The name `name` has in the model identity when it is under a model key: without the key when
+    /// there is one model key (`state_dict.layer.weight` -> `layer.weight`), whole otherwise.
+    pub fn model_name<'a>(&self, name: &'a str) -> Option<&'a str> {
+        let under = |key: &str| {
+            name == key
+                || name
+                    .strip_prefix(key)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        };
+        match self.model_keys.as_slice() {
+            [key] if under(key) => {
+                let rest = &name[key.len()..];
+                Some(rest.strip_prefix('.').unwrap_or(rest))
+            }
+            keys if keys.iter().any(|k| under(k)) => Some(name),
+            _ => None,
+        }
+    }
 }
 
 /// A global a pickle names beyond those of tensors (`argparse.Namespace`, `posix.system`): its
@@ -481,6 +567,81 @@ impl Artifact {
             total = total.saturating_add(n);
         }
         (total, by_dtype)
+    }
+
+    /// A training checkpoint's model weights as a model of their own, named as its model
+    /// identity names them (`state_dict.layer.weight` -> `layer.weight`); None for other files. The
+    /// tensors keep their places in the file, so their values read as before: a conversion
+    /// check or a value diff takes a Lightning checkpoint's weights as the model.
+    pub fn model_weights(&self) -> Option<Artifact> {
+        let training = self.layout.training()?;
+        let views = self.layout.views.as_ref();
+        type Kept = (TensorInfo, Option<Box<StridedView>>);
+        let mut kept: Vec<(crate::table::Name, Kept)> = Vec::new();
+        for (position, (name, tensor)) in self.tensors.iter().enumerate() {
+            if let Some(model_name) = training.model_name(name) {
+                let view = views.and_then(|v| v.get(position).cloned().flatten());
+                kept.push((model_name.into(), (tensor.clone(), view)));
+            }
+        }
+        // Model names are unique: one model key is stripped, several are kept whole.
+        let table = crate::table::NameTable::from_unsorted(kept);
+        let views: Vec<Option<Box<StridedView>>> = table.values().map(|(_, v)| v.clone()).collect();
+        let tensors: Tensors = table
+            .iter()
+            .map(|(name, (tensor, _))| (TensorName::from(name), tensor.clone()))
+            .collect();
+        Some(Artifact {
+            format: self.format,
+            gguf_version: self.gguf_version,
+            metadata: self
+                .metadata
+                .iter()
+                .filter_map(|(k, v)| Some((training.model_name(k)?.to_owned(), v.clone())))
+                .collect(),
+            tensors,
+            layout: Layout {
+                views: views.iter().any(Option::is_some).then_some(views),
+                groups: None,
+                pickle: self.layout.pickle.as_ref().and_then(|pickle| {
+                    let names: Vec<String> = pickle
+                        .values_in_pickle
+                        .iter()
+                        .filter_map(|name| Some(training.model_name(name)?.to_owned()))
+                        .collect();
+                    (!names.is_empty()).then(|| {
+                        Box::new(PickleParts {
+                            training: None,
+                            values_in_pickle: names,
+                        })
+                    })
+                }),
+                ..self.layout.clone()
+            },
+        })
+    }
+
+    /// Whether the tensor named `name` holds its values inside the pickle (a numpy array),
+    /// not at its `file_offset`.
+    pub fn values_in_pickle(&self, name: &str) -> bool {
+        self.layout.pickle.as_ref().is_some_and(|pickle| {
+            pickle
+                .values_in_pickle
+                .binary_search_by(|n| n.as_str().cmp(name))
+                .is_ok()
+        })
+    }
+
+    /// The group of the tensor named `name` (None when the file has no groups).
+    pub fn tensor_group(&self, name: &str) -> Option<&'static str> {
+        let groups = self.layout.groups.as_ref()?;
+        groups.get(self.tensors.position(name)?).copied()
+    }
+
+    /// The group of the metadata value named `name`: a training checkpoint's are grouped by
+    /// their root key; None for other files.
+    pub fn metadata_group(&self, name: &str) -> Option<&'static str> {
+        Some(self.layout.training()?.group_of(name))
     }
 
     /// A training checkpoint's groups in the order first met: name, tensors, elements.

@@ -1,7 +1,7 @@
 //! Structural diff of two artifacts: what the identity covers, compared key by key.
 
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
-use crate::identity::structural_hash;
+use crate::identity::{model_identity, structural_hash};
 
 /// One side's change of an item that is keyed by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,13 +15,20 @@ pub enum Change<T> {
 pub struct MetadataChange {
     pub key: String,
     pub change: Change<Value>,
+    /// A training checkpoint's group of the value (`model`, `optimizer`, …); None elsewhere.
+    pub group: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorChange {
     pub name: String,
     pub change: Change<TensorInfo>,
+    /// A grouped checkpoint's group of the tensor (`model`, `optimizer`, …); None elsewhere.
+    pub group: Option<&'static str>,
 }
+
+/// The groups of a training checkpoint's parts, in the order a diff shows them.
+pub const GROUP_ORDER: [&str; 5] = ["model", "optimizer", "scheduler", "rng", "other"];
 
 /// Counts of changes, for summaries and tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -58,6 +65,9 @@ pub struct StructuralDiff {
     pub new_gguf_version: Option<u32>,
     pub old_hash: String,
     pub new_hash: String,
+    /// Each side's model identity when it is a training checkpoint (docs/SPEC.md §5d).
+    pub old_model_identity: Option<String>,
+    pub new_model_identity: Option<String>,
     pub old_metadata_count: usize,
     pub new_metadata_count: usize,
     pub old_tensor_count: usize,
@@ -72,6 +82,9 @@ pub struct StructuralDiff {
     /// Each side's missing tensor data, when it is cut short: beside the identity, not in it.
     pub old_incomplete: Option<crate::artifact::Incomplete>,
     pub new_incomplete: Option<crate::artifact::Incomplete>,
+    /// A side is a training checkpoint, with a model identity beside its structural one:
+    /// changes of its other groups are listed beside an equal model identity.
+    pub training: bool,
 }
 
 /// The files of each side, when they differ: layout, outside the identity.
@@ -177,6 +190,8 @@ impl StructuralDiff {
             new_gguf_version: new.gguf_version,
             old_hash: structural_hash(old),
             new_hash: structural_hash(new),
+            old_model_identity: model_identity(old),
+            new_model_identity: model_identity(new),
             old_metadata_count: old.metadata.len(),
             new_metadata_count: new.metadata.len(),
             old_tensor_count: old.tensors.len(),
@@ -186,11 +201,24 @@ impl StructuralDiff {
                 new.metadata.iter().map(|(k, v)| (k.as_str(), v)),
                 |a, b| a == b,
             )
-            .map(|(key, change)| MetadataChange { key, change })
+            .map(|(key, change)| {
+                let group = new
+                    .metadata_group(&key)
+                    .or_else(|| old.metadata_group(&key));
+                MetadataChange { key, change, group }
+            })
             .collect(),
             tensors: diff_sorted(old.tensors.iter(), new.tensors.iter(), same_structure)
-                .map(|(name, change)| TensorChange { name, change })
+                .map(|(name, change)| {
+                    let group = new.tensor_group(&name).or_else(|| old.tensor_group(&name));
+                    TensorChange {
+                        name,
+                        change,
+                        group,
+                    }
+                })
                 .collect(),
+            training: old.layout.training().is_some() || new.layout.training().is_some(),
             layout: LayoutChange::between(old, new),
             old_incomplete: old.layout.incomplete(),
             new_incomplete: new.layout.incomplete(),
@@ -200,6 +228,23 @@ impl StructuralDiff {
     /// Identical structural identities (equal hashes).
     pub fn is_identical(&self) -> bool {
         self.old_hash == self.new_hash
+    }
+
+    /// Both sides are training checkpoints with equal model identities (§5d): the same model
+    /// at another step, whatever changed beside it.
+    pub fn same_model_identity(&self) -> bool {
+        self.old_model_identity.is_some() && self.old_model_identity == self.new_model_identity
+    }
+
+    /// Anything differs: the identity, or what is read beside it.
+    pub fn differs(&self) -> bool {
+        !self.is_identical() || !self.metadata.is_empty() || !self.tensors.is_empty()
+    }
+
+    /// Whether any change belongs to a group (a grouped checkpoint on a side).
+    pub fn is_grouped(&self) -> bool {
+        self.metadata.iter().any(|m| m.group.is_some())
+            || self.tensors.iter().any(|t| t.group.is_some())
     }
 
     /// The same structure held by other files: a resharding.

@@ -2,10 +2,13 @@
 //!
 //! The canonical JSON is one object without whitespace whose keys are sorted by their UTF-8
 //! bytes at every level: `format`, `gguf_version` (GGUF only), `metadata`, `tensors` (each
-//! `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is the JSON integer
-//! of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings escape `"` `\`,
-//! \b \f \n \r \t short and other control characters as lowercase \u00xx; everything else is
-//! raw. docs/SPEC.md is the full statement.
+//! `{"byte_length","dtype","shape"}`). Integers are JSON integers; an f64 is
+//! the JSON integer of its bit pattern; an f32 is the string `"f32:<bits as u32>"`. Strings
+//! escape `"` `\`, \b \f \n \r \t short and other control characters as lowercase \u00xx;
+//! everything else is raw. docs/SPEC.md is the full statement.
+//!
+//! A PyTorch training checkpoint has a second, stated identity beside it, its model identity
+//! (SPEC §5d): the same writer with a `groups` key, keeping only its model weights.
 //!
 //! The writer is our own rather than serde_json's because the hash of a 262,144-token
 //! vocabulary is on the hot path and most strings need no escaping at all; the tests check that
@@ -16,13 +19,33 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 use sha2::{Digest, Sha256};
 
-use crate::artifact::{Array, Artifact, StringArray, Value};
+use crate::artifact::{Array, Artifact, StringArray, TrainingCheckpoint, Value};
 
 /// Lowercase hex SHA-256 of the canonical JSON.
 pub fn structural_hash(artifact: &Artifact) -> String {
+    hash_of(artifact, None)
+}
+
+/// A training checkpoint's model identity (docs/SPEC.md §5d): lowercase hex SHA-256 of its
+/// model weights' canonical JSON with its groups. None for every other file.
+pub fn model_identity(artifact: &Artifact) -> Option<String> {
+    let training = artifact.layout.training()?;
+    Some(hash_of(artifact, Some(training)))
+}
+
+/// The canonical JSON whose SHA-256 is the model identity; None for every file that is not a
+/// training checkpoint.
+pub fn model_identity_json(artifact: &Artifact) -> Option<Vec<u8>> {
+    let training = artifact.layout.training()?;
+    let mut out = Writer::new(Vec::new(), 1 << 16);
+    write_artifact(&mut out, artifact, Some(training));
+    Some(out.finish())
+}
+
+fn hash_of(artifact: &Artifact, training: Option<&TrainingCheckpoint>) -> String {
     if metadata_items(artifact) < PIPELINE_MIN_ITEMS {
         let mut out = Writer::new(Sha256::new(), SMALL_CHUNK);
-        write_artifact(&mut out, artifact);
+        write_artifact(&mut out, artifact, training);
         return crate::digest::hex(&out.finish().finalize());
     }
     // Large vocabularies: write the JSON on this thread while another hashes finished chunks,
@@ -47,7 +70,7 @@ pub fn structural_hash(artifact: &Artifact) -> String {
             },
             PIPELINE_CHUNK,
         );
-        write_artifact(&mut out, artifact);
+        write_artifact(&mut out, artifact, training);
         // Dropping the sender ends the hashing thread's loop. A send fails only if the hashing
         // thread died, which join() reports below.
         drop(out.finish());
@@ -79,7 +102,7 @@ fn metadata_items(artifact: &Artifact) -> usize {
 /// The canonical JSON bytes whose SHA-256 is the structural hash.
 pub fn canonical_json(artifact: &Artifact) -> Vec<u8> {
     let mut out = Writer::new(Vec::new(), 1 << 16);
-    write_artifact(&mut out, artifact);
+    write_artifact(&mut out, artifact, None);
     out.finish()
 }
 
@@ -263,17 +286,35 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
-    // Keys in UTF-8 byte order: format < gguf_version < metadata < tensors.
+/// The canonical JSON of `artifact`; with `training`, that of its model identity (§5d).
+fn write_artifact(
+    out: &mut Writer<impl ChunkOut>,
+    artifact: &Artifact,
+    training: Option<&TrainingCheckpoint>,
+) {
+    // Keys in UTF-8 byte order: format < gguf_version < groups < metadata < tensors.
     out.put(b"{\"format\":");
     write_str(out, artifact.format.name());
     if let Some(version) = artifact.gguf_version {
         out.put(b",\"gguf_version\":");
         write_int(out, version);
     }
+    // A model identity: the model weights under their state-dict names, and the groups
+    // (docs/SPEC.md §5d). Stripping one key keeps the names in byte order.
+    if let Some(training) = training {
+        out.put(b",\"groups\":");
+        write_items(out, &training.groups, |out, g| write_str(out, g));
+    }
     out.put(b",\"metadata\":{");
     // BTreeMap<String, _> iterates in byte order of the keys.
-    for (i, (key, value)) in artifact.metadata.iter().enumerate() {
+    let metadata = artifact
+        .metadata
+        .iter()
+        .filter_map(|(key, value)| match training {
+            Some(t) => t.model_name(key).map(|key| (key, value)),
+            None => Some((key.as_str(), value)),
+        });
+    for (i, (key, value)) in metadata.enumerate() {
         if i > 0 {
             out.put(b",");
         }
@@ -282,7 +323,14 @@ fn write_artifact(out: &mut Writer<impl ChunkOut>, artifact: &Artifact) {
         write_value(out, value);
     }
     out.put(b"},\"tensors\":{");
-    for (i, (name, tensor)) in artifact.tensors.iter().enumerate() {
+    let tensors = artifact
+        .tensors
+        .iter()
+        .filter_map(|(name, tensor)| match training {
+            Some(t) => t.model_name(name).map(|name| (name, tensor)),
+            None => Some((name, tensor)),
+        });
+    for (i, (name, tensor)) in tensors.enumerate() {
         if i > 0 {
             out.put(b",");
         }

@@ -54,7 +54,9 @@ pub use diff::StructuralDiff;
 pub use digest::hex;
 pub use error::Error;
 pub use git::Pointer as LfsPointer;
-pub use identity::{SCHEMA_VERSION, canonical_json, structural_hash};
+pub use identity::{
+    SCHEMA_VERSION, canonical_json, model_identity, model_identity_json, structural_hash,
+};
 pub use policy::Policy;
 pub use read::{read_bytes, read_file};
 pub use render::{Palette, describe_wdelta, describe_wdelta_json, inspect_json, inspect_text};

@@ -12,7 +12,8 @@ use std::process::Command;
 
 use common::git::Repo;
 use common::{
-    assert_contains, assert_success, code, combined, python, run, run_in, stderr, stdout,
+    assert_contains, assert_lacks, assert_success, code, combined, python, run, run_in, stderr,
+    stdout,
 };
 use serde_json::Value;
 
@@ -583,7 +584,7 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
     let text = std::fs::read_to_string(training.join("manifest.json")).unwrap();
     let manifest: Value = serde_json::from_str(&text).unwrap();
     let files = manifest.as_object().unwrap();
-    assert!(files.len() >= 7, "{:?}", files.keys());
+    assert!(files.len() >= 12, "{:?}", files.keys());
     for (file, entry) in files {
         let path = training.join(file);
         let out = run(&["inspect", "--json", "--all", path.to_str().unwrap()]);
@@ -608,7 +609,6 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
             .as_object()
             .unwrap()
             .iter()
-            .filter(|(_, t)| t.get("numpy").is_none())
             .map(|(name, t)| {
                 let shape = t["shape"].as_array().unwrap();
                 (
@@ -927,4 +927,526 @@ proptest::proptest! {
             Err(e) => proptest::prop_assert!(!e.to_string().is_empty()),
         }
     }
+}
+
+/// docs/SPEC.md §5d: a training checkpoint keeps the structural identity of all it holds and
+/// has a second one, its model identity: its model weights, named as a plain state dict of
+/// them, and its groups; optimizer state, counters and hyper-parameters are not in it.
+/// Lightning's own checkpoint after two steps and a hand-built one at step 120 of the same
+/// model share it; fairseq's is `torch.save(model)`'s canonical JSON plus its groups.
+#[test]
+fn a_training_checkpoint_has_a_model_identity_of_its_weights_and_groups() {
+    let canonical_of = |flag: &str, path: &Path| {
+        let out = run(&["id", flag, path.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{}", combined(&out));
+        stdout(&out).trim_end().to_owned()
+    };
+    let canonical = |path: &Path| canonical_of("--canonical", path);
+    let model_canonical = |path: &Path| canonical_of("--model-canonical", path);
+    let model_identity = |path: &Path| {
+        let out = run(&["id", "--json", path.to_str().unwrap()]);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json["model_identity"].as_str().map(str::to_owned)
+    };
+    // Two files of one model at other steps: one model identity, two structural ones.
+    let (ckpt, shape) = (
+        dir().join("lightning.ckpt"),
+        dir().join("lightning-shape.pt"),
+    );
+    assert_eq!(model_identity(&ckpt), model_identity(&shape));
+    assert!(model_identity(&ckpt).is_some());
+    assert_ne!(hash_of(&ckpt), hash_of(&shape));
+    // The structural identity still holds the optimizer state and the counters.
+    let structural = canonical(&ckpt);
+    assert!(
+        structural.starts_with(r#"{"format":"pytorch","metadata":{"epoch":1,"global_step":2,"#)
+            && structural.contains(r#""optimizer_states.0.state.0.exp_avg":"#)
+            && !structural.contains(r#""groups""#),
+        "{structural}"
+    );
+    let lightning = model_canonical(&ckpt);
+    assert!(
+        lightning.starts_with(
+            r#"{"format":"pytorch","groups":["model","optimizer","other","scheduler"],"metadata":{},"tensors":{"layer.bias":"#
+        ),
+        "{lightning}"
+    );
+    let training = dir().join("training");
+    let fairseq = model_canonical(&training.join("fairseq.pt"));
+    let module = canonical(&training.join("module.pt"));
+    assert_eq!(
+        fairseq.replace(r#""groups":["model","optimizer","other"],"#, ""),
+        module
+    );
+    // A wrapped state dict with an epoch, the Trainer's optimizer.pt (one part as a whole) and
+    // a module saved whole are no training checkpoints: no model identity, anywhere.
+    for plain in [
+        dir().join("model-wrapped.pt"),
+        training.join("trainer/checkpoint-2/optimizer.pt"),
+        training.join("module.pt"),
+    ] {
+        assert_eq!(model_identity(&plain), None, "{}", plain.display());
+        let path = plain.to_str().unwrap();
+        let out = run(&["id", "--model-canonical", path]);
+        assert_eq!(code(&out), 2, "{}", combined(&out));
+        assert_contains(&stderr(&out), &["not a training checkpoint"]);
+        for command in ["id", "inspect", "textconv"] {
+            assert_lacks(
+                &stdout(&run(&[command, path])),
+                &["model_identity", "model-identity"],
+            );
+        }
+    }
+    // id, inspect and textconv state the model identity and what it holds, beside the
+    // structural hash they keep.
+    let path = ckpt.to_str().unwrap();
+    let hash = model_identity(&ckpt).unwrap();
+    let what = "the model weights (state_dict) and the groups model, optimizer, other, scheduler";
+    let structural = hash_of(&ckpt);
+    assert_contains(
+        &stdout(&run(&["id", path])),
+        &[
+            &format!("structural_hash: {structural}\n"),
+            &format!("\nmodel_identity: {hash} ({what})\n"),
+        ],
+    );
+    assert_contains(
+        &stdout(&run(&["inspect", path])),
+        &[
+            &format!("structural_hash: {structural}\n"),
+            &format!("\nmodel_identity: {hash} ({what})\n"),
+        ],
+    );
+    assert_contains(
+        &stdout(&run(&["textconv", path])),
+        &[
+            &format!("structural-hash: {structural}\n"),
+            &format!("\nmodel-identity: {hash} ({what})\n"),
+        ],
+    );
+    let json: Value = serde_json::from_str(&stdout(&run(&["id", "--json", path]))).unwrap();
+    assert_eq!(
+        json["training_checkpoint"],
+        serde_json::json!({"model_keys": ["state_dict"], "groups": ["model", "optimizer", "other", "scheduler"]})
+    );
+    assert_eq!(json["structural_hash"], structural.as_str());
+    assert_eq!(json["schema"], 1);
+    let json: Value = serde_json::from_str(&stdout(&run(&["inspect", "--json", path]))).unwrap();
+    assert_eq!(json["model_identity"], hash.as_str());
+}
+
+/// Two checkpoints of one Lightning run (steps 2 and 3, written by Lightning itself): two
+/// structural identities, one model identity, and `diff` lists what changed beside it group by group, in text and JSON; against
+/// a checkpoint of another model the model weights' changes are apart from the optimizer's.
+#[test]
+fn two_lightning_checkpoints_diff_group_by_group() {
+    let training = dir().join("training");
+    let step2 = training.join("lightning-step2.ckpt");
+    let step3 = training.join("lightning-step3.ckpt");
+    let llama = training.join("lightning-llama.ckpt");
+    let (step2, step3, llama) = (
+        step2.to_str().unwrap(),
+        step3.to_str().unwrap(),
+        llama.to_str().unwrap(),
+    );
+    let out = run(&["diff", step2, step3]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "hash equal: false",
+            "model identity equal: true",
+            "Same model identity",
+            "Metadata, other (outside the model identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
+        ],
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["diff", "--json", step2, step3]))).unwrap();
+    assert_eq!(json["schema"], 1);
+    assert_eq!(json["identical"], false);
+    assert_eq!(json["model_identity_equal"], true);
+    assert_eq!(json["old"]["model_identity"], json["new"]["model_identity"]);
+    assert_ne!(
+        json["old"]["structural_hash"],
+        json["new"]["structural_hash"]
+    );
+    let other = &json["groups"]["other"];
+    assert_eq!(other["in_model_identity"], false);
+    assert_eq!(
+        other["metadata"]["changed"]["global_step"]["new"]["value"], 3,
+        "{other}"
+    );
+    // The same entries as the flat lists, told apart.
+    assert_eq!(
+        json["metadata"]["changed"]["global_step"],
+        other["metadata"]["changed"]["global_step"]
+    );
+
+    let out = run(&["diff", step2, llama]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &[
+            "hash equal: false",
+            "model identity equal: false",
+            "Tensors, model weights:\n",
+            "  + state_dict.lm_head.weight",
+            "  - state_dict.layer.weight",
+            "Tensors, optimizer state (outside the model identity):\n",
+            "  + optimizer_states.0.state.20.exp_avg_sq",
+        ],
+    );
+    assert!(
+        text.find("Tensors, model weights:").unwrap()
+            < text.find("Tensors, optimizer state").unwrap()
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["diff", "--json", step2, llama]))).unwrap();
+    let groups = &json["groups"];
+    assert_eq!(groups["model"]["in_model_identity"], true);
+    assert_eq!(json["model_identity_equal"], false);
+    let model_added = groups["model"]["tensors"]["added"].as_object().unwrap();
+    let optimizer_added = groups["optimizer"]["tensors"]["added"].as_object().unwrap();
+    assert_eq!(model_added.len(), 21, "{:?}", model_added.keys());
+    assert!(model_added.keys().all(|k| k.starts_with("state_dict.")));
+    // AdamW's exp_avg, exp_avg_sq and step of 21 parameters, less the 6 already at step 2.
+    assert_eq!(
+        optimizer_added.len(),
+        63 - 6,
+        "{:?}",
+        optimizer_added.keys()
+    );
+    assert!(
+        optimizer_added
+            .keys()
+            .all(|k| k.starts_with("optimizer_states."))
+    );
+    // Plain files keep their diff as it was: no groups.
+    let plain: Value = serde_json::from_str(&stdout(&run(&[
+        "diff",
+        "--json",
+        dir().join("basic.pt").to_str().unwrap(),
+        dir().join("views.pt").to_str().unwrap(),
+    ])))
+    .unwrap();
+    assert!(plain.get("groups").is_none(), "{plain}");
+}
+
+/// `diff --values` of two Lightning checkpoints reads every group's values: the third step
+/// moved the weights and Adam's moments, and each parameter's step count went from 2 to 3.
+#[test]
+fn diff_values_of_two_lightning_checkpoints() {
+    let training = dir().join("training");
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        training.join("lightning-step2.ckpt").to_str().unwrap(),
+        training.join("lightning-step3.ckpt").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let text = json.to_string();
+    for name in [
+        "state_dict.layer.weight",
+        "state_dict.layer.bias",
+        "optimizer_states.0.state.0.exp_avg",
+        "optimizer_states.0.state.1.exp_avg_sq",
+    ] {
+        assert!(text.contains(name), "{name} not in {text}");
+    }
+    let out = run(&[
+        "diff",
+        "--values",
+        training.join("lightning-step2.ckpt").to_str().unwrap(),
+        training.join("lightning-step3.ckpt").to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &[
+            "values changed in 8 of 8 tensors",
+            "by group: model 2 of 2 changed (largest rel_l2 0.0269), optimizer 6 of 6 changed (largest rel_l2 0.853)",
+        ],
+    );
+    // The step counters: one element each, 2.0 -> 3.0 (abs diff 1, rel_l2 0.5).
+    for step in [
+        "optimizer_states.0.state.0.step",
+        "optimizer_states.0.state.1.step",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.ends_with(step))
+            .unwrap_or_else(|| panic!("{step} not in {text}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cells[..2], ["0.5", "1"], "{line}");
+        assert!(line.contains(" 1/1 "), "{line}");
+    }
+}
+
+/// The conversion check with a Lightning checkpoint as the source: its model weights
+/// (`state_dict.model.layers.0…` as `model.layers.0…`) are paired with the GGUFs llama.cpp's
+/// converter made of the same weights; the optimizer state is not part of the model.
+#[test]
+fn a_lightning_checkpoint_is_checked_against_its_gguf_conversion() {
+    let ckpt = dir().join("training/lightning-llama.ckpt");
+    let conversions = common::fixture("conversions");
+    let out = run(&[
+        "diff",
+        "--values",
+        ckpt.to_str().unwrap(),
+        conversions.join("llama-f32.gguf").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["faithful: 21/21 source tensors paired, identical in 21"],
+    );
+    assert!(
+        !stdout(&out).contains("optimizer_states"),
+        "{}",
+        stdout(&out)
+    );
+    // Either order; a quantized conversion within its band.
+    let out = run(&[
+        "diff",
+        "--values",
+        conversions.join("llama-q8_0.gguf").to_str().unwrap(),
+        ckpt.to_str().unwrap(),
+    ]);
+    // Values changed (quantized): status 1, as for any conversion that is not exact.
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "  faithful: 21/21 source tensors paired",
+            "blk.0.attn_q.weight ← model.layers.0.self_attn.q_proj.weight (permute_qk, f32 → q8_0)",
+        ],
+    );
+    // A conversion that forgot to permute Q is caught.
+    let out = run(&[
+        "diff",
+        "--values",
+        ckpt.to_str().unwrap(),
+        conversions
+            .join("llama-f32-attn_q-not-permuted.gguf")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &["NOT faithful", "blk.0.attn_q.weight"]);
+}
+
+/// numpy arrays inside a checkpoint are tensors named by their path, with numpy's dtype and
+/// shape, whether numpy's `_reconstruct` holds the data as latin-1 text (protocol 2, torch's
+/// default: `_codecs.encode` is never called) or as bytes (protocol 4), or `_frombuffer` does
+/// (protocol 5). Their values are in the pickle: value diffs say so instead of reading bytes
+/// at an offset that holds none of them.
+#[test]
+fn numpy_arrays_are_tensors_named_by_their_path() {
+    let training = dir().join("training");
+    let p4 = training.join("numpy-inside-p4.pt");
+    let p5 = training.join("numpy-inside-p5.pt");
+    // One content, two protocols, one identity.
+    assert_eq!(hash_of(&p4), hash_of(&p5));
+    let json = inspect_json(&p5);
+    let tensors = json["tensors"].as_array().unwrap();
+    let fortran = tensors.iter().find(|t| t["name"] == "fortran").unwrap();
+    assert_eq!(fortran["dtype"], "i16");
+    assert_eq!(fortran["shape"], serde_json::json!([2, 3]));
+    assert_eq!(fortran["values_in_pickle"], true);
+    let weight = tensors.iter().find(|t| t["name"] == "weight").unwrap();
+    assert!(weight.get("values_in_pickle").is_none(), "{weight}");
+    let findings: Vec<(&str, &str)> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["global"].as_str().unwrap(), f["tier"].as_str().unwrap()))
+        .collect();
+    assert!(
+        findings.contains(&("numpy._core.numeric._frombuffer", "benign")),
+        "{findings:?}"
+    );
+    let out = run(&[
+        "diff",
+        "--values",
+        training.join("numpy-inside.pt").to_str().unwrap(),
+        p4.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &[
+            "Tensors, other:\n  + flags [3] (bool)\n  + fortran [2, 3] (i16)\n",
+            "values identical in all 1 compared tensors",
+            "not compared: array: a numpy array: its values are inside the pickle, not read",
+            "not compared: numpy_rng.1: a numpy array",
+        ],
+    );
+    // The Trainer's rng_state.pth: numpy's Mersenne Twister state is a tensor of the RNG group.
+    let rng = inspect_json(&training.join("trainer/checkpoint-2/rng_state.pth"));
+    let state = rng["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "numpy.1")
+        .unwrap();
+    assert_eq!(state["dtype"], "u32");
+    assert_eq!(state["shape"], serde_json::json!([624]));
+    assert_eq!(
+        rng["groups"],
+        serde_json::json!([{"name": "rng", "tensor_count": 2, "elements": 5056 + 624}])
+    );
+}
+
+/// In git, a Lightning checkpoint that moved on a step keeps its model identity (its structural
+/// hash changes), and the diff driver, textconv and `weight-inspect git diff` show what
+/// changed beside it, group by group.
+#[test]
+fn git_diff_of_a_lightning_checkpoint_a_step_later() {
+    let training = dir().join("training");
+    let repo = Repo::new();
+    assert_success("git install", &repo.wi(&["git", "install"]));
+    std::fs::copy(
+        training.join("lightning-step2.ckpt"),
+        repo.path("last.ckpt"),
+    )
+    .unwrap();
+    repo.commit_all("step 2");
+    std::fs::copy(
+        training.join("lightning-step3.ckpt"),
+        repo.path("last.ckpt"),
+    )
+    .unwrap();
+    repo.commit_all("step 3");
+    let expected = [
+        "hash equal: false",
+        "model identity equal: true",
+        "Same model identity",
+        "Metadata, other (outside the model identity):\n  ~ epoch: 1 -> 2\n  ~ global_step: 2 -> 3\n",
+    ];
+    assert_contains(&repo.ok(&["diff", "HEAD~1", "HEAD"]), &expected);
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_contains(&stdout(&out), &expected);
+    let textconv = repo.ok(&["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
+    assert_contains(
+        &textconv,
+        &[
+            " model-identity: b24ba64b64f8cc14c725213f6409a2a022da04c3f7aa841b9a4b117fabc971fa (the model weights (state_dict) and the groups model, optimizer, other, scheduler)\n",
+            "\n-structural-hash: ",
+            "\n+structural-hash: ",
+            "\n-meta global_step: i64 = 2\n",
+            "\n+meta global_step: i64 = 3\n",
+        ],
+    );
+}
+
+/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders,
+/// torch stubbed out, in this test only), written to a safetensors twin with the safetensors
+/// package: the arrays weight-inspect reads in place (bytes of protocols 4 and 5) hold the
+/// same values; a Fortran-ordered one is left out and said so.
+#[test]
+fn numpy_arrays_read_in_place_hold_numpy_s_values() {
+    const TWIN: &str = r#"
+import io, pickle, sys, zipfile
+import numpy as np
+from safetensors.numpy import save_file
+
+class Stub:
+    def __init__(self, *a, **k): pass
+def stub(*a, **k): return None
+
+class Reader(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module.startswith("numpy") or module == "_codecs":
+            return super().find_class(module, name)
+        if module == "collections" and name == "OrderedDict":
+            return dict
+        return stub if name.startswith("_rebuild") else Stub
+    def persistent_load(self, pid):
+        return None
+
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if n.endswith("data.pkl"))
+    root = Reader(io.BytesIO(z.read(name))).load()
+arrays = {k: v for k, v in root.items() if isinstance(v, np.ndarray)}
+arrays["numpy_rng.1"] = root["numpy_rng"][1]
+save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
+"#;
+    let training = dir().join("training");
+    let tmp = tempfile::tempdir().unwrap();
+    for file in ["numpy-inside-p4.pt", "numpy-inside-p5.pt"] {
+        let path = training.join(file);
+        let twin = tmp.path().join(format!("{file}.safetensors"));
+        let out = Command::new(python())
+            .args(["-c", TWIN, path.to_str().unwrap(), twin.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_success(&format!("numpy twin of {file}"), &out);
+        let out = run(&[
+            "diff",
+            "--values",
+            path.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ]);
+        let text = stdout(&out);
+        assert_contains(
+            &text,
+            &[
+                "values identical in all 4 compared tensors",
+                "not compared: fortran: a numpy array: its values are inside the pickle, not read",
+            ],
+        );
+        let json: Value = serde_json::from_str(&stdout(&run(&[
+            "diff",
+            "--values",
+            "--json",
+            path.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ])))
+        .unwrap();
+        let compared: BTreeSet<&str> = json["values"]["tensors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{json}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            compared,
+            BTreeSet::from(["array", "flags", "numpy_rng.1", "wide"]),
+            "{file}"
+        );
+    }
+}
+
+/// A hash pinned under schema 1 keeps holding: the policy's `expected_hash` of a training
+/// checkpoint is its structural hash (golden.json's, the one schema 1 always gave it), never
+/// its model identity; another step of the same model, with the same model identity, is a
+/// changed file and the gate says so.
+#[test]
+fn a_pinned_hash_of_a_training_checkpoint_still_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    std::fs::copy(dir().join("lightning-shape.pt"), work.join("pinned.pt")).unwrap();
+    std::fs::copy(dir().join("lightning.ckpt"), work.join("other-step.pt")).unwrap();
+    let schema_1 = "a473b547f5b786fd00ca466acc7d0a8da6dc5578a6edb42cb92894aeb5ab7816";
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        format!("[[rules]]\npaths = [\"*.pt\"]\nexpected_hash = \"{schema_1}\"\n"),
+    )
+    .unwrap();
+    let out = run_in(Some(work), &["check", "pinned.pt"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    let out = run_in(Some(work), &["check", "--format", "json", "other-step.pt"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["violations"][0]["rule"], "expected_hash", "{doc}");
+    // The two share the model identity the pin does not look at.
+    let model_identity = |name: &str| {
+        let out = run_in(Some(work), &["id", "--json", name]);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json["model_identity"].clone()
+    };
+    assert_eq!(model_identity("pinned.pt"), model_identity("other-step.pt"));
 }

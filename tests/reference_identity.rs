@@ -30,6 +30,8 @@ fn committed_fixtures() -> Vec<PathBuf> {
 struct Reference {
     canonical: String,
     hash: String,
+    /// A training checkpoint's model identity (SPEC §5d): its canonical JSON and hash.
+    model: Option<(String, String)>,
 }
 
 /// Runs the Python reference once over all `paths`.
@@ -43,6 +45,10 @@ fn reference(paths: &[PathBuf]) -> Vec<Reference> {
             Reference {
                 canonical: v["canonical"].as_str().unwrap().to_owned(),
                 hash: v["structural_hash"].as_str().unwrap().to_owned(),
+                model: v["model_canonical"].as_str().map(|canonical| {
+                    let hash = v["model_identity"].as_str().unwrap();
+                    (canonical.to_owned(), hash.to_owned())
+                }),
             }
         })
         .collect();
@@ -169,11 +175,13 @@ fn vocab262k_matches_the_python_reference() {
 
 #[test]
 fn golden_vectors() {
-    let golden: BTreeMap<String, serde_json::Value> =
+    let mut golden: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(fixture("golden.json")).unwrap()).unwrap();
+    // Training checkpoints' model identities (SPEC §5d), a second hash beside the structural one.
+    let model_vectors = golden.remove("model_identity").unwrap();
     // Three files, two multi-file models that are the same models as two of them,
-    // and two PyTorch checkpoints (legacy and zip layout).
-    assert_eq!(golden.len(), 7);
+    // two PyTorch checkpoints (legacy and zip layout) and a fairseq training checkpoint.
+    assert_eq!(golden.len(), 8);
     let paths: Vec<PathBuf> = golden.keys().map(|name| fixture(name)).collect();
     for ((name, vector), r) in golden.iter().zip(reference(&paths)) {
         let canonical = vector["canonical"].as_str().unwrap();
@@ -191,10 +199,49 @@ fn golden_vectors() {
         assert_eq!(our_hash(&fixture(name)), hash, "{name}: structural hash");
         assert_eq!(r.canonical, canonical, "{name}: Python reference");
     }
+    // The model identity: Lightning's hand-built checkpoint, Lightning's own at steps 2 and 3
+    // and fairseq's; the structural hashes above are untouched by it.
+    let model_vectors = model_vectors.as_object().unwrap();
+    assert_eq!(model_vectors.len(), 5);
+    let paths: Vec<PathBuf> = model_vectors.keys().map(|name| fixture(name)).collect();
+    for ((name, vector), r) in model_vectors.iter().zip(reference(&paths)) {
+        let canonical = vector["canonical"].as_str().unwrap();
+        let hash = vector["model_identity"].as_str().unwrap();
+        assert_eq!(hex_sha256(canonical.as_bytes()), hash, "{name}");
+        let out = run(&["id", "--model-canonical", fixture(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert_eq!(out.stdout, format!("{canonical}\n").into_bytes(), "{name}");
+        let json: serde_json::Value = serde_json::from_str(&stdout(&run(&[
+            "id",
+            "--json",
+            fixture(name).to_str().unwrap(),
+        ])))
+        .unwrap();
+        assert_eq!(json["model_identity"], hash, "{name}: id --json");
+        assert_ne!(json["structural_hash"], hash, "{name}: a second hash");
+        assert_eq!(
+            r.model,
+            Some((canonical.to_owned(), hash.to_owned())),
+            "{name}: Python reference"
+        );
+    }
+    // A file that is no training checkpoint has no model identity, in either implementation.
+    let plain = fixture("pytorch/basic-legacy.pt");
+    assert!(reference(std::slice::from_ref(&plain))[0].model.is_none());
+    let out = run(&["id", "--model-canonical", plain.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not a training checkpoint"),
+        "{}",
+        stderr(&out)
+    );
     // docs/SPEC.md quotes the same vectors.
     let spec = std::fs::read_to_string(repo_root().join("docs/SPEC.md")).unwrap();
-    for (name, vector) in &golden {
-        let hash = vector["structural_hash"].as_str().unwrap();
+    for (name, vector) in golden.iter().chain(model_vectors) {
+        let hash = vector["structural_hash"]
+            .as_str()
+            .or(vector["model_identity"].as_str())
+            .unwrap();
         let canonical = vector["canonical"].as_str().unwrap();
         assert!(
             spec.contains(hash),

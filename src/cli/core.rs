@@ -60,11 +60,15 @@ pub struct IdArgs {
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
     /// Machine-readable output (schema 1).
-    #[arg(long, conflicts_with = "canonical")]
+    #[arg(long, conflicts_with_all = ["canonical", "model_canonical"])]
     pub json: bool,
     /// Print the canonical JSON whose SHA-256 is the structural hash.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model_canonical")]
     pub canonical: bool,
+    /// Print the canonical JSON whose SHA-256 is a training checkpoint's model identity
+    /// (docs/SPEC.md §5d); an error for any other file.
+    #[arg(long)]
+    pub model_canonical: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,6 +121,20 @@ pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
         Ok(artifact) => artifact,
         Err(described) => return Ok(described),
     };
+    if args.model_canonical {
+        let Some(mut bytes) = crate::identity::model_identity_json(&artifact) else {
+            return Err(input::InputError::NoModel {
+                name: args.file,
+                message: "not a training checkpoint (model weights beside optimizer, scheduler \
+                          or RNG state), so it has no model identity (docs/SPEC.md §5d)"
+                    .to_owned(),
+            }
+            .into());
+        };
+        bytes.push(b'\n');
+        write_stdout(&bytes)?;
+        return Ok(Exit::Clean);
+    }
     if args.canonical {
         let mut bytes = crate::identity::canonical_json(&artifact);
         bytes.push(b'\n');
@@ -150,7 +168,7 @@ pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Resul
         crate::render::text::diff(&diff, &color.palette())
     };
     print(&out)?;
-    Ok(Exit::found_if(!diff.is_identical()))
+    Ok(Exit::found_if(diff.differs()))
 }
 
 /// `diff --values`: the structural diff, then the value diff of the tensors on both sides.
@@ -168,12 +186,15 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         None => Pairing::Names,
     };
     if !matches!(map, Pairing::Names) {
+        // A training checkpoint converts as its model weights (docs/pytorch.md): Lightning's
+        // `state_dict.model.layers.0…` is the Hugging Face name `model.layers.0…`.
+        let (a_weights, b_weights) = (a.model_weights(), b.model_weights());
         let a_side = Side {
-            artifact: &a,
+            artifact: a_weights.as_ref().unwrap_or(&a),
             files: &a_bytes,
         };
         let b_side = Side {
-            artifact: &b,
+            artifact: b_weights.as_ref().unwrap_or(&b),
             files: &b_bytes,
         };
         // The source is the side that is not GGUF, whichever order they were given in.
@@ -229,12 +250,13 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         let mut out = crate::render::text::diff_or_identical(&diff, &palette, false);
         out.push('\n');
         out.push_str(&crate::render::values::text(&values, &palette));
+        out.push_str(&crate::render::values::by_group(&values, &b));
         out
     };
     print(&out)?;
     let bits_differ = values.bits_differ().next().is_some();
     Ok(Exit::found_if(
-        !diff.is_identical() || values.changed_count() > 0 || bits_differ,
+        diff.differs() || values.changed_count() > 0 || bits_differ,
     ))
 }
 

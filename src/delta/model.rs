@@ -373,10 +373,13 @@ impl Model {
                 .as_ref()
                 .map_or(0, |f| f.tensor_parts[position] as usize)
         };
+        // A numpy array's values are in the pickle, which is carried as it is, not at an
+        // offset of their own: not a tensor of the delta.
         let tensors = artifact
             .tensors
             .iter()
             .enumerate()
+            .filter(|(_, (name, _))| !artifact.values_in_pickle(name))
             .map(|(position, (name, info))| {
                 (
                     name.to_owned(),

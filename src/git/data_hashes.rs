@@ -86,6 +86,14 @@ fn tensor_ranges(artifact: &Artifact) -> Vec<(u64, u64)> {
         .values()
         .enumerate()
         .map(|(position, tensor)| {
+            // A numpy array's values are in the pickle, at no offset of its own: no range.
+            if artifact
+                .tensors
+                .get_index(position)
+                .is_some_and(|(name, _)| artifact.values_in_pickle(name))
+            {
+                return (0, 0);
+            }
             match views
                 .and_then(|v| v.get(position))
                 .and_then(Option::as_deref)

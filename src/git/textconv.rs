@@ -297,6 +297,13 @@ pub fn render_artifact(
         "structural-hash: {}",
         crate::identity::structural_hash(artifact)
     );
+    // A training checkpoint's second identity (SPEC §5d): equal across the steps of one run.
+    if let (Some(training), Some(hash)) = (
+        artifact.layout.training(),
+        crate::identity::model_identity(artifact),
+    ) {
+        let _ = writeln!(out, "model-identity: {hash} ({})", training.describe());
+    }
     // A pickle's globals beyond those of tensors, so that a diff shows a payload appear.
     for f in &artifact.layout.findings {
         let _ = writeln!(

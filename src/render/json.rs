@@ -21,6 +21,15 @@ struct IdDoc {
     schema: u32,
     #[serde(flatten)]
     model: Side,
+    /// A training checkpoint: what its model identity holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    training_checkpoint: Option<TrainingJson>,
+}
+
+#[derive(Serialize)]
+struct TrainingJson {
+    model_keys: Vec<String>,
+    groups: Vec<&'static str>,
 }
 
 fn id_doc(artifact: &Artifact) -> IdDoc {
@@ -30,12 +39,17 @@ fn id_doc(artifact: &Artifact) -> IdDoc {
             format: artifact.format.name(),
             gguf_version: artifact.gguf_version,
             structural_hash: structural_hash(artifact),
+            model_identity: crate::identity::model_identity(artifact),
             tensor_count: artifact.tensors.len(),
             metadata_count: artifact.metadata.len(),
             complete: true,
             incomplete: None,
         }
         .with_completeness(artifact.layout.incomplete().as_ref()),
+        training_checkpoint: artifact.layout.training().map(|t| TrainingJson {
+            model_keys: t.model_keys.clone(),
+            groups: t.groups.clone(),
+        }),
     }
 }
 
@@ -125,6 +139,10 @@ struct TensorJson<'a> {
     /// The part file that holds the tensor (multi-file models only); `offset` is in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<&'a str>,
+    /// A numpy array inside a PyTorch checkpoint: its values are in the pickle, and `offset`
+    /// (0) points at none of them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    values_in_pickle: bool,
 }
 
 /// `inspect --json` with tensors in file order.
@@ -203,6 +221,7 @@ pub fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) ->
                     .as_ref()
                     .and_then(|f| f.part_at(position))
                     .map(|p| p.file.as_str()),
+                values_in_pickle: artifact.values_in_pickle(name),
             })
             .collect(),
     };
@@ -317,6 +336,10 @@ struct Side {
     #[serde(skip_serializing_if = "Option::is_none")]
     gguf_version: Option<u32>,
     structural_hash: String,
+    /// A training checkpoint's second, stated identity: its model weights and groups
+    /// (docs/SPEC.md §5d); absent for every other file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_identity: Option<String>,
     tensor_count: usize,
     metadata_count: usize,
     /// False when the file ends before the tensor data its header declares.
@@ -338,12 +361,19 @@ impl Side {
 pub(super) struct DiffDoc<'a> {
     schema: u32,
     identical: bool,
+    /// A side is a training checkpoint: whether both are, with equal model identities (§5d).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_identity_equal: Option<bool>,
     format_equal: bool,
     old: Side,
     new: Side,
     counts: DiffCounts,
     metadata: Sections<'a, Value>,
     tensors: Sections<'a, TensorInfo>,
+    /// A grouped checkpoint's changes by group (`model`, `optimizer`, `scheduler`, `rng`,
+    /// `other`): the same entries as `metadata` and `tensors`, told apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups: Option<BTreeMap<&'static str, GroupChanges<'a>>>,
     /// Present when the files holding the model changed (multi-file models).
     #[serde(skip_serializing_if = "Option::is_none")]
     layout: Option<LayoutJson<'a>>,
@@ -360,6 +390,16 @@ struct Sections<'a, T> {
     added: Vec<(&'a str, &'a T)>,
     removed: Vec<(&'a str, &'a T)>,
     changed: Vec<(&'a str, &'a T, &'a T)>,
+}
+
+#[derive(Serialize)]
+struct GroupChanges<'a> {
+    /// A side is a training checkpoint: whether the group is in its model identity (the model
+    /// weights are; every group is in the structural identity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_model_identity: Option<bool>,
+    metadata: Sections<'a, Value>,
+    tensors: Sections<'a, TensorInfo>,
 }
 
 impl<'a, T> Sections<'a, T> {
@@ -499,24 +539,31 @@ pub fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
 }
 
 pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
-    let side =
-        |format: crate::artifact::Format, v: Option<u32>, hash: &str, t: usize, m: usize| Side {
-            format: format.name(),
-            gguf_version: v,
-            structural_hash: hash.to_owned(),
-            tensor_count: t,
-            metadata_count: m,
-            complete: true,
-            incomplete: None,
-        };
+    let side = |format: crate::artifact::Format,
+                v: Option<u32>,
+                hash: &str,
+                model: &Option<String>,
+                t: usize,
+                m: usize| Side {
+        format: format.name(),
+        gguf_version: v,
+        structural_hash: hash.to_owned(),
+        model_identity: model.clone(),
+        tensor_count: t,
+        metadata_count: m,
+        complete: true,
+        incomplete: None,
+    };
     DiffDoc {
         schema: SCHEMA_VERSION,
         identical: diff.is_identical(),
+        model_identity_equal: diff.training.then(|| diff.same_model_identity()),
         format_equal: !diff.format_changed(),
         old: side(
             diff.old_format,
             diff.old_gguf_version,
             &diff.old_hash,
+            &diff.old_model_identity,
             diff.old_tensor_count,
             diff.old_metadata_count,
         )
@@ -525,6 +572,7 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
             diff.new_format,
             diff.new_gguf_version,
             &diff.new_hash,
+            &diff.new_model_identity,
             diff.new_tensor_count,
             diff.new_metadata_count,
         )
@@ -532,6 +580,30 @@ pub(super) fn diff_doc(diff: &StructuralDiff) -> DiffDoc<'_> {
         counts: diff.counts(),
         metadata: Sections::collect(diff.metadata.iter().map(|m| (m.key.as_str(), &m.change))),
         tensors: Sections::collect(diff.tensors.iter().map(|t| (t.name.as_str(), &t.change))),
+        groups: diff.is_grouped().then(|| {
+            crate::diff::GROUP_ORDER
+                .iter()
+                .filter_map(|&group| {
+                    let metadata = diff.metadata.iter().filter(|m| m.group == Some(group));
+                    let tensors = diff.tensors.iter().filter(|t| t.group == Some(group));
+                    if metadata.clone().next().is_none() && tensors.clone().next().is_none() {
+                        return None;
+                    }
+                    Some((
+                        group,
+                        GroupChanges {
+                            in_model_identity: diff.training.then_some(group == "model"),
+                            metadata: Sections::collect(
+                                metadata.map(|m| (m.key.as_str(), &m.change)),
+                            ),
+                            tensors: Sections::collect(
+                                tensors.map(|t| (t.name.as_str(), &t.change)),
+                            ),
+                        },
+                    ))
+                })
+                .collect()
+        }),
         layout: diff.layout.as_ref().map(|l| LayoutJson {
             old: &l.old,
             new: &l.new,

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
 use crate::escape::{quoted, shown};
-use crate::identity::{structural_hash, value_digest};
+use crate::identity::{model_identity, structural_hash, value_digest};
 use crate::render::Palette;
 use crate::render::enums::enum_note;
 use crate::render::order::{self, TensorOrder};
@@ -19,6 +19,13 @@ const MAX_ARRAY_ITEMS: usize = 8;
 /// Items shown at the head of a summarized array.
 const ARRAY_HEAD_ITEMS: usize = 3;
 
+/// A training checkpoint's model identity and what it holds (docs/SPEC.md §5d), one line.
+fn write_model_identity(out: &mut String, artifact: &Artifact) {
+    if let (Some(training), Some(hash)) = (artifact.layout.training(), model_identity(artifact)) {
+        let _ = writeln!(out, "model_identity: {hash} ({})", training.describe());
+    }
+}
+
 pub fn id(artifact: &Artifact) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "format: {}", artifact.format.name());
@@ -26,6 +33,7 @@ pub fn id(artifact: &Artifact) -> String {
         let _ = writeln!(out, "gguf_version: {v}");
     }
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
+    write_model_identity(&mut out, artifact);
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     if let Some(incomplete) = artifact.layout.incomplete() {
@@ -129,6 +137,7 @@ pub fn inspect_in(
     let _ = writeln!(out, "tensor_count: {}", artifact.tensors.len());
     let _ = writeln!(out, "metadata_count: {}", artifact.metadata.len());
     let _ = writeln!(out, "structural_hash: {}", structural_hash(artifact));
+    write_model_identity(&mut out, artifact);
     let _ = writeln!(
         out,
         "file_size: {} bytes ({})",
@@ -222,7 +231,11 @@ pub fn inspect_in(
             let Some((name, tensor)) = artifact.tensors.get_index(position) else {
                 continue;
             };
-            let mut place = format!("offset {}", tensor.file_offset);
+            let mut place = if artifact.values_in_pickle(name) {
+                "(a numpy array: its values are in the pickle)".to_owned()
+            } else {
+                format!("offset {}", tensor.file_offset)
+            };
             if let Some(data) = order::data_offset(artifact, position) {
                 let _ = write!(place, " (data +{data})");
             }
@@ -381,26 +394,63 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     }
     let _ = writeln!(out, "  old: {}", diff.old_hash);
     let _ = writeln!(out, "  new: {}", diff.new_hash);
+    if diff.training {
+        let shown = |m: &Option<String>| m.clone().unwrap_or_else(|| "-".to_owned());
+        let _ = writeln!(
+            out,
+            "  model identity equal: {}",
+            diff.same_model_identity()
+        );
+        let _ = writeln!(
+            out,
+            "  old model identity: {}",
+            shown(&diff.old_model_identity)
+        );
+        let _ = writeln!(
+            out,
+            "  new model identity: {}",
+            shown(&diff.new_model_identity)
+        );
+    }
     if let Some(layout) = &diff.layout {
         let _ = writeln!(out, "  layout: {}", layout.describe());
     }
     write_incomplete_sides(&mut out, diff, palette, "  ");
 
-    if diff.is_identical() {
+    if !diff.differs() {
         let _ = writeln!(out, "\nNo structural differences.");
         return out;
     }
-
-    if !diff.metadata.is_empty() {
-        let _ = writeln!(out, "\n{}", palette.heading("Metadata:"));
-        for m in &diff.metadata {
-            write_metadata_change(&mut out, &m.key, &m.change, palette);
-        }
+    if diff.same_model_identity() {
+        let _ = writeln!(
+            out,
+            "\nSame model identity (the model weights and groups of a training checkpoint); what changed beside it:"
+        );
     }
-    if !diff.tensors.is_empty() {
-        let _ = writeln!(out, "\n{}", palette.heading("Tensors:"));
-        for t in &diff.tensors {
-            write_tensor_change(&mut out, &t.name, &t.change, palette);
+    // A grouped checkpoint's changes group by group, ungrouped ones first.
+    let groups: Vec<Option<&'static str>> = if diff.is_grouped() {
+        std::iter::once(None)
+            .chain(crate::diff::GROUP_ORDER.iter().map(|g| Some(*g)))
+            .collect()
+    } else {
+        vec![None]
+    };
+    for group in groups {
+        let metadata: Vec<_> = diff.metadata.iter().filter(|m| m.group == group).collect();
+        if !metadata.is_empty() {
+            let heading = group_heading("Metadata", group, diff.training);
+            let _ = writeln!(out, "\n{}", palette.heading(&heading));
+            for m in metadata {
+                write_metadata_change(&mut out, &m.key, &m.change, palette);
+            }
+        }
+        let tensors: Vec<_> = diff.tensors.iter().filter(|t| t.group == group).collect();
+        if !tensors.is_empty() {
+            let heading = group_heading("Tensors", group, diff.training);
+            let _ = writeln!(out, "\n{}", palette.heading(&heading));
+            for t in tensors {
+                write_tensor_change(&mut out, &t.name, &t.change, palette);
+            }
         }
     }
     let c = diff.counts();
@@ -417,10 +467,30 @@ pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     out
 }
 
+/// "Tensors:", "Tensors, model weights:", "Metadata, optimizer state (outside the model identity):".
+fn group_heading(what: &str, group: Option<&str>, training: bool) -> String {
+    let Some(group) = group else {
+        return format!("{what}:");
+    };
+    let part = match group {
+        "model" => "model weights",
+        "optimizer" => "optimizer state",
+        "scheduler" => "scheduler state",
+        "rng" => "RNG state",
+        _ => "other",
+    };
+    let outside = if training && group != "model" {
+        " (outside the model identity)"
+    } else {
+        ""
+    };
+    format!("{what}, {part}{outside}:")
+}
+
 /// The diff of two versions of a file: the structural diff, or one line saying the structure
 /// is identical (and, when the bytes differ, that only tensor data or layout changed).
 pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ: bool) -> String {
-    if !diff.is_identical() {
+    if diff.differs() {
         return self::diff(diff, palette);
     }
     let mut out = if let Some(layout) = &diff.layout {

@@ -376,3 +376,47 @@ pub fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
     };
     super::json::to_string(&doc)
 }
+
+/// A grouped checkpoint's value changes group by group (model weights apart from optimizer
+/// state): `  by group: model 2 of 2 changed (largest rel_l2 0.0269), optimizer …`; empty when
+/// `artifact` has no groups.
+pub fn by_group(values: &ValueDiff, artifact: &crate::artifact::Artifact) -> String {
+    // (group, compared, changed, the changed tensor of largest rel_l2)
+    let mut groups: Vec<(&'static str, usize, usize, Option<&TensorValues>)> = Vec::new();
+    for t in &values.tensors {
+        let Some(group) = artifact.tensor_group(&t.name) else {
+            continue;
+        };
+        let at = match groups.iter().position(|g| g.0 == group) {
+            Some(at) => at,
+            None => {
+                groups.push((group, 0, 0, None));
+                groups.len() - 1
+            }
+        };
+        let entry = &mut groups[at];
+        entry.1 += 1;
+        if t.changed {
+            entry.2 += 1;
+            let rel = |t: &TensorValues| t.stats.and_then(|s| s.rel_l2).unwrap_or(f64::INFINITY);
+            if entry.3.is_none_or(|top| rel(t) > rel(top)) {
+                entry.3 = Some(t);
+            }
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    groups.sort_by_key(|g| crate::diff::GROUP_ORDER.iter().position(|o| *o == g.0));
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(group, compared, changed, top)| {
+            let mut part = format!("{group} {changed} of {compared} changed");
+            if let Some(top) = top {
+                let _ = write!(part, " (largest rel_l2 {})", rel_l2_text(top));
+            }
+            part
+        })
+        .collect();
+    format!("  by group: {}\n", parts.join(", "))
+}

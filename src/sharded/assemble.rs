@@ -316,6 +316,7 @@ fn merged(
         views,
         findings: Vec::new(),
         groups: None,
+        pickle: None,
     };
     Artifact {
         format,

@@ -46,6 +46,7 @@ pub(super) fn run(
         findings: Vec::new(),
         finding_index: HashMap::new(),
         budget,
+        base: bytes.as_ptr() as usize,
     };
     let mut lexer = Lexer::new(bytes, start);
     loop {
@@ -103,6 +104,8 @@ struct Machine<'s, 'b> {
     findings: Vec<Finding>,
     finding_index: HashMap<Rc<str>, usize>,
     budget: &'b mut Budget,
+    /// The address of the buffer the pickle is in: where a bytes object lies in it.
+    base: usize,
 }
 
 /// A stack slot (the stack's vector may hold twice the slots in use).
@@ -247,7 +250,10 @@ impl Machine<'_, '_> {
                     .map_err(|_| self.error(at, "a string that is not UTF-8"))?;
                 self.stack.push(Object::Str(Rc::from(text)));
             }
-            Op::Bytes(_) => self.stack.push(Object::Bytes),
+            Op::Bytes(raw) => self.stack.push(Object::Bytes {
+                offset: (raw.as_ptr() as usize - self.base) as u64,
+                len: raw.len() as u64,
+            }),
             Op::EmptyTuple => self.stack.push(Object::Tuple(Rc::from([]))),
             Op::Tuple => {
                 let items = self.pop_mark(at)?;

@@ -23,6 +23,7 @@ pub mod budget;
 mod error;
 mod groups;
 mod machine;
+mod numpy;
 mod object;
 mod opcodes;
 mod rebuild;
@@ -156,7 +157,11 @@ fn parse_zip_charged(
     let artifact = artifact(
         &root,
         &root.findings,
-        pickle.len(),
+        // Where data.pkl lies in the file: numpy arrays' bytes are read in place.
+        {
+            let start = (pickle.as_ptr() as usize - bytes.as_ptr() as usize) as u64;
+            start..start + pickle.len() as u64
+        },
         file_len,
         header_size,
         big_endian,
@@ -397,7 +402,7 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     artifact(
         &root,
         &findings,
-        bytes.len(),
+        0..bytes.len() as u64,
         file_len,
         data_start as u64,
         big_endian,
@@ -469,12 +474,14 @@ impl Storages for LegacyStorages {
 fn artifact(
     root: &Object,
     findings: &[Finding],
-    pickle_len: usize,
+    pickle: std::ops::Range<u64>,
     file_len: u64,
     header_size: u64,
     big_endian: bool,
     budget: &mut budget::Budget,
 ) -> Result<Artifact, PytorchError> {
+    let pickle_offset = pickle.start;
+    let pickle_len = usize::try_from(pickle.end - pickle.start).unwrap_or(usize::MAX);
     let limit = pickle_len
         .saturating_mul(ENTRIES_PER_PICKLE_BYTE)
         .max(1 << 16);
@@ -517,6 +524,35 @@ fn artifact(
             },
         ));
     }
+    // numpy arrays: bytes in the pickle are read in place; text (protocol 2's latin-1) or a
+    // Fortran order is not at an offset of the file in order, so value diffs leave them out.
+    let mut values_in_pickle: Vec<String> = Vec::with_capacity(walked.arrays.len());
+    for (name, array) in &walked.arrays {
+        let byte_length = array
+            .byte_length()
+            .ok_or_else(|| PytorchError::SizeOverflow {
+                name: name.clone(),
+                size: array.shape.to_vec(),
+            })?;
+        entries.push((
+            TensorName::from(name.as_str()),
+            TensorInfo {
+                dtype: array.dtype,
+                shape: array.shape.clone(),
+                byte_length,
+                file_offset: match array.data {
+                    Some((offset, len)) if len == byte_length && !big_endian => {
+                        pickle_offset.saturating_add(offset)
+                    }
+                    _ => {
+                        values_in_pickle.push(name.clone());
+                        0
+                    }
+                },
+            },
+        ));
+    }
+    values_in_pickle.sort_unstable();
     let data_expected = storages.values().map(|(b, _)| b).sum();
     let data_present = storages
         .values()
@@ -537,7 +573,8 @@ fn artifact(
     };
     let groups = groups::of(&walked.root_keys).map(|rule| {
         let mut table = vec!["other"; tensors.len()];
-        for (name, _) in &walked.tensors {
+        let names = walked.tensors.iter().map(|(name, _)| name);
+        for name in names.chain(walked.arrays.iter().map(|(name, _)| name)) {
             if let Some(position) = tensors.position(name) {
                 table[position] = rule.group(name);
             }
@@ -560,6 +597,15 @@ fn artifact(
             views,
             findings: reported(findings),
             groups,
+            pickle: {
+                let training = groups::training(&walked.root_keys);
+                (training.is_some() || !values_in_pickle.is_empty()).then(|| {
+                    Box::new(crate::artifact::PickleParts {
+                        training,
+                        values_in_pickle,
+                    })
+                })
+            },
         },
     })
 }

@@ -17,8 +17,12 @@ pub(super) enum Object {
     BigInt,
     Float(f64),
     Str(Rc<str>),
-    /// Bytes: kept only as such (never a name, a tensor or a plain value).
-    Bytes,
+    /// Bytes: never a name or a plain value; where they lie in the pickle's buffer (a numpy
+    /// array's data, read in place).
+    Bytes {
+        offset: u64,
+        len: u64,
+    },
     Tuple(Rc<[Object]>),
     List(Rc<RefCell<Vec<Object>>>),
     Dict(Rc<RefCell<Dict>>),

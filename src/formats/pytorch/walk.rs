@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use super::budget::Budget;
 use super::error::PytorchError;
+use super::numpy::{self, NumpyArray};
 use super::object::{Dict, Object, StandIn};
 use super::torch::{Built, Tensor};
 use crate::artifact::{Array, F64Bits, StringArray, Value};
@@ -18,6 +19,8 @@ pub(super) struct Walked {
     pub(super) metadata: BTreeMap<String, Value>,
     /// The keys of the root dict (empty when the root is something else).
     pub(super) root_keys: Vec<String>,
+    /// numpy arrays, by name: tensors whose values lie in the pickle.
+    pub(super) arrays: Vec<(String, NumpyArray)>,
 }
 
 /// Walks the root object: dicts and lists by key (names joined by `.`), tensors by their
@@ -38,6 +41,7 @@ pub(super) fn walk(
         tensors: Vec::new(),
         metadata: BTreeMap::new(),
         root_keys,
+        arrays: Vec::new(),
     };
     let mut names: HashSet<String> = HashSet::new();
     let mut visited = 0usize;
@@ -73,7 +77,14 @@ pub(super) fn walk(
         // (key, child, whether plain values under it count)
         let children: Vec<(String, Object, bool)> = match &object {
             Object::Dict(dict) => with_values(keyed(&dict.borrow()), values),
-            Object::StandIn(stand_in) => stand_in_children(stand_in, values),
+            Object::StandIn(stand_in) => {
+                if let Some(array) = numpy::array(stand_in) {
+                    claim(&mut names, &name)?;
+                    out.arrays.push((name, array));
+                    continue;
+                }
+                stand_in_children(stand_in, values)
+            }
             Object::List(list) => {
                 let list = list.borrow();
                 if values && let Some(array) = scalar_array(&list, budget)? {
