@@ -17,7 +17,7 @@ use crate::diff::StructuralDiff;
 use crate::escape::{html_name, html_text, shown};
 use crate::values::{Method, ValueDiff, ValueStats};
 
-use super::conversion::sources_text;
+use super::conversion::{paired_by_text, sources_text};
 use super::values::{cosine_text, figure};
 
 /// Lines of the structural diff shown at most: a report stays a file one can open and mail
@@ -444,27 +444,6 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
         ),
     }
     out
-}
-
-fn paired_by_text(c: &Conversion) -> String {
-    let mut text = match &c.paired_by {
-        crate::conversion::PairedBy::Table {
-            architecture,
-            blocks,
-        } => format!(
-            "paired by llama.cpp's name table (gguf-py) for {} with {blocks} blocks",
-            shown(architecture)
-        ),
-        crate::conversion::PairedBy::Names => "paired by equal names".into(),
-    };
-    if let Some(map) = &c.map {
-        let _ = write!(
-            text,
-            ", after the rules of {}",
-            crate::escape::shown_path(map)
-        );
-    }
-    text
 }
 
 /// The page's caps: the changed-tensor table lists the [`MAX_TABLE_ROWS`] most changed
