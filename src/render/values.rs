@@ -195,8 +195,7 @@ impl LargestFirst {
         }
         let (plural, singular) = self.what;
         let _ = writeln!(out);
-        let capitalized = format!("{}{}", plural[..1].to_uppercase(), &plural[1..]);
-        let _ = writeln!(out, "  Changed {capitalized}, largest rel_l2 first:");
+        let _ = writeln!(out, "  Changed {plural}, largest rel_l2 first:");
         let _ = writeln!(
             out,
             "  {:>9}  {:>12}  {:>9}  {:>21}  {}",
