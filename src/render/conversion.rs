@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::Palette;
+use super::palette::Palette;
 use super::values::{FigureRow, LargestFirst, cosine_text, figure};
 use crate::conversion::{ComparedPair, Conversion, Mistake, PairedBy, Suspect};
 use crate::escape::shown;

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::Palette;
+use super::palette::Palette;
 use crate::diff::StructuralDiff;
 use crate::escape::shown;
 use crate::values::{Method, TensorValues, ValueDiff};
