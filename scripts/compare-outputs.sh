@@ -5,8 +5,8 @@
 #
 #   scripts/compare-outputs.sh BEFORE_BIN AFTER_BIN
 #
-# The inputs are the fixtures under tests/fixtures, two small safetensors models written with
-# the safetensors package (for `delta`), and a temporary git repository (for `git diff`,
+# The inputs are the fixtures under tests/fixtures, safetensors models written with
+# the safetensors package (for `delta`, and 30,000 tensors past the HTML page's caps), and a temporary git repository (for `git diff`,
 # `check` and `ci`). Needs git and a Python with numpy and safetensors (WEIGHT_INSPECT_PYTHON,
 # else .venv/bin/python). Bounded: well under two minutes. VERBOSE=1 lists each command's
 # exit status and output sizes.
@@ -39,6 +39,11 @@ base = {f"layers.{i}.{k}.weight": rng.standard_normal((16, 32)).astype(np.float3
 save_file(base, f"{work}/base.safetensors")
 tuned = {k: v + np.float32(1e-3) * (i % 2) for i, (k, v) in enumerate(base.items())}
 save_file(tuned, f"{work}/tuned.safetensors")
+# Past the HTML page's caps (a 5,000-row table, a heatmap up to 20,000 tensors), with ties.
+many = {f"blk.{i // 8}.t{i % 8}.weight": np.full((2,), i, dtype=np.float32) for i in range(30_000)}
+save_file(many, f"{work}/many-old.safetensors")
+save_file({k: v + np.float32(1 + i % 97) for i, (k, v) in enumerate(many.items())},
+          f"{work}/many-new.safetensors")
 PY
 "$BEFORE" delta create --base "$WORK/base.safetensors" -o "$WORK/tuned.wdelta" \
     "$WORK/tuned.safetensors" >/dev/null
@@ -91,6 +96,7 @@ COMMANDS=(
     "diff --values --html OUT/swapped.html $C/llama-q8_0.gguf $C/llama"
     "diff --values --html OUT/mixtral.html $C/mixtral $C/mixtral-q8_0.gguf"
     "diff --values $WORK/base.safetensors $WORK/tuned.safetensors"
+    "diff --values --html OUT/many.html $WORK/many-old.safetensors $WORK/many-new.safetensors"
     "inspect $WORK/tuned.wdelta"
     "inspect --json $WORK/tuned.wdelta"
     "id $WORK/tuned.wdelta"
