@@ -807,4 +807,45 @@ mod cap_tests {
         assert!(page.contains("No heatmap: 20,001 tensors"));
         assert!(page.len() < 4 << 20, "{} bytes", page.len());
     }
+
+    /// The table kept as entries come lists what sorting every changed entry listed: the
+    /// most changed first, ties by name, then as given.
+    #[test]
+    fn the_most_changed_are_kept_in_the_table_order() {
+        let entry = |key: &str, rel_l2: f64, note: &str| Entry {
+            key: key.into(),
+            label: key.into(),
+            detail: String::new(),
+            elements: 1,
+            state: State::Changed,
+            stats: Some(ValueStats {
+                rel_l2: Some(rel_l2),
+                ..ValueStats::identical()
+            }),
+            note: Some(note.into()),
+        };
+        let entries: Vec<Entry> = (0..200)
+            .map(|i| {
+                entry(
+                    &format!("t{}", i % 17),
+                    ((i * 7) % 5) as f64,
+                    &i.to_string(),
+                )
+            })
+            .collect();
+        let mut sorted = entries.clone();
+        sorted.sort_by(|a, b| {
+            b.severity()
+                .total_cmp(&a.severity())
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        sorted.truncate(30);
+        let mut kept = MostChanged::new(30);
+        for e in entries {
+            kept.offer(e);
+        }
+        let kept: Vec<Option<String>> = kept.into_sorted().map(|e| e.note).collect();
+        let expected: Vec<Option<String>> = sorted.into_iter().map(|e| e.note).collect();
+        assert_eq!(kept, expected);
+    }
 }
