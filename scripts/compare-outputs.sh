@@ -22,7 +22,12 @@ C="$F/conversions"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export NO_COLOR=1 GIT_CONFIG_NOSYSTEM=1 HOME="$WORK/home" WEIGHT_INSPECT_CACHE_DIR="$WORK/cache"
-mkdir -p "$HOME"
+mkdir -p "$HOME" "$WORK/bin-before" "$WORK/bin-after"
+# One name for both builds: help and completions print it.
+cp "$BEFORE" "$WORK/bin-before/weight-inspect"
+cp "$AFTER" "$WORK/bin-after/weight-inspect"
+BEFORE="$WORK/bin-before/weight-inspect"
+AFTER="$WORK/bin-after/weight-inspect"
 git config --global user.name compare
 git config --global user.email compare@example.invalid
 git config --global init.defaultBranch main
@@ -114,6 +119,11 @@ COMMANDS=(
     "ci --base HEAD~1 --annotations --json OUT/ci.json --sarif OUT/ci.sarif --html OUT/ci.html --summary OUT/summary.md --outputs OUT/outputs"
     "ci --base HEAD~1 --values --html OUT/ci-values.html --summary OUT/summary-values.md"
     "textconv models/llama.gguf"
+    "check --help"
+    "diff --help"
+    "completions zsh"
+    "completions fish"
+    "completions bash"
 )
 
 run() { # BIN DIR COMMAND

@@ -9,13 +9,17 @@ use crate::error::{Error, Result};
 use crate::render::Palette;
 use crate::render::report::Report;
 
-/// The form of a command's report on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The form of a command's report on stdout, chosen once from its arguments: text, one JSON
+/// document of schema 1 (`--json`), and for `check --format` also GitHub workflow commands or
+/// a SARIF log. (HTML pages, `ci`'s Markdown and its JSON and SARIF files are written to the
+/// files their options name, beside this report.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Human text.
     Text,
-    /// One JSON document of schema 1.
     Json,
+    Github,
+    /// SARIF 2.1.0, for GitHub code scanning and other security dashboards.
+    Sarif,
 }
 
 impl Format {
@@ -42,6 +46,11 @@ impl Output {
         match self.format {
             Format::Text => report.text(&self.color.palette()),
             Format::Json => report.json(),
+            // Only `check` offers these; a report without them would be written as text.
+            Format::Github => report
+                .github()
+                .unwrap_or_else(|| report.text(&self.color.palette())),
+            Format::Sarif => report.sarif().unwrap_or_else(|| report.json()),
         }
     }
 

@@ -19,7 +19,7 @@ pub struct GitDiffOptions<'a> {
     pub revs: &'a [String],
     /// Pathspecs relative to the current directory.
     pub paths: &'a [String],
-    /// Text (the external driver's rendering per file) or one JSON report.
+    /// One JSON report, or else text (the external driver's rendering per file).
     pub format: Format,
     pub color: bool,
     /// Also compare weight values where both sides are local (see [`super::values`]).
@@ -104,9 +104,9 @@ pub fn git_diff(
             changed |= files.iter().any(ComparedFile::counts_as_change);
             let blocks: Vec<String> = files
                 .par_iter()
-                .map(|f| match args.format {
-                    Format::Json => indented_json(&f.json(false)),
-                    Format::Text => text_of(f, args.color),
+                .map(|f| match json {
+                    true => indented_json(&f.json(false)),
+                    false => text_of(f, args.color),
                 })
                 .collect();
             for block in blocks {

@@ -1,4 +1,5 @@
-//! The reports the commands print, each renderable as text or as schema-1 JSON: one trait, so
+//! The reports the commands print, each renderable as text or as schema-1 JSON (and `check`'s
+//! also as GitHub workflow commands or SARIF): one trait, so
 //! that the form is chosen once where the arguments are parsed and one place
 //! ([`crate::output::Output::print`]) writes whichever report in it.
 
@@ -20,6 +21,14 @@ pub trait Report {
     fn text(&self, palette: &Palette) -> String;
     /// The JSON document (`"schema": 1` first).
     fn json(&self) -> String;
+    /// GitHub workflow commands, for a report that has them (`check`).
+    fn github(&self) -> Option<String> {
+        None
+    }
+    /// A SARIF 2.1.0 log, for a report that has one (`check`).
+    fn sarif(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `inspect`: a model's format, metadata, tensors and structural hash.
