@@ -117,7 +117,7 @@ COMMANDS=(
     "check --format sarif"
     "ci --base HEAD~1 --summary -"
     "ci --base HEAD~1 --annotations --json OUT/ci.json --sarif OUT/ci.sarif --html OUT/ci.html --summary OUT/summary.md --outputs OUT/outputs"
-    "ci --base HEAD~1 --values --html OUT/ci-values.html --summary OUT/summary-values.md"
+    "ci --base HEAD~1 --values --html OUT/new-dir/ci-values.html --summary OUT/summary-values.md"
     "textconv models/llama.gguf"
     "check --help"
     "diff --help"

@@ -10,14 +10,18 @@ use crate::escape::{html_name, html_text, shown, shown_message};
 use crate::git::{ComparedFile, counts_text};
 use crate::render::html as page;
 
-/// The whole page.
-pub fn render(report: &CiReport) -> String {
+/// The whole page, written to `out` as it is made (a section per file, one at a time).
+pub fn write_page(out: &mut dyn Write, report: &CiReport) {
     let title = format!(
         "model changes <code>{}</code> → <code>{}</code>",
         html_name(report.base.short()),
         html_name(report.head.short())
     );
-    let mut body = String::new();
+    page::write_document(out, &title, &mut |body| files(body, report));
+}
+
+/// The summary line, the files table and a section per file.
+fn files(body: &mut dyn Write, report: &CiReport) {
     let class = if report.failed() {
         "summary bad"
     } else {
@@ -29,7 +33,7 @@ pub fn render(report: &CiReport) -> String {
         html_text(&shown_message(&report.summary_line()))
     );
     if !report.files.is_empty() {
-        body.push_str(
+        let _ = body.write_str(
             "<table class=\"changes files\" id=\"files\"><thead><tr><th class=\"kind\">status</th>\
              <th class=\"name\">file</th><th class=\"kind\">format</th><th class=\"kind\">tensors \
              +/−/~, metadata +/−/~</th><th class=\"kind\">weights</th></tr></thead>\n<tbody>\n",
@@ -47,12 +51,11 @@ pub fn render(report: &CiReport) -> String {
                 html_text(&shown_message(f.weights().as_deref().unwrap_or("—")))
             );
         }
-        body.push_str("</tbody></table>\n");
+        let _ = body.write_str("</tbody></table>\n");
     }
     for (i, f) in report.files.iter().enumerate() {
-        body.push_str(&section(i, f));
+        section(body, i, f);
     }
-    page::document(&title, &body)
 }
 
 /// A file's name as the page shows it (a rename as `old → new`).
@@ -63,8 +66,7 @@ fn file_name(f: &ComparedFile) -> String {
     }
 }
 
-fn section(i: usize, f: &ComparedFile) -> String {
-    let mut out = String::new();
+fn section(out: &mut dyn Write, i: usize, f: &ComparedFile) {
     let _ = writeln!(
         out,
         "<h2 id=\"file-{i}\"><code>{}</code></h2>\n<p class=\"dim\">{}, {}, {}</p>",
@@ -89,16 +91,16 @@ fn section(i: usize, f: &ComparedFile) -> String {
                 &palette,
                 blobs_differ,
             ));
-            out.push_str(&page::diff_block(&text));
+            page::write_diff_block(out, &text);
         }
         // Added, deleted or unreadable: the job summary's text says what is known.
-        None => out.push_str(&page::diff_block(&f.details())),
+        None => page::write_diff_block(out, &f.details()),
     }
     let id = format!("file-{i}");
     match &f.values {
         Some(Ok(values)) => {
-            out.push_str("<h3>Values</h3>\n");
-            out.push_str(&page::values_part(&id, values));
+            let _ = out.write_str("<h3>Values</h3>\n");
+            page::write_values_part(out, &id, values);
         }
         Some(Err(why)) if f.diff.is_some() => {
             let _ = writeln!(
@@ -116,12 +118,13 @@ fn section(i: usize, f: &ComparedFile) -> String {
             html_name(reference)
         );
         match outcome {
-            Ok(c) => out.push_str(&page::conversion_part(
+            Ok(c) => page::write_conversion_part(
+                out,
                 &format!("{id}-conversion"),
                 c,
                 reference,
                 f.path(),
-            )),
+            ),
             Err(why) => {
                 let _ = writeln!(
                     out,
@@ -131,5 +134,4 @@ fn section(i: usize, f: &ComparedFile) -> String {
             }
         }
     }
-    out
 }

@@ -84,7 +84,10 @@ pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
 
 /// Writes the HTML report to `path` (atomically; missing directories are created).
 pub fn write_html(path: &Path, report: &CiReport) -> Result<()> {
-    write_report(path, &super::html::render(report))
+    create_parent(path)?;
+    // Written as it is made: the page of many models is not held whole.
+    crate::render::html::stream_to(path, &mut |out| super::html::write_page(out, report))?;
+    Ok(())
 }
 
 /// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
@@ -109,10 +112,15 @@ pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
 
 /// Writes a report file whole (its directory created), never half.
 fn write_report(path: &Path, text: &str) -> Result<()> {
+    create_parent(path)?;
+    crate::fsutil::write_bytes_atomically(path, text.as_bytes())?;
+    Ok(())
+}
+
+fn create_parent(path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    crate::fsutil::write_bytes_atomically(path, text.as_bytes())?;
     Ok(())
 }
 

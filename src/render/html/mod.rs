@@ -207,17 +207,9 @@ fn pair_detail(p: &ComparedPair) -> String {
     )
 }
 
-/// A whole page: `title` (already HTML) as its heading, then `body`.
-pub fn document(title: &str, body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 8192);
-    write_document(&mut out, title, &mut |out| {
-        let _ = out.write_str(body);
-    });
-    out
-}
-
-/// [`document`] written to `out` as it is made, its body by `body`.
-fn write_document(out: &mut dyn Write, title: &str, body: &mut dyn FnMut(&mut dyn Write)) {
+/// A whole page written to `out` as it is made: `title` (already HTML) as its heading, then
+/// what `body` writes.
+pub fn write_document(out: &mut dyn Write, title: &str, body: &mut dyn FnMut(&mut dyn Write)) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -258,13 +250,7 @@ fn strip_tags(html: &str) -> String {
 
 /// A structural diff as the text report prints it, in a block whose added, removed and
 /// changed lines are coloured; cut after [`DIFF_LINES`] lines.
-pub fn diff_block(text: &str) -> String {
-    let mut out = String::new();
-    write_diff_block(&mut out, text);
-    out
-}
-
-fn write_diff_block(out: &mut dyn Write, text: &str) {
+pub fn write_diff_block(out: &mut dyn Write, text: &str) {
     let _ = out.write_str("<pre class=\"diff\">");
     let total = text.lines().count();
     for line in text.lines().take(DIFF_LINES) {
@@ -303,13 +289,7 @@ fn write_diff_block(out: &mut dyn Write, text: &str) {
 
 /// The values part of a section: the summary line, what was not compared, the heatmap and the
 /// table of changed tensors. `id` keeps the element ids of several sections apart.
-pub fn values_part(id: &str, values: &ValueDiff) -> String {
-    let mut out = String::new();
-    write_values_part(&mut out, id, values);
-    out
-}
-
-fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
+pub fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
     let class = if values.changed_count() > 0 {
         "summary bad"
     } else {
@@ -327,13 +307,7 @@ fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
 /// The conversion part of a section: how the tensors were paired, the summary line, suspect
 /// pairs, the heatmap, the table of changed pairs, what was dropped, added or not compared,
 /// and the configuration checks.
-pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> String {
-    let mut out = String::new();
-    write_conversion_part(&mut out, id, c, source, target);
-    out
-}
-
-fn write_conversion_part(
+pub fn write_conversion_part(
     out: &mut dyn Write,
     id: &str,
     c: &Conversion,
@@ -794,7 +768,8 @@ mod cap_tests {
                 .collect(),
             ..ValueDiff::default()
         };
-        let page = values_part("values", &values);
+        let mut page = String::new();
+        write_values_part(&mut page, "values", &values);
         assert_eq!(
             page.matches("<tr class").count() + page.matches("<tr data-tensor").count(),
             MAX_TABLE_ROWS
