@@ -161,7 +161,7 @@ fn diff_values(args: DiffArgs, output: Output, opener: &Opener<'_>) -> Result<Ex
         artifact: &b,
         files: &b_bytes,
     };
-    if !matches!(pairing, Pairing::Names) {
+    if pairing.is_conversion() {
         let (models, source) = Models::oriented((old, &args.a), (new, &args.b));
         let conversion = crate::conversion::compare(&models, pairing.map_file())
             .map_err(input::InputError::from)?;

@@ -134,9 +134,14 @@ impl Pairing {
         Ok(match map {
             Some("none") => Pairing::Names,
             Some(path) => Pairing::Map(MapFile::read(Path::new(path))?),
-            None if is_conversion(a, b) => Pairing::Table,
+            None if gguf_against_source(a, b) => Pairing::Table,
             None => Pairing::Names,
         })
+    }
+
+    /// Whether the models are compared as a conversion (anything but equal names).
+    pub fn is_conversion(&self) -> bool {
+        !matches!(self, Pairing::Names)
     }
 
     /// The `--map` rules, if any.
@@ -149,7 +154,7 @@ impl Pairing {
 }
 
 /// A GGUF on one side and a safetensors or PyTorch model on the other.
-fn is_conversion(a: &Artifact, b: &Artifact) -> bool {
+fn gguf_against_source(a: &Artifact, b: &Artifact) -> bool {
     matches!(
         (a.format, b.format),
         (Format::Gguf, Format::Safetensors | Format::Pytorch)
