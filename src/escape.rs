@@ -169,6 +169,32 @@ pub fn html_name(name: &str) -> String {
     html_text(&shown(name)).into_owned()
 }
 
+/// Text in a Markdown table cell: HTML and Markdown syntax escaped, line breaks as `<br>`, other
+/// control and bidirectional formatting characters shown escaped (`\x1b`, `\u{202e}`).
+pub fn markdown_cell(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\n' => out.push_str("<br>"),
+            '\r' => {}
+            c if c != '\\' && needs_escape(c) => {
+                // `\x1b` in Markdown: the backslash itself escaped.
+                out.push('\\');
+                out.push_str(&escape_name(c.encode_utf8(&mut [0; 4])));
+            }
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether [`escape_name`] escapes `c`.
 pub fn needs_escape(c: char) -> bool {
     c == '\\' || c.is_control() || is_bidi_control(c)
@@ -205,6 +231,14 @@ fn push_escaped(out: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_cells_escape_markup() {
+        assert_eq!(
+            markdown_cell("q4_k <b>|x|\nnext"),
+            "q4\\_k &lt;b&gt;\\|x\\|<br>next"
+        );
+    }
 
     #[test]
     fn terminal_safe_messages_keep_lines_and_escaped_names() {

@@ -1,11 +1,64 @@
-//! What every command shares about its output: when to color, writing to stdout, and the exit
-//! statuses. Adapters and the CLI import this module; it imports none of them.
+//! What every command shares about its output: the form of its report (chosen once where the
+//! arguments are parsed), when to color, writing to stdout, and the exit statuses. Adapters
+//! and the CLI import this module; it imports none of them.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use crate::error::{Error, Result};
 use crate::render::Palette;
+use crate::render::report::Report;
+
+/// The form of a command's report on stdout, chosen once from its arguments: text, one JSON
+/// document of schema 1 (`--json`), and for `check --format` also GitHub workflow commands or
+/// a SARIF log. (HTML pages, `ci`'s Markdown and its JSON and SARIF files are written to the
+/// files their options name, beside this report.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Github,
+    /// SARIF 2.1.0, for GitHub code scanning and other security dashboards.
+    Sarif,
+}
+
+impl Format {
+    /// The form a `--json` flag chooses.
+    pub fn json_if(json: bool) -> Format {
+        if json { Format::Json } else { Format::Text }
+    }
+}
+
+/// Where a command's report goes and in which form: made once from the arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub format: Format,
+    pub color: ColorChoice,
+}
+
+impl Output {
+    pub fn new(format: Format, color: ColorChoice) -> Output {
+        Output { format, color }
+    }
+
+    /// `report` in the chosen form (text colored for stdout).
+    pub fn render(&self, report: &dyn Report) -> String {
+        match self.format {
+            Format::Text => report.text(&self.color.palette()),
+            Format::Json => report.json(),
+            // Only `check` offers these; a report without them would be written as text.
+            Format::Github => report
+                .github()
+                .unwrap_or_else(|| report.text(&self.color.palette())),
+            Format::Sarif => report.sarif().unwrap_or_else(|| report.json()),
+        }
+    }
+
+    /// Writes `report` to stdout in the chosen form.
+    pub fn print(&self, report: &dyn Report) -> Result<()> {
+        write_stdout(self.render(report).as_bytes())
+    }
+}
 
 /// When to color output: `auto` colors a terminal (or git's pager) unless NO_COLOR is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

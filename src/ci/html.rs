@@ -3,7 +3,6 @@
 //! its heatmap and changed tensors, or its conversion report. The page and its parts are the
 //! renderer's ([`crate::render::html`]); this only lays out the run.
 
-use std::fmt::Write as _;
 use std::io::Write;
 
 use super::error::CiError;
@@ -23,7 +22,27 @@ pub fn render(report: &CiReport, out: &mut dyn Write) -> Result<(), CiError> {
         html_name(report.base.short()),
         html_name(report.head.short())
     );
-    let mut body = String::new();
+    // The page around the sections is small (a row per file); the sections are copied from
+    // their spool where the marker stands.
+    let mut page = String::new();
+    page::write_document(&mut page, &title, &mut |body| {
+        files(body, report);
+        let _ = body.write_str(SECTIONS);
+    });
+    let (before, after) = page
+        .split_once(SECTIONS)
+        .expect("the page holds its body once");
+    let io = |e| CiError::from(crate::error::Error::io("<HTML report>", e));
+    out.write_all(before.as_bytes()).map_err(io)?;
+    if let Some(sections) = &report.html_sections {
+        sections.copy_to(out).map_err(io)?;
+    }
+    out.write_all(after.as_bytes()).map_err(io)?;
+    Ok(())
+}
+
+/// The summary line, the files table and a section per file.
+fn files(body: &mut dyn std::fmt::Write, report: &CiReport) {
     let class = if report.failed() {
         "summary bad"
     } else {
@@ -35,7 +54,7 @@ pub fn render(report: &CiReport, out: &mut dyn Write) -> Result<(), CiError> {
         html_text(&shown_message(&report.summary_line()))
     );
     if !report.files.is_empty() {
-        body.push_str(
+        let _ = body.write_str(
             "<table class=\"changes files\" id=\"files\"><thead><tr><th class=\"kind\">status</th>\
              <th class=\"name\">file</th><th class=\"kind\">format</th><th class=\"kind\">tensors \
              +/−/~, metadata +/−/~</th><th class=\"kind\">weights</th></tr></thead>\n<tbody>\n",
@@ -53,18 +72,6 @@ pub fn render(report: &CiReport, out: &mut dyn Write) -> Result<(), CiError> {
                 html_text(&shown_message(f.weights.as_deref().unwrap_or("—")))
             );
         }
-        body.push_str("</tbody></table>\n");
+        let _ = body.write_str("</tbody></table>\n");
     }
-    body.push_str(SECTIONS);
-    let page = page::document(&title, &body);
-    let (before, after) = page
-        .split_once(SECTIONS)
-        .expect("the page holds its body once");
-    let io = |e| CiError::from(crate::error::Error::io("<HTML report>", e));
-    out.write_all(before.as_bytes()).map_err(io)?;
-    if let Some(sections) = &report.html_sections {
-        sections.copy_to(out).map_err(io)?;
-    }
-    out.write_all(after.as_bytes()).map_err(io)?;
-    Ok(())
 }

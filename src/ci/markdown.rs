@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 use super::record::{CiFile, SideCell, SideState};
 use super::report::CiReport;
-use crate::escape::{escape_name, needs_escape, shown};
+use crate::escape::{markdown_cell, shown};
 use crate::git::{Counts, counts_text};
 use crate::policy::{Phrasing, plural};
 use crate::render::text::human_bytes;
@@ -172,7 +172,7 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
             row.pop();
             row.push_str(&format!(
                 " {} |\n",
-                cell_text(f.weights.as_deref().unwrap_or("—"))
+                markdown_cell(f.weights.as_deref().unwrap_or("—"))
             ));
         }
         if !w.push(&row) {
@@ -220,7 +220,7 @@ fn file_row(f: &CiFile) -> String {
     format!(
         "| {} | {file} | {} | {} → {} | {tensors} | {metadata} | {} → {} |\n",
         f.change.status.name(),
-        cell_text(&f.format),
+        markdown_cell(&f.format),
         hash(f.old.as_ref()),
         hash(f.new.as_ref()),
         size(f.old.as_ref()),
@@ -270,18 +270,18 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             return;
         }
         for (i, (v, standing)) in rows.iter().enumerate() {
-            let mut found = cell_text(&v.found);
+            let mut found = markdown_cell(&v.found);
             if let Some(why) = &v.explanation {
-                found.push_str(&format!(" — {}", cell_text(why)));
+                found.push_str(&format!(" — {}", markdown_cell(why)));
             }
             if let Some(was) = &standing.base_found {
-                found.push_str(&format!(" (worse: the base found {})", cell_text(was)));
+                found.push_str(&format!(" (worse: the base found {})", markdown_cell(was)));
             }
             let row = format!(
                 "| {} | {} | {} | {} | {} |\n",
                 cell_code(&v.path),
                 cell_code(v.rule),
-                cell_text(&v.expected),
+                markdown_cell(&v.expected),
                 found,
                 cell_code(&format!("{policy}:{}", v.policy_line))
             );
@@ -303,7 +303,7 @@ fn violations_table(w: &mut Budgeted, report: &CiReport) {
             let row = format!(
                 "| {} | {} |\n",
                 cell_code(&e.path),
-                cell_text(&e.shown_reason())
+                markdown_cell(&e.shown_reason())
             );
             if !w.push(&row) {
                 w.note(&format!("\n_More files not listed: {LIMIT_NOTE}._\n"));
@@ -397,32 +397,6 @@ fn code(s: &str) -> String {
     format!("{ticks}{pad}{s}{pad}{ticks}")
 }
 
-/// Text in a table cell: HTML and Markdown syntax escaped, line breaks as `<br>`, other
-/// control and bidirectional formatting characters shown escaped (`\x1b`, `\u{202e}`).
-fn cell_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' => out.push_str("<br>"),
-            '\r' => {}
-            c if c != '\\' && needs_escape(c) => {
-                // `\x1b` in Markdown: the backslash itself escaped.
-                out.push('\\');
-                out.push_str(&escape_name(c.encode_utf8(&mut [0; 4])));
-            }
-            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Text inside HTML (the `<summary>` of a section), of names already shown escaped (so
 /// without line breaks): the one HTML escaping rule of the crate.
 fn html(s: &str) -> std::borrow::Cow<'_, str> {
@@ -440,14 +414,6 @@ mod tests {
         assert_eq!(code("`x"), "`` `x ``");
         assert_eq!(cell_code("a|b"), "`a\\|b`");
         assert_eq!(code("a\nb"), "`a\\nb`");
-    }
-
-    #[test]
-    fn cell_text_escapes_markup() {
-        assert_eq!(
-            cell_text("q4_k <b>|x|\nnext"),
-            "q4\\_k &lt;b&gt;\\|x\\|<br>next"
-        );
     }
 
     #[test]

@@ -58,16 +58,16 @@ pub(crate) fn html_section(i: usize, f: &ComparedFile) -> String {
                 &palette,
                 blobs_differ,
             ));
-            out.push_str(&page::diff_block(&text));
+            page::write_diff_block(&mut out, &text);
         }
         // Added, deleted or unreadable: the job summary's text says what is known.
-        None => out.push_str(&page::diff_block(&f.details())),
+        None => page::write_diff_block(&mut out, &f.details()),
     }
     let id = format!("file-{i}");
     match &f.values {
         Some(Ok(values)) => {
             out.push_str("<h3>Values</h3>\n");
-            out.push_str(&page::values_part(&id, values));
+            page::write_values_part(&mut out, &id, values);
         }
         Some(Err(why)) if f.diff.is_some() => {
             let _ = writeln!(
@@ -85,12 +85,13 @@ pub(crate) fn html_section(i: usize, f: &ComparedFile) -> String {
             html_name(reference)
         );
         match outcome {
-            Ok(c) => out.push_str(&page::conversion_part(
+            Ok(c) => page::write_conversion_part(
+                &mut out,
                 &format!("{id}-conversion"),
                 c,
                 reference,
                 f.path(),
-            )),
+            ),
             Err(why) => {
                 let _ = writeln!(
                     out,

@@ -1,11 +1,11 @@
 //! `inspect`, `id` and `diff`: the core commands, on any input the input seam opens.
 
-use crate::formats::wdelta::AnyWdelta;
 use crate::git::RemoteOptions;
 use crate::input::{self, Opener};
-use crate::output::{ColorChoice, Exit, print, write_stdout};
+use crate::output::{ColorChoice, Exit, Format, Output, print, write_stdout};
 use crate::remote::parse_header;
 use crate::render::order::TensorOrder;
+use crate::render::report;
 
 use super::error::Result;
 
@@ -101,25 +101,25 @@ pub struct DiffArgs {
 }
 
 pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
-    let artifact = match model_or_delta(&args.file, &args.headers, remote, args.json)? {
-        Ok(artifact) => artifact,
-        Err(described) => return Ok(described),
+    let output = Output::new(Format::json_if(args.json), color);
+    let Some(artifact) = model_or_delta(&args.file, &args.headers, remote, output)? else {
+        return Ok(Exit::Clean);
     };
-    let out = if args.json {
-        crate::render::json::inspect_in(&artifact, args.full_arrays, args.sort.into())
-    } else {
-        let palette = color.palette();
-        let order = args.sort.into();
-        crate::render::text::inspect_in(&artifact, &palette, args.all, args.shards, order)
-    };
+    let out = output.render(&report::Inspect {
+        artifact: &artifact,
+        order: args.sort.into(),
+        all: args.all,
+        shards: args.shards,
+        full_arrays: args.full_arrays,
+    });
     exit_without_freeing(artifact);
     Ok(print(&out)?)
 }
 
 pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
-    let artifact = match model_or_delta(&args.file, &args.headers, remote, args.json)? {
-        Ok(artifact) => artifact,
-        Err(described) => return Ok(described),
+    let output = Output::new(Format::json_if(args.json), ColorChoice::Never);
+    let Some(artifact) = model_or_delta(&args.file, &args.headers, remote, output)? else {
+        return Ok(Exit::Clean);
     };
     if args.model_canonical {
         let Some(mut bytes) = crate::identity::model_identity_json(&artifact) else {
@@ -141,95 +141,36 @@ pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
         write_stdout(&bytes)?;
         return Ok(Exit::Clean);
     }
-    let out = if args.json {
-        crate::render::json::id(&artifact)
-    } else {
-        crate::render::text::id(&artifact)
-    };
+    let out = output.render(&report::Id(&artifact));
     exit_without_freeing(artifact);
     Ok(print(&out)?)
 }
 
 pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+    let output = Output::new(Format::json_if(args.json), color);
     let headers = headers(&args.headers)?;
     let opener = Opener {
         headers: &headers,
         remote,
     };
     if args.values {
-        return diff_values(args, color, &opener);
+        return diff_values(args, output, &opener);
     }
     let a = noted(opener.model(&args.a)?);
     let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
-    let out = if args.json {
-        crate::render::json::diff(&diff)
-    } else {
-        crate::render::text::diff(&diff, &color.palette())
-    };
-    print(&out)?;
+    output.print(&report::Structural(&diff))?;
     Ok(Exit::found_if(diff.differs()))
 }
 
-/// `diff --values`: the structural diff, then the value diff of the tensors on both sides.
-fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Result<Exit> {
-    use crate::values::{Side, compare};
+/// `diff --values`: the structural diff, then the value diff of the tensors on both sides (or,
+/// for a conversion, the converted model against its source).
+fn diff_values(args: DiffArgs, output: Output, opener: &Opener<'_>) -> Result<Exit> {
+    use crate::conversion::{Models, Pairing};
+    use crate::values::Side;
     let (a, a_bytes) = opener.model_with_bytes(&args.a)?;
     let (b, b_bytes) = opener.model_with_bytes(&args.b)?;
-    let map = match args.map.as_deref() {
-        Some("none") => Pairing::Names,
-        Some(path) => Pairing::Map(
-            crate::conversion::MapFile::read(std::path::Path::new(path))
-                .map_err(input::InputError::from)?,
-        ),
-        None if is_conversion(&a, &b) => Pairing::Table,
-        None => Pairing::Names,
-    };
-    if !matches!(map, Pairing::Names) {
-        // A training checkpoint converts as its model weights (docs/pytorch.md): Lightning's
-        // `state_dict.model.layers.0…` is the Hugging Face name `model.layers.0…`.
-        let (a_weights, b_weights) = (a.model_weights(), b.model_weights());
-        let a_side = Side {
-            artifact: a_weights.as_ref().unwrap_or(&a),
-            files: &a_bytes,
-        };
-        let b_side = Side {
-            artifact: b_weights.as_ref().unwrap_or(&b),
-            files: &b_bytes,
-        };
-        // The source is the side that is not GGUF, whichever order they were given in.
-        let swap = a.format == crate::artifact::Format::Gguf && b.format != a.format;
-        let ((source, source_spec), (target, target_spec)) = if swap {
-            ((b_side, &args.b), (a_side, &args.a))
-        } else {
-            ((a_side, &args.a), (b_side, &args.b))
-        };
-        let models = crate::conversion::Models {
-            source,
-            source_path: std::path::Path::new(source_spec),
-            target,
-            target_name: target_spec,
-        };
-        let map_file = match &map {
-            Pairing::Map(file) => Some(file),
-            _ => None,
-        };
-        let conversion =
-            crate::conversion::compare(&models, map_file).map_err(input::InputError::from)?;
-        if let Some(path) = &args.html {
-            let page =
-                crate::render::html::conversion_report(&conversion, source_spec, target_spec);
-            crate::render::html::write(path, &page)?;
-        }
-        let out = if args.json {
-            crate::render::conversion::json(&conversion, source_spec, target_spec)
-        } else {
-            crate::render::conversion::text(&conversion, source_spec, target_spec, &color.palette())
-        };
-        print(&out)?;
-        return Ok(Exit::found_if(conversion.differs()));
-    }
-    let diff = crate::diff::StructuralDiff::between(&a, &b);
+    let pairing = Pairing::choose(args.map.as_deref(), &a, &b).map_err(input::InputError::from)?;
     let old = Side {
         artifact: &a,
         files: &a_bytes,
@@ -238,65 +179,66 @@ fn diff_values(args: DiffArgs, color: ColorChoice, opener: &Opener<'_>) -> Resul
         artifact: &b,
         files: &b_bytes,
     };
-    let values = compare(old, new).map_err(input::InputError::from)?;
-    if let Some(path) = &args.html {
-        let page = crate::render::html::diff_report(&args.a, &args.b, &diff, &values);
-        crate::render::html::write(path, &page)?;
+    if pairing.is_conversion() {
+        // A training checkpoint converts as its model weights (docs/pytorch.md): Lightning's
+        // `state_dict.model.layers.0…` is the Hugging Face name `model.layers.0…`.
+        let (a_weights, b_weights) = (a.model_weights(), b.model_weights());
+        let old = Side {
+            artifact: a_weights.as_ref().unwrap_or(&a),
+            files: &a_bytes,
+        };
+        let new = Side {
+            artifact: b_weights.as_ref().unwrap_or(&b),
+            files: &b_bytes,
+        };
+        let (models, source) = Models::oriented((old, &args.a), (new, &args.b));
+        let conversion = crate::conversion::compare(&models, pairing.map_file())
+            .map_err(input::InputError::from)?;
+        let target = models.target_name;
+        if let Some(path) = &args.html {
+            crate::render::html::write_conversion_report(path, &conversion, source, target)?;
+        }
+        output.print(&report::ConversionReport {
+            conversion: &conversion,
+            source,
+            target,
+        })?;
+        return Ok(Exit::found_if(conversion.differs()));
     }
-    let out = if args.json {
-        crate::render::values::json(&diff, &values)
-    } else {
-        let palette = color.palette();
-        let mut out = crate::render::text::diff_or_identical(&diff, &palette, false);
-        out.push('\n');
-        out.push_str(&crate::render::values::text(&values, &palette));
-        out.push_str(&crate::render::values::by_group(&values, &b));
-        out
-    };
-    print(&out)?;
+    let diff = crate::diff::StructuralDiff::between(&a, &b);
+    let values = crate::values::compare(old, new).map_err(input::InputError::from)?;
+    if let Some(path) = &args.html {
+        crate::render::html::write_diff_report(path, &args.a, &args.b, &diff, &values)?;
+    }
+    output.print(&report::Values {
+        diff: &diff,
+        values: &values,
+        new: &b,
+    })?;
     let bits_differ = values.bits_differ().next().is_some();
     Ok(Exit::found_if(
         diff.differs() || values.changed_count() > 0 || bits_differ,
     ))
 }
 
-/// How `diff --values` pairs tensors.
-enum Pairing {
-    /// By equal names.
-    Names,
-    /// By llama.cpp's converter table (a GGUF against a safetensors or PyTorch model).
-    Table,
-    /// By the rules of a `--map` file first.
-    Map(crate::conversion::MapFile),
-}
-
-/// A GGUF on one side and a safetensors or PyTorch model on the other.
-fn is_conversion(a: &crate::artifact::Artifact, b: &crate::artifact::Artifact) -> bool {
-    use crate::artifact::Format;
-    matches!(
-        (a.format, b.format),
-        (Format::Gguf, Format::Safetensors | Format::Pytorch)
-            | (Format::Safetensors | Format::Pytorch, Format::Gguf)
-    )
-}
-
 /// The model `spec` names; a `.wdelta` has no structural identity of schema 1, so it is
-/// described instead (version, strategy, parent hash, tensors) and the exit status returned.
+/// described instead (version, strategy, parent hash, tensors) and None returned.
 fn model_or_delta(
     spec: &str,
     header_args: &[String],
     remote: &RemoteOptions,
-    json: bool,
-) -> Result<std::result::Result<crate::artifact::Artifact, Exit>> {
+    output: Output,
+) -> Result<Option<crate::artifact::Artifact>> {
     let headers = headers(header_args)?;
     let opener = Opener {
         headers: &headers,
         remote,
     };
     if let Some(delta) = opener.wdelta(spec)? {
-        return Ok(Err(describe_wdelta(&delta, json)?));
+        output.print(&report::Wdelta(&delta))?;
+        return Ok(None);
     }
-    Ok(Ok(noted(opener.model(spec)?)))
+    Ok(Some(noted(opener.model(spec)?)))
 }
 
 fn noted<T>((value, note): (T, Option<String>)) -> T {
@@ -314,18 +256,6 @@ fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
         .iter()
         .map(|h| parse_header(h))
         .collect::<std::result::Result<_, _>>()?)
-}
-
-fn describe_wdelta(delta: &AnyWdelta, json: bool) -> Result<Exit> {
-    let mut out = if json {
-        crate::render::wdelta::describe_any_json(delta)
-    } else {
-        crate::render::wdelta::describe_any(delta)
-    };
-    if !out.ends_with('\n') {
-        out.push('\n');
-    }
-    Ok(print(&out)?)
 }
 
 /// The process ends right after printing: freeing a 262,144-token vocabulary string by string

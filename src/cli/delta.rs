@@ -12,7 +12,7 @@ use crate::delta::{
 use crate::escape::{shown, shown_path, terminal_safe};
 use crate::formats::wdelta::Strategy;
 use crate::input::Opener;
-use crate::output::{Exit, write_stdout};
+use crate::output::{ColorChoice, Exit, Format, Output, write_stdout};
 
 use super::error::Result;
 
@@ -251,7 +251,10 @@ pub fn run(args: DeltaArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> 
     match args.command {
         DeltaCommand::Create(a) => create(a, &opener),
         DeltaCommand::Apply(a) => apply(a, &opener),
-        DeltaCommand::Inspect(a) => inspect(a),
+        DeltaCommand::Inspect(a) => {
+            let output = Output::new(Format::json_if(a.json), ColorChoice::Never);
+            inspect(a, output)
+        }
         DeltaCommand::Verify(a) => verify(a, &opener),
         DeltaCommand::Store(a) => store(a, &opener),
         DeltaCommand::Restore(a) => restore(a, &opener),
@@ -449,29 +452,23 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
     ))
 }
 
-fn inspect(a: InspectArgs) -> Result<Exit> {
+fn inspect(a: InspectArgs, output: Output) -> Result<Exit> {
+    use crate::render::report::{Delta, DeltaFile};
     if delta::is_lossless_file(&a.delta) {
         let (file, c) = delta::open_container(&a.delta)?;
         delta::verify_lossless_checksum(&a.delta, &file, c.file_len)?;
-        return if a.json {
-            let mut s = crate::render::wdelta::describe_lossless_json(&c);
-            s.push('\n');
-            say(s)
-        } else {
-            write_stdout(format!("file: {}\n", shown_path(&a.delta)).as_bytes())?;
-            say(crate::render::wdelta::describe_lossless(&c))
-        };
+        output.print(&DeltaFile {
+            path: &a.delta,
+            delta: Delta::Lossless(&c),
+        })?;
+        return Ok(Exit::Clean);
     }
     let d = OpenDelta::open(&a.delta)?;
-    if a.json {
-        let mut s = crate::render::wdelta::describe_json(&d.file);
-        s.push('\n');
-        say(s)
-    } else {
-        // Written in two pieces: the description of a large delta is not copied again.
-        write_stdout(format!("file: {}\n", shown_path(&a.delta)).as_bytes())?;
-        say(crate::render::wdelta::describe(&d.file))
-    }
+    output.print(&DeltaFile {
+        path: &a.delta,
+        delta: Delta::Lossy(&d.file),
+    })?;
+    Ok(Exit::Clean)
 }
 
 fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::git::RemoteOptions;
 use crate::git::{Mode, Scope};
-use crate::output::{ColorChoice, Exit, print, write_stdout};
+use crate::output::{ColorChoice, Exit, Format, print, write_stdout};
 
 use super::cwd::cwd;
 use super::error::Result;
@@ -144,7 +144,7 @@ pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<
             let options = crate::git::GitDiffOptions {
                 revs: &args.revs,
                 paths: &args.paths,
-                json: args.json,
+                format: Format::json_if(args.json),
                 color: color.enabled(std::io::IsTerminal::is_terminal(&std::io::stdout())),
                 values: args.values,
                 reference: args.reference.as_deref(),

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::escape::shown;
 use crate::git::RemoteOptions;
-use crate::output::{Exit, print, write_stdout};
-use crate::policy::{Missing, OutputFormat, Policy, PolicyError, PolicySource, Workspace};
+use crate::output::{ColorChoice, Exit, Format, Output, print};
+use crate::policy::{Missing, Policy, PolicyError, PolicySource, Workspace};
 
 use super::error::Result;
 
@@ -25,8 +25,8 @@ pub struct CheckArgs {
     pub policy: Option<PathBuf>,
     /// Output: one line per violation (text), JSON (schema 1), GitHub Actions annotations, or
     /// SARIF 2.1.0 for code scanning.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Files or directories to check (default: every tracked file a rule matches; with
     /// --staged, the staged change).
     #[arg(value_name = "PATHS")]
@@ -34,6 +34,7 @@ pub struct CheckArgs {
 }
 
 pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
+    let output = Output::new(args.format, ColorChoice::Never);
     let ws = Workspace::discover(args.policy.as_deref(), remote)?;
     let (policy, shown) = load(&ws, args.policy.as_ref())?;
     let scope = if args.all {
@@ -54,19 +55,10 @@ pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
         &args.paths,
         policy_in_repo,
     )?;
-    match args.format {
-        OutputFormat::Text => {
-            let (out, err) = report.text();
-            write_stdout(out.as_bytes())?;
-            eprint!("{err}");
-        }
-        OutputFormat::Json => write_stdout(report.json().as_bytes())?,
-        OutputFormat::Github => write_stdout(report.github().as_bytes())?,
-        OutputFormat::Sarif => {
-            write_stdout(report.sarif().as_bytes())?;
-            // The files that could not be checked, for the log (the SARIF has them too).
-            eprint!("{}", report.text().1);
-        }
+    output.print(&report)?;
+    if matches!(args.format, Format::Text | Format::Sarif) {
+        // The files that could not be checked, for the log (the SARIF has them too).
+        eprint!("{}", report.text().1);
     }
     Ok(report.exit())
 }

@@ -24,6 +24,7 @@ pub use map_file::{MapError, MapFile};
 pub use metadata::MetadataChecks;
 pub use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
 
+use crate::artifact::{Artifact, Format};
 use crate::values::{Side, ValueStats, ValuesError};
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +98,68 @@ pub struct Models<'a> {
     pub target: Side<'a>,
     /// The converted model's name in messages.
     pub target_name: &'a str,
+}
+
+impl<'a> Models<'a> {
+    /// The two models of a conversion given in either order (`diff --values A B`): the source
+    /// is the side that is not GGUF. Returns them and the source's name as given.
+    pub fn oriented(a: (Side<'a>, &'a str), b: (Side<'a>, &'a str)) -> (Models<'a>, &'a str) {
+        let swap = a.0.artifact.format == Format::Gguf && b.0.artifact.format != Format::Gguf;
+        let ((source, source_name), (target, target_name)) = if swap { (b, a) } else { (a, b) };
+        let models = Models {
+            source,
+            source_path: Path::new(source_name),
+            target,
+            target_name,
+        };
+        (models, source_name)
+    }
+}
+
+/// How `diff --values` pairs the tensors of two models.
+pub enum Pairing {
+    /// By equal names (a value diff).
+    Names,
+    /// By llama.cpp's converter table (a conversion report).
+    Table,
+    /// By the rules of a `--map` file first, then the table (a conversion report).
+    Map(MapFile),
+}
+
+impl Pairing {
+    /// The pairing `--map` asks for: `none` pairs by equal names, a file by its rules; without
+    /// it, a GGUF against a safetensors or PyTorch model (either way round) is a conversion,
+    /// paired by llama.cpp's table, and anything else pairs by names.
+    pub fn choose(map: Option<&str>, a: &Artifact, b: &Artifact) -> Result<Pairing, MapError> {
+        Ok(match map {
+            Some("none") => Pairing::Names,
+            Some(path) => Pairing::Map(MapFile::read(Path::new(path))?),
+            None if gguf_against_source(a, b) => Pairing::Table,
+            None => Pairing::Names,
+        })
+    }
+
+    /// Whether the models are compared as a conversion (anything but equal names).
+    pub fn is_conversion(&self) -> bool {
+        !matches!(self, Pairing::Names)
+    }
+
+    /// The `--map` rules, if any.
+    pub fn map_file(&self) -> Option<&MapFile> {
+        match self {
+            Pairing::Map(file) => Some(file),
+            _ => None,
+        }
+    }
+}
+
+/// A GGUF on one side and a safetensors or PyTorch model on the other.
+fn gguf_against_source(a: &Artifact, b: &Artifact) -> bool {
+    matches!(
+        (a.format, b.format),
+        (Format::Gguf, Format::Safetensors | Format::Pytorch)
+            | (Format::Safetensors | Format::Pytorch, Format::Gguf)
+    )
 }
 
 /// Compares a converted model with its source.

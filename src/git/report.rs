@@ -10,6 +10,7 @@ use super::changes::{self, PathFilter};
 use super::compared::{ComparedFile, FileJson};
 use super::error::GitError;
 use super::models::Snapshot;
+use crate::output::Format;
 
 /// What to compare and how to show it.
 pub struct GitDiffOptions<'a> {
@@ -18,7 +19,8 @@ pub struct GitDiffOptions<'a> {
     pub revs: &'a [String],
     /// Pathspecs relative to the current directory.
     pub paths: &'a [String],
-    pub json: bool,
+    /// One JSON report, or else text (the external driver's rendering per file).
+    pub format: Format,
     pub color: bool,
     /// Also compare weight values where both sides are local (see [`super::values`]).
     pub values: bool,
@@ -77,7 +79,8 @@ pub fn git_diff(
         source,
     };
     let mut write = |text: &str| write(text).map_err(stdout_error);
-    if args.json {
+    let json = args.format == Format::Json;
+    if json {
         // The same bytes as the whole report pretty-printed at once: each file at depth 2.
         let head_json = serde_json::to_string_pretty(&DiffReportHead {
             schema: crate::identity::SCHEMA_VERSION,
@@ -101,13 +104,13 @@ pub fn git_diff(
             changed |= files.iter().any(ComparedFile::counts_as_change);
             let blocks: Vec<String> = files
                 .par_iter()
-                .map(|f| match args.json {
+                .map(|f| match json {
                     true => indented_json(&f.json(false)),
                     false => text_of(f, args.color),
                 })
                 .collect();
             for block in blocks {
-                let separator = match (args.json, first) {
+                let separator = match (json, first) {
                     (true, true) => "\n",
                     (true, false) => ",\n",
                     (false, true) => "",
@@ -120,7 +123,7 @@ pub fn git_diff(
             Ok(())
         },
     )?;
-    if args.json {
+    if json {
         write(if first { "]\n}\n" } else { "\n  ]\n}\n" })?;
     }
     Ok(changed)

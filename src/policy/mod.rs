@@ -32,8 +32,7 @@ pub(crate) use error::{FileReason, PolicyError};
 pub(crate) use explain::PinSearch;
 pub(crate) use hook::{Installed, install as install_hook, uninstall as uninstall_hook};
 pub(crate) use report::{
-    CheckReport, FileError, OutputFormat, Phrasing, Tally, plural, violation_annotation,
-    violation_line,
+    CheckReport, FileError, Phrasing, Tally, plural, violation_annotation, violation_line,
 };
 pub(crate) use sarif::{Input as SarifInput, Level as SarifLevel, render as render_sarif};
 pub(crate) use source::{Missing, PolicySource};

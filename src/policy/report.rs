@@ -13,16 +13,6 @@ use super::error::PolicyError;
 use crate::escape::{shown, shown_message};
 use crate::render::github::{Annotation, Level};
 
-/// Output formats of `check`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Text,
-    Json,
-    Github,
-    /// SARIF 2.1.0, for GitHub code scanning and other security dashboards.
-    Sarif,
-}
-
 /// A file that could not be judged (e.g. its LFS object is not in the local store).
 /// Serialized as `{"path", "message"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +197,22 @@ impl CheckReport {
         self.tally().sentence(Phrasing::Check {
             policy: &self.policy,
         })
+    }
+}
+
+/// `check`'s report in the form its `--format` chose (its text's errors go to stderr, apart).
+impl crate::render::report::Report for CheckReport {
+    fn text(&self, _: &crate::render::Palette) -> String {
+        CheckReport::text(self).0
+    }
+    fn json(&self) -> String {
+        CheckReport::json(self)
+    }
+    fn github(&self) -> Option<String> {
+        Some(CheckReport::github(self))
+    }
+    fn sarif(&self) -> Option<String> {
+        Some(CheckReport::sarif(self))
     }
 }
 

@@ -5,13 +5,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::Palette;
-use super::values::{cosine_text, figure};
+use super::palette::Palette;
+use super::values::{FigureRow, LargestFirst, cosine_text, figure};
 use crate::conversion::{ComparedPair, Conversion, Mistake, PairedBy, Suspect};
 use crate::escape::shown;
-
-/// Pairs listed in the text; the JSON lists all.
-const LISTED: usize = 40;
 
 fn percent(r: f64) -> String {
     let p = r * 100.0;
@@ -197,7 +194,8 @@ pub fn summary(c: &Conversion) -> String {
     line
 }
 
-fn paired_by_text(c: &Conversion) -> String {
+/// How the pairs were made, in words (the text and the HTML report).
+pub(super) fn paired_by_text(c: &Conversion) -> String {
     let mut text = match &c.paired_by {
         PairedBy::Table {
             architecture,
@@ -249,47 +247,33 @@ pub fn text(c: &Conversion, source: &str, target: &str, palette: &Palette) -> St
     }
 
     let changed = c.worst_first();
-    if !changed.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "  Changed pairs, largest rel_l2 first:");
-        let _ = writeln!(
-            out,
-            "  {:>9}  {:>12}  {:>9}  {:>21}  converted ← source (transform, dtypes)",
-            "rel_l2", "max_abs_diff", "cosine", "changed elements"
-        );
-        for p in changed.iter().take(LISTED) {
-            let s = p.stats;
-            let count = format!(
+    let rows = changed.iter().map(|p| {
+        let s = p.stats;
+        FigureRow {
+            rel_l2: rel_l2_text(p),
+            max_abs_diff: figure(s.max_abs_diff),
+            cosine: s.cosine.map_or("-".into(), cosine_text),
+            changed_elements: format!(
                 "{}/{}",
                 super::text::group_digits(s.changed_elements),
                 super::text::group_digits(p.elements)
-            );
-            let line = format!(
-                "  {:>9}  {:>12}  {:>9}  {count:>21}  {} ← {} ({}, {} → {})",
-                rel_l2_text(p),
-                figure(s.max_abs_diff),
-                s.cosine.map_or("-".into(), cosine_text),
+            ),
+            label: format!(
+                "{} ← {} ({}, {} → {})",
                 shown(&p.target),
                 sources_text(&p.sources),
                 p.transform.name(),
                 p.source_dtypes.join("+"),
                 p.target_dtype
-            );
-            let line = if p.suspect.is_some() {
-                palette.removed(&line)
-            } else {
-                palette.changed(&line)
-            };
-            let _ = writeln!(out, "{line}");
+            ),
+            suspect: p.suspect.is_some(),
         }
-        if changed.len() > LISTED {
-            let _ = writeln!(
-                out,
-                "  … {} more changed pairs (--json lists every pair)",
-                changed.len() - LISTED
-            );
-        }
-    }
+    });
+    let table = LargestFirst {
+        what: ("pairs", "pair"),
+        label_heading: "converted ← source (transform, dtypes)",
+    };
+    table.write(&mut out, rows, changed.len(), palette);
     let identical: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.identical()).collect();
     if !identical.is_empty() {
         let _ = writeln!(out);

@@ -1,6 +1,7 @@
 //! Rendering of artifacts and diffs: human text ([`text`]) and schema-1 JSON ([`json`]);
 //! descriptions of `.wdelta` files ([`wdelta`]); weight-value diffs ([`values`]); self-contained
-//! HTML reports of value diffs and conversions ([`html`]).
+//! HTML reports of value diffs and conversions ([`html`]); the reports a command prints, in
+//! either form ([`report`]).
 
 pub mod conversion;
 pub mod enums;
@@ -8,56 +9,13 @@ pub mod github;
 pub mod html;
 pub mod json;
 pub mod order;
+mod palette;
+pub mod report;
 pub mod text;
 pub mod values;
 pub mod wdelta;
 
 pub use json::inspect as inspect_json;
+pub use palette::Palette;
 pub use text::inspect as inspect_text;
 pub use wdelta::{describe as describe_wdelta, describe_json as describe_wdelta_json};
-
-use owo_colors::OwoColorize;
-
-/// Colors for text output; a disabled palette returns text unchanged.
-#[derive(Debug, Clone, Copy)]
-pub struct Palette {
-    enabled: bool,
-}
-
-impl Palette {
-    pub fn new(enabled: bool) -> Self {
-        Palette { enabled }
-    }
-
-    pub fn plain() -> Self {
-        Palette { enabled: false }
-    }
-
-    pub fn is_enabled(&self) -> bool {
-        self.enabled
-    }
-
-    pub fn added(&self, s: &str) -> String {
-        self.paint(s, |s| s.green().to_string())
-    }
-
-    pub fn removed(&self, s: &str) -> String {
-        self.paint(s, |s| s.red().to_string())
-    }
-
-    pub fn changed(&self, s: &str) -> String {
-        self.paint(s, |s| s.yellow().to_string())
-    }
-
-    pub fn heading(&self, s: &str) -> String {
-        self.paint(s, |s| s.bold().to_string())
-    }
-
-    pub fn dim(&self, s: &str) -> String {
-        self.paint(s, |s| s.dimmed().to_string())
-    }
-
-    fn paint(&self, s: &str, f: impl Fn(&str) -> String) -> String {
-        if self.enabled { f(s) } else { s.to_owned() }
-    }
-}

@@ -2,11 +2,11 @@
 
 use std::fmt::Write;
 
+use super::palette::Palette;
 use crate::artifact::{Array, Artifact, Format, TensorInfo, Value};
 use crate::diff::{Change, StructuralDiff};
 use crate::escape::{quoted, shown};
 use crate::identity::{model_identity, structural_hash, value_digest};
-use crate::render::Palette;
 use crate::render::enums::enum_note;
 use crate::render::order::{self, TensorOrder};
 

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::Palette;
+use super::palette::Palette;
 use crate::diff::StructuralDiff;
 use crate::escape::shown;
 use crate::values::{Method, TensorValues, ValueDiff};
@@ -116,56 +116,111 @@ pub fn text(values: &ValueDiff, palette: &Palette) -> String {
         );
     }
     let changed = values.changed_by_rel_l2();
-    if !changed.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "  Changed tensors, largest rel_l2 first:");
-        let _ = writeln!(
-            out,
-            "  {:>9}  {:>12}  {:>9}  {:>21}  name",
-            "rel_l2", "max_abs_diff", "cosine", "changed elements"
-        );
-        for t in changed.iter().take(LISTED) {
-            let (max, cos, count) = match t.stats {
-                Some(s) => (
-                    figure(s.max_abs_diff),
-                    s.cosine.map_or("-".into(), cosine_text),
-                    format!(
-                        "{}/{}",
-                        super::text::group_digits(s.changed_elements),
-                        super::text::group_digits(t.elements)
-                    ),
+    let rows = changed.iter().take(LISTED).map(|t| {
+        let (max_abs_diff, cosine, changed_elements) = match t.stats {
+            Some(s) => (
+                figure(s.max_abs_diff),
+                s.cosine.map_or("-".into(), cosine_text),
+                format!(
+                    "{}/{}",
+                    super::text::group_digits(s.changed_elements),
+                    super::text::group_digits(t.elements)
                 ),
-                None => ("-".into(), "-".into(), "-".into()),
-            };
-            let mut name = shown(&t.name).into_owned();
-            if t.dtype_changed() {
-                let _ = write!(
-                    name,
-                    " ({} → {}: quantization error)",
-                    t.old_dtype, t.new_dtype
-                );
-            }
-            if t.stats.is_some_and(|s| s.approximate) {
-                let _ = write!(name, " ({APPROXIMATE})");
-            }
-            let line = format!(
-                "  {:>9}  {max:>12}  {cos:>9}  {count:>21}  {name}",
-                rel_l2_text(t)
-            );
-            let _ = writeln!(out, "{}", palette.changed(&line));
-        }
-        if changed.len() > LISTED {
-            let _ = writeln!(
-                out,
-                "  … {} more changed tensors (--json lists every tensor)",
-                changed.len() - LISTED
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let mut label = shown(&t.name).into_owned();
+        if t.dtype_changed() {
+            let _ = write!(
+                label,
+                " ({} → {}: quantization error)",
+                t.old_dtype, t.new_dtype
             );
         }
-    }
+        if t.stats.is_some_and(|s| s.approximate) {
+            let _ = write!(label, " ({APPROXIMATE})");
+        }
+        FigureRow {
+            rel_l2: rel_l2_text(t),
+            max_abs_diff,
+            cosine,
+            changed_elements,
+            label,
+            suspect: false,
+        }
+    });
+    let table = LargestFirst {
+        what: ("tensors", "tensor"),
+        label_heading: "name",
+    };
+    table.write(&mut out, rows, changed.len(), palette);
     if values.changed_count() > 0 {
         out.push_str(&layers_text(&values.layers()));
     }
     out
+}
+
+/// One row of a "largest rel_l2 first" table, its figures already written.
+pub(super) struct FigureRow {
+    pub rel_l2: String,
+    pub max_abs_diff: String,
+    pub cosine: String,
+    pub changed_elements: String,
+    pub label: String,
+    /// Shown as a removal (red) rather than a change.
+    pub suspect: bool,
+}
+
+/// The text table of changed tensors (or converted pairs), largest rel_l2 first: the first
+/// [`LISTED`] rows, then how many more the JSON lists.
+pub(super) struct LargestFirst {
+    /// What the rows are, plural and singular ("pairs", "pair").
+    pub what: (&'static str, &'static str),
+    /// The heading of the last column.
+    pub label_heading: &'static str,
+}
+
+impl LargestFirst {
+    /// Writes the table of `total` changed things, of which `rows` gives the first (at most
+    /// [`LISTED`] are shown).
+    pub fn write(
+        &self,
+        out: &mut String,
+        rows: impl Iterator<Item = FigureRow>,
+        total: usize,
+        palette: &Palette,
+    ) {
+        if total == 0 {
+            return;
+        }
+        let (plural, singular) = self.what;
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  Changed {plural}, largest rel_l2 first:");
+        let _ = writeln!(
+            out,
+            "  {:>9}  {:>12}  {:>9}  {:>21}  {}",
+            "rel_l2", "max_abs_diff", "cosine", "changed elements", self.label_heading
+        );
+        for row in rows.take(LISTED) {
+            let line = format!(
+                "  {:>9}  {:>12}  {:>9}  {:>21}  {}",
+                row.rel_l2, row.max_abs_diff, row.cosine, row.changed_elements, row.label
+            );
+            let line = if row.suspect {
+                palette.removed(&line)
+            } else {
+                palette.changed(&line)
+            };
+            let _ = writeln!(out, "{line}");
+        }
+        if total > LISTED {
+            let _ = writeln!(
+                out,
+                "  … {} more changed {plural} (--json lists every {singular})",
+                total - LISTED
+            );
+        }
+    }
 }
 
 /// The per-layer view: one line per layer with a bar on the fixed log scale (empty for fewer

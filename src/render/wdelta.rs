@@ -37,12 +37,17 @@ fn dense_bytes(entry: &wdelta::TensorEntry) -> u64 {
 /// A stable multi-line description: version, strategy, parent hash, sizes, then one line per
 /// tensor in name order. Names and texts of the file are shown escaped.
 pub fn describe(file: &WdeltaFile) -> String {
+    describe_after(String::new(), file)
+}
+
+/// [`describe`] appended to `s` (a line before it without copying the description again).
+pub fn describe_after(mut s: String, file: &WdeltaFile) -> String {
     use std::fmt::Write as _;
     let h = &file.header;
     let dense: u64 = h.tensors.values().map(dense_bytes).sum();
     // Sized up front: a description of many tensors is as long as their names, and a string
     // grown by doubling would hold up to twice that (and both copies while it grows).
-    let mut s = String::with_capacity(estimate(file));
+    s.reserve_exact(estimate(file));
     let _ = writeln!(s, "format: wdelta version {}", file.version);
     let _ = writeln!(s, "strategy: {}", h.strategy.name());
     let _ = writeln!(s, "parent hash: {}", shown(&h.parent_hash));
@@ -294,11 +299,15 @@ fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u
 
 /// The description of a lossless delta (`delta inspect`).
 pub fn describe_lossless(c: &LosslessContainer) -> String {
+    describe_lossless_after(String::new(), c)
+}
+
+/// [`describe_lossless`] appended to `s`.
+pub fn describe_lossless_after(mut s: String, c: &LosslessContainer) -> String {
     use std::fmt::Write as _;
     let h = &c.header;
     let (other, tensors) = lossless_summary(c);
     let model: u64 = h.files.iter().map(|f| f.size).sum();
-    let mut s = String::new();
     let _ = writeln!(s, "format: wdelta version {}", lossless::LOSSLESS_VERSION);
     let _ = writeln!(
         s,

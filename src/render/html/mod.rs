@@ -10,6 +10,8 @@
 mod assets;
 pub mod heatmap;
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::fmt::Write;
 
 use crate::conversion::{ComparedPair, Conversion};
@@ -17,7 +19,7 @@ use crate::diff::StructuralDiff;
 use crate::escape::{html_name, html_text, shown};
 use crate::values::{Method, ValueDiff, ValueStats};
 
-use super::conversion::sources_text;
+use super::conversion::{paired_by_text, sources_text};
 use super::values::{cosine_text, figure};
 
 /// Lines of the structural diff shown at most: a report stays a file one can open and mail
@@ -115,38 +117,34 @@ fn group(n: u64) -> String {
 }
 
 /// The entries of a value diff: every compared tensor, then those not compared.
-pub fn value_entries(values: &ValueDiff) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = values
-        .tensors
-        .iter()
-        .map(|t| Entry {
-            key: t.name.clone(),
-            label: shown(&t.name).into_owned(),
-            detail: if t.dtype_changed() {
-                format!("{} → {}", t.old_dtype, t.new_dtype)
-            } else {
-                t.old_dtype.to_owned()
-            },
-            elements: t.elements,
-            state: match (t.method, t.changed) {
-                (Method::Bytes(_), true) => State::BytesChanged,
-                (Method::Bytes(_), false) => State::BytesSame,
-                (Method::Values, true) => State::Changed,
-                (Method::Values, false) => State::Unchanged,
-            },
-            stats: t.stats,
-            note: match t.method {
-                Method::Bytes(why) => Some(format!("compared byte for byte: {}", why.describe())),
-                Method::Values if t.dtype_changed() => {
-                    Some("dtype changed: the figures are the quantization error".into())
-                }
-                Method::Values => t
-                    .bits_differ
-                    .map(|b| format!("values equal, bits differ: {}", b.describe())),
-            },
-        })
-        .collect();
-    entries.extend(values.skipped.iter().map(|s| Entry {
+pub fn value_entries(values: &ValueDiff) -> impl Iterator<Item = Entry> + '_ {
+    let compared = values.tensors.iter().map(|t| Entry {
+        key: t.name.clone(),
+        label: shown(&t.name).into_owned(),
+        detail: if t.dtype_changed() {
+            format!("{} → {}", t.old_dtype, t.new_dtype)
+        } else {
+            t.old_dtype.to_owned()
+        },
+        elements: t.elements,
+        state: match (t.method, t.changed) {
+            (Method::Bytes(_), true) => State::BytesChanged,
+            (Method::Bytes(_), false) => State::BytesSame,
+            (Method::Values, true) => State::Changed,
+            (Method::Values, false) => State::Unchanged,
+        },
+        stats: t.stats,
+        note: match t.method {
+            Method::Bytes(why) => Some(format!("compared byte for byte: {}", why.describe())),
+            Method::Values if t.dtype_changed() => {
+                Some("dtype changed: the figures are the quantization error".into())
+            }
+            Method::Values => t
+                .bits_differ
+                .map(|b| format!("values equal, bits differ: {}", b.describe())),
+        },
+    });
+    let skipped = values.skipped.iter().map(|s| Entry {
         key: s.name.clone(),
         label: shown(&s.name).into_owned(),
         detail: String::new(),
@@ -154,57 +152,50 @@ pub fn value_entries(values: &ValueDiff) -> Vec<Entry> {
         state: State::NotCompared(s.reason.clone()),
         stats: None,
         note: None,
-    }));
-    entries
+    });
+    compared.chain(skipped)
 }
 
 /// The entries of a conversion: every compared pair (named by the converted tensor), then the
 /// converted tensors not compared or that no source tensor maps to.
-pub fn conversion_entries(c: &Conversion) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = c
-        .pairs
-        .iter()
-        .map(|p| Entry {
-            key: p.target.clone(),
-            label: format!("{} ← {}", shown(&p.target), sources_text(&p.sources)),
-            detail: pair_detail(p),
-            elements: p.elements,
-            state: if p.suspect.is_some() {
-                State::Suspect
-            } else if p.identical() {
-                State::Unchanged
-            } else {
-                State::Changed
-            },
-            stats: Some(p.stats),
-            note: super::conversion::suspect_text(p),
-        })
-        .collect();
-    for n in &c.not_compared {
-        if let Some(target) = &n.target {
-            entries.push(Entry {
-                key: target.clone(),
-                label: format!("{} ← {}", shown(target), sources_text(&n.sources)),
-                detail: String::new(),
-                elements: 0,
-                state: State::NotCompared(n.why.clone()),
-                stats: None,
-                note: None,
-            });
-        }
-    }
-    for a in &c.added {
-        entries.push(Entry {
-            key: a.clone(),
-            label: shown(a).into_owned(),
+pub fn conversion_entries(c: &Conversion) -> impl Iterator<Item = Entry> + '_ {
+    let pairs = c.pairs.iter().map(|p| Entry {
+        key: p.target.clone(),
+        label: format!("{} ← {}", shown(&p.target), sources_text(&p.sources)),
+        detail: pair_detail(p),
+        elements: p.elements,
+        state: if p.suspect.is_some() {
+            State::Suspect
+        } else if p.identical() {
+            State::Unchanged
+        } else {
+            State::Changed
+        },
+        stats: Some(p.stats),
+        note: super::conversion::suspect_text(p),
+    });
+    let not_compared = c.not_compared.iter().filter_map(|n| {
+        let target = n.target.as_ref()?;
+        Some(Entry {
+            key: target.clone(),
+            label: format!("{} ← {}", shown(target), sources_text(&n.sources)),
             detail: String::new(),
             elements: 0,
-            state: State::NotCompared("no source tensor maps to it".into()),
+            state: State::NotCompared(n.why.clone()),
             stats: None,
             note: None,
-        });
-    }
-    entries
+        })
+    });
+    let added = c.added.iter().map(|a| Entry {
+        key: a.clone(),
+        label: shown(a).into_owned(),
+        detail: String::new(),
+        elements: 0,
+        state: State::NotCompared("no source tensor maps to it".into()),
+        stats: None,
+        note: None,
+    });
+    pairs.chain(not_compared).chain(added)
 }
 
 fn pair_detail(p: &ComparedPair) -> String {
@@ -216,9 +207,9 @@ fn pair_detail(p: &ComparedPair) -> String {
     )
 }
 
-/// A whole page: `title` (already HTML) as its heading, then `body`.
-pub fn document(title: &str, body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 8192);
+/// A whole page written to `out` as it is made: `title` (already HTML) as its heading, then
+/// what `body` writes.
+pub fn write_document(out: &mut dyn Write, title: &str, body: &mut dyn FnMut(&mut dyn Write)) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -226,16 +217,20 @@ pub fn document(title: &str, body: &str) -> String {
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
          style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n\
          <title>weight-inspect: {}</title>\n<style>{}</style>\n</head>\n<body>\n\
-         <h1>weight-inspect: {title}</h1>\n{body}\n<footer>weight-inspect {} · rel_l2 = \
+         <h1>weight-inspect: {title}</h1>\n",
+        strip_tags(title),
+        assets::STYLE,
+    );
+    body(out);
+    let _ = write!(
+        out,
+        "\n<footer>weight-inspect {} · rel_l2 = \
          ‖b − a‖ / ‖a‖ per tensor · max |Δ| over finite elements · cosine of the two tensors \
          · a self-contained file: nothing is loaded from the network</footer>\n\
          <script>{}</script>\n</body>\n</html>\n",
-        strip_tags(title),
-        assets::STYLE,
         env!("CARGO_PKG_VERSION"),
         assets::SCRIPT
     );
-    out
 }
 
 /// The text of a heading for the `<title>` (markup dropped; the text stays escaped).
@@ -255,8 +250,8 @@ fn strip_tags(html: &str) -> String {
 
 /// A structural diff as the text report prints it, in a block whose added, removed and
 /// changed lines are coloured; cut after [`DIFF_LINES`] lines.
-pub fn diff_block(text: &str) -> String {
-    let mut out = String::from("<pre class=\"diff\">");
+pub fn write_diff_block(out: &mut dyn Write, text: &str) {
+    let _ = out.write_str("<pre class=\"diff\">");
     let total = text.lines().count();
     for line in text.lines().take(DIFF_LINES) {
         let trimmed = line.trim_start();
@@ -289,14 +284,12 @@ pub fn diff_block(text: &str) -> String {
             total - DIFF_LINES
         );
     }
-    out.push_str("</pre>\n");
-    out
+    let _ = out.write_str("</pre>\n");
 }
 
 /// The values part of a section: the summary line, what was not compared, the heatmap and the
 /// table of changed tensors. `id` keeps the element ids of several sections apart.
-pub fn values_part(id: &str, values: &ValueDiff) -> String {
-    let mut out = String::new();
+pub fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
     let class = if values.changed_count() > 0 {
         "summary bad"
     } else {
@@ -307,16 +300,20 @@ pub fn values_part(id: &str, values: &ValueDiff) -> String {
         "<p class=\"{class}\">{}</p>",
         html_text(&super::values::summary(values))
     );
-    let entries = value_entries(values);
-    out.push_str(&entries_part(id, &entries, "dtype"));
-    out
+    let count = values.tensors.len() + values.skipped.len();
+    entries_part(out, id, &|| value_entries(values), count, "dtype");
 }
 
 /// The conversion part of a section: how the tensors were paired, the summary line, suspect
 /// pairs, the heatmap, the table of changed pairs, what was dropped, added or not compared,
 /// and the configuration checks.
-pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> String {
-    let mut out = String::new();
+pub fn write_conversion_part(
+    out: &mut dyn Write,
+    id: &str,
+    c: &Conversion,
+    source: &str,
+    target: &str,
+) {
     let _ = writeln!(
         out,
         "<p>Converted model <code>{}</code> compared with its source <code>{}</code>: {}.</p>",
@@ -344,7 +341,7 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
     }
     let suspects: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.suspect.is_some()).collect();
     if !suspects.is_empty() {
-        out.push_str("<h3>Suspect pairs</h3>\n<ul class=\"plain\">\n");
+        let _ = out.write_str("<h3>Suspect pairs</h3>\n<ul class=\"plain\">\n");
         for p in suspects {
             let _ = writeln!(
                 out,
@@ -353,10 +350,18 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
                 html_text(&super::conversion::suspect_text(p).unwrap_or_default())
             );
         }
-        out.push_str("</ul>\n");
+        let _ = out.write_str("</ul>\n");
     }
-    let entries = conversion_entries(c);
-    out.push_str(&entries_part(id, &entries, "transform, dtypes"));
+    let count = c.pairs.len()
+        + c.not_compared.iter().filter(|n| n.target.is_some()).count()
+        + c.added.len();
+    entries_part(
+        out,
+        id,
+        &|| conversion_entries(c),
+        count,
+        "transform, dtypes",
+    );
     let identical: Vec<&ComparedPair> = c.pairs.iter().filter(|p| p.identical()).collect();
     if !identical.is_empty() {
         let _ = writeln!(
@@ -374,9 +379,9 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
                 html_text(&pair_detail(p))
             );
         }
-        out.push_str("</ul></details>\n");
+        let _ = out.write_str("</ul></details>\n");
     }
-    let list = |out: &mut String, heading: &str, items: Vec<String>| {
+    let list = |out: &mut dyn Write, heading: &str, items: Vec<String>| {
         if items.is_empty() {
             return;
         }
@@ -384,10 +389,10 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
         for item in items {
             let _ = writeln!(out, "<li>{item}</li>");
         }
-        out.push_str("</ul>\n");
+        let _ = out.write_str("</ul>\n");
     };
     list(
-        &mut out,
+        out,
         "Source tensors not in the converted model",
         c.dropped
             .iter()
@@ -395,12 +400,12 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
             .collect(),
     );
     list(
-        &mut out,
+        out,
         "Tensors of the converted model no source tensor maps to",
         c.added.iter().map(|a| html_name(a)).collect(),
     );
     list(
-        &mut out,
+        out,
         "Not compared",
         c.not_compared
             .iter()
@@ -425,7 +430,7 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
                 c.metadata.checks.len() - differ.len()
             );
             if !differ.is_empty() {
-                out.push_str("<ul class=\"plain\">\n");
+                let _ = out.write_str("<ul class=\"plain\">\n");
                 for k in differ {
                     let _ = writeln!(
                         out,
@@ -436,35 +441,15 @@ pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> 
                         k.target.as_deref().map_or("missing".into(), html_name)
                     );
                 }
-                out.push_str("</ul>\n");
+                let _ = out.write_str("</ul>\n");
             }
         }
-        None => out.push_str(
-            "<h3>Configuration</h3>\n<p>No config.json beside the source: not checked.</p>\n",
-        ),
+        None => {
+            let _ = out.write_str(
+                "<h3>Configuration</h3>\n<p>No config.json beside the source: not checked.</p>\n",
+            );
+        }
     }
-    out
-}
-
-fn paired_by_text(c: &Conversion) -> String {
-    let mut text = match &c.paired_by {
-        crate::conversion::PairedBy::Table {
-            architecture,
-            blocks,
-        } => format!(
-            "paired by llama.cpp's name table (gguf-py) for {} with {blocks} blocks",
-            shown(architecture)
-        ),
-        crate::conversion::PairedBy::Names => "paired by equal names".into(),
-    };
-    if let Some(map) = &c.map {
-        let _ = write!(
-            text,
-            ", after the rules of {}",
-            crate::escape::shown_path(map)
-        );
-    }
-    text
 }
 
 /// The page's caps: the changed-tensor table lists the [`MAX_TABLE_ROWS`] most changed
@@ -474,46 +459,57 @@ fn paired_by_text(c: &Conversion) -> String {
 pub const MAX_TABLE_ROWS: usize = 5_000;
 pub const MAX_HEATMAP_ENTRIES: usize = 20_000;
 
-/// The heatmap and the table of the changed entries.
-fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
-    let mut out = String::new();
-    if entries.len() > MAX_HEATMAP_ENTRIES {
+/// The heatmap and the table of the changed entries, of the `count` entries `entries` makes.
+/// The entries are made as they are written, not kept: the heatmap holds at most
+/// [`MAX_HEATMAP_ENTRIES`] of them, and the table the [`MAX_TABLE_ROWS`] most changed.
+fn entries_part<I: Iterator<Item = Entry>>(
+    out: &mut dyn Write,
+    id: &str,
+    entries: &dyn Fn() -> I,
+    count: usize,
+    detail_heading: &str,
+) {
+    if count > MAX_HEATMAP_ENTRIES {
         let _ = writeln!(
             out,
             "<h3>Per layer</h3>\n<p class=\"dim\">No heatmap: {} tensors, more than the {} \
              this page draws one for (--json has every figure).</p>",
-            group(entries.len() as u64),
+            group(count as u64),
             group(MAX_HEATMAP_ENTRIES as u64)
         );
     } else {
-        let map = heatmap::render(entries, id);
+        let all: Vec<Entry> = entries().collect();
+        let map = heatmap::render(&all, id);
         if !map.is_empty() {
-            out.push_str("<h3>Per layer</h3>\n");
-            out.push_str(&map);
+            let _ = out.write_str("<h3>Per layer</h3>\n");
+            let _ = out.write_str(&map);
         }
     }
-    let changed: Vec<&Entry> = entries.iter().filter(|e| e.changed()).collect();
-    if changed.is_empty() {
-        return out;
+    let mut has_figure = false;
+    let mut changed = 0usize;
+    let mut most_changed = MostChanged::new(MAX_TABLE_ROWS);
+    for e in entries() {
+        has_figure |= heatmap::Scale::has_figure(&e);
+        if e.changed() {
+            changed += 1;
+            most_changed.offer(e);
+        }
     }
-    let scale = heatmap::Scale::of(entries);
+    if changed == 0 {
+        return;
+    }
+    let scale = heatmap::Scale::when(has_figure);
     let _ = writeln!(
         out,
         "<h3>Changed tensors ({})</h3>\n<p class=\"dim\">Click a heading to sort; the address keeps the order (#sort=COLUMN-asc or -desc).</p>\n\
          <div class=\"scroll\"><table class=\"changes\" id=\"{id}-changes\">\n<thead><tr>\
          <th class=\"name\">name</th><th class=\"kind\">{}</th><th>rel_l2</th><th>max |Δ|</th>\
          <th>cosine</th><th>changed elements</th></tr></thead>\n<tbody>",
-        changed.len(),
+        changed,
         html_text(detail_heading)
     );
-    let mut sorted = changed;
-    sorted.sort_by(|a, b| {
-        b.severity()
-            .total_cmp(&a.severity())
-            .then_with(|| a.key.cmp(&b.key))
-    });
-    let left_out = sorted.len().saturating_sub(MAX_TABLE_ROWS);
-    sorted.truncate(MAX_TABLE_ROWS);
+    let left_out = changed.saturating_sub(MAX_TABLE_ROWS);
+    let sorted = most_changed.into_sorted();
     for e in sorted {
         let row_class = if e.state == State::Suspect {
             " class=\"suspect\""
@@ -570,7 +566,7 @@ fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
             count.1
         );
     }
-    out.push_str("</tbody></table></div>\n");
+    let _ = out.write_str("</tbody></table></div>\n");
     if left_out > 0 {
         let _ = writeln!(
             out,
@@ -580,43 +576,166 @@ fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
             group(MAX_TABLE_ROWS as u64)
         );
     }
-    out
+}
+
+/// The `capacity` most changed entries of those offered, kept as they come: the table's rows
+/// in its order (more severe first, then by name, then as offered), without holding the rest.
+struct MostChanged {
+    capacity: usize,
+    offered: usize,
+    /// The greatest is the least changed kept, dropped first.
+    heap: BinaryHeap<Ranked>,
+}
+
+struct Ranked {
+    entry: Entry,
+    offered: usize,
+}
+
+impl Ranked {
+    /// `Less` when `self` comes first in the table.
+    fn table_order(&self, other: &Ranked) -> Ordering {
+        other
+            .entry
+            .severity()
+            .total_cmp(&self.entry.severity())
+            .then_with(|| self.entry.key.cmp(&other.entry.key))
+            .then_with(|| self.offered.cmp(&other.offered))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Ranked) -> bool {
+        self.table_order(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Ranked) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Ranked) -> Ordering {
+        self.table_order(other)
+    }
+}
+
+impl MostChanged {
+    fn new(capacity: usize) -> MostChanged {
+        MostChanged {
+            capacity,
+            offered: 0,
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    fn offer(&mut self, entry: Entry) {
+        let ranked = Ranked {
+            entry,
+            offered: self.offered,
+        };
+        self.offered += 1;
+        if self.heap.len() < self.capacity {
+            self.heap.push(ranked);
+        } else if let Some(mut last) = self.heap.peek_mut()
+            && ranked < *last
+        {
+            *last = ranked;
+        }
+    }
+
+    /// The entries kept, in the table's order.
+    fn into_sorted(self) -> impl Iterator<Item = Entry> {
+        self.heap.into_sorted_vec().into_iter().map(|r| r.entry)
+    }
 }
 
 /// `diff --values --html`: the report of two models compared by value.
-pub fn diff_report(old: &str, new: &str, diff: &StructuralDiff, values: &ValueDiff) -> String {
+fn diff_page(out: &mut dyn Write, old: &str, new: &str, diff: &StructuralDiff, values: &ValueDiff) {
     let title = format!(
         "<code>{}</code> → <code>{}</code>",
         html_name(old),
         html_name(new)
     );
-    let mut body = String::new();
-    body.push_str("<h2>Structure</h2>\n");
-    let text =
-        super::text::diff_or_identical(diff, &super::Palette::plain(), values.changed_count() > 0);
-    body.push_str(&diff_block(&text));
-    body.push_str("<h2>Values</h2>\n");
-    body.push_str(&values_part("values", values));
-    document(&title, &body)
+    write_document(out, &title, &mut |out| {
+        let _ = out.write_str("<h2>Structure</h2>\n");
+        let palette = super::palette::Palette::plain();
+        let text = super::text::diff_or_identical(diff, &palette, values.changed_count() > 0);
+        write_diff_block(out, &text);
+        drop(text);
+        let _ = out.write_str("<h2>Values</h2>\n");
+        write_values_part(out, "values", values);
+    });
 }
 
 /// `diff --values --html` of a conversion: the converted model against its source.
-pub fn conversion_report(c: &Conversion, source: &str, target: &str) -> String {
+fn conversion_page(out: &mut dyn Write, c: &Conversion, source: &str, target: &str) {
     let title = format!(
         "conversion <code>{}</code> → <code>{}</code>",
         html_name(source),
         html_name(target)
     );
-    let body = format!(
-        "<h2>Conversion</h2>\n{}",
-        conversion_part("conversion", c, source, target)
-    );
-    document(&title, &body)
+    write_document(out, &title, &mut |out| {
+        let _ = out.write_str("<h2>Conversion</h2>\n");
+        write_conversion_part(out, "conversion", c, source, target);
+    });
 }
 
-/// Writes `html` to `path` through a temporary file renamed over it.
-pub fn write(path: &std::path::Path, html: &str) -> crate::error::Result<()> {
-    crate::fsutil::write_bytes_atomically(path, html.as_bytes())
+/// Writes the `diff --values --html` page to `path` as it is made (memory bounded by the page's
+/// caps, not by the model), through a temporary file renamed over it.
+pub fn write_diff_report(
+    path: &std::path::Path,
+    old: &str,
+    new: &str,
+    diff: &StructuralDiff,
+    values: &ValueDiff,
+) -> crate::error::Result<()> {
+    stream_to(path, &mut |out| diff_page(out, old, new, diff, values))
+}
+
+/// Writes the `diff --values --html` page of a conversion to `path` as it is made.
+pub fn write_conversion_report(
+    path: &std::path::Path,
+    c: &Conversion,
+    source: &str,
+    target: &str,
+) -> crate::error::Result<()> {
+    stream_to(path, &mut |out| conversion_page(out, c, source, target))
+}
+
+/// Writes `path` through a temporary file renamed over it; `page` writes the text.
+pub fn stream_to(
+    path: &std::path::Path,
+    page: &mut dyn FnMut(&mut dyn Write),
+) -> crate::error::Result<()> {
+    crate::fsutil::write_atomically(path, |file| {
+        let mut sink = IoSink { file, error: None };
+        page(&mut sink);
+        sink.error.map_or(Ok(()), Err)
+    })
+}
+
+/// Text written to a file; the first error is kept (and nothing more written) for the caller,
+/// as `fmt::Write` carries none.
+struct IoSink<'w, W: std::io::Write> {
+    file: &'w mut W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> Write for IoSink<'_, W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.error.is_some() {
+            return Err(std::fmt::Error);
+        }
+        self.file.write_all(s.as_bytes()).map_err(|e| {
+            self.error = Some(e);
+            std::fmt::Error
+        })
+    }
 }
 
 #[cfg(test)]
@@ -649,7 +768,8 @@ mod cap_tests {
                 .collect(),
             ..ValueDiff::default()
         };
-        let page = values_part("values", &values);
+        let mut page = String::new();
+        write_values_part(&mut page, "values", &values);
         assert_eq!(
             page.matches("<tr class").count() + page.matches("<tr data-tensor").count(),
             MAX_TABLE_ROWS
@@ -661,5 +781,46 @@ mod cap_tests {
         );
         assert!(page.contains("No heatmap: 20,001 tensors"));
         assert!(page.len() < 4 << 20, "{} bytes", page.len());
+    }
+
+    /// The table kept as entries come lists what sorting every changed entry listed: the
+    /// most changed first, ties by name, then as given.
+    #[test]
+    fn the_most_changed_are_kept_in_the_table_order() {
+        let entry = |key: &str, rel_l2: f64, note: &str| Entry {
+            key: key.into(),
+            label: key.into(),
+            detail: String::new(),
+            elements: 1,
+            state: State::Changed,
+            stats: Some(ValueStats {
+                rel_l2: Some(rel_l2),
+                ..ValueStats::identical()
+            }),
+            note: Some(note.into()),
+        };
+        let entries: Vec<Entry> = (0..200)
+            .map(|i| {
+                entry(
+                    &format!("t{}", i % 17),
+                    ((i * 7) % 5) as f64,
+                    &i.to_string(),
+                )
+            })
+            .collect();
+        let mut sorted = entries.clone();
+        sorted.sort_by(|a, b| {
+            b.severity()
+                .total_cmp(&a.severity())
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        sorted.truncate(30);
+        let mut kept = MostChanged::new(30);
+        for e in entries {
+            kept.offer(e);
+        }
+        let kept: Vec<Option<String>> = kept.into_sorted().map(|e| e.note).collect();
+        let expected: Vec<Option<String>> = sorted.into_iter().map(|e| e.note).collect();
+        assert_eq!(kept, expected);
     }
 }

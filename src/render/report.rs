@@ -1,0 +1,165 @@
+//! The reports the commands print, each renderable as text or as schema-1 JSON (and `check`'s
+//! also as GitHub workflow commands or SARIF): one trait, so
+//! that the form is chosen once where the arguments are parsed and one place
+//! ([`crate::output::Output::print`]) writes whichever report in it.
+
+use std::path::Path;
+
+use super::order::TensorOrder;
+use super::palette::Palette;
+use crate::artifact::Artifact;
+use crate::conversion::Conversion;
+use crate::diff::StructuralDiff;
+use crate::escape::shown_path;
+use crate::formats::wdelta::lossless::LosslessContainer;
+use crate::formats::wdelta::{AnyWdelta, WdeltaFile};
+use crate::values::ValueDiff;
+
+/// A result a command prints, in either form.
+pub trait Report {
+    /// The human text (colored through `palette`).
+    fn text(&self, palette: &Palette) -> String;
+    /// The JSON document (`"schema": 1` first).
+    fn json(&self) -> String;
+    /// GitHub workflow commands, for a report that has them (`check`).
+    fn github(&self) -> Option<String> {
+        None
+    }
+    /// A SARIF 2.1.0 log, for a report that has one (`check`).
+    fn sarif(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `inspect`: a model's format, metadata, tensors and structural hash.
+pub struct Inspect<'a> {
+    pub artifact: &'a Artifact,
+    pub order: TensorOrder,
+    /// Text: every tensor rather than the first few.
+    pub all: bool,
+    /// Text: each shard or part with its own hash.
+    pub shards: bool,
+    /// JSON: arrays in full rather than summarized.
+    pub full_arrays: bool,
+}
+
+impl Report for Inspect<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        super::text::inspect_in(self.artifact, palette, self.all, self.shards, self.order)
+    }
+    fn json(&self) -> String {
+        super::json::inspect_in(self.artifact, self.full_arrays, self.order)
+    }
+}
+
+/// `id`: a model's structural identity.
+pub struct Id<'a>(pub &'a Artifact);
+
+impl Report for Id<'_> {
+    fn text(&self, _: &Palette) -> String {
+        super::text::id(self.0)
+    }
+    fn json(&self) -> String {
+        super::json::id(self.0)
+    }
+}
+
+/// `diff`: the structural diff of two models.
+pub struct Structural<'a>(pub &'a StructuralDiff);
+
+impl Report for Structural<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        super::text::diff(self.0, palette)
+    }
+    fn json(&self) -> String {
+        super::json::diff(self.0)
+    }
+}
+
+/// `diff --values`: the structural diff, then the value diff.
+pub struct Values<'a> {
+    pub diff: &'a StructuralDiff,
+    pub values: &'a ValueDiff,
+    /// The new side, whose groups (a training checkpoint's) sum the value changes up.
+    pub new: &'a crate::artifact::Artifact,
+}
+
+impl Report for Values<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        let mut out = super::text::diff_or_identical(self.diff, palette, false);
+        out.push('\n');
+        out.push_str(&super::values::text(self.values, palette));
+        out.push_str(&super::values::by_group(self.values, self.new));
+        out
+    }
+    fn json(&self) -> String {
+        super::values::json(self.diff, self.values)
+    }
+}
+
+/// `diff --values` of a conversion: the converted model against its source.
+pub struct ConversionReport<'a> {
+    pub conversion: &'a Conversion,
+    /// The source and the converted model as the command line named them.
+    pub source: &'a str,
+    pub target: &'a str,
+}
+
+impl Report for ConversionReport<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        super::conversion::text(self.conversion, self.source, self.target, palette)
+    }
+    fn json(&self) -> String {
+        super::conversion::json(self.conversion, self.source, self.target)
+    }
+}
+
+/// A `.wdelta` given to `inspect` or `id`: its description (it has no structural identity).
+pub struct Wdelta<'a>(pub &'a AnyWdelta);
+
+impl Report for Wdelta<'_> {
+    fn text(&self, _: &Palette) -> String {
+        ending_in_newline(super::wdelta::describe_any(self.0))
+    }
+    fn json(&self) -> String {
+        ending_in_newline(super::wdelta::describe_any_json(self.0))
+    }
+}
+
+/// `delta inspect`: a `.wdelta`'s description, the text headed by the file's name.
+pub struct DeltaFile<'a> {
+    pub path: &'a Path,
+    pub delta: Delta<'a>,
+}
+
+/// A `.wdelta` of either kind, borrowed.
+pub enum Delta<'a> {
+    Lossy(&'a WdeltaFile),
+    Lossless(&'a LosslessContainer),
+}
+
+impl Report for DeltaFile<'_> {
+    fn text(&self, _: &Palette) -> String {
+        let head = format!("file: {}\n", shown_path(self.path));
+        // Appended to the head: the description of a large delta is not copied again.
+        match self.delta {
+            Delta::Lossy(file) => super::wdelta::describe_after(head, file),
+            Delta::Lossless(c) => super::wdelta::describe_lossless_after(head, c),
+        }
+    }
+    fn json(&self) -> String {
+        let mut out = match self.delta {
+            Delta::Lossy(file) => super::wdelta::describe_json(file),
+            Delta::Lossless(c) => super::wdelta::describe_lossless_json(c),
+        };
+        out.push('\n');
+        out
+    }
+}
+
+fn ending_in_newline(mut text: String) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
