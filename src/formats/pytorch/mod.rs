@@ -47,6 +47,32 @@ pub use zip::{DirectoryCheck, MemberError, ZipError};
 pub mod fuzzing {
     pub use super::zip::assert_directory_agrees_with_local_headers;
 
+    /// Judges prefixes of `bytes` (a quarter, a half) by their tail as the header readers do,
+    /// following each request to read from earlier: never a panic, and every such request is
+    /// for bytes before the tail given (so the readers' loops end).
+    pub fn judge_prefixes_by_tail(bytes: &[u8]) {
+        let len = bytes.len() as u64;
+        for cut in [bytes.len() / 4, bytes.len() / 2] {
+            let prefix = &bytes[..cut];
+            let Some(mut start) = super::zip_tail_start(prefix, len) else {
+                continue;
+            };
+            loop {
+                let tail = &bytes[start as usize..];
+                match super::check_zip_tail(prefix, tail, start, len) {
+                    Ok(super::DirectoryCheck::ReadFrom(earlier)) => {
+                        assert!(
+                            earlier < start,
+                            "asked to read from {earlier}, not before {start}"
+                        );
+                        start = earlier;
+                    }
+                    Ok(super::DirectoryCheck::Agrees) | Err(_) => break,
+                }
+            }
+        }
+    }
+
     /// Runs the pickle machine (and the walk, when it stops) on `bytes` with a budget of
     /// [`super::budget::BYTES_PER_PICKLE_BYTE`] per byte and `base` bytes: what was charged,
     /// the budget, and whether the pickle was accepted.

@@ -530,11 +530,13 @@ pub(super) fn check_prefix_against_tail(
     let by_offset: std::collections::HashMap<u64, &Member> =
         listed.iter().map(|m| (m.local_header, m)).collect();
     for local in &walked {
+        // A zip64 local size (all ones) is not walked past nor read by: it agrees.
+        let size_agrees = |local: u64, central: u64| local == 0xFFFF_FFFF || local == central;
         let agrees = by_offset.get(&local.local_header).is_some_and(|m| {
             m.name == local.name
                 && m.method == local.method
-                && m.compressed == local.compressed
-                && m.uncompressed == local.uncompressed
+                && size_agrees(local.compressed, m.compressed)
+                && size_agrees(local.uncompressed, m.uncompressed)
         });
         if !agrees {
             return Err(ZipError::NotInDirectory {
