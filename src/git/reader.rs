@@ -564,6 +564,7 @@ fn side_of_header(
                 // directory at the end of the file refused it): its error, as text.
                 _ => {
                     let why = match &header.parsed {
+                        Err(crate::error::Error::Pytorch { source, .. }) => source.to_string(),
                         Err(e) => e.to_string(),
                         Ok(_) => "unreadable header".to_owned(),
                     };

@@ -140,8 +140,12 @@ impl RangeSource<'_> {
         if want <= have {
             return Ok(());
         }
+        if have < self.stream_pos {
+            // A stream only goes forward: bytes before it are asked for again.
+            self.stream = None;
+        }
         if let Some(stream) = &mut self.stream {
-            // A stream only goes forward: the bytes up to `have` are skipped.
+            // The bytes up to `have` are skipped.
             skip_exactly(
                 self.url,
                 stream,

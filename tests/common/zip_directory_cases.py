@@ -9,7 +9,9 @@ the first bytes (the first window of a remote read) ends before the central dire
   metadata differs;
 - hidden.pt: a benign archive/data.pkl local entry that the directory does not list, whose
   local header defers its sizes to a data descriptor (as torch writes members, so a walk of
-  local headers stops there), in front of the real archive, whose data.pkl calls posix.system.
+  local headers stops there), in front of the real archive, whose data.pkl calls posix.system;
+- big-directory.pt: 3000 more one-element storages after the big one, so that the central
+  directory (about 200 KB) starts before the last 64 KiB of the file.
 """
 
 import os
@@ -60,6 +62,10 @@ def main() -> None:
         "hidden.pt": hide_benign_entry(
             hp.checkpoint(hp.torch_pickle({"w": weights(), "x": System()}), data),
             hp.torch_pickle({"w": weights()})),
+        "big-directory.pt": hp.checkpoint(
+            hp.torch_pickle({"w": weights(), **{
+                f"s{i}": hp.Tensor(hp.Storage(str(i), 1), 0, (1,), (1,)) for i in range(1, 3001)}}),
+            {**data, **{str(i): b"\0" * 4 for i in range(1, 3001)}}),
     }
     for name, content in cases.items():
         with open(os.path.join(out_dir, name), "wb") as f:
