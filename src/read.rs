@@ -209,11 +209,43 @@ pub fn read_file_buffered(path: &Path) -> Result<Artifact> {
             len
         };
         match header_step(path, &prefix, file_len) {
+            HeaderStep::Parsed(Ok(artifact)) => {
+                return judge_zip_directory(path, &file, &prefix, file_len).map(|()| artifact);
+            }
             HeaderStep::Parsed(result) => return result,
             HeaderStep::Need { end, exact: true } => want = end,
             HeaderStep::Need { end, exact: false } => {
                 want = end.max(prefix.len() as u64 * 2).min(file_len)
             }
+        }
+    }
+}
+
+/// A zip checkpoint's header read from its first bytes is judged by the central directory torch
+/// reads, at the end of the file (read too, within the header cap): a local entry it does not
+/// list must not stand for what torch loads.
+fn judge_zip_directory(path: &Path, file: &std::fs::File, prefix: &[u8], len: u64) -> Result<()> {
+    use formats::pytorch::{self, DirectoryCheck};
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(mut start) = pytorch::zip_tail_start(prefix, len) else {
+        return Ok(());
+    };
+    loop {
+        let mut tail = Vec::new();
+        let mut reader = file;
+        reader
+            .seek(SeekFrom::Start(start))
+            .and_then(|_| reader.take(len - start).read_to_end(&mut tail))
+            .map_err(|e| Error::io(path, e))?;
+        let check = pytorch::check_zip_tail(prefix, &tail, start, len).map_err(|source| {
+            Error::Pytorch {
+                path: path.to_owned(),
+                source: Box::new(source),
+            }
+        })?;
+        match check {
+            DirectoryCheck::Agrees => return Ok(()),
+            DirectoryCheck::ReadFrom(earlier) => start = earlier,
         }
     }
 }

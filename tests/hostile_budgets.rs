@@ -97,14 +97,19 @@ fn a_pickle_cannot_amplify_its_size_in_memory() {
     }
 }
 
+/// A heavy part shared by many paths is walked once: the file is read, the later paths are
+/// aliases of the first, and memory stays far below a copy per path (4.8 GB and 3 GB).
 #[test]
-fn shared_structures_are_charged_per_path_within_one_budget() {
-    for file in ["shared-list.pt", "shared-text.pt"] {
-        let (code, _, err, rss) = run_measured(&["inspect", &case(file)]);
-        assert_eq!(code, Some(2), "{file}: {err}");
-        assert!(err.contains("bytes per byte of pickle"), "{file}: {err}");
+fn shared_structures_are_walked_once_and_read() {
+    for (file, last_key) in [("shared-list.pt", "k9999"), ("shared-text.pt", "k2999")] {
+        let (code, out, err, rss) = run_measured(&["inspect", &case(file)]);
+        assert_eq!(code, Some(0), "{file}: {err}");
+        assert!(
+            out.contains(&format!("{last_key}.__alias__: \"k0\"")),
+            "{file}: {out}"
+        );
         let size = std::fs::metadata(case(file)).unwrap().len();
-        let bound = pickle_bound(size);
+        let bound = pickle_bound(size).min(192 * MIB);
         assert!(rss <= bound, "{file}: peak RSS {rss} > {bound}");
     }
 }

@@ -560,7 +560,16 @@ fn side_of_header(
             let object = format!("sha256:{}", pointer.oid);
             let error = match header_step(Path::new(&object), &header.prefix, pointer.size) {
                 HeaderStep::Parsed(Err(e)) => e,
-                _ => crate::error::Error::io(&object, std::io::Error::other("unreadable header")),
+                // A parse of the prefix alone may pass where the whole read did not (the zip
+                // directory at the end of the file refused it): its error, as text.
+                _ => {
+                    let why = match &header.parsed {
+                        Err(crate::error::Error::Pytorch { source, .. }) => source.to_string(),
+                        Err(e) => e.to_string(),
+                        Ok(_) => "unreadable header".to_owned(),
+                    };
+                    crate::error::Error::io(&object, std::io::Error::other(why))
+                }
             };
             Content::Invalid {
                 format: crate::read::detect(&header.prefix)

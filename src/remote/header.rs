@@ -42,6 +42,7 @@ pub fn read_header(
         headers,
         size: expected_size,
         stream: None,
+        stream_pos: 0,
         deadline: client.deadline(),
     };
     let mut prefix = Vec::new();
@@ -52,6 +53,12 @@ pub fn read_header(
         let have = prefix.len() as u64;
         match header_step(name, &prefix, size) {
             HeaderStep::Parsed(parsed) => {
+                let parsed = match parsed {
+                    Ok(artifact) => source
+                        .judge_zip_directory(name, &prefix, size)?
+                        .map(|()| artifact),
+                    Err(e) => Err(e),
+                };
                 return Ok(RemoteHeader {
                     prefix,
                     file_size: size,
@@ -73,22 +80,82 @@ struct RangeSource<'a> {
     headers: &'a [(String, String)],
     /// The file's size, once known.
     size: Option<u64>,
-    /// The body of a 200 answer, positioned after the bytes already in the prefix.
+    /// The body of a 200 answer, positioned at `stream_pos`.
     stream: Option<ureq::BodyReader<'static>>,
+    stream_pos: u64,
     /// When every request for this object must be over, its body read.
     deadline: std::time::Instant,
 }
 
 impl RangeSource<'_> {
+    /// A header read from the first bytes of a zip checkpoint is judged against the central
+    /// directory torch reads, at the end of the file: its last bytes are read (a second range)
+    /// and must list exactly the members the prefix was read by. Ok(Err) when they do not: the
+    /// file is refused, as a read of the whole file refuses it.
+    fn judge_zip_directory(
+        &mut self,
+        name: &Path,
+        prefix: &[u8],
+        size: u64,
+    ) -> Result<Result<(), crate::error::Error>, RemoteError> {
+        use crate::formats::pytorch::{self, DirectoryCheck};
+        let Some(mut start) = pytorch::zip_tail_start(prefix, size) else {
+            return Ok(Ok(()));
+        };
+        loop {
+            let tail = self.tail(prefix, start, size)?;
+            match pytorch::check_zip_tail(prefix, &tail, start, size) {
+                Ok(DirectoryCheck::Agrees) => return Ok(Ok(())),
+                Ok(DirectoryCheck::ReadFrom(earlier)) => start = earlier,
+                Err(source) => {
+                    return Ok(Err(crate::error::Error::Pytorch {
+                        path: name.to_owned(),
+                        source: Box::new(source),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// The file's bytes from `start` to its end (`size`), those in `prefix` taken from it.
+    fn tail(&mut self, prefix: &[u8], start: u64, size: u64) -> Result<Vec<u8>, RemoteError> {
+        let mut tail = usize::try_from(start)
+            .ok()
+            .and_then(|start| prefix.get(start..))
+            .unwrap_or_default()
+            .to_vec();
+        self.fill_at(&mut tail, start, size)?;
+        Ok(tail)
+    }
+
     /// Extends `prefix` to `want` bytes (fewer only when the file is shorter and its size was
     /// not known in advance).
     fn fill(&mut self, prefix: &mut Vec<u8>, want: u64) -> Result<(), RemoteError> {
-        let have = prefix.len() as u64;
+        self.fill_at(prefix, 0, want)
+    }
+
+    /// Extends `buf`, the file's bytes from offset `base`, to the file's offset `want`.
+    fn fill_at(&mut self, buf: &mut Vec<u8>, base: u64, want: u64) -> Result<(), RemoteError> {
+        let have = base + buf.len() as u64;
         if want <= have {
             return Ok(());
         }
+        if have < self.stream_pos {
+            // A stream only goes forward: bytes before it are asked for again.
+            self.stream = None;
+        }
         if let Some(stream) = &mut self.stream {
-            return read_exactly(self.url, stream, prefix, want - have, self.deadline);
+            // The bytes up to `have` are skipped.
+            skip_exactly(
+                self.url,
+                stream,
+                have.saturating_sub(self.stream_pos),
+                self.deadline,
+            )?;
+            self.stream_pos = have.max(self.stream_pos);
+            read_exactly(self.url, stream, buf, want - have, self.deadline)?;
+            self.stream_pos = want;
+            return Ok(());
         }
         let mut headers = self.headers.to_vec();
         headers.push(("Range".to_owned(), format!("bytes={have}-{}", want - 1)));
@@ -115,7 +182,7 @@ impl RangeSource<'_> {
                 let len = end - start + 1;
                 check_length(self.url, &response, len)?;
                 let mut body = response.into_body().into_reader();
-                read_exactly(self.url, &mut body, prefix, len, self.deadline)
+                read_exactly(self.url, &mut body, buf, len, self.deadline)
             }
             200 => {
                 let length = response.body().content_length();
@@ -136,16 +203,16 @@ impl RangeSource<'_> {
                 self.size = Some(size);
                 let mut body = response.into_body().into_reader();
                 // The whole object from its start: skip what is already here.
-                let mut skipped = Vec::new();
-                read_exactly(self.url, &mut body, &mut skipped, have, self.deadline)?;
+                skip_exactly(self.url, &mut body, have, self.deadline)?;
                 let result = read_exactly(
                     self.url,
                     &mut body,
-                    prefix,
+                    buf,
                     want.min(size) - have,
                     self.deadline,
                 );
                 self.stream = Some(body);
+                self.stream_pos = want.min(size);
                 result
             }
             _ => Err(status_error(self.url, response)),
@@ -162,6 +229,24 @@ impl RangeSource<'_> {
             _ => Ok(()),
         }
     }
+}
+
+/// Reads and drops exactly `len` bytes of `body`, 64 KiB at a time.
+fn skip_exactly(
+    url: &str,
+    body: &mut impl Read,
+    len: u64,
+    deadline: std::time::Instant,
+) -> Result<(), RemoteError> {
+    const CHUNK: u64 = 64 * 1024;
+    let mut window = Vec::with_capacity(CHUNK as usize);
+    let mut rest = len;
+    while rest > 0 {
+        window.clear();
+        read_exactly(url, body, &mut window, rest.min(CHUNK), deadline)?;
+        rest -= window.len() as u64;
+    }
+    Ok(())
 }
 
 /// Appends exactly `len` bytes of `body` to `buf`; a body that ends earlier is an error.

@@ -41,12 +41,38 @@ use machine::Storages;
 use object::{Finding, Object};
 pub use scan::{Container, PickleReport, sniff};
 use torch::{Built, Storage, Tensor};
-pub use zip::{MemberError, ZipError};
+pub use zip::{DirectoryCheck, MemberError, ZipError};
 
 /// Entry points for the fuzz targets (`fuzz/`), not part of the interface.
 #[doc(hidden)]
 pub mod fuzzing {
     pub use super::zip::assert_directory_agrees_with_local_headers;
+
+    /// Judges prefixes of `bytes` (a quarter, a half) by their tail as the header readers do,
+    /// following each request to read from earlier: never a panic, and every such request is
+    /// for bytes before the tail given (so the readers' loops end).
+    pub fn judge_prefixes_by_tail(bytes: &[u8]) {
+        let len = bytes.len() as u64;
+        for cut in [bytes.len() / 4, bytes.len() / 2] {
+            let prefix = &bytes[..cut];
+            let Some(mut start) = super::zip_tail_start(prefix, len) else {
+                continue;
+            };
+            loop {
+                let tail = &bytes[start as usize..];
+                match super::check_zip_tail(prefix, tail, start, len) {
+                    Ok(super::DirectoryCheck::ReadFrom(earlier)) => {
+                        assert!(
+                            earlier < start,
+                            "asked to read from {earlier}, not before {start}"
+                        );
+                        start = earlier;
+                    }
+                    Ok(super::DirectoryCheck::Agrees) | Err(_) => break,
+                }
+            }
+        }
+    }
 
     /// Runs the pickle machine (and the walk, when it stops) on `bytes` with a budget of
     /// [`super::budget::BYTES_PER_PICKLE_BYTE`] per byte and `base` bytes: what was charged,
@@ -83,6 +109,48 @@ pub fn parse_prefix(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchErro
     } else {
         parse_legacy(bytes, file_len)
     }
+}
+
+/// Where the last bytes of the file to read start, when a header parsed from `prefix`, the
+/// first bytes of a `file_len`-byte zip checkpoint, was read by local headers (the prefix does
+/// not reach the central directory): those bytes hold the directory torch reads, and
+/// [`check_zip_tail`] judges the prefix by it. None when no such check is needed.
+pub fn zip_tail_start(prefix: &[u8], file_len: u64) -> Option<u64> {
+    if !prefix.starts_with(b"PK") || prefix.len() as u64 >= file_len {
+        return None;
+    }
+    match zip::members(prefix) {
+        Ok(Some(archive)) if !archive.complete => {
+            Some(file_len.saturating_sub(zip::END_RECORD_SEARCH))
+        }
+        _ => None,
+    }
+}
+
+/// Judges the members read from `prefix` by the central directory in `tail` (the file's bytes
+/// from `tail_start` to its end): [`DirectoryCheck::Agrees`], or where to read from for the
+/// whole directory (within the header cap), or the error that refuses the file.
+pub fn check_zip_tail(
+    prefix: &[u8],
+    tail: &[u8],
+    tail_start: u64,
+    file_len: u64,
+) -> Result<DirectoryCheck, PytorchError> {
+    let check = zip::check_prefix_against_tail(prefix, tail, tail_start, file_len)?;
+    if let DirectoryCheck::ReadFrom(start) = check {
+        let limit = super::limits::max_header_bytes();
+        let size = file_len - start;
+        if size > limit || start >= tail_start {
+            return Err(ZipError::DirectoryTooLarge {
+                offset: start,
+                size,
+                limit,
+                raise: super::limits::how_to_raise(),
+            }
+            .into());
+        }
+    }
+    Ok(check)
 }
 
 /// A checkpoint in full.

@@ -1,6 +1,6 @@
 //! The walk from a checkpoint's root object to named tensors and plain metadata.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use super::budget::Budget;
@@ -12,6 +12,15 @@ use crate::artifact::{Array, F64Bits, StringArray, Value};
 
 /// How deep containers may nest; torch state dicts are a few levels deep.
 pub(super) const MAX_DEPTH: usize = 256;
+
+/// What a part shared by several paths may weigh ([`weight`]) and still be walked at each of
+/// them, as `torch.load` gives it: the `betas` tuple every param group of an optimizer shares,
+/// a short string the pickler memoized once. A heavier shared part is walked once, at its first
+/// path; each later path is the metadata entry `PATH.__alias__`, the first path's name.
+pub(super) const SHARED_COPY_BYTES: u64 = 4096;
+
+/// The suffix of an alias entry's name.
+pub(super) const ALIAS_SUFFIX: &str = "__alias__";
 
 /// The named tensors and the metadata of a checkpoint, walked from its root object.
 pub(super) struct Walked {
@@ -25,9 +34,10 @@ pub(super) struct Walked {
 
 /// Walks the root object: dicts and lists by key (names joined by `.`), tensors by their
 /// names, plain scalars and strings (and lists of one kind of them) as metadata under their
-/// names. `limit` bounds the entries visited (shared parts are visited once per path).
-/// Every name and value it makes is charged to `budget`: a part shared by many paths is a copy
-/// per path in the artifact, and is charged as such.
+/// names. `limit` bounds the entries visited. A shared part is walked at each path while it
+/// weighs at most [`SHARED_COPY_BYTES`], else once (later paths are aliases), so what the walk
+/// makes is linear in the pickle whatever it repeats. Every name and value it makes is charged
+/// to `budget`, a light shared part once per path (each is a copy in the artifact).
 pub(super) fn walk(
     root: &Object,
     limit: usize,
@@ -44,6 +54,9 @@ pub(super) fn walk(
         arrays: Vec::new(),
     };
     let mut names: HashSet<String> = HashSet::new();
+    let mut weights = Weights::default();
+    // The first path of each heavy part walked.
+    let mut first_paths: HashMap<usize, String> = HashMap::new();
     let mut visited = 0usize;
     // (object, its name, depth, the containers on its path, whether plain values count)
     let mut stack: Vec<(Object, String, usize, Rc<PathSet>, bool)> = vec![(
@@ -66,6 +79,25 @@ pub(super) fn walk(
         }
         // The entry itself and its name, in the walk's stack and in the names claimed.
         budget.charge(2 * name.len() as u64 + 128)?;
+        let id = container_id(&object);
+        if path.contains(id) {
+            return Err(PytorchError::Cycle { name });
+        }
+        let shared = shared_id(&object);
+        if shared != 0 && weights.of(&object, budget)? > SHARED_COPY_BYTES {
+            if let Some(first) = first_paths.get(&shared) {
+                budget.charge(2 * first.len() as u64 + 64)?;
+                let alias = if name.is_empty() {
+                    ALIAS_SUFFIX.to_owned()
+                } else {
+                    format!("{name}.{ALIAS_SUFFIX}")
+                };
+                add_metadata(&mut out, &mut names, alias, Value::String(first.clone()))?;
+                continue;
+            }
+            budget.charge(name.len() as u64 + 64)?;
+            first_paths.insert(shared, name.clone());
+        }
         if !values
             && matches!(
                 object,
@@ -128,10 +160,6 @@ pub(super) fn walk(
             // values.
             _ => continue,
         };
-        let id = container_id(&object);
-        if path.contains(id) {
-            return Err(PytorchError::Cycle { name });
-        }
         let path = Rc::new(PathSet {
             id,
             parent: Some(path),
@@ -179,6 +207,100 @@ fn container_id(object: &Object) -> usize {
         Object::StandIn(s) => Rc::as_ptr(s) as *const u8 as usize,
         _ => 0,
     }
+}
+
+/// A part that may be shared, by address: containers and strings (0 for the rest).
+fn shared_id(object: &Object) -> usize {
+    match object {
+        Object::Str(s) => Rc::as_ptr(s) as *const u8 as usize,
+        other => container_id(other),
+    }
+}
+
+/// What walking a part at one path makes, roughly in bytes: 64 per entry, the bytes of its
+/// strings. Computed once per part (memoized by address), so linear in the graph; a part that
+/// holds itself weighs `u64::MAX`.
+#[derive(Default)]
+struct Weights {
+    known: HashMap<usize, u64>,
+}
+
+impl Weights {
+    fn of(&mut self, object: &Object, budget: &mut Budget) -> Result<u64, PytorchError> {
+        if let Some(&w) = self.known.get(&shared_id(object)) {
+            return Ok(w);
+        }
+        // Post-order without recursion: (part, whether its children are weighed).
+        let mut stack = vec![(object.clone(), false)];
+        while let Some((part, children_done)) = stack.pop() {
+            let id = shared_id(&part);
+            if id == 0 {
+                continue;
+            }
+            if children_done {
+                let total = children(&part)
+                    .iter()
+                    .fold(own_weight(&part), |sum, child| {
+                        let w = match shared_id(child) {
+                            0 => own_weight(child),
+                            child_id => self.known.get(&child_id).copied().unwrap_or(u64::MAX),
+                        };
+                        sum.saturating_add(w)
+                    });
+                self.known.insert(id, total);
+                continue;
+            }
+            if self.known.contains_key(&id) {
+                continue;
+            }
+            // Its entry here; in progress (a cycle back to it weighs u64::MAX) until done.
+            budget.charge(48)?;
+            self.known.insert(id, u64::MAX);
+            let parts = children(&part);
+            stack.push((part, true));
+            for child in parts {
+                if shared_id(&child) != 0 && !self.known.contains_key(&shared_id(&child)) {
+                    stack.push((child, false));
+                }
+            }
+        }
+        Ok(self
+            .known
+            .get(&shared_id(object))
+            .copied()
+            .unwrap_or(u64::MAX))
+    }
+}
+
+fn own_weight(object: &Object) -> u64 {
+    match object {
+        Object::Str(s) => 64 + s.len() as u64,
+        _ => 64,
+    }
+}
+
+/// Everything a part holds (keys included), for its weight.
+fn children(object: &Object) -> Vec<Object> {
+    match object {
+        Object::Dict(dict) => pairs(&dict.borrow()),
+        Object::List(items) | Object::Set(items) => items.borrow().clone(),
+        Object::Tuple(items) => items.to_vec(),
+        Object::StandIn(stand_in) => {
+            let mut all = pairs(&stand_in.entries.borrow());
+            all.extend(stand_in.items.borrow().iter().cloned());
+            all.extend(stand_in.state.borrow().iter().cloned());
+            all.extend(stand_in.args.iter().cloned());
+            all
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn pairs(dict: &Dict) -> Vec<Object> {
+    dict.items
+        .iter()
+        .flat_map(|(k, v)| [k.clone(), v.clone()])
+        .collect()
 }
 
 fn claim(names: &mut HashSet<String>, name: &str) -> Result<(), PytorchError> {
@@ -332,5 +454,94 @@ fn plain_array(items: &[Object]) -> Option<Array> {
             .collect::<Option<StringArray>>()
             .map(Array::String),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::pytorch::machine::{self, Storages};
+
+    struct NoStorages;
+    impl Storages for NoStorages {
+        fn load(&mut self, _: &Object, offset: usize) -> Result<Object, PytorchError> {
+            Err(PytorchError::Pickle {
+                stream: "test".into(),
+                offset,
+                problem: "no storages".into(),
+            })
+        }
+    }
+
+    /// `{"k0": L, "k1": L, …}` for `keys` keys and one list L of `items` integers, as
+    /// protocol 2 writes it (L memoized once, then BINGET).
+    fn shared_list_pickle(keys: usize, items: usize) -> Vec<u8> {
+        let mut p = b"\x80\x02}(".to_vec();
+        for k in 0..keys {
+            let key = format!("k{k}");
+            p.push(b'X');
+            p.extend((key.len() as u32).to_le_bytes());
+            p.extend(key.as_bytes());
+            if k == 0 {
+                p.extend(b"]q\x01(");
+                for i in 0..items as i32 {
+                    p.push(b'J');
+                    p.extend(i.to_le_bytes());
+                }
+                p.push(b'e');
+            } else {
+                p.extend(b"h\x01");
+            }
+        }
+        p.extend(b"u.");
+        p
+    }
+
+    /// What the machine and the walk charge for a pickle, and what the walk made of it.
+    fn charged(pickle: &[u8]) -> (u64, Walked) {
+        let mut budget = Budget::for_pickle(pickle.len());
+        let (graph, _) = machine::run(pickle, 0, "test", &mut NoStorages, &mut budget).unwrap();
+        let walked = walk(&graph, 1 << 20, &mut budget).unwrap();
+        (budget.spent(), walked)
+    }
+
+    /// A heavy shared list is walked once: the other keys are aliases of the first, and what
+    /// is charged grows with the pickle, not with keys × items.
+    #[test]
+    fn a_heavy_shared_list_is_walked_once_and_charged_once() {
+        let small = shared_list_pickle(1_000, 20_000);
+        let large = shared_list_pickle(8_000, 20_000);
+        let (spent_small, walked) = charged(&small);
+        let (spent_large, _) = charged(&large);
+        assert_eq!(walked.metadata.len(), 1_000);
+        let Some(Value::Array(Array::I64(items))) = walked.metadata.get("k0") else {
+            panic!("k0: {:?}", walked.metadata.get("k0"))
+        };
+        assert_eq!(items.len(), 20_000);
+        assert_eq!(
+            walked.metadata.get("k999.__alias__"),
+            Some(&Value::String("k0".to_owned()))
+        );
+        // Copied per path, 8 000 keys would charge 8 times 1 000 keys' copies (8 × 160 MB).
+        let pickle_ratio = large.len() as f64 / small.len() as f64;
+        let charge_ratio = spent_large as f64 / spent_small as f64;
+        assert!(
+            charge_ratio < 2.0 * pickle_ratio && spent_large < 32 * large.len() as u64,
+            "{spent_small} then {spent_large} bytes charged for pickles of {} and {} bytes",
+            small.len(),
+            large.len()
+        );
+    }
+
+    /// A light shared part is walked at each path, as torch.load gives it (an optimizer's
+    /// param groups share one `betas` tuple).
+    #[test]
+    fn a_light_shared_list_is_walked_at_each_path() {
+        let (_, walked) = charged(&shared_list_pickle(3, 2));
+        let expected = Value::Array(Array::I64(vec![0, 1]));
+        for key in ["k0", "k1", "k2"] {
+            assert_eq!(walked.metadata.get(key), Some(&expected), "{key}");
+        }
+        assert_eq!(walked.metadata.len(), 3);
     }
 }

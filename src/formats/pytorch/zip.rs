@@ -82,6 +82,27 @@ pub enum ZipError {
         central: u64,
     },
     #[error(
+        "no zip end record in the last {searched} bytes of the file ({file_len} bytes): the \
+         zip directory torch reads is not there"
+    )]
+    NoEndRecord { searched: u64, file_len: u64 },
+    #[error(
+        "the zip directory ({size} bytes from offset {offset}) is larger than the {limit} bytes \
+         a header may take ({raise})"
+    )]
+    DirectoryTooLarge {
+        offset: u64,
+        size: u64,
+        limit: u64,
+        raise: String,
+    },
+    #[error(
+        "member {} at offset {offset}, read from the first bytes of the file, is not the member \
+         the zip directory lists there (torch would read another)",
+        quoted(.member)
+    )]
+    NotInDirectory { member: String, offset: u64 },
+    #[error(
         "member {} (bytes {first_range:?}) overlaps member {} (bytes {second_range:?})",
         quoted(.first),
         quoted(.second)
@@ -334,31 +355,58 @@ pub(super) fn check_overlaps(members: &[Member], bytes: &[u8]) -> Result<(), Zip
 
 /// The members the central directory lists, and where it starts.
 fn central_directory(bytes: &[u8]) -> Result<Option<(Vec<Member>, u64)>, ZipError> {
-    let file_len = bytes.len() as u64;
+    match directory_in_tail(bytes, 0, bytes.len() as u64)? {
+        Tail::Directory(members, offset) => Ok((!members.is_empty()).then_some((members, offset))),
+        Tail::NoEndRecord | Tail::StartsAt(_) => Ok(None),
+    }
+}
+
+/// What the last bytes of a file say about its central directory.
+enum Tail {
+    /// The members it lists (possibly none) and where it starts.
+    Directory(Vec<Member>, u64),
+    /// No end record among these bytes.
+    NoEndRecord,
+    /// The directory (or the zip64 record) starts at this offset, before these bytes.
+    StartsAt(u64),
+}
+
+/// The central directory from `tail`, the bytes from offset `tail_start` to the end of a
+/// `file_len`-byte file (all of it when `tail_start` is 0). Offsets in the result are the
+/// file's.
+fn directory_in_tail(tail: &[u8], tail_start: u64, file_len: u64) -> Result<Tail, ZipError> {
     // The end record is 22 bytes plus a comment of up to 65535 bytes.
-    let Some(last) = bytes.len().checked_sub(22) else {
-        return Ok(None);
+    let Some(last) = tail.len().checked_sub(22) else {
+        return Ok(Tail::NoEndRecord);
     };
-    let tail_start = bytes.len().saturating_sub(22 + 65535);
-    let Some(eocd) = (tail_start..=last)
+    let search_start = tail.len().saturating_sub(22 + 65535);
+    let Some(eocd) = (search_start..=last)
         .rev()
-        .find(|&i| bytes[i..].starts_with(b"PK\x05\x06"))
+        .find(|&i| tail[i..].starts_with(b"PK\x05\x06"))
     else {
-        return Ok(None);
+        return Ok(Tail::NoEndRecord);
     };
-    let mut count = u64::from(u16le(bytes, eocd + 10));
-    let mut cd_size = u64::from(u32le(bytes, eocd + 12));
-    let mut cd_offset = u64::from(u32le(bytes, eocd + 16));
+    let mut count = u64::from(u16le(tail, eocd + 10));
+    let mut cd_size = u64::from(u32le(tail, eocd + 12));
+    let mut cd_offset = u64::from(u32le(tail, eocd + 16));
     if cd_offset == 0xFFFF_FFFF || cd_size == 0xFFFF_FFFF || count == 0xFFFF {
         // zip64: the locator sits just before the end record and points at the zip64 end record.
-        let Some(record) = eocd
+        let Some(record_at) = eocd
             .checked_sub(20)
-            .filter(|&loc| bytes[loc..].starts_with(b"PK\x06\x07"))
-            .and_then(|loc| usize::try_from(u64le(bytes, loc + 8)).ok())
-            .and_then(|rec| bytes.get(rec..rec.checked_add(56)?))
+            .filter(|&loc| tail[loc..].starts_with(b"PK\x06\x07"))
+            .map(|loc| u64le(tail, loc + 8))
+        else {
+            return Ok(Tail::NoEndRecord);
+        };
+        if record_at < tail_start {
+            return Ok(Tail::StartsAt(record_at));
+        }
+        let Some(record) = usize::try_from(record_at - tail_start)
+            .ok()
+            .and_then(|rec| tail.get(rec..rec.checked_add(56)?))
             .filter(|rec| rec.starts_with(b"PK\x06\x06"))
         else {
-            return Ok(None);
+            return Ok(Tail::NoEndRecord);
         };
         count = u64le(record, 32);
         cd_size = u64le(record, 40);
@@ -375,11 +423,25 @@ fn central_directory(bytes: &[u8]) -> Result<Option<(Vec<Member>, u64)>, ZipErro
         size: cd_size,
         file_len,
     };
-    let cd = usize::try_from(cd_offset)
+    if cd_offset
+        .checked_add(cd_size)
+        .is_none_or(|end| end > file_len)
+    {
+        return Err(outside);
+    }
+    if cd_offset < tail_start {
+        return Ok(Tail::StartsAt(cd_offset));
+    }
+    let cd = usize::try_from(cd_offset - tail_start)
         .ok()
         .zip(usize::try_from(cd_size).ok())
-        .and_then(|(start, size)| bytes.get(start..start.checked_add(size)?))
+        .and_then(|(start, size)| tail.get(start..start.checked_add(size)?))
         .ok_or(outside)?;
+    Ok(Tail::Directory(directory_entries(cd)?, cd_offset))
+}
+
+/// The entries of a central directory's bytes.
+fn directory_entries(cd: &[u8]) -> Result<Vec<Member>, ZipError> {
     let mut members = Vec::new();
     let mut pos = 0usize;
     while cd.len() >= pos + 46 && cd[pos..].starts_with(b"PK\x01\x02") {
@@ -426,7 +488,76 @@ fn central_directory(bytes: &[u8]) -> Result<Option<(Vec<Member>, u64)>, ZipErro
         });
         pos += 46 + name_len + extra_len + comment_len;
     }
-    Ok((!members.is_empty()).then_some((members, cd_offset)))
+    Ok(members)
+}
+
+/// How many bytes at the end of a file hold its end record wherever its comment puts it.
+pub(super) const END_RECORD_SEARCH: u64 = 22 + 65535;
+
+/// What a check of a prefix against the file's last bytes found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DirectoryCheck {
+    /// The directory lists exactly the members read from the prefix, where they were read.
+    Agrees,
+    /// The directory starts at this offset, before the bytes given: read from there.
+    ReadFrom(u64),
+}
+
+/// Checks the members read from `prefix` (by their local headers, as a prefix is read) against
+/// the central directory torch reads, found in `tail` (the file's bytes from `tail_start` to
+/// its end, `file_len`): every member walked must be one the directory lists at that offset,
+/// under that name, with those sizes, and the directory may list no other member among them.
+/// Otherwise a local entry the directory does not list (a benign data.pkl before the real one)
+/// would be judged in place of what torch loads.
+pub(super) fn check_prefix_against_tail(
+    prefix: &[u8],
+    tail: &[u8],
+    tail_start: u64,
+    file_len: u64,
+) -> Result<DirectoryCheck, ZipError> {
+    let (listed, _) = match directory_in_tail(tail, tail_start, file_len)? {
+        Tail::Directory(members, offset) => (members, offset),
+        Tail::StartsAt(offset) => return Ok(DirectoryCheck::ReadFrom(offset)),
+        Tail::NoEndRecord => {
+            return Err(ZipError::NoEndRecord {
+                searched: tail.len() as u64,
+                file_len,
+            });
+        }
+    };
+    check_unique(&listed)?;
+    let walked = local_headers(prefix).unwrap_or_default();
+    let by_offset: std::collections::HashMap<u64, &Member> =
+        listed.iter().map(|m| (m.local_header, m)).collect();
+    for local in &walked {
+        // A zip64 local size (all ones) is not walked past nor read by: it agrees.
+        let size_agrees = |local: u64, central: u64| local == 0xFFFF_FFFF || local == central;
+        let agrees = by_offset.get(&local.local_header).is_some_and(|m| {
+            m.name == local.name
+                && m.method == local.method
+                && size_agrees(local.compressed, m.compressed)
+                && size_agrees(local.uncompressed, m.uncompressed)
+        });
+        if !agrees {
+            return Err(ZipError::NotInDirectory {
+                member: local.name.clone(),
+                offset: local.local_header,
+            });
+        }
+    }
+    // Nothing the directory lists starts among the members walked but between them.
+    let walked_end = walked.last().map_or(0, |m| m.local_header);
+    let walked_at: std::collections::HashSet<u64> = walked.iter().map(|m| m.local_header).collect();
+    if let Some(hidden) = listed
+        .iter()
+        .find(|m| m.local_header < walked_end && !walked_at.contains(&m.local_header))
+    {
+        return Err(ZipError::Unlisted {
+            start: hidden.local_header,
+            end: hidden.local_header,
+        });
+    }
+    Ok(DirectoryCheck::Agrees)
 }
 
 fn zip64_extra(mut extra: &[u8]) -> Option<&[u8]> {
