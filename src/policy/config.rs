@@ -1009,7 +1009,7 @@ required_metadata = { general.architecture = "llama", "general.name" = "x", n = 
     #[test]
     fn parsing_grows_linearly_with_the_rules() {
         let time = |text: &str| {
-            (0..3)
+            (0..7)
                 .map(|_| {
                     let start = std::time::Instant::now();
                     parse(text).unwrap();

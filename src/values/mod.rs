@@ -811,7 +811,7 @@ mod tests {
             ..ValueDiff::default()
         };
         let time = |d: &ValueDiff| {
-            (0..3)
+            (0..7)
                 .map(|_| {
                     let start = std::time::Instant::now();
                     assert_eq!(d.layers().len(), d.tensors.len());
