@@ -8,4 +8,3 @@ pub mod pytorch;
 pub mod safetensors;
 pub mod wdelta;
 
-pub use crate::artifact::Format;

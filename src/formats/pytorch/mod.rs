@@ -34,13 +34,12 @@ mod zip;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-pub use allowlist::{Tier, is_expected_import, tier};
+pub use allowlist::{is_expected_import, tier};
 pub use error::PytorchError;
 use machine::Storages;
 use object::{Finding, Object};
-pub use scan::{Container, PickleReport, sniff};
+pub use scan::{PickleReport, sniff};
 use torch::{Built, Storage, Tensor};
-pub use zip::{MemberError, ZipError};
 
 /// Entry points for the fuzz targets (`fuzz/`), not part of the interface.
 #[doc(hidden)]

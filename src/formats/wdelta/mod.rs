@@ -21,12 +21,12 @@ use smallvec::SmallVec;
 pub use crate::artifact::{Shape, TensorName};
 
 pub use error::WdeltaError;
-pub use header::{HEADER_BYTES_PER_TENSOR, MAX_DIMS, is_sha256_hex, max_tensors, parse_header};
+pub use header::{is_sha256_hex, max_tensors, parse_header};
 pub use lossless::LosslessError;
 pub use read::{
     WdeltaFile, check_record_size, index_iter, sha256, validate_tensor, verify_checksum,
 };
-pub use write::{OwnedArray, WdeltaWriter, header_json, record_prefix, write_to_vec};
+pub use write::{OwnedArray, WdeltaWriter, header_json, write_to_vec};
 
 /// A `.wdelta` of any version this reader knows, as the descriptions (`inspect`, `id`,
 /// textconv) take it: versions 1 and 2 (the lossy strategies) or 3 (lossless).
