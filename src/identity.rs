@@ -85,7 +85,7 @@ pub fn canonical_json(artifact: &Artifact) -> Vec<u8> {
 
 /// Short content digest of a value: the first 16 hex digits of the SHA-256 of its canonical
 /// JSON. Lets a 262,144-entry vocabulary show as one comparable token.
-pub fn value_digest(value: &Value) -> String {
+pub(crate) fn value_digest(value: &Value) -> String {
     let mut out = Writer::new(Sha256::new(), SMALL_CHUNK);
     write_value(&mut out, value);
     let mut digest = crate::digest::hex(&out.finish().finalize());

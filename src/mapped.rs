@@ -44,7 +44,7 @@ static MAPS: [Slot; SLOTS] = [FREE; SLOTS];
 static HANDLER: Once = Once::new();
 
 /// A read-only map of a whole file, guarded as the module says.
-pub struct GuardedMap {
+pub(crate) struct GuardedMap {
     map: memmap2::Mmap,
     slot: usize,
     _path: CString,
@@ -54,7 +54,7 @@ pub struct GuardedMap {
 impl GuardedMap {
     /// Maps `file`, opened from `path`; `file` must not be empty (a map of no bytes does not
     /// exist).
-    pub fn map(file: &std::fs::File, path: &Path) -> std::io::Result<GuardedMap> {
+    pub(crate) fn map(file: &std::fs::File, path: &Path) -> std::io::Result<GuardedMap> {
         HANDLER.call_once(install_handler);
         // SAFETY: a read-only map; the one hazard, the file shrinking underneath it, is what
         // this module turns into an error.
@@ -91,13 +91,13 @@ impl GuardedMap {
     }
 
     /// Advises the kernel how the map will be read.
-    pub fn advise(&self, advice: memmap2::Advice) {
+    pub(crate) fn advise(&self, advice: memmap2::Advice) {
         let _ = self.map.advise(advice);
     }
 
     /// Drops this process's view of `len` bytes at `offset` (page-aligned): the page cache
     /// keeps them, the next access reads them again.
-    pub fn release(&self, offset: usize, len: usize) {
+    pub(crate) fn release(&self, offset: usize, len: usize) {
         // SAFETY: DontNeed on a read-only file mapping only drops this process's pages.
         let _ = unsafe {
             self.map

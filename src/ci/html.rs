@@ -11,7 +11,7 @@ use crate::git::{ComparedFile, counts_text};
 use crate::render::html as page;
 
 /// The whole page.
-pub fn render(report: &CiReport) -> String {
+pub(super) fn render(report: &CiReport) -> String {
     let title = format!(
         "model changes <code>{}</code> → <code>{}</code>",
         html_name(report.base.short()),

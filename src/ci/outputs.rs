@@ -47,7 +47,7 @@ struct JudgedViolation<'a> {
 }
 
 /// The report as JSON (schema 1), pretty-printed.
-pub fn json(report: &CiReport) -> Result<String> {
+pub(super) fn json(report: &CiReport) -> Result<String> {
     let files = report.files.iter().map(|f| f.json(true)).collect();
     let doc = JsonReport {
         schema: crate::identity::SCHEMA_VERSION,
@@ -78,18 +78,18 @@ pub fn json(report: &CiReport) -> Result<String> {
 }
 
 /// Writes the JSON report to `path` (atomically; missing directories are created).
-pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
+pub(crate) fn write_json(path: &Path, report: &CiReport) -> Result<()> {
     write_report(path, &json(report)?)
 }
 
 /// Writes the HTML report to `path` (atomically; missing directories are created).
-pub fn write_html(path: &Path, report: &CiReport) -> Result<()> {
+pub(crate) fn write_html(path: &Path, report: &CiReport) -> Result<()> {
     write_report(path, &super::html::render(report))
 }
 
 /// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
 /// `--fail-on never` violations are warnings, as in the annotations.
-pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
+pub(crate) fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
     use crate::policy::{SarifInput, SarifLevel, render_sarif};
     let level = if report.fail_on == FailOn::Never {
         SarifLevel::Warning
@@ -118,7 +118,7 @@ fn write_report(path: &Path, text: &str) -> Result<()> {
 
 /// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed`,
 /// with a JSON report `report` (its absolute path) and with an HTML report `html` (its path).
-pub fn output_lines(
+pub(super) fn output_lines(
     report: &CiReport,
     json_path: Option<&Path>,
     html_path: Option<&Path>,
@@ -150,7 +150,7 @@ pub fn output_lines(
 
 /// Appends the step outputs to `path` (the file GitHub gives each step; appending is its
 /// protocol, so other outputs of the step are kept).
-pub fn append_outputs(
+pub(crate) fn append_outputs(
     path: &Path,
     report: &CiReport,
     json_path: Option<&Path>,

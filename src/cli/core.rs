@@ -10,7 +10,7 @@ use crate::render::order::TensorOrder;
 use super::error::Result;
 
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     /// Model file, a directory or index of a sharded model, a part of a split GGUF, REV:path
     /// inside a git repository, or an http(s) URL.
     pub file: String,
@@ -37,7 +37,7 @@ pub struct InspectArgs {
 
 /// `inspect --sort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SortBy {
+pub(crate) enum SortBy {
     File,
     Name,
 }
@@ -52,7 +52,7 @@ impl From<SortBy> for TensorOrder {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct IdArgs {
+pub(crate) struct IdArgs {
     /// Model file, a directory or index of a sharded model, a part of a split GGUF, REV:path
     /// inside a git repository, or an http(s) URL.
     pub file: String,
@@ -68,7 +68,7 @@ pub struct IdArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Old side: a model (file, directory, index, split part), REV:path inside a git
     /// repository, or an http(s) URL.
     pub a: String,
@@ -96,7 +96,11 @@ pub struct DiffArgs {
     pub html: Option<std::path::PathBuf>,
 }
 
-pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn inspect(
+    args: InspectArgs,
+    color: ColorChoice,
+    remote: &RemoteOptions,
+) -> Result<Exit> {
     let artifact = match model_or_delta(&args.file, &args.headers, remote, args.json)? {
         Ok(artifact) => artifact,
         Err(described) => return Ok(described),
@@ -112,7 +116,7 @@ pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) ->
     Ok(print(&out)?)
 }
 
-pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
     let artifact = match model_or_delta(&args.file, &args.headers, remote, args.json)? {
         Ok(artifact) => artifact,
         Err(described) => return Ok(described),
@@ -132,7 +136,7 @@ pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
     Ok(print(&out)?)
 }
 
-pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
     let headers = headers(&args.headers)?;
     let opener = Opener {
         headers: &headers,

@@ -19,7 +19,7 @@ const STRIDE: u64 = 1 << 12;
 
 /// What the comparison found for a planned pair.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(super) enum Outcome {
     Compared {
         stats: ValueStats,
         /// Undoing the other Q/K layout matches better: the converter (or the file) permuted
@@ -59,7 +59,7 @@ fn rounding(dtype: &str) -> fn(f64) -> f64 {
 }
 
 /// Compares every planned pair; `Outcome`s are in the plan's order.
-pub fn compare(
+pub(super) fn compare(
     plan: &Plan,
     source: &Side<'_>,
     target: &Side<'_>,
@@ -363,12 +363,12 @@ fn add(work: &Work, values: &mut [f64]) {
 }
 
 /// A pair's values, whole: the expected (from the sources) and the found (the converted).
-pub type Values = (Vec<f64>, Vec<f64>);
+pub(super) type Values = (Vec<f64>, Vec<f64>);
 
 /// The values of a pair, whole: the converted tensor's and its sources' in the converted
 /// order (with `rows` and `plus` in place of the plan's), for naming what went wrong with a
 /// suspect pair. None when the pair cannot be read so or has more than `limit` elements.
-pub fn materialize(
+pub(super) fn materialize(
     pair: &PlannedPair,
     rows: &RowMap,
     plus: f64,

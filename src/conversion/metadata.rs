@@ -9,7 +9,7 @@ use crate::artifact::{Artifact, Value};
 
 /// One configuration value on both sides.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Check {
+pub(crate) struct Check {
     /// The config.json key ("num_attention_heads").
     pub config_key: &'static str,
     /// The GGUF key ("llama.attention.head_count").
@@ -21,7 +21,7 @@ pub struct Check {
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct MetadataChecks {
+pub(crate) struct MetadataChecks {
     /// The config.json read, when the source's directory has one.
     pub config: Option<PathBuf>,
     pub checks: Vec<Check>,
@@ -60,7 +60,7 @@ const DEFAULTS: &[(&str, f64)] = &[("rope.freq_base", 10000.0)];
 const MAX_CONFIG: u64 = 1 << 20;
 
 /// Compares the config.json beside `source_path` (a file or a directory) with the GGUF's keys.
-pub fn check(source_path: &Path, target: &Artifact, architecture: &str) -> MetadataChecks {
+pub(super) fn check(source_path: &Path, target: &Artifact, architecture: &str) -> MetadataChecks {
     let dir = if source_path.is_dir() {
         source_path
     } else {

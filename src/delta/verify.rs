@@ -211,7 +211,7 @@ fn f32_bytes(v: &[f32]) -> Cow<'_, [u8]> {
 /// the update lost = ‖rebuilt − ft‖ / ‖ft − base‖, per tensor and over the whole model (sums of
 /// squares in float64, over the elements where all three are finite).
 #[derive(Debug, Clone, Default)]
-pub struct UpdateLoss {
+pub(crate) struct UpdateLoss {
     pub rel_l2: f64,
     pub update_lost: f64,
     /// Per tensor in name order: (name, rel_l2, update_lost).
@@ -221,7 +221,7 @@ pub struct UpdateLoss {
 impl UpdateLoss {
     /// The tensor that lost the largest fraction of its update (a tensor whose update is zero
     /// and comes back exactly loses nothing).
-    pub fn worst(&self) -> Option<&(String, f64, f64)> {
+    pub(crate) fn worst(&self) -> Option<&(String, f64, f64)> {
         self.tensors
             .iter()
             .max_by(|a, b| a.2.partial_cmp(&b.2).unwrap_or(std::cmp::Ordering::Equal))
@@ -235,7 +235,7 @@ fn ratio(err: f64, of: f64) -> f64 {
 
 impl UpdateLoss {
     /// The figures as the header key `loss` holds them (infinite ones as null).
-    pub fn figures(&self) -> crate::formats::wdelta::LossFigures {
+    pub(crate) fn figures(&self) -> crate::formats::wdelta::LossFigures {
         let finite = |v: f64| v.is_finite().then_some(v);
         let worst = self.worst();
         crate::formats::wdelta::LossFigures {
@@ -251,7 +251,7 @@ impl UpdateLoss {
 /// Rewrites the lossy delta `delta` (opened from its file) with `loss` in its header: the same
 /// records after the new header, a new checksum, written to a temporary file and renamed over
 /// the old one.
-pub fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
+pub(crate) fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
     use crate::formats::wdelta::{CHECKSUM_LEN, MAGIC, PREAMBLE_LEN, header_json};
     use std::io::Write as _;
     let bytes = delta.bytes();
@@ -280,7 +280,7 @@ pub fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
 }
 
 /// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
-pub fn update_loss(
+pub(crate) fn update_loss(
     base: &Model,
     delta: &OpenDelta,
     finetuned: &Model,

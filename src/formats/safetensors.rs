@@ -99,7 +99,7 @@ pub enum SafetensorsError {
 }
 
 /// Looks up a dtype as written in a file ("BF16"): its identity name and bit width.
-pub fn dtype_info(name: &str) -> Option<(&'static str, u64)> {
+pub(crate) fn dtype_info(name: &str) -> Option<(&'static str, u64)> {
     crate::dtype::by_safetensors_name(name).map(|d| (d.name, d.block_bits))
 }
 
@@ -109,7 +109,7 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact, SafetensorsError> {
 }
 
 /// Whether `bytes` start like a safetensors file: a u64 header length, then `{`.
-pub fn detect(bytes: &[u8]) -> bool {
+pub(crate) fn detect(bytes: &[u8]) -> bool {
     bytes.len() > 8 && bytes[8] == b'{'
 }
 
@@ -126,7 +126,7 @@ pub fn header_bytes_needed(prefix: &[u8]) -> Option<u64> {
 
 /// Parses the first bytes of a file of `file_len` bytes: sizes and offsets are checked against
 /// the whole file, and the header must lie within `prefix`.
-pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, SafetensorsError> {
+pub(crate) fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, SafetensorsError> {
     let bytes = prefix;
     let Some(len_bytes) = bytes.get(..8) else {
         return Err(SafetensorsError::MissingHeaderLength { file_len });

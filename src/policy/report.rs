@@ -15,7 +15,7 @@ use crate::render::github::{Annotation, Level};
 
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     Text,
     Json,
     Github,
@@ -26,7 +26,7 @@ pub enum OutputFormat {
 /// A file that could not be judged (e.g. its LFS object is not in the local store).
 /// Serialized as `{"path", "message"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileError {
+pub(crate) struct FileError {
     /// Repository-relative path, `/`-separated.
     pub path: String,
     /// Why, without the path: for tables and annotations that show the path already.
@@ -37,7 +37,7 @@ pub struct FileError {
 }
 
 impl FileError {
-    pub fn new(path: &str, error: &PolicyError) -> Self {
+    pub(crate) fn new(path: &str, error: &PolicyError) -> Self {
         match error {
             PolicyError::File { path: own, reason } if own == path => FileError {
                 path: path.to_owned(),
@@ -53,7 +53,7 @@ impl FileError {
     }
 
     /// The whole message, as the error reads.
-    pub fn message(&self) -> Cow<'_, str> {
+    pub(crate) fn message(&self) -> Cow<'_, str> {
         if self.prefixed {
             Cow::Owned(format!("{}: {}", self.path, self.reason))
         } else {
@@ -63,7 +63,7 @@ impl FileError {
 
     /// The whole message as text prints it: the path shown escaped, the reason (whose names
     /// its error shows escaped) on the same line.
-    pub fn shown_message(&self) -> String {
+    pub(crate) fn shown_message(&self) -> String {
         if self.prefixed {
             format!("{}: {}", shown(&self.path), self.shown_reason())
         } else {
@@ -73,7 +73,7 @@ impl FileError {
 
     /// The reason as text prints it: its names are shown escaped by the error it comes from,
     /// and nothing else in it starts a line or acts on a terminal ([`shown_message`]).
-    pub fn shown_reason(&self) -> Cow<'_, str> {
+    pub(crate) fn shown_reason(&self) -> Cow<'_, str> {
         shown_message(&self.reason)
     }
 }
@@ -153,7 +153,7 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// Everything a `check` run found.
 #[derive(Debug, Clone, Serialize)]
-pub struct CheckReport {
+pub(crate) struct CheckReport {
     pub schema: u32,
     /// The policy file, as given or found.
     pub policy: String,
@@ -171,7 +171,7 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    pub fn new(policy: String, staged: bool) -> Self {
+    pub(crate) fn new(policy: String, staged: bool) -> Self {
         CheckReport {
             schema: crate::identity::SCHEMA_VERSION,
             policy,
@@ -185,7 +185,7 @@ impl CheckReport {
     }
 
     /// Clean, violations found, or an error when some file could not be judged.
-    pub fn exit(&self) -> crate::output::Exit {
+    pub(crate) fn exit(&self) -> crate::output::Exit {
         use crate::output::Exit;
         if !self.errors.is_empty() {
             Exit::Error
@@ -203,7 +203,7 @@ impl CheckReport {
         }
     }
 
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         self.tally().sentence(Phrasing::Check {
             policy: &self.policy,
         })
@@ -212,7 +212,7 @@ impl CheckReport {
 
 impl CheckReport {
     /// One line per violation, then the summary. Errors go to stderr (returned separately).
-    pub fn text(&self) -> (String, String) {
+    pub(crate) fn text(&self) -> (String, String) {
         let mut out = String::new();
         for v in &self.violations {
             out.push_str(&violation_line(v, &self.policy));
@@ -227,7 +227,7 @@ impl CheckReport {
     }
 
     /// JSON (schema 1).
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("report serializes");
         s.push('\n');
         s
@@ -235,7 +235,7 @@ impl CheckReport {
 
     /// GitHub Actions workflow commands: one `::error` annotation per violation and per file
     /// that could not be checked, then the summary as a plain log line.
-    pub fn github(&self) -> String {
+    pub(crate) fn github(&self) -> String {
         let report = self;
         let mut out = String::new();
         for v in &report.violations {
@@ -256,7 +256,7 @@ impl CheckReport {
 }
 
 /// `path: rule: expected ...; found ... [policy:line]`, the path shown escaped.
-pub fn violation_line(v: &Violation, policy: &str) -> String {
+pub(crate) fn violation_line(v: &Violation, policy: &str) -> String {
     let mut line = format!(
         "{}: {}: expected {}; found {} [{}:{}]",
         shown(&v.path),

@@ -2,15 +2,15 @@
 //! descriptions of `.wdelta` files ([`wdelta`]); weight-value diffs ([`values`]); self-contained
 //! HTML reports of value diffs and conversions ([`html`]).
 
-pub mod conversion;
-pub mod enums;
-pub mod github;
-pub mod html;
-pub mod json;
-pub mod order;
-pub mod text;
-pub mod values;
-pub mod wdelta;
+pub(crate) mod conversion;
+pub(crate) mod enums;
+pub(crate) mod github;
+pub(crate) mod html;
+pub(crate) mod json;
+pub(crate) mod order;
+pub(crate) mod text;
+pub(crate) mod values;
+pub(crate) mod wdelta;
 
 pub use json::inspect as inspect_json;
 pub use text::inspect as inspect_text;

@@ -8,7 +8,7 @@ use crate::formats::wdelta::lossless::{self, LosslessContainer, SegmentKind};
 use crate::formats::wdelta::{self, AnyWdelta, Params, WdeltaFile};
 
 /// The description of a delta of any version ([`describe`] or [`describe_lossless`]).
-pub fn describe_any(delta: &AnyWdelta) -> String {
+pub(crate) fn describe_any(delta: &AnyWdelta) -> String {
     match delta {
         AnyWdelta::Lossy(file) => describe(file),
         AnyWdelta::Lossless(c) => describe_lossless(c),
@@ -16,7 +16,7 @@ pub fn describe_any(delta: &AnyWdelta) -> String {
 }
 
 /// [`describe_any`] as JSON (`"schema": 1` first), one line.
-pub fn describe_any_json(delta: &AnyWdelta) -> String {
+pub(crate) fn describe_any_json(delta: &AnyWdelta) -> String {
     match delta {
         AnyWdelta::Lossy(file) => describe_json(file),
         AnyWdelta::Lossless(c) => describe_lossless_json(c),
@@ -293,7 +293,7 @@ fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u
 }
 
 /// The description of a lossless delta (`delta inspect`).
-pub fn describe_lossless(c: &LosslessContainer) -> String {
+pub(crate) fn describe_lossless(c: &LosslessContainer) -> String {
     use std::fmt::Write as _;
     let h = &c.header;
     let (other, tensors) = lossless_summary(c);
@@ -393,7 +393,7 @@ struct LosslessFileJson<'a> {
 }
 
 /// [`describe_lossless`] as one JSON object, `"schema": 1` first.
-pub fn describe_lossless_json(c: &LosslessContainer) -> String {
+pub(crate) fn describe_lossless_json(c: &LosslessContainer) -> String {
     let (other, tensors) = lossless_summary(c);
     let j = LosslessJson {
         schema: crate::identity::SCHEMA_VERSION,

@@ -9,7 +9,7 @@
 
 mod bits;
 pub mod compare;
-pub mod dequant;
+pub(crate) mod dequant;
 mod source;
 
 use std::path::PathBuf;
@@ -17,9 +17,10 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::artifact::{Artifact, TensorInfo};
-pub use bits::BitsDiffer;
-pub use compare::{Sums, ValueStats};
-pub use dequant::{DECODED_GGUF_TYPES, NotDecoded};
+pub(crate) use bits::BitsDiffer;
+pub(crate) use compare::{Sums, ValueStats};
+pub use dequant::DECODED_GGUF_TYPES;
+pub(crate) use dequant::NotDecoded;
 pub use source::ModelBytes;
 
 #[derive(Debug, thiserror::Error)]
@@ -197,7 +198,7 @@ impl LayerSummary {
 
 /// The layer of a tensor name: the first dot-separated component that is a number, with the
 /// part of the name before it ("blk.12.attn_q.weight" → ("blk", 12)).
-pub fn layer_of(name: &str) -> Option<(&str, u64)> {
+pub(crate) fn layer_of(name: &str) -> Option<(&str, u64)> {
     let mut start = 0;
     for part in name.split('.') {
         if start > 0 && !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {

@@ -3,6 +3,9 @@
 //! submodules, isolated git repositories ([`git`]), model files written by the reference
 //! libraries ([`models`]) and the helpers of the .wdelta tests ([`delta`]).
 #![allow(dead_code)]
+// Test helpers shared between the test binaries, not a library face: `pub` is how they reach
+// each test file.
+#![allow(unreachable_pub)]
 
 pub mod delta;
 pub mod git;

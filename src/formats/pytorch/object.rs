@@ -223,7 +223,7 @@ pub(super) struct Graph {
 /// A global off the allow-list that a pickle names, where it first does, and what the pickle
 /// did with it (each at most once, in the order first done).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub(super) struct Finding {
     pub global: String,
     pub offset: usize,
     pub actions: Vec<&'static str>,

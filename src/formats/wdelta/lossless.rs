@@ -17,15 +17,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{MAGIC, is_sha256_hex};
 
-pub const LOSSLESS_VERSION: u32 = 3;
-pub const LOSSLESS_STRATEGY: &str = "lossless";
+pub(crate) const LOSSLESS_VERSION: u32 = 3;
+pub(crate) const LOSSLESS_STRATEGY: &str = "lossless";
 /// Magic and version.
-pub const LOSSLESS_PREAMBLE: u64 = 7 + 4;
+pub(crate) const LOSSLESS_PREAMBLE: u64 = 7 + 4;
 /// Header length and checksum.
 const FOOTER: u64 = 8 + 32;
 /// Chunks are decoded whole in memory: their size is bounded.
-pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
-pub const MIN_CHUNK_BYTES: u64 = 64;
+pub(crate) const MAX_CHUNK_BYTES: u64 = 64 << 20;
+pub(crate) const MIN_CHUNK_BYTES: u64 = 64;
 
 /// Every way a lossless `.wdelta` can be rejected; each names where and what was expected.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -256,7 +256,7 @@ pub struct LosslessContainer {
 }
 
 /// The version at offset 7 of a file starting with the magic, if the file is that long.
-pub fn version_of(prefix: &[u8]) -> Option<u32> {
+pub(crate) fn version_of(prefix: &[u8]) -> Option<u32> {
     if !prefix.starts_with(MAGIC) || prefix.len() < 11 {
         return None;
     }
@@ -497,7 +497,7 @@ fn is_plain_name(name: &str) -> bool {
 
 /// Writes the container's tail: the chunk index, the header and its length. (The checksum is
 /// the writer's: it hashes every byte it writes.)
-pub fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
+pub(crate) fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
     let json = serde_json::to_vec(header).expect("the header serializes");
     let mut out = Vec::with_capacity(frame_lens.len() * 8 + json.len() + 8);
     for l in frame_lens {
@@ -509,7 +509,7 @@ pub fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
 }
 
 /// Checks the SHA-256 in a lossless `.wdelta`'s last 32 bytes against everything before it.
-pub fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
+pub(crate) fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
     if (bytes.len() as u64) < LOSSLESS_PREAMBLE + FOOTER {
         return Err(LosslessError::TooShort {
             len: bytes.len() as u64,
@@ -527,7 +527,7 @@ pub fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
 }
 
 /// The preamble: magic and version 3.
-pub fn lossless_preamble() -> [u8; 11] {
+pub(crate) fn lossless_preamble() -> [u8; 11] {
     let mut p = [0u8; 11];
     p[..7].copy_from_slice(MAGIC);
     p[7..].copy_from_slice(&LOSSLESS_VERSION.to_le_bytes());

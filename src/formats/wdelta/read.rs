@@ -187,7 +187,7 @@ impl WdeltaFile {
 /// present, dtypes, lengths, and index arrays in range and strictly ascending. `data` gives a
 /// record's bytes; only index arrays are read. A reader streaming a file validates each tensor
 /// with it as soon as its records are in.
-pub fn validate_tensor<'a>(
+pub(crate) fn validate_tensor<'a>(
     name: &str,
     entry: &TensorEntry,
     slots: &[Option<Record>],
@@ -383,7 +383,7 @@ fn check_indices(
 }
 
 /// Iterates an int64 or int32 index array.
-pub fn index_iter(dtype: ArrayDtype, data: &[u8]) -> Box<dyn Iterator<Item = i64> + '_> {
+pub(crate) fn index_iter(dtype: ArrayDtype, data: &[u8]) -> Box<dyn Iterator<Item = i64> + '_> {
     match dtype {
         ArrayDtype::Int32 => Box::new(
             data.chunks_exact(4)
@@ -426,7 +426,7 @@ fn read_version(bytes: &[u8]) -> Result<u32, WdeltaError> {
 }
 
 /// Checks the SHA-256 trailer of a whole file.
-pub fn verify_checksum(bytes: &[u8]) -> Result<(), WdeltaError> {
+pub(crate) fn verify_checksum(bytes: &[u8]) -> Result<(), WdeltaError> {
     check_preamble(bytes)?;
     let (body, stored) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
     let actual = sha256(body);
@@ -585,7 +585,7 @@ impl<'a> Cursor<'a> {
 
 /// The rule on a record's size: its byte count is its dtype's size times its shape's elements
 /// (the whole-file reader and `apply`'s streaming reader both hold records to it).
-pub fn check_record_size(
+pub(crate) fn check_record_size(
     record_offset: usize,
     tensor: &str,
     field: &str,

@@ -8,7 +8,7 @@
 //! writes text into the page with `textContent` only.
 
 mod assets;
-pub mod heatmap;
+pub(crate) mod heatmap;
 
 use std::fmt::Write;
 
@@ -26,7 +26,7 @@ const DIFF_LINES: usize = 4000;
 
 /// What became of one tensor (or converted pair).
 #[derive(Debug, Clone, PartialEq)]
-pub enum State {
+pub(crate) enum State {
     Unchanged,
     Changed,
     /// A converted pair with more error than its dtype explains.
@@ -40,7 +40,7 @@ pub enum State {
 
 /// One row of the report: a tensor of a value diff, or a pair of a conversion.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The tensor's name as the file gives it: its layer and kind are found from it; never
     /// written into the page as is.
     key: String,
@@ -115,7 +115,7 @@ fn group(n: u64) -> String {
 }
 
 /// The entries of a value diff: every compared tensor, then those not compared.
-pub fn value_entries(values: &ValueDiff) -> Vec<Entry> {
+pub(crate) fn value_entries(values: &ValueDiff) -> Vec<Entry> {
     let mut entries: Vec<Entry> = values
         .tensors
         .iter()
@@ -160,7 +160,7 @@ pub fn value_entries(values: &ValueDiff) -> Vec<Entry> {
 
 /// The entries of a conversion: every compared pair (named by the converted tensor), then the
 /// converted tensors not compared or that no source tensor maps to.
-pub fn conversion_entries(c: &Conversion) -> Vec<Entry> {
+pub(crate) fn conversion_entries(c: &Conversion) -> Vec<Entry> {
     let mut entries: Vec<Entry> = c
         .pairs
         .iter()
@@ -217,7 +217,7 @@ fn pair_detail(p: &ComparedPair) -> String {
 }
 
 /// A whole page: `title` (already HTML) as its heading, then `body`.
-pub fn document(title: &str, body: &str) -> String {
+pub(crate) fn document(title: &str, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + 8192);
     let _ = write!(
         out,
@@ -255,7 +255,7 @@ fn strip_tags(html: &str) -> String {
 
 /// A structural diff as the text report prints it, in a block whose added, removed and
 /// changed lines are coloured; cut after [`DIFF_LINES`] lines.
-pub fn diff_block(text: &str) -> String {
+pub(crate) fn diff_block(text: &str) -> String {
     let mut out = String::from("<pre class=\"diff\">");
     let total = text.lines().count();
     for line in text.lines().take(DIFF_LINES) {
@@ -295,7 +295,7 @@ pub fn diff_block(text: &str) -> String {
 
 /// The values part of a section: the summary line, what was not compared, the heatmap and the
 /// table of changed tensors. `id` keeps the element ids of several sections apart.
-pub fn values_part(id: &str, values: &ValueDiff) -> String {
+pub(crate) fn values_part(id: &str, values: &ValueDiff) -> String {
     let mut out = String::new();
     let class = if values.changed_count() > 0 {
         "summary bad"
@@ -315,7 +315,7 @@ pub fn values_part(id: &str, values: &ValueDiff) -> String {
 /// The conversion part of a section: how the tensors were paired, the summary line, suspect
 /// pairs, the heatmap, the table of changed pairs, what was dropped, added or not compared,
 /// and the configuration checks.
-pub fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> String {
+pub(crate) fn conversion_part(id: &str, c: &Conversion, source: &str, target: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -471,8 +471,8 @@ fn paired_by_text(c: &Conversion) -> String {
 /// tensors, and the per-layer heatmap is drawn for models of at most [`MAX_HEATMAP_ENTRIES`]
 /// tensors; beyond them the page says how many it left out (`--json` has them all), so a
 /// model of a million tensors makes a page of a few megabytes, not hundreds.
-pub const MAX_TABLE_ROWS: usize = 5_000;
-pub const MAX_HEATMAP_ENTRIES: usize = 20_000;
+pub(crate) const MAX_TABLE_ROWS: usize = 5_000;
+pub(crate) const MAX_HEATMAP_ENTRIES: usize = 20_000;
 
 /// The heatmap and the table of the changed entries.
 fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
@@ -584,7 +584,12 @@ fn entries_part(id: &str, entries: &[Entry], detail_heading: &str) -> String {
 }
 
 /// `diff --values --html`: the report of two models compared by value.
-pub fn diff_report(old: &str, new: &str, diff: &StructuralDiff, values: &ValueDiff) -> String {
+pub(crate) fn diff_report(
+    old: &str,
+    new: &str,
+    diff: &StructuralDiff,
+    values: &ValueDiff,
+) -> String {
     let title = format!(
         "<code>{}</code> → <code>{}</code>",
         html_name(old),
@@ -601,7 +606,7 @@ pub fn diff_report(old: &str, new: &str, diff: &StructuralDiff, values: &ValueDi
 }
 
 /// `diff --values --html` of a conversion: the converted model against its source.
-pub fn conversion_report(c: &Conversion, source: &str, target: &str) -> String {
+pub(crate) fn conversion_report(c: &Conversion, source: &str, target: &str) -> String {
     let title = format!(
         "conversion <code>{}</code> → <code>{}</code>",
         html_name(source),
@@ -615,7 +620,7 @@ pub fn conversion_report(c: &Conversion, source: &str, target: &str) -> String {
 }
 
 /// Writes `html` to `path` through a temporary file renamed over it.
-pub fn write(path: &std::path::Path, html: &str) -> crate::error::Result<()> {
+pub(crate) fn write(path: &std::path::Path, html: &str) -> crate::error::Result<()> {
     crate::fsutil::write_bytes_atomically(path, html.as_bytes())
 }
 

@@ -8,7 +8,7 @@ use super::legacy::IQ4_LEVELS;
 /// Bits `2 * s` and up of byte `l` of each 32-byte half: value `h * 128 + s * 32 + l` of a
 /// super-block packed as 2-bit fields (q2_k, q3_k, tq2_0).
 #[inline(always)]
-pub fn crumb(qs: &[u8], index: usize) -> u8 {
+pub(crate) fn crumb(qs: &[u8], index: usize) -> u8 {
     let (h, rest) = (index / 128, index % 128);
     let (s, l) = (rest / 32, rest % 32);
     (qs[h * 32 + l] >> (2 * s)) & 3
@@ -25,7 +25,7 @@ fn nibble(qs: &[u8], index: usize) -> u8 {
 /// q2_k: 16 bytes of 4-bit scale / 4-bit minimum per 16 values, 64 bytes of 2-bit values, then
 /// super-scales d and dmin; value = d * scale * q - dmin * min.
 #[inline(always)]
-pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q2_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<84, 256>(
         bytes,
         out,
@@ -46,7 +46,7 @@ pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
 /// q3_k: 32 bytes of high bits (set means "no -4"), 64 bytes of 2-bit values, 12 bytes of
 /// sixteen 6-bit signed scales, super-scale d; value = d * (scale - 32) * q.
 #[inline(always)]
-pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q3_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<110, 256>(
         bytes,
         out,
@@ -87,7 +87,7 @@ pub(super) fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
 /// q4_k: d, dmin, 12 bytes of 6-bit scales and minimums per 32 values, 128 bytes of nibbles;
 /// value = d * scale * q - dmin * min.
 #[inline(always)]
-pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q4_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<144, 256>(
         bytes,
         out,
@@ -112,7 +112,7 @@ pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
 
 /// q5_k: q4_k plus 32 bytes holding a fifth bit per value (bit `i / 32` of byte `i % 32`).
 #[inline(always)]
-pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q5_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<176, 256>(
         bytes,
         out,
@@ -136,7 +136,7 @@ pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
 /// q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales, d;
 /// value = d * scale * (q - 32).
 #[inline(always)]
-pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q6_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<210, 256>(
         bytes,
         out,
@@ -168,7 +168,7 @@ pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
 /// scales per 32 values), 128 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * scale *
 /// level, the 16 low nibbles of a 16-byte run first.
 #[inline(always)]
-pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
     each_block::<136, 256>(
         bytes,
         out,
@@ -193,7 +193,7 @@ pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
 /// tq1_0: 48 bytes of five base-3 digits each and 4 bytes of four, as fixed-point fractions of
 /// 3^5 (digit p of byte x is `(x * 3^p mod 256) * 3 >> 8`), then d; value = d * (digit - 1).
 #[inline(always)]
-pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn tq1_0(bytes: &[u8], out: &mut [f64]) {
     const POW3: [u8; 5] = [1, 3, 9, 27, 81];
     let trit = |x: u8, p: usize| -> f32 {
         let shifted = x.wrapping_mul(POW3[p]);
@@ -224,7 +224,7 @@ pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
 
 /// tq2_0: 64 bytes of 2-bit values (as q2_k's), then d; value = d * (q - 1).
 #[inline(always)]
-pub fn tq2_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn tq2_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<66, 256>(
         bytes,
         out,

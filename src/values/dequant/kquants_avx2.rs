@@ -9,7 +9,7 @@ use super::bytes::f16_at;
 use super::kquants::{q4_k, q6_k, scales_and_mins};
 
 /// q4_k, with AVX-512 or AVX2 when the CPU has them.
-pub fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+pub(super) fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F (and so AVX2).
@@ -24,7 +24,7 @@ pub fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
 }
 
 /// q6_k, with AVX2 when the CPU has it.
-pub fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+pub(super) fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.

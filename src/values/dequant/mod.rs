@@ -7,20 +7,20 @@
 #![allow(clippy::needless_range_loop)]
 
 mod bytes;
-pub mod iq;
+pub(crate) mod iq;
 #[rustfmt::skip]
 mod iq_tables;
-pub mod kquants;
+pub(crate) mod kquants;
 mod kquants_avx2;
-pub mod legacy;
-pub mod plain;
+pub(crate) mod legacy;
+pub(crate) mod plain;
 
 /// Decodes whole blocks: `bytes.len() / type_size * block_size == out.len()`.
-pub type DecodeFn = fn(&[u8], &mut [f64]);
+pub(crate) type DecodeFn = fn(&[u8], &mut [f64]);
 
 /// How one dtype's bytes become values.
 #[derive(Clone, Copy)]
-pub struct Codec {
+pub(crate) struct Codec {
     /// Values per block (1 for plain numbers).
     pub block_size: u64,
     /// Bytes per block.
@@ -99,7 +99,7 @@ impl NotDecoded {
 
 /// The codec of `dtype` (a GGUF type name or a lowercased safetensors dtype; the names they
 /// share mean the same) in a file of the given byte order.
-pub fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
+pub(crate) fn codec(dtype: &str, big_endian: bool) -> Result<Codec, NotDecoded> {
     use plain::*;
     let (le, be): (Codec, Option<Codec>) = match dtype {
         "f32" => (c(1, 4, v!(f32_le)), Some(c(1, 4, v!(f32_be)))),

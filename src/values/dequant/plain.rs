@@ -14,11 +14,11 @@ fn each<const N: usize>(bytes: &[u8], out: &mut [f64], f: impl Fn([u8; N]) -> f6
 macro_rules! numbers {
     ($($le:ident, $be:ident, $ty:ty, $n:literal, $conv:expr;)*) => {$(
         #[inline(always)]
-        pub fn $le(bytes: &[u8], out: &mut [f64]) {
+        pub(crate) fn $le(bytes: &[u8], out: &mut [f64]) {
             each::<$n>(bytes, out, #[inline(always)] |b| $conv(<$ty>::from_le_bytes(b)));
         }
         #[inline(always)]
-        pub fn $be(bytes: &[u8], out: &mut [f64]) {
+        pub(crate) fn $be(bytes: &[u8], out: &mut [f64]) {
             each::<$n>(bytes, out, #[inline(always)] |b| $conv(<$ty>::from_be_bytes(b)));
         }
     )*};
@@ -41,7 +41,7 @@ numbers! {
 macro_rules! halves {
     ($($name:ident, $from:ident;)*) => {$(
         #[inline(always)]
-        pub fn $name(bytes: &[u8], out: &mut [f64]) {
+        pub(crate) fn $name(bytes: &[u8], out: &mut [f64]) {
             use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
             const RUN: usize = 256;
             let mut bits = [0u16; RUN];
@@ -63,18 +63,18 @@ halves! {
 }
 
 #[inline(always)]
-pub fn i8(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn i8(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| b as i8 as f64);
 }
 
 #[inline(always)]
-pub fn u8(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn u8(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| b as f64);
 }
 
 /// safetensors BOOL: one byte, 0 false, anything else true (as numpy reads it).
 #[inline(always)]
-pub fn bool(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn bool(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| if b == 0 { 0.0 } else { 1.0 });
 }
 
@@ -91,7 +91,7 @@ fn minifloat(exp: u32, man: u32, m: u32, bias: i32) -> f64 {
 
 /// float8 e4m3fn (OCP): bias 7, no infinities, S.1111.111 is NaN.
 #[inline(always)]
-pub fn f8_e4m3(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn f8_e4m3(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
         if b & 0x7F == 0x7F {
@@ -103,7 +103,7 @@ pub fn f8_e4m3(bytes: &[u8], out: &mut [f64]) {
 
 /// float8 e5m2 (OCP): bias 15, IEEE-like infinities and NaNs.
 #[inline(always)]
-pub fn f8_e5m2(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn f8_e5m2(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         // The upper byte of an f16.
         f16::from_bits((b as u16) << 8).to_f64()
@@ -112,7 +112,7 @@ pub fn f8_e5m2(bytes: &[u8], out: &mut [f64]) {
 
 /// float8 e4m3fnuz: bias 8, 0x80 is the only NaN, no negative zero.
 #[inline(always)]
-pub fn f8_e4m3fnuz(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn f8_e4m3fnuz(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         if b == 0x80 {
             return f64::NAN;
@@ -124,7 +124,7 @@ pub fn f8_e4m3fnuz(bytes: &[u8], out: &mut [f64]) {
 
 /// float8 e5m2fnuz: bias 16, 0x80 is the only NaN, no infinities.
 #[inline(always)]
-pub fn f8_e5m2fnuz(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn f8_e5m2fnuz(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         if b == 0x80 {
             return f64::NAN;
@@ -136,7 +136,7 @@ pub fn f8_e5m2fnuz(bytes: &[u8], out: &mut [f64]) {
 
 /// float8 e8m0 (the MX scale type): 2^(b - 127), 0xFF is NaN.
 #[inline(always)]
-pub fn f8_e8m0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn f8_e8m0(bytes: &[u8], out: &mut [f64]) {
     each::<1>(bytes, out, |[b]| {
         if b == 0xFF {
             f64::NAN
