@@ -31,7 +31,9 @@ impl Drop for RemoveOnSignal {
 }
 
 fn lock_temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    TEMPS.lock().unwrap_or_else(|e| e.into_inner())
+    TEMPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A thread waits for SIGINT, SIGTERM and SIGHUP (signal-hook's handler only writes to a pipe,
@@ -160,7 +162,7 @@ impl TempCopy {
         let registration = RemoveOnSignal {
             path: tmp.path().to_path_buf(),
         };
-        let written = tmp.write_all(bytes).and_then(|_| tmp.flush());
+        let written = tmp.write_all(bytes).and_then(|()| tmp.flush());
         let copy = TempCopy {
             guarded: Guarded {
                 tmp: Some(tmp),
@@ -226,7 +228,7 @@ pub(crate) fn append(path: &Path, text: &str) -> Result<()> {
         .open(path)
         .map_err(|e| Error::io(path, e))?;
     file.write_all(text.as_bytes())
-        .and_then(|_| file.flush())
+        .and_then(|()| file.flush())
         .map_err(|e| Error::io(path, e))
 }
 

@@ -339,7 +339,7 @@ impl Opener<'_> {
                 })
             }
             Input::Url(url) => Err(InputError::NoModel {
-                name: crate::remote::shown_url(&url).to_string(),
+                name: crate::remote::shown_url(&url).clone(),
                 message: "weight values are only read from local files; a URL's model is not \
                           downloaded (download it, then compare the file)"
                     .to_owned(),

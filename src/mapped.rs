@@ -79,7 +79,7 @@ impl GuardedMap {
         let s = &MAPS[slot];
         s.base.store(map.as_ptr() as usize, Ordering::Relaxed);
         s.path.store(c_path.as_ptr() as *mut u8, Ordering::Relaxed);
-        s.shown.store(shown.as_ptr() as *mut u8, Ordering::Relaxed);
+        s.shown.store(shown.as_ptr().cast_mut(), Ordering::Relaxed);
         s.shown_len.store(shown.len(), Ordering::Relaxed);
         s.len.store(map.len(), Ordering::Release);
         Ok(GuardedMap {
@@ -165,7 +165,7 @@ fn report(s: &Slot, offset: usize, len: usize) -> ! {
     if !path.is_null() {
         // SAFETY: a NUL-terminated path owned as above; stat is async-signal-safe.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::stat(path as *const libc::c_char, &mut st) } == 0 {
+        if unsafe { libc::stat(path as *const libc::c_char, &raw mut st) } == 0 {
             now = Some(st.st_size.max(0) as u64);
         }
     }

@@ -81,7 +81,7 @@ impl From<Exit> for ExitCode {
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth reporting.
 pub(crate) fn write_stdout(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|_| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Error::io("<stdout>", e)),

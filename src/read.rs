@@ -212,7 +212,7 @@ pub(crate) fn read_file_buffered(path: &Path) -> Result<Artifact> {
             HeaderStep::Parsed(result) => return result,
             HeaderStep::Need { end, exact: true } => want = end,
             HeaderStep::Need { end, exact: false } => {
-                want = end.max(prefix.len() as u64 * 2).min(file_len)
+                want = end.max(prefix.len() as u64 * 2).min(file_len);
             }
         }
     }

@@ -206,7 +206,7 @@ fn code_only(text: &str) -> String {
         if let Some(mut j) = raw_at {
             let hashes = chars[j..].iter().take_while(|&&h| h == '#').count();
             if chars.get(j + hashes) == Some(&'"') {
-                out.extend(chars[i..j + hashes + 1].iter());
+                out.extend(chars[i..=(j + hashes)].iter());
                 j += hashes + 1;
                 loop {
                     if j >= chars.len() {
@@ -578,7 +578,7 @@ fn find_cycle(edges: &BTreeSet<(String, String)>) -> Option<Vec<String>> {
                 1 => {
                     let start = stack.iter().position(|n| *n == next).unwrap();
                     let mut cycle: Vec<String> =
-                        stack[start..].iter().map(|s| s.to_string()).collect();
+                        stack[start..].iter().map(|s| (*s).clone()).collect();
                     cycle.push(next.clone());
                     return Some(cycle);
                 }
@@ -824,7 +824,12 @@ fn the_checker_finds_an_arrow_back_up_inside_a_folder() {
         ("git/error.rs", error),
         ("git/changes.rs", "use super::error::GitError;\n"),
     ]);
-    let to = |module: &[&str]| module.iter().map(|m| m.to_string()).collect::<Vec<_>>();
+    let to = |module: &[&str]| {
+        module
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
     assert!(
         g.edges
             .contains_key(&(to(&["git"]), to(&["git", "changes"])))

@@ -106,7 +106,7 @@ fn committed_policy(
 /// Appends the Markdown to the summary file, within what GitHub accepts for one step
 /// (the file may already hold another tool's summary of the same step).
 pub(crate) fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
-    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let existing = std::fs::metadata(path).map_or(0, |m| m.len());
     let budget =
         markdown::SUMMARY_LIMIT.saturating_sub(usize::try_from(existing).unwrap_or(usize::MAX));
     crate::fsutil::append(path, &markdown::render(report, budget))?;

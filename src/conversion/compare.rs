@@ -51,7 +51,7 @@ struct Work<'a> {
 /// Rounding to a source dtype, for values the converter computed in that dtype.
 fn rounding(dtype: &str) -> fn(f64) -> f64 {
     match dtype {
-        "f32" => |v| v as f32 as f64,
+        "f32" => |v| f64::from(v as f32),
         "f16" => |v| half::f16::from_f64(v).to_f64(),
         "bf16" => |v| half::bf16::from_f64(v).to_f64(),
         _ => |v| v,
@@ -236,8 +236,7 @@ fn element_count(side: &Side<'_>, name: &str) -> u64 {
     side.artifact
         .tensors
         .get(name)
-        .map(|t| t.n_elements())
-        .unwrap_or(0)
+        .map_or(0, super::super::artifact::TensorInfo::n_elements)
 }
 
 /// A tensor's operand: None when the model has no such tensor, Err(why) when it cannot be
@@ -433,7 +432,7 @@ fn fill_source(
                 .bytes
                 .elements(&source.codec, element, element + 1, scratch);
             let k = (i - at) as usize;
-            (source.codec.decode)(raw, &mut out[k..k + 1]);
+            (source.codec.decode)(raw, &mut out[k..=k]);
         }
         return;
     }

@@ -129,8 +129,7 @@ pub(crate) fn compare(
                     .artifact
                     .tensors
                     .get(&planned.target)
-                    .map(|t| t.dtype)
-                    .unwrap_or("?");
+                    .map_or("?", |t| t.dtype);
                 let mut source_dtypes: Vec<&'static str> = Vec::new();
                 for s in &planned.sources {
                     let dtype = models
@@ -138,8 +137,7 @@ pub(crate) fn compare(
                         .artifact
                         .tensors
                         .get(s)
-                        .map(|t| t.dtype)
-                        .unwrap_or("?");
+                        .map_or("?", |t| t.dtype);
                     if !source_dtypes.contains(&dtype) {
                         source_dtypes.push(dtype);
                     }
@@ -286,7 +284,7 @@ impl Conversion {
             if changed.len() % 2 == 1 {
                 changed[mid]
             } else {
-                (changed[mid - 1] + changed[mid]) / 2.0
+                f64::midpoint(changed[mid - 1], changed[mid])
             }
         });
         let worst = self

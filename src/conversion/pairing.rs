@@ -143,9 +143,9 @@ pub(super) fn logical_shape(artifact: &Artifact, info: &TensorInfo) -> Vec<u64> 
 /// A GGUF integer metadata value.
 pub(super) fn metadata_u64(artifact: &Artifact, key: &str) -> Option<u64> {
     match artifact.metadata.get(key)? {
-        Value::U8(v) => Some(*v as u64),
-        Value::U16(v) => Some(*v as u64),
-        Value::U32(v) => Some(*v as u64),
+        Value::U8(v) => Some(u64::from(*v)),
+        Value::U16(v) => Some(u64::from(*v)),
+        Value::U32(v) => Some(u64::from(*v)),
         Value::U64(v) => Some(*v),
         Value::I8(v) => u64::try_from(*v).ok(),
         Value::I16(v) => u64::try_from(*v).ok(),
@@ -705,7 +705,7 @@ impl Planner<'_> {
                         rows,
                         heads: qk_heads,
                         plus,
-                    })
+                    });
                 }
                 Err(why) => self.not_compared(Some(&target), vec![member.source], why.to_string()),
             }

@@ -164,8 +164,7 @@ pub(super) const TABLE: &[ArchTransforms] = &[
 pub(super) fn of(arch: &str) -> ArchTransforms {
     TABLE
         .binary_search_by(|t| t.arch.cmp(arch))
-        .map(|i| TABLE[i])
-        .unwrap_or(ArchTransforms { arch: "", ..NONE })
+        .map_or(ArchTransforms { arch: "", ..NONE }, |i| TABLE[i])
 }
 
 /// Source tensors the converter drops on purpose (buffers, derived values), with why. Names

@@ -142,7 +142,7 @@ fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
             *a = x.abs();
         }
         // np.mean(float32, axis=1): pairwise float32 sum, divided by the count.
-        let mean = (pairwise_sum(&abs) as f64 / cols as f64) as f32;
+        let mean = (f64::from(pairwise_sum(&abs)) / cols as f64) as f32;
         scales.push(f16::from_f32(mean));
     }
     let packed = pack_signs(delta);
@@ -387,7 +387,7 @@ fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedA
     } else if nan {
         (f64::NAN, f64::NAN)
     } else {
-        (lo as f64, hi as f64)
+        (f64::from(lo), f64::from(hi))
     };
     let p = int4_params(min, max);
 
@@ -506,12 +506,12 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
 /// "to odd" first keeps the sticky information, and float32 has enough spare bits.
 pub(super) fn f16_from_f64(x: f64) -> f16 {
     let t = x as f32;
-    if !t.is_finite() || t as f64 == x {
+    if !t.is_finite() || f64::from(t) == x {
         return f16::from_f32(t);
     }
     let mut bits = t.to_bits();
     // Truncate toward zero, then mark inexactness in the lowest bit.
-    if (t as f64).abs() > x.abs() {
+    if f64::from(t).abs() > x.abs() {
         bits -= 1;
     }
     bits |= 1;

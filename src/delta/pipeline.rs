@@ -24,7 +24,7 @@ impl RunOptions {
         if self.threads > 0 {
             self.threads
         } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
         }
     }
 
@@ -57,7 +57,9 @@ pub(crate) fn ordered_parallel<R: Send, E: Send>(
     });
     let turn = Condvar::new();
     let fail = || {
-        let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         g.failed = true;
         turn.notify_all();
     };
@@ -73,9 +75,13 @@ pub(crate) fn ordered_parallel<R: Send, E: Send>(
                         break;
                     }
                     {
-                        let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut g = gate
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
                         while !g.failed && i >= g.consumed + window {
-                            g = turn.wait(g).unwrap_or_else(|e| e.into_inner());
+                            g = turn
+                                .wait(g)
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
                         }
                         if g.failed {
                             break;
@@ -92,7 +98,7 @@ pub(crate) fn ordered_parallel<R: Send, E: Send>(
         drop(tx);
         let mut pending = BTreeMap::new();
         let mut consumed = 0usize;
-        for (i, r) in rx.iter() {
+        for (i, r) in &rx {
             match r {
                 Ok(v) => {
                     pending.insert(i, v);
@@ -108,7 +114,9 @@ pub(crate) fn ordered_parallel<R: Send, E: Send>(
                     return Err(e);
                 }
                 consumed += 1;
-                let mut g = gate.lock().unwrap_or_else(|e| e.into_inner());
+                let mut g = gate
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 g.consumed = consumed;
                 turn.notify_all();
             }

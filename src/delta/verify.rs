@@ -161,15 +161,15 @@ pub fn reconstruction_error(
             let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
                 DeltaError::TensorNotInModel {
                     model: finetuned.path.clone(),
-                    tensor: name.to_string(),
+                    tensor: name.clone(),
                 }
             })?;
             let f = finetuned.load_f32(name, ft_t)?;
             let d = delta.decode(name, b.len())?;
             let mut s = (0f64, 0f64, 0f64, 0f64);
             for ((b, f), d) in b.iter().zip(&f).zip(&d) {
-                let truth = (*f - *b) as f64;
-                let err = ((*b + *d) - *f) as f64;
+                let truth = f64::from(*f - *b);
+                let err = f64::from((*b + *d) - *f);
                 s.0 = s.0.max(err.abs());
                 s.1 += err * err;
                 s.2 = s.2.max(truth.abs());
@@ -301,7 +301,7 @@ pub(crate) fn update_loss(
             let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
                 DeltaError::TensorNotInModel {
                     model: finetuned.path.clone(),
-                    tensor: name.to_string(),
+                    tensor: name.clone(),
                 }
             })?;
             let f = finetuned.load_f32(name, ft_t)?;
@@ -323,7 +323,7 @@ pub(crate) fn update_loss(
             }
             let mut s = (0f64, 0f64, 0f64);
             for ((r, f), b) in rebuilt.iter().zip(&f).zip(&b) {
-                let (r, f, b) = (*r as f64, *f as f64, *b as f64);
+                let (r, f, b) = (f64::from(*r), f64::from(*f), f64::from(*b));
                 // Non-finite values (NaN, infinities) are left out: they have no distance.
                 if !(r.is_finite() && f.is_finite() && b.is_finite()) {
                     continue;
@@ -339,7 +339,7 @@ pub(crate) fn update_loss(
             ft2 += s.1;
             upd2 += s.2;
             loss.tensors.push((
-                names[i].to_string(),
+                names[i].clone(),
                 ratio(s.0.sqrt(), s.1.sqrt()),
                 ratio(s.0.sqrt(), s.2.sqrt()),
             ));

@@ -590,7 +590,7 @@ fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &Dtype) -> Result<u6
     let n_elements = shape
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= i64::MAX as u64)
+        .filter(|&n| i64::try_from(n).is_ok())
         .ok_or_else(overflow)?;
     let ne0 = shape.first().copied().unwrap_or(1);
     if ne0 % ggml_type.block_size != 0 {
@@ -895,7 +895,7 @@ mod tests {
                 }
             })
             .collect();
-        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        let bytes: Vec<&[u8]> = items.iter().map(std::string::String::as_bytes).collect();
         let (file, _) = string_array_file(&bytes);
         let artifact = parse(&file).unwrap();
         match &artifact.metadata["toks"] {

@@ -265,7 +265,7 @@ pub(crate) fn files_in_history(
     for info in walk.flatten() {
         let Ok(tree) = repo
             .find_commit(info.id)
-            .and_then(|c| c.tree_id().map(|t| t.detach()))
+            .and_then(|c| c.tree_id().map(gix::Id::detach))
         else {
             continue;
         };
@@ -496,7 +496,7 @@ fn diff_tree_worktree(
         .filter_map(|c| c.old_id)
         .collect();
     if !removed.is_empty() {
-        for change in out.iter_mut() {
+        for change in &mut out {
             if change.status != Status::Added || change.new_id.is_some() || change.new_link {
                 continue;
             }
@@ -608,7 +608,7 @@ fn pair_renames(changes: &mut Vec<FileChange>) {
             continue;
         };
         let key = (id, changes[r].old_link);
-        let Some(added) = added_by_id.get_mut(&key).and_then(|l| l.pop()) else {
+        let Some(added) = added_by_id.get_mut(&key).and_then(std::vec::Vec::pop) else {
             continue;
         };
         let a = changes[added].clone();

@@ -125,9 +125,10 @@ const LINK_MODE: &str = "120000";
 fn link_side(file: &Path) -> ModelSide {
     const MAX_TARGET: u64 = 64 * 1024;
     let target = match std::fs::metadata(file) {
-        Ok(meta) if meta.is_file() && meta.len() <= MAX_TARGET => std::fs::read(file)
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_else(|e| format!("(unreadable: {e})")),
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_TARGET => std::fs::read(file).map_or_else(
+            |e| format!("(unreadable: {e})"),
+            |bytes| String::from_utf8_lossy(&bytes).into_owned(),
+        ),
         _ => "(unreadable)".to_owned(),
     };
     ModelSide::Link { target }
@@ -270,7 +271,7 @@ mod tests {
         nine.extend(os(&["n.gguf", "similarity index 100%\n"]));
         match Invocation::parse(&nine) {
             Some(Invocation::Pair { new_path, .. }) => {
-                assert_eq!(new_path.as_deref(), Some("n.gguf"))
+                assert_eq!(new_path.as_deref(), Some("n.gguf"));
             }
             other => panic!("{other:?}"),
         }

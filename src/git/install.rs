@@ -497,12 +497,10 @@ fn pattern_may_match_models(pattern: &str) -> bool {
     }
     let samples = ["model.gguf", "model.safetensors"];
     if name.contains(['*', '?', '[']) {
-        return globset::Glob::new(name)
-            .map(|g| {
-                let m = g.compile_matcher();
-                samples.iter().any(|s| m.is_match(s))
-            })
-            .unwrap_or(true);
+        return globset::Glob::new(name).map_or(true, |g| {
+            let m = g.compile_matcher();
+            samples.iter().any(|s| m.is_match(s))
+        });
     }
     crate::artifact::Format::from_path(name).is_some()
 }

@@ -165,9 +165,12 @@ impl ModelSide {
             lfs_oid: self.pointer().map(|p| p.oid.clone()),
             size: self.size(),
             note: self.note(),
-            header_source: artifact.map(|_| match self.header_from_server() {
-                true => "lfs-server",
-                false => "local",
+            header_source: artifact.map(|_| {
+                if self.header_from_server() {
+                    "lfs-server"
+                } else {
+                    "local"
+                }
             }),
             complete: artifact.map(|a| !a.layout.is_truncated()),
             incomplete: artifact

@@ -75,7 +75,7 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
             );
         }
         Err(e) => {
-            let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+            let len = std::fs::metadata(file).map_or(0, |m| m.len());
             let message = match &e {
                 crate::error::Error::Wdelta { source, .. } => format!("invalid .wdelta: {source}"),
                 other => other.to_string(),
@@ -90,9 +90,10 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
     let reader = SideReader::around(None, remote);
     let side = reader.file(file);
-    let (file_digest, hashes) = match options.tensor_hashes {
-        true => digests(&side, &reader, file),
-        false => (None, None),
+    let (file_digest, hashes) = if options.tensor_hashes {
+        digests(&side, &reader, file)
+    } else {
+        (None, None)
     };
     let mut out = render_side(&side, size, file, hashes.as_ref());
     if side.pointer().is_none() {
@@ -123,10 +124,10 @@ type TensorHashes = Result<Vec<String>, String>;
 fn bytes_line(file: &Path) -> String {
     let meta = std::fs::metadata(file);
     // Only a regular file is read: a device or FIFO named on the command line never ends.
-    if !meta.as_ref().is_ok_and(|m| m.is_file()) {
+    if !meta.as_ref().is_ok_and(std::fs::Metadata::is_file) {
         return "bytes: not a regular file\n".to_owned();
     }
-    let size = meta.map(|m| m.len()).unwrap_or(0);
+    let size = meta.map_or(0, |m| m.len());
     match crate::digest::sha256_file(file) {
         Ok(hex) => format!("bytes: sha256:{hex}, {size} bytes\n"),
         Err(e) => format!(

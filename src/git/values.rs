@@ -119,10 +119,10 @@ pub(super) fn compare_conversion(
         "new",
     )?;
     let target_name = change.path().to_owned();
-    let source_path = repo
-        .workdir()
-        .map(|root| root.join(reference_path))
-        .unwrap_or_else(|| Path::new(reference_path).to_owned());
+    let source_path = repo.workdir().map_or_else(
+        || Path::new(reference_path).to_owned(),
+        |root| root.join(reference_path),
+    );
     let models = crate::conversion::Models {
         source: Side::single(&reference.0, &reference.1),
         source_path: &source_path,

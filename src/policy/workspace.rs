@@ -98,9 +98,7 @@ impl Workspace {
             None => match policy {
                 Some(p) => {
                     let abs = crate::fsutil::normalize(&cwd.join(p));
-                    abs.parent()
-                        .map(Path::to_path_buf)
-                        .unwrap_or_else(|| cwd.clone())
+                    abs.parent().map_or_else(|| cwd.clone(), Path::to_path_buf)
                 }
                 None => cwd.clone(),
             },

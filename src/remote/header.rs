@@ -60,7 +60,7 @@ pub(crate) fn read_header(
             }
             HeaderStep::Need { end, exact: true } => want = end,
             HeaderStep::Need { end, exact: false } => {
-                want = end.max(have + have.min(MAX_READ_AHEAD)).min(size)
+                want = end.max(have + have.min(MAX_READ_AHEAD)).min(size);
             }
         }
     }

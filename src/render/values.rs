@@ -25,7 +25,7 @@ pub(super) fn figure(x: f64) -> String {
     if x == 0.0 {
         "0".into()
     } else if (1e-3..1e4).contains(&x.abs()) {
-        format!("{:.4}", x)
+        format!("{x:.4}")
             .trim_end_matches('0')
             .trim_end_matches('.')
             .to_owned()

@@ -28,7 +28,7 @@ pub(crate) fn describe_any_json(delta: &AnyWdelta) -> String {
 fn dense_bytes(entry: &wdelta::TensorEntry) -> u64 {
     let size = match entry.base_dtype.as_deref() {
         Some("float64") => 8,
-        Some("float16") | Some("bfloat16") => 2,
+        Some("float16" | "bfloat16") => 2,
         _ => 4,
     };
     entry.n_elements().unwrap_or(0).saturating_mul(size)
@@ -121,7 +121,9 @@ fn estimate(file: &WdeltaFile) -> usize {
         .map(|(name, e)| {
             name.len()
                 + e.dtype.len()
-                + e.base_dtype.as_ref().map_or(0, |b| b.len())
+                + e.base_dtype
+                    .as_ref()
+                    .map_or(0, compact_str::CompactString::len)
                 + 22 * e.shape.len()
                 + 200
         })

@@ -696,9 +696,10 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
                 (parts[first], parts[i]) = (Some(a), Some(b));
             }
             if let Some(i) = waiting {
-                parts[i] = Some(match same {
-                    true => Sums::unchanged(old(i)),
-                    false => Sums::of(old(i), new(i)),
+                parts[i] = Some(if same {
+                    Sums::unchanged(old(i))
+                } else {
+                    Sums::of(old(i), new(i))
                 });
             }
         }

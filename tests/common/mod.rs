@@ -33,8 +33,7 @@ pub fn fixture(name: &str) -> PathBuf {
 /// `scripts/test`, which creates the venv, or set WEIGHT_INSPECT_PYTHON.
 pub fn python() -> PathBuf {
     let path = std::env::var_os("WEIGHT_INSPECT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".venv/bin/python"));
+        .map_or_else(|| repo_root().join(".venv/bin/python"), PathBuf::from);
     assert!(
         path.exists(),
         "Python with gguf/safetensors/deltatensors not found at {}: run the tests with scripts/test",
@@ -85,8 +84,7 @@ pub fn require_tool(name: &str) {
     let ok = Command::new(name)
         .arg("--version")
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+        .is_ok_and(|o| o.status.success());
     assert!(
         ok,
         "`{name}` is required by this test: run the tests with scripts/test, which installs it"
@@ -135,7 +133,6 @@ pub fn assert_lacks(text: &str, needles: &[&str]) {
 /// Where the shared, reusable build outputs of the slow tests live.
 pub fn shared_target(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
+        .map_or_else(|| repo_root().join("target"), PathBuf::from);
     target.join(name)
 }

@@ -166,9 +166,9 @@ impl Shared {
     /// The container's address, which tells it from every other one alive.
     pub(super) fn address(&self) -> usize {
         match self {
-            Shared::List(weak) => weak.as_ptr() as *const u8 as usize,
-            Shared::Dict(weak) => weak.as_ptr() as *const u8 as usize,
-            Shared::StandIn(weak) => weak.as_ptr() as *const u8 as usize,
+            Shared::List(weak) => weak.as_ptr().cast::<u8>() as usize,
+            Shared::Dict(weak) => weak.as_ptr().cast::<u8>() as usize,
+            Shared::StandIn(weak) => weak.as_ptr().cast::<u8>() as usize,
         }
     }
 

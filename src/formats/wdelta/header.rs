@@ -57,7 +57,7 @@ pub fn parse_header(bytes: &[u8], version: u32, max_tensors: u64) -> Result<Head
     };
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed = de::Deserializer::deserialize_map(&mut de, TopVisitor { state: &state })
-        .and_then(|top| de.end().map(|_| top));
+        .and_then(|top| de.end().map(|()| top));
     let top = match parsed {
         Ok(top) => top,
         Err(e) => {
@@ -301,7 +301,7 @@ impl<'de> de::Deserialize<'de> for Name {
 
 struct NameVisitor;
 
-impl<'de> Visitor<'de> for NameVisitor {
+impl Visitor<'_> for NameVisitor {
     type Value = TensorName;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a string")
@@ -537,11 +537,7 @@ fn build_entry(
             ));
         }
     };
-    if shape
-        .iter()
-        .try_fold(1u64, |acc, d| acc.checked_mul(d))
-        .is_none()
-    {
+    if shape.iter().try_fold(1u64, u64::checked_mul).is_none() {
         return Err(bad("shape", "dimensions whose product fits in 64 bits"));
     }
     let dtype = match raw.dtype {

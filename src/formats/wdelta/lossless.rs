@@ -338,13 +338,13 @@ impl LosslessContainer {
         let mut n_chunks: u128 = 0;
         for f in &header.files {
             for s in &f.segments {
-                let c = header.chunk_len(s.codec) as u128;
-                n_chunks += (s.len as u128).div_ceil(c);
+                let c = u128::from(header.chunk_len(s.codec));
+                n_chunks += u128::from(s.len).div_ceil(c);
             }
         }
         let room = header_at - LOSSLESS_PREAMBLE;
         let index_bytes = n_chunks * 8;
-        if index_bytes > room as u128 {
+        if index_bytes > u128::from(room) {
             return Err(LosslessError::IndexOverrun {
                 chunks: n_chunks as u64,
                 index_bytes,
@@ -378,8 +378,8 @@ impl LosslessContainer {
                             at: index_at + 8 * k as u64,
                         });
                     }
-                    declared += frame_len as u128;
-                    if declared > frames_room as u128 {
+                    declared += u128::from(frame_len);
+                    if declared > u128::from(frames_room) {
                         return Err(LosslessError::FramesDoNotFit {
                             at: index_at,
                             declared,
@@ -402,7 +402,7 @@ impl LosslessContainer {
                 out_offset += s.len;
             }
         }
-        if declared != frames_room as u128 {
+        if declared != u128::from(frames_room) {
             return Err(LosslessError::FramesDoNotFit {
                 at: index_at,
                 declared,
@@ -460,8 +460,8 @@ fn validate_header(h: &LosslessHeader) -> Result<(), LosslessError> {
                 found: f.sha256.clone(),
             });
         }
-        let covered: u128 = f.segments.iter().map(|s| s.len as u128).sum();
-        if covered != f.size as u128 {
+        let covered: u128 = f.segments.iter().map(|s| u128::from(s.len)).sum();
+        if covered != u128::from(f.size) {
             return Err(LosslessError::SegmentsDoNotCover {
                 file: fi,
                 covered,

@@ -320,9 +320,7 @@ impl TensorEntry {
 
     /// Number of elements of the shape (1 for a scalar); None on overflow.
     pub fn n_elements(&self) -> Option<u64> {
-        self.shape
-            .iter()
-            .try_fold(1u64, |acc, d| acc.checked_mul(d))
+        self.shape.iter().try_fold(1u64, u64::checked_mul)
     }
 }
 

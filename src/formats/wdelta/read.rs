@@ -387,7 +387,7 @@ pub(crate) fn index_iter(dtype: ArrayDtype, data: &[u8]) -> Box<dyn Iterator<Ite
     match dtype {
         ArrayDtype::Int32 => Box::new(
             data.chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+                .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
         ),
         _ => Box::new(
             data.chunks_exact(8)
@@ -478,7 +478,7 @@ fn index_records(
             field: field.to_string(),
             dtype: dtype_name.to_string(),
         })?;
-        let ndim = cur.u32("ndim")? as u64;
+        let ndim = u64::from(cur.u32("ndim")?);
         // Each dimension takes 8 bytes, so a hostile ndim fails here before any allocation.
         cur.need(ndim.saturating_mul(8), "dimensions")?;
         let shape: RecordShape = (0..ndim).map(|_| cur.u64_unchecked()).collect();
@@ -572,7 +572,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &'static str) -> Result<&'a str, WdeltaError> {
-        let len = self.u32(what)? as u64;
+        let len = u64::from(self.u32(what)?);
         self.need(len, what)?;
         let s = &self.bytes[self.pos..self.pos + len as usize];
         self.pos += len as usize;

@@ -56,7 +56,7 @@ footer { margin-top: 32px; color: var(--dim); font-size: 12px; }
 
 /// Sorting of the changed-tensor tables and the details of a clicked heatmap cell. Text goes
 /// into the page through `textContent` only: nothing a model file holds becomes markup.
-pub(super) const SCRIPT: &str = r#"
+pub(super) const SCRIPT: &str = r"
 (function () {
   function key(cell) {
     var v = cell.getAttribute('data-v');
@@ -105,4 +105,4 @@ pub(super) const SCRIPT: &str = r#"
   // Read by the tests: the script ran to its end.
   document.documentElement.setAttribute('data-ready', '1');
 })();
-"#;
+";

@@ -330,9 +330,8 @@ fn legend(scale: Option<Scale>, entries: &[Entry]) -> String {
         }
         let _ = write!(
             out,
-            "</linearGradient></defs><rect x=\"{}\" y=\"0\" width=\"{w}\" height=\"{h}\" \
-             fill=\"url(#ramp)\" rx=\"2\"/>",
-            LEFT
+            "</linearGradient></defs><rect x=\"{LEFT}\" y=\"0\" width=\"{w}\" height=\"{h}\" \
+             fill=\"url(#ramp)\" rx=\"2\"/>"
         );
         // A tick at each power of ten inside the scale; the ends too when there are few.
         let mut ticks = Vec::new();

@@ -634,7 +634,7 @@ mod cap_tests {
     #[test]
     fn the_page_is_capped() {
         let values = ValueDiff {
-            tensors: (0..MAX_HEATMAP_ENTRIES + 1)
+            tensors: (0..=MAX_HEATMAP_ENTRIES)
                 .map(|i| TensorValues {
                     name: format!("blk.{i}.attn_q.weight"),
                     old_dtype: "F32",

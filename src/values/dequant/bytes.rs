@@ -33,7 +33,7 @@ pub(super) fn each_block<const TS: usize, const BS: usize>(
     for (raw, dst) in bytes.chunks_exact(TS).zip(out.chunks_exact_mut(BS)) {
         block(raw.try_into().expect("chunk of TS bytes"), &mut values);
         for (d, v) in dst.iter_mut().zip(values) {
-            *d = v as f64;
+            *d = f64::from(v);
         }
     }
 }
