@@ -246,10 +246,10 @@ impl From<Vec<String>> for StringArray {
 }
 
 /// Dimensions of a tensor: up to four stored inline (GGUF has at most four), more on the heap.
-pub type Shape = smallvec::SmallVec<[u64; 4]>;
+pub(crate) type Shape = smallvec::SmallVec<[u64; 4]>;
 
 /// A tensor name: up to 24 bytes stored inline.
-pub type TensorName = crate::table::Name;
+pub(crate) type TensorName = crate::table::Name;
 
 /// One tensor as the structural identity sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,7 +275,7 @@ impl TensorInfo {
 }
 
 /// The tensors of a model by name ([`crate::table::NameTable`]).
-pub type Tensors = crate::table::NameTable<TensorInfo>;
+pub(crate) type Tensors = crate::table::NameTable<TensorInfo>;
 
 /// Physical facts about the file, reported by `inspect` but excluded from the identity.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

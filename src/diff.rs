@@ -131,7 +131,7 @@ impl FilesView {
 }
 
 /// "1 tensor", "3 tensors".
-pub fn plural(n: usize, what: &str) -> String {
+pub(crate) fn plural(n: usize, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {
@@ -279,7 +279,7 @@ impl StructuralDiff {
 /// Where two arrays of one element type first differ: a changed vocabulary is found, not just
 /// flagged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArrayDifference {
+pub(crate) struct ArrayDifference {
     pub old_length: usize,
     pub new_length: usize,
     /// The first index whose elements differ, or that only one side has.
@@ -291,7 +291,7 @@ pub struct ArrayDifference {
 
 impl ArrayDifference {
     /// None when the arrays are equal or their element types differ.
-    pub fn between(a: &Array, b: &Array) -> Option<ArrayDifference> {
+    pub(crate) fn between(a: &Array, b: &Array) -> Option<ArrayDifference> {
         if a.element_type_name() != b.element_type_name() {
             return None;
         }
@@ -317,7 +317,7 @@ impl ArrayDifference {
 }
 
 /// Tensors are equal when their identity fields are: a tensor that only moved is unchanged.
-pub fn same_structure(a: &TensorInfo, b: &TensorInfo) -> bool {
+pub(crate) fn same_structure(a: &TensorInfo, b: &TensorInfo) -> bool {
     a.dtype == b.dtype && a.shape == b.shape && a.byte_length == b.byte_length
 }
 

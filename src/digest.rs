@@ -11,12 +11,12 @@ pub fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
 /// SHA-256 of a whole file, read in 1 MiB steps.
-pub fn sha256_file(file: &Path) -> std::io::Result<String> {
+pub(crate) fn sha256_file(file: &Path) -> std::io::Result<String> {
     let mut f = std::fs::File::open(file)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

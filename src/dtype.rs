@@ -97,7 +97,7 @@ const fn ggml(id: u32, name: &'static str, block_size: u64, block_bytes: u64) ->
 }
 
 /// The table. ggml ids 4, 5, 31–33 and 36–38 were removed from ggml and are not here.
-pub const DTYPES: &[Dtype] = &[
+pub(crate) const DTYPES: &[Dtype] = &[
     plain("f32", Some(0), Some("F32"), Some("float32"), 32).torch("float32"),
     plain("f16", Some(1), Some("F16"), Some("float16"), 16).torch("float16"),
     ggml(2, "q4_0", 32, 18),
@@ -161,7 +161,7 @@ pub const DTYPES: &[Dtype] = &[
 ];
 
 /// The dtype the identity names `name`.
-pub fn by_name(name: &str) -> Option<&'static Dtype> {
+pub(crate) fn by_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.name == name)
 }
 
@@ -208,31 +208,31 @@ const GGML_INDEX: [u8; 64] = {
 };
 
 /// The GGUF type with id `id`.
-pub fn by_ggml_id(id: u32) -> Option<&'static Dtype> {
+pub(crate) fn by_ggml_id(id: u32) -> Option<&'static Dtype> {
     let position = *GGML_INDEX.get(id as usize)?;
     DTYPES.get(position as usize)
 }
 
 /// The largest ggml id plus one: ids below it that have no type were removed from ggml.
-pub const GGML_ID_END: u32 = 43;
+pub(crate) const GGML_ID_END: u32 = 43;
 
 /// The safetensors dtype a header writes as `name` (`"BF16"`).
-pub fn by_safetensors_name(name: &str) -> Option<&'static Dtype> {
+pub(crate) fn by_safetensors_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.safetensors == Some(name))
 }
 
 /// The dtype torch names `name` (`"float8_e4m3fn"`).
-pub fn by_torch_name(name: &str) -> Option<&'static Dtype> {
+pub(crate) fn by_torch_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.torch == Some(name))
 }
 
 /// The dtype numpy names `name` (`"float32"`).
-pub fn by_numpy_name(name: &str) -> Option<&'static Dtype> {
+pub(crate) fn by_numpy_name(name: &str) -> Option<&'static Dtype> {
     DTYPES.iter().find(|d| d.numpy == Some(name))
 }
 
 /// The GGUF types, by id.
-pub fn ggml_types() -> impl Iterator<Item = &'static Dtype> {
+pub(crate) fn ggml_types() -> impl Iterator<Item = &'static Dtype> {
     let mut types: Vec<&'static Dtype> = DTYPES.iter().filter(|d| d.ggml.is_some()).collect();
     types.sort_by_key(|d| d.ggml);
     types.into_iter()

@@ -8,6 +8,10 @@ use crate::formats::pytorch::PytorchError;
 use crate::formats::safetensors::SafetensorsError;
 use crate::formats::wdelta::WdeltaError;
 
+#[allow(
+    missing_docs,
+    reason = "each variant\'s #[error] message documents it, with the fields it prints"
+)]
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{}: {source}", shown_path(.path))]
@@ -70,6 +74,10 @@ impl Error {
 
 /// Multi-file models (`crate::sharded`): one named error per rule their files must follow, each
 /// naming the file (and the tensor or key) it is about.
+#[allow(
+    missing_docs,
+    reason = "each variant\'s #[error] message documents it, with the fields it prints"
+)]
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
     #[error(
@@ -248,4 +256,4 @@ fn shown_list(names: &[String]) -> String {
         .join(", ")
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

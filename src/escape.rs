@@ -22,7 +22,7 @@ use std::path::Path;
 
 /// `name` with every control character, bidirectional formatting character and backslash
 /// escaped; borrowed unchanged when it has none (the common case).
-pub fn escape_name(name: &str) -> Cow<'_, str> {
+pub(crate) fn escape_name(name: &str) -> Cow<'_, str> {
     let Some(first) = name.find(needs_escape) else {
         return Cow::Borrowed(name);
     };
@@ -38,7 +38,7 @@ pub fn escape_name(name: &str) -> Cow<'_, str> {
 /// openers of GitHub workflow commands escaped too (a leading `:`, and `##[`), so that a
 /// name, wherever it stands in a line, neither starts a line nor is read as a command.
 /// Borrowed unchanged when there is nothing to escape.
-pub fn shown(name: &str) -> Cow<'_, str> {
+pub(crate) fn shown(name: &str) -> Cow<'_, str> {
     let lead = name.len() - name.trim_start().len();
     let starts_with_colon = name[lead..].starts_with(':');
     if !starts_with_colon && !name.contains("##[") {
@@ -53,7 +53,7 @@ pub fn shown(name: &str) -> Cow<'_, str> {
 /// by a repository): [`shown`] of its text (a path that is not UTF-8 shown as
 /// [`Path::to_string_lossy`] reads it). Format it with `{}` where the path goes in a message.
 #[derive(Debug, Clone, Copy)]
-pub struct ShownPath<'a>(pub &'a Path);
+pub(crate) struct ShownPath<'a>(pub &'a Path);
 
 impl fmt::Display for ShownPath<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -62,7 +62,7 @@ impl fmt::Display for ShownPath<'_> {
 }
 
 /// `path` as [`ShownPath`] shows it, for format arguments: `format!("{}", shown_path(&p))`.
-pub fn shown_path(path: &Path) -> ShownPath<'_> {
+pub(crate) fn shown_path(path: &Path) -> ShownPath<'_> {
     ShownPath(path)
 }
 
@@ -71,7 +71,7 @@ pub fn shown_path(path: &Path) -> ShownPath<'_> {
 /// [`shown`] escapes — line breaks and other control characters, bidirectional characters, the
 /// openers of workflow commands — but backslashes, which belong to the escapes already made
 /// (escaping them again would show `\\x1b` for a path holding ESC).
-pub fn shown_message(message: &str) -> Cow<'_, str> {
+pub(crate) fn shown_message(message: &str) -> Cow<'_, str> {
     let lead = message.len() - message.trim_start().len();
     let starts_with_colon = message[lead..].starts_with(':');
     let unsafe_char = |c: char| c != '\\' && needs_escape(c);
@@ -94,7 +94,7 @@ pub fn shown_message(message: &str) -> Cow<'_, str> {
 }
 
 /// A string value in double quotes, as [`shown`] shows names, with `"` escaped as `\"`.
-pub fn quoted(value: &str) -> String {
+pub(crate) fn quoted(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
     push_shown(&mut out, value, Some('"'));
@@ -124,7 +124,7 @@ fn push_shown(out: &mut String, text: &str, quote: Option<char>) {
 /// bidirectional character but the line breaks between its lines is shown escaped as
 /// [`escape_name`] shows it. Backslashes are left alone, so names already escaped read the
 /// same.
-pub fn terminal_safe(message: &str) -> Cow<'_, str> {
+pub(crate) fn terminal_safe(message: &str) -> Cow<'_, str> {
     let unsafe_char = |c: char| c != '\n' && c != '\\' && needs_escape(c);
     if !message.chars().any(unsafe_char) {
         return Cow::Borrowed(message);
@@ -144,7 +144,7 @@ pub fn terminal_safe(message: &str) -> Cow<'_, str> {
 /// `>`, `"` and `'` as character references. For text already safe to read (our own words, or
 /// names passed through [`shown`] or [`shown_message`]); a name from a file goes through
 /// [`html_name`].
-pub fn html_text(text: &str) -> Cow<'_, str> {
+pub(crate) fn html_text(text: &str) -> Cow<'_, str> {
     if !text.contains(['&', '<', '>', '"', '\'']) {
         return Cow::Borrowed(text);
     }
@@ -165,7 +165,7 @@ pub fn html_text(text: &str) -> Cow<'_, str> {
 /// A name from a file or a repository in an HTML document: shown as every name is
 /// ([`shown`]: control and bidirectional characters as visible escapes), then [`html_text`],
 /// so that no name becomes markup, whether in an element or in an attribute.
-pub fn html_name(name: &str) -> String {
+pub(crate) fn html_name(name: &str) -> String {
     html_text(&shown(name)).into_owned()
 }
 
@@ -196,7 +196,7 @@ pub fn markdown_cell(s: &str) -> String {
 }
 
 /// Whether [`escape_name`] escapes `c`.
-pub fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c == '\\' || c.is_control() || is_bidi_control(c)
 }
 

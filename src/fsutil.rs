@@ -17,7 +17,7 @@ static SIGNALS: Once = Once::new();
 
 /// While it lives, `path` is removed if SIGINT, SIGTERM or SIGHUP stops the process.
 #[derive(Debug)]
-pub struct RemoveOnSignal {
+pub(crate) struct RemoveOnSignal {
     path: PathBuf,
 }
 
@@ -31,7 +31,9 @@ impl Drop for RemoveOnSignal {
 }
 
 fn lock_temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    TEMPS.lock().unwrap_or_else(|e| e.into_inner())
+    TEMPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A thread waits for SIGINT, SIGTERM and SIGHUP (signal-hook's handler only writes to a pipe,
@@ -72,7 +74,7 @@ fn install_signal_thread() {
 /// replaces (0644 for a new file), is flushed to disk when `sync` is set, and is renamed over
 /// `path` only when `fill` succeeds. Skipping `sync` suits outputs that can be made again,
 /// where waiting for gigabytes to reach the disk would dominate the run.
-pub fn write_atomically_with<E>(
+pub(crate) fn write_atomically_with<E>(
     path: &Path,
     sync: bool,
     fill: impl FnOnce(&File) -> std::result::Result<(), E>,
@@ -140,13 +142,13 @@ impl Drop for Guarded {
 /// A temporary copy of some bytes (a git blob handed to a command that reads files), in the
 /// system's temporary directory; removed when dropped, or when a signal stops the process.
 #[derive(Debug)]
-pub struct TempCopy {
+pub(crate) struct TempCopy {
     guarded: Guarded,
 }
 
 impl TempCopy {
     /// Writes `bytes` to a new temporary file named with `suffix` (e.g. `.safetensors`).
-    pub fn of(bytes: &[u8], suffix: &str) -> Result<TempCopy> {
+    pub(crate) fn of(bytes: &[u8], suffix: &str) -> Result<TempCopy> {
         SIGNALS.call_once(install_signal_thread);
         let mut temps = lock_temps();
         let dir = std::env::temp_dir();
@@ -160,7 +162,7 @@ impl TempCopy {
         let registration = RemoveOnSignal {
             path: tmp.path().to_path_buf(),
         };
-        let written = tmp.write_all(bytes).and_then(|_| tmp.flush());
+        let written = tmp.write_all(bytes).and_then(|()| tmp.flush());
         let copy = TempCopy {
             guarded: Guarded {
                 tmp: Some(tmp),
@@ -171,7 +173,7 @@ impl TempCopy {
         Ok(copy)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.guarded
             .tmp
             .as_ref()
@@ -182,7 +184,7 @@ impl TempCopy {
 
 /// Writes `path` atomically and durably: `fill` writes the content through a buffer into a
 /// temporary file beside it, which is synced and renamed over `path` only when `fill` succeeds.
-pub fn write_atomically<F>(path: &Path, fill: F) -> Result<()>
+pub(crate) fn write_atomically<F>(path: &Path, fill: F) -> Result<()>
 where
     F: FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
 {
@@ -197,7 +199,7 @@ where
 /// fill space already allocated (no block allocation under the file's lock as each arrives),
 /// and a full disk shows at once. A filesystem that cannot reserve is left to allocate as it
 /// writes; a full disk is an error naming `path`.
-pub fn reserve(file: &File, path: &Path, len: u64) -> Result<()> {
+pub(crate) fn reserve(file: &File, path: &Path, len: u64) -> Result<()> {
     use std::os::fd::AsRawFd;
     let Ok(len) = libc::off_t::try_from(len) else {
         return Ok(());
@@ -213,26 +215,26 @@ pub fn reserve(file: &File, path: &Path, len: u64) -> Result<()> {
 }
 
 /// Writes `bytes` to `path` atomically.
-pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomically(path, |out| out.write_all(bytes))
 }
 
 /// Appends `text` to `path`, creating it if need be (GitHub's step summary and outputs files:
 /// appending is their protocol, so what other steps wrote is kept).
-pub fn append(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn append(path: &Path, text: &str) -> Result<()> {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .map_err(|e| Error::io(path, e))?;
     file.write_all(text.as_bytes())
-        .and_then(|_| file.flush())
+        .and_then(|()| file.flush())
         .map_err(|e| Error::io(path, e))
 }
 
 /// `path` with `.` and `..` resolved by its text (the file may not exist, e.g. deleted but
 /// staged, and a symbolic link is not followed).
-pub fn normalize(path: &Path) -> std::path::PathBuf {
+pub(crate) fn normalize(path: &Path) -> std::path::PathBuf {
     use std::path::Component;
     let mut out = std::path::PathBuf::new();
     for c in path.components() {
@@ -263,7 +265,7 @@ fn default_permissions(file: &File) -> std::io::Result<std::fs::Permissions> {
 /// Opens `path` for reading only if it is a regular file (a symlink is followed to one): a
 /// FIFO is opened without blocking (`O_NONBLOCK`; an open for reading would wait for a writer),
 /// then refused with a device or a socket, so nothing named like an input is read forever.
-pub fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
     open_checked(path, false)
 }
 
@@ -318,7 +320,7 @@ fn clear_nonblocking(file: &File) -> std::io::Result<()> {
 /// symbolic link is refused rather than followed (`O_NOFOLLOW`), for the entries of a cache,
 /// which are only ever written as files). A larger file is an error naming the limit, found before any
 /// byte is read, and the read stops at the limit should the file grow meanwhile.
-pub fn read_regular(path: &Path, limit: u64, nofollow: bool) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, limit: u64, nofollow: bool) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let (file, meta) = open_checked(path, nofollow)?;
     let too_large = || {
@@ -338,7 +340,7 @@ pub fn read_regular(path: &Path, limit: u64, nofollow: bool) -> std::io::Result<
 }
 
 /// [`read_regular`] as UTF-8 text.
-pub fn read_regular_text(path: &Path, limit: u64) -> std::io::Result<String> {
+pub(crate) fn read_regular_text(path: &Path, limit: u64) -> std::io::Result<String> {
     String::from_utf8(read_regular(path, limit, false)?).map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,

@@ -13,7 +13,7 @@ const MIN_BYTES: usize = 1 << 20;
 const HUGE_PAGE: usize = 2 << 20;
 
 /// `Vec::with_capacity(len)`, advised to use huge pages when it is large.
-pub fn vec_with_capacity<T>(len: usize) -> Vec<T> {
+pub(crate) fn vec_with_capacity<T>(len: usize) -> Vec<T> {
     let size = std::mem::size_of::<T>().max(1);
     if len.saturating_mul(size) < MIN_BYTES {
         return Vec::with_capacity(len);

@@ -108,7 +108,7 @@ pub fn canonical_json(artifact: &Artifact) -> Vec<u8> {
 
 /// Short content digest of a value: the first 16 hex digits of the SHA-256 of its canonical
 /// JSON. Lets a 262,144-entry vocabulary show as one comparable token.
-pub fn value_digest(value: &Value) -> String {
+pub(crate) fn value_digest(value: &Value) -> String {
     let mut out = Writer::new(Sha256::new(), SMALL_CHUNK);
     write_value(&mut out, value);
     let mut digest = crate::digest::hex(&out.finish().finalize());
@@ -343,7 +343,7 @@ fn write_artifact(
         write_items(out, &tensor.shape, |out, d| write_int(out, *d));
         out.put(b"}");
     }
-    out.put(b"}}")
+    out.put(b"}}");
 }
 
 fn write_value(out: &mut Writer<impl ChunkOut>, value: &Value) {
@@ -457,7 +457,7 @@ fn write_string_array(out: &mut Writer<impl ChunkOut>, array: &StringArray) {
         match text.get(start..start + 32) {
             Some(window) if escapes == ends.len() && item.len() <= 32 => {
                 let window = window.try_into().expect("a 32-byte slice");
-                out.put_string_item(i > 0, window, item.len())
+                out.put_string_item(i > 0, window, item.len());
             }
             _ => {
                 out.put(if i > 0 { b",\"" } else { b"\"" });
@@ -482,18 +482,18 @@ fn write_items<O: ChunkOut, T>(
         }
         write_item(out, item);
     }
-    out.put(b"]")
+    out.put(b"]");
 }
 
 fn write_int(out: &mut Writer<impl ChunkOut>, n: impl itoa::Integer) {
-    out.put(itoa::Buffer::new().format(n).as_bytes())
+    out.put(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// `"f32:<bits>"`.
 fn write_f32_bits(out: &mut Writer<impl ChunkOut>, bits: u32) {
     out.put(b"\"f32:");
     write_int(out, bits);
-    out.put(b"\"")
+    out.put(b"\"");
 }
 
 #[inline]

@@ -16,7 +16,7 @@ use crate::read::Content;
 
 /// What an argument names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
+pub(crate) enum Input {
     /// A file on disk (a model, an LFS pointer file, or a `.wdelta`).
     File(PathBuf),
     /// A blob of the repository around the current directory.
@@ -28,7 +28,7 @@ pub enum Input {
 impl Input {
     /// An existing file wins over the `REV:path` reading of the same text (a file name may
     /// contain a colon).
-    pub fn parse(spec: &str) -> Input {
+    pub(crate) fn parse(spec: &str) -> Input {
         let path = Path::new(spec);
         if crate::remote::is_url(spec) && !path.exists() {
             return Input::Url(spec.to_owned());
@@ -43,7 +43,7 @@ impl Input {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     #[error(transparent)]
     Core(#[from] crate::error::Error),
     #[error(transparent)]
@@ -65,7 +65,7 @@ pub enum InputError {
 /// How inputs are opened for one command: the headers to send to a URL's server (`--header`)
 /// and whether absent LFS objects may be read from the LFS server.
 #[derive(Debug, Clone, Copy)]
-pub struct Opener<'a> {
+pub(crate) struct Opener<'a> {
     pub headers: &'a [(String, String)],
     pub remote: &'a RemoteOptions,
 }
@@ -73,7 +73,7 @@ pub struct Opener<'a> {
 impl Opener<'_> {
     /// Opens what `spec` names as a model (a `.wdelta` is not one), with a note when the
     /// model's header was read from a server (an LFS server or a URL), not a local file.
-    pub fn model(&self, spec: &str) -> Result<(Artifact, Option<String>), InputError> {
+    pub(crate) fn model(&self, spec: &str) -> Result<(Artifact, Option<String>), InputError> {
         match Input::parse(spec) {
             Input::File(path) => self.file(&path),
             Input::Revision(rev_path) => self.revision(&rev_path),
@@ -213,7 +213,7 @@ fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>),
 impl Opener<'_> {
     /// A `.wdelta` file named by `spec` (described rather than identified by `inspect` and
     /// `id`), or None when `spec` names anything else.
-    pub fn wdelta(&self, spec: &str) -> Result<Option<AnyWdelta>, InputError> {
+    pub(crate) fn wdelta(&self, spec: &str) -> Result<Option<AnyWdelta>, InputError> {
         match Input::parse(spec) {
             Input::File(path) if !path.is_dir() => Ok(crate::read::read_wdelta(&path)?),
             _ => Ok(None),
@@ -223,7 +223,7 @@ impl Opener<'_> {
     /// What `spec` names as a model together with the bytes of its files, for comparing weight
     /// values: a multi-file model (a directory, an index, a split-GGUF part: each of its files
     /// memory-mapped), or one file with all its bytes (see [`Opener::whole`]).
-    pub fn model_with_bytes(
+    pub(crate) fn model_with_bytes(
         &self,
         spec: &str,
     ) -> Result<(Artifact, Vec<crate::values::ModelBytes>), InputError> {
@@ -278,7 +278,7 @@ impl Opener<'_> {
     /// read all the weights (the delta commands): a file or directory, a work-tree LFS
     /// pointer's object in the local store, or `REV:path` (its LFS object in the local store,
     /// or the blob copied to a temporary file that lives as long as the value).
-    pub fn local_file(&self, spec: &str) -> Result<LocalFile, InputError> {
+    pub(crate) fn local_file(&self, spec: &str) -> Result<LocalFile, InputError> {
         match self.whole(spec)? {
             Whole::File(path) => Ok(LocalFile { path, _temp: None }),
             Whole::Blob { name, bytes } => {
@@ -339,7 +339,7 @@ impl Opener<'_> {
                 })
             }
             Input::Url(url) => Err(InputError::NoModel {
-                name: crate::remote::shown_url(&url).to_string(),
+                name: crate::remote::shown_url(&url).clone(),
                 message: "weight values are only read from local files; a URL's model is not \
                           downloaded (download it, then compare the file)"
                     .to_owned(),
@@ -360,7 +360,7 @@ enum Whole {
 
 /// A file holding all the bytes of an input (see [`Opener::local_file`]).
 #[derive(Debug)]
-pub struct LocalFile {
+pub(crate) struct LocalFile {
     pub path: PathBuf,
     _temp: Option<crate::fsutil::TempCopy>,
 }

@@ -16,7 +16,7 @@ mod digest;
 mod dtype;
 mod error;
 mod escape;
-pub mod formats;
+mod formats;
 mod fsutil;
 mod git;
 mod hugepages;
@@ -32,6 +32,34 @@ mod render;
 mod sharded;
 mod table;
 mod values;
+
+/// The format readers' entry points on whole files held in memory, for the tests and the fuzz
+/// targets; everything else reads through [`read_file`] and [`read_bytes`].
+pub mod readers {
+    /// GGUF (docs/SPEC.md §4).
+    pub mod gguf {
+        pub use crate::formats::gguf::{parse, parse_prefix};
+    }
+    /// safetensors (docs/SPEC.md §5).
+    pub mod safetensors {
+        pub use crate::formats::safetensors::{header_bytes_needed, parse};
+    }
+    /// PyTorch checkpoints, read without running them (docs/pytorch.md).
+    pub mod pytorch {
+        pub use crate::formats::pytorch::{fuzzing, parse, parse_prefix, sniff};
+    }
+    /// `.wdelta` files (docs/wdelta.md).
+    pub mod wdelta {
+        pub use crate::formats::wdelta::{
+            Header, LossFigures, OwnedArray, Strategy, WdeltaError, WdeltaFile, header_json,
+            is_wdelta, parse_header, sha256, write_to_vec,
+        };
+        /// The lossless container (version 3).
+        pub mod lossless {
+            pub use crate::formats::wdelta::lossless::{LosslessContainer, SegmentKind};
+        }
+    }
+}
 
 pub use artifact::{Artifact, Format, TensorInfo, Value};
 pub use cli::main;

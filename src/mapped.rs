@@ -44,7 +44,7 @@ static MAPS: [Slot; SLOTS] = [FREE; SLOTS];
 static HANDLER: Once = Once::new();
 
 /// A read-only map of a whole file, guarded as the module says.
-pub struct GuardedMap {
+pub(crate) struct GuardedMap {
     map: memmap2::Mmap,
     slot: usize,
     _path: CString,
@@ -54,7 +54,7 @@ pub struct GuardedMap {
 impl GuardedMap {
     /// Maps `file`, opened from `path`; `file` must not be empty (a map of no bytes does not
     /// exist).
-    pub fn map(file: &std::fs::File, path: &Path) -> std::io::Result<GuardedMap> {
+    pub(crate) fn map(file: &std::fs::File, path: &Path) -> std::io::Result<GuardedMap> {
         HANDLER.call_once(install_handler);
         // SAFETY: a read-only map; the one hazard, the file shrinking underneath it, is what
         // this module turns into an error.
@@ -79,7 +79,7 @@ impl GuardedMap {
         let s = &MAPS[slot];
         s.base.store(map.as_ptr() as usize, Ordering::Relaxed);
         s.path.store(c_path.as_ptr() as *mut u8, Ordering::Relaxed);
-        s.shown.store(shown.as_ptr() as *mut u8, Ordering::Relaxed);
+        s.shown.store(shown.as_ptr().cast_mut(), Ordering::Relaxed);
         s.shown_len.store(shown.len(), Ordering::Relaxed);
         s.len.store(map.len(), Ordering::Release);
         Ok(GuardedMap {
@@ -91,13 +91,13 @@ impl GuardedMap {
     }
 
     /// Advises the kernel how the map will be read.
-    pub fn advise(&self, advice: memmap2::Advice) {
+    pub(crate) fn advise(&self, advice: memmap2::Advice) {
         let _ = self.map.advise(advice);
     }
 
     /// Drops this process's view of `len` bytes at `offset` (page-aligned): the page cache
     /// keeps them, the next access reads them again.
-    pub fn release(&self, offset: usize, len: usize) {
+    pub(crate) fn release(&self, offset: usize, len: usize) {
         // SAFETY: DontNeed on a read-only file mapping only drops this process's pages.
         let _ = unsafe {
             self.map
@@ -165,7 +165,7 @@ fn report(s: &Slot, offset: usize, len: usize) -> ! {
     if !path.is_null() {
         // SAFETY: a NUL-terminated path owned as above; stat is async-signal-safe.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::stat(path as *const libc::c_char, &mut st) } == 0 {
+        if unsafe { libc::stat(path as *const libc::c_char, &raw mut st) } == 0 {
             now = Some(st.st_size.max(0) as u64);
         }
     }

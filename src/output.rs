@@ -62,7 +62,7 @@ impl Output {
 
 /// When to color output: `auto` colors a terminal (or git's pager) unless NO_COLOR is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ColorChoice {
+pub(crate) enum ColorChoice {
     Auto,
     Always,
     Never,
@@ -70,12 +70,12 @@ pub enum ColorChoice {
 
 impl ColorChoice {
     /// The palette for stdout.
-    pub fn palette(self) -> Palette {
+    pub(crate) fn palette(self) -> Palette {
         Palette::new(self.enabled(std::io::stdout().is_terminal()))
     }
 
     /// Whether to color given whether the output is a terminal (or a pager git runs for us).
-    pub fn enabled(self, is_terminal: bool) -> bool {
+    pub(crate) fn enabled(self, is_terminal: bool) -> bool {
         match self {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
@@ -85,7 +85,7 @@ impl ColorChoice {
 
     /// Whether stdout is a terminal or git's pager (git sets GIT_PAGER_IN_USE for the programs
     /// it runs when their output goes to its pager).
-    pub fn enabled_for_git(self) -> bool {
+    pub(crate) fn enabled_for_git(self) -> bool {
         let pager = std::env::var_os("GIT_PAGER_IN_USE").is_some_and(|v| {
             let v = v.to_string_lossy().to_ascii_lowercase();
             !v.is_empty() && v != "0" && v != "false"
@@ -95,7 +95,7 @@ impl ColorChoice {
 }
 
 /// NO_COLOR set to a non-empty value turns color off (no-color.org).
-pub fn no_color() -> bool {
+pub(crate) fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
@@ -132,9 +132,9 @@ impl From<Exit> for ExitCode {
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth reporting.
-pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_stdout(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|_| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Error::io("<stdout>", e)),
@@ -142,7 +142,7 @@ pub fn write_stdout(bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes `text` to stdout and returns the clean exit.
-pub fn print(text: &str) -> Result<Exit> {
+pub(crate) fn print(text: &str) -> Result<Exit> {
     write_stdout(text.as_bytes())?;
     Ok(Exit::Clean)
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How long work runs before its bar appears.
-pub const DELAY: Duration = Duration::from_secs(1);
+pub(crate) const DELAY: Duration = Duration::from_secs(1);
 
 /// [`DELAY`], unless `WEIGHT_INSPECT_PROGRESS_DELAY_MS` says otherwise (the tests of the bar
 /// itself, on a pseudo-terminal, set it to 0).
@@ -32,7 +32,7 @@ fn delay() -> Duration {
 
 /// What the bar counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     Bytes,
     /// Files, commits, tensors: shown as `N/M`.
     Items,
@@ -41,7 +41,7 @@ pub enum Unit {
 /// A progress bar that shows itself after [`DELAY`] on a terminal. Cheap to clone (clones
 /// share the bar) and safe to advance from several threads.
 #[derive(Debug, Clone)]
-pub struct Progress {
+pub(crate) struct Progress {
     bar: ProgressBar,
     enabled: bool,
     started: Instant,
@@ -51,13 +51,13 @@ pub struct Progress {
 
 impl Progress {
     /// A bar for `len` units of `what`, drawn if stderr is a terminal.
-    pub fn new(len: u64, unit: Unit, what: &str) -> Progress {
+    pub(crate) fn new(len: u64, unit: Unit, what: &str) -> Progress {
         Progress::when(std::io::stderr().is_terminal(), len, unit, what)
     }
 
     /// A bar drawn only if `enabled` (a caller that knows better, e.g. `--quiet`), and then
     /// only on a terminal after [`DELAY`].
-    pub fn when(enabled: bool, len: u64, unit: Unit, what: &str) -> Progress {
+    pub(crate) fn when(enabled: bool, len: u64, unit: Unit, what: &str) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
         let template = match unit {
             Unit::Bytes => {
@@ -81,17 +81,17 @@ impl Progress {
     }
 
     /// Whether the bar is drawn by now.
-    pub fn is_shown(&self) -> bool {
+    pub(crate) fn is_shown(&self) -> bool {
         self.shown.load(Ordering::Relaxed)
     }
 
-    pub fn inc(&self, n: u64) {
+    pub(crate) fn inc(&self, n: u64) {
         self.reveal();
         self.bar.inc(n);
     }
 
     /// Removes the bar from the terminal.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 

@@ -46,7 +46,7 @@ const FIRST_WINDOW: u64 = 1 << 20;
 
 /// What a reader of a header, given a prefix (the first bytes of a file), must do next.
 #[derive(Debug)]
-pub enum HeaderStep {
+pub(crate) enum HeaderStep {
     /// The header is complete in the prefix (or the prefix is all there is): the parse.
     Parsed(Result<crate::artifact::Artifact>),
     /// Read on until the prefix holds `end` bytes. `exact`: the format declared its header
@@ -155,13 +155,13 @@ fn reader(format: Format) -> &'static Reader {
 }
 
 /// Detects the format from the first bytes; never from the file name.
-pub fn detect(bytes: &[u8]) -> Option<Format> {
+pub(crate) fn detect(bytes: &[u8]) -> Option<Format> {
     READERS.iter().find(|r| (r.detect)(bytes)).map(|r| r.format)
 }
 
 /// The growing-window step shared by every reader of headers (local files, HTTP ranges):
 /// parses `prefix`, the first bytes of a `file_len`-byte file, or says how far to read.
-pub fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
+pub(crate) fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
     match detect(prefix) {
         Some(format) => (reader(format).step)(path, prefix, file_len),
         None => HeaderStep::Parsed(Err(Error::UnknownFormat {
@@ -185,7 +185,7 @@ impl Format {
 
 /// Whether `path` names a file this tool reads: a model by its format's extension, or a
 /// `.wdelta`.
-pub fn is_read_path(path: &str) -> bool {
+pub(crate) fn is_read_path(path: &str) -> bool {
     Format::from_path(path).is_some() || formats::wdelta::is_wdelta_path(path)
 }
 
@@ -196,7 +196,7 @@ fn file_name(path: &str) -> &str {
 /// Reads a model file's header with ordinary reads into a buffer, never a memory map: a file
 /// truncated or rewritten while it is read gives a parse error or a truncation note, never a
 /// SIGBUS. Only the header is read (in growing steps), whatever the size of the file.
-pub fn read_file_buffered(path: &Path) -> Result<Artifact> {
+pub(crate) fn read_file_buffered(path: &Path) -> Result<Artifact> {
     let (file, len) = open_regular(path)?;
     let mut prefix = Vec::new();
     let mut want = len.min(FIRST_WINDOW);
@@ -215,7 +215,7 @@ pub fn read_file_buffered(path: &Path) -> Result<Artifact> {
             HeaderStep::Parsed(result) => return result,
             HeaderStep::Need { end, exact: true } => want = end,
             HeaderStep::Need { end, exact: false } => {
-                want = end.max(prefix.len() as u64 * 2).min(file_len)
+                want = end.max(prefix.len() as u64 * 2).min(file_len);
             }
         }
     }
@@ -281,7 +281,7 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Artifact> {
 /// What a file's bytes turned out to be: the one classification every reader of files uses
 /// (the commands, git's sides of a comparison, the policy).
 #[derive(Debug)]
-pub enum Content {
+pub(crate) enum Content {
     Model(Box<Artifact>),
     /// The magic bytes of a model format, but the header does not parse.
     Invalid {
@@ -295,7 +295,7 @@ pub enum Content {
 }
 
 impl Content {
-    pub fn artifact(&self) -> Option<&Artifact> {
+    pub(crate) fn artifact(&self) -> Option<&Artifact> {
         match self {
             Content::Model(artifact) => Some(artifact),
             _ => None,
@@ -305,7 +305,7 @@ impl Content {
 
 /// Detects the format of `bytes` and parses them when they are a model (`path` only names the
 /// file in errors).
-pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
+pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
     let Some(format) = detect(bytes) else {
         return Content::Other {
             first_bytes: describe_start(bytes),
@@ -323,7 +323,7 @@ pub fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
 /// [`classify_bytes`] for the first bytes of a `file_len`-byte file: the tensor data the
 /// prefix leaves out is not counted missing (a model judged from a prefix of its blob is as
 /// complete as the blob). A prefix too short for the header is `Invalid`, saying so.
-pub fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
+pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
     let Some(format) = detect(prefix) else {
         return Content::Other {
             first_bytes: describe_start(prefix),
@@ -348,7 +348,7 @@ pub fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
 
 /// [`classify_bytes`] for a file on disk, of which only the header is read.
 /// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
-pub fn classify_file(path: &Path) -> Content {
+pub(crate) fn classify_file(path: &Path) -> Content {
     match read_file_buffered(path) {
         Ok(artifact) => Content::Model(Box::new(artifact)),
         Err(Error::UnknownFormat { first_bytes, .. }) => Content::Other { first_bytes },
@@ -367,7 +367,7 @@ pub fn classify_file(path: &Path) -> Content {
 }
 
 /// The first 8 bytes in hex, as errors name content of an unknown format.
-pub fn describe_start(bytes: &[u8]) -> String {
+pub(crate) fn describe_start(bytes: &[u8]) -> String {
     if bytes.is_empty() {
         return "none: the file is empty".into();
     }
@@ -380,7 +380,7 @@ pub fn describe_start(bytes: &[u8]) -> String {
 
 /// A `.wdelta` file (recognized by its magic), parsed and validated: `inspect`, `id` and
 /// `textconv` describe deltas rather than parse them as models. None for anything else.
-pub fn read_wdelta(path: &Path) -> Result<Option<AnyWdelta>> {
+pub(crate) fn read_wdelta(path: &Path) -> Result<Option<AnyWdelta>> {
     use std::io::Read;
     // Not a regular file: not a delta (read_file then says what it is), and never a blocking
     // open of a FIFO.
@@ -403,7 +403,7 @@ pub fn read_wdelta(path: &Path) -> Result<Option<AnyWdelta>> {
 
 /// Opens what a path names as one model: a model file; a directory holding one model; a
 /// `*.safetensors.index.json` with its shards; or any part of a split GGUF with all its parts.
-pub fn open_model_path(path: &Path) -> Result<Artifact> {
+pub(crate) fn open_model_path(path: &Path) -> Result<Artifact> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.is_dir() {
         let dir = FsDirectory::new(path);
@@ -440,12 +440,12 @@ pub fn open_model_path(path: &Path) -> Result<Artifact> {
 }
 
 /// A directory of the file system, as the multi-file reader sees it.
-pub struct FsDirectory {
+pub(crate) struct FsDirectory {
     dir: PathBuf,
 }
 
 impl FsDirectory {
-    pub fn new(dir: &Path) -> FsDirectory {
+    pub(crate) fn new(dir: &Path) -> FsDirectory {
         FsDirectory {
             dir: dir.to_owned(),
         }

@@ -3,7 +3,7 @@
 //! tree of heap strings would; names up to 24 bytes are stored inline.
 
 /// A name in a [`NameTable`].
-pub type Name = compact_str::CompactString;
+pub(crate) type Name = compact_str::CompactString;
 
 /// Values by name, sorted by the names' bytes; looked up by binary search. A value's position
 /// in name order is stable and may index other tables.

@@ -892,8 +892,10 @@ fn action_yml_is_valid_and_uses_every_input() {
                 .trim()
                 .strip_prefix("\"$GITHUB_ACTION_PATH/")
                 .and_then(|r| r.split_once('"'))
-                .map(|(s, _)| root.join(s))
-                .unwrap_or_else(|| panic!("a step runs a script of the action: {context}"));
+                .map_or_else(
+                    || panic!("a step runs a script of the action: {context}"),
+                    |(s, _)| root.join(s),
+                );
             let mode = std::os::unix::fs::PermissionsExt::mode(
                 &std::fs::metadata(&script).unwrap().permissions(),
             );

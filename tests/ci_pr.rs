@@ -118,7 +118,7 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-const EXPECTED_SUMMARY: &str = r#"## weight-inspect: model changes
+const EXPECTED_SUMMARY: &str = r"## weight-inspect: model changes
 
 **4 model files changed** between `BASE` (`main`) and `HEAD` (`pr`).
 
@@ -138,7 +138,7 @@ Policy `.weight-inspect.toml`: **1 violation** in 1 of 3 files checked (1 brough
 | File | Rule | Expected | Found | Policy |
 | --- | --- | --- | --- | --- |
 | `models/a.gguf` | `allowed_dtypes` | only f32, f16 | q8\_0 in 1 tensor (blk.0.weight) | `.weight-inspect.toml:1` |
-"#;
+";
 
 #[test]
 fn pull_request_report_end_to_end() {
@@ -805,8 +805,7 @@ fn a_pull_request_that_adds_or_worsens_a_violation_fails() {
     let level_of = |file: &str| {
         cmds.iter()
             .find(|c| c.props["file"] == file)
-            .map(|c| c.command.clone())
-            .unwrap_or_else(|| panic!("{file}: {cmds:?}"))
+            .map_or_else(|| panic!("{file}: {cmds:?}"), |c| c.command.clone())
     };
     assert_eq!(level_of("models/old.gguf"), "error");
     assert_eq!(level_of("models/new.gguf"), "error");

@@ -121,7 +121,7 @@ fn every_conversion_matches_the_numpy_reference() {
                 let (a, b) = (o[figure].as_f64(), t[figure].as_f64());
                 match (a, b) {
                     (Some(a), Some(b)) => {
-                        assert!(close(a, b), "{what}: {figure} {a} vs reference {b}")
+                        assert!(close(a, b), "{what}: {figure} {a} vs reference {b}");
                     }
                     _ => assert_eq!(a, b, "{what}: {figure}"),
                 }
@@ -167,7 +167,7 @@ fn lossless_conversions_report_every_tensor_identical() {
         assert!(ours["compared"].as_u64().unwrap() > 0);
         // Exit 1 only for the tensors the converter left out (XLM-R's pooler).
         let dropped = ours["dropped"].as_array().unwrap().len();
-        assert_eq!(code, (dropped > 0) as i32, "{gguf_name}: exit status");
+        assert_eq!(code, i32::from(dropped > 0), "{gguf_name}: exit status");
     }
 }
 
@@ -321,7 +321,7 @@ save_file({"transformer.0.proj_t": np.ascontiguousarray(w.T), "transformer.0.q":
     let map = tmp.path().join("map.toml");
     std::fs::write(
         &map,
-        r#"
+        r"
 [[rule]]
 from = 'double_blocks\.(\d+)\.proj'
 to = 'transformer.$1.proj_t'
@@ -335,7 +335,7 @@ permute_heads = 2
 [[rule]]
 from = 'norm'
 to = 'final_norm'
-"#,
+",
     )
     .unwrap();
     let (ours, code) = report(&a, &b, &["--map", map.to_str().unwrap()]);

@@ -93,7 +93,7 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
         assert_eq!(
             std::fs::read(&out_cached).unwrap(),
             std::fs::read(&out_hashed).unwrap()
-        )
+        );
     };
     same_output();
 

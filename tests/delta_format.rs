@@ -11,7 +11,7 @@ use common::delta::{create, ok, pair, s};
 use common::{bin, run, run_python, stderr, stdout};
 use weight_inspect::deltas::Model;
 use weight_inspect::deltas::{self as codec, EncodeOptions};
-use weight_inspect::formats::wdelta::{
+use weight_inspect::readers::wdelta::{
     self as format, Header, OwnedArray, Strategy, WdeltaError as FormatError, WdeltaFile,
     write_to_vec,
 };
@@ -526,7 +526,7 @@ fn inspect_text_and_json() {
     assert_eq!(v["tensors"][1]["base_dtype"], "float32");
     // describe() is what the core's inspect/textconv show for a .wdelta.
     let bytes = std::fs::read(&wd).unwrap();
-    assert!(weight_inspect::formats::wdelta::is_wdelta(&bytes));
+    assert!(weight_inspect::readers::wdelta::is_wdelta(&bytes));
     let described = weight_inspect::describe_wdelta(&WdeltaFile::parse(&bytes).unwrap());
     assert!(text.ends_with(&described));
 }

@@ -134,7 +134,7 @@ fn apply_and_restore_outputs_get_the_usual_permissions() {
             s(&wd),
             "-o",
             s(&out),
-        ]))
+        ]));
     };
     apply();
     assert_eq!(mode(&out), 0o644, "a new output is 0644");

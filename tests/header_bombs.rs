@@ -73,12 +73,12 @@ fn nested_bomb(path: &Path, n: u64) {
 
 /// Runs weight-inspect under Python's getrusage: exit code, stderr, peak RSS in bytes.
 fn run_measured(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, u64) {
-    const MEASURE: &str = r#"
+    const MEASURE: &str = r"
 import resource, subprocess, sys
 r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 sys.stderr.buffer.write(r.stderr)
 print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"#;
+";
     let mut cmd = Command::new(python());
     cmd.arg("-c").arg(MEASURE).arg(bin()).args(args);
     cmd.env_remove(ENV);

@@ -43,14 +43,14 @@ fn case(name: &str) -> String {
 
 /// Runs weight-inspect under Python's getrusage: exit code, stdout, stderr, peak RSS in bytes.
 fn run_measured(args: &[&str]) -> (Option<i32>, String, String, u64) {
-    const MEASURE: &str = r#"
+    const MEASURE: &str = r"
 import resource, subprocess, sys
 r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 sys.stderr.buffer.write(r.stderr)
 sys.stdout.buffer.write(r.stdout)
 print()
 print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"#;
+";
     let out = Command::new(python())
         .arg("-c")
         .arg(MEASURE)

@@ -14,12 +14,12 @@ use common::{fixture, run, stderr, stdout};
 
 /// GGUF value type ids.
 mod vt {
-    pub const U8: u32 = 0;
-    pub const U32: u32 = 4;
-    pub const BOOL: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const ARRAY: u32 = 9;
-    pub const U64: u32 = 10;
+    pub(crate) const U8: u32 = 0;
+    pub(crate) const U32: u32 = 4;
+    pub(crate) const BOOL: u32 = 7;
+    pub(crate) const STRING: u32 = 8;
+    pub(crate) const ARRAY: u32 = 9;
+    pub(crate) const U64: u32 = 10;
 }
 
 /// A little-endian GGUF byte string, written field by field.

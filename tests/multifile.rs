@@ -288,7 +288,7 @@ fn every_rule_of_a_sharded_safetensors_model_has_its_error() {
 
     let d = fresh("other_shard");
     edit_index(&d, |i| {
-        i["weight_map"]["model.norm.weight"] = json!(shard(1))
+        i["weight_map"]["model.norm.weight"] = json!(shard(1));
     });
     assert_says(
         &refused(&d),
@@ -304,7 +304,7 @@ fn every_rule_of_a_sharded_safetensors_model_has_its_error() {
 
     let d = fresh("unsafe");
     edit_index(&d, |i| {
-        i["weight_map"]["model.norm.weight"] = json!("../model.safetensors")
+        i["weight_map"]["model.norm.weight"] = json!("../model.safetensors");
     });
     assert_says(
         &refused(&d),
@@ -513,7 +513,9 @@ fn every_rule_of_a_split_gguf_has_its_error() {
 }
 
 fn metadata_is_empty(spec: &Value) -> bool {
-    spec["metadata"].as_object().is_none_or(|m| m.is_empty())
+    spec["metadata"]
+        .as_object()
+        .is_none_or(serde_json::Map::is_empty)
 }
 
 #[test]

@@ -20,9 +20,7 @@ use serde_json::json;
 fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
     let home = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"));
     let dir = |var: &str, default: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(default))
+        std::env::var_os(var).map_or_else(|| home.join(default), PathBuf::from)
     };
     vec![
         ("CARGO_HOME", dir("CARGO_HOME", ".cargo")),

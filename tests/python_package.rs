@@ -25,9 +25,7 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The target directory the package builds share with the main test run: dependencies are
 /// compiled once.
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from)
 }
 
 fn ok(mut cmd: Command, what: &str) -> Output {

@@ -923,11 +923,11 @@ proptest::proptest! {
         let mut bytes = if protocol >= 2 { vec![0x80, protocol] } else { Vec::new() };
         bytes.extend(pieces.concat());
         let (spent, limit, accepted) =
-            weight_inspect::formats::pytorch::fuzzing::run_pickle(&bytes, 1 << 20);
+            weight_inspect::readers::pytorch::fuzzing::run_pickle(&bytes, 1 << 20);
         if accepted {
             proptest::prop_assert!(spent <= limit, "{spent} > {limit}");
         }
-        match weight_inspect::formats::pytorch::parse(&bytes) {
+        match weight_inspect::readers::pytorch::parse(&bytes) {
             Ok(_) => {}
             Err(e) => proptest::prop_assert!(!e.to_string().is_empty()),
         }

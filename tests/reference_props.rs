@@ -65,7 +65,7 @@ impl V {
             V::I16(v) => out.extend(v.to_le_bytes()),
             V::U32(v) | V::F32(v) => out.extend(v.to_le_bytes()),
             V::I32(v) => out.extend(v.to_le_bytes()),
-            V::Bool(v) => out.push(*v as u8),
+            V::Bool(v) => out.push(u8::from(*v)),
             V::Str(s) => write_str(out, s),
             V::Arr(t, items) => {
                 out.extend(t.to_le_bytes());

@@ -26,7 +26,7 @@ fn dequantization_matches_gguf_py_bit_for_bit() {
     let artifact = weight_inspect::read_file(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let mut checked = Vec::new();
-    for (name, info) in artifact.tensors.iter() {
+    for (name, info) in &artifact.tensors {
         let start = info.file_offset as usize;
         let raw = &bytes[start..start + info.byte_length as usize];
         let ours = weight_inspect::dequantize(info.dtype, raw).unwrap();

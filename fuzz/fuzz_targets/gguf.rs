@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weight_inspect::formats::gguf;
+use weight_inspect::readers::gguf;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(artifact) = gguf::parse(data) {

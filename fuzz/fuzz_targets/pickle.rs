@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = weight_inspect::formats::pytorch::sniff(data);
+    let _ = weight_inspect::readers::pytorch::sniff(data);
 });

@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use libfuzzer_sys::fuzz_target;
-use weight_inspect::formats::pytorch;
+use weight_inspect::readers::pytorch;
 
 struct Counting;
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weight_inspect::formats::pytorch;
+use weight_inspect::readers::pytorch;
 
 fuzz_target!(|data: &[u8]| {
     let whole = pytorch::parse(data);

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weight_inspect::formats::safetensors;
+use weight_inspect::readers::safetensors;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(artifact) = safetensors::parse(data) {

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
-use weight_inspect::formats::wdelta::WdeltaFile;
+use weight_inspect::readers::wdelta::WdeltaFile;
 
 fuzz_target!(|data: &[u8]| {
     let _ = WdeltaFile::parse(data);

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use weight_inspect::deltas::decode_lossless_chunk;
-use weight_inspect::formats::wdelta::lossless::{LosslessContainer, SegmentKind};
+use weight_inspect::readers::wdelta::lossless::{LosslessContainer, SegmentKind};
 
 /// Chunks decoded per input, and their largest size: enough to reach every path quickly.
 const MAX_CHUNKS: usize = 64;

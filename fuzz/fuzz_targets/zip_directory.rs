@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weight_inspect::formats::pytorch;
+use weight_inspect::readers::pytorch;
 
 fuzz_target!(|data: &[u8]| {
     pytorch::fuzzing::assert_directory_agrees_with_local_headers(data);

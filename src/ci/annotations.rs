@@ -130,7 +130,7 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
 }
 
 /// The workflow commands, at most `MAX_PER_LEVEL` (10) per level.
-pub fn render(report: &CiReport) -> String {
+pub(crate) fn render(report: &CiReport) -> String {
     let all = collect(report);
     let mut out = String::new();
     for level in [Level::Error, Level::Warning] {

@@ -2,7 +2,7 @@
 
 /// Why a `ci` run could not report.
 #[derive(Debug, thiserror::Error)]
-pub enum CiError {
+pub(crate) enum CiError {
     /// A base or head revision that is not in the repository, typically because a shallow
     /// clone did not fetch it.
     #[error(

@@ -15,7 +15,7 @@ use crate::policy::{Phrasing, plural};
 use crate::render::text::human_bytes;
 
 /// GitHub's limit for one step's summary (`$GITHUB_STEP_SUMMARY`), in bytes.
-pub const SUMMARY_LIMIT: usize = 1024 * 1024;
+pub(crate) const SUMMARY_LIMIT: usize = 1024 * 1024;
 
 // The report keeps the diffs of every file a summary can reach.
 const _: () = assert!(super::record::DETAILS_KEPT >= SUMMARY_LIMIT);
@@ -29,7 +29,7 @@ const MIN_PARTIAL: usize = 1024;
 const LIMIT_NOTE: &str = "GitHub accepts at most 1 MiB per step summary";
 
 /// The Markdown report, at most `budget` bytes long.
-pub fn render(report: &CiReport, budget: usize) -> String {
+pub(crate) fn render(report: &CiReport, budget: usize) -> String {
     let mut w = Budgeted {
         out: String::new(),
         budget,

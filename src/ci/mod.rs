@@ -34,7 +34,7 @@ type Result<T, E = CiError> = std::result::Result<T, E>;
 /// The base when none is given: the pull request's target branch as fetched by
 /// `actions/checkout`, else the first parent (the commit before a push, or the base side of a
 /// merge commit).
-pub fn default_base(github_base_ref: Option<&str>) -> String {
+pub(crate) fn default_base(github_base_ref: Option<&str>) -> String {
     match github_base_ref.filter(|r| !r.is_empty()) {
         Some(branch) => format!("origin/{branch}"),
         None => "HEAD^".to_owned(),
@@ -43,7 +43,7 @@ pub fn default_base(github_base_ref: Option<&str>) -> String {
 
 /// The policy named by `--policy` (a file; an error if missing), else `.weight-inspect.toml`
 /// as committed in `head` when it has one (the work tree may be another commit, or none).
-pub fn load_policy(
+pub(crate) fn load_policy(
     repo: &gix::Repository,
     cwd: &Path,
     arg: Option<&Path>,
@@ -107,8 +107,8 @@ fn committed_policy(
 
 /// Appends the Markdown to the summary file, within what GitHub accepts for one step
 /// (the file may already hold another tool's summary of the same step).
-pub fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
-    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+pub(crate) fn append_summary(path: &Path, report: &CiReport) -> Result<()> {
+    let existing = std::fs::metadata(path).map_or(0, |m| m.len());
     let budget =
         markdown::SUMMARY_LIMIT.saturating_sub(usize::try_from(existing).unwrap_or(usize::MAX));
     crate::fsutil::append(path, &markdown::render(report, budget))?;

@@ -114,7 +114,7 @@ pub fn write_html(path: &Path, report: &CiReport) -> Result<()> {
 
 /// The policy's findings on the head side as SARIF 2.1.0, for code scanning. With
 /// `--fail-on never` violations are warnings, as in the annotations.
-pub fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
+pub(crate) fn write_sarif(path: &Path, report: &CiReport) -> Result<()> {
     use crate::policy::{SarifInput, SarifLevel, render_sarif};
     let level = if report.fail_on == FailOn::Never {
         SarifLevel::Warning
@@ -155,7 +155,7 @@ fn write_report_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()
 
 /// The step outputs as `$GITHUB_OUTPUT` lines: `changed-files`, `violations`, `failed`,
 /// with a JSON report `report` (its absolute path) and with an HTML report `html` (its path).
-pub fn output_lines(
+pub(super) fn output_lines(
     report: &CiReport,
     json_path: Option<&Path>,
     html_path: Option<&Path>,
@@ -187,7 +187,7 @@ pub fn output_lines(
 
 /// Appends the step outputs to `path` (the file GitHub gives each step; appending is its
 /// protocol, so other outputs of the step are kept).
-pub fn append_outputs(
+pub(crate) fn append_outputs(
     path: &Path,
     report: &CiReport,
     json_path: Option<&Path>,

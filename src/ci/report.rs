@@ -24,7 +24,7 @@ type Result<T, E = CiError> = std::result::Result<T, E>;
 /// What makes the run fail (exit 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum FailOn {
+pub(crate) enum FailOn {
     /// A violation the change brings (new, or worse than at the base), or a file the policy
     /// could not judge. Violations already at the base are reported as warnings.
     Violation,
@@ -38,7 +38,7 @@ pub enum FailOn {
 }
 
 impl FailOn {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             FailOn::Violation => "violation",
             FailOn::ViolationAny => "violation-any",
@@ -49,7 +49,7 @@ impl FailOn {
 }
 
 /// A policy file read for this run.
-pub struct LoadedPolicy {
+pub(crate) struct LoadedPolicy {
     pub policy: Policy,
     /// The name to show (as given, or `.weight-inspect.toml`).
     pub shown: String,
@@ -57,7 +57,7 @@ pub struct LoadedPolicy {
     pub repo_path: Option<String>,
 }
 
-pub struct Options<'a> {
+pub(crate) struct Options<'a> {
     /// Also compare weight values where both sides are local.
     pub values: bool,
     /// A conversion's source, relative to the repository root: changed GGUF files in its
@@ -75,13 +75,13 @@ pub struct Options<'a> {
 
 /// A revision as given and the commit it resolved to.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Rev {
+pub(crate) struct Rev {
     pub rev: String,
     pub commit: String,
 }
 
 impl Rev {
-    pub fn short(&self) -> &str {
+    pub(crate) fn short(&self) -> &str {
         &self.commit[..self.commit.len().min(12)]
     }
 }
@@ -104,7 +104,7 @@ struct BaseFile {
 }
 
 /// Everything one run found.
-pub struct CiReport {
+pub(crate) struct CiReport {
     pub base: Rev,
     pub head: Rev,
     pub fail_on: FailOn,
@@ -156,7 +156,7 @@ fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<Rev> {
 }
 
 impl CiReport {
-    pub fn collect(
+    pub(crate) fn collect(
         repo: &gix::Repository,
         policy: Option<LoadedPolicy>,
         options: &Options<'_>,
@@ -441,7 +441,7 @@ impl CiReport {
     }
 
     /// Violations the change brought (new, or worse than at the base).
-    pub fn brought(&self) -> usize {
+    pub(crate) fn brought(&self) -> usize {
         self.standings
             .iter()
             .filter(|s| s.baseline.brought())
@@ -449,12 +449,12 @@ impl CiReport {
     }
 
     /// Violations already at the base, unchanged.
-    pub fn pre_existing(&self) -> usize {
+    pub(crate) fn pre_existing(&self) -> usize {
         self.violations.len() - self.brought()
     }
 
     /// "; 1 brought by the change, 2 already at the base" (nothing without violations).
-    pub fn standing_sentence(&self) -> String {
+    pub(crate) fn standing_sentence(&self) -> String {
         if self.violations.is_empty() {
             return String::new();
         }
@@ -466,12 +466,12 @@ impl CiReport {
     }
 
     /// The violations with their standing.
-    pub fn judged(&self) -> impl Iterator<Item = (&Violation, &Standing)> {
+    pub(crate) fn judged(&self) -> impl Iterator<Item = (&Violation, &Standing)> {
         self.violations.iter().zip(&self.standings)
     }
 
     /// Whether the run fails the job under `--fail-on`.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         let brought = self.brought() > 0 || !self.unchecked.is_empty();
         let policy_failed = !self.violations.is_empty() || !self.unchecked.is_empty();
         match self.fail_on {
@@ -483,7 +483,7 @@ impl CiReport {
     }
 
     /// Files with at least one violation.
-    pub fn failing_files(&self) -> usize {
+    pub(crate) fn failing_files(&self) -> usize {
         let paths: std::collections::BTreeSet<&str> =
             self.violations.iter().map(|v| v.path.as_str()).collect();
         paths.len()
@@ -500,7 +500,7 @@ impl CiReport {
     }
 
     /// One sentence: what changed and what the policy found.
-    pub fn summary_line(&self) -> String {
+    pub(crate) fn summary_line(&self) -> String {
         let mut out = format!(
             "{} between {} and {}",
             plural(
@@ -528,7 +528,7 @@ impl CiReport {
     /// One line per changed file, then (when `violations`) one per violation and per file
     /// the policy could not judge: the log of a run without annotations. Paths and reasons are
     /// shown escaped, so none of them starts a line of the log.
-    pub fn text_lines(&self, violations: bool) -> String {
+    pub(crate) fn text_lines(&self, violations: bool) -> String {
         let mut out = String::new();
         for f in &self.files {
             let path = match (&f.change.old_path, &f.change.new_path) {

@@ -10,7 +10,7 @@ use super::error::Result;
 /// Report structural changes and policy violations between two commits (exit 0 pass,
 /// 1 failed per --fail-on, 2 error).
 #[derive(Debug, clap::Args)]
-pub struct CiArgs {
+pub(crate) struct CiArgs {
     /// Base revision [default: origin/$GITHUB_BASE_REF when that is set, else HEAD^].
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
@@ -63,7 +63,7 @@ pub struct CiArgs {
     pub paths: Vec<String>,
 }
 
-pub fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
+pub(super) fn run(args: CiArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
     let cwd = super::cwd::cwd()?;
     let repo = crate::git::open_repo(&cwd)?;
     let base = match args.base {

@@ -13,7 +13,7 @@ use super::error::Result;
     weight-inspect completions bash > ~/.local/share/bash-completion/completions/weight-inspect\n  \
     weight-inspect completions zsh > \"${fpath[1]}/_weight-inspect\"\n  \
     weight-inspect completions fish > ~/.config/fish/completions/weight-inspect.fish")]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     #[arg(value_enum, required_unless_present = "man")]
     pub shell: Option<clap_complete::Shell>,
     /// Write the man pages (weight-inspect.1 and one per subcommand) into DIR instead, for
@@ -24,7 +24,7 @@ pub struct CompletionsArgs {
 }
 
 /// `command` is the whole command line's definition (the parser's own, from `cli/mod.rs`).
-pub fn completions(args: CompletionsArgs, mut command: clap::Command) -> Result<Exit> {
+pub(super) fn completions(args: CompletionsArgs, mut command: clap::Command) -> Result<Exit> {
     let Some(shell) = args.shell else {
         let dir = args.man.expect("clap requires a shell or --man");
         return manpages(&dir, command);

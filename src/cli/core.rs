@@ -10,7 +10,7 @@ use crate::render::report;
 use super::error::Result;
 
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     /// Model file, a directory or index of a sharded model, a part of a split GGUF, REV:path
     /// inside a git repository, or an http(s) URL.
     pub file: String,
@@ -37,7 +37,7 @@ pub struct InspectArgs {
 
 /// `inspect --sort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SortBy {
+pub(crate) enum SortBy {
     File,
     Name,
 }
@@ -52,7 +52,7 @@ impl From<SortBy> for TensorOrder {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct IdArgs {
+pub(crate) struct IdArgs {
     /// Model file, a directory or index of a sharded model, a part of a split GGUF, REV:path
     /// inside a git repository, or an http(s) URL.
     pub file: String,
@@ -72,7 +72,7 @@ pub struct IdArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Old side: a model (file, directory, index, split part), REV:path inside a git
     /// repository, or an http(s) URL.
     pub a: String,

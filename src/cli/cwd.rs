@@ -3,6 +3,6 @@
 use super::error::Result;
 
 /// The current directory.
-pub fn cwd() -> Result<std::path::PathBuf> {
+pub(super) fn cwd() -> Result<std::path::PathBuf> {
     std::env::current_dir().map_err(|e| crate::error::Error::io(".", e).into())
 }

@@ -18,13 +18,13 @@ use super::error::Result;
 
 /// Compressed weight deltas (.wdelta).
 #[derive(Debug, clap::Args)]
-pub struct DeltaArgs {
+pub(crate) struct DeltaArgs {
     #[command(subcommand)]
     pub command: DeltaCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum DeltaCommand {
+pub(crate) enum DeltaCommand {
     /// Compress FINETUNED as a delta against BASE.
     Create(CreateArgs),
     /// Reconstruct a model from BASE and one or more deltas (verifying every parent hash).
@@ -40,7 +40,7 @@ pub enum DeltaCommand {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StrategyArg {
+pub(crate) enum StrategyArg {
     /// Bit-exact: rebuilds the fine-tuned file byte for byte (format version 3).
     Lossless,
     Int4,
@@ -61,7 +61,7 @@ impl StrategyArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DtypeArg {
+pub(crate) enum DtypeArg {
     /// The base tensor's dtype.
     Base,
     F32,
@@ -84,7 +84,7 @@ impl From<DtypeArg> for OutDtype {
 
 /// Options of the encoders.
 #[derive(Debug, Clone, clap::Args)]
-pub struct EncodeArgs {
+pub(crate) struct EncodeArgs {
     /// Compression strategy (default: int4 for create, lossless for store). Only lossless
     /// rebuilds the model exactly.
     #[arg(long, value_enum)]
@@ -102,7 +102,7 @@ pub struct EncodeArgs {
 
 impl EncodeArgs {
     /// The options of a lossy strategy (`default` when none is given).
-    pub fn options(&self, lossy: Strategy) -> EncodeOptions {
+    pub(crate) fn options(&self, lossy: Strategy) -> EncodeOptions {
         EncodeOptions {
             strategy: lossy,
             sparsity: self.sparsity,
@@ -114,7 +114,7 @@ impl EncodeArgs {
 
 /// Options of every long-running command.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Worker threads (0: one per core). The output does not depend on it.
     #[arg(long, default_value_t = 0, env = "WEIGHT_INSPECT_THREADS")]
     pub threads: usize,
@@ -125,7 +125,7 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    pub fn options(&self) -> RunOptions {
+    pub(crate) fn options(&self) -> RunOptions {
         RunOptions {
             threads: self.threads,
             progress: std::io::stderr().is_terminal(),
@@ -135,7 +135,7 @@ impl RunArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// Base model: a safetensors file or a sharded directory, or REV:path.
     #[arg(long)]
     pub base: String,
@@ -155,7 +155,7 @@ pub struct CreateArgs {
 
 /// A base and the deltas applied to it in order.
 #[derive(Debug, clap::Args)]
-pub struct LineageArgs {
+pub(crate) struct LineageArgs {
     /// Base model: a safetensors file or a sharded directory, or REV:path.
     #[arg(long)]
     pub base: String,
@@ -167,7 +167,7 @@ pub struct LineageArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     #[command(flatten)]
     pub lineage: LineageArgs,
     /// Output safetensors file.
@@ -179,7 +179,7 @@ pub struct ApplyArgs {
 
 /// How a reconstructed model is written.
 #[derive(Debug, clap::Args)]
-pub struct RebuildArgs {
+pub(crate) struct RebuildArgs {
     /// dtype of the reconstructed tensors.
     #[arg(long, value_enum, default_value_t = DtypeArg::Base)]
     pub dtype: DtypeArg,
@@ -191,7 +191,7 @@ pub struct RebuildArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     /// A .wdelta file.
     pub delta: PathBuf,
     /// Machine-readable output (schema 1).
@@ -200,7 +200,7 @@ pub struct InspectArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     pub lineage: LineageArgs,
     /// Also measure what the delta loses against this fine-tuned model (rel_l2 and the
@@ -212,7 +212,7 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// The model to store: a safetensors file or a sharded directory, or REV:path.
     pub finetuned: String,
     /// Its parent: a safetensors file or directory, a .wdelta, or REV:path in this repository.
@@ -228,7 +228,7 @@ pub struct StoreArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     /// The stored .wdelta.
     pub delta: PathBuf,
     /// Where its parent is (a file, a directory or REV:path); default: search the repository.
@@ -241,7 +241,7 @@ pub struct RestoreArgs {
     pub rebuild: RebuildArgs,
 }
 
-pub fn run(args: DeltaArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
+pub(super) fn run(args: DeltaArgs, remote: &crate::git::RemoteOptions) -> Result<Exit> {
     // Every model argument through the input seam: files, directories, REV:path (weights are
     // read in full, so only from what is on this machine).
     let opener = Opener {

@@ -4,7 +4,7 @@
 /// (boxed: errors are rare, results are everywhere).
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub struct Error(Box<ErrorKind>);
+pub(super) struct Error(Box<ErrorKind>);
 
 impl<E: Into<ErrorKind>> From<E> for Error {
     fn from(err: E) -> Self {
@@ -13,7 +13,7 @@ impl<E: Into<ErrorKind>> From<E> for Error {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ErrorKind {
+pub(super) enum ErrorKind {
     #[error(transparent)]
     Core(#[from] crate::error::Error),
     #[error(transparent)]
@@ -30,4 +30,4 @@ pub enum ErrorKind {
     Remote(#[from] crate::remote::RemoteError),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(super) type Result<T, E = Error> = std::result::Result<T, E>;

@@ -11,7 +11,7 @@ use super::error::Result;
 
 /// Render a model file (or an LFS pointer to one) as stable lines for `diff.<driver>.textconv`.
 #[derive(Debug, clap::Args)]
-pub struct TextconvArgs {
+pub(crate) struct TextconvArgs {
     /// The file git hands over (a temporary copy of one side, or the work-tree file).
     pub file: PathBuf,
     /// Also the SHA-256 of each tensor's data, where the model's bytes are on this machine
@@ -21,7 +21,7 @@ pub struct TextconvArgs {
 }
 
 /// Exit 0 whatever happens: a failing textconv makes the whole `git diff` fail.
-pub fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
+pub(super) fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
     let options = crate::git::TextconvOptions {
         tensor_hashes: args.tensor_hashes,
     };
@@ -31,14 +31,14 @@ pub fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
 
 /// git's external diff protocol: `path old-file old-hex old-mode new-file new-hex new-mode`.
 #[derive(Debug, clap::Args)]
-pub struct DriverArgs {
+pub(crate) struct DriverArgs {
     /// The 7 (9 for a rename, 1 for an unmerged path) arguments git passes.
     #[arg(num_args = 0.., allow_hyphen_values = true)]
     pub args: Vec<std::ffi::OsString>,
 }
 
 /// Exit 0 whatever happens: git aborts the whole diff when its driver fails.
-pub fn diff_driver(args: DriverArgs, color: ColorChoice, remote: &RemoteOptions) -> Exit {
+pub(super) fn diff_driver(args: DriverArgs, color: ColorChoice, remote: &RemoteOptions) -> Exit {
     let color = color.enabled_for_git();
     let _ = write_stdout(crate::git::run_diff_driver(&args.args, color, remote).as_bytes());
     Exit::Clean
@@ -46,13 +46,13 @@ pub fn diff_driver(args: DriverArgs, color: ColorChoice, remote: &RemoteOptions)
 
 /// `weight-inspect git install|uninstall|diff`.
 #[derive(Debug, clap::Args)]
-pub struct GitArgs {
+pub(crate) struct GitArgs {
     #[command(subcommand)]
     pub command: GitCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum GitCommand {
+pub(crate) enum GitCommand {
     /// Make weight-inspect git's diff driver for GGUF, safetensors and PyTorch files (*.gguf,
     /// *.safetensors, *.pt, *.pth, *.ckpt, pytorch_model*.bin; works with LFS).
     Install(InstallArgs),
@@ -65,7 +65,7 @@ pub enum GitCommand {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// Configure ~/.gitconfig and the global attributes file instead of this repository.
     #[arg(long)]
     pub global: bool,
@@ -82,14 +82,14 @@ pub struct InstallArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct UninstallArgs {
+pub(crate) struct UninstallArgs {
     /// Undo a `git install --global`.
     #[arg(long)]
     pub global: bool,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct GitDiffArgs {
+pub(crate) struct GitDiffArgs {
     /// Zero revisions: HEAD against the work tree; one: REV against the work tree; two: REV
     /// against REV.
     #[arg(num_args = 0..=2, value_name = "REV")]
@@ -114,7 +114,7 @@ pub struct GitDiffArgs {
     pub reference: Option<String>,
 }
 
-pub fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
     let scope = |global: bool| {
         if global {
             Scope::Global

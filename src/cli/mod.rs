@@ -27,7 +27,7 @@ use crate::output::{ColorChoice, Exit};
     about = "Structural identity and structural diffs for GGUF, safetensors and PyTorch model files",
     max_term_width = 100
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// When to color output: auto (a terminal without NO_COLOR), always, never.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
@@ -43,7 +43,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Show a model file's format, metadata, tensors, parameter counts and structural hash.
     Inspect(core::InspectArgs),
     /// Print a model file's structural identity.

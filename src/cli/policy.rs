@@ -11,7 +11,7 @@ use super::error::Result;
 
 /// Evaluate the policy file against model files (exit 0 clean, 1 violations, 2 error).
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Judge what is staged (the index blobs) instead of the working tree: without PATHS, the
     /// files the commit adds, modifies or renames (--all: every staged file).
     #[arg(long)]
@@ -72,13 +72,13 @@ fn load(ws: &Workspace, arg: Option<&PathBuf>) -> Result<(Policy, String), Polic
 
 /// Edit or validate the policy file.
 #[derive(Debug, clap::Args)]
-pub struct PolicyArgs {
+pub(crate) struct PolicyArgs {
     #[command(subcommand)]
     pub command: PolicyCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum PolicyCommand {
+pub(crate) enum PolicyCommand {
     /// Record the current structural hashes of PATHS as `expected_hash` entries (default:
     /// refresh every path already pinned), preserving the rest of the file.
     Pin {
@@ -101,7 +101,7 @@ pub enum PolicyCommand {
     },
 }
 
-pub fn policy(args: PolicyArgs, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn policy(args: PolicyArgs, remote: &RemoteOptions) -> Result<Exit> {
     match args.command {
         PolicyCommand::Pin {
             policy,
@@ -128,13 +128,13 @@ pub fn policy(args: PolicyArgs, remote: &RemoteOptions) -> Result<Exit> {
 
 /// Install or remove the native git pre-commit hook.
 #[derive(Debug, clap::Args)]
-pub struct HookArgs {
+pub(crate) struct HookArgs {
     #[command(subcommand)]
     pub command: HookCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum HookCommand {
+pub(crate) enum HookCommand {
     /// Write the pre-commit hook (`weight-inspect check --staged`) into the repository.
     Install {
         /// Keep an existing foreign hook: it is moved to pre-commit.chained and runs first.
@@ -148,7 +148,7 @@ pub enum HookCommand {
     Uninstall,
 }
 
-pub fn hook(args: HookArgs) -> Result<Exit> {
+pub(super) fn hook(args: HookArgs) -> Result<Exit> {
     let cwd = super::cwd::cwd()?;
     let hooks = crate::git::hooks_dir(&cwd)?;
     let ws = Workspace::discover(None, &RemoteOptions::ONLINE)?;

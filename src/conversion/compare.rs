@@ -19,7 +19,7 @@ const STRIDE: u64 = 1 << 12;
 
 /// What the comparison found for a planned pair.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(super) enum Outcome {
     Compared {
         stats: ValueStats,
         /// Undoing the other Q/K layout matches better: the converter (or the file) permuted
@@ -51,7 +51,7 @@ struct Work<'a> {
 /// Rounding to a source dtype, for values the converter computed in that dtype.
 fn rounding(dtype: &str) -> fn(f64) -> f64 {
     match dtype {
-        "f32" => |v| v as f32 as f64,
+        "f32" => |v| f64::from(v as f32),
         "f16" => |v| half::f16::from_f64(v).to_f64(),
         "bf16" => |v| half::bf16::from_f64(v).to_f64(),
         _ => |v| v,
@@ -59,7 +59,7 @@ fn rounding(dtype: &str) -> fn(f64) -> f64 {
 }
 
 /// Compares every planned pair; `Outcome`s are in the plan's order.
-pub fn compare(
+pub(super) fn compare(
     plan: &Plan,
     source: &Side<'_>,
     target: &Side<'_>,
@@ -236,8 +236,7 @@ fn element_count(side: &Side<'_>, name: &str) -> u64 {
     side.artifact
         .tensors
         .get(name)
-        .map(|t| t.n_elements())
-        .unwrap_or(0)
+        .map_or(0, super::super::artifact::TensorInfo::n_elements)
 }
 
 /// A tensor's operand: None when the model has no such tensor, Err(why) when it cannot be
@@ -363,12 +362,12 @@ fn add(work: &Work, values: &mut [f64]) {
 }
 
 /// A pair's values, whole: the expected (from the sources) and the found (the converted).
-pub type Values = (Vec<f64>, Vec<f64>);
+pub(super) type Values = (Vec<f64>, Vec<f64>);
 
 /// The values of a pair, whole: the converted tensor's and its sources' in the converted
 /// order (with `rows` and `plus` in place of the plan's), for naming what went wrong with a
 /// suspect pair. None when the pair cannot be read so or has more than `limit` elements.
-pub fn materialize(
+pub(super) fn materialize(
     pair: &PlannedPair,
     rows: &RowMap,
     plus: f64,
@@ -433,7 +432,7 @@ fn fill_source(
                 .bytes
                 .elements(&source.codec, element, element + 1, scratch);
             let k = (i - at) as usize;
-            (source.codec.decode)(raw, &mut out[k..k + 1]);
+            (source.codec.decode)(raw, &mut out[k..=k]);
         }
         return;
     }

@@ -14,7 +14,7 @@ const LIMIT: u64 = 1 << 24;
 
 /// A mistake that explains a suspect pair.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Mistake {
+pub(crate) enum Mistake {
     /// The converter's +1 (Gemma's norms) is not in the converted values.
     PlusOneMissing,
     /// The +1 was applied twice.
@@ -35,13 +35,13 @@ pub enum Mistake {
 
 /// What the named mistake leaves: the rel_l2 once it is undone.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Named {
+pub(crate) struct Named {
     pub mistake: Mistake,
     pub fit: f64,
 }
 
 /// The number of blocks (layers) of the converted model and its Q / KV head counts.
-pub struct Context {
+pub(super) struct Context {
     pub blocks: u64,
     pub head_counts: Option<(u64, u64)>,
 }
@@ -59,7 +59,7 @@ fn rel_l2(expected: &[f64], found: &[f64]) -> f64 {
 }
 
 /// The mistake that explains `pair`'s error (rel_l2 `error`, bound `bound`), if one does.
-pub fn name(
+pub(super) fn name(
     pair: &PlannedPair,
     error: f64,
     bound: f64,

@@ -4,7 +4,7 @@
 
 /// A run of target rows taken from one source tensor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Part {
+pub(super) struct Part {
     /// Index into the pair's source tensors.
     pub source: usize,
     /// Target rows this part fills.
@@ -17,7 +17,7 @@ pub struct Part {
 
 /// The target's rows, part after part.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowMap {
+pub(super) struct RowMap {
     /// Elements per row, the same on both sides.
     pub cols: u64,
     pub parts: Vec<Part>,
@@ -26,12 +26,12 @@ pub struct RowMap {
 }
 
 impl RowMap {
-    pub fn target_elements(&self) -> u64 {
+    pub(super) fn target_elements(&self) -> u64 {
         self.parts.iter().map(|p| p.rows).sum::<u64>() * self.cols
     }
 
     /// The source (index) and source row of target row `row`.
-    pub fn source_row(&self, mut row: u64) -> (usize, u64) {
+    pub(super) fn source_row(&self, mut row: u64) -> (usize, u64) {
         for part in &self.parts {
             if row < part.rows {
                 let within = match part.heads {
@@ -50,7 +50,7 @@ impl RowMap {
 /// `row`: it views the rows as [heads, 2, rows / heads / 2] and swaps the last two axes, so
 /// that each head's rotary halves are interleaved as ggml expects.
 /// Rows that cannot be permuted ([`permutable`] is false) are their own source.
-pub fn unpermuted_row(row: u64, rows: u64, heads: u64) -> u64 {
+pub(super) fn unpermuted_row(row: u64, rows: u64, heads: u64) -> u64 {
     if !permutable(rows, heads) || rows == 0 {
         return row;
     }
@@ -61,7 +61,7 @@ pub fn unpermuted_row(row: u64, rows: u64, heads: u64) -> u64 {
 
 /// Whether `rows` can be permuted with `heads` heads. A head count comes from the file (a PR's
 /// GGUF may say 2^63 + 1): twice it must not wrap.
-pub fn permutable(rows: u64, heads: u64) -> bool {
+pub(super) fn permutable(rows: u64, heads: u64) -> bool {
     heads
         .checked_mul(2)
         .is_some_and(|twice| heads > 0 && rows.is_multiple_of(twice))

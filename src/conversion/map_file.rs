@@ -15,7 +15,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
-pub enum MapError {
+pub(crate) enum MapError {
     #[error("{path}: {source}")]
     Read {
         path: PathBuf,
@@ -49,10 +49,10 @@ pub enum MapError {
 /// The caps of a map file: its size, its rules, each rule's pattern (compiled size) and
 /// replacement. A replacement repeating `${1}` cannot make a name of megabytes, and many rules
 /// cannot take gigabytes of compiled patterns.
-pub const MAX_MAP_FILE_BYTES: u64 = 1 << 20;
-pub const MAX_MAP_RULES: usize = 1024;
-pub const MAX_TO_BYTES: usize = 1024;
-pub const MAX_TO_REFERENCES: usize = 16;
+pub(super) const MAX_MAP_FILE_BYTES: u64 = 1 << 20;
+pub(super) const MAX_MAP_RULES: usize = 1024;
+pub(super) const MAX_TO_BYTES: usize = 1024;
+pub(super) const MAX_TO_REFERENCES: usize = 16;
 /// Compiled size of one rule's pattern (the regex crate's own limit is 10 MiB).
 const MAX_PATTERN_BYTES: usize = 256 << 10;
 
@@ -75,7 +75,7 @@ struct RawRule {
 
 /// One rename rule.
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     from: Regex,
     to: String,
     pub transpose: bool,
@@ -84,19 +84,19 @@ pub struct Rule {
 
 /// The rules of a map file, tried in order.
 #[derive(Debug, Clone)]
-pub struct MapFile {
+pub(crate) struct MapFile {
     pub path: PathBuf,
     rules: Vec<Rule>,
 }
 
 /// A source name renamed by a rule.
-pub struct Renamed<'a> {
+pub(crate) struct Renamed<'a> {
     pub target: String,
     pub rule: &'a Rule,
 }
 
 impl MapFile {
-    pub fn read(path: &Path) -> Result<MapFile, MapError> {
+    pub(crate) fn read(path: &Path) -> Result<MapFile, MapError> {
         let text =
             crate::fsutil::read_regular_text(path, MAX_MAP_FILE_BYTES).map_err(|source| {
                 MapError::Read {
@@ -107,7 +107,7 @@ impl MapFile {
         MapFile::parse(path, &text)
     }
 
-    pub fn parse(path: &Path, text: &str) -> Result<MapFile, MapError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<MapFile, MapError> {
         let raw: RawFile = toml::from_str(text).map_err(|e| MapError::Toml {
             path: path.to_owned(),
             message: e.to_string(),
@@ -158,7 +158,7 @@ impl MapFile {
     }
 
     /// The first rule matching `source`, and the name it gives.
-    pub fn rename(&self, source: &str) -> Option<Renamed<'_>> {
+    pub(crate) fn rename(&self, source: &str) -> Option<Renamed<'_>> {
         self.rules.iter().find_map(|rule| {
             let caps = rule.from.captures(source)?;
             let mut target = String::new();

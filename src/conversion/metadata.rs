@@ -9,7 +9,7 @@ use crate::artifact::{Artifact, Value};
 
 /// One configuration value on both sides.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Check {
+pub(crate) struct Check {
     /// The config.json key ("num_attention_heads").
     pub config_key: &'static str,
     /// The GGUF key ("llama.attention.head_count").
@@ -21,7 +21,7 @@ pub struct Check {
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct MetadataChecks {
+pub(crate) struct MetadataChecks {
     /// The config.json read, when the source's directory has one.
     pub config: Option<PathBuf>,
     pub checks: Vec<Check>,
@@ -60,7 +60,7 @@ const DEFAULTS: &[(&str, f64)] = &[("rope.freq_base", 10000.0)];
 const MAX_CONFIG: u64 = 1 << 20;
 
 /// Compares the config.json beside `source_path` (a file or a directory) with the GGUF's keys.
-pub fn check(source_path: &Path, target: &Artifact, architecture: &str) -> MetadataChecks {
+pub(super) fn check(source_path: &Path, target: &Artifact, architecture: &str) -> MetadataChecks {
     let dir = if source_path.is_dir() {
         source_path
     } else {
@@ -102,7 +102,7 @@ pub fn check(source_path: &Path, target: &Artifact, architecture: &str) -> Metad
             equal,
         });
     }
-    if let Some(vocab) = config.get("vocab_size").and_then(|v| v.as_u64()) {
+    if let Some(vocab) = config.get("vocab_size").and_then(serde_json::Value::as_u64) {
         let tokens = match target.metadata.get("tokenizer.ggml.tokens") {
             Some(Value::Array(a)) => Some(a.len() as u64),
             _ => None,
@@ -134,15 +134,15 @@ fn read_config(path: &Path) -> Option<serde_json::Map<String, serde_json::Value>
 
 fn number(value: &Value) -> Option<f64> {
     Some(match value {
-        Value::U8(v) => *v as f64,
-        Value::I8(v) => *v as f64,
-        Value::U16(v) => *v as f64,
-        Value::I16(v) => *v as f64,
-        Value::U32(v) => *v as f64,
-        Value::I32(v) => *v as f64,
+        Value::U8(v) => f64::from(*v),
+        Value::I8(v) => f64::from(*v),
+        Value::U16(v) => f64::from(*v),
+        Value::I16(v) => f64::from(*v),
+        Value::U32(v) => f64::from(*v),
+        Value::I32(v) => f64::from(*v),
         Value::U64(v) => *v as f64,
         Value::I64(v) => *v as f64,
-        Value::F32(v) => v.value() as f64,
+        Value::F32(v) => f64::from(v.value()),
         Value::F64(v) => v.value(),
         _ => return None,
     })
@@ -150,7 +150,7 @@ fn number(value: &Value) -> Option<f64> {
 
 /// Equal as the converter writes them: epsilons and rope bases become f32 in GGUF.
 fn same_number(a: f64, b: f64) -> bool {
-    a == b || (a as f32) as f64 == b || (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
+    a == b || f64::from(a as f32) == b || (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
 }
 
 fn format_number(v: f64) -> String {
@@ -159,7 +159,7 @@ fn format_number(v: f64) -> String {
     } else {
         // f32 values widened: print the shortest f32 that round-trips.
         let f = v as f32;
-        if f as f64 == v {
+        if f64::from(f) == v {
             format!("{f}")
         } else {
             format!("{v}")

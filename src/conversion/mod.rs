@@ -19,16 +19,16 @@ mod transforms;
 
 use std::path::Path;
 
-pub use diagnose::{Mistake, Named};
-pub use map_file::{MapError, MapFile};
-pub use metadata::MetadataChecks;
-pub use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
+pub(crate) use diagnose::{Mistake, Named};
+pub(crate) use map_file::{MapError, MapFile};
+pub(crate) use metadata::MetadataChecks;
+pub(crate) use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
 
 use crate::artifact::{Artifact, Format};
 use crate::values::{Side, ValueStats, ValuesError};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ConversionError {
+pub(crate) enum ConversionError {
     #[error(transparent)]
     Pairing(#[from] PairingError),
     #[error(transparent)]
@@ -37,7 +37,7 @@ pub enum ConversionError {
 
 /// One compared pair.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ComparedPair {
+pub(crate) struct ComparedPair {
     pub target: String,
     pub sources: Vec<String>,
     pub transform: Transform,
@@ -51,7 +51,7 @@ pub struct ComparedPair {
 
 /// Why a pair is not what a faithful conversion gives.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Suspect {
+pub(crate) enum Suspect {
     /// The other Q/K layout matches: the head permutation is wrong (applied where it should not
     /// be, or missing).
     Permutation { other: ValueStats },
@@ -64,18 +64,18 @@ pub enum Suspect {
 }
 
 impl ComparedPair {
-    pub fn rel_l2(&self) -> Option<f64> {
+    pub(crate) fn rel_l2(&self) -> Option<f64> {
         self.stats.rel_l2
     }
 
-    pub fn identical(&self) -> bool {
+    pub(crate) fn identical(&self) -> bool {
         self.stats.changed_elements == 0 && self.stats.nonfinite_elements == 0
     }
 }
 
 /// A conversion compared.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Conversion {
+pub(crate) struct Conversion {
     pub paired_by: PairedBy,
     pub map: Option<std::path::PathBuf>,
     pub source_tensors: usize,
@@ -91,7 +91,7 @@ pub struct Conversion {
 }
 
 /// The two models of a conversion.
-pub struct Models<'a> {
+pub(crate) struct Models<'a> {
     pub source: Side<'a>,
     /// Where the source was read from (its config.json is looked for beside it).
     pub source_path: &'a Path,
@@ -163,7 +163,10 @@ fn gguf_against_source(a: &Artifact, b: &Artifact) -> bool {
 }
 
 /// Compares a converted model with its source.
-pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion, ConversionError> {
+pub(crate) fn compare(
+    models: &Models<'_>,
+    map: Option<&MapFile>,
+) -> Result<Conversion, ConversionError> {
     let plan = pairing::plan(
         models.source.artifact,
         models.target.artifact,
@@ -266,7 +269,7 @@ pub fn compare(models: &Models<'_>, map: Option<&MapFile>) -> Result<Conversion,
 /// The error a target dtype loses on its own, as a bound on rel_l2: beyond it a pair is
 /// suspect (a wrong tensor, layout or scale rather than rounding). Bounds are loose on purpose
 /// — a few times what the type gives on Gaussian weights.
-pub fn error_bound(source_dtypes: &[&str], target: &str) -> f64 {
+pub(crate) fn error_bound(source_dtypes: &[&str], target: &str) -> f64 {
     let precision = |d: &str| match d {
         "f64" | "i64" | "u64" => 3,
         "f32" | "i32" | "u32" => 2,
@@ -305,7 +308,7 @@ fn suspect(source_dtypes: &[&str], target: &str, stats: &ValueStats) -> Option<S
 
 /// The error band of one target dtype: its bound and block size, how many pairs fall outside.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Band {
+pub(crate) struct Band {
     pub target_dtype: &'static str,
     pub bound: f64,
     pub block: u64,
@@ -315,7 +318,7 @@ pub struct Band {
 
 /// The figures the summary line gives.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub faithful: bool,
     /// Source tensors that are in a compared pair.
     pub paired_sources: usize,
@@ -328,7 +331,7 @@ pub struct Summary {
 }
 
 impl Conversion {
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let paired_sources = self.pairs.iter().map(|p| p.sources.len()).sum();
         let identical = self.pairs.iter().filter(|p| p.identical()).count();
         let suspect = self.pairs.iter().filter(|p| p.suspect.is_some()).count();
@@ -344,7 +347,7 @@ impl Conversion {
             if changed.len() % 2 == 1 {
                 changed[mid]
             } else {
-                (changed[mid - 1] + changed[mid]) / 2.0
+                f64::midpoint(changed[mid - 1], changed[mid])
             }
         });
         let worst = self
@@ -370,7 +373,7 @@ impl Conversion {
     }
 
     /// The band of each target dtype among the pairs (the loosest bound of its pairs).
-    pub fn bands(&self) -> Vec<Band> {
+    pub(crate) fn bands(&self) -> Vec<Band> {
         let mut bands: Vec<Band> = Vec::new();
         for p in &self.pairs {
             let bound = error_bound(&p.source_dtypes, p.target_dtype);
@@ -401,7 +404,7 @@ impl Conversion {
     }
 
     /// Changed pairs, largest rel_l2 first (suspect ones first of all), then by name.
-    pub fn worst_first(&self) -> Vec<&ComparedPair> {
+    pub(crate) fn worst_first(&self) -> Vec<&ComparedPair> {
         let mut changed: Vec<&ComparedPair> =
             self.pairs.iter().filter(|p| !p.identical()).collect();
         changed.sort_by(|a, b| {
@@ -416,7 +419,7 @@ impl Conversion {
     }
 
     /// Whether the two models hold different values or tensors (the exit status follows it).
-    pub fn differs(&self) -> bool {
+    pub(crate) fn differs(&self) -> bool {
         self.pairs.iter().any(|p| !p.identical())
             || !self.dropped.is_empty()
             || !self.added.is_empty()
@@ -427,7 +430,7 @@ impl Conversion {
 impl Conversion {
     /// The pairs as a value diff named by the converted model's tensors (source dtype → target
     /// dtype), for the views value diffs have (per layer, heatmap).
-    pub fn as_value_diff(&self) -> crate::values::ValueDiff {
+    pub(crate) fn as_value_diff(&self) -> crate::values::ValueDiff {
         crate::values::ValueDiff {
             tensors: self
                 .pairs

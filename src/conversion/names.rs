@@ -8,13 +8,13 @@ use super::names_table::{ARCHITECTURES, KINDS, OVERRIDES};
 
 /// A mapped name: the kind and the GGUF name (with the suffix kept, ".weight" / ".bias").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapped {
+pub(super) struct Mapped {
     pub kind: &'static str,
     pub gguf: String,
 }
 
 /// The name map of one architecture and block count.
-pub struct NameMap {
+pub(super) struct NameMap {
     map: HashMap<String, (&'static str, String)>,
 }
 
@@ -22,7 +22,7 @@ impl NameMap {
     /// The map gguf-py's `get_tensor_name_map(arch, n_blocks)` builds; None for an
     /// architecture gguf-py does not know. `n_blocks` is capped by the caller (it comes from a
     /// file).
-    pub fn new(arch: &str, n_blocks: u64) -> Option<NameMap> {
+    pub(super) fn new(arch: &str, n_blocks: u64) -> Option<NameMap> {
         let kinds = ARCHITECTURES
             .binary_search_by(|(name, _)| name.cmp(&arch))
             .ok()
@@ -65,7 +65,7 @@ impl NameMap {
 
     /// gguf-py's `get_type_and_name(name, try_suffixes=(".weight", ".bias"))` of the name the
     /// converter maps (after [`converter_name`]).
-    pub fn get(&self, hf_name: &str) -> Option<Mapped> {
+    pub(super) fn get(&self, hf_name: &str) -> Option<Mapped> {
         let name = converter_name(hf_name);
         if let Some((kind, gguf)) = self.map.get(name.as_str()) {
             return Some(Mapped {
@@ -90,7 +90,7 @@ impl NameMap {
     /// gguf-py lists the kind for the architecture: the converter's own gguf-py may be newer
     /// (llama.cpp's `--fuse-qkv` writes attn_qkv for llama), and the caller checks that the
     /// file has the tensor.
-    pub fn gguf_name(kind: &str, bid: Option<u64>) -> Option<String> {
+    pub(super) fn gguf_name(kind: &str, bid: Option<u64>) -> Option<String> {
         let k = KINDS.iter().find(|k| k.kind == kind)?;
         Some(match bid {
             Some(b) => k.gguf.replace("{bid}", &b.to_string()),

@@ -16,7 +16,7 @@ const MAX_BLOCKS: u64 = 4096;
 
 /// What the comparison undoes for a pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transform {
+pub(crate) enum Transform {
     /// The tensor as is (its dtype, and for GGUF the order of its dimensions, may change).
     Identity,
     /// The converter's Q/K head permutation.
@@ -41,7 +41,7 @@ pub enum Transform {
 }
 
 impl Transform {
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Transform::Identity => "identity".into(),
             Transform::PermuteQk => "permute_qk".into(),
@@ -60,7 +60,7 @@ impl Transform {
 
 /// A pair to compare: one tensor of the converted model and the source tensors it holds.
 #[derive(Debug, Clone)]
-pub struct PlannedPair {
+pub(super) struct PlannedPair {
     pub target: String,
     pub sources: Vec<String>,
     pub transform: Transform,
@@ -75,14 +75,14 @@ pub struct PlannedPair {
 
 /// A source tensor with no counterpart in the converted model.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dropped {
+pub(crate) struct Dropped {
     pub source: String,
     pub why: String,
 }
 
 /// Tensors paired but not compared, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotCompared {
+pub(crate) struct NotCompared {
     pub target: Option<String>,
     pub sources: Vec<String>,
     pub why: String,
@@ -90,7 +90,7 @@ pub struct NotCompared {
 
 /// How the two models were paired.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PairedBy {
+pub(crate) enum PairedBy {
     /// gguf-py's name table for this architecture and block count.
     Table { architecture: String, blocks: u64 },
     /// Equal names (both models use the same convention).
@@ -98,7 +98,7 @@ pub enum PairedBy {
 }
 
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(super) struct Plan {
     pub paired_by: PairedBy,
     /// The `--map` file, when one was given.
     pub map: Option<std::path::PathBuf>,
@@ -114,7 +114,7 @@ pub struct Plan {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum PairingError {
+pub(crate) enum PairingError {
     #[error(
         "{file}: general.architecture is {found}, expected a string naming the model's \
          architecture (the name table is chosen by it)"
@@ -132,7 +132,7 @@ pub enum PairingError {
 }
 
 /// The logical shape of a tensor, outermost dimension first (GGUF stores ne[0] first).
-pub fn logical_shape(artifact: &Artifact, info: &TensorInfo) -> Vec<u64> {
+pub(super) fn logical_shape(artifact: &Artifact, info: &TensorInfo) -> Vec<u64> {
     let mut shape: Vec<u64> = info.shape.to_vec();
     if artifact.format == Format::Gguf {
         shape.reverse();
@@ -141,11 +141,11 @@ pub fn logical_shape(artifact: &Artifact, info: &TensorInfo) -> Vec<u64> {
 }
 
 /// A GGUF integer metadata value.
-pub fn metadata_u64(artifact: &Artifact, key: &str) -> Option<u64> {
+pub(super) fn metadata_u64(artifact: &Artifact, key: &str) -> Option<u64> {
     match artifact.metadata.get(key)? {
-        Value::U8(v) => Some(*v as u64),
-        Value::U16(v) => Some(*v as u64),
-        Value::U32(v) => Some(*v as u64),
+        Value::U8(v) => Some(u64::from(*v)),
+        Value::U16(v) => Some(u64::from(*v)),
+        Value::U32(v) => Some(u64::from(*v)),
         Value::U64(v) => Some(*v),
         Value::I8(v) => u64::try_from(*v).ok(),
         Value::I16(v) => u64::try_from(*v).ok(),
@@ -166,7 +166,7 @@ fn describe(value: Option<&Value>) -> String {
 /// Plans the comparison of `source` (a Hugging Face or PyTorch model) with `target` (what was
 /// made of it). With a GGUF target the converter's name table pairs the tensors, else equal
 /// names do; `map` rules come before either.
-pub fn plan(
+pub(super) fn plan(
     source: &Artifact,
     target: &Artifact,
     target_file: &str,
@@ -743,7 +743,7 @@ impl Planner<'_> {
                         rows,
                         heads: qk_heads,
                         plus,
-                    })
+                    });
                 }
                 Err(why) => self.not_compared(Some(&target), vec![member.source], why.to_string()),
             }
@@ -950,7 +950,7 @@ fn squeezed(shape: &[u64]) -> Vec<u64> {
     shape.iter().copied().filter(|&d| d != 1).collect()
 }
 
-pub fn show(shape: &[u64]) -> String {
+pub(super) fn show(shape: &[u64]) -> String {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     format!("[{}]", dims.join(", "))
 }

@@ -8,7 +8,7 @@
 
 /// How a fused QKV tensor's rows are grouped in the source and regrouped by the converter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QkvRegroup {
+pub(super) enum QkvRegroup {
     /// Per head, q, k and v rows interleaved ([heads, 3, head_dim] rows): the converter writes
     /// all q rows, then all k, then all v (Bloom, GPT-NeoX).
     PerHead,
@@ -19,7 +19,7 @@ pub enum QkvRegroup {
 
 /// One architecture's deliberate transforms.
 #[derive(Debug, Clone, Copy)]
-pub struct ArchTransforms {
+pub(super) struct ArchTransforms {
     /// The GGUF architecture (`general.architecture`).
     pub arch: &'static str,
     /// Q and K rows permuted with `LlamaModel.permute` (head_count / head_count_kv heads).
@@ -47,7 +47,7 @@ const NONE: ArchTransforms = ArchTransforms {
 };
 
 /// The table, sorted by architecture.
-pub const TABLE: &[ArchTransforms] = &[
+pub(super) const TABLE: &[ArchTransforms] = &[
     ArchTransforms {
         arch: "arcee",
         permute_qk: true,
@@ -161,16 +161,15 @@ pub const TABLE: &[ArchTransforms] = &[
 ];
 
 /// The transforms of `arch`; the empty row (renames only) for one the table does not list.
-pub fn of(arch: &str) -> ArchTransforms {
+pub(super) fn of(arch: &str) -> ArchTransforms {
     TABLE
         .binary_search_by(|t| t.arch.cmp(arch))
-        .map(|i| TABLE[i])
-        .unwrap_or(ArchTransforms { arch: "", ..NONE })
+        .map_or(ArchTransforms { arch: "", ..NONE }, |i| TABLE[i])
 }
 
 /// Source tensors the converter drops on purpose (buffers, derived values), with why. Names
 /// the table does not know stay "no GGUF name in the converter's table".
-pub fn dropped_on_purpose(source: &str) -> Option<&'static str> {
+pub(super) fn dropped_on_purpose(source: &str) -> Option<&'static str> {
     const RULES: &[(&str, &str)] = &[
         (
             "rotary_emb.inv_freq",
@@ -207,7 +206,12 @@ pub fn dropped_on_purpose(source: &str) -> Option<&'static str> {
 
 /// The source rows, in target order, of a regrouped QKV: (source row offset, rows) runs.
 /// `rows` is the source's row count; `heads` and `kv` the GGUF's head counts.
-pub fn qkv_runs(regroup: QkvRegroup, rows: u64, heads: u64, kv: u64) -> Option<Vec<(u64, u64)>> {
+pub(super) fn qkv_runs(
+    regroup: QkvRegroup,
+    rows: u64,
+    heads: u64,
+    kv: u64,
+) -> Option<Vec<(u64, u64)>> {
     let (groups, q_per_group) = match regroup {
         QkvRegroup::PerHead => (heads, 1),
         QkvRegroup::PerKvGroup => {

@@ -63,7 +63,7 @@ pub(crate) fn plan_output<'a>(
         .map(|(n, e)| {
             let t = &base.tensors[n.as_str()];
             OutTensor {
-                name: n.to_string(),
+                name: (*n).clone(),
                 dtype: e.safetensors_name(),
                 shape: t.shape.clone(),
                 byte_len: (t.n_elements() * e.size()) as u64,

@@ -109,7 +109,7 @@ pub(crate) fn apply_streamed(
         // Window buffers circulate: the reader takes one per piece, workers give them back.
         // Their number bounds the pieces in flight.
         let (give_back, take) = mpsc::channel::<Vec<u8>>();
-        for _ in 0..2 * threads + 1 {
+        for _ in 0..=(2 * threads) {
             give_back.send(Vec::new()).expect("receiver alive");
         }
         let (send, receive) = mpsc::sync_channel::<Piece>(threads);
@@ -128,7 +128,11 @@ pub(crate) fn apply_streamed(
                 s.spawn(move || {
                     let mut work = Work::default();
                     loop {
-                        let piece = match receive.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+                        let piece = match receive
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .recv()
+                        {
                             Ok(p) => p,
                             Err(_) => break,
                         };
@@ -145,7 +149,7 @@ pub(crate) fn apply_streamed(
                                 failed.store(true, Ordering::Relaxed);
                                 first_error
                                     .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                                     .get_or_insert(e);
                             }
                         }
@@ -163,7 +167,10 @@ pub(crate) fn apply_streamed(
         })?;
         // Checked in this order: the delta's integrity, then what the workers met, then
         // whether the delta was made against this base.
-        if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(e) = first_error
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
             return Err(stream.unless_corrupt(e));
         }
         stream.finish()?;
@@ -227,7 +234,7 @@ fn read_inputs(
             // The records ended before tensor i.
             None => {
                 return Err(stream.structure_error(WdeltaError::MissingRecord {
-                    tensor: name.to_string(),
+                    tensor: (*name).clone(),
                     field: entry.strategy().fields()[0].to_string(),
                 }));
             }

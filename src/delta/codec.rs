@@ -42,12 +42,12 @@ impl Default for EncodeOptions {
 }
 
 /// sparse: k = max(1, floor(n (1 - sparsity))), at most n.
-pub fn sparse_k(n: u64, sparsity: f64) -> u64 {
+pub(super) fn sparse_k(n: u64, sparsity: f64) -> u64 {
     (((n as f64) * (1.0 - sparsity)) as u64).max(1).min(n)
 }
 
 /// int4: max(1, floor(n f)), at most n (the reference cannot encode an empty tensor).
-pub fn int4_outliers(n: u64, outlier_fraction: f64) -> u64 {
+pub(super) fn int4_outliers(n: u64, outlier_fraction: f64) -> u64 {
     (((n as f64) * outlier_fraction) as u64).max(1).min(n)
 }
 
@@ -142,7 +142,7 @@ fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
             *a = x.abs();
         }
         // np.mean(float32, axis=1): pairwise float32 sum, divided by the count.
-        let mean = (pairwise_sum(&abs) as f64 / cols as f64) as f32;
+        let mean = (f64::from(pairwise_sum(&abs)) / cols as f64) as f32;
         scales.push(f16::from_f32(mean));
     }
     let packed = pack_signs(delta);
@@ -169,7 +169,7 @@ fn pack_signs(delta: &[f32]) -> Vec<u8> {
 }
 
 /// numpy's pairwise summation of float32 (`@TYPE@_pairwise_sum`, blocks of 128, 8 lanes).
-pub fn pairwise_sum(a: &[f32]) -> f32 {
+pub(super) fn pairwise_sum(a: &[f32]) -> f32 {
     let n = a.len();
     if n < 8 {
         let mut res = 0f32;
@@ -387,7 +387,7 @@ fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedA
     } else if nan {
         (f64::NAN, f64::NAN)
     } else {
-        (lo as f64, hi as f64)
+        (f64::from(lo), f64::from(hi))
     };
     let p = int4_params(min, max);
 
@@ -449,7 +449,7 @@ fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])
 /// Indices of the `k` largest magnitudes, ascending (NaN counts as largest, as in numpy's
 /// sort order); ties at the threshold go to the lowest indices. Radix selection on the bit
 /// pattern of |x| (monotonic in the magnitude): two histogram passes and one collecting pass.
-pub fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
+pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     let n = x.len();
     if k == 0 {
         return Vec::new();
@@ -504,14 +504,14 @@ pub fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
 /// float64 to float16 with a single rounding to nearest even, as numpy's
 /// `npy_double_to_half` (converting through float32 could round twice). Rounding to float32
 /// "to odd" first keeps the sticky information, and float32 has enough spare bits.
-pub fn f16_from_f64(x: f64) -> f16 {
+pub(super) fn f16_from_f64(x: f64) -> f16 {
     let t = x as f32;
-    if !t.is_finite() || t as f64 == x {
+    if !t.is_finite() || f64::from(t) == x {
         return f16::from_f32(t);
     }
     let mut bits = t.to_bits();
     // Truncate toward zero, then mark inexactness in the lowest bit.
-    if (t as f64).abs() > x.abs() {
+    if f64::from(t).abs() > x.abs() {
         bits -= 1;
     }
     bits |= 1;
@@ -658,7 +658,7 @@ impl<'a> Decoder<'a> {
 /// indices, scales) are decoded once, and the array indexed by position — int4's `packed`,
 /// quantized's `packed_signs`, its "range field" — is given per range, so a reader streaming
 /// the file holds only the bytes of the range at hand. Decodes the same values as [`Decoder`].
-pub struct RangeDecoder {
+pub(super) struct RangeDecoder {
     kind: RangeKind,
 }
 
@@ -682,7 +682,7 @@ enum RangeKind {
 
 impl RangeDecoder {
     /// The slot (in the order of the strategy's fields) of the array indexed by position.
-    pub fn range_field(strategy: Strategy) -> Option<usize> {
+    pub(super) fn range_field(strategy: Strategy) -> Option<usize> {
         match strategy {
             Strategy::Int4 => Some(4),
             Strategy::Quantized => Some(1),
@@ -692,7 +692,7 @@ impl RangeDecoder {
 
     /// From a tensor's arrays, validated as the format's reader does; the range field's data
     /// is not read (it may be empty here).
-    pub fn new(entry: &TensorEntry, arrays: &TensorArrays<'_>) -> RangeDecoder {
+    pub(super) fn new(entry: &TensorEntry, arrays: &TensorArrays<'_>) -> RangeDecoder {
         let f = &arrays.fields;
         let f16s = |data: &[u8]| -> Vec<f32> {
             data.chunks_exact(2).map(|c| f16_le(c).to_f32()).collect()
@@ -728,7 +728,7 @@ impl RangeDecoder {
 
     /// The bytes `from..to` of the range field that elements `start..end` need (consecutive
     /// ranges share at most one byte).
-    pub fn range_bytes(&self, start: usize, end: usize) -> (usize, usize) {
+    pub(super) fn range_bytes(&self, start: usize, end: usize) -> (usize, usize) {
         match &self.kind {
             RangeKind::Sparse { .. } => (0, 0),
             RangeKind::Quantized { .. } => (start / 8, end.div_ceil(8)),
@@ -749,7 +749,7 @@ impl RangeDecoder {
 
     /// Writes elements `start..start + out.len()` into `out`; `window` holds the range field's
     /// bytes from `window_from` on, at least those [`RangeDecoder::range_bytes`] names.
-    pub fn decode(&self, start: usize, window: &[u8], window_from: usize, out: &mut [f32]) {
+    pub(super) fn decode(&self, start: usize, window: &[u8], window_from: usize, out: &mut [f32]) {
         let end = start + out.len();
         match &self.kind {
             RangeKind::Sparse { idx, vals } => {
@@ -861,7 +861,7 @@ fn unpack_run(lut: &[f32; 16], packed: &[u8], first: usize, out: &mut [f32]) {
 
 /// q / 15 * float32(float64(scale) * 15) + float32(zero_point), all in float32, for q in 0..16:
 /// `quantized / 15.0 * (scale * 15.0) + zero_point` in the reference.
-pub fn dequant_table(scale: f16, zero_point: f16) -> [f32; 16] {
+pub(super) fn dequant_table(scale: f16, zero_point: f16) -> [f32; 16] {
     let s15 = (scale.to_f64() * 15.0) as f32;
     let zp = zero_point.to_f32();
     let mut t = [0f32; 16];

@@ -135,7 +135,11 @@ pub(crate) fn create(
                     Ok((tf.len as u64, arrays))
                 },
                 |i, (len, arrays): (u64, Vec<OwnedArray>)| {
-                    if parent.is_none() && hasher.as_ref().is_some_and(|h| h.is_finished()) {
+                    if parent.is_none()
+                        && hasher
+                            .as_ref()
+                            .is_some_and(std::thread::ScopedJoinHandle::is_finished)
+                    {
                         parent = hasher
                             .take()
                             .map(|h| h.join().expect("hashing thread"))

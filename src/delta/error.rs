@@ -7,6 +7,10 @@ use crate::escape::{shown, shown_path};
 
 use crate::formats::wdelta::WdeltaError;
 
+#[allow(
+    missing_docs,
+    reason = "each variant\'s #[error] message documents it, with the fields it prints"
+)]
 #[derive(Debug, thiserror::Error)]
 pub enum DeltaError {
     /// Reading or writing a file, or parsing a model with the core's parsers.

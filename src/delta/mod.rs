@@ -43,11 +43,13 @@ pub(crate) use lossless::{
     LosslessCreated, apply_lossless, create_lossless, is_lossless_file, open_container,
     verify_checksum as verify_lossless_checksum,
 };
-pub use model::{Elem, Model};
+pub(crate) use model::Elem;
+pub use model::Model;
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
 pub(crate) use store::{
     restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
 };
+pub use verify::reconstruction_error;
 pub(crate) use verify::verify_lineage;
-pub use verify::{UpdateLoss, reconstruction_error, record_loss, update_loss};
+pub(crate) use verify::{UpdateLoss, record_loss, update_loss};

@@ -120,14 +120,14 @@ impl Elem {
     /// The smallest and largest value of an integer type (bool: 0 and 1).
     pub fn int_range(self) -> (i128, i128) {
         match self {
-            Elem::I64 => (i64::MIN as i128, i64::MAX as i128),
-            Elem::I32 => (i32::MIN as i128, i32::MAX as i128),
-            Elem::I16 => (i16::MIN as i128, i16::MAX as i128),
-            Elem::I8 => (i8::MIN as i128, i8::MAX as i128),
-            Elem::U64 => (0, u64::MAX as i128),
-            Elem::U32 => (0, u32::MAX as i128),
-            Elem::U16 => (0, u16::MAX as i128),
-            Elem::U8 => (0, u8::MAX as i128),
+            Elem::I64 => (i128::from(i64::MIN), i128::from(i64::MAX)),
+            Elem::I32 => (i128::from(i32::MIN), i128::from(i32::MAX)),
+            Elem::I16 => (i128::from(i16::MIN), i128::from(i16::MAX)),
+            Elem::I8 => (i128::from(i8::MIN), i128::from(i8::MAX)),
+            Elem::U64 => (0, i128::from(u64::MAX)),
+            Elem::U32 => (0, i128::from(u32::MAX)),
+            Elem::U16 => (0, i128::from(u16::MAX)),
+            Elem::U8 => (0, i128::from(u8::MAX)),
             Elem::Bool => (0, 1),
             Elem::F64 | Elem::F32 | Elem::F16 | Elem::BF16 => (0, 0),
         }
@@ -142,12 +142,12 @@ impl Elem {
             b[..size].copy_from_slice(c);
             let u = u64::from_le_bytes(b);
             *o = match self {
-                Elem::I64 => u as i64 as i128,
-                Elem::I32 => u as u32 as i32 as i128,
-                Elem::I16 => u as u16 as i16 as i128,
-                Elem::I8 => u as u8 as i8 as i128,
-                Elem::Bool => (u != 0) as i128,
-                _ => u as i128,
+                Elem::I64 => i128::from(u as i64),
+                Elem::I32 => i128::from(u as u32 as i32),
+                Elem::I16 => i128::from(u as u16 as i16),
+                Elem::I8 => i128::from(u as u8 as i8),
+                Elem::Bool => i128::from(u != 0),
+                _ => i128::from(u),
             };
         }
     }
@@ -172,7 +172,7 @@ impl Elem {
             }
             Elem::BF16 => {
                 for (o, c) in out.iter_mut().zip(raw.chunks_exact(2)) {
-                    *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
+                    *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
                 }
             }
             Elem::F16 => {
@@ -218,14 +218,14 @@ impl Elem {
             }
             Elem::F64 => {
                 for (o, v) in out.chunks_exact_mut(8).zip(vals) {
-                    o.copy_from_slice(&(*v as f64).to_le_bytes());
+                    o.copy_from_slice(&f64::from(*v).to_le_bytes());
                 }
             }
             _ => {
                 let (lo, hi) = self.int_range();
                 let ints: Vec<i128> = vals
                     .iter()
-                    .map(|v| (v.round_ties_even() as f64 as i128).clamp(lo, hi))
+                    .map(|v| (f64::from(v.round_ties_even()) as i128).clamp(lo, hi))
                     .collect();
                 self.write_i128(&ints, out);
             }

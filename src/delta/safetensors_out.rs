@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// One tensor of the output, before its data offsets are assigned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutTensor {
+pub(super) struct OutTensor {
     pub name: String,
     /// safetensors dtype ("F32", "BF16", "F16", "F64").
     pub dtype: &'static str,
@@ -17,7 +17,7 @@ pub struct OutTensor {
 /// The layout of an output file: the header bytes (length prefix included) and, for each
 /// tensor in the order given, its absolute offset in the file.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub(super) struct Layout {
     pub header: Vec<u8>,
     pub offsets: Vec<u64>,
     pub total_len: u64,
@@ -25,7 +25,7 @@ pub struct Layout {
 
 /// Lays out `tensors` (which the caller gives sorted by name) after a header carrying
 /// `metadata` (omitted when empty, as the reference does for no metadata).
-pub fn layout(metadata: &BTreeMap<String, String>, tensors: &[OutTensor]) -> Layout {
+pub(super) fn layout(metadata: &BTreeMap<String, String>, tensors: &[OutTensor]) -> Layout {
     let mut json = String::from("{");
     let mut first = true;
     if !metadata.is_empty() {

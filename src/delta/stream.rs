@@ -351,7 +351,7 @@ impl DeltaStream {
                 dtype: dtype_name,
             }));
         };
-        let ndim = self.u32(record_offset, "ndim")? as u64;
+        let ndim = u64::from(self.u32(record_offset, "ndim")?);
         self.need(record_offset, ndim.saturating_mul(8), "dimensions")?;
         let mut shape = RecordShape::new();
         for _ in 0..ndim {
@@ -398,7 +398,7 @@ impl DeltaStream {
     }
 
     fn string(&mut self, record: usize, what: &'static str) -> Result<String, Stop> {
-        let len = self.u32(record, what)? as u64;
+        let len = u64::from(self.u32(record, what)?);
         self.need(record, len, what)?;
         let bytes = self.take(len as usize)?;
         match String::from_utf8(bytes) {

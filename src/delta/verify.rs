@@ -161,15 +161,15 @@ pub fn reconstruction_error(
             let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
                 DeltaError::TensorNotInModel {
                     model: finetuned.path.clone(),
-                    tensor: name.to_string(),
+                    tensor: name.clone(),
                 }
             })?;
             let f = finetuned.load_f32(name, ft_t)?;
             let d = delta.decode(name, b.len())?;
             let mut s = (0f64, 0f64, 0f64, 0f64);
             for ((b, f), d) in b.iter().zip(&f).zip(&d) {
-                let truth = (*f - *b) as f64;
-                let err = ((*b + *d) - *f) as f64;
+                let truth = f64::from(*f - *b);
+                let err = f64::from((*b + *d) - *f);
                 s.0 = s.0.max(err.abs());
                 s.1 += err * err;
                 s.2 = s.2.max(truth.abs());
@@ -211,7 +211,7 @@ fn f32_bytes(v: &[f32]) -> Cow<'_, [u8]> {
 /// the update lost = ‖rebuilt − ft‖ / ‖ft − base‖, per tensor and over the whole model (sums of
 /// squares in float64, over the elements where all three are finite).
 #[derive(Debug, Clone, Default)]
-pub struct UpdateLoss {
+pub(crate) struct UpdateLoss {
     pub rel_l2: f64,
     pub update_lost: f64,
     /// Per tensor in name order: (name, rel_l2, update_lost).
@@ -221,7 +221,7 @@ pub struct UpdateLoss {
 impl UpdateLoss {
     /// The tensor that lost the largest fraction of its update (a tensor whose update is zero
     /// and comes back exactly loses nothing).
-    pub fn worst(&self) -> Option<&(String, f64, f64)> {
+    pub(crate) fn worst(&self) -> Option<&(String, f64, f64)> {
         self.tensors
             .iter()
             .max_by(|a, b| a.2.partial_cmp(&b.2).unwrap_or(std::cmp::Ordering::Equal))
@@ -235,7 +235,7 @@ fn ratio(err: f64, of: f64) -> f64 {
 
 impl UpdateLoss {
     /// The figures as the header key `loss` holds them (infinite ones as null).
-    pub fn figures(&self) -> crate::formats::wdelta::LossFigures {
+    pub(crate) fn figures(&self) -> crate::formats::wdelta::LossFigures {
         let finite = |v: f64| v.is_finite().then_some(v);
         let worst = self.worst();
         crate::formats::wdelta::LossFigures {
@@ -251,7 +251,7 @@ impl UpdateLoss {
 /// Rewrites the lossy delta `delta` (opened from its file) with `loss` in its header: the same
 /// records after the new header, a new checksum, written to a temporary file and renamed over
 /// the old one.
-pub fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
+pub(crate) fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
     use crate::formats::wdelta::{CHECKSUM_LEN, MAGIC, PREAMBLE_LEN, header_json};
     use std::io::Write as _;
     let bytes = delta.bytes();
@@ -280,7 +280,7 @@ pub fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
 }
 
 /// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
-pub fn update_loss(
+pub(crate) fn update_loss(
     base: &Model,
     delta: &OpenDelta,
     finetuned: &Model,
@@ -301,7 +301,7 @@ pub fn update_loss(
             let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
                 DeltaError::TensorNotInModel {
                     model: finetuned.path.clone(),
-                    tensor: name.to_string(),
+                    tensor: name.clone(),
                 }
             })?;
             let f = finetuned.load_f32(name, ft_t)?;
@@ -323,7 +323,7 @@ pub fn update_loss(
             }
             let mut s = (0f64, 0f64, 0f64);
             for ((r, f), b) in rebuilt.iter().zip(&f).zip(&b) {
-                let (r, f, b) = (*r as f64, *f as f64, *b as f64);
+                let (r, f, b) = (f64::from(*r), f64::from(*f), f64::from(*b));
                 // Non-finite values (NaN, infinities) are left out: they have no distance.
                 if !(r.is_finite() && f.is_finite() && b.is_finite()) {
                     continue;
@@ -339,7 +339,7 @@ pub fn update_loss(
             ft2 += s.1;
             upd2 += s.2;
             loss.tensors.push((
-                names[i].to_string(),
+                names[i].clone(),
                 ratio(s.0.sqrt(), s.1.sqrt()),
                 ratio(s.0.sqrt(), s.2.sqrt()),
             ));

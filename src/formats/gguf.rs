@@ -15,12 +15,12 @@ use crate::artifact::{
 use crate::dtype::Dtype;
 use crate::escape::quoted;
 
-pub const MAGIC: &[u8; 4] = b"GGUF";
-pub const DEFAULT_ALIGNMENT: u64 = 32;
+pub(crate) const MAGIC: &[u8; 4] = b"GGUF";
+pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
 /// ggml's GGML_MAX_DIMS.
-pub const MAX_DIMS: u32 = 4;
+pub(crate) const MAX_DIMS: u32 = 4;
 /// Arrays of arrays deeper than this are refused (real files nest at most 2 levels).
-pub const MAX_NESTING: usize = 64;
+pub(crate) const MAX_NESTING: usize = 64;
 
 impl GgufError {
     /// For a parse of a prefix of a `file_len`-byte file: the prefix length at which the
@@ -201,19 +201,19 @@ type Result<T> = std::result::Result<T, GgufError>;
 
 /// GGUF metadata value type ids.
 mod value_type {
-    pub const U8: u32 = 0;
-    pub const I8: u32 = 1;
-    pub const U16: u32 = 2;
-    pub const I16: u32 = 3;
-    pub const U32: u32 = 4;
-    pub const I32: u32 = 5;
-    pub const F32: u32 = 6;
-    pub const BOOL: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const ARRAY: u32 = 9;
-    pub const U64: u32 = 10;
-    pub const I64: u32 = 11;
-    pub const F64: u32 = 12;
+    pub(super) const U8: u32 = 0;
+    pub(super) const I8: u32 = 1;
+    pub(super) const U16: u32 = 2;
+    pub(super) const I16: u32 = 3;
+    pub(super) const U32: u32 = 4;
+    pub(super) const I32: u32 = 5;
+    pub(super) const F32: u32 = 6;
+    pub(super) const BOOL: u32 = 7;
+    pub(super) const STRING: u32 = 8;
+    pub(super) const ARRAY: u32 = 9;
+    pub(super) const U64: u32 = 10;
+    pub(super) const I64: u32 = 11;
+    pub(super) const F64: u32 = 12;
 }
 
 /// A bounds-checked reader over the header bytes in the file's byte order.
@@ -344,7 +344,7 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact> {
 }
 
 /// Whether `bytes` start with the GGUF magic.
-pub fn detect(bytes: &[u8]) -> bool {
+pub(crate) fn detect(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 
@@ -358,9 +358,9 @@ pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact> {
 
 /// Metadata keys cost more memory than their bytes: one key is allowed per this many bytes of
 /// the header limit (97,656 keys at the default 100 MB; real models have a few dozen).
-pub const BYTES_PER_METADATA_KEY: u64 = 1024;
+pub(crate) const BYTES_PER_METADATA_KEY: u64 = 1024;
 /// Likewise for arrays nested in arrays (1.5 M at the default limit).
-pub const BYTES_PER_INNER_ARRAY: u64 = 64;
+pub(crate) const BYTES_PER_INNER_ARRAY: u64 = 64;
 /// Those caps never go below this, however small the header limit.
 const MIN_CAPPED_COUNT: u64 = 1024;
 
@@ -650,7 +650,7 @@ fn tensor_byte_length(name: &str, shape: &[u64], ggml_type: &'static Dtype) -> R
     let n_elements = shape
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= i64::MAX as u64)
+        .filter(|&n| i64::try_from(n).is_ok())
         .ok_or_else(overflow)?;
     let ne0 = shape.first().copied().unwrap_or(1);
     if ne0 % ggml_type.block_size != 0 {
@@ -955,7 +955,7 @@ mod tests {
                 }
             })
             .collect();
-        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        let bytes: Vec<&[u8]> = items.iter().map(std::string::String::as_bytes).collect();
         let (file, _) = string_array_file(&bytes);
         let artifact = parse(&file).unwrap();
         match &artifact.metadata["toks"] {

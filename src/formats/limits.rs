@@ -2,15 +2,15 @@
 //! One environment variable raises them all, so a user who meets one knows the one knob.
 
 /// The environment variable that overrides [`DEFAULT_MAX_HEADER_BYTES`] (a count of bytes).
-pub const MAX_HEADER_BYTES_ENV: &str = "WEIGHT_INSPECT_MAX_HEADER_BYTES";
+pub(crate) const MAX_HEADER_BYTES_ENV: &str = "WEIGHT_INSPECT_MAX_HEADER_BYTES";
 
 /// Headers larger than this (100 MB) are refused unless the environment says otherwise: the
 /// largest real models' headers are a few megabytes.
-pub const DEFAULT_MAX_HEADER_BYTES: u64 = 100_000_000;
+pub(crate) const DEFAULT_MAX_HEADER_BYTES: u64 = 100_000_000;
 
 /// The largest header a reader accepts: `WEIGHT_INSPECT_MAX_HEADER_BYTES` when it is set to a
 /// whole number of bytes, else [`DEFAULT_MAX_HEADER_BYTES`].
-pub fn max_header_bytes() -> u64 {
+pub(crate) fn max_header_bytes() -> u64 {
     parse(std::env::var(MAX_HEADER_BYTES_ENV).ok().as_deref())
 }
 
@@ -22,7 +22,7 @@ fn parse(value: Option<&str>) -> u64 {
 }
 
 /// How to raise the limit, for error messages.
-pub fn how_to_raise() -> String {
+pub(crate) fn how_to_raise() -> String {
     format!("set {MAX_HEADER_BYTES_ENV} to a larger number of bytes to raise it")
 }
 

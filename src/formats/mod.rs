@@ -2,10 +2,8 @@
 //!
 //! [`Artifact`]: crate::artifact::Artifact
 
-pub mod gguf;
+pub(crate) mod gguf;
 pub(crate) mod limits;
-pub mod pytorch;
-pub mod safetensors;
-pub mod wdelta;
-
-pub use crate::artifact::Format;
+pub(crate) mod pytorch;
+pub(crate) mod safetensors;
+pub(crate) mod wdelta;

@@ -105,7 +105,7 @@ pub fn parse(bytes: &[u8]) -> Result<Artifact, SafetensorsError> {
 }
 
 /// Whether `bytes` start like a safetensors file: a u64 header length, then `{`.
-pub fn detect(bytes: &[u8]) -> bool {
+pub(crate) fn detect(bytes: &[u8]) -> bool {
     bytes.len() > 8 && bytes[8] == b'{'
 }
 
@@ -114,9 +114,10 @@ pub fn detect(bytes: &[u8]) -> bool {
 pub fn header_bytes_needed(prefix: &[u8]) -> Option<u64> {
     let len = u64::from_le_bytes(prefix.get(..8)?.try_into().ok()?);
     // Over the limit: nothing more to read, the parse refuses it at once.
-    Some(match len > super::limits::max_header_bytes() {
-        true => 8,
-        false => 8 + len,
+    Some(if len > super::limits::max_header_bytes() {
+        8
+    } else {
+        8 + len
     })
 }
 

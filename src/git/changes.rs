@@ -19,7 +19,7 @@ type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// How a model file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Status {
+pub(crate) enum Status {
     Added,
     Removed,
     Modified,
@@ -28,7 +28,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Status::Added => "added",
             Status::Removed => "removed",
@@ -40,7 +40,7 @@ impl Status {
 
 /// One changed model file. Paths are relative to the repository root, `/`-separated.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileChange {
+pub(crate) struct FileChange {
     pub status: Status,
     pub old_path: Option<String>,
     pub new_path: Option<String>,
@@ -58,7 +58,7 @@ pub struct FileChange {
 
 impl FileChange {
     /// The path to show: the new path, or the old one for a removed file.
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.new_path
             .as_deref()
             .or(self.old_path.as_deref())
@@ -69,14 +69,14 @@ impl FileChange {
 /// Which paths to consider: everything, or git-style pathspecs (a path, a directory prefix, or
 /// a glob), relative to the repository root.
 #[derive(Debug, Clone, Default)]
-pub struct PathFilter {
+pub(crate) struct PathFilter {
     prefixes: Vec<String>,
     globs: Option<globset::GlobSet>,
     any: bool,
 }
 
 impl PathFilter {
-    pub fn new(specs: &[String]) -> Result<Self> {
+    pub(crate) fn new(specs: &[String]) -> Result<Self> {
         let mut filter = PathFilter {
             any: specs.is_empty(),
             ..Default::default()
@@ -110,7 +110,7 @@ impl PathFilter {
         Ok(filter)
     }
 
-    pub fn matches(&self, path: &str) -> bool {
+    pub(crate) fn matches(&self, path: &str) -> bool {
         self.any
             || self.prefixes.iter().any(|p| {
                 path == p || (path.starts_with(p.as_str()) && path.as_bytes()[p.len()] == b'/')
@@ -122,7 +122,7 @@ impl PathFilter {
 /// Model files (by extension) and indexes of sharded models that differ between the trees of
 /// `base` and `head`, or between `base` and the work tree when `head` is None; see
 /// [`changed_files`].
-pub fn changed_model_files(
+pub(crate) fn changed_model_files(
     repo: &gix::Repository,
     base: &str,
     head: Option<&str>,
@@ -138,7 +138,7 @@ pub fn changed_model_files(
 /// Files whose path `select` accepts that differ between the trees of `base` and `head`, or
 /// between `base` and the work tree (through the index, like `git diff base`) when `head` is
 /// None. Sorted by path; removed+added pairs with the same blob id become renames.
-pub fn changed_files(
+pub(crate) fn changed_files(
     repo: &gix::Repository,
     base: &str,
     head: Option<&str>,
@@ -176,7 +176,7 @@ pub fn changed_files(
 
 /// Every file (regular or executable, not a symbolic link) under `tree` whose path `select`
 /// accepts, by path.
-pub fn tree_files(
+pub(super) fn tree_files(
     repo: &gix::Repository,
     tree: ObjectId,
     select: &dyn Fn(&str) -> bool,
@@ -190,7 +190,9 @@ pub fn tree_files(
 
 /// Every file and symbolic link of HEAD's tree (nothing before the first commit), by path:
 /// what a commit's staged changes are measured against.
-pub fn head_entries(repo: &gix::Repository) -> Result<BTreeMap<String, super::objects::Entry>> {
+pub(crate) fn head_entries(
+    repo: &gix::Repository,
+) -> Result<BTreeMap<String, super::objects::Entry>> {
     if head_is_unborn(repo) {
         return Ok(BTreeMap::new());
     }
@@ -240,7 +242,7 @@ fn tree_blobs(
 
 /// A file found in history: its path, the commit it was seen in (the newest), its blob.
 #[derive(Debug, Clone)]
-pub struct HistoryFile {
+pub(crate) struct HistoryFile {
     pub path: String,
     pub commit: ObjectId,
     pub id: ObjectId,
@@ -248,7 +250,10 @@ pub struct HistoryFile {
 
 /// The files whose path `select` accepts in HEAD and every commit before it, newest first, one
 /// per distinct blob. Unreadable commits or trees are passed over (a shallow clone ends early).
-pub fn files_in_history(repo: &gix::Repository, select: &dyn Fn(&str) -> bool) -> Vec<HistoryFile> {
+pub(crate) fn files_in_history(
+    repo: &gix::Repository,
+    select: &dyn Fn(&str) -> bool,
+) -> Vec<HistoryFile> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let Ok(head) = repo.head_id() else {
@@ -260,7 +265,7 @@ pub fn files_in_history(repo: &gix::Repository, select: &dyn Fn(&str) -> bool) -
     for info in walk.flatten() {
         let Ok(tree) = repo
             .find_commit(info.id)
-            .and_then(|c| c.tree_id().map(|t| t.detach()))
+            .and_then(|c| c.tree_id().map(gix::Id::detach))
         else {
             continue;
         };
@@ -491,7 +496,7 @@ fn diff_tree_worktree(
         .filter_map(|c| c.old_id)
         .collect();
     if !removed.is_empty() {
-        for change in out.iter_mut() {
+        for change in &mut out {
             if change.status != Status::Added || change.new_id.is_some() || change.new_link {
                 continue;
             }
@@ -603,7 +608,7 @@ fn pair_renames(changes: &mut Vec<FileChange>) {
             continue;
         };
         let key = (id, changes[r].old_link);
-        let Some(added) = added_by_id.get_mut(&key).and_then(|l| l.pop()) else {
+        let Some(added) = added_by_id.get_mut(&key).and_then(std::vec::Vec::pop) else {
             continue;
         };
         let a = changes[added].clone();

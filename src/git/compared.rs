@@ -18,7 +18,7 @@ use crate::diff::{DiffCounts, StructuralDiff};
 use crate::read::Content;
 
 /// One compared model file.
-pub struct ComparedFile {
+pub(crate) struct ComparedFile {
     /// For a multi-file model: a change of the model's name (`dir/x.safetensors.index.json` or
     /// `dir/NAME-*-of-0000N.gguf`) without blob ids.
     pub change: FileChange,
@@ -41,7 +41,7 @@ pub struct ComparedFile {
 /// handed to `sink` a window of files at a time in path order, each window
 /// dropped before the next is read: a report written from here holds a bounded number of
 /// models, however many files changed.
-pub fn compare_each(
+pub(super) fn compare_each(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,
@@ -118,7 +118,7 @@ type ReferenceModel =
 
 /// Tensor and metadata changes of a file, when known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counts {
+pub(crate) enum Counts {
     Known(DiffCounts),
     /// A side is not a readable model (LFS object not fetched, unreadable file).
     Unknown,
@@ -127,7 +127,7 @@ pub enum Counts {
 /// The JSON of a compared file (schema 1) in `git diff --json` and, with the format and counts
 /// of its row, in `ci --json`.
 #[derive(Serialize)]
-pub struct FileJson<'a> {
+pub(crate) struct FileJson<'a> {
     /// For a multi-file model (whose paths are the model's name): the changed files.
     #[serde(skip_serializing_if = "Option::is_none")]
     model_files: Option<&'a [String]>,
@@ -177,20 +177,20 @@ impl ComparedFile {
         }
     }
 
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.change.path()
     }
 
     /// Whether the file counts as a change for `--exit-code` and `ci --fail-on change`: any
     /// single file that changed; a multi-file model unless only its layout changed (the same
     /// structure in other files: a resharding).
-    pub fn counts_as_change(&self) -> bool {
+    pub(crate) fn counts_as_change(&self) -> bool {
         self.model.is_none() || self.diff.as_ref().is_none_or(|d| !d.only_layout_changed())
     }
 
     /// The file an annotation about this file points to: the file, or for a multi-file model
     /// its index or first part.
-    pub fn annotation_path(&self) -> &str {
+    pub(crate) fn annotation_path(&self) -> &str {
         match &self.model {
             Some(model) => &model.anchor,
             None => self.path(),
@@ -200,7 +200,7 @@ impl ComparedFile {
     /// The file's format(s): `gguf`, `gguf → safetensors`, `link` for a symbolic link, or
     /// `?` when no side was read. A side with a format's magic whose header does not parse
     /// (a refused pickle) still names its format.
-    pub fn format(&self) -> String {
+    pub(crate) fn format(&self) -> String {
         let name = |s: &Option<ModelSide>| match s.as_ref().map(|s| (s, s.content())) {
             Some((ModelSide::Link { .. }, _)) => Some("link"),
             Some((_, Some(Content::Invalid { format, .. }))) => Some(format.name()),
@@ -213,7 +213,7 @@ impl ComparedFile {
         }
     }
 
-    pub fn counts(&self) -> Counts {
+    pub(crate) fn counts(&self) -> Counts {
         if let Some(diff) = &self.diff {
             return Counts::Known(diff.counts());
         }
@@ -239,7 +239,7 @@ impl ComparedFile {
     }
 
     /// The JSON of the file; `row`: with its format and counts, as `ci` reports them.
-    pub fn json(&self, row: bool) -> FileJson<'_> {
+    pub(crate) fn json(&self, row: bool) -> FileJson<'_> {
         FileJson {
             model_files: self.model.as_ref().map(|m| m.files.as_slice()),
             status: self.change.status.name(),
@@ -268,7 +268,7 @@ impl ComparedFile {
 
     /// The conversion section: the report against the reference, or why there is none; empty
     /// without a reference.
-    pub fn conversion_text(&self, palette: &crate::render::Palette) -> String {
+    pub(crate) fn conversion_text(&self, palette: &crate::render::Palette) -> String {
         let Some((reference, outcome)) = &self.conversion else {
             return String::new();
         };
@@ -287,7 +287,7 @@ impl ComparedFile {
 
     /// The plain-text body of the file's section in a pull-request report: the structural
     /// diff, a summary of an added or removed model, or why the structure is not shown.
-    pub fn details(&self) -> String {
+    pub(crate) fn details(&self) -> String {
         let palette = crate::render::Palette::plain();
         let mut out = String::new();
         if let Some(model) = &self.model {
@@ -348,7 +348,7 @@ impl ComparedFile {
 
     /// The "weights" cell: how many tensors' values changed and the largest rel_l2, or why the
     /// values were not compared; None without values.
-    pub fn weights(&self) -> Option<String> {
+    pub(crate) fn weights(&self) -> Option<String> {
         let values = self.values.as_ref().map(|v| match v {
             Ok(values) => crate::render::values::summary(values),
             Err(_) => "not compared (see details)".to_owned(),
@@ -422,7 +422,7 @@ fn side_note(side: &ModelSide, which: Which) -> String {
 
 /// The first 12 hex digits of a side's structural hash, `lfs:XXXXXXXX` for an LFS object
 /// that is not present, `-` for no side, `?` for a side that is not a readable model.
-pub fn short_hash(side: Option<&ModelSide>) -> String {
+pub(crate) fn short_hash(side: Option<&ModelSide>) -> String {
     match side {
         None => "-".to_owned(),
         Some(ModelSide::Absent { pointer, .. }) => format!("lfs:{}", &pointer.oid[..8]),
@@ -434,7 +434,7 @@ pub fn short_hash(side: Option<&ModelSide>) -> String {
 }
 
 /// `tensors +1 −0 ~2, metadata +0 −0 ~1`, or `structure not compared`.
-pub fn counts_text(counts: Counts) -> String {
+pub(crate) fn counts_text(counts: Counts) -> String {
     match counts {
         Counts::Known(c) => c.to_string(),
         Counts::Unknown => "structure not compared".to_owned(),

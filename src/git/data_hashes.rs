@@ -15,10 +15,10 @@ use sha2::{Digest, Sha256};
 use crate::artifact::Artifact;
 
 /// Hex digits of each tensor's digest shown: 64 bits tell changed data apart.
-pub const SHOWN_DIGITS: usize = 16;
+pub(super) const SHOWN_DIGITS: usize = 16;
 
 /// The digests of one read of a model file.
-pub struct FileDigests {
+pub(super) struct FileDigests {
     /// SHA-256 of the whole file, in hex.
     pub file: String,
     /// Of each tensor's data, in the tensor table's order ([`SHOWN_DIGITS`] hex digits).
@@ -26,7 +26,7 @@ pub struct FileDigests {
 }
 
 /// Reads `file` once and hashes it whole and tensor by tensor (`artifact` is its header).
-pub fn digests(file: &Path, artifact: &Artifact) -> std::io::Result<FileDigests> {
+pub(super) fn digests(file: &Path, artifact: &Artifact) -> std::io::Result<FileDigests> {
     let ranges = tensor_ranges(artifact);
     // Ranges by start; a strided view may share its storage with others, so they can overlap.
     let mut order: Vec<usize> = (0..ranges.len()).collect();

@@ -19,7 +19,7 @@ use crate::render::Palette;
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Invocation {
+pub(super) enum Invocation {
     Unmerged {
         path: String,
     },
@@ -39,7 +39,7 @@ pub enum Invocation {
 
 impl Invocation {
     /// Interprets git's arguments; None when they follow none of git's forms.
-    pub fn parse(args: &[OsString]) -> Option<Invocation> {
+    pub(super) fn parse(args: &[OsString]) -> Option<Invocation> {
         let text = |i: usize| args[i].to_string_lossy().into_owned();
         match args.len() {
             1 => Some(Invocation::Unmerged { path: text(0) }),
@@ -59,7 +59,7 @@ impl Invocation {
 }
 
 /// Runs one external diff call and returns its output. Never fails: problems are notes.
-pub fn run(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
+pub(crate) fn run(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
     let outcome = std::panic::catch_unwind(|| run_inner(args, color, remote));
     outcome.unwrap_or_else(|_| {
         "weight-inspect: failed unexpectedly on this file; see `git diff --no-ext-diff`\n".into()
@@ -125,9 +125,10 @@ const LINK_MODE: &str = "120000";
 fn link_side(file: &Path) -> ModelSide {
     const MAX_TARGET: u64 = 64 * 1024;
     let target = match std::fs::metadata(file) {
-        Ok(meta) if meta.is_file() && meta.len() <= MAX_TARGET => std::fs::read(file)
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_else(|e| format!("(unreadable: {e})")),
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_TARGET => std::fs::read(file).map_or_else(
+            |e| format!("(unreadable: {e})"),
+            |bytes| String::from_utf8_lossy(&bytes).into_owned(),
+        ),
         _ => "(unreadable)".to_owned(),
     };
     ModelSide::Link { target }
@@ -135,7 +136,7 @@ fn link_side(file: &Path) -> ModelSide {
 
 /// The header line naming the file: `weight-inspect a/old b/new`, with `/dev/null` for a
 /// missing side; paths shown escaped.
-pub fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>) -> String {
+pub(super) fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>) -> String {
     let old = old_path.map_or("/dev/null".to_owned(), |p| format!("a/{}", shown(p)));
     let new = new_path.map_or("/dev/null".to_owned(), |p| format!("b/{}", shown(p)));
     let text = match (old_path, new_path) {
@@ -152,7 +153,7 @@ pub fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>) -> St
 /// The rendering of one changed file: header, then the structural diff of two models, a
 /// summary of an added or removed model, or notes for sides that are not parsed models.
 /// `blobs_differ` tells whether the files' bytes differ (to explain an empty structural diff).
-pub fn render_change(
+pub(super) fn render_change(
     color: bool,
     old_path: Option<&str>,
     new_path: Option<&str>,
@@ -270,7 +271,7 @@ mod tests {
         nine.extend(os(&["n.gguf", "similarity index 100%\n"]));
         match Invocation::parse(&nine) {
             Some(Invocation::Pair { new_path, .. }) => {
-                assert_eq!(new_path.as_deref(), Some("n.gguf"))
+                assert_eq!(new_path.as_deref(), Some("n.gguf"));
             }
             other => panic!("{other:?}"),
         }

@@ -15,7 +15,7 @@ use crate::escape::shown_path;
 type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// The diff driver's name: `diff.weight-inspect.*`, `diff=weight-inspect`.
-pub const DRIVER: &str = "weight-inspect";
+pub(super) const DRIVER: &str = "weight-inspect";
 
 const COMMENT: &str =
     "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)";
@@ -31,7 +31,7 @@ const RULES: [&str; 7] = [
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// This repository's config and its top-level `.gitattributes`.
     Repository,
     /// `~/.gitconfig` and the global attributes file (`core.attributesFile`, else
@@ -40,7 +40,7 @@ pub enum Scope {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Textconv,
     External,
     Both,
@@ -242,7 +242,7 @@ fn wanted_config(mode: Mode, program: &str, tensor_hashes: bool) -> Vec<(String,
 
 /// Installs the driver; returns a report of what changed (or that nothing did).
 /// `tensor_hashes`: the textconv command renders each tensor's data digest.
-pub fn install(cwd: &Path, scope: Scope, mode: Mode, tensor_hashes: bool) -> Result<String> {
+pub(crate) fn install(cwd: &Path, scope: Scope, mode: Mode, tensor_hashes: bool) -> Result<String> {
     let target = Target::resolve(cwd, scope)?;
     let program = program();
     let mut report = String::new();
@@ -306,7 +306,7 @@ fn has_committer_identity(dir: &Path) -> bool {
 /// Removes what [`install`] wrote: our config keys (and the then-empty section) and the
 /// attribute lines it added. Lines it found in place, and lines committed or staged in the
 /// repository's `.gitattributes`, are left, and the report says which and why.
-pub fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
+pub(crate) fn uninstall(cwd: &Path, scope: Scope) -> Result<String> {
     let target = Target::resolve(cwd, scope)?;
     let mut report = String::new();
     for (key, _, _) in wanted_config(Mode::Both, "", false) {
@@ -497,12 +497,10 @@ fn pattern_may_match_models(pattern: &str) -> bool {
     }
     let samples = ["model.gguf", "model.safetensors"];
     if name.contains(['*', '?', '[']) {
-        return globset::Glob::new(name)
-            .map(|g| {
-                let m = g.compile_matcher();
-                samples.iter().any(|s| m.is_match(s))
-            })
-            .unwrap_or(true);
+        return globset::Glob::new(name).map_or(true, |g| {
+            let m = g.compile_matcher();
+            samples.iter().any(|s| m.is_match(s))
+        });
     }
     crate::artifact::Format::from_path(name).is_some()
 }

@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// git-lfs only treats blobs smaller than this as possible pointers.
-pub const MAX_POINTER_SIZE: usize = 1024;
+pub(crate) const MAX_POINTER_SIZE: usize = 1024;
 
 /// The current version URL and the one of the pre-release ("hawser") pointers.
 const VERSIONS: [&str; 2] = [
@@ -121,7 +121,7 @@ fn parse_size(value: &str) -> Option<u64> {
 /// The LFS storage directory of `repo`: `lfs.storage` (relative paths are relative to the
 /// common git dir, `~/` is the home directory) or `<common git dir>/lfs`. Linked worktrees
 /// share the store of the main repository, hence the common dir.
-pub fn storage_dir(repo: &gix::Repository) -> PathBuf {
+pub(super) fn storage_dir(repo: &gix::Repository) -> PathBuf {
     let common = repo.common_dir();
     let configured = repo
         .config_snapshot()
@@ -150,12 +150,12 @@ fn resolve_storage(common_dir: &Path, value: &str) -> PathBuf {
 
 /// The local object of `pointer` if it is present with the size the pointer promises
 /// (a partial download is as good as absent).
-pub fn present_object(repo: &gix::Repository, pointer: &Pointer) -> Option<PathBuf> {
+pub(crate) fn present_object(repo: &gix::Repository, pointer: &Pointer) -> Option<PathBuf> {
     present_in(&storage_dir(repo), pointer)
 }
 
 /// [`present_object`] in the LFS store `store` (see [`storage_dir`]).
-pub fn present_in(store: &Path, pointer: &Pointer) -> Option<PathBuf> {
+pub(super) fn present_in(store: &Path, pointer: &Pointer) -> Option<PathBuf> {
     let path = store.join(pointer.relative_object_path());
     let meta = std::fs::metadata(&path).ok()?;
     (meta.is_file() && meta.len() == pointer.size).then_some(path)

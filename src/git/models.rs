@@ -22,7 +22,7 @@ use crate::sharded::{self, Directory, SplitName};
 
 /// The files of a multi-file model that changed.
 #[derive(Debug, Clone)]
-pub struct ModelGroup {
+pub(crate) struct ModelGroup {
     /// The changed files' paths, sorted.
     pub files: Vec<String>,
     /// A file of the model that exists on the newest side (its index or first part, else a
@@ -36,7 +36,7 @@ pub struct ModelGroup {
 
 /// Where the bytes of one part of a model are.
 #[derive(Debug, Clone)]
-pub enum PartSource {
+pub(crate) enum PartSource {
     /// A blob (the part's bytes, or an LFS pointer to them).
     Blob(ObjectId),
     /// A file of the work tree (the part, or an LFS pointer text).
@@ -45,7 +45,7 @@ pub enum PartSource {
 
 /// Where one side of a comparison is read from.
 #[derive(Clone, Copy)]
-pub enum Snapshot<'a> {
+pub(crate) enum Snapshot<'a> {
     /// A commit's tree: the revision (as resolved by gix) and its name in messages.
     Tree { rev: &'a str, label: &'a str },
     /// The work tree.
@@ -702,7 +702,7 @@ impl Directory for SnapshotDir<'_> {
 /// What `path` names in `rev` when that is a multi-file model: a directory holding one model,
 /// an index file, or a part of a split GGUF. None for anything else (a single file is read as
 /// such by the caller).
-pub fn open_at(
+pub(crate) fn open_at(
     reader: &SideReader<'_>,
     rev: &str,
     path: &str,
@@ -712,7 +712,7 @@ pub fn open_at(
 
 /// [`open_at`] in any snapshot: a commit's tree, or the work tree (where the parts may be LFS
 /// pointer texts of a checkout without LFS content). `path` is relative to the work-tree root.
-pub fn open_in(
+pub(crate) fn open_in(
     reader: &SideReader<'_>,
     snapshot: Snapshot<'_>,
     path: &str,
@@ -759,7 +759,7 @@ pub fn open_in(
 
 /// The multi-file model the directory `dir` holds in `snapshot` (its one index or split GGUF),
 /// read as one model; None when it holds none. A directory with several is unassembled.
-pub fn open_directory(
+pub(crate) fn open_directory(
     reader: &SideReader<'_>,
     snapshot: Snapshot<'_>,
     dir: &str,

@@ -13,7 +13,7 @@ type Result<T, E = GitError> = std::result::Result<T, E>;
 
 /// Opens the repository git would use from `dir`: `GIT_DIR` (set by git for the programs it
 /// runs) if present, else discovery upwards from `dir`.
-pub fn open_repo(dir: &Path) -> Result<gix::Repository> {
+pub(crate) fn open_repo(dir: &Path) -> Result<gix::Repository> {
     gix::discover_with_environment_overrides(dir).map_err(|e| GitError::Open {
         dir: dir.to_owned(),
         message: e.to_string(),
@@ -35,7 +35,7 @@ pub(crate) fn object_error(what: impl ToString, e: impl ToString) -> GitError {
 }
 
 /// The tree of `rev` (a commit, tag or tree).
-pub fn resolve_tree(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
+pub(super) fn resolve_tree(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
     let object = repo
         .rev_parse_single(rev)
         .map_err(|e| rev_error(rev, e))?
@@ -47,7 +47,7 @@ pub fn resolve_tree(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
 
 /// What a path names in a tree or in the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// A regular (or executable) file: its blob.
     File(ObjectId),
     /// A symbolic link: the blob holding its target (see [`link_target`]).
@@ -60,7 +60,7 @@ pub enum Entry {
 
 impl Entry {
     /// The file's blob; None for anything but a regular file.
-    pub fn file(self) -> Option<ObjectId> {
+    pub(crate) fn file(self) -> Option<ObjectId> {
         match self {
             Entry::File(id) => Some(id),
             _ => None,
@@ -68,7 +68,7 @@ impl Entry {
     }
 
     /// What it is, for messages: "a symbolic link", "a directory", ...
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Entry::File(_) => "a file",
             Entry::Link(_) => "a symbolic link",
@@ -80,7 +80,7 @@ impl Entry {
 
 /// What `path` (relative to the repository root, `/`-separated) is in `rev`, or None if `rev`
 /// has nothing there.
-pub fn tree_entry(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<Entry>> {
+pub(crate) fn tree_entry(repo: &gix::Repository, rev: &str, path: &str) -> Result<Option<Entry>> {
     let tree_id = resolve_tree(repo, rev)?;
     let tree = repo
         .find_tree(tree_id)
@@ -104,7 +104,7 @@ pub fn tree_entry(repo: &gix::Repository, rev: &str, path: &str) -> Result<Optio
 
 /// The entries directly inside the directory `dir` (relative to the repository root,
 /// `/`-separated, "" for the root) in `rev`, by name; None if `rev` has no directory there.
-pub fn dir_entries(
+pub(super) fn dir_entries(
     repo: &gix::Repository,
     rev: &str,
     dir: &str,
@@ -154,18 +154,18 @@ pub fn dir_entries(
 
 /// The target of the symbolic link whose blob is `id` (git stores a link as a blob holding its
 /// target path), as text.
-pub fn link_target(repo: &gix::Repository, id: ObjectId) -> Result<String> {
+pub(crate) fn link_target(repo: &gix::Repository, id: ObjectId) -> Result<String> {
     Ok(String::from_utf8_lossy(&blob_bytes(repo, id)?).into_owned())
 }
 
 /// The content of the blob `id`.
-pub fn blob_bytes(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>> {
+pub(crate) fn blob_bytes(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>> {
     let mut blob = repo.find_blob(id).map_err(|e| object_error(id, e))?;
     Ok(blob.take_data())
 }
 
 /// What `path` is at `stage` of the index, or None if the index has nothing there.
-pub fn index_entry(
+pub(crate) fn index_entry(
     repo: &gix::Repository,
     path: &str,
     stage: gix::index::entry::Stage,

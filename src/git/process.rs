@@ -13,7 +13,7 @@ use gix::ObjectId;
 use super::error::GitError;
 
 /// Runs `git ARGS` in `dir` and returns its output (whatever its exit status).
-pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+pub(crate) fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
     Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -27,7 +27,7 @@ pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
 /// Runs `git ARGS` in `dir` with `input` on its standard input and `env` added to its
 /// environment; never lets it prompt on a terminal (drivers have none, and a command must not
 /// hang on a question).
-pub fn output_with_input(
+pub(super) fn output_with_input(
     dir: &Path,
     args: &[&str],
     input: &[u8],
@@ -59,7 +59,7 @@ pub fn output_with_input(
 }
 
 /// The error of a git command that exited unsuccessfully, with its stderr.
-pub fn failed(args: &[&str], out: &Output) -> GitError {
+pub(super) fn failed(args: &[&str], out: &Output) -> GitError {
     GitError::Command {
         args: args.join(" "),
         message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
@@ -68,7 +68,7 @@ pub fn failed(args: &[&str], out: &Output) -> GitError {
 
 /// git's hooks directory for the repository around `dir` (honors `core.hooksPath` and
 /// linked worktrees).
-pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitError> {
+pub(crate) fn hooks_dir(dir: &Path) -> Result<PathBuf, GitError> {
     let out = output(dir, &["rev-parse", "--git-path", "hooks"])?;
     if !out.status.success() {
         return Err(GitError::Open {
@@ -83,7 +83,7 @@ pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitError> {
 }
 
 /// Whether `.gitattributes` sends `path` through the LFS filter (for files not yet staged).
-pub fn lfs_by_attributes(repo: &gix::Repository, path: &str) -> Result<bool, GitError> {
+pub(crate) fn lfs_by_attributes(repo: &gix::Repository, path: &str) -> Result<bool, GitError> {
     let workdir = repo
         .workdir()
         .ok_or_else(|| GitError::Bare(repo.git_dir().to_owned()))?;
@@ -99,7 +99,11 @@ pub fn lfs_by_attributes(repo: &gix::Repository, path: &str) -> Result<bool, Git
 
 /// The first `limit` bytes of blob `id`, streamed from `git cat-file`, which is stopped once
 /// they are read instead of draining gigabytes.
-pub fn blob_prefix(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<Vec<u8>, GitError> {
+pub(crate) fn blob_prefix(
+    repo: &gix::Repository,
+    id: ObjectId,
+    limit: u64,
+) -> Result<Vec<u8>, GitError> {
     let hex = id.to_string();
     let mut child = Command::new("git")
         .arg("--git-dir")
@@ -129,14 +133,18 @@ pub fn blob_prefix(repo: &gix::Repository, id: ObjectId, limit: u64) -> Result<V
 /// How git reaches SSH remotes: `GIT_SSH_COMMAND` or `core.sshCommand` (a shell command line),
 /// else `GIT_SSH` (a program), else `ssh`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SshCommand {
+pub(super) enum SshCommand {
     Shell(String),
     Program(String),
 }
 
 /// Runs the ssh command with `args` (which follow the command line, as git passes them),
 /// never letting it ask a question on a terminal.
-pub fn ssh_output(dir: &Path, ssh: &SshCommand, args: &[String]) -> Result<Output, GitError> {
+pub(super) fn ssh_output(
+    dir: &Path,
+    ssh: &SshCommand,
+    args: &[String],
+) -> Result<Output, GitError> {
     let mut command = match ssh {
         SshCommand::Shell(line) => {
             let mut c = Command::new("sh");

@@ -29,7 +29,7 @@ use crate::remote::{RemoteHeader, read_header};
 
 /// What the command line says about remote reads.
 #[derive(Debug, Clone, Default)]
-pub struct RemoteOptions {
+pub(crate) struct RemoteOptions {
     /// `--offline`: never ask a server.
     pub offline: bool,
     /// `--remote NAME`: the remote whose LFS server to ask.
@@ -38,7 +38,7 @@ pub struct RemoteOptions {
 
 impl RemoteOptions {
     /// Remote reads allowed, from the default remote (what git's drivers and hooks get).
-    pub const ONLINE: RemoteOptions = RemoteOptions {
+    pub(crate) const ONLINE: RemoteOptions = RemoteOptions {
         offline: false,
         remote: None,
     };
@@ -58,14 +58,14 @@ enum RepoRef<'r> {
 
 /// Reads sides for one command: the repository, the remote options, and the LFS server (found
 /// at the first absent object, then reused).
-pub struct SideReader<'r> {
+pub(crate) struct SideReader<'r> {
     repo: Option<RepoRef<'r>>,
     options: RemoteOptions,
     server: OnceCell<Result<Option<Server>, Arc<GitError>>>,
 }
 
 impl<'r> SideReader<'r> {
-    pub fn new(repo: &'r gix::Repository, options: &RemoteOptions) -> SideReader<'r> {
+    pub(crate) fn new(repo: &'r gix::Repository, options: &RemoteOptions) -> SideReader<'r> {
         SideReader {
             repo: Some(RepoRef::Borrowed(repo)),
             options: options.clone(),
@@ -76,7 +76,7 @@ impl<'r> SideReader<'r> {
     /// For files named on the command line and files git hands its drivers: the repository of
     /// the current directory (where git runs drivers), else the one holding `near`; without
     /// one, LFS pointers are read as absent.
-    pub fn around(near: Option<&Path>, options: &RemoteOptions) -> SideReader<'static> {
+    pub(crate) fn around(near: Option<&Path>, options: &RemoteOptions) -> SideReader<'static> {
         let near = near.filter(|d| !d.as_os_str().is_empty());
         let repo = open_repo(Path::new("."))
             .ok()
@@ -93,7 +93,7 @@ impl<'r> SideReader<'r> {
         self.repo().map(lfs::storage_dir)
     }
 
-    pub fn repo(&self) -> Option<&gix::Repository> {
+    pub(crate) fn repo(&self) -> Option<&gix::Repository> {
         self.repo.as_ref().map(|r| match r {
             RepoRef::Borrowed(repo) => *repo,
             RepoRef::Owned(repo) => repo.as_ref(),
@@ -101,14 +101,14 @@ impl<'r> SideReader<'r> {
     }
 
     /// The side of blob `id`, named `name` (`REV:path`) in messages.
-    pub fn blob(&self, id: gix::ObjectId, name: &str) -> Result<ModelSide, GitError> {
+    pub(crate) fn blob(&self, id: gix::ObjectId, name: &str) -> Result<ModelSide, GitError> {
         let repo = self.repo().expect("blobs are read from a repository");
         let bytes = blob_bytes(repo, id)?;
         Ok(self.blob_bytes(&bytes, name))
     }
 
     /// The side of a blob's bytes: an LFS pointer is followed, anything else parsed.
-    pub fn blob_bytes(&self, bytes: &[u8], name: &str) -> ModelSide {
+    pub(crate) fn blob_bytes(&self, bytes: &[u8], name: &str) -> ModelSide {
         let mut side = local_blob(self.store().as_deref(), bytes, name);
         self.complete(vec![(name.to_owned(), &mut side)]);
         side
@@ -116,13 +116,13 @@ impl<'r> SideReader<'r> {
 
     /// The side of a file: a model, or an LFS pointer to one (a work tree checked out with
     /// `GIT_LFS_SKIP_SMUDGE=1`, or the pointer git hands a driver when smudging is skipped).
-    pub fn file(&self, file: &Path) -> ModelSide {
+    pub(crate) fn file(&self, file: &Path) -> ModelSide {
         self.file_as(file, &file.display().to_string())
     }
 
     /// [`Self::file`] for a file that stands for `name` in messages (a driver's temporary
     /// copy of a repository path).
-    pub fn file_as(&self, file: &Path, name: &str) -> ModelSide {
+    pub(crate) fn file_as(&self, file: &Path, name: &str) -> ModelSide {
         let mut side = local_file(self.store().as_deref(), file);
         self.complete(vec![(name.to_owned(), &mut side)]);
         side
@@ -132,7 +132,7 @@ impl<'r> SideReader<'r> {
     /// side); the old side is read at `old_rev`, the new one at `new_rev` or in the work tree.
     /// Absent LFS objects among all of them are asked of the server in one batch.
     #[allow(clippy::type_complexity)]
-    pub fn change_sides(
+    pub(crate) fn change_sides(
         &self,
         changes: &[FileChange],
         old_rev: &str,
@@ -179,7 +179,7 @@ impl<'r> SideReader<'r> {
     /// Reads the headers of the LFS objects `pointers` (each with its name for messages) that
     /// are not in the local store into the header cache, in one batch: the multi-file reader
     /// then finds each part there instead of asking the server once per part.
-    pub fn prefetch(&self, pointers: Vec<(String, Pointer)>) {
+    pub(crate) fn prefetch(&self, pointers: Vec<(String, Pointer)>) {
         let Some(repo) = self.repo() else { return };
         let store = lfs::storage_dir(repo);
         let mut absent: Vec<(String, ModelSide)> = Vec::new();
@@ -210,7 +210,7 @@ impl<'r> SideReader<'r> {
     /// they describe, from the cache or the LFS server: for readers of bytes (the policy). None
     /// when remote reads are off or there is no server to ask; an error says why the server
     /// did not give a model's header.
-    pub fn header_prefix(
+    pub(crate) fn header_prefix(
         &self,
         name: &str,
         pointer: &Pointer,
@@ -501,7 +501,7 @@ pub(crate) fn header_cache(repo: &gix::Repository) -> HeaderCache {
     HeaderCache::new(cache_dir(repo))
 }
 
-pub fn cache_dir(repo: &gix::Repository) -> PathBuf {
+pub(super) fn cache_dir(repo: &gix::Repository) -> PathBuf {
     repo.common_dir().join("weight-inspect").join("lfs-headers")
 }
 
@@ -515,7 +515,7 @@ fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &RemoteMiss) {
 
 /// Why an absent LFS object's header is not available to a reader of bytes.
 #[derive(Debug, thiserror::Error)]
-pub enum HeaderMiss {
+pub(crate) enum HeaderMiss {
     #[error(transparent)]
     Remote(RemoteMiss),
     #[error("{}", .0.note().unwrap_or_default())]
@@ -652,7 +652,7 @@ fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer
 }
 
 /// The LFS pointer in `file`, if it holds one (only small files are read).
-pub fn read_pointer_file(file: &Path) -> Option<Pointer> {
+pub(crate) fn read_pointer_file(file: &Path) -> Option<Pointer> {
     let meta = std::fs::metadata(file).ok()?;
     if !meta.is_file() || meta.len() >= lfs::MAX_POINTER_SIZE as u64 {
         return None;

@@ -13,7 +13,7 @@ use super::models::Snapshot;
 use crate::output::Format;
 
 /// What to compare and how to show it.
-pub struct GitDiffOptions<'a> {
+pub(crate) struct GitDiffOptions<'a> {
     /// Zero revisions: HEAD against the work tree; one: REV against the work tree; two: REV
     /// against REV.
     pub revs: &'a [String],
@@ -41,7 +41,7 @@ struct DiffReportHead<'a> {
 /// Compares and writes the report through `write` as it goes (a window of files at a time, so
 /// memory does not grow with the number of changed files); returns whether any model file
 /// changed.
-pub fn git_diff(
+pub(crate) fn git_diff(
     cwd: &Path,
     args: &GitDiffOptions<'_>,
     write: &mut dyn FnMut(&str) -> std::io::Result<()>,

@@ -12,7 +12,7 @@ use crate::escape::shown;
 
 /// A parsed `REV:path`. `rev` is empty for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RevPath {
+pub(crate) struct RevPath {
     /// The argument as given, for messages.
     pub spec: String,
     pub rev: String,
@@ -22,12 +22,12 @@ pub struct RevPath {
 
 impl RevPath {
     /// The last component of the path (`model.safetensors` of `HEAD:models/model.safetensors`).
-    pub fn file_name(&self) -> &str {
+    pub(crate) fn file_name(&self) -> &str {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
     /// Splits `spec` at its first `:`; None when it has none.
-    pub fn parse(spec: &str) -> Option<RevPath> {
+    pub(crate) fn parse(spec: &str) -> Option<RevPath> {
         use gix::index::entry::Stage;
         let (rev, path) = spec.split_once(':')?;
         // `:N:path` names an index stage (git's syntax for the sides of a conflict).
@@ -47,12 +47,12 @@ impl RevPath {
     }
 
     /// Whether it reads the index rather than a revision.
-    pub fn is_index(&self) -> bool {
+    pub(crate) fn is_index(&self) -> bool {
         self.rev.is_empty()
     }
 
     /// The path relative to the repository root, `/`-separated.
-    pub fn repo_path(&self, repo: &gix::Repository, cwd: &Path) -> String {
+    pub(crate) fn repo_path(&self, repo: &gix::Repository, cwd: &Path) -> String {
         if self.path.starts_with("./") || self.path.starts_with("../") {
             pathspecs_from_cwd(repo, cwd, std::slice::from_ref(&self.path)).remove(0)
         } else {
@@ -63,7 +63,7 @@ impl RevPath {
     /// The blob of the file it names, or an error saying what the revision (or index) has
     /// there instead: nothing, a symbolic link (which is not followed: its target may lie
     /// anywhere), a directory or a submodule.
-    pub fn blob(&self, repo: &gix::Repository, cwd: &Path) -> Result<ObjectId, GitError> {
+    pub(crate) fn blob(&self, repo: &gix::Repository, cwd: &Path) -> Result<ObjectId, GitError> {
         let path = self.repo_path(repo, cwd);
         let entry = if self.is_index() {
             objects::index_entry(repo, &path, self.stage)?
@@ -109,7 +109,11 @@ impl RevPath {
 }
 
 /// git's pathspecs are relative to the current directory; ours to the work-tree root.
-pub fn pathspecs_from_cwd(repo: &gix::Repository, cwd: &Path, specs: &[String]) -> Vec<String> {
+pub(super) fn pathspecs_from_cwd(
+    repo: &gix::Repository,
+    cwd: &Path,
+    specs: &[String],
+) -> Vec<String> {
     let prefix = repo
         .workdir()
         .and_then(|root| {

@@ -12,7 +12,7 @@ use crate::read::Content;
 
 /// One side of a comparison, as far as it could be read without smudging.
 #[derive(Debug)]
-pub enum ModelSide {
+pub(crate) enum ModelSide {
     /// Bytes that were read — a blob, a file, a local LFS object, or an object's header read
     /// from the LFS server — and what they are.
     Read {
@@ -46,7 +46,7 @@ pub enum ModelSide {
 
 /// See [`ModelSide::json`].
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct SideJson {
+pub(crate) struct SideJson {
     pub kind: &'static str,
     pub format: Option<&'static str>,
     pub structural_hash: Option<String>,
@@ -66,13 +66,13 @@ pub struct SideJson {
 
 impl ModelSide {
     /// A model read from bytes on this machine (a file, a blob, a local LFS object).
-    pub fn model(artifact: Artifact, lfs: Option<Pointer>) -> ModelSide {
+    pub(crate) fn model(artifact: Artifact, lfs: Option<Pointer>) -> ModelSide {
         let size = lfs.as_ref().map_or(artifact.layout.file_size, |p| p.size);
         ModelSide::local(Content::Model(Box::new(artifact)), size, None, lfs)
     }
 
     /// Content read from bytes on this machine.
-    pub fn local(
+    pub(crate) fn local(
         content: Content,
         size: u64,
         sha256: Option<String>,
@@ -87,19 +87,19 @@ impl ModelSide {
         }
     }
 
-    pub fn content(&self) -> Option<&Content> {
+    pub(crate) fn content(&self) -> Option<&Content> {
         match self {
             ModelSide::Read { content, .. } => Some(content),
             _ => None,
         }
     }
 
-    pub fn artifact(&self) -> Option<&Artifact> {
+    pub(crate) fn artifact(&self) -> Option<&Artifact> {
         self.content().and_then(Content::artifact)
     }
 
     /// The model, taken out of the side.
-    pub fn into_artifact(self) -> Option<Box<Artifact>> {
+    pub(crate) fn into_artifact(self) -> Option<Box<Artifact>> {
         match self {
             ModelSide::Read {
                 content: Content::Model(artifact),
@@ -109,7 +109,7 @@ impl ModelSide {
         }
     }
 
-    pub fn pointer(&self) -> Option<&Pointer> {
+    pub(crate) fn pointer(&self) -> Option<&Pointer> {
         match self {
             ModelSide::Read { lfs, .. } => lfs.as_ref(),
             ModelSide::Absent { pointer, .. } => Some(pointer),
@@ -120,7 +120,7 @@ impl ModelSide {
     }
 
     /// Whether the model's header came from the LFS server rather than a local object.
-    pub fn header_from_server(&self) -> bool {
+    pub(crate) fn header_from_server(&self) -> bool {
         matches!(
             self,
             ModelSide::Read {
@@ -131,7 +131,7 @@ impl ModelSide {
     }
 
     /// The size of the content: the LFS object's size for a pointer, else the file's.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         match self {
             ModelSide::Read { size, .. } => *size,
             ModelSide::Absent { pointer, .. } => pointer.size,
@@ -142,7 +142,7 @@ impl ModelSide {
 
     /// "model", "absent" (LFS object not present locally), "not-model", "invalid" (including a
     /// multi-file model whose files do not fit together) or "link" (a symbolic link).
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ModelSide::Read { content, .. } => match content {
                 Content::Model(_) => "model",
@@ -156,7 +156,7 @@ impl ModelSide {
     }
 
     /// The JSON view of a side in the reports of `git diff --json` and `ci --json`.
-    pub fn json(&self) -> SideJson {
+    pub(crate) fn json(&self) -> SideJson {
         let artifact = self.artifact();
         SideJson {
             kind: self.kind(),
@@ -165,9 +165,12 @@ impl ModelSide {
             lfs_oid: self.pointer().map(|p| p.oid.clone()),
             size: self.size(),
             note: self.note(),
-            header_source: artifact.map(|_| match self.header_from_server() {
-                true => "lfs-server",
-                false => "local",
+            header_source: artifact.map(|_| {
+                if self.header_from_server() {
+                    "lfs-server"
+                } else {
+                    "local"
+                }
             }),
             complete: artifact.map(|a| !a.layout.is_truncated()),
             incomplete: artifact
@@ -177,7 +180,7 @@ impl ModelSide {
     }
 
     /// For a model whose header came from the LFS server: the line that says so.
-    pub fn origin_note(&self) -> Option<String> {
+    pub(crate) fn origin_note(&self) -> Option<String> {
         if self.artifact().is_none() || !self.header_from_server() {
             return None;
         }
@@ -194,7 +197,7 @@ impl ModelSide {
     }
 
     /// One line describing a side that is not a parsed model (None for a model).
-    pub fn note(&self) -> Option<String> {
+    pub(crate) fn note(&self) -> Option<String> {
         match self {
             ModelSide::Read {
                 content,
@@ -242,7 +245,7 @@ impl ModelSide {
 
 /// Why the LFS server did not give an object's header.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum RemoteMiss {
+pub(crate) enum RemoteMiss {
     /// The server could not be found, or git's settings for it not read.
     #[error(transparent)]
     Server(Arc<GitError>),

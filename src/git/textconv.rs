@@ -33,12 +33,12 @@ use crate::read::Content;
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
-pub const HEADER: &str = "weight-inspect textconv 4";
+pub(super) const HEADER: &str = "weight-inspect textconv 4";
 
 /// What a rendering holds beyond the defaults; each option is a flag of the textconv command,
 /// so git's textconv cache (keyed by the command line) never mixes renderings of two settings.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TextconvOptions {
+pub(crate) struct TextconvOptions {
     /// The SHA-256 of each tensor's data where the model's bytes are on this machine
     /// (`--tensor-hashes`): reads the whole model.
     pub tensor_hashes: bool,
@@ -57,7 +57,7 @@ const SPLIT_MIN: usize = 40;
 const SPLIT_MAX: usize = 400;
 
 /// Renders `file` (a model, an LFS pointer to one, or anything else). Never fails.
-pub fn render_file(file: &Path, remote: &RemoteOptions, options: TextconvOptions) -> String {
+pub(crate) fn render_file(file: &Path, remote: &RemoteOptions, options: TextconvOptions) -> String {
     let outcome = std::panic::catch_unwind(|| render_file_inner(file, remote, options));
     outcome.unwrap_or_else(|_| {
         format!("{HEADER}\nerror: weight-inspect failed unexpectedly on this file\n")
@@ -75,7 +75,7 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
             );
         }
         Err(e) => {
-            let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+            let len = std::fs::metadata(file).map_or(0, |m| m.len());
             let message = match &e {
                 crate::error::Error::Wdelta { source, .. } => format!("invalid .wdelta: {source}"),
                 other => other.to_string(),
@@ -90,9 +90,10 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
     let reader = SideReader::around(None, remote);
     let side = reader.file(file);
-    let (file_digest, hashes) = match options.tensor_hashes {
-        true => digests(&side, &reader, file),
-        false => (None, None),
+    let (file_digest, hashes) = if options.tensor_hashes {
+        digests(&side, &reader, file)
+    } else {
+        (None, None)
     };
     let mut out = render_side(&side, size, file, hashes.as_ref());
     if side.pointer().is_none() {
@@ -123,10 +124,10 @@ type TensorHashes = Result<Vec<String>, String>;
 fn bytes_line(file: &Path) -> String {
     let meta = std::fs::metadata(file);
     // Only a regular file is read: a device or FIFO named on the command line never ends.
-    if !meta.as_ref().is_ok_and(|m| m.is_file()) {
+    if !meta.as_ref().is_ok_and(std::fs::Metadata::is_file) {
         return "bytes: not a regular file\n".to_owned();
     }
-    let size = meta.map(|m| m.len()).unwrap_or(0);
+    let size = meta.map_or(0, |m| m.len());
     match crate::digest::sha256_file(file) {
         Ok(hex) => format!("bytes: sha256:{hex}, {size} bytes\n"),
         Err(e) => format!(
@@ -173,7 +174,7 @@ fn digests(
 /// pointer's size is shown instead); `file` is only used to strip its temporary path from
 /// error messages, which would otherwise differ on every run.
 /// `hashes`: the tensors' data digests, when asked for.
-pub fn render_side(
+pub(super) fn render_side(
     side: &ModelSide,
     size: Option<u64>,
     file: &Path,
@@ -275,7 +276,7 @@ fn stable_message(message: &str, file: &Path) -> String {
 }
 
 /// The rendering of a parsed model: header lines, then metadata and tensors.
-pub fn render_artifact(
+pub(super) fn render_artifact(
     out: &mut String,
     artifact: &Artifact,
     size: Option<u64>,

@@ -12,11 +12,11 @@ use super::side::ModelSide;
 use crate::values::{ModelBytes, Side, ValueDiff, ValuesError};
 
 /// The value diff of one changed file, or why it was not computed.
-pub type ValuesOutcome = Result<ValueDiff, ValuesSkipped>;
+pub(super) type ValuesOutcome = Result<ValueDiff, ValuesSkipped>;
 
 /// Why the values of a changed file were not compared.
 #[derive(Debug, thiserror::Error)]
-pub enum ValuesSkipped {
+pub(crate) enum ValuesSkipped {
     #[error(
         "the {side} side's LFS object sha256:{oid} is not in the local store; weight values are \
          never downloaded (run `git lfs fetch` to compare them)"
@@ -44,11 +44,11 @@ pub enum ValuesSkipped {
 }
 
 /// A conversion's report, or why it was not made.
-pub type ConversionOutcome = Result<Box<crate::conversion::Conversion>, ValuesSkipped>;
+pub(super) type ConversionOutcome = Result<Box<crate::conversion::Conversion>, ValuesSkipped>;
 
 /// The reference model (the source a GGUF was converted from) as `snapshot` has it: its LFS
 /// object in the local store, its work-tree file, or its blob.
-pub fn reference_model(
+pub(super) fn reference_model(
     repo: &gix::Repository,
     snapshot: super::models::Snapshot<'_>,
     path: &str,
@@ -98,7 +98,7 @@ pub fn reference_model(
 }
 
 /// The conversion report of a changed GGUF against the reference model it was made from.
-pub fn compare_conversion(
+pub(super) fn compare_conversion(
     repo: &gix::Repository,
     change: &FileChange,
     new: &ModelSide,
@@ -119,10 +119,10 @@ pub fn compare_conversion(
         "new",
     )?;
     let target_name = change.path().to_owned();
-    let source_path = repo
-        .workdir()
-        .map(|root| root.join(reference_path))
-        .unwrap_or_else(|| Path::new(reference_path).to_owned());
+    let source_path = repo.workdir().map_or_else(
+        || Path::new(reference_path).to_owned(),
+        |root| root.join(reference_path),
+    );
     let models = crate::conversion::Models {
         source: Side::single(&reference.0, &reference.1),
         source_path: &source_path,
@@ -134,7 +134,7 @@ pub fn compare_conversion(
 
 /// Compares the values of a changed file whose two sides are models; None when a side is not a
 /// model (added, removed, not parsed): there are no values to compare.
-pub fn compare_change(
+pub(super) fn compare_change(
     repo: &gix::Repository,
     change: &FileChange,
     group: Option<&ModelGroup>,

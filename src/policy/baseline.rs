@@ -15,7 +15,7 @@ use super::check::Violation;
 /// A head violation against the base.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Baseline {
+pub(crate) enum Baseline {
     New,
     Worse,
     Unchanged,
@@ -24,7 +24,7 @@ pub enum Baseline {
 impl Baseline {
     /// SARIF's `baselineState`: `updated` is its word for a result that is present at the base
     /// but changed.
-    pub fn sarif_state(self) -> &'static str {
+    pub(crate) fn sarif_state(self) -> &'static str {
         match self {
             Baseline::New => "new",
             Baseline::Worse => "updated",
@@ -33,21 +33,21 @@ impl Baseline {
     }
 
     /// Whether the change brought it (a new or a worse violation).
-    pub fn brought(self) -> bool {
+    pub(crate) fn brought(self) -> bool {
         self != Baseline::Unchanged
     }
 }
 
 /// A head violation's standing, and for a worse one what the base found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Standing {
+pub(crate) struct Standing {
     pub baseline: Baseline,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_found: Option<String>,
 }
 
 /// The standing of `head` against the violations of the same subject at the base.
-pub fn classify(head: &Violation, base: &[Violation]) -> Standing {
+pub(crate) fn classify(head: &Violation, base: &[Violation]) -> Standing {
     let same_subject = |b: &&Violation| b.rule == head.rule && b.detail.key == head.detail.key;
     let mut earlier = base.iter().filter(same_subject).peekable();
     if earlier.peek().is_none() {

@@ -16,7 +16,7 @@ type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// One broken rule for one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// Repository-relative path, `/`-separated.
     pub path: String,
     /// The policy key that is violated (`allowed_dtypes`, `require_lfs`, ...), or `format`
@@ -42,7 +42,7 @@ pub struct Violation {
 /// What a violation is about inside its file, beyond the text of the report: what SARIF
 /// shows as logical locations and builds its fingerprints from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Detail {
+pub(crate) struct Detail {
     /// The one thing inside the file the violation is about, which tells two violations of
     /// one rule in one file apart: a dtype, a metadata key.
     pub key: Option<String>,
@@ -58,7 +58,7 @@ pub struct Detail {
 }
 
 /// Tensors a violation names as logical locations.
-pub const MAX_NAMED_TENSORS: usize = 10;
+pub(super) const MAX_NAMED_TENSORS: usize = 10;
 
 impl Violation {
     fn new<T>(
@@ -104,7 +104,7 @@ impl Violation {
 /// Evaluates `subject` against `policy`. None when no rule covers its path; otherwise the
 /// violations (empty when clean). Errors are conditions that prevent judging the file: an
 /// LFS object missing from the local store, an unreadable file or object.
-pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Violation>>> {
+pub(crate) fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Violation>>> {
     let Some(eff) = policy.effective(&subject.path) else {
         return Ok(None);
     };
@@ -136,7 +136,7 @@ pub fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<Vec<Vio
 /// The violation of a model directory whose files do not read as one model (a shard staged
 /// without the index that names it, a part missing): a model that cannot be judged as a whole
 /// is itself against the policy that covers it.
-pub fn unassembled(policy: &Policy, dir: &str, why: &dyn std::fmt::Display) -> Violation {
+pub(super) fn unassembled(policy: &Policy, dir: &str, why: &dyn std::fmt::Display) -> Violation {
     let rule = policy
         .rules
         .iter()

@@ -17,14 +17,14 @@ use super::error::PolicyError;
 use crate::artifact::Format;
 
 /// Name of the policy file at the repository root.
-pub const POLICY_FILE: &str = ".weight-inspect.toml";
+pub(crate) const POLICY_FILE: &str = ".weight-inspect.toml";
 
 /// The caps of a policy (a pull request's own policy is applied by `ci`): its size, its rules
 /// and its globs (`paths` and `exclude` of every rule together). Parsing is linear in the text,
 /// and matching in the rules and globs.
-pub const MAX_POLICY_BYTES: u64 = 1 << 20;
-pub const MAX_RULES: usize = 4096;
-pub const MAX_GLOBS: usize = 4096;
+pub(super) const MAX_POLICY_BYTES: u64 = 1 << 20;
+pub(super) const MAX_RULES: usize = 4096;
+pub(super) const MAX_GLOBS: usize = 4096;
 
 /// A parsed, validated policy.
 #[derive(Debug, Clone)]

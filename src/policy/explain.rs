@@ -22,7 +22,7 @@ const MAX_HISTORY: usize = 20;
 const MAX_NAMED: usize = 3;
 
 /// Where to look for pinned files.
-pub struct PinSearch<'a> {
+pub(crate) struct PinSearch<'a> {
     pub repo: &'a gix::Repository,
     pub remote: &'a RemoteOptions,
     /// Revisions to look at first, with how to name them (`HEAD`, `the base main`).
@@ -34,7 +34,7 @@ pub struct PinSearch<'a> {
 impl PinSearch<'_> {
     /// Sets the explanation of every `expected_hash` violation of `found`; `current` is the
     /// file as judged (None when it is not a single readable model, e.g. a model directory).
-    pub fn explain(&self, found: &mut [Violation], current: Option<&Artifact>) {
+    pub(crate) fn explain(&self, found: &mut [Violation], current: Option<&Artifact>) {
         for v in found.iter_mut().filter(|v| v.rule == "expected_hash") {
             v.explanation = Some(self.explanation(&v.path, &v.expected, current));
         }

@@ -14,7 +14,7 @@ use crate::escape::shown_path;
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// The hook script (identical to `hooks/pre-commit` in the repository).
-pub const HOOK_SCRIPT: &str = include_str!("../../hooks/pre-commit");
+pub(super) const HOOK_SCRIPT: &str = include_str!("../../hooks/pre-commit");
 
 /// The line that identifies our hook.
 const MARKER: &str = "# weight-inspect pre-commit hook";
@@ -24,7 +24,7 @@ const BACKUP: &str = "pre-commit.backup";
 
 /// What `install` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Installed {
+pub(crate) enum Installed {
     /// No hook was there.
     New,
     /// Our hook was there; it now has the current script.
@@ -62,7 +62,7 @@ fn make_executable(_path: &Path) -> Result<()> {
 }
 
 /// Installs the hook into `hooks`. A foreign hook is an error unless `chain` or `force`.
-pub fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
+pub(crate) fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
     std::fs::create_dir_all(hooks).map_err(|e| Error::io(hooks, e))?;
     let hook = hooks.join("pre-commit");
     let existing = std::fs::symlink_metadata(&hook).is_ok();
@@ -93,7 +93,7 @@ pub fn install(hooks: &Path, chain: bool, force: bool) -> Result<Installed> {
 }
 
 /// Removes our hook, restoring a chained one. A foreign hook is left alone (error).
-pub fn uninstall(hooks: &Path) -> Result<String> {
+pub(crate) fn uninstall(hooks: &Path) -> Result<String> {
     let hook = hooks.join("pre-commit");
     if std::fs::symlink_metadata(&hook).is_err() {
         return Ok(format!("no pre-commit hook at {}", shown_path(&hook)));

@@ -49,7 +49,7 @@ type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// Which staged files `check --staged` judges when no paths are named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// What the commit brings: files added, modified or renamed against HEAD (and the whole
     /// multi-file model one of whose files is among them). What the hooks judge.
     Change,
@@ -61,7 +61,7 @@ pub enum Scope {
 /// staged/tracked file: see [`Scope`]), staged blobs or work-tree files. Files no rule covers
 /// are skipped; files that cannot be judged are reported as errors, not skipped. A named file
 /// of a multi-file model brings the model with it.
-pub fn run_check(
+pub(crate) fn run_check(
     ws: &Workspace,
     policy: &Policy,
     policy_shown: &str,
@@ -208,7 +208,7 @@ enum NotOneModel {
 
 /// `policy pin`: records the structural hashes of `paths` (default: the paths already
 /// pinned) in the policy file and returns a line per path.
-pub fn pin_paths(
+pub(crate) fn pin_paths(
     ws: &Workspace,
     policy_arg: Option<&Path>,
     staged: bool,

@@ -16,14 +16,14 @@ type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// What happened to one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PinChange {
+pub(super) enum PinChange {
     Added,
     Updated { old: String },
     Unchanged,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pinned {
+pub(super) struct Pinned {
     pub path: String,
     pub hash: String,
     /// 1-based number of the rule that holds the pin.
@@ -32,7 +32,7 @@ pub struct Pinned {
 }
 
 /// Paths pinned by literal single-path rules, for `policy pin` without arguments.
-pub fn pinned_paths(policy: &Policy) -> Vec<String> {
+pub(super) fn pinned_paths(policy: &Policy) -> Vec<String> {
     let mut out: Vec<String> = policy
         .rules
         .iter()
@@ -67,7 +67,7 @@ fn unescape_literal(glob: &str) -> Option<String> {
 
 /// Applies `pins` (root-relative path, structural hash) to the policy text. Returns the new
 /// text and what changed; the text is validated by parsing it again.
-pub fn apply(
+pub(super) fn apply(
     policy_path: &Path,
     text: &str,
     pins: &[(String, String)],

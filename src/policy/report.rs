@@ -16,7 +16,7 @@ use crate::render::github::{Annotation, Level};
 /// A file that could not be judged (e.g. its LFS object is not in the local store).
 /// Serialized as `{"path", "message"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileError {
+pub(crate) struct FileError {
     /// Repository-relative path, `/`-separated.
     pub path: String,
     /// Why, without the path: for tables and annotations that show the path already.
@@ -27,7 +27,7 @@ pub struct FileError {
 }
 
 impl FileError {
-    pub fn new(path: &str, error: &PolicyError) -> Self {
+    pub(crate) fn new(path: &str, error: &PolicyError) -> Self {
         match error {
             PolicyError::File { path: own, reason } if own == path => FileError {
                 path: path.to_owned(),
@@ -43,7 +43,7 @@ impl FileError {
     }
 
     /// The whole message, as the error reads.
-    pub fn message(&self) -> Cow<'_, str> {
+    pub(crate) fn message(&self) -> Cow<'_, str> {
         if self.prefixed {
             Cow::Owned(format!("{}: {}", self.path, self.reason))
         } else {
@@ -53,7 +53,7 @@ impl FileError {
 
     /// The whole message as text prints it: the path shown escaped, the reason (whose names
     /// its error shows escaped) on the same line.
-    pub fn shown_message(&self) -> String {
+    pub(crate) fn shown_message(&self) -> String {
         if self.prefixed {
             format!("{}: {}", shown(&self.path), self.shown_reason())
         } else {
@@ -63,7 +63,7 @@ impl FileError {
 
     /// The reason as text prints it: its names are shown escaped by the error it comes from,
     /// and nothing else in it starts a line or acts on a terminal ([`shown_message`]).
-    pub fn shown_reason(&self) -> Cow<'_, str> {
+    pub(crate) fn shown_reason(&self) -> Cow<'_, str> {
         shown_message(&self.reason)
     }
 }
@@ -143,7 +143,7 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// Everything a `check` run found.
 #[derive(Debug, Clone, Serialize)]
-pub struct CheckReport {
+pub(crate) struct CheckReport {
     pub schema: u32,
     /// The policy file, as given or found.
     pub policy: String,
@@ -161,7 +161,7 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    pub fn new(policy: String, staged: bool) -> Self {
+    pub(crate) fn new(policy: String, staged: bool) -> Self {
         CheckReport {
             schema: crate::identity::SCHEMA_VERSION,
             policy,
@@ -175,7 +175,7 @@ impl CheckReport {
     }
 
     /// Clean, violations found, or an error when some file could not be judged.
-    pub fn exit(&self) -> crate::output::Exit {
+    pub(crate) fn exit(&self) -> crate::output::Exit {
         use crate::output::Exit;
         if !self.errors.is_empty() {
             Exit::Error
@@ -193,7 +193,7 @@ impl CheckReport {
         }
     }
 
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         self.tally().sentence(Phrasing::Check {
             policy: &self.policy,
         })
@@ -218,7 +218,7 @@ impl crate::render::report::Report for CheckReport {
 
 impl CheckReport {
     /// One line per violation, then the summary. Errors go to stderr (returned separately).
-    pub fn text(&self) -> (String, String) {
+    pub(crate) fn text(&self) -> (String, String) {
         let mut out = String::new();
         for v in &self.violations {
             out.push_str(&violation_line(v, &self.policy));
@@ -233,7 +233,7 @@ impl CheckReport {
     }
 
     /// JSON (schema 1).
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("report serializes");
         s.push('\n');
         s
@@ -241,7 +241,7 @@ impl CheckReport {
 
     /// GitHub Actions workflow commands: one `::error` annotation per violation and per file
     /// that could not be checked, then the summary as a plain log line.
-    pub fn github(&self) -> String {
+    pub(crate) fn github(&self) -> String {
         let report = self;
         let mut out = String::new();
         for v in &report.violations {
@@ -262,7 +262,7 @@ impl CheckReport {
 }
 
 /// `path: rule: expected ...; found ... [policy:line]`, the path shown escaped.
-pub fn violation_line(v: &Violation, policy: &str) -> String {
+pub(crate) fn violation_line(v: &Violation, policy: &str) -> String {
     let mut line = format!(
         "{}: {}: expected {}; found {} [{}:{}]",
         shown(&v.path),

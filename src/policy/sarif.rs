@@ -30,13 +30,13 @@ const FINGERPRINT_KEY: &str = "weightInspect/v1";
 /// (`ci --fail-on never`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub(crate) enum Level {
     Error,
     Warning,
 }
 
 /// What one SARIF log reports.
-pub struct Input<'a> {
+pub(crate) struct Input<'a> {
     pub violations: &'a [Violation],
     /// Files that could not be judged.
     pub errors: &'a [FileError],
@@ -347,7 +347,7 @@ struct NotificationLocation {
 
 impl CheckReport {
     /// The SARIF log of a `check` run.
-    pub fn sarif(&self) -> String {
+    pub(crate) fn sarif(&self) -> String {
         render(&Input {
             violations: &self.violations,
             errors: &self.errors,
@@ -374,7 +374,7 @@ const GITHUB: Limits = Limits {
 };
 
 /// The SARIF log (pretty JSON, newline-terminated), cut to GitHub's bounds.
-pub fn render(input: &Input<'_>) -> String {
+pub(crate) fn render(input: &Input<'_>) -> String {
     render_within(input, GITHUB)
 }
 

@@ -10,7 +10,7 @@ use super::workspace::Workspace;
 
 /// What to do when the policy file does not exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Missing {
+pub(crate) enum Missing {
     /// An error: "no policy file" for the default file, the read error for a file named with
     /// `--policy`.
     Refuse,
@@ -20,7 +20,7 @@ pub enum Missing {
 
 /// The text of a policy and the name it is shown by.
 #[derive(Debug, Clone)]
-pub struct PolicySource {
+pub(crate) struct PolicySource {
     /// The name in messages and reports.
     pub shown: String,
     pub text: String,
@@ -29,7 +29,7 @@ pub struct PolicySource {
 impl PolicySource {
     /// The policy named by `--policy` (relative to the current directory) or the default one
     /// at the root, shown relative to the current directory.
-    pub fn in_workspace(
+    pub(crate) fn in_workspace(
         ws: &Workspace,
         arg: Option<&Path>,
         missing: Missing,
@@ -55,7 +55,7 @@ impl PolicySource {
     }
 
     /// A policy file named on the command line, shown as given (`path` is where it is).
-    pub fn file(path: &Path, shown: String) -> Result<PolicySource, PolicyError> {
+    pub(crate) fn file(path: &Path, shown: String) -> Result<PolicySource, PolicyError> {
         match crate::fsutil::read_regular_text(path, super::config::MAX_POLICY_BYTES) {
             Ok(text) => Ok(PolicySource { shown, text }),
             Err(source) => Err(PolicyError::Read {
@@ -67,7 +67,11 @@ impl PolicySource {
 
     /// A committed policy: the bytes of the blob `blob` (`REV:path`, named if they are not
     /// text), shown as `shown`.
-    pub fn blob(bytes: Vec<u8>, blob: &str, shown: String) -> Result<PolicySource, PolicyError> {
+    pub(crate) fn blob(
+        bytes: Vec<u8>,
+        blob: &str,
+        shown: String,
+    ) -> Result<PolicySource, PolicyError> {
         let text = String::from_utf8(bytes).map_err(|_| PolicyError::NotUtf8 {
             shown: blob.to_owned(),
         })?;
@@ -75,7 +79,7 @@ impl PolicySource {
     }
 
     /// The policy, validated; errors are located in the file as it is shown.
-    pub fn parse(&self) -> Result<Policy, PolicyError> {
+    pub(crate) fn parse(&self) -> Result<Policy, PolicyError> {
         Policy::parse(Path::new(&self.shown), &self.text)
     }
 }

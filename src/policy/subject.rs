@@ -36,7 +36,7 @@ const BLOB_PREFIXES: [u64; 3] = [4 << 20, 64 << 20, 256 << 20];
 
 /// A file to judge: its repository-relative path and where its bytes come from.
 #[derive(Debug, Clone)]
-pub struct Subject<'r> {
+pub(crate) struct Subject<'r> {
     pub path: String,
     pub origin: Origin<'r>,
     /// Whether an absent LFS object's header may be read from the LFS server.
@@ -45,7 +45,7 @@ pub struct Subject<'r> {
 
 /// Where a subject's bytes come from.
 #[derive(Debug, Clone)]
-pub enum Origin<'r> {
+pub(crate) enum Origin<'r> {
     /// A blob in the object database (an index entry, or a file of a commit).
     Blob {
         repo: &'r gix::Repository,
@@ -70,7 +70,7 @@ pub enum Origin<'r> {
 
 /// How git stores (or will store, once added) a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Storage {
+pub(super) enum Storage {
     /// An LFS pointer.
     Lfs(Pointer),
     /// Not yet in the index, but `.gitattributes` routes it through the LFS filter.

@@ -17,7 +17,7 @@ use crate::git::RemoteOptions;
 type Result<T, E = PolicyError> = std::result::Result<T, E>;
 
 /// The repository and directories a command works in.
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub repo: Option<gix::Repository>,
     /// Whether absent LFS objects' headers may be read from the LFS server.
     pub remote: RemoteOptions,
@@ -29,7 +29,7 @@ pub struct Workspace {
 
 /// A file to judge, before it is bound to the repository as a [`Subject`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// A stage-0 index entry.
     Staged { path: String, id: ObjectId },
     /// A file in the work tree, with its stage-0 index entry if it has one.
@@ -43,7 +43,7 @@ pub enum Target {
 }
 
 impl Target {
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         match self {
             Target::Staged { path, .. }
             | Target::Worktree { path, .. }
@@ -52,7 +52,7 @@ impl Target {
     }
 
     /// The target bound to the workspace's repository.
-    pub fn subject<'w>(&self, ws: &'w Workspace) -> Subject<'w> {
+    pub(crate) fn subject<'w>(&self, ws: &'w Workspace) -> Subject<'w> {
         let repo = ws.repo.as_ref();
         let remote = &ws.remote;
         match self {
@@ -89,7 +89,7 @@ impl Target {
 
 impl Workspace {
     /// Opens the repository around the current directory, if there is one.
-    pub fn discover(policy: Option<&Path>, remote: &RemoteOptions) -> Result<Workspace> {
+    pub(crate) fn discover(policy: Option<&Path>, remote: &RemoteOptions) -> Result<Workspace> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
         let cwd = cwd.canonicalize().unwrap_or(cwd);
         let repo = crate::git::open_repo(&cwd).ok();
@@ -98,9 +98,7 @@ impl Workspace {
             None => match policy {
                 Some(p) => {
                     let abs = crate::fsutil::normalize(&cwd.join(p));
-                    abs.parent()
-                        .map(Path::to_path_buf)
-                        .unwrap_or_else(|| cwd.clone())
+                    abs.parent().map_or_else(|| cwd.clone(), Path::to_path_buf)
                 }
                 None => cwd.clone(),
             },
@@ -113,7 +111,7 @@ impl Workspace {
         })
     }
 
-    pub fn repo(&self) -> Result<&gix::Repository> {
+    pub(crate) fn repo(&self) -> Result<&gix::Repository> {
         self.repo.as_ref().ok_or_else(|| PolicyError::NoRepository {
             dir: self.cwd.clone(),
         })
@@ -121,7 +119,7 @@ impl Workspace {
 
     /// The policy file: `--policy FILE` (relative to the current directory) or
     /// `.weight-inspect.toml` at the root.
-    pub fn policy_path(&self, arg: Option<&Path>) -> PathBuf {
+    pub(crate) fn policy_path(&self, arg: Option<&Path>) -> PathBuf {
         match arg {
             Some(p) => self.cwd.join(p),
             None => self.root.join(POLICY_FILE),
@@ -130,7 +128,7 @@ impl Workspace {
 
     /// How to name a file in messages: relative to the current directory when that is
     /// within the root (`../.weight-inspect.toml` from a subdirectory), else absolute.
-    pub fn display(&self, path: &Path) -> String {
+    pub(crate) fn display(&self, path: &Path) -> String {
         let abs = crate::fsutil::normalize(&self.cwd.join(path));
         if !abs.starts_with(&self.root) || !self.cwd.starts_with(&self.root) {
             return abs.display().to_string();
@@ -153,7 +151,7 @@ impl Workspace {
     }
 
     /// A command-line path as a root-relative, `/`-separated path ("" for the root itself).
-    pub fn relative(&self, arg: &Path) -> Result<String> {
+    pub(crate) fn relative(&self, arg: &Path) -> Result<String> {
         let abs = crate::fsutil::normalize(&self.cwd.join(arg));
         let rel = abs
             .strip_prefix(&self.root)
@@ -176,7 +174,7 @@ impl Workspace {
 
     /// The files to judge. `staged`: index entries; otherwise work-tree files (tracked ones
     /// when no paths are given). `paths` are files or directories on the command line.
-    pub fn targets(&self, staged: bool, paths: &[PathBuf]) -> Result<Vec<Target>> {
+    pub(crate) fn targets(&self, staged: bool, paths: &[PathBuf]) -> Result<Vec<Target>> {
         let mut out = Vec::new();
         if staged {
             let entries = self.index_entries()?;
@@ -247,7 +245,7 @@ impl Workspace {
     /// to, or changed in type; every staged file before the first commit), and with them every
     /// file of a multi-file model one of whose files is among them, so that the model is judged
     /// whole. Removed files bring nothing to judge.
-    pub fn staged_change_targets(&self) -> Result<Vec<Target>> {
+    pub(crate) fn staged_change_targets(&self) -> Result<Vec<Target>> {
         let repo = self.repo()?;
         let entries = self.index_entries()?;
         let head = crate::git::head_entries(repo)?;
@@ -276,7 +274,7 @@ impl Workspace {
 
     /// Those of `dirs` (root-relative) that hold the index or the parts of a multi-file model:
     /// in the index (`staged`, read once) or in the work tree.
-    pub fn multi_file_model_dirs(
+    pub(crate) fn multi_file_model_dirs(
         &self,
         staged: bool,
         dirs: &std::collections::BTreeSet<&str>,
@@ -391,7 +389,7 @@ fn file_name(path: &str) -> &str {
 
 /// An index of sharded files or a part of a split GGUF: a name that makes its directory a
 /// multi-file model.
-pub fn names_a_multi_file_model(file: &str) -> bool {
+pub(super) fn names_a_multi_file_model(file: &str) -> bool {
     crate::sharded::index::is_index_name(file) || crate::sharded::SplitName::parse(file).is_some()
 }
 

@@ -20,7 +20,7 @@ const MAX_RESPONSE: u64 = 16 << 20;
 /// request to it carries (`http.<url>.extraHeader`, `Authorization` from URL credentials or
 /// an SSH `git-lfs-authenticate`).
 #[derive(Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub url: String,
     pub headers: Vec<(String, String)>,
     /// `lfs.<url>.access = basic`: ask for credentials before the first request.
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Endpoint {
 
 /// A user name and password, for HTTP basic authentication.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Credential {
+pub(crate) struct Credential {
     pub username: String,
     pub password: String,
 }
@@ -52,7 +52,7 @@ impl std::fmt::Debug for Credential {
 }
 
 impl Credential {
-    pub fn authorization(&self) -> String {
+    pub(crate) fn authorization(&self) -> String {
         use base64::Engine;
         let pair = format!("{}:{}", self.username, self.password);
         format!(
@@ -63,7 +63,7 @@ impl Credential {
 }
 
 /// Where credentials come from when a server asks for them (git's credential helpers).
-pub trait CredentialSource: Sync {
+pub(crate) trait CredentialSource: Sync {
     /// Credentials for `url`, or None when there are none to be had (no prompting).
     fn fill(&self, url: &str) -> Option<Credential>;
     /// The server took them: helpers may store them.
@@ -153,7 +153,7 @@ struct ObjectError {
 
 /// Asks `endpoint` where to download `objects`: one outcome per object, in order. A 401 asks
 /// `credentials` once per call; the credential that worked is kept for later chunks.
-pub fn download_actions(
+pub(crate) fn download_actions(
     client: &Client,
     endpoint: &Endpoint,
     credentials: &dyn CredentialSource,

@@ -7,17 +7,17 @@ use std::path::PathBuf;
 
 /// A cache directory of header prefixes, by oid.
 #[derive(Debug, Clone)]
-pub struct HeaderCache {
+pub(crate) struct HeaderCache {
     dir: PathBuf,
 }
 
 impl HeaderCache {
-    pub fn new(dir: PathBuf) -> HeaderCache {
+    pub(crate) fn new(dir: PathBuf) -> HeaderCache {
         HeaderCache { dir }
     }
 
     /// Where the header of `oid` (64 lowercase hex digits) is kept.
-    pub fn path(&self, oid: &str) -> PathBuf {
+    pub(crate) fn path(&self, oid: &str) -> PathBuf {
         self.dir.join(&oid[..2]).join(oid)
     }
 
@@ -26,7 +26,7 @@ impl HeaderCache {
     /// (to `/dev/zero`, to a file outside the cache), a FIFO, or a file larger than the object
     /// or the header cap (with a window's read-ahead) is not an entry, and is not read (its
     /// size is checked before reading, and the read stops at the cap).
-    pub fn get(&self, oid: &str, size: u64) -> Option<Vec<u8>> {
+    pub(crate) fn get(&self, oid: &str, size: u64) -> Option<Vec<u8>> {
         // A prefix holds the header and what the last window read past it (at most 1 MiB).
         let limit = size.min(crate::formats::limits::max_header_bytes().saturating_add(2 << 20));
         crate::fsutil::read_regular(&self.path(oid), limit, true).ok()
@@ -34,7 +34,7 @@ impl HeaderCache {
 
     /// Keeps `prefix` for `oid`, atomically (a reader never sees half a file). Failing to
     /// cache is not an error for the caller: the header was read all the same.
-    pub fn put(&self, oid: &str, prefix: &[u8]) -> Result<(), crate::error::Error> {
+    pub(crate) fn put(&self, oid: &str, prefix: &[u8]) -> Result<(), crate::error::Error> {
         let path = self.path(oid);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| crate::error::Error::io(parent, e))?;

@@ -5,6 +5,10 @@ use crate::escape::shown;
 /// Errors of reading over HTTP. Every message names the URL without its credentials or query
 /// string ([`shown_url`]), shown escaped as every name is; no header value (a token) is ever
 /// part of a message.
+#[allow(
+    missing_docs,
+    reason = "each variant\'s #[error] message documents it, with the fields it prints"
+)]
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     #[error("{}: {message}", shown(.url))]
@@ -40,7 +44,7 @@ impl RemoteError {
 
 /// A URL as messages show it: scheme, host, port and path, without user, password or query
 /// (presigned URLs carry their signature there).
-pub fn shown_url(url: &str) -> String {
+pub(crate) fn shown_url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (scheme, rest),
         None => return url.split(['?', '#']).next().unwrap_or_default().to_owned(),

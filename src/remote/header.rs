@@ -19,7 +19,7 @@ const MAX_READ_AHEAD: u64 = 1 << 20;
 
 /// The header of a remote model: the bytes read (a prefix of the file) and their parse.
 #[derive(Debug)]
-pub struct RemoteHeader {
+pub(crate) struct RemoteHeader {
     pub prefix: Vec<u8>,
     /// The size of the whole file.
     pub file_size: u64,
@@ -29,7 +29,7 @@ pub struct RemoteHeader {
 /// Reads the header of the file at `url` (sent `headers`, which are for that URL's origin
 /// only). `expected_size`: the size the file must have (an LFS pointer's); None: learned from
 /// the server. `name` names the file in parse errors.
-pub fn read_header(
+pub(crate) fn read_header(
     client: &Client,
     name: &Path,
     url: &str,
@@ -67,7 +67,7 @@ pub fn read_header(
             }
             HeaderStep::Need { end, exact: true } => want = end,
             HeaderStep::Need { end, exact: false } => {
-                want = end.max(have + have.min(MAX_READ_AHEAD)).min(size)
+                want = end.max(have + have.min(MAX_READ_AHEAD)).min(size);
             }
         }
     }
@@ -331,7 +331,7 @@ fn check_length(url: &str, response: &Response, expected: u64) -> Result<(), Rem
 
 /// The error for a status that is no answer to a download: the status, and a short excerpt of
 /// a plain or JSON message the server gave (escaped, never a header).
-pub fn status_error(url: &str, response: Response) -> RemoteError {
+pub(super) fn status_error(url: &str, response: Response) -> RemoteError {
     let status = response.status().as_u16();
     let mut text = String::new();
     let _ = response

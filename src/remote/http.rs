@@ -13,7 +13,7 @@ use super::origins::origin;
 
 /// How to reach servers; the git adapter's LFS server discovery says where git keeps each value.
 #[derive(Debug, Clone)]
-pub struct HttpSettings {
+pub(crate) struct HttpSettings {
     /// PEM file of the only roots to trust (`http.sslCAInfo`, `GIT_SSL_CAINFO`); None: the
     /// system's roots.
     pub ca_file: Option<PathBuf>,
@@ -47,9 +47,9 @@ impl Default for HttpSettings {
 }
 
 /// The default of [`HttpSettings::object_deadline`] (`weight-inspect.lfsObjectDeadline`).
-pub const DEFAULT_OBJECT_DEADLINE: Duration = Duration::from_secs(120);
+pub(super) const DEFAULT_OBJECT_DEADLINE: Duration = Duration::from_secs(120);
 /// The default of [`HttpSettings::command_deadline`] (`weight-inspect.lfsDeadline`).
-pub const DEFAULT_COMMAND_DEADLINE: Duration = Duration::from_secs(600);
+pub(super) const DEFAULT_COMMAND_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The longest wait a `Retry-After` can impose before a retry.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
@@ -58,7 +58,7 @@ const MAX_REDIRECTS: u32 = 5;
 
 /// A request: method, URL, headers and body. Headers are sent to `url`'s origin only.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     pub post: bool,
     pub url: String,
     pub headers: Vec<(String, String)>,
@@ -69,7 +69,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn get(url: &str, headers: Vec<(String, String)>, deadline: Instant) -> Request {
+    pub(crate) fn get(url: &str, headers: Vec<(String, String)>, deadline: Instant) -> Request {
         Request {
             post: false,
             url: url.to_owned(),
@@ -80,10 +80,10 @@ impl Request {
     }
 }
 
-pub type Response = ureq::http::Response<ureq::Body>;
+pub(super) type Response = ureq::http::Response<ureq::Body>;
 
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(crate) struct Client {
     agent: ureq::Agent,
     retries: u32,
     object_deadline: Duration,
@@ -92,7 +92,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(settings: &HttpSettings) -> Result<Client, RemoteError> {
+    pub(crate) fn new(settings: &HttpSettings) -> Result<Client, RemoteError> {
         let roots = match &settings.ca_file {
             Some(file) => RootCerts::new_with_certs(&read_pem_certs(file)?),
             None => RootCerts::PlatformVerifier,
@@ -128,19 +128,22 @@ impl Client {
 
     /// The deadline of what starts now for one object (or one batch request): the object
     /// deadline from now, or the command's end if that comes first.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         (Instant::now() + self.object_deadline).min(self.command_end)
     }
 
     /// Sends `request`, retrying 429, 5xx and failed connections with backoff and following
     /// redirects; the response's status is whatever the server finally said.
-    pub fn send(&self, request: &Request) -> Result<Response, RemoteError> {
+    pub(crate) fn send(&self, request: &Request) -> Result<Response, RemoteError> {
         self.send_following(request).map(|(response, _)| response)
     }
 
     /// [`Self::send`], with the URL that gave the final answer (another than the request's
     /// after a redirect): whose verdict on a credential it is.
-    pub fn send_following(&self, request: &Request) -> Result<(Response, String), RemoteError> {
+    pub(crate) fn send_following(
+        &self,
+        request: &Request,
+    ) -> Result<(Response, String), RemoteError> {
         let mut current = request.clone();
         let mut redirects = 0;
         loop {

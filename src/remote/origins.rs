@@ -15,7 +15,7 @@ pub fn origin(url: &str) -> Option<String> {
 
 /// Whether `a` and `b` are http(s) URLs of the same origin (scheme, host and port). A
 /// credential given for one may be judged only by an answer from the other when this holds.
-pub fn same_origin(a: &str, b: &str) -> bool {
+pub(super) fn same_origin(a: &str, b: &str) -> bool {
     matches!((origin(a), origin(b)), (Some(a), Some(b)) if a == b)
 }
 

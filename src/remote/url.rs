@@ -8,14 +8,17 @@ use super::header::{RemoteHeader, read_header};
 use super::http::{Client, HttpSettings};
 
 /// Whether a command-line argument is an http(s) URL.
-pub fn is_url(spec: &str) -> bool {
+pub(crate) fn is_url(spec: &str) -> bool {
     let lower = spec.get(..8).unwrap_or(spec).to_ascii_lowercase();
     lower.starts_with("https://") || lower.starts_with("http://")
 }
 
 /// Reads the header of the model at `url`. `headers` (`--header NAME: VALUE`) go to the URL's
 /// own origin only; `HF_TOKEN` is sent as a bearer token to Hugging Face hosts.
-pub fn read_url_header(url: &str, extra: &[(String, String)]) -> Result<RemoteHeader, RemoteError> {
+pub(crate) fn read_url_header(
+    url: &str,
+    extra: &[(String, String)],
+) -> Result<RemoteHeader, RemoteError> {
     let client = Client::new(&HttpSettings::default())?;
     let mut headers = extra.to_vec();
     let has_auth = headers
@@ -32,7 +35,7 @@ pub fn read_url_header(url: &str, extra: &[(String, String)]) -> Result<RemoteHe
 }
 
 /// Parses `NAME: VALUE` (as curl's `-H`).
-pub fn parse_header(text: &str) -> Result<(String, String), RemoteError> {
+pub(crate) fn parse_header(text: &str) -> Result<(String, String), RemoteError> {
     match text.split_once(':') {
         Some((name, value))
             if !name.trim().is_empty()

@@ -36,7 +36,7 @@ fn rel_l2_text(p: &ComparedPair) -> String {
 const PERMUTATION_WRONG: &str = "the Q/K head permutation is wrong";
 
 /// What is wrong with a suspect pair, in words.
-pub fn suspect_text(p: &ComparedPair) -> Option<String> {
+pub(crate) fn suspect_text(p: &ComparedPair) -> Option<String> {
     Some(match p.suspect.as_ref()? {
         Suspect::Permutation { other } => format!(
             "{PERMUTATION_WRONG}: with the other layout the values match (rel_l2 {}), with the \
@@ -72,7 +72,7 @@ pub fn suspect_text(p: &ComparedPair) -> Option<String> {
 /// The mistake a suspect pair's error is named as, and what is left once it is undone — "the
 /// converter's +1 on this norm weight is missing (rel_l2 0 once undone)" — for reports that give
 /// the figure themselves (the policy's violations). None when the error has no name.
-pub fn named_mistake(p: &ComparedPair) -> Option<String> {
+pub(crate) fn named_mistake(p: &ComparedPair) -> Option<String> {
     let (mistake, fit) = match p.suspect.as_ref()? {
         Suspect::Mistake { named, .. } => (mistake_text(&named.mistake), Some(named.fit)),
         Suspect::Permutation { other } => (PERMUTATION_WRONG.to_owned(), other.rel_l2),
@@ -114,7 +114,7 @@ fn band_text(bound: f64) -> String {
 
 /// The error each target type of the pairs may bring: "f32 exact; q8_0 rel_l2 ≤ 0.02
 /// (blocks of 32)".
-pub fn bands_line(c: &Conversion) -> String {
+pub(crate) fn bands_line(c: &Conversion) -> String {
     c.bands()
         .iter()
         .map(|b| {
@@ -135,7 +135,7 @@ pub fn bands_line(c: &Conversion) -> String {
 }
 
 /// The transforms applied, with how many pairs each: "permute_qk 4, identity 15".
-pub fn transforms_line(c: &Conversion) -> String {
+pub(crate) fn transforms_line(c: &Conversion) -> String {
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
     for p in &c.pairs {
         *counts.entry(p.transform.name()).or_default() += 1;
@@ -152,7 +152,7 @@ pub fn transforms_line(c: &Conversion) -> String {
 }
 
 /// The summary line: "faithful: 21/21 source tensors paired, …".
-pub fn summary(c: &Conversion) -> String {
+pub(crate) fn summary(c: &Conversion) -> String {
     let s = c.summary();
     let mut line = String::new();
     if c.pairs.is_empty() {
@@ -216,7 +216,7 @@ pub(super) fn paired_by_text(c: &Conversion) -> String {
     text
 }
 
-pub fn text(c: &Conversion, source: &str, target: &str, palette: &Palette) -> String {
+pub(crate) fn text(c: &Conversion, source: &str, target: &str, palette: &Palette) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -479,7 +479,7 @@ struct Document<'a> {
 }
 
 /// The conversion document as a JSON value (for the reports of `git diff --json` and `ci`).
-pub fn json_value(c: &Conversion, source: &str, target: &str) -> serde_json::Value {
+pub(crate) fn json_value(c: &Conversion, source: &str, target: &str) -> serde_json::Value {
     serde_json::to_value(conversion_doc(c, source, target)).expect("JSON of plain data cannot fail")
 }
 
@@ -592,7 +592,7 @@ fn conversion_doc<'a>(c: &'a Conversion, source: &'a str, target: &'a str) -> Co
 }
 
 /// `diff --values --json` of a conversion.
-pub fn json(c: &Conversion, source: &str, target: &str) -> String {
+pub(crate) fn json(c: &Conversion, source: &str, target: &str) -> String {
     super::json::to_string(&Document {
         schema: crate::identity::SCHEMA_VERSION,
         conversion: conversion_doc(c, source, target),

@@ -8,7 +8,7 @@ use crate::artifact::Value;
 
 /// The name gguf-py gives `value` of `key`, when `key` is an enumerated key and the value
 /// one of its members.
-pub fn enum_name(key: &str, value: &Value) -> Option<&'static str> {
+pub(crate) fn enum_name(key: &str, value: &Value) -> Option<&'static str> {
     let table: &[(u64, &str)] = match key {
         "general.file_type" => &table::FILE_TYPES,
         _ => match key.split_once('.') {
@@ -25,7 +25,7 @@ pub fn enum_name(key: &str, value: &Value) -> Option<&'static str> {
 }
 
 /// ` (MOSTLY_Q4_K_M)` after an enumerated value, or nothing.
-pub fn enum_note(key: &str, value: &Value) -> String {
+pub(crate) fn enum_note(key: &str, value: &Value) -> String {
     enum_name(key, value).map_or_else(String::new, |name| format!(" ({name})"))
 }
 

@@ -13,14 +13,14 @@ use crate::escape::{needs_escape, shown};
 
 /// The level of an annotation: the workflow command that shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
+pub(crate) enum Level {
     Error,
     Warning,
 }
 
 impl Level {
     /// The workflow command's name.
-    pub fn command(self) -> &'static str {
+    pub(crate) fn command(self) -> &'static str {
         match self {
             Level::Error => "error",
             Level::Warning => "warning",
@@ -31,7 +31,7 @@ impl Level {
 /// One annotation: a message shown on a file (or on the run) under a title. `file` and `title`
 /// are as found; `message` holds names already shown escaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Annotation {
+pub(crate) struct Annotation {
     pub level: Level,
     pub file: Option<String>,
     pub title: String,
@@ -40,7 +40,7 @@ pub struct Annotation {
 
 impl Annotation {
     /// The workflow command, one line: `::error file=F,title=T::message\n`, every part escaped.
-    pub fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         let mut props = Vec::new();
         if let Some(file) = &self.file {
             props.push(format!("file={}", escape_property(&property_text(file))));
@@ -70,7 +70,7 @@ fn property_text(value: &str) -> Cow<'_, str> {
 
 /// Escapes a workflow command's message (the part after `::`), as the Actions toolkit's
 /// `escapeData` does: `%`, CR and LF.
-pub fn escape_data(s: &str) -> String {
+pub(crate) fn escape_data(s: &str) -> String {
     s.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
@@ -78,7 +78,7 @@ pub fn escape_data(s: &str) -> String {
 
 /// Escapes a workflow command property value (`file=`, `title=`), as the toolkit's
 /// `escapeProperty` does: [`escape_data`] plus `:` and `,`.
-pub fn escape_property(s: &str) -> String {
+pub(crate) fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 

@@ -53,7 +53,7 @@ fn id_doc(artifact: &Artifact) -> IdDoc {
     }
 }
 
-pub fn id(artifact: &Artifact) -> String {
+pub(crate) fn id(artifact: &Artifact) -> String {
     to_string(&id_doc(artifact))
 }
 
@@ -151,7 +151,7 @@ pub fn inspect(artifact: &Artifact, full_arrays: bool) -> String {
 }
 
 /// [`inspect`] with tensors listed in `order`.
-pub fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) -> String {
+pub(crate) fn inspect_in(artifact: &Artifact, full_arrays: bool, order: TensorOrder) -> String {
     let (total, by_dtype) = artifact.parameter_counts();
     let layout = &artifact.layout;
     let doc = InspectDoc {
@@ -529,12 +529,12 @@ impl<T: DiffItemJson> Serialize for Sections<'_, T> {
     }
 }
 
-pub fn diff(diff: &StructuralDiff) -> String {
+pub(crate) fn diff(diff: &StructuralDiff) -> String {
     to_string(&diff_doc(diff))
 }
 
 /// The structural diff as a JSON value, to embed in the reports of `git diff --json` and `ci`.
-pub fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
+pub(crate) fn diff_value(diff: &StructuralDiff) -> serde_json::Value {
     serde_json::to_value(diff_doc(diff)).expect("JSON of plain data cannot fail")
 }
 

@@ -5,7 +5,7 @@ use crate::artifact::{Artifact, Format};
 
 /// How `inspect` orders tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TensorOrder {
+pub(crate) enum TensorOrder {
     /// As their data lies in the file (by part, then offset): the order of gguf-dump and of
     /// the safetensors header's `data_offsets`.
     #[default]
@@ -15,7 +15,7 @@ pub enum TensorOrder {
 }
 
 impl TensorOrder {
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             TensorOrder::File => "file order",
             TensorOrder::Name => "by name",
@@ -25,7 +25,7 @@ impl TensorOrder {
 
 /// Positions in the artifact's tensor table, in `order`. Ties (empty tensors sharing an
 /// offset) keep name order, so the listing is deterministic.
-pub fn positions(artifact: &Artifact, order: TensorOrder) -> Vec<usize> {
+pub(crate) fn positions(artifact: &Artifact, order: TensorOrder) -> Vec<usize> {
     let mut positions: Vec<usize> = (0..artifact.tensors.len()).collect();
     if order == TensorOrder::File {
         let parts = artifact.layout.files.as_ref().map(|f| &f.tensor_parts);
@@ -44,7 +44,7 @@ pub fn positions(artifact: &Artifact, order: TensorOrder) -> Vec<usize> {
 /// Where the tensor at `position` begins in its data section, as the header records it: the
 /// GGUF tensor info's offset, the start of safetensors' `data_offsets`. None for PyTorch
 /// checkpoints, whose storages lie in a zip archive or after the pickle.
-pub fn data_offset(artifact: &Artifact, position: usize) -> Option<u64> {
+pub(crate) fn data_offset(artifact: &Artifact, position: usize) -> Option<u64> {
     if !matches!(artifact.format, Format::Gguf | Format::Safetensors) {
         return None;
     }

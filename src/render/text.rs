@@ -115,7 +115,7 @@ pub fn inspect(artifact: &Artifact, palette: &Palette, all: bool, parts: bool) -
 }
 
 /// [`inspect`] with tensors listed in `order`.
-pub fn inspect_in(
+pub(crate) fn inspect_in(
     artifact: &Artifact,
     palette: &Palette,
     all: bool,
@@ -262,18 +262,18 @@ pub fn inspect_in(
 }
 
 /// `[4096, 32000] (q4_k)`.
-pub fn tensor_summary(tensor: &TensorInfo) -> String {
+pub(crate) fn tensor_summary(tensor: &TensorInfo) -> String {
     format!("{} ({})", shape_text(&tensor.shape), tensor.dtype)
 }
 
-pub fn shape_text(shape: &[u64]) -> String {
+pub(crate) fn shape_text(shape: &[u64]) -> String {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     format!("[{}]", dims.join(", "))
 }
 
 /// One short line for a value: strings quoted and shortened, long arrays summarized with
 /// their length, element type and first items.
-pub fn value_summary(value: &Value) -> String {
+pub(crate) fn value_summary(value: &Value) -> String {
     match value {
         Value::String(s) => quote_short(s),
         Value::Array(a) => array_summary(a),
@@ -283,7 +283,7 @@ pub fn value_summary(value: &Value) -> String {
 
 /// A scalar's value; floats in the shortest form that round-trips, NaNs with their bits
 /// (payloads differ in the structural hash, so they must differ here too).
-pub fn scalar_text(value: &Value) -> String {
+pub(crate) fn scalar_text(value: &Value) -> String {
     match value {
         Value::U8(v) => v.to_string(),
         Value::I8(v) => v.to_string(),
@@ -326,7 +326,7 @@ fn array_summary(array: &Array) -> String {
 }
 
 /// Quoted with escapes ([`quoted`]), shortened to a readable length with the full size noted.
-pub fn quote_short(s: &str) -> String {
+pub(crate) fn quote_short(s: &str) -> String {
     let count = s.chars().count();
     if count <= MAX_STRING_CHARS {
         return quoted(s);
@@ -337,7 +337,7 @@ pub fn quote_short(s: &str) -> String {
 
 /// A value as one diff line: arrays also carry a content digest, so two arrays whose first
 /// items agree still read as different.
-pub fn value_line(value: &Value) -> String {
+pub(crate) fn value_line(value: &Value) -> String {
     match value {
         Value::Array(a) if a.len() > MAX_ARRAY_ITEMS || matches!(a, Array::Array(_)) => {
             format!("{} sha256:{}", array_summary(a), value_digest(value))
@@ -350,7 +350,7 @@ fn is_long_text(value: &Value) -> bool {
     matches!(value, Value::String(s) if s.contains('\n') || s.chars().count() > MAX_STRING_CHARS)
 }
 
-pub fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
+pub(crate) fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", palette.heading("Structural Identity:"));
     let _ = writeln!(out, "  format equal: {}", !diff.format_changed());
@@ -647,7 +647,7 @@ fn write_tensor_change(
 }
 
 /// 1234567 -> "1,234,567".
-pub fn group_digits(n: u64) -> String {
+pub(crate) fn group_digits(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -660,7 +660,7 @@ pub fn group_digits(n: u64) -> String {
 }
 
 /// 1536 -> "1.5 KiB".
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut value = n as f64;
     let mut unit = 0;

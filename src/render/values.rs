@@ -25,7 +25,7 @@ pub(super) fn figure(x: f64) -> String {
     if x == 0.0 {
         "0".into()
     } else if (1e-3..1e4).contains(&x.abs()) {
-        format!("{:.4}", x)
+        format!("{x:.4}")
             .trim_end_matches('0')
             .trim_end_matches('.')
             .to_owned()
@@ -53,7 +53,7 @@ fn rel_l2_text(t: &TensorValues) -> String {
 }
 
 /// The summary line.
-pub fn summary(values: &ValueDiff) -> String {
+pub(crate) fn summary(values: &ValueDiff) -> String {
     let compared = values.tensors.len();
     let changed = values.changed_count();
     let bits = values.bits_differ().count();
@@ -83,7 +83,7 @@ pub fn summary(values: &ValueDiff) -> String {
 }
 
 /// The text section printed after the structural diff.
-pub fn text(values: &ValueDiff, palette: &Palette) -> String {
+pub(crate) fn text(values: &ValueDiff, palette: &Palette) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", palette.heading("Values:"));
     let _ = writeln!(out, "  {}", summary(values));
@@ -225,7 +225,7 @@ impl LargestFirst {
 
 /// The per-layer view: one line per layer with a bar on the fixed log scale (empty for fewer
 /// than two layers).
-pub fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
+pub(crate) fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
     let mut out = String::new();
     if layers.len() > 1 {
         let width = layers.iter().map(|l| l.label().len()).max().unwrap_or(0);
@@ -405,12 +405,12 @@ fn values_doc(values: &ValueDiff) -> ValuesDoc<'_> {
 }
 
 /// The `values` section as a JSON value, for the reports of `git diff --json` and `ci`.
-pub fn json_value(values: &ValueDiff) -> serde_json::Value {
+pub(crate) fn json_value(values: &ValueDiff) -> serde_json::Value {
     serde_json::to_value(values_doc(values)).expect("JSON of plain data cannot fail")
 }
 
 /// The text section, or a line saying why the values were not compared.
-pub fn text_or_skipped(
+pub(crate) fn text_or_skipped(
     values: Result<&ValueDiff, &dyn std::fmt::Display>,
     palette: &Palette,
 ) -> String {
@@ -424,7 +424,7 @@ pub fn text_or_skipped(
 }
 
 /// `diff --values --json`: the structural diff document with a `values` section.
-pub fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
+pub(crate) fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
     let doc = DiffWithValues {
         diff: super::json::diff_doc(diff),
         values: values_doc(values),

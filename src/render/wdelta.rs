@@ -8,7 +8,7 @@ use crate::formats::wdelta::lossless::{self, LosslessContainer, SegmentKind};
 use crate::formats::wdelta::{self, AnyWdelta, Params, WdeltaFile};
 
 /// The description of a delta of any version ([`describe`] or [`describe_lossless`]).
-pub fn describe_any(delta: &AnyWdelta) -> String {
+pub(crate) fn describe_any(delta: &AnyWdelta) -> String {
     match delta {
         AnyWdelta::Lossy(file) => describe(file),
         AnyWdelta::Lossless(c) => describe_lossless(c),
@@ -16,7 +16,7 @@ pub fn describe_any(delta: &AnyWdelta) -> String {
 }
 
 /// [`describe_any`] as JSON (`"schema": 1` first), one line.
-pub fn describe_any_json(delta: &AnyWdelta) -> String {
+pub(crate) fn describe_any_json(delta: &AnyWdelta) -> String {
     match delta {
         AnyWdelta::Lossy(file) => describe_json(file),
         AnyWdelta::Lossless(c) => describe_lossless_json(c),
@@ -28,7 +28,7 @@ pub fn describe_any_json(delta: &AnyWdelta) -> String {
 fn dense_bytes(entry: &wdelta::TensorEntry) -> u64 {
     let size = match entry.base_dtype.as_deref() {
         Some("float64") => 8,
-        Some("float16") | Some("bfloat16") => 2,
+        Some("float16" | "bfloat16") => 2,
         _ => 4,
     };
     entry.n_elements().unwrap_or(0).saturating_mul(size)
@@ -126,7 +126,9 @@ fn estimate(file: &WdeltaFile) -> usize {
         .map(|(name, e)| {
             name.len()
                 + e.dtype.len()
-                + e.base_dtype.as_ref().map_or(0, |b| b.len())
+                + e.base_dtype
+                    .as_ref()
+                    .map_or(0, compact_str::CompactString::len)
                 + 22 * e.shape.len()
                 + 200
         })
@@ -402,7 +404,7 @@ struct LosslessFileJson<'a> {
 }
 
 /// [`describe_lossless`] as one JSON object, `"schema": 1` first.
-pub fn describe_lossless_json(c: &LosslessContainer) -> String {
+pub(crate) fn describe_lossless_json(c: &LosslessContainer) -> String {
     let (other, tensors) = lossless_summary(c);
     let j = LosslessJson {
         schema: crate::identity::SCHEMA_VERSION,

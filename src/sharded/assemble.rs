@@ -245,7 +245,7 @@ fn join_tensors(
     let mut all = Vec::with_capacity(parts.iter().map(|(_, a)| a.tensors.len()).sum());
     let mut layouts = Vec::with_capacity(parts.len());
     for (file, artifact) in parts {
-        for (name, info) in artifact.tensors.iter() {
+        for (name, info) in &artifact.tensors {
             all.push((crate::table::Name::from(name), info.clone()));
         }
         layouts.push(PartLayout {

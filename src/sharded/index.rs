@@ -23,7 +23,7 @@ const INDEX_SUFFIXES: &[(&str, Format, &str)] = &[
 ];
 
 /// Index files are small (a 70B model's is about 60 KB); this bounds what is read of one.
-pub const MAX_INDEX_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_INDEX_BYTES: u64 = 64 << 20;
 
 /// A parsed index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +44,13 @@ impl Index {
     }
 }
 
-pub fn is_index_name(file: &str) -> bool {
+pub(crate) fn is_index_name(file: &str) -> bool {
     index_kind(file).is_some()
 }
 
 /// For an index file name: the name before its suffix, the format of its shards, and their
 /// extension (`model.safetensors.index.json` → `model`, safetensors, `.safetensors`).
-pub fn index_kind(file: &str) -> Option<(&str, Format, &'static str)> {
+pub(crate) fn index_kind(file: &str) -> Option<(&str, Format, &'static str)> {
     INDEX_SUFFIXES
         .iter()
         .find_map(|(suffix, format, extension)| {

@@ -6,18 +6,19 @@
 //! Where the files come from is the caller's business ([`Directory`]): the file system here,
 //! a git tree in the git adapter.
 
-pub mod index;
-pub mod split;
+pub(crate) mod index;
+pub(crate) mod split;
 
 mod assemble;
 
 use crate::artifact::{Artifact, Format};
-pub use crate::error::ShardError;
-pub use index::{Index, is_plain_file_name, parse as parse_index};
-pub use split::SplitName;
+pub(crate) use crate::error::ShardError;
+pub(crate) use index::Index;
+pub use index::{is_plain_file_name, parse as parse_index};
+pub(crate) use split::SplitName;
 
 /// A directory that holds a model's files.
-pub trait Directory {
+pub(crate) trait Directory {
     /// How a file of the directory is named in messages (a path, or `REV:path`).
     fn label(&self, file: &str) -> String;
     /// The names of the regular files in the directory.
@@ -30,7 +31,7 @@ pub trait Directory {
 
 /// A model a directory holds, as its files name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Candidate {
+pub(crate) enum Candidate {
     /// An index (`*.safetensors.index.json`, `*.bin.index.json`) and the shards it names.
     Index(String),
     /// The parts of a split GGUF.
@@ -41,7 +42,7 @@ pub enum Candidate {
 
 impl Candidate {
     /// The name the model goes by: the index file, `NAME-*-of-0000N.gguf`, or the file.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Candidate::Index(file) | Candidate::Single(file) => file.clone(),
             Candidate::Split(name) => name.model_name(),
@@ -52,7 +53,7 @@ impl Candidate {
 /// The models in a directory listing: each index, each split GGUF (by base name and count), and
 /// each model file that belongs to neither. Safetensors files named like shards of an index's
 /// model are its shards without reading the index.
-pub fn candidates(file_names: &[String]) -> Vec<Candidate> {
+pub(crate) fn candidates(file_names: &[String]) -> Vec<Candidate> {
     let mut out = Vec::new();
     let indexes: Vec<&String> = file_names
         .iter()
@@ -88,7 +89,7 @@ pub fn candidates(file_names: &[String]) -> Vec<Candidate> {
 /// Whether a file is named as a shard of the model an index names: the index
 /// `P.safetensors.index.json` has shards `P-00001-of-0000N.safetensors`, and
 /// `P.bin.index.json` has `P-00001-of-0000N.bin`.
-pub fn shard_of_index_name(file: &str, index_file: &str) -> bool {
+pub(crate) fn shard_of_index_name(file: &str, index_file: &str) -> bool {
     let Some((prefix, _, extension)) = index::index_kind(index_file) else {
         return false;
     };
@@ -108,7 +109,7 @@ pub fn shard_of_index_name(file: &str, index_file: &str) -> bool {
 }
 
 /// Opens the one model a directory holds.
-pub fn open_directory(dir: &dyn Directory, dir_label: &str) -> Result<Artifact, ShardError> {
+pub(crate) fn open_directory(dir: &dyn Directory, dir_label: &str) -> Result<Artifact, ShardError> {
     let names = dir.file_names()?;
     let mut found = candidates(&names);
     match found.len() {
@@ -124,7 +125,7 @@ pub fn open_directory(dir: &dyn Directory, dir_label: &str) -> Result<Artifact, 
 }
 
 /// Opens one model of a directory.
-pub fn open_candidate(
+pub(crate) fn open_candidate(
     dir: &dyn Directory,
     candidate: &Candidate,
     names: &[String],
@@ -138,7 +139,7 @@ pub fn open_candidate(
 
 /// Opens the model an index names: every shard it names, checked against the index and each
 /// other.
-pub fn open_index(
+pub(crate) fn open_index(
     dir: &dyn Directory,
     index_file: &str,
     names: &[String],
@@ -169,7 +170,7 @@ pub fn open_index(
 }
 
 /// Opens a split GGUF from the name of any of its parts; `known` is a part already read.
-pub fn open_split(
+pub(crate) fn open_split(
     dir: &dyn Directory,
     name: &SplitName,
     names: &[String],

@@ -4,20 +4,20 @@
 
 use crate::artifact::{Artifact, Value};
 
-pub const SPLIT_NO: &str = "split.no";
-pub const SPLIT_COUNT: &str = "split.count";
-pub const SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
+pub(crate) const SPLIT_NO: &str = "split.no";
+pub(crate) const SPLIT_COUNT: &str = "split.count";
+pub(crate) const SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
 
 /// The keys that say how a model is split: layout, not part of the model's identity.
-pub const SPLIT_KEYS: [&str; 3] = [SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS_COUNT];
+pub(crate) const SPLIT_KEYS: [&str; 3] = [SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS_COUNT];
 
 /// The most parts a split GGUF may have (the writers number parts with five digits). Beyond it
 /// the model is refused by name, before any part name is built.
-pub const MAX_SPLIT_PARTS: u32 = 99_999;
+pub(crate) const MAX_SPLIT_PARTS: u32 = 99_999;
 
 /// The parts of a file name `NAME-00002-of-00005.gguf`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitName {
+pub(crate) struct SplitName {
     pub base: String,
     /// 1-based, as in the name.
     pub number: u32,
@@ -26,7 +26,7 @@ pub struct SplitName {
 
 impl SplitName {
     /// Reads a part's file name (not a path); None when it is not named like a part.
-    pub fn parse(file: &str) -> Option<SplitName> {
+    pub(crate) fn parse(file: &str) -> Option<SplitName> {
         let stem = strip_suffix_ignore_case(file, ".gguf")?;
         let (rest, count) = stem.rsplit_once("-of-")?;
         let (base, number) = rest.rsplit_once('-')?;
@@ -43,12 +43,12 @@ impl SplitName {
     }
 
     /// The name of part `number` of the same model, as the writers spell it.
-    pub fn sibling(&self, number: u32) -> String {
+    pub(crate) fn sibling(&self, number: u32) -> String {
         format!("{}-{:05}-of-{:05}.gguf", self.base, number, self.count)
     }
 
     /// How a model split this way is named in reports: `NAME-*-of-0000N.gguf`.
-    pub fn model_name(&self) -> String {
+    pub(crate) fn model_name(&self) -> String {
         format!("{}-*-of-{:05}.gguf", self.base, self.count)
     }
 }
@@ -68,13 +68,13 @@ fn part_number(digits: &str) -> Option<u32> {
 /// True when a GGUF file says it is one part of a split model (`split.count` of 1 or more).
 /// A file merged by `llama-gguf-split --merge` keeps the keys with `split.count = 0` and is a
 /// single file.
-pub fn is_part(artifact: &Artifact) -> bool {
+pub(crate) fn is_part(artifact: &Artifact) -> bool {
     matches!(integer(artifact, SPLIT_COUNT), Some(Ok(n)) if n >= 1)
 }
 
 /// "2 of 3" for the second part of a split GGUF (from its `split.*` keys), None for a file
 /// that is not a part.
-pub fn part_text(artifact: &Artifact) -> Option<String> {
+pub(crate) fn part_text(artifact: &Artifact) -> Option<String> {
     if !is_part(artifact) {
         return None;
     }
@@ -85,7 +85,7 @@ pub fn part_text(artifact: &Artifact) -> Option<String> {
 
 /// What a model file's name says about the multi-file model it belongs to: "part 2 of 3 of
 /// the split model NAME-*-of-00003.gguf", or "shard 2 of 4 of a sharded safetensors model".
-pub fn name_note(file: &str) -> Option<String> {
+pub(crate) fn name_note(file: &str) -> Option<String> {
     if let Some(name) = SplitName::parse(file) {
         return Some(format!(
             "part {} of {} of the split model {}",
@@ -106,7 +106,7 @@ pub fn name_note(file: &str) -> Option<String> {
 
 /// The non-negative integer value of `key`: None when absent, Err(type or sign) when it is not
 /// one.
-pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, NotACount>> {
+pub(crate) fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, NotACount>> {
     let value = artifact.metadata.get(key)?;
     let n: Option<i128> = match value {
         Value::U8(v) => Some((*v).into()),
@@ -127,7 +127,7 @@ pub fn integer(artifact: &Artifact, key: &str) -> Option<Result<u64, NotACount>>
 
 /// Why a `split.*` key is not a count.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotACount {
+pub(crate) enum NotACount {
     #[error("is negative ({0})")]
     Negative(i128),
     #[error("is of type {0}, expected an integer")]

@@ -52,7 +52,12 @@ impl BitsDiffer {
 
 /// Counts, in two runs of whole blocks of one dtype holding equal values, what makes their
 /// bytes differ. `scratch` holds the decoded values of one block per side.
-pub fn count(old: &[u8], new: &[u8], codec: &Codec, scratch: &mut [Vec<f64>; 2]) -> BitsDiffer {
+pub(super) fn count(
+    old: &[u8],
+    new: &[u8],
+    codec: &Codec,
+    scratch: &mut [Vec<f64>; 2],
+) -> BitsDiffer {
     let (block, size) = (codec.block_size as usize, codec.type_size as usize);
     let mut found = BitsDiffer::default();
     if size == 0 {

@@ -49,7 +49,7 @@ impl Sums {
         self.sum_sq_new += b * b;
         self.dot += a * b;
         self.max_abs_diff = self.max_abs_diff.max(d.abs());
-        self.changed += (a != b) as u64;
+        self.changed += u64::from(a != b);
     }
 
     pub fn merge(&mut self, other: &Sums) {
@@ -200,7 +200,7 @@ impl Sums {
             } else {
                 s.nonfinite += 1;
                 let same = (a.is_nan() && b.is_nan()) || a == b;
-                s.changed += !same as u64;
+                s.changed += u64::from(!same);
             }
         }
         s
@@ -557,7 +557,7 @@ mod tests {
 
     #[test]
     fn tiny_deltas_keep_their_size_in_f64() {
-        let old: Vec<f64> = (0..1000).map(|i| 1.0 + i as f64).collect();
+        let old: Vec<f64> = (0..1000).map(|i| 1.0 + f64::from(i)).collect();
         let new: Vec<f64> = old.iter().map(|x| x + 1e-7).collect();
         let stats = ValueStats::from_sums(&Sums::of(&old, &new));
         assert_eq!(stats.changed_elements, 1000);
@@ -600,7 +600,7 @@ mod tests {
             (0..n as u32)
                 .map(|i| {
                     let x = (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 8) as f32;
-                    (x * 1.37e-7 - 0.9) as f64 * f64::from(1u32 << (i % 7))
+                    f64::from(x * 1.37e-7 - 0.9) * f64::from(1u32 << (i % 7))
                 })
                 .collect()
         };
@@ -611,7 +611,7 @@ mod tests {
                     if i % 3 == 0 {
                         *x
                     } else {
-                        (*x as f32 * 1.0001) as f64
+                        f64::from(*x as f32 * 1.0001)
                     }
                 })
                 .collect()

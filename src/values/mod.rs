@@ -9,7 +9,7 @@
 
 mod bits;
 pub mod compare;
-pub mod dequant;
+pub(crate) mod dequant;
 mod source;
 
 use std::path::PathBuf;
@@ -198,7 +198,7 @@ impl LayerSummary {
 
 /// The layer of a tensor name: the first dot-separated component that is a number, with the
 /// part of the name before it ("blk.12.attn_q.weight" → ("blk", 12)).
-pub fn layer_of(name: &str) -> Option<(&str, u64)> {
+pub(crate) fn layer_of(name: &str) -> Option<(&str, u64)> {
     let mut start = 0;
     for part in name.split('.') {
         if start > 0 && !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
@@ -746,9 +746,10 @@ fn compare_piece(pair: &Pair, start: u64, end: u64, buffers: &mut Buffers) -> Su
                 (parts[first], parts[i]) = (Some(a), Some(b));
             }
             if let Some(i) = waiting {
-                parts[i] = Some(match same {
-                    true => Sums::unchanged(old(i)),
-                    false => Sums::of(old(i), new(i)),
+                parts[i] = Some(if same {
+                    Sums::unchanged(old(i))
+                } else {
+                    Sums::of(old(i), new(i))
                 });
             }
         }

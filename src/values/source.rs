@@ -99,7 +99,7 @@ impl ModelBytes {
 /// address translations (inter-processor interrupts were a tenth of a value diff's CPU time
 /// when every piece was released on its own). What is held stays bounded: released at
 /// [`RELEASE_BATCH`] bytes, and the rest when dropped.
-pub struct ReleaseBehind<'a> {
+pub(super) struct ReleaseBehind<'a> {
     /// (file, start, end): byte offsets in the file's bytes, adjacent ranges merged.
     pending: Vec<(&'a ModelBytes, usize, usize)>,
     held: usize,
@@ -112,7 +112,7 @@ const RELEASE_BATCH: usize = 16 << 20;
 const MERGE_GAP: usize = 4096;
 
 impl<'a> ReleaseBehind<'a> {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         ReleaseBehind {
             pending: Vec::new(),
             held: 0,
@@ -120,7 +120,7 @@ impl<'a> ReleaseBehind<'a> {
     }
 
     /// Notes that `range`, a sub-slice of `file`'s bytes, has been read.
-    pub fn add(&mut self, file: &'a ModelBytes, range: &[u8]) {
+    pub(super) fn add(&mut self, file: &'a ModelBytes, range: &[u8]) {
         let base = file.bytes().as_ptr() as usize;
         let start = range.as_ptr() as usize - base;
         let end = start + range.len();

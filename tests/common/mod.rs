@@ -3,6 +3,9 @@
 //! submodules, isolated git repositories ([`git`]), model files written by the reference
 //! libraries ([`models`]) and the helpers of the .wdelta tests ([`delta`]).
 #![allow(dead_code)]
+// Test helpers shared between the test binaries, not a library face: `pub` is how they reach
+// each test file.
+#![allow(unreachable_pub)]
 
 pub mod delta;
 pub mod git;
@@ -30,8 +33,7 @@ pub fn fixture(name: &str) -> PathBuf {
 /// `scripts/test`, which creates the venv, or set WEIGHT_INSPECT_PYTHON.
 pub fn python() -> PathBuf {
     let path = std::env::var_os("WEIGHT_INSPECT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".venv/bin/python"));
+        .map_or_else(|| repo_root().join(".venv/bin/python"), PathBuf::from);
     assert!(
         path.exists(),
         "Python with gguf/safetensors/deltatensors not found at {}: run the tests with scripts/test",
@@ -82,8 +84,7 @@ pub fn require_tool(name: &str) {
     let ok = Command::new(name)
         .arg("--version")
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+        .is_ok_and(|o| o.status.success());
     assert!(
         ok,
         "`{name}` is required by this test: run the tests with scripts/test, which installs it"
@@ -132,7 +133,6 @@ pub fn assert_lacks(text: &str, needles: &[&str]) {
 /// Where the shared, reusable build outputs of the slow tests live.
 pub fn shared_target(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
+        .map_or_else(|| repo_root().join("target"), PathBuf::from);
     target.join(name)
 }

@@ -104,8 +104,7 @@ fn plan_shard(base: &Model, ft: &Model, shard: usize, size: u64) -> Vec<Segment>
 
 fn file_name(path: &Path) -> String {
     path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".to_string())
+        .map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// Writes the lossless delta of `ft` against `base` to `out`.

@@ -135,7 +135,7 @@ mod tests {
         let mut decoded = 0;
         for _ in 0..3000 {
             let mut bytes = seed.to_vec();
-            for _ in 0..(next() % 4 + 1) {
+            for _ in 0..=(next() % 4) {
                 let at = (next() % bytes.len() as u64) as usize;
                 bytes[at] ^= (next() % 255 + 1) as u8;
             }

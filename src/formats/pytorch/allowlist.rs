@@ -11,7 +11,7 @@ pub(super) fn with_os_alias(name: &str) -> String {
 /// Globals a torch/numpy tensor checkpoint legitimately imports: an explicit list, never a
 /// whole module (`torch.utils.cpp_extension.load_inline` and
 /// `numpy.testing._private.utils.runstring` run code, and both live under `torch.`/`numpy.`).
-pub fn is_expected_import(name: &str) -> bool {
+pub(crate) fn is_expected_import(name: &str) -> bool {
     if EXPECTED.contains(&name) {
         return true;
     }
@@ -125,7 +125,7 @@ const TORCH_ATTRIBUTES: &[&str] = &[
 /// How much a reviewer should care about a global a pickle names that is not one of the
 /// globals of tensors (a finding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Tier {
+pub(crate) enum Tier {
     /// Runs code, imports, opens files or sockets, or reaches attributes by name.
     Dangerous,
     /// A class or function of a library: what it does when called is not known here.
@@ -135,7 +135,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Tier::Dangerous => "dangerous",
             Tier::Unknown => "unknown",
@@ -147,7 +147,7 @@ impl Tier {
 /// The tier of `module.name`. Dangerous: a name in [`DANGEROUS`] (a whole module, a module
 /// under it, or one name of it), or an unresolvable name; benign: a name in [`BENIGN`] or one
 /// of the globals of tensors; else unknown.
-pub fn tier(global: &str) -> Tier {
+pub(crate) fn tier(global: &str) -> Tier {
     // An unresolvable import, as picklescan counts it.
     if global.starts_with('<') || global.contains("unknown") {
         return Tier::Dangerous;
@@ -300,7 +300,7 @@ pub const DANGEROUS: &[(&str, &[&str])] = &[
 ];
 
 /// Globals known to hold data only: what training checkpoints name beside their tensors.
-pub const BENIGN: &[&str] = &[
+pub(super) const BENIGN: &[&str] = &[
     "argparse.Namespace",
     "collections.OrderedDict",
     "collections.defaultdict",

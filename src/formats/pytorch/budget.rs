@@ -13,9 +13,9 @@ use super::error::PytorchError;
 /// stays alive: about 20 bytes per pickle byte for a large state dict, up to 40 for a small
 /// checkpoint of many short metadata lists (within [`BASE_BYTES`] anyway). EMPTY_DICT
 /// repeated, the most a byte can build, takes about 130.
-pub const BYTES_PER_PICKLE_BYTE: u64 = 32;
+pub(crate) const BYTES_PER_PICKLE_BYTE: u64 = 32;
 /// Bytes of budget every pickle has, however short.
-pub const BASE_BYTES: u64 = 64 << 20;
+pub(crate) const BASE_BYTES: u64 = 64 << 20;
 
 #[derive(Debug)]
 pub(super) struct Budget {

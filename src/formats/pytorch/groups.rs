@@ -112,7 +112,7 @@ mod tests {
     use super::*;
 
     fn keys(list: &[&str]) -> Vec<String> {
-        list.iter().map(|k| k.to_string()).collect()
+        list.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

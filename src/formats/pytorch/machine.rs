@@ -557,7 +557,7 @@ impl Memo {
         match usize::try_from(index) {
             Ok(i) if i < self.dense.len() => self.dense[i] = value,
             Ok(i) if i == self.dense.len() && !self.sparse.contains_key(&index) => {
-                self.dense.push(value)
+                self.dense.push(value);
             }
             _ => {
                 self.sparse.insert(index, value);

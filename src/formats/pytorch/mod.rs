@@ -19,7 +19,7 @@
 //! what the reader refuses too.
 
 mod allowlist;
-pub mod budget;
+pub(crate) mod budget;
 mod error;
 mod groups;
 mod machine;
@@ -35,11 +35,12 @@ mod zip;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-pub use allowlist::{Tier, is_expected_import, tier};
-pub use error::PytorchError;
+pub(crate) use allowlist::{is_expected_import, tier};
+pub(crate) use error::PytorchError;
 use machine::Storages;
 use object::{Finding, Object};
-pub use scan::{Container, PickleReport, sniff};
+pub(crate) use scan::PickleReport;
+pub use scan::sniff;
 use torch::{Built, Storage, Tensor};
 pub use zip::{DirectoryCheck, MemberError, ZipError};
 
@@ -96,7 +97,7 @@ const ENTRIES_PER_PICKLE_BYTE: usize = 4;
 
 /// Whether `bytes` (the first bytes of a file) are a pickle checkpoint: a zip archive holding a
 /// `data.pkl`, or a pickle stream whose first opcodes read.
-pub fn detect(bytes: &[u8]) -> bool {
+pub(crate) fn detect(bytes: &[u8]) -> bool {
     sniff(bytes).is_some()
 }
 

@@ -170,9 +170,9 @@ impl Shared {
     /// The container's address, which tells it from every other one alive.
     pub(super) fn address(&self) -> usize {
         match self {
-            Shared::List(weak) => weak.as_ptr() as *const u8 as usize,
-            Shared::Dict(weak) => weak.as_ptr() as *const u8 as usize,
-            Shared::StandIn(weak) => weak.as_ptr() as *const u8 as usize,
+            Shared::List(weak) => weak.as_ptr().cast::<u8>() as usize,
+            Shared::Dict(weak) => weak.as_ptr().cast::<u8>() as usize,
+            Shared::StandIn(weak) => weak.as_ptr().cast::<u8>() as usize,
         }
     }
 
@@ -227,7 +227,7 @@ pub(super) struct Graph {
 /// A global off the allow-list that a pickle names, where it first does, and what the pickle
 /// did with it (each at most once, in the order first done).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub(super) struct Finding {
     pub global: String,
     pub offset: usize,
     pub actions: Vec<&'static str>,

@@ -97,9 +97,7 @@ impl Global {
             }
             ("torch._tensor", "_rebuild_from_type_v2") => Some(Global::RebuildFromTypeV2),
             ("torch", "Tensor") | ("torch.nn.parameter", "Parameter") => Some(Global::TensorClass),
-            ("torch", "UntypedStorage") | ("torch.storage", "UntypedStorage") => {
-                Some(Global::Storage(None))
-            }
+            ("torch" | "torch.storage", "UntypedStorage") => Some(Global::Storage(None)),
             ("torch", class) if class.ends_with("Storage") => STORAGES
                 .iter()
                 .find(|(c, _)| *c == class)

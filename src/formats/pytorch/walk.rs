@@ -201,10 +201,10 @@ impl PathSet {
 
 fn container_id(object: &Object) -> usize {
     match object {
-        Object::Dict(d) => Rc::as_ptr(d) as *const u8 as usize,
-        Object::List(l) => Rc::as_ptr(l) as *const u8 as usize,
-        Object::Tuple(t) => Rc::as_ptr(t) as *const u8 as usize,
-        Object::StandIn(s) => Rc::as_ptr(s) as *const u8 as usize,
+        Object::Dict(d) => Rc::as_ptr(d).cast::<u8>() as usize,
+        Object::List(l) => Rc::as_ptr(l).cast::<u8>() as usize,
+        Object::Tuple(t) => Rc::as_ptr(t).cast::<u8>() as usize,
+        Object::StandIn(s) => Rc::as_ptr(s).cast::<u8>() as usize,
         _ => 0,
     }
 }

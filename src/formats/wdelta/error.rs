@@ -4,6 +4,10 @@
 use super::PREAMBLE_LEN;
 
 /// Every way a `.wdelta` file can be rejected; each names where and what was expected.
+#[allow(
+    missing_docs,
+    reason = "each variant\'s #[error] message documents it, with the fields it prints"
+)]
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum WdeltaError {
     /// A version 3 (lossless) file that breaks a rule of its container.

@@ -16,22 +16,22 @@ use super::{
 };
 
 /// The most dimensions a tensor's shape may have (numpy's own limit is 64).
-pub const MAX_DIMS: usize = 64;
+pub(super) const MAX_DIMS: usize = 64;
 
 /// Bytes of header limit per tensor allowed: with the default header limit of 100 MB, 100,000
 /// tensors (the largest real checkpoints have fewer). Parsed, a tensor takes 128 bytes besides a
 /// name longer than 24 bytes (held once) and a shape longer than 16 packed bytes, and 64 a
 /// record, which with the file's own bytes stays within 3 x (file less its raw array bytes) +
 /// 64 MiB (`tests/delta_hardening.rs`, `scripts/wdelta_header_rss.sh`).
-pub const HEADER_BYTES_PER_TENSOR: u64 = 1000;
+pub(super) const HEADER_BYTES_PER_TENSOR: u64 = 1000;
 
 /// The most tensors a header may declare, given the header limit.
-pub fn max_tensors(max_header_bytes: u64) -> u64 {
+pub(crate) fn max_tensors(max_header_bytes: u64) -> u64 {
     (max_header_bytes / HEADER_BYTES_PER_TENSOR).max(1)
 }
 
 /// `parent_hash` is a SHA-256 in hex: 64 characters 0-9a-f.
-pub fn is_sha256_hex(s: &str) -> bool {
+pub(crate) fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -57,7 +57,7 @@ pub fn parse_header(bytes: &[u8], version: u32, max_tensors: u64) -> Result<Head
     };
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed = de::Deserializer::deserialize_map(&mut de, TopVisitor { state: &state })
-        .and_then(|top| de.end().map(|_| top));
+        .and_then(|top| de.end().map(|()| top));
     let top = match parsed {
         Ok(top) => top,
         Err(e) => {
@@ -301,7 +301,7 @@ impl<'de> de::Deserialize<'de> for Name {
 
 struct NameVisitor;
 
-impl<'de> Visitor<'de> for NameVisitor {
+impl Visitor<'_> for NameVisitor {
     type Value = TensorName;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a string")
@@ -537,11 +537,7 @@ fn build_entry(
             ));
         }
     };
-    if shape
-        .iter()
-        .try_fold(1u64, |acc, d| acc.checked_mul(d))
-        .is_none()
-    {
+    if shape.iter().try_fold(1u64, u64::checked_mul).is_none() {
         return Err(bad("shape", "dimensions whose product fits in 64 bits"));
     }
     let dtype = match raw.dtype {

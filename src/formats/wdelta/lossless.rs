@@ -17,15 +17,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{MAGIC, is_sha256_hex};
 
-pub const LOSSLESS_VERSION: u32 = 3;
-pub const LOSSLESS_STRATEGY: &str = "lossless";
+pub(crate) const LOSSLESS_VERSION: u32 = 3;
+pub(crate) const LOSSLESS_STRATEGY: &str = "lossless";
 /// Magic and version.
-pub const LOSSLESS_PREAMBLE: u64 = 7 + 4;
+pub(crate) const LOSSLESS_PREAMBLE: u64 = 7 + 4;
 /// Header length and checksum.
 const FOOTER: u64 = 8 + 32;
 /// Chunks are decoded whole in memory: their size is bounded.
-pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
-pub const MIN_CHUNK_BYTES: u64 = 64;
+pub(crate) const MAX_CHUNK_BYTES: u64 = 64 << 20;
+pub(crate) const MIN_CHUNK_BYTES: u64 = 64;
 
 /// Every way a lossless `.wdelta` can be rejected; each names where and what was expected.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -256,7 +256,7 @@ pub struct LosslessContainer {
 }
 
 /// The version at offset 7 of a file starting with the magic, if the file is that long.
-pub fn version_of(prefix: &[u8]) -> Option<u32> {
+pub(crate) fn version_of(prefix: &[u8]) -> Option<u32> {
     if !prefix.starts_with(MAGIC) || prefix.len() < 11 {
         return None;
     }
@@ -339,13 +339,13 @@ impl LosslessContainer {
         let mut n_chunks: u128 = 0;
         for f in &header.files {
             for s in &f.segments {
-                let c = header.chunk_len(s.codec) as u128;
-                n_chunks += (s.len as u128).div_ceil(c);
+                let c = u128::from(header.chunk_len(s.codec));
+                n_chunks += u128::from(s.len).div_ceil(c);
             }
         }
         let room = header_at - LOSSLESS_PREAMBLE;
         let index_bytes = n_chunks * 8;
-        if index_bytes > room as u128 {
+        if index_bytes > u128::from(room) {
             return Err(LosslessError::IndexOverrun {
                 chunks: n_chunks as u64,
                 index_bytes,
@@ -375,8 +375,8 @@ impl LosslessContainer {
                             at: index_at + 8 * k as u64,
                         });
                     }
-                    declared += frame_len as u128;
-                    if declared > frames_room as u128 {
+                    declared += u128::from(frame_len);
+                    if declared > u128::from(frames_room) {
                         return Err(LosslessError::FramesDoNotFit {
                             at: index_at,
                             declared,
@@ -399,7 +399,7 @@ impl LosslessContainer {
                 out_offset += s.len;
             }
         }
-        if declared != frames_room as u128 {
+        if declared != u128::from(frames_room) {
             return Err(LosslessError::FramesDoNotFit {
                 at: index_at,
                 declared,
@@ -465,8 +465,8 @@ fn validate_header(h: &LosslessHeader) -> Result<(), LosslessError> {
                 found: f.sha256.clone(),
             });
         }
-        let covered: u128 = f.segments.iter().map(|s| s.len as u128).sum();
-        if covered != f.size as u128 {
+        let covered: u128 = f.segments.iter().map(|s| u128::from(s.len)).sum();
+        if covered != u128::from(f.size) {
             return Err(LosslessError::SegmentsDoNotCover {
                 file: fi,
                 covered,
@@ -502,7 +502,7 @@ fn is_plain_name(name: &str) -> bool {
 
 /// Writes the container's tail: the chunk index, the header and its length. (The checksum is
 /// the writer's: it hashes every byte it writes.)
-pub fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
+pub(crate) fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
     let json = serde_json::to_vec(header).expect("the header serializes");
     let mut out = Vec::with_capacity(frame_lens.len() * 8 + json.len() + 8);
     for l in frame_lens {
@@ -514,7 +514,7 @@ pub fn lossless_tail(header: &LosslessHeader, frame_lens: &[u64]) -> Vec<u8> {
 }
 
 /// Checks the SHA-256 in a lossless `.wdelta`'s last 32 bytes against everything before it.
-pub fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
+pub(crate) fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
     if (bytes.len() as u64) < LOSSLESS_PREAMBLE + FOOTER {
         return Err(LosslessError::TooShort {
             len: bytes.len() as u64,
@@ -532,7 +532,7 @@ pub fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
 }
 
 /// The preamble: magic and version 3.
-pub fn lossless_preamble() -> [u8; 11] {
+pub(crate) fn lossless_preamble() -> [u8; 11] {
     let mut p = [0u8; 11];
     p[..7].copy_from_slice(MAGIC);
     p[7..].copy_from_slice(&LOSSLESS_VERSION.to_le_bytes());

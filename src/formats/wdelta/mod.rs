@@ -12,33 +12,34 @@
 
 mod error;
 mod header;
-pub mod lossless;
+pub(crate) mod lossless;
 mod read;
 mod write;
 
 use smallvec::SmallVec;
 
-pub use crate::artifact::{Shape, TensorName};
+pub(crate) use crate::artifact::{Shape, TensorName};
 
 pub use error::WdeltaError;
-pub use header::{HEADER_BYTES_PER_TENSOR, MAX_DIMS, is_sha256_hex, max_tensors, parse_header};
-pub use lossless::LosslessError;
-pub use read::{
-    WdeltaFile, check_record_size, index_iter, sha256, validate_tensor, verify_checksum,
-};
-pub use write::{OwnedArray, WdeltaWriter, header_json, record_prefix, write_to_vec};
+pub use header::parse_header;
+pub(crate) use header::{is_sha256_hex, max_tensors};
+pub(crate) use lossless::LosslessError;
+pub use read::{WdeltaFile, sha256};
+pub(crate) use read::{check_record_size, index_iter, validate_tensor, verify_checksum};
+pub(crate) use write::WdeltaWriter;
+pub use write::{OwnedArray, header_json, write_to_vec};
 
 /// A `.wdelta` of any version this reader knows, as the descriptions (`inspect`, `id`,
 /// textconv) take it: versions 1 and 2 (the lossy strategies) or 3 (lossless).
 #[derive(Debug)]
-pub enum AnyWdelta {
+pub(crate) enum AnyWdelta {
     Lossy(WdeltaFile),
     Lossless(lossless::LosslessContainer),
 }
 
 impl AnyWdelta {
     /// Parses and validates a whole file in memory, its checksum included.
-    pub fn parse(bytes: &[u8]) -> Result<AnyWdelta, WdeltaError> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<AnyWdelta, WdeltaError> {
         if lossless::version_of(bytes) == Some(lossless::LOSSLESS_VERSION) {
             lossless::verify_checksum_bytes(bytes).map_err(WdeltaError::Lossless)?;
             return lossless::LosslessContainer::parse_bytes(bytes)
@@ -49,12 +50,12 @@ impl AnyWdelta {
     }
 }
 
-pub const MAGIC: &[u8; 7] = b"wdelta\0";
+pub(crate) const MAGIC: &[u8; 7] = b"wdelta\0";
 /// Bytes before the JSON header: magic, version, header length.
-pub const PREAMBLE_LEN: usize = 7 + 4 + 4;
-pub const CHECKSUM_LEN: usize = 32;
+pub(crate) const PREAMBLE_LEN: usize = 7 + 4 + 4;
+pub(crate) const CHECKSUM_LEN: usize = 32;
 /// Versions this implementation reads and writes.
-pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
+pub(crate) const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
 
 /// Whether `bytes` start like a `.wdelta` file (magic only; nothing is validated).
 pub fn is_wdelta(bytes: &[u8]) -> bool {
@@ -62,7 +63,7 @@ pub fn is_wdelta(bytes: &[u8]) -> bool {
 }
 
 /// Whether `path` is named like a `.wdelta` (any case).
-pub fn is_wdelta_path(path: &str) -> bool {
+pub(crate) fn is_wdelta_path(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     name.rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("wdelta"))
@@ -202,7 +203,7 @@ pub struct TensorEntry {
 }
 
 /// A dtype name as a file spells it: stored inline up to 24 bytes.
-pub type DtypeName = compact_str::CompactString;
+pub(crate) type DtypeName = compact_str::CompactString;
 
 /// The dimensions of a tensor entry as LEB128 varints (seven bits a byte): inline up to 16
 /// bytes, and never more bytes than the dimensions take as JSON text (a dimension "0," is two
@@ -319,9 +320,7 @@ impl TensorEntry {
 
     /// Number of elements of the shape (1 for a scalar); None on overflow.
     pub fn n_elements(&self) -> Option<u64> {
-        self.shape
-            .iter()
-            .try_fold(1u64, |acc, d| acc.checked_mul(d))
+        self.shape.iter().try_fold(1u64, u64::checked_mul)
     }
 }
 
@@ -357,10 +356,10 @@ pub struct LossFigures {
 
 /// The tensors of a `.wdelta` header by name ([`crate::table::NameTable`]); a tensor's position
 /// in name order also indexes its records ([`RecordIndex`]), so each name is held once.
-pub type Tensors = crate::table::NameTable<TensorEntry>;
+pub(crate) type Tensors = crate::table::NameTable<TensorEntry>;
 
 /// Dimensions of an array record: inline up to two (the arrays of every strategy are 1-D).
-pub type RecordShape = SmallVec<[u64; 2]>;
+pub(crate) type RecordShape = SmallVec<[u64; 2]>;
 
 /// Where one array record lies and what it declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -463,12 +462,12 @@ impl RecordIndex {
 }
 
 /// Rows of the quantized strategy: shape[0] for 2-D and up, else 1.
-pub fn quantized_rows(shape: &[u64]) -> u64 {
+pub(crate) fn quantized_rows(shape: &[u64]) -> u64 {
     if shape.len() > 1 { shape[0] } else { 1 }
 }
 
 /// Columns of the quantized strategy: the product of shape[1:], or n for 0-D and 1-D.
-pub fn quantized_cols(shape: &[u64]) -> u64 {
+pub(crate) fn quantized_cols(shape: &[u64]) -> u64 {
     if shape.len() > 1 {
         shape[1..].iter().fold(1u64, |a, &d| a.saturating_mul(d))
     } else {

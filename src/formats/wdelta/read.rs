@@ -173,7 +173,7 @@ impl WdeltaFile {
 /// present, dtypes, lengths, and index arrays in range and strictly ascending. `data` gives a
 /// record's bytes; only index arrays are read. A reader streaming a file validates each tensor
 /// with it as soon as its records are in.
-pub fn validate_tensor<'a>(
+pub(crate) fn validate_tensor<'a>(
     name: &str,
     entry: &TensorEntry,
     slots: &[Option<Record>],
@@ -393,11 +393,11 @@ fn check_indices(
 }
 
 /// Iterates an int64 or int32 index array.
-pub fn index_iter(dtype: ArrayDtype, data: &[u8]) -> Box<dyn Iterator<Item = i64> + '_> {
+pub(crate) fn index_iter(dtype: ArrayDtype, data: &[u8]) -> Box<dyn Iterator<Item = i64> + '_> {
     match dtype {
         ArrayDtype::Int32 => Box::new(
             data.chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+                .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
         ),
         _ => Box::new(
             data.chunks_exact(8)
@@ -436,7 +436,7 @@ fn read_version(bytes: &[u8]) -> Result<u32, WdeltaError> {
 }
 
 /// Checks the SHA-256 trailer of a whole file.
-pub fn verify_checksum(bytes: &[u8]) -> Result<(), WdeltaError> {
+pub(crate) fn verify_checksum(bytes: &[u8]) -> Result<(), WdeltaError> {
     check_preamble(bytes)?;
     let (body, stored) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
     let actual = sha256(body);
@@ -488,7 +488,7 @@ fn index_records(
             field: field.to_string(),
             dtype: dtype_name.to_string(),
         })?;
-        let ndim = cur.u32("ndim")? as u64;
+        let ndim = u64::from(cur.u32("ndim")?);
         // Each dimension takes 8 bytes, so a hostile ndim fails here before any allocation.
         cur.need(ndim.saturating_mul(8), "dimensions")?;
         let shape: RecordShape = (0..ndim).map(|_| cur.u64_unchecked()).collect();
@@ -582,7 +582,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &'static str) -> Result<&'a str, WdeltaError> {
-        let len = self.u32(what)? as u64;
+        let len = u64::from(self.u32(what)?);
         self.need(len, what)?;
         let s = &self.bytes[self.pos..self.pos + len as usize];
         self.pos += len as usize;
@@ -595,7 +595,7 @@ impl<'a> Cursor<'a> {
 
 /// The rule on a record's size: its byte count is its dtype's size times its shape's elements
 /// (the whole-file reader and `apply`'s streaming reader both hold records to it).
-pub fn check_record_size(
+pub(crate) fn check_record_size(
     record_offset: usize,
     tensor: &str,
     field: &str,

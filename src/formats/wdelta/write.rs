@@ -112,7 +112,7 @@ fn json_f64(v: f64) -> String {
 }
 
 /// Bytes of one record's framing before its data.
-pub fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
+pub(super) fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + tensor.len());
     for s in [tensor, array.field, array.dtype.name()] {
         out.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -128,14 +128,14 @@ pub fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
 
 /// Streams a `.wdelta` file: the preamble and header first, then records as they come; every
 /// byte also feeds the checksum, which [`WdeltaWriter::finish`] appends.
-pub struct WdeltaWriter<W: Write> {
+pub(crate) struct WdeltaWriter<W: Write> {
     out: W,
     hasher: Sha256,
     written: u64,
 }
 
 impl<W: Write> WdeltaWriter<W> {
-    pub fn new(out: W, header: &Header, version: u32) -> std::io::Result<Self> {
+    pub(crate) fn new(out: W, header: &Header, version: u32) -> std::io::Result<Self> {
         let json = header_json(header, version);
         let mut w = WdeltaWriter {
             out,
@@ -161,13 +161,13 @@ impl<W: Write> WdeltaWriter<W> {
         self.out.write_all(bytes)
     }
 
-    pub fn record(&mut self, tensor: &str, array: &OwnedArray) -> std::io::Result<()> {
+    pub(crate) fn record(&mut self, tensor: &str, array: &OwnedArray) -> std::io::Result<()> {
         self.put(&record_prefix(tensor, array))?;
         self.put(&array.data)
     }
 
     /// Appends the checksum; returns the total file length.
-    pub fn finish(mut self) -> std::io::Result<(W, u64)> {
+    pub(crate) fn finish(mut self) -> std::io::Result<(W, u64)> {
         let digest = self.hasher.finalize();
         self.out.write_all(&digest)?;
         Ok((self.out, self.written + CHECKSUM_LEN as u64))

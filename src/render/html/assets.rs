@@ -1,7 +1,7 @@
 //! The page's style and script, inlined into every report: the file is opened from disk or as a
 //! CI artifact, so it loads nothing from anywhere.
 
-pub const STYLE: &str = r#"
+pub(super) const STYLE: &str = r#"
 :root { --fg: #1f2328; --dim: #59636e; --line: #d1d9e0; --bg: #ffffff; --soft: #f6f8fa; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial, sans-serif;
@@ -56,7 +56,7 @@ footer { margin-top: 32px; color: var(--dim); font-size: 12px; }
 
 /// Sorting of the changed-tensor tables and the details of a clicked heatmap cell. Text goes
 /// into the page through `textContent` only: nothing a model file holds becomes markup.
-pub const SCRIPT: &str = r#"
+pub(super) const SCRIPT: &str = r"
 (function () {
   function key(cell) {
     var v = cell.getAttribute('data-v');
@@ -105,4 +105,4 @@ pub const SCRIPT: &str = r#"
   // Read by the tests: the script ran to its end.
   document.documentElement.setAttribute('data-ready', '1');
 })();
-"#;
+";

@@ -13,7 +13,7 @@ use crate::render::values::{SCALE_HIGH, SCALE_LOW, figure};
 
 /// Kinds of tensors, in column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
+pub(crate) enum Kind {
     Embed,
     AttnNorm,
     Q,
@@ -52,7 +52,7 @@ impl Kind {
 /// The kind of a tensor by the words of its name, in the naming conventions of GGUF
 /// (`attn_q`, `ffn_up`), Hugging Face (`q_proj`, `up_proj`, `input_layernorm`), GPT-2
 /// (`c_attn`, `c_fc`, `ln_1`) and Meta (`wq`, `w1`).
-pub fn kind_of(name: &str) -> Kind {
+pub(crate) fn kind_of(name: &str) -> Kind {
     let lower = name.to_ascii_lowercase();
     let words: Vec<&str> = lower
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -112,7 +112,7 @@ type Row = Option<(String, u64)>;
 
 /// The log scale of the colours: rel_l2 from `lo` (palest) to `hi` (darkest).
 #[derive(Debug, Clone, Copy)]
-pub struct Scale {
+pub(crate) struct Scale {
     lo: f64,
     hi: f64,
 }
@@ -175,7 +175,7 @@ fn colour(t: f64) -> String {
 }
 
 /// The colour of a rel_l2 on `scale`, as the heatmap paints it.
-pub fn colour_of(r: f64, scale: Scale) -> String {
+pub(crate) fn colour_of(r: f64, scale: Scale) -> String {
     colour(scale.position(r))
 }
 
@@ -187,7 +187,7 @@ fn ink(t: f64) -> &'static str {
 /// The heatmap of `entries` with its legend and the box that shows a clicked cell's figures;
 /// `id` makes the box's id unique in the page. Empty when no entry is in a layer (a model
 /// without numbered layers has no per-layer view).
-pub fn render(entries: &[Entry], id: &str) -> String {
+pub(crate) fn render(entries: &[Entry], id: &str) -> String {
     let mut grid: BTreeMap<Row, BTreeMap<Kind, Vec<&Entry>>> = BTreeMap::new();
     for e in entries {
         let row = crate::values::layer_of(&e.key).map(|(stem, n)| (stem.to_owned(), n));
@@ -339,9 +339,8 @@ fn legend(scale: Option<Scale>, entries: &[Entry]) -> String {
         }
         let _ = write!(
             out,
-            "</linearGradient></defs><rect x=\"{}\" y=\"0\" width=\"{w}\" height=\"{h}\" \
-             fill=\"url(#ramp)\" rx=\"2\"/>",
-            LEFT
+            "</linearGradient></defs><rect x=\"{LEFT}\" y=\"0\" width=\"{w}\" height=\"{h}\" \
+             fill=\"url(#ramp)\" rx=\"2\"/>"
         );
         // A tick at each power of ten inside the scale; the ends too when there are few.
         let mut ticks = Vec::new();

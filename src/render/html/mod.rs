@@ -8,7 +8,7 @@
 //! writes text into the page with `textContent` only.
 
 mod assets;
-pub mod heatmap;
+pub(crate) mod heatmap;
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -28,7 +28,7 @@ const DIFF_LINES: usize = 4000;
 
 /// What became of one tensor (or converted pair).
 #[derive(Debug, Clone, PartialEq)]
-pub enum State {
+pub(crate) enum State {
     Unchanged,
     Changed,
     /// A converted pair with more error than its dtype explains.
@@ -42,7 +42,7 @@ pub enum State {
 
 /// One row of the report: a tensor of a value diff, or a pair of a conversion.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The tensor's name as the file gives it: its layer and kind are found from it; never
     /// written into the page as is.
     key: String,
@@ -456,8 +456,8 @@ pub fn write_conversion_part(
 /// tensors, and the per-layer heatmap is drawn for models of at most [`MAX_HEATMAP_ENTRIES`]
 /// tensors; beyond them the page says how many it left out (`--json` has them all), so a
 /// model of a million tensors makes a page of a few megabytes, not hundreds.
-pub const MAX_TABLE_ROWS: usize = 5_000;
-pub const MAX_HEATMAP_ENTRIES: usize = 20_000;
+pub(crate) const MAX_TABLE_ROWS: usize = 5_000;
+pub(crate) const MAX_HEATMAP_ENTRIES: usize = 20_000;
 
 /// The heatmap and the table of the changed entries, of the `count` entries `entries` makes.
 /// The entries are made as they are written, not kept: the heatmap holds at most
@@ -748,7 +748,7 @@ mod cap_tests {
     #[test]
     fn the_page_is_capped() {
         let values = ValueDiff {
-            tensors: (0..MAX_HEATMAP_ENTRIES + 1)
+            tensors: (0..=MAX_HEATMAP_ENTRIES)
                 .map(|i| TensorValues {
                     name: format!("blk.{i}.attn_q.weight"),
                     old_dtype: "F32",

@@ -4,17 +4,17 @@ use half::f16;
 
 /// The f16 at `bytes[at..at + 2]`, little-endian, as f32 (exact).
 #[inline(always)]
-pub fn f16_at(bytes: &[u8], at: usize) -> f32 {
+pub(super) fn f16_at(bytes: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([bytes[at], bytes[at + 1]])).to_f32()
 }
 
 #[inline(always)]
-pub fn u16_at(bytes: &[u8], at: usize) -> u16 {
+pub(super) fn u16_at(bytes: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
 
 #[inline(always)]
-pub fn u32_at(bytes: &[u8], at: usize) -> u32 {
+pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
@@ -33,7 +33,7 @@ pub const fn block_values(name: &str) -> usize {
 /// `#[inline(always)]`: a closure left out of line keeps the baseline code generation even when
 /// called from the decoder's AVX2 copy.
 #[inline(always)]
-pub fn each_block<const TS: usize, const BS: usize>(
+pub(super) fn each_block<const TS: usize, const BS: usize>(
     bytes: &[u8],
     out: &mut [f64],
     block: impl Fn(&[u8; TS], &mut [f32; BS]),
@@ -43,7 +43,7 @@ pub fn each_block<const TS: usize, const BS: usize>(
     for (raw, dst) in bytes.chunks_exact(TS).zip(out.chunks_exact_mut(BS)) {
         block(raw.try_into().expect("chunk of TS bytes"), &mut values);
         for (d, v) in dst.iter_mut().zip(values) {
-            *d = v as f64;
+            *d = f64::from(v);
         }
     }
 }

@@ -30,7 +30,7 @@ pub fn iq2_xxs(bytes: &[u8], out: &mut [f64]) {
                     let signs = KSIGNS[((aux >> (7 * j)) & 0x7F) as usize];
                     let row = &IQ2XXS_GRID[indices[j] as usize];
                     for k in 0..8 {
-                        v[ib * 32 + j * 8 + k] = db * row[k] as f32 * sign(signs, k);
+                        v[ib * 32 + j * 8 + k] = db * f32::from(row[k]) * sign(signs, k);
                     }
                 }
             }
@@ -43,7 +43,7 @@ fn quarter_scales(d: f32, packed: &[u8]) -> [f32; 16] {
     let mut db = [0f32; 16];
     for (i, db) in db.iter_mut().enumerate() {
         let s = (packed[i / 2] >> (4 * (i % 2))) & 0x0F;
-        *db = d * (0.5 + s as f32) * 0.25;
+        *db = d * (0.5 + f32::from(s)) * 0.25;
     }
     db
 }
@@ -63,7 +63,7 @@ pub fn iq2_xs(bytes: &[u8], out: &mut [f64]) {
                 let signs = KSIGNS[(q >> 9) as usize];
                 let row = &IQ2XS_GRID[(q & 511) as usize];
                 for k in 0..8 {
-                    v[m * 8 + k] = db[m / 2] * row[k] as f32 * sign(signs, k);
+                    v[m * 8 + k] = db[m / 2] * f32::from(row[k]) * sign(signs, k);
                 }
             }
         },
@@ -86,7 +86,7 @@ pub fn iq2_s(bytes: &[u8], out: &mut [f64]) {
                 let high = ((qh[m / 4] >> (2 * (m % 4))) & 0x03) as usize;
                 let row = &IQ2S_GRID[qs[m] as usize | (high << 8)];
                 for k in 0..8 {
-                    v[m * 8 + k] = db[m / 2] * row[k] as f32 * sign(signs[m], k);
+                    v[m * 8 + k] = db[m / 2] * f32::from(row[k]) * sign(signs[m], k);
                 }
             }
         },
@@ -111,7 +111,7 @@ pub fn iq3_xxs(bytes: &[u8], out: &mut [f64]) {
                     let signs = KSIGNS[((aux >> (7 * j)) & 0x7F) as usize];
                     for k in 0..8 {
                         let row = &IQ3XXS_GRID[qs[ib * 8 + j * 2 + k / 4] as usize];
-                        v[ib * 32 + j * 8 + k] = db * row[k % 4] as f32 * sign(signs, k);
+                        v[ib * 32 + j * 8 + k] = db * f32::from(row[k % 4]) * sign(signs, k);
                     }
                 }
             }
@@ -133,11 +133,11 @@ pub fn iq3_s(bytes: &[u8], out: &mut [f64]) {
             for (e, v) in v.iter_mut().enumerate() {
                 let ib = e / 32;
                 let s = (scales[ib / 2] >> (4 * (ib % 2))) & 0x0F;
-                let db = d * (1 + 2 * s) as f32;
+                let db = d * f32::from(1 + 2 * s);
                 let m = e / 4;
                 let high = ((qh[m / 8] >> (m % 8)) & 1) as usize;
                 let row = &IQ3S_GRID[qs[m] as usize | (high << 8)];
-                *v = db * row[e % 4] as f32 * sign(signs[e / 8], e % 8);
+                *v = db * f32::from(row[e % 4]) * sign(signs[e / 8], e % 8);
             }
         },
     );
@@ -156,13 +156,13 @@ pub fn iq1_s(bytes: &[u8], out: &mut [f64]) {
             let qs = &b[2..34];
             for ib in 0..8 {
                 let qh = u16_at(b, 34 + 2 * ib);
-                let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
+                let dl = d * f32::from(2 * ((qh >> 12) & 7) + 1);
                 let delta = if qh & 0x8000 == 0 { 0.125f32 } else { -0.125 };
                 for j in 0..4 {
                     let index = qs[ib * 4 + j] as usize | ((((qh >> (3 * j)) & 7) as usize) << 8);
                     let row = &IQ1S_GRID[index];
                     for k in 0..8 {
-                        v[ib * 32 + j * 8 + k] = dl * (row[k] as f32 + delta);
+                        v[ib * 32 + j * 8 + k] = dl * (f32::from(row[k]) + delta);
                     }
                 }
             }
@@ -193,10 +193,10 @@ pub fn iq1_m(bytes: &[u8], out: &mut [f64]) {
                 // Scale 2 ib + h covers values [64 ib + 32 h, +32): group m / 4 half (m / 2) % 2.
                 let scale_index = m / 2;
                 let sc = (s[scale_index / 4] >> (3 * (scale_index % 4))) & 7;
-                let dl = d * (2 * sc + 1) as f32;
+                let dl = d * f32::from(2 * sc + 1);
                 let row = &IQ1S_GRID[index];
                 for k in 0..8 {
-                    v[m * 8 + k] = dl * (row[k] as f32 + delta);
+                    v[m * 8 + k] = dl * (f32::from(row[k]) + delta);
                 }
             }
         },

@@ -8,7 +8,7 @@ use super::legacy::IQ4_LEVELS;
 /// Bits `2 * s` and up of byte `l` of each 32-byte half: value `h * 128 + s * 32 + l` of a
 /// super-block packed as 2-bit fields (q2_k, q3_k, tq2_0).
 #[inline(always)]
-pub fn crumb(qs: &[u8], index: usize) -> u8 {
+pub(crate) fn crumb(qs: &[u8], index: usize) -> u8 {
     let (h, rest) = (index / 128, index % 128);
     let (s, l) = (rest / 32, rest % 32);
     (qs[h * 32 + l] >> (2 * s)) & 3
@@ -35,9 +35,9 @@ pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
             let qs = &b[16..80];
             for (i, v) in v.iter_mut().enumerate() {
                 let sc = b[i / 16];
-                let dl = d * (sc & 0x0F) as f32;
-                let ml = dmin * (sc >> 4) as f32;
-                *v = dl * crumb(qs, i) as f32 - ml;
+                let dl = d * f32::from(sc & 0x0F);
+                let ml = dmin * f32::from(sc >> 4);
+                *v = dl * f32::from(crumb(qs, i)) - ml;
             }
         },
     );
@@ -58,11 +58,11 @@ pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
             for (i, dl) in dl.iter_mut().enumerate() {
                 let low = (packed[i % 8] >> (4 * (i / 8))) & 0x0F;
                 let high = (packed[8 + i % 4] >> (2 * (i / 4))) & 0x03;
-                *dl = d * (((low | (high << 4)) as i32) - 32) as f32;
+                *dl = d * (i32::from(low | (high << 4)) - 32) as f32;
             }
             for (i, v) in v.iter_mut().enumerate() {
                 let high = (hmask[i % 32] >> (i / 32)) & 1;
-                let q = crumb(qs, i) as i32 - (((high ^ 1) as i32) << 2);
+                let q = i32::from(crumb(qs, i)) - (i32::from(high ^ 1) << 2);
                 *v = dl[i / 16] * q as f32;
             }
         },
@@ -98,12 +98,15 @@ pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
             // Byte g * 32 + l holds value g * 64 + l (low nibble) and g * 64 + 32 + l (high).
             for g in 0..4 {
                 let qs = &b[16 + g * 32..][..32];
-                let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
-                let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
+                let (d0, m0) = (d * f32::from(sc[2 * g]), dmin * f32::from(mn[2 * g]));
+                let (d1, m1) = (
+                    d * f32::from(sc[2 * g + 1]),
+                    dmin * f32::from(mn[2 * g + 1]),
+                );
                 let (lo, hi) = v[g * 64..][..64].split_at_mut(32);
                 for l in 0..32 {
-                    lo[l] = d0 * (qs[l] & 0x0F) as f32 - m0;
-                    hi[l] = d1 * (qs[l] >> 4) as f32 - m1;
+                    lo[l] = d0 * f32::from(qs[l] & 0x0F) - m0;
+                    hi[l] = d1 * f32::from(qs[l] >> 4) - m1;
                 }
             }
         },
@@ -122,11 +125,11 @@ pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
             let (sc, mn) = scales_and_mins(&b[4..16]);
             let (qh, qs) = (&b[16..48], &b[48..176]);
             for j in 0..8 {
-                let (dl, ml) = (d * sc[j] as f32, dmin * mn[j] as f32);
+                let (dl, ml) = (d * f32::from(sc[j]), dmin * f32::from(mn[j]));
                 for l in 0..32 {
                     let i = j * 32 + l;
                     let q = nibble(qs, i) | (((qh[l] >> j) & 1) << 4);
-                    v[i] = dl * q as f32 - ml;
+                    v[i] = dl * f32::from(q) - ml;
                 }
             }
         },
@@ -150,12 +153,12 @@ pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
                 for s in 0..4 {
                     let low_bytes = &ql[h * 64 + (s % 2) * 32..][..32];
                     let high_bytes = &qh[h * 32..][..32];
-                    let dl = [0, 1].map(|k| d * (scales[h * 8 + s * 2 + k] as i8) as f32);
+                    let dl = [0, 1].map(|k| d * f32::from(scales[h * 8 + s * 2 + k] as i8));
                     let dst = &mut v[h * 128 + s * 32..][..32];
                     for l in 0..32 {
                         let low = (low_bytes[l] >> (4 * (s / 2))) & 0x0F;
                         let high = (high_bytes[l] >> (2 * s)) & 3;
-                        let q = ((low | (high << 4)) as i32) - 32;
+                        let q = i32::from(low | (high << 4)) - 32;
                         dst[l] = dl[l / 16] * q as f32;
                     }
                 }
@@ -180,10 +183,10 @@ pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
             for j in 0..8 {
                 let low = (scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
                 let high = ((scales_h >> (2 * j)) & 0x03) as u8;
-                let dl = d * (((low | (high << 4)) as i32) - 32) as f32;
+                let dl = d * (i32::from(low | (high << 4)) - 32) as f32;
                 for l in 0..32 {
                     let q = (qs[j * 16 + l % 16] >> (4 * (l / 16))) & 0x0F;
-                    v[j * 32 + l] = dl * IQ4_LEVELS[q as usize] as f32;
+                    v[j * 32 + l] = dl * f32::from(IQ4_LEVELS[q as usize]);
                 }
             }
         },
@@ -193,11 +196,11 @@ pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
 /// tq1_0: 48 bytes of five base-3 digits each and 4 bytes of four, as fixed-point fractions of
 /// 3^5 (digit p of byte x is `(x * 3^p mod 256) * 3 >> 8`), then d; value = d * (digit - 1).
 #[inline(always)]
-pub fn tq1_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn tq1_0(bytes: &[u8], out: &mut [f64]) {
     const POW3: [u8; 5] = [1, 3, 9, 27, 81];
     let trit = |x: u8, p: usize| -> f32 {
         let shifted = x.wrapping_mul(POW3[p]);
-        (((shifted as u16 * 3) >> 8) as i32 - 1) as f32
+        (i32::from((u16::from(shifted) * 3) >> 8) - 1) as f32
     };
     each_block::<{ block_bytes("tq1_0") }, { block_values("tq1_0") }>(
         bytes,
@@ -232,7 +235,7 @@ pub fn tq2_0(bytes: &[u8], out: &mut [f64]) {
         |b, v| {
             let d = f16_at(b, 64);
             for (i, v) in v.iter_mut().enumerate() {
-                *v = d * (crumb(&b[..64], i) as i32 - 1) as f32;
+                *v = d * (i32::from(crumb(&b[..64], i)) - 1) as f32;
             }
         },
     );

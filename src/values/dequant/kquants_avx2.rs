@@ -9,7 +9,7 @@ use super::bytes::{block_bytes, block_values, f16_at};
 use super::kquants::{q4_k, q6_k, scales_and_mins};
 
 /// q4_k, with AVX-512 or AVX2 when the CPU has them.
-pub fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+pub(super) fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F (and so AVX2).
@@ -20,17 +20,17 @@ pub fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
         // SAFETY: the CPU has AVX2.
         return unsafe { avx2::q4_k(bytes, out) };
     }
-    q4_k(bytes, out)
+    q4_k(bytes, out);
 }
 
 /// q6_k, with AVX2 when the CPU has it.
-pub fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
+pub(super) fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
         return unsafe { avx2::q6_k(bytes, out) };
     }
-    q6_k(bytes, out)
+    q6_k(bytes, out);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -59,7 +59,7 @@ mod avx512 {
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
                 for (half, nibbles) in [lo, hi].into_iter().enumerate() {
                     let j = 2 * g + half;
-                    let (scale, min) = (d * sc[j] as f32, dmin * mn[j] as f32);
+                    let (scale, min) = (d * f32::from(sc[j]), dmin * f32::from(mn[j]));
                     // value(q) = scale * q - min for q = 0..=15, in f32 as the portable decoder.
                     let table = _mm512_sub_ps(
                         _mm512_mul_ps(nibble_values, _mm512_set1_ps(scale)),
@@ -84,7 +84,7 @@ mod avx512 {
                                 _mm512_permutex2var_pd(first, _mm512_cvtepu8_epi64(eight), second);
                             // SAFETY: dst holds 32 values; h * 16 + k * 8 + 8 <= 32.
                             unsafe {
-                                _mm512_storeu_pd(dst.as_mut_ptr().add(h * 16 + k * 8), values)
+                                _mm512_storeu_pd(dst.as_mut_ptr().add(h * 16 + k * 8), values);
                             };
                         }
                     }
@@ -145,8 +145,11 @@ mod avx2 {
                 let qs = load_32(&b[16 + g * 32..]);
                 let lo = _mm256_and_si256(qs, low_nibbles);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
-                let (d0, m0) = (d * sc[2 * g] as f32, dmin * mn[2 * g] as f32);
-                let (d1, m1) = (d * sc[2 * g + 1] as f32, dmin * mn[2 * g + 1] as f32);
+                let (d0, m0) = (d * f32::from(sc[2 * g]), dmin * f32::from(mn[2 * g]));
+                let (d1, m1) = (
+                    d * f32::from(sc[2 * g + 1]),
+                    dmin * f32::from(mn[2 * g + 1]),
+                );
                 scaled_32(lo, d0, m0, &mut v[g * 64..]);
                 scaled_32(hi, d1, m1, &mut v[g * 64 + 32..]);
             }
@@ -179,7 +182,7 @@ mod avx2 {
                     let dst = &mut v[h * 128 + s * 32..][..32];
                     // value = scale * (q - 32): q - 32 is exact in f32, so subtracting 32 from
                     // the integer first is the same; "min" is 0 here (x - 0 = x exactly).
-                    let dl = [0, 1].map(|k| d * (scales[h * 8 + s * 2 + k] as i8) as f32);
+                    let dl = [0, 1].map(|k| d * f32::from(scales[h * 8 + s * 2 + k] as i8));
                     let shifted = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
                     scaled_signed_16(shifted, dl[0], &mut dst[..16], false);
                     scaled_signed_16(shifted, dl[1], &mut dst[16..], true);

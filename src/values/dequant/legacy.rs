@@ -8,7 +8,7 @@
 use super::bytes::{block_bytes, block_values, each_block, f16_at, u32_at};
 
 /// iq4_nl's (and iq4_xs's) 16 levels.
-pub const IQ4_LEVELS: [i8; 16] = [
+pub(crate) const IQ4_LEVELS: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
@@ -26,8 +26,8 @@ pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
             let d = f16_at(b, 0);
             for j in 0..16 {
                 let q = b[2 + j];
-                v[j] = d * ((q & 0x0F) as i32 - 8) as f32;
-                v[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+                v[j] = d * (i32::from(q & 0x0F) - 8) as f32;
+                v[j + 16] = d * (i32::from(q >> 4) - 8) as f32;
             }
         },
     );
@@ -44,8 +44,8 @@ pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
             let (d, m) = (f16_at(b, 0), f16_at(b, 2));
             for j in 0..16 {
                 let q = b[4 + j];
-                v[j] = d * (q & 0x0F) as f32 + m;
-                v[j + 16] = d * (q >> 4) as f32 + m;
+                v[j] = d * f32::from(q & 0x0F) + m;
+                v[j + 16] = d * f32::from(q >> 4) + m;
             }
         },
     );
@@ -75,7 +75,7 @@ pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
             let d = f16_at(b, 0);
             let q = five_bits(b[6..22].try_into().expect("16 bytes"), u32_at(b, 2));
             for j in 0..32 {
-                v[j] = d * (q[j] as i32 - 16) as f32;
+                v[j] = d * (i32::from(q[j]) - 16) as f32;
             }
         },
     );
@@ -92,7 +92,7 @@ pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
             let (d, m) = (f16_at(b, 0), f16_at(b, 2));
             let q = five_bits(b[8..24].try_into().expect("16 bytes"), u32_at(b, 4));
             for j in 0..32 {
-                v[j] = d * q[j] as f32 + m;
+                v[j] = d * f32::from(q[j]) + m;
             }
         },
     );
@@ -108,7 +108,7 @@ pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
         |b, v| {
             let d = f16_at(b, 0);
             for (j, v) in v.iter_mut().enumerate() {
-                *v = (b[2 + j] as i8) as f32 * d;
+                *v = f32::from(b[2 + j] as i8) * d;
             }
         },
     );
@@ -125,8 +125,8 @@ pub fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
             let d = f16_at(b, 0);
             for j in 0..16 {
                 let q = b[2 + j];
-                v[j] = d * IQ4_LEVELS[(q & 0x0F) as usize] as f32;
-                v[j + 16] = d * IQ4_LEVELS[(q >> 4) as usize] as f32;
+                v[j] = d * f32::from(IQ4_LEVELS[(q & 0x0F) as usize]);
+                v[j + 16] = d * f32::from(IQ4_LEVELS[(q >> 4) as usize]);
             }
         },
     );
@@ -137,7 +137,7 @@ fn e8m0_half(e: u8) -> f32 {
     let bits = if e < 2 {
         0x0020_0000u32 << e
     } else {
-        ((e - 1) as u32) << 23
+        u32::from(e - 1) << 23
     };
     f32::from_bits(bits)
 }
@@ -153,8 +153,8 @@ pub fn mxfp4(bytes: &[u8], out: &mut [f64]) {
             let d = e8m0_half(b[0]);
             for j in 0..16 {
                 let q = b[1 + j];
-                v[j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
-                v[j + 16] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+                v[j] = d * f32::from(E2M1_DOUBLED[(q & 0x0F) as usize]);
+                v[j + 16] = d * f32::from(E2M1_DOUBLED[(q >> 4) as usize]);
             }
         },
     );
@@ -166,8 +166,8 @@ fn ue4m3_half(x: u8) -> f32 {
     if x == 0 || x == 0x7F {
         return 0.0;
     }
-    let exp = ((x >> 3) & 0x0F) as i32;
-    let man = (x & 0x07) as f32;
+    let exp = i32::from((x >> 3) & 0x0F);
+    let man = f32::from(x & 0x07);
     let raw = if exp == 0 {
         man * (1.0 / 512.0)
     } else {
@@ -189,8 +189,8 @@ pub fn nvfp4(bytes: &[u8], out: &mut [f64]) {
                 let d = ue4m3_half(b[s]);
                 for j in 0..8 {
                     let q = b[4 + s * 8 + j];
-                    v[s * 16 + j] = d * E2M1_DOUBLED[(q & 0x0F) as usize] as f32;
-                    v[s * 16 + 8 + j] = d * E2M1_DOUBLED[(q >> 4) as usize] as f32;
+                    v[s * 16 + j] = d * f32::from(E2M1_DOUBLED[(q & 0x0F) as usize]);
+                    v[s * 16 + 8 + j] = d * f32::from(E2M1_DOUBLED[(q >> 4) as usize]);
                 }
             }
         },

@@ -9,20 +9,20 @@
 use crate::dtype::Dtype;
 
 mod bytes;
-pub mod iq;
+pub(crate) mod iq;
 #[rustfmt::skip]
 mod iq_tables;
-pub mod kquants;
+pub(crate) mod kquants;
 mod kquants_avx2;
-pub mod legacy;
-pub mod plain;
+pub(crate) mod legacy;
+pub(crate) mod plain;
 
 /// Decodes whole blocks: `bytes.len() / type_size * block_size == out.len()`.
-pub type DecodeFn = fn(&[u8], &mut [f64]);
+pub(crate) type DecodeFn = fn(&[u8], &mut [f64]);
 
 /// How one dtype's bytes become values.
 #[derive(Clone, Copy)]
-pub struct Codec {
+pub(crate) struct Codec {
     /// Values per block (1 for plain numbers).
     pub block_size: u64,
     /// Bytes per block.
