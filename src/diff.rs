@@ -28,7 +28,7 @@ pub struct TensorChange {
 }
 
 /// The groups of a training checkpoint's parts, in the order a diff shows them.
-pub const GROUP_ORDER: [&str; 5] = ["model", "optimizer", "scheduler", "rng", "other"];
+pub(crate) const GROUP_ORDER: [&str; 5] = ["model", "optimizer", "scheduler", "rng", "other"];
 
 /// Counts of changes, for summaries and tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]

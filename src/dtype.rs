@@ -167,7 +167,7 @@ pub(crate) fn by_name(name: &str) -> Option<&'static Dtype> {
 
 /// The dtype named `name`, at compile time: the block decoders size their blocks by it, so
 /// a name the table lacks fails the build.
-pub const fn named(name: &str) -> &'static Dtype {
+pub(crate) const fn named(name: &str) -> &'static Dtype {
     let mut i = 0;
     while i < DTYPES.len() {
         if same_str(DTYPES[i].name, name) {

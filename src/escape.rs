@@ -171,7 +171,7 @@ pub(crate) fn html_name(name: &str) -> String {
 
 /// Text in a Markdown table cell: HTML and Markdown syntax escaped, line breaks as `<br>`, other
 /// control and bidirectional formatting characters shown escaped (`\x1b`, `\u{202e}`).
-pub fn markdown_cell(s: &str) -> String {
+pub(crate) fn markdown_cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {

@@ -14,7 +14,7 @@ use crate::render::report::Report;
 /// a SARIF log. (HTML pages, `ci`'s Markdown and its JSON and SARIF files are written to the
 /// files their options name, beside this report.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
     Github,
@@ -24,25 +24,25 @@ pub enum Format {
 
 impl Format {
     /// The form a `--json` flag chooses.
-    pub fn json_if(json: bool) -> Format {
+    pub(crate) fn json_if(json: bool) -> Format {
         if json { Format::Json } else { Format::Text }
     }
 }
 
 /// Where a command's report goes and in which form: made once from the arguments.
 #[derive(Debug, Clone, Copy)]
-pub struct Output {
+pub(crate) struct Output {
     pub format: Format,
     pub color: ColorChoice,
 }
 
 impl Output {
-    pub fn new(format: Format, color: ColorChoice) -> Output {
+    pub(crate) fn new(format: Format, color: ColorChoice) -> Output {
         Output { format, color }
     }
 
     /// `report` in the chosen form (text colored for stdout).
-    pub fn render(&self, report: &dyn Report) -> String {
+    pub(crate) fn render(&self, report: &dyn Report) -> String {
         match self.format {
             Format::Text => report.text(&self.color.palette()),
             Format::Json => report.json(),
@@ -55,7 +55,7 @@ impl Output {
     }
 
     /// Writes `report` to stdout in the chosen form.
-    pub fn print(&self, report: &dyn Report) -> Result<()> {
+    pub(crate) fn print(&self, report: &dyn Report) -> Result<()> {
         write_stdout(self.render(report).as_bytes())
     }
 }

@@ -36,12 +36,12 @@ for i in range(n):
 
 /// Peak RSS in bytes of `weight-inspect ARGS` run in `repo`, with its exit code.
 fn peak_rss(repo: &Repo, args: &[&str]) -> (Option<i32>, u64) {
-    const MEASURE: &str = r#"
+    const MEASURE: &str = r"
 import resource, subprocess, sys
 r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 sys.stderr.buffer.write(r.stderr)
 print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"#;
+";
     let mut cmd = repo.command(python());
     cmd.arg("-c").arg(MEASURE).arg(bin()).args(args);
     let out = cmd.output().unwrap();

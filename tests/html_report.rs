@@ -566,12 +566,12 @@ fn two_reports_colour_and_bar_the_same_change_alike_on_one_fixed_scale() {
 /// Peak resident memory of weight-inspect run with `args` (the child's getrusage, in bytes),
 /// and its exit status.
 fn peak_rss(args: &[&str]) -> (Option<i32>, u64) {
-    const MEASURE: &str = r#"
+    const MEASURE: &str = r"
 import resource, subprocess, sys
 r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 sys.stderr.buffer.write(r.stderr)
 print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"#;
+";
     let out = Command::new(python())
         .arg("-c")
         .arg(MEASURE)

@@ -79,7 +79,7 @@ fn the_policy_bounds_what_a_delta_loses_by_its_recorded_figures() {
     assert!(recorded(dir, "chained.wdelta").is_null());
 
     // A bound between the two figures: int4 passes, sparse does not.
-    let bound = (int4_lost + sparse_lost) / 2.0;
+    let bound = f64::midpoint(int4_lost, sparse_lost);
     let (exit, report) = check(
         dir,
         &format!("[[rules]]\npaths = [\"deltas/*\"]\nmax_update_loss = {bound}\n"),

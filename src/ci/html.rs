@@ -16,7 +16,7 @@ use crate::render::html as page;
 const SECTIONS: &str = "\u{1}weight-inspect sections\u{1}";
 
 /// The whole page, written to `out`; the files' sections copied from their spool.
-pub fn render(report: &CiReport, out: &mut dyn Write) -> Result<(), CiError> {
+pub(super) fn render(report: &CiReport, out: &mut dyn Write) -> Result<(), CiError> {
     let title = format!(
         "model changes <code>{}</code> → <code>{}</code>",
         html_name(report.base.short()),

@@ -54,7 +54,7 @@ struct JudgedViolation<'a> {
 
 /// The report as JSON (schema 1), pretty-printed: the same bytes as the whole document
 /// pretty-printed at once, its files copied from the spool.
-pub fn json(report: &CiReport, out: &mut dyn Write) -> Result<()> {
+pub(super) fn json(report: &CiReport, out: &mut dyn Write) -> Result<()> {
     let head = JsonHead {
         schema: crate::identity::SCHEMA_VERSION,
         base: &report.base,
@@ -103,12 +103,12 @@ pub fn json(report: &CiReport, out: &mut dyn Write) -> Result<()> {
 }
 
 /// Writes the JSON report to `path` (atomically; missing directories are created).
-pub fn write_json(path: &Path, report: &CiReport) -> Result<()> {
+pub(crate) fn write_json(path: &Path, report: &CiReport) -> Result<()> {
     write_report_with(path, |out| json(report, out))
 }
 
 /// Writes the HTML report to `path` (atomically; missing directories are created).
-pub fn write_html(path: &Path, report: &CiReport) -> Result<()> {
+pub(crate) fn write_html(path: &Path, report: &CiReport) -> Result<()> {
     write_report_with(path, |out| super::html::render(report, out))
 }
 

@@ -11,10 +11,10 @@ use crate::git::{ComparedFile, Counts, FileChange, ModelSide, short_hash};
 
 /// Summary diffs are kept until their bytes pass this: GitHub's limit for one step summary
 /// (the summary's own budget, `markdown::SUMMARY_LIMIT`), which no summary exceeds.
-pub const DETAILS_KEPT: usize = 1024 * 1024;
+pub(super) const DETAILS_KEPT: usize = 1024 * 1024;
 
 /// What the outputs show of one compared file.
-pub struct CiFile {
+pub(crate) struct CiFile {
     pub change: FileChange,
     /// Where an annotation about the file points (its index or first part for a model).
     pub anchor: String,
@@ -33,7 +33,7 @@ pub struct CiFile {
 }
 
 /// One side as the tables show it.
-pub struct SideCell {
+pub(crate) struct SideCell {
     /// The first 12 hex digits of its structural hash, or `lfs:…` / `?` (see [`short_hash`]).
     pub short_hash: String,
     pub state: SideState,
@@ -42,7 +42,7 @@ pub struct SideCell {
 
 /// What the hash cell says beside the hash.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum SideState {
+pub(crate) enum SideState {
     /// An LFS object not present locally.
     Absent,
     Link,
@@ -75,7 +75,7 @@ impl SideCell {
 
 impl CiFile {
     /// The record of `file`; its summary diff kept when `keep_details`.
-    pub fn of(file: &ComparedFile, keep_details: bool) -> CiFile {
+    pub(crate) fn of(file: &ComparedFile, keep_details: bool) -> CiFile {
         CiFile {
             anchor: file.annotation_path().to_owned(),
             format: file.format(),
@@ -90,13 +90,13 @@ impl CiFile {
         }
     }
 
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.change.path()
     }
 }
 
 /// A side's short hash for the log (`-` for no side), marked when the model is cut short.
-pub fn hash_text(side: Option<&SideCell>) -> String {
+pub(super) fn hash_text(side: Option<&SideCell>) -> String {
     match side {
         None => "-".to_owned(),
         Some(s) if s.state == SideState::Truncated => format!("{} (incomplete)", s.short_hash),
@@ -106,49 +106,52 @@ pub fn hash_text(side: Option<&SideCell>) -> String {
 
 /// Text written to an unnamed temporary file as it is made, and copied into an output at the
 /// end: the JSON and HTML sections of every file, which the report would otherwise hold.
-pub struct Spool {
+pub(super) struct Spool {
     out: BufWriter<File>,
     empty: bool,
 }
 
 impl Spool {
-    pub fn new() -> std::io::Result<Spool> {
+    pub(super) fn new() -> std::io::Result<Spool> {
         Ok(Spool {
             out: BufWriter::with_capacity(1 << 16, tempfile::tempfile()?),
             empty: true,
         })
     }
 
-    pub fn push(&mut self, text: &str) -> std::io::Result<()> {
+    pub(super) fn push(&mut self, text: &str) -> std::io::Result<()> {
         self.empty &= text.is_empty();
         self.out.write_all(text.as_bytes())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.empty
     }
 
     /// The text pushed, flushed to its file.
-    pub fn finish(self) -> std::io::Result<Spooled> {
+    pub(super) fn finish(self) -> std::io::Result<Spooled> {
         let empty = self.empty;
-        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
         Ok(Spooled { file, empty })
     }
 }
 
 /// A finished [`Spool`].
-pub struct Spooled {
+pub(crate) struct Spooled {
     file: File,
     empty: bool,
 }
 
 impl Spooled {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.empty
     }
 
     /// Everything pushed, written to `to`.
-    pub fn copy_to(&self, to: &mut dyn Write) -> std::io::Result<()> {
+    pub(crate) fn copy_to(&self, to: &mut dyn Write) -> std::io::Result<()> {
         let mut file = &self.file;
         file.seek(SeekFrom::Start(0))?;
         std::io::copy(&mut file, to)?;

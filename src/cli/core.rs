@@ -100,7 +100,11 @@ pub(crate) struct DiffArgs {
     pub html: Option<std::path::PathBuf>,
 }
 
-pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn inspect(
+    args: InspectArgs,
+    color: ColorChoice,
+    remote: &RemoteOptions,
+) -> Result<Exit> {
     let output = Output::new(Format::json_if(args.json), color);
     let Some(artifact) = model_or_delta(&args.file, &args.headers, remote, output)? else {
         return Ok(Exit::Clean);
@@ -116,7 +120,7 @@ pub fn inspect(args: InspectArgs, color: ColorChoice, remote: &RemoteOptions) ->
     Ok(print(&out)?)
 }
 
-pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
     let output = Output::new(Format::json_if(args.json), ColorChoice::Never);
     let Some(artifact) = model_or_delta(&args.file, &args.headers, remote, output)? else {
         return Ok(Exit::Clean);
@@ -146,7 +150,7 @@ pub fn id(args: IdArgs, remote: &RemoteOptions) -> Result<Exit> {
     Ok(print(&out)?)
 }
 
-pub fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
     let output = Output::new(Format::json_if(args.json), color);
     let headers = headers(&args.headers)?;
     let opener = Opener {

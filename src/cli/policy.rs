@@ -33,7 +33,7 @@ pub(crate) struct CheckArgs {
     pub paths: Vec<PathBuf>,
 }
 
-pub fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
+pub(super) fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
     let output = Output::new(args.format, ColorChoice::Never);
     let ws = Workspace::discover(args.policy.as_deref(), remote)?;
     let (policy, shown) = load(&ws, args.policy.as_ref())?;

@@ -103,7 +103,10 @@ pub(crate) struct Models<'a> {
 impl<'a> Models<'a> {
     /// The two models of a conversion given in either order (`diff --values A B`): the source
     /// is the side that is not GGUF. Returns them and the source's name as given.
-    pub fn oriented(a: (Side<'a>, &'a str), b: (Side<'a>, &'a str)) -> (Models<'a>, &'a str) {
+    pub(crate) fn oriented(
+        a: (Side<'a>, &'a str),
+        b: (Side<'a>, &'a str),
+    ) -> (Models<'a>, &'a str) {
         let swap = a.0.artifact.format == Format::Gguf && b.0.artifact.format != Format::Gguf;
         let ((source, source_name), (target, target_name)) = if swap { (b, a) } else { (a, b) };
         let models = Models {
@@ -117,7 +120,7 @@ impl<'a> Models<'a> {
 }
 
 /// How `diff --values` pairs the tensors of two models.
-pub enum Pairing {
+pub(crate) enum Pairing {
     /// By equal names (a value diff).
     Names,
     /// By llama.cpp's converter table (a conversion report).
@@ -130,7 +133,11 @@ impl Pairing {
     /// The pairing `--map` asks for: `none` pairs by equal names, a file by its rules; without
     /// it, a GGUF against a safetensors or PyTorch model (either way round) is a conversion,
     /// paired by llama.cpp's table, and anything else pairs by names.
-    pub fn choose(map: Option<&str>, a: &Artifact, b: &Artifact) -> Result<Pairing, MapError> {
+    pub(crate) fn choose(
+        map: Option<&str>,
+        a: &Artifact,
+        b: &Artifact,
+    ) -> Result<Pairing, MapError> {
         Ok(match map {
             Some("none") => Pairing::Names,
             Some(path) => Pairing::Map(MapFile::read(Path::new(path))?),
@@ -140,12 +147,12 @@ impl Pairing {
     }
 
     /// Whether the models are compared as a conversion (anything but equal names).
-    pub fn is_conversion(&self) -> bool {
+    pub(crate) fn is_conversion(&self) -> bool {
         !matches!(self, Pairing::Names)
     }
 
     /// The `--map` rules, if any.
-    pub fn map_file(&self) -> Option<&MapFile> {
+    pub(crate) fn map_file(&self) -> Option<&MapFile> {
         match self {
             Pairing::Map(file) => Some(file),
             _ => None,

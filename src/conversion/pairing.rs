@@ -719,7 +719,7 @@ impl Planner<'_> {
                         plus: 0.0,
                     }),
                     Err(why) => {
-                        self.not_compared(Some(&target), vec![member.source], why.to_string())
+                        self.not_compared(Some(&target), vec![member.source], why.to_string());
                     }
                 }
                 continue;

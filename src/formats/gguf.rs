@@ -365,7 +365,7 @@ pub(crate) const BYTES_PER_INNER_ARRAY: u64 = 64;
 const MIN_CAPPED_COUNT: u64 = 1024;
 
 /// [`parse_prefix`] with the header limit given rather than read from the environment.
-pub fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifact> {
+pub(crate) fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<Artifact> {
     let file_len = file_len.max(prefix.len() as u64);
     let mut cur = Cursor {
         bytes: prefix,

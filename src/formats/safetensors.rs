@@ -123,7 +123,7 @@ pub fn header_bytes_needed(prefix: &[u8]) -> Option<u64> {
 
 /// Parses the first bytes of a file of `file_len` bytes: sizes and offsets are checked against
 /// the whole file, and the header must lie within `prefix`.
-pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, SafetensorsError> {
+pub(crate) fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, SafetensorsError> {
     let (raw, data_start) = read_header(prefix, file_len)?;
     let mut entries = raw.tensors;
     let data_expected = place_tensors(&mut entries, data_start)?;

@@ -41,7 +41,7 @@ pub(crate) struct ComparedFile {
 /// handed to `sink` a window of files at a time in path order, each window
 /// dropped before the next is read: a report written from here holds a bounded number of
 /// models, however many files changed.
-pub(super) fn compare_each(
+pub(crate) fn compare_each(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
     new: Snapshot<'_>,

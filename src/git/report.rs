@@ -104,9 +104,12 @@ pub(crate) fn git_diff(
             changed |= files.iter().any(ComparedFile::counts_as_change);
             let blocks: Vec<String> = files
                 .par_iter()
-                .map(|f| match json {
-                    true => indented_json(&f.json(false)),
-                    false => text_of(f, args.color),
+                .map(|f| {
+                    if json {
+                        indented_json(&f.json(false))
+                    } else {
+                        text_of(f, args.color)
+                    }
                 })
                 .collect();
             for block in blocks {

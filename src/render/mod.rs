@@ -3,17 +3,17 @@
 //! HTML reports of value diffs and conversions ([`html`]); the reports a command prints, in
 //! either form ([`report`]).
 
-pub mod conversion;
-pub mod enums;
-pub mod github;
-pub mod html;
-pub mod json;
-pub mod order;
+pub(crate) mod conversion;
+pub(crate) mod enums;
+pub(crate) mod github;
+pub(crate) mod html;
+pub(crate) mod json;
+pub(crate) mod order;
 mod palette;
-pub mod report;
-pub mod text;
-pub mod values;
-pub mod wdelta;
+pub(crate) mod report;
+pub(crate) mod text;
+pub(crate) mod values;
+pub(crate) mod wdelta;
 
 pub use json::inspect as inspect_json;
 pub use palette::Palette;

@@ -16,7 +16,7 @@ use crate::formats::wdelta::{AnyWdelta, WdeltaFile};
 use crate::values::ValueDiff;
 
 /// A result a command prints, in either form.
-pub trait Report {
+pub(crate) trait Report {
     /// The human text (colored through `palette`).
     fn text(&self, palette: &Palette) -> String;
     /// The JSON document (`"schema": 1` first).
@@ -32,7 +32,7 @@ pub trait Report {
 }
 
 /// `inspect`: a model's format, metadata, tensors and structural hash.
-pub struct Inspect<'a> {
+pub(crate) struct Inspect<'a> {
     pub artifact: &'a Artifact,
     pub order: TensorOrder,
     /// Text: every tensor rather than the first few.
@@ -53,7 +53,7 @@ impl Report for Inspect<'_> {
 }
 
 /// `id`: a model's structural identity.
-pub struct Id<'a>(pub &'a Artifact);
+pub(crate) struct Id<'a>(pub &'a Artifact);
 
 impl Report for Id<'_> {
     fn text(&self, _: &Palette) -> String {
@@ -65,7 +65,7 @@ impl Report for Id<'_> {
 }
 
 /// `diff`: the structural diff of two models.
-pub struct Structural<'a>(pub &'a StructuralDiff);
+pub(crate) struct Structural<'a>(pub &'a StructuralDiff);
 
 impl Report for Structural<'_> {
     fn text(&self, palette: &Palette) -> String {
@@ -77,7 +77,7 @@ impl Report for Structural<'_> {
 }
 
 /// `diff --values`: the structural diff, then the value diff.
-pub struct Values<'a> {
+pub(crate) struct Values<'a> {
     pub diff: &'a StructuralDiff,
     pub values: &'a ValueDiff,
     /// The new side, whose groups (a training checkpoint's) sum the value changes up.
@@ -98,7 +98,7 @@ impl Report for Values<'_> {
 }
 
 /// `diff --values` of a conversion: the converted model against its source.
-pub struct ConversionReport<'a> {
+pub(crate) struct ConversionReport<'a> {
     pub conversion: &'a Conversion,
     /// The source and the converted model as the command line named them.
     pub source: &'a str,
@@ -115,7 +115,7 @@ impl Report for ConversionReport<'_> {
 }
 
 /// A `.wdelta` given to `inspect` or `id`: its description (it has no structural identity).
-pub struct Wdelta<'a>(pub &'a AnyWdelta);
+pub(crate) struct Wdelta<'a>(pub &'a AnyWdelta);
 
 impl Report for Wdelta<'_> {
     fn text(&self, _: &Palette) -> String {
@@ -127,13 +127,13 @@ impl Report for Wdelta<'_> {
 }
 
 /// `delta inspect`: a `.wdelta`'s description, the text headed by the file's name.
-pub struct DeltaFile<'a> {
+pub(crate) struct DeltaFile<'a> {
     pub path: &'a Path,
     pub delta: Delta<'a>,
 }
 
 /// A `.wdelta` of either kind, borrowed.
-pub enum Delta<'a> {
+pub(crate) enum Delta<'a> {
     Lossy(&'a WdeltaFile),
     Lossless(&'a LosslessContainer),
 }

@@ -26,7 +26,7 @@ fn write_model_identity(out: &mut String, artifact: &Artifact) {
     }
 }
 
-pub fn id(artifact: &Artifact) -> String {
+pub(crate) fn id(artifact: &Artifact) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "format: {}", artifact.format.name());
     if let Some(v) = artifact.gguf_version {
@@ -489,7 +489,11 @@ fn group_heading(what: &str, group: Option<&str>, training: bool) -> String {
 
 /// The diff of two versions of a file: the structural diff, or one line saying the structure
 /// is identical (and, when the bytes differ, that only tensor data or layout changed).
-pub fn diff_or_identical(diff: &StructuralDiff, palette: &Palette, bytes_differ: bool) -> String {
+pub(crate) fn diff_or_identical(
+    diff: &StructuralDiff,
+    palette: &Palette,
+    bytes_differ: bool,
+) -> String {
     if diff.differs() {
         return self::diff(diff, palette);
     }

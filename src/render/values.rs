@@ -183,7 +183,7 @@ pub(super) struct LargestFirst {
 impl LargestFirst {
     /// Writes the table of `total` changed things, of which `rows` gives the first (at most
     /// [`LISTED`] are shown).
-    pub fn write(
+    pub(super) fn write(
         &self,
         out: &mut String,
         rows: impl Iterator<Item = FigureRow>,
@@ -435,7 +435,7 @@ pub(crate) fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
 /// A grouped checkpoint's value changes group by group (model weights apart from optimizer
 /// state): `  by group: model 2 of 2 changed (largest rel_l2 0.0269), optimizer …`; empty when
 /// `artifact` has no groups.
-pub fn by_group(values: &ValueDiff, artifact: &crate::artifact::Artifact) -> String {
+pub(crate) fn by_group(values: &ValueDiff, artifact: &crate::artifact::Artifact) -> String {
     // (group, compared, changed, the changed tensor of largest rel_l2)
     let mut groups: Vec<(&'static str, usize, usize, Option<&TensorValues>)> = Vec::new();
     for t in &values.tensors {

@@ -41,7 +41,7 @@ pub fn describe(file: &WdeltaFile) -> String {
 }
 
 /// [`describe`] appended to `s` (a line before it without copying the description again).
-pub fn describe_after(mut s: String, file: &WdeltaFile) -> String {
+pub(crate) fn describe_after(mut s: String, file: &WdeltaFile) -> String {
     use std::fmt::Write as _;
     let h = &file.header;
     let dense: u64 = h.tensors.values().map(dense_bytes).sum();
@@ -300,12 +300,12 @@ fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u
 }
 
 /// The description of a lossless delta (`delta inspect`).
-pub fn describe_lossless(c: &LosslessContainer) -> String {
+pub(crate) fn describe_lossless(c: &LosslessContainer) -> String {
     describe_lossless_after(String::new(), c)
 }
 
 /// [`describe_lossless`] appended to `s`.
-pub fn describe_lossless_after(mut s: String, c: &LosslessContainer) -> String {
+pub(crate) fn describe_lossless_after(mut s: String, c: &LosslessContainer) -> String {
     use std::fmt::Write as _;
     let h = &c.header;
     let (other, tensors) = lossless_summary(c);

@@ -18,9 +18,10 @@ use rayon::prelude::*;
 
 use crate::artifact::{Artifact, TensorInfo};
 use crate::dtype::Dtype;
-pub use bits::BitsDiffer;
-pub use compare::{Sums, ValueStats};
-pub use dequant::{DECODED_GGUF_TYPES, NotDecoded};
+pub(crate) use bits::BitsDiffer;
+pub(crate) use compare::{Sums, ValueStats};
+pub use dequant::DECODED_GGUF_TYPES;
+pub(crate) use dequant::NotDecoded;
 pub use source::ModelBytes;
 
 #[derive(Debug, thiserror::Error)]

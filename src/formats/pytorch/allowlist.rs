@@ -194,7 +194,7 @@ const BUILTIN_CALLABLES: &[&str] = &[
 /// (<https://github.com/mmaitre314/picklescan>, src/picklescan/scanner.py) and of what
 /// fickling and the issue name besides (`importlib`, `builtins.__import__`, `marshal`,
 /// `ctypes`, `code`, `pty`, `tempfile`, `io`).
-pub const DANGEROUS: &[(&str, &[&str])] = &[
+pub(super) const DANGEROUS: &[(&str, &[&str])] = &[
     ("__builtin__", BUILTIN_CALLABLES),
     ("__builtin__", &["execfile", "reload"]),
     ("builtins", BUILTIN_CALLABLES),

@@ -42,7 +42,7 @@ use object::{Finding, Object};
 pub(crate) use scan::PickleReport;
 pub use scan::sniff;
 use torch::{Built, Storage, Tensor};
-pub use zip::{DirectoryCheck, MemberError, ZipError};
+pub(crate) use zip::{DirectoryCheck, ZipError};
 
 /// Entry points for the fuzz targets (`fuzz/`), not part of the interface.
 #[doc(hidden)]
@@ -116,7 +116,7 @@ pub fn parse_prefix(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchErro
 /// first bytes of a `file_len`-byte zip checkpoint, was read by local headers (the prefix does
 /// not reach the central directory): those bytes hold the directory torch reads, and
 /// [`check_zip_tail`] judges the prefix by it. None when no such check is needed.
-pub fn zip_tail_start(prefix: &[u8], file_len: u64) -> Option<u64> {
+pub(crate) fn zip_tail_start(prefix: &[u8], file_len: u64) -> Option<u64> {
     if !prefix.starts_with(b"PK") || prefix.len() as u64 >= file_len {
         return None;
     }
@@ -131,7 +131,7 @@ pub fn zip_tail_start(prefix: &[u8], file_len: u64) -> Option<u64> {
 /// Judges the members read from `prefix` by the central directory in `tail` (the file's bytes
 /// from `tail_start` to its end): [`DirectoryCheck::Agrees`], or where to read from for the
 /// whole directory (within the header cap), or the error that refuses the file.
-pub fn check_zip_tail(
+pub(crate) fn check_zip_tail(
     prefix: &[u8],
     tail: &[u8],
     tail_start: u64,

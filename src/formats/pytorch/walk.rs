@@ -212,7 +212,7 @@ fn container_id(object: &Object) -> usize {
 /// A part that may be shared, by address: containers and strings (0 for the rest).
 fn shared_id(object: &Object) -> usize {
     match object {
-        Object::Str(s) => Rc::as_ptr(s) as *const u8 as usize,
+        Object::Str(s) => Rc::as_ptr(s).cast::<u8>() as usize,
         other => container_id(other),
     }
 }

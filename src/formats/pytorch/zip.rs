@@ -496,7 +496,7 @@ pub(super) const END_RECORD_SEARCH: u64 = 22 + 65535;
 
 /// What a check of a prefix against the file's last bytes found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum DirectoryCheck {
+pub(crate) enum DirectoryCheck {
     /// The directory lists exactly the members read from the prefix, where they were read.
     Agrees,
     /// The directory starts at this offset, before the bytes given: read from there.

@@ -120,12 +120,12 @@ pub(crate) struct Scale {
 impl Scale {
     /// The one fixed scale of every report (the text view's bars use it too), so that two
     /// reports compare by colour; None when no tensor has a finite, nonzero rel_l2.
-    pub fn of(entries: &[Entry]) -> Option<Scale> {
+    pub(crate) fn of(entries: &[Entry]) -> Option<Scale> {
         Scale::when(entries.iter().any(Scale::has_figure))
     }
 
     /// Whether `entry` has a figure to place on a scale (a changed rel_l2 above 0).
-    pub fn has_figure(entry: &Entry) -> bool {
+    pub(crate) fn has_figure(entry: &Entry) -> bool {
         match entry.state {
             State::Changed | State::Suspect => entry.rel_l2().is_some_and(|r| r > 0.0),
             _ => false,
@@ -133,7 +133,7 @@ impl Scale {
     }
 
     /// The scale, when some entry has a figure.
-    pub fn when(has_figure: bool) -> Option<Scale> {
+    pub(crate) fn when(has_figure: bool) -> Option<Scale> {
         has_figure.then_some(Scale {
             lo: SCALE_LOW,
             hi: SCALE_HIGH,

@@ -117,7 +117,7 @@ fn group(n: u64) -> String {
 }
 
 /// The entries of a value diff: every compared tensor, then those not compared.
-pub fn value_entries(values: &ValueDiff) -> impl Iterator<Item = Entry> + '_ {
+pub(crate) fn value_entries(values: &ValueDiff) -> impl Iterator<Item = Entry> + '_ {
     let compared = values.tensors.iter().map(|t| Entry {
         key: t.name.clone(),
         label: shown(&t.name).into_owned(),
@@ -158,7 +158,7 @@ pub fn value_entries(values: &ValueDiff) -> impl Iterator<Item = Entry> + '_ {
 
 /// The entries of a conversion: every compared pair (named by the converted tensor), then the
 /// converted tensors not compared or that no source tensor maps to.
-pub fn conversion_entries(c: &Conversion) -> impl Iterator<Item = Entry> + '_ {
+pub(crate) fn conversion_entries(c: &Conversion) -> impl Iterator<Item = Entry> + '_ {
     let pairs = c.pairs.iter().map(|p| Entry {
         key: p.target.clone(),
         label: format!("{} ← {}", shown(&p.target), sources_text(&p.sources)),
@@ -209,7 +209,11 @@ fn pair_detail(p: &ComparedPair) -> String {
 
 /// A whole page written to `out` as it is made: `title` (already HTML) as its heading, then
 /// what `body` writes.
-pub fn write_document(out: &mut dyn Write, title: &str, body: &mut dyn FnMut(&mut dyn Write)) {
+pub(crate) fn write_document(
+    out: &mut dyn Write,
+    title: &str,
+    body: &mut dyn FnMut(&mut dyn Write),
+) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -250,7 +254,7 @@ fn strip_tags(html: &str) -> String {
 
 /// A structural diff as the text report prints it, in a block whose added, removed and
 /// changed lines are coloured; cut after [`DIFF_LINES`] lines.
-pub fn write_diff_block(out: &mut dyn Write, text: &str) {
+pub(crate) fn write_diff_block(out: &mut dyn Write, text: &str) {
     let _ = out.write_str("<pre class=\"diff\">");
     let total = text.lines().count();
     for line in text.lines().take(DIFF_LINES) {
@@ -289,7 +293,7 @@ pub fn write_diff_block(out: &mut dyn Write, text: &str) {
 
 /// The values part of a section: the summary line, what was not compared, the heatmap and the
 /// table of changed tensors. `id` keeps the element ids of several sections apart.
-pub fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
+pub(crate) fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
     let class = if values.changed_count() > 0 {
         "summary bad"
     } else {
@@ -307,7 +311,7 @@ pub fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDiff) {
 /// The conversion part of a section: how the tensors were paired, the summary line, suspect
 /// pairs, the heatmap, the table of changed pairs, what was dropped, added or not compared,
 /// and the configuration checks.
-pub fn write_conversion_part(
+pub(crate) fn write_conversion_part(
     out: &mut dyn Write,
     id: &str,
     c: &Conversion,
@@ -687,7 +691,7 @@ fn conversion_page(out: &mut dyn Write, c: &Conversion, source: &str, target: &s
 
 /// Writes the `diff --values --html` page to `path` as it is made (memory bounded by the page's
 /// caps, not by the model), through a temporary file renamed over it.
-pub fn write_diff_report(
+pub(crate) fn write_diff_report(
     path: &std::path::Path,
     old: &str,
     new: &str,
@@ -698,7 +702,7 @@ pub fn write_diff_report(
 }
 
 /// Writes the `diff --values --html` page of a conversion to `path` as it is made.
-pub fn write_conversion_report(
+pub(crate) fn write_conversion_report(
     path: &std::path::Path,
     c: &Conversion,
     source: &str,
@@ -708,7 +712,7 @@ pub fn write_conversion_report(
 }
 
 /// Writes `path` through a temporary file renamed over it; `page` writes the text.
-pub fn stream_to(
+pub(crate) fn stream_to(
     path: &std::path::Path,
     page: &mut dyn FnMut(&mut dyn Write),
 ) -> crate::error::Result<()> {
@@ -803,7 +807,7 @@ mod cap_tests {
             .map(|i| {
                 entry(
                     &format!("t{}", i % 17),
-                    ((i * 7) % 5) as f64,
+                    f64::from((i * 7) % 5),
                     &i.to_string(),
                 )
             })

@@ -19,12 +19,12 @@ pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
 }
 
 /// Bytes per block of the dtype named `name`, from the dtype table.
-pub const fn block_bytes(name: &str) -> usize {
+pub(super) const fn block_bytes(name: &str) -> usize {
     (crate::dtype::named(name).block_bits / 8) as usize
 }
 
 /// Values per block of the dtype named `name`, from the dtype table.
-pub const fn block_values(name: &str) -> usize {
+pub(super) const fn block_values(name: &str) -> usize {
     crate::dtype::named(name).block_size as usize
 }
 

@@ -15,7 +15,7 @@ fn sign(signs: u8, k: usize) -> f32 {
 /// iq2_xxs: d, then 8 groups of 32 values as two u32: four grid indices (bytes of the first)
 /// and, in the second, four 7-bit sign indices and a 4-bit scale in the top bits.
 #[inline(always)]
-pub fn iq2_xxs(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq2_xxs(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq2_xxs") }, { block_values("iq2_xxs") }>(
         bytes,
         out,
@@ -50,7 +50,7 @@ fn quarter_scales(d: f32, packed: &[u8]) -> [f32; 16] {
 
 /// iq2_xs: d, 32 u16 (9-bit grid index, 7-bit sign index), 8 bytes of 4-bit scales.
 #[inline(always)]
-pub fn iq2_xs(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq2_xs(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq2_xs") }, { block_values("iq2_xs") }>(
         bytes,
         out,
@@ -73,7 +73,7 @@ pub fn iq2_xs(bytes: &[u8], out: &mut [f64]) {
 /// iq2_s: d, 32 low bytes of 10-bit grid indices, 32 sign bytes, 8 bytes of 2-bit index highs,
 /// 8 bytes of 4-bit scales.
 #[inline(always)]
-pub fn iq2_s(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq2_s(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq2_s") }, { block_values("iq2_s") }>(
         bytes,
         out,
@@ -96,7 +96,7 @@ pub fn iq2_s(bytes: &[u8], out: &mut [f64]) {
 /// iq3_xxs: d, 64 grid indices (4 values each), then 8 u32: four 7-bit sign indices and a
 /// 4-bit scale per group of 32.
 #[inline(always)]
-pub fn iq3_xxs(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq3_xxs(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq3_xxs") }, { block_values("iq3_xxs") }>(
         bytes,
         out,
@@ -122,7 +122,7 @@ pub fn iq3_xxs(bytes: &[u8], out: &mut [f64]) {
 /// iq3_s: d, 64 low bytes of 9-bit grid indices, 8 bytes of index high bits, 32 sign bytes,
 /// 4 bytes of 4-bit scales (`d * (1 + 2 s)` per 32 values).
 #[inline(always)]
-pub fn iq3_s(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq3_s(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq3_s") }, { block_values("iq3_s") }>(
         bytes,
         out,
@@ -146,7 +146,7 @@ pub fn iq3_s(bytes: &[u8], out: &mut [f64]) {
 /// iq1_s: d, 32 low bytes of 11-bit grid indices, 8 u16 per 32 values: four 3-bit index highs,
 /// a 3-bit scale and the sign of a ±1/8 shift; value = d * (2 s + 1) * (grid ± 1/8).
 #[inline(always)]
-pub fn iq1_s(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq1_s(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq1_s") }, { block_values("iq1_s") }>(
         bytes,
         out,
@@ -173,7 +173,7 @@ pub fn iq1_s(bytes: &[u8], out: &mut [f64]) {
 /// iq1_m: 32 low bytes of 11-bit grid indices, 16 bytes of (3-bit high, shift sign) nibbles,
 /// then 4 u16 of 3-bit scales whose top nibbles together hold the f16 super-scale d.
 #[inline(always)]
-pub fn iq1_m(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq1_m(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq1_m") }, { block_values("iq1_m") }>(
         bytes,
         out,

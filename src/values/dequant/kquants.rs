@@ -25,7 +25,7 @@ fn nibble(qs: &[u8], index: usize) -> u8 {
 /// q2_k: 16 bytes of 4-bit scale / 4-bit minimum per 16 values, 64 bytes of 2-bit values, then
 /// super-scales d and dmin; value = d * scale * q - dmin * min.
 #[inline(always)]
-pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q2_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q2_k") }, { block_values("q2_k") }>(
         bytes,
         out,
@@ -46,7 +46,7 @@ pub fn q2_k(bytes: &[u8], out: &mut [f64]) {
 /// q3_k: 32 bytes of high bits (set means "no -4"), 64 bytes of 2-bit values, 12 bytes of
 /// sixteen 6-bit signed scales, super-scale d; value = d * (scale - 32) * q.
 #[inline(always)]
-pub fn q3_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q3_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q3_k") }, { block_values("q3_k") }>(
         bytes,
         out,
@@ -87,7 +87,7 @@ pub(super) fn scales_and_mins(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
 /// q4_k: d, dmin, 12 bytes of 6-bit scales and minimums per 32 values, 128 bytes of nibbles;
 /// value = d * scale * q - dmin * min.
 #[inline(always)]
-pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q4_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q4_k") }, { block_values("q4_k") }>(
         bytes,
         out,
@@ -115,7 +115,7 @@ pub fn q4_k(bytes: &[u8], out: &mut [f64]) {
 
 /// q5_k: q4_k plus 32 bytes holding a fifth bit per value (bit `i / 32` of byte `i % 32`).
 #[inline(always)]
-pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q5_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q5_k") }, { block_values("q5_k") }>(
         bytes,
         out,
@@ -139,7 +139,7 @@ pub fn q5_k(bytes: &[u8], out: &mut [f64]) {
 /// q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales, d;
 /// value = d * scale * (q - 32).
 #[inline(always)]
-pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q6_k(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q6_k") }, { block_values("q6_k") }>(
         bytes,
         out,
@@ -171,7 +171,7 @@ pub fn q6_k(bytes: &[u8], out: &mut [f64]) {
 /// scales per 32 values), 128 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * scale *
 /// level, the 16 low nibbles of a 16-byte run first.
 #[inline(always)]
-pub fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq4_xs(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq4_xs") }, { block_values("iq4_xs") }>(
         bytes,
         out,
@@ -227,7 +227,7 @@ pub(crate) fn tq1_0(bytes: &[u8], out: &mut [f64]) {
 
 /// tq2_0: 64 bytes of 2-bit values (as q2_k's), then d; value = d * (q - 1).
 #[inline(always)]
-pub fn tq2_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn tq2_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("tq2_0") }, { block_values("tq2_0") }>(
         bytes,
         out,

@@ -17,7 +17,7 @@ const E2M1_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, 
 
 /// q4_0: f16 scale d, 16 bytes of nibbles q; value = d * (q - 8).
 #[inline(always)]
-pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q4_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q4_0") }, { block_values("q4_0") }>(
         bytes,
         out,
@@ -35,7 +35,7 @@ pub fn q4_0(bytes: &[u8], out: &mut [f64]) {
 
 /// q4_1: scale d, minimum m, 16 bytes of nibbles; value = d * q + m.
 #[inline(always)]
-pub fn q4_1(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q4_1(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q4_1") }, { block_values("q4_1") }>(
         bytes,
         out,
@@ -66,7 +66,7 @@ fn five_bits(qs: &[u8; 16], qh: u32) -> [u8; 32] {
 
 /// q5_0: scale d, 32 high bits, 16 bytes of nibbles; value = d * (q - 16).
 #[inline(always)]
-pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q5_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q5_0") }, { block_values("q5_0") }>(
         bytes,
         out,
@@ -83,7 +83,7 @@ pub fn q5_0(bytes: &[u8], out: &mut [f64]) {
 
 /// q5_1: scale d, minimum m, 32 high bits, 16 bytes of nibbles; value = d * q + m.
 #[inline(always)]
-pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q5_1(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q5_1") }, { block_values("q5_1") }>(
         bytes,
         out,
@@ -100,7 +100,7 @@ pub fn q5_1(bytes: &[u8], out: &mut [f64]) {
 
 /// q8_0: scale d, 32 signed bytes; value = q * d.
 #[inline(always)]
-pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn q8_0(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("q8_0") }, { block_values("q8_0") }>(
         bytes,
         out,
@@ -116,7 +116,7 @@ pub fn q8_0(bytes: &[u8], out: &mut [f64]) {
 
 /// iq4_nl: scale d, 16 bytes of nibbles indexing [`IQ4_LEVELS`]; value = d * level.
 #[inline(always)]
-pub fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn iq4_nl(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("iq4_nl") }, { block_values("iq4_nl") }>(
         bytes,
         out,
@@ -144,7 +144,7 @@ fn e8m0_half(e: u8) -> f32 {
 
 /// mxfp4: one e8m0 scale byte, 16 bytes of e2m1 nibbles; value = scale * e2m1.
 #[inline(always)]
-pub fn mxfp4(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn mxfp4(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("mxfp4") }, { block_values("mxfp4") }>(
         bytes,
         out,
@@ -179,7 +179,7 @@ fn ue4m3_half(x: u8) -> f32 {
 /// nvfp4: 64 values as four sub-blocks of 16, each with its ue4m3 scale byte (4 bytes first),
 /// then 4 x 8 bytes of e2m1 nibbles; value = scale * e2m1.
 #[inline(always)]
-pub fn nvfp4(bytes: &[u8], out: &mut [f64]) {
+pub(crate) fn nvfp4(bytes: &[u8], out: &mut [f64]) {
     each_block::<{ block_bytes("nvfp4") }, { block_values("nvfp4") }>(
         bytes,
         out,

@@ -91,7 +91,7 @@ impl NotDecoded {
 
 /// The codec of `dtype` in a file of the given byte order. Its block size and bytes per block
 /// come from the dtype table; the decoder is chosen by the dtype's name.
-pub fn codec(dtype: &'static Dtype, big_endian: bool) -> Result<Codec, NotDecoded> {
+pub(crate) fn codec(dtype: &'static Dtype, big_endian: bool) -> Result<Codec, NotDecoded> {
     let type_size = dtype.block_bytes().ok_or(NotDecoded::UnsupportedType)?;
     let decode = match plain_decoder(dtype.name, big_endian) {
         Some(decode) => decode?,
