@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 /// Which container a file is, detected from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// A GGUF file (llama.cpp).
     Gguf,
+    /// A safetensors file, or a model sharded over several.
     Safetensors,
     /// A `torch.save` checkpoint (zip or legacy layout).
     Pytorch,
 }
 
 impl Format {
+    /// The lowercase name the identity and the outputs use (`"gguf"`).
     pub fn name(self) -> &'static str {
         match self {
             Format::Gguf => "gguf",
@@ -50,18 +53,31 @@ impl F64Bits {
 /// A metadata value. GGUF uses every variant; safetensors metadata is always `String`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
+    /// GGUF `UINT8`.
     U8(u8),
+    /// GGUF `INT8`.
     I8(i8),
+    /// GGUF `UINT16`.
     U16(u16),
+    /// GGUF `INT16`.
     I16(i16),
+    /// GGUF `UINT32`.
     U32(u32),
+    /// GGUF `INT32`.
     I32(i32),
+    /// GGUF `UINT64`.
     U64(u64),
+    /// GGUF `INT64`.
     I64(i64),
+    /// GGUF `FLOAT32`, kept as its bits (NaN payloads and -0.0 stay distinct).
     F32(F32Bits),
+    /// GGUF `FLOAT64`, kept as its bits.
     F64(F64Bits),
+    /// GGUF `BOOL`.
     Bool(bool),
+    /// A string (every safetensors `__metadata__` value is one).
     String(String),
+    /// GGUF `ARRAY`: values of one type.
     Array(Array),
 }
 
@@ -106,6 +122,7 @@ impl Value {
         }
     }
 
+    /// The string, when the value is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -259,6 +276,7 @@ pub struct TensorInfo {
     pub dtype: &'static Dtype,
     /// Dimensions exactly as stored (GGUF: ne[0] first; safetensors: row-major order).
     pub shape: Shape,
+    /// Bytes of the tensor's data (whole bytes of its shape in its dtype).
     pub byte_length: u64,
     /// Offset of the tensor's data from the start of the file. Not part of the identity.
     pub file_offset: u64,
@@ -541,11 +559,15 @@ impl std::fmt::Display for Incomplete {
 /// A parsed model file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Artifact {
+    /// Which format the file is.
     pub format: Format,
     /// GGUF version (1, 2 or 3); None for safetensors.
     pub gguf_version: Option<u32>,
+    /// The metadata by key: GGUF key-values, safetensors `__metadata__`, PyTorch plain values.
     pub metadata: BTreeMap<String, Value>,
+    /// The tensors by name.
     pub tensors: Tensors,
+    /// Where things lie in the file(s): sizes, alignment, views, findings; not part of the identity.
     pub layout: Layout,
 }
 

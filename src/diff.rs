@@ -57,20 +57,33 @@ impl std::fmt::Display for DiffCounts {
     }
 }
 
+/// The structural diff of two models: what the identity holds on each side, key by key and
+/// tensor by tensor, with the layout and completeness beside it.
 #[derive(Debug, Clone)]
 pub struct StructuralDiff {
+    /// The old side's format.
     pub old_format: Format,
+    /// The new side's format.
     pub new_format: Format,
+    /// The old side's GGUF version, for GGUF.
     pub old_gguf_version: Option<u32>,
+    /// The new side's GGUF version, for GGUF.
     pub new_gguf_version: Option<u32>,
+    /// The old side's structural hash (hex).
     pub old_hash: String,
+    /// The new side's structural hash (hex).
     pub new_hash: String,
     /// Each side's model identity when it is a training checkpoint (docs/SPEC.md §5d).
     pub old_model_identity: Option<String>,
+    /// The new side's model identity, when it is a training checkpoint.
     pub new_model_identity: Option<String>,
+    /// Metadata entries on the old side.
     pub old_metadata_count: usize,
+    /// Metadata entries on the new side.
     pub new_metadata_count: usize,
+    /// Tensors on the old side.
     pub old_tensor_count: usize,
+    /// Tensors on the new side.
     pub new_tensor_count: usize,
     /// Sorted by key.
     pub metadata: Vec<MetadataChange>,
@@ -81,6 +94,7 @@ pub struct StructuralDiff {
     pub layout: Option<LayoutChange>,
     /// Each side's missing tensor data, when it is cut short: beside the identity, not in it.
     pub old_incomplete: Option<crate::artifact::Incomplete>,
+    /// The new side's missing tensor data, when it is cut short.
     pub new_incomplete: Option<crate::artifact::Incomplete>,
     /// A side is a training checkpoint, with a model identity beside its structural one:
     /// changes of its other groups are listed beside an equal model identity.
@@ -182,6 +196,7 @@ impl LayoutChange {
 }
 
 impl StructuralDiff {
+    /// The diff from `old` to `new`.
     pub fn between(old: &Artifact, new: &Artifact) -> Self {
         StructuralDiff {
             old_format: old.format,
@@ -252,10 +267,12 @@ impl StructuralDiff {
         self.is_identical() && self.layout.is_some()
     }
 
+    /// The two sides are of different formats.
     pub fn format_changed(&self) -> bool {
         self.old_format != self.new_format
     }
 
+    /// How many entries were added, removed and changed.
     pub fn counts(&self) -> DiffCounts {
         let mut counts = DiffCounts::default();
         for m in &self.metadata {

@@ -64,6 +64,7 @@ pub enum Error {
 }
 
 impl Error {
+    /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

@@ -28,6 +28,7 @@ const VERSIONS: [&str; 2] = [
 pub struct Pointer {
     /// 64 lowercase hex digits (without the `sha256:` prefix).
     pub oid: String,
+    /// Bytes of the object.
     pub size: u64,
 }
 

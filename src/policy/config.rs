@@ -31,6 +31,7 @@ pub(super) const MAX_GLOBS: usize = 4096;
 pub struct Policy {
     /// The file it was read from, as given (used in messages).
     pub source: PathBuf,
+    /// The rules in the order the file gives them.
     pub rules: Vec<Rule>,
 }
 

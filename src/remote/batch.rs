@@ -75,7 +75,9 @@ pub(crate) trait CredentialSource: Sync {
 /// An object to download.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LfsObject {
+    /// The object's SHA-256 (hex).
     pub oid: String,
+    /// Bytes of the object.
     pub size: u64,
 }
 
@@ -107,10 +109,13 @@ impl Action {
 /// The server's answer for one object.
 #[derive(Debug, Clone)]
 pub enum ObjectOutcome {
+    /// Where to download the object from.
     Download(Action),
     /// A per-object error: its code (404 missing, 410 removed, 422 invalid, ...) and message.
     Failed {
+        /// The error code.
         code: u32,
+        /// The server's message.
         message: String,
     },
 }

@@ -7,14 +7,21 @@
 /// Sums over some elements of a tensor pair; merged across pieces.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Sums {
+    /// Elements compared.
     pub elements: u64,
+    /// Elements whose values differ.
     pub changed: u64,
+    /// Elements not finite on a side (NaN or infinite).
     pub nonfinite: u64,
+    /// The largest |b − a| over finite elements.
     pub max_abs_diff: f64,
     /// Σ a², Σ b², Σ (b - a)², Σ a b over the positions where both sides are finite.
     pub sum_sq_old: f64,
+    /// Σ b².
     pub sum_sq_new: f64,
+    /// Σ (b − a)².
     pub sum_sq_diff: f64,
+    /// Σ a b.
     pub dot: f64,
     /// Some value did not convert to f64 exactly (a 64-bit integer of magnitude ≥ 2^53): the
     /// norms and max |b - a| are approximate.
@@ -52,6 +59,7 @@ impl Sums {
         self.changed += u64::from(a != b);
     }
 
+    /// Adds `other`'s sums (of another part of the same tensor).
     pub fn merge(&mut self, other: &Sums) {
         // Sums of squares at two scales: the smaller is brought to the larger.
         let mut other = *other;
@@ -522,6 +530,7 @@ impl ValueStats {
         }
     }
 
+    /// The figures of a tensor from its sums.
     pub fn from_sums(s: &Sums) -> ValueStats {
         let norm_old = s.sum_sq_old.sqrt();
         let norm_new = s.sum_sq_new.sqrt();

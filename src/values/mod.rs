@@ -221,7 +221,9 @@ const CHECK: usize = 4 << 20;
 /// One side of a comparison: the parsed header and the bytes of its file, or of each file of a
 /// multi-file model (in the order of its `ModelFiles::parts`).
 pub struct Side<'a> {
+    /// The model.
     pub artifact: &'a Artifact,
+    /// The bytes of its files, in the order the model names them.
     pub files: &'a [ModelBytes],
 }
 

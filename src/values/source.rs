@@ -47,10 +47,12 @@ impl ModelBytes {
         }
     }
 
+    /// The file's path.
     pub fn name(&self) -> &Path {
         &self.name
     }
 
+    /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
         match &self.storage {
             Storage::Mapped(map) => map,

@@ -164,6 +164,7 @@ impl Codec {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+/// What a segment of a lossless `.wdelta` holds.
 pub enum SegmentKind {
     /// Bytes that are not tensor data.
     Bytes,
@@ -174,6 +175,7 @@ pub enum SegmentKind {
 }
 
 impl SegmentKind {
+    /// The name the header and `delta inspect` use.
     pub fn name(self) -> &'static str {
         match self {
             SegmentKind::Bytes => "bytes",
@@ -248,10 +250,13 @@ pub struct Chunk {
 /// A parsed lossless `.wdelta` (the checksum is checked apart: [`verify_lossless_checksum`]).
 #[derive(Debug, Clone)]
 pub struct LosslessContainer {
+    /// The JSON header.
     pub header: LosslessHeader,
+    /// The compressed chunks, in file order.
     pub chunks: Vec<Chunk>,
     /// Bytes of the file.
     pub file_len: u64,
+    /// Bytes of the header, from the start of the file.
     pub header_len: u64,
 }
 

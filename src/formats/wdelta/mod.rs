@@ -72,12 +72,16 @@ pub(crate) fn is_wdelta_path(path: &str) -> bool {
 /// Compression strategy of one tensor (and the default of a file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Strategy {
+    /// The changes of largest magnitude, each with its index (`sparse`).
     Sparse,
+    /// The sign of every change and one scale per row, BitDelta-style (`quantized`).
     Quantized,
+    /// Every change in 4 bits, with the largest kept as float16 outliers (`int4`).
     Int4,
 }
 
 impl Strategy {
+    /// The name the header and the command line use.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Sparse => "sparse",
@@ -86,6 +90,7 @@ impl Strategy {
         }
     }
 
+    /// The strategy of that name.
     pub fn parse(s: &str) -> Option<Strategy> {
         match s {
             "sparse" => Some(Strategy::Sparse),
@@ -327,7 +332,9 @@ impl TensorEntry {
 /// The parsed JSON header.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Header {
+    /// The structural hash of the base the delta applies to.
     pub parent_hash: String,
+    /// How the changes are stored.
     pub strategy: Strategy,
     /// The fine-tuned model's safetensors `__metadata__`, written when it differs from the
     /// base's, so `apply` rebuilds it (readers that do not know the key skip it).
@@ -344,13 +351,18 @@ pub struct Header {
 /// figure is null when infinite (a zero update that does not come back exactly).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LossFigures {
+    /// ‖rebuilt − ft‖ / ‖ft‖ over the whole model.
     pub rel_l2: Option<f64>,
+    /// ‖rebuilt − ft‖ / ‖ft − base‖ over the whole model: the share of the update lost.
     pub update_lost: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The tensor that lost the largest share of its update.
     pub worst_tensor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// That tensor's rel_l2.
     pub worst_rel_l2: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// That tensor's share of its update lost.
     pub worst_update_lost: Option<f64>,
 }
 

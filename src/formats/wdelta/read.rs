@@ -16,11 +16,15 @@ use super::{
 /// bytes (often a memory map owned beside it); methods that read arrays take them again.
 #[derive(Debug, Clone)]
 pub struct WdeltaFile {
+    /// The format version (1 or 2; 3 is [`crate::formats::wdelta::lossless`]).
     pub version: u32,
+    /// The parsed JSON header.
     pub header: Header,
     /// Bytes of the JSON header.
     pub header_len: usize,
+    /// Where each tensor's records lie.
     pub records: RecordIndex,
+    /// Bytes of the file.
     pub file_len: usize,
 }
 
@@ -72,6 +76,7 @@ impl WdeltaFile {
         &bytes[record.data_offset..record.data_offset + record.data_len]
     }
 
+    /// The record `field` of `tensor`, or an error naming both.
     pub fn record(&self, tensor: &str, field: &str) -> Result<&Record, WdeltaError> {
         self.find_record(tensor, field)
             .ok_or_else(|| WdeltaError::MissingRecord {

@@ -12,9 +12,13 @@ use super::{ArrayDtype, CHECKSUM_LEN, Header, MAGIC, Params};
 /// One array to write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OwnedArray {
+    /// The record's field name (`values`, `indices`, `scales`, ...).
     pub field: &'static str,
+    /// The element type of `data`.
     pub dtype: ArrayDtype,
+    /// The array's shape.
     pub shape: Vec<u64>,
+    /// The elements, little-endian.
     pub data: Vec<u8>,
 }
 
