@@ -50,4 +50,4 @@ pub(crate) use store::{
     restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
 };
 pub(crate) use verify::verify_lineage;
-pub use verify::{UpdateLoss, reconstruction_error, record_loss, update_loss};
+pub use verify::{UpdateLoss, reconstruction_error, update_loss};
