@@ -10,14 +10,20 @@ use crate::formats::wdelta::lossless::Codec;
 const Q8_0_BLOCK: usize = 34;
 const Q8_0_SCALE: usize = 2;
 
-/// The codec for a tensor of the core's dtype `dtype` holding `len` bytes.
-pub(crate) fn codec_for(dtype: &str, len: u64) -> Codec {
+/// The codec for a tensor of the core's dtype `dtype` holding `len` bytes, stored against a
+/// base's tensor (`against_base`) or whole. Against a base, elements are subtracted and
+/// zigzagged (on the generated pairs of scripts/bench-lossless.sh: bf16 planes 2.53 -> 2.27 MB,
+/// float32 7.38 -> 7.08 MB); whole, the sign and exponent stay together in the top plane.
+pub(crate) fn codec_for(dtype: &str, len: u64, against_base: bool) -> Codec {
     let codec = match crate::dtype::by_name(dtype) {
         Some(_) if dtype == "q8_0" => Codec::Q8_0,
-        Some(d) if d.block_size == 1 => match d.block_bits {
-            16 => Codec::Planes2,
-            32 => Codec::Planes4,
-            64 => Codec::Planes8,
+        Some(d) if d.block_size == 1 => match (d.block_bits, against_base) {
+            (16, false) => Codec::Planes2,
+            (32, false) => Codec::Planes4,
+            (64, false) => Codec::Planes8,
+            (16, true) => Codec::Sub2,
+            (32, true) => Codec::Sub4,
+            (64, true) => Codec::Sub8,
             _ => Codec::Bytes,
         },
         _ => Codec::Bytes,
@@ -51,6 +57,9 @@ pub(crate) fn encode(codec: Codec, ft: &[u8], base: Option<&[u8]>, out: &mut Vec
         Codec::Planes2 => split::<2>(ft, base, out),
         Codec::Planes4 => split::<4>(ft, base, out),
         Codec::Planes8 => split::<8>(ft, base, out),
+        Codec::Sub2 => sub_split::<2>(ft, base, out),
+        Codec::Sub4 => sub_split::<4>(ft, base, out),
+        Codec::Sub8 => sub_split::<8>(ft, base, out),
         Codec::Q8_0 => {
             let n = ft.len() / Q8_0_BLOCK;
             let (scales, quants) = out.split_at_mut(n * Q8_0_SCALE);
@@ -85,6 +94,9 @@ pub(crate) fn decode(codec: Codec, planes: &[u8], base: Option<&[u8]>, out: &mut
         Codec::Planes2 => join::<2>(planes, base, out),
         Codec::Planes4 => join::<4>(planes, base, out),
         Codec::Planes8 => join::<8>(planes, base, out),
+        Codec::Sub2 => sub_join::<2>(planes, base, out),
+        Codec::Sub4 => sub_join::<4>(planes, base, out),
+        Codec::Sub8 => sub_join::<8>(planes, base, out),
         Codec::Q8_0 => {
             let n = out.len() / Q8_0_BLOCK;
             let (scales, quants) = planes.split_at(n * Q8_0_SCALE);
@@ -136,6 +148,48 @@ fn join<const S: usize>(planes: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
     }
 }
 
+/// Element `i` of `bytes` (elements of `S` bytes) as a little-endian integer.
+fn element<const S: usize>(bytes: &[u8], i: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v[..S].copy_from_slice(&bytes[i * S..i * S + S]);
+    u64::from_le_bytes(v)
+}
+
+/// All ones in the low `S` bytes.
+const fn mask<const S: usize>() -> u64 {
+    if S == 8 { u64::MAX } else { (1 << (8 * S)) - 1 }
+}
+
+/// (ft - base) mod 2^bits, zigzagged: 0, -1, 1, -2, ... become 0, 1, 2, 3, ...
+fn sub_split<const S: usize>(ft: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
+    let n = ft.len() / S;
+    let m = mask::<S>();
+    for i in 0..n {
+        let b = base.map_or(0, |b| element::<S>(b, i));
+        let d = element::<S>(ft, i).wrapping_sub(b) & m;
+        let negative = (d >> (8 * S - 1)) & 1;
+        let z = ((d << 1) & m) ^ negative.wrapping_neg() & m;
+        for k in 0..S {
+            out[k * n + i] = (z >> (8 * k)) as u8;
+        }
+    }
+}
+
+fn sub_join<const S: usize>(planes: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
+    let n = out.len() / S;
+    let m = mask::<S>();
+    for i in 0..n {
+        let mut z = 0u64;
+        for k in 0..S {
+            z |= (planes[k * n + i] as u64) << (8 * k);
+        }
+        let d = (z >> 1) ^ (z & 1).wrapping_neg() & m;
+        let b = base.map_or(0, |b| element::<S>(b, i));
+        let v = b.wrapping_add(d) & m;
+        out[i * S..i * S + S].copy_from_slice(&v.to_le_bytes()[..S]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +205,9 @@ mod tests {
             Codec::Planes4,
             Codec::Planes8,
             Codec::Q8_0,
+            Codec::Sub2,
+            Codec::Sub4,
+            Codec::Sub8,
         ] {
             for b in [None, Some(base.as_slice())] {
                 let mut planes = Vec::new();

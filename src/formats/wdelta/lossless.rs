@@ -137,6 +137,16 @@ pub enum Codec {
     /// quants subtracted (mod 256) in a third.
     #[serde(rename = "q8_0")]
     Q8_0,
+    /// Elements of 2, 4 or 8 bytes read as little-endian integers, the base's subtracted (mod
+    /// 2^bits) and zigzagged (small changes either way become small numbers, where XOR spreads
+    /// a carry over the low bits), one plane per byte position. Written since the codec was
+    /// added; files written before use the planes codecs, which every reader still decodes.
+    #[serde(rename = "sub2")]
+    Sub2,
+    #[serde(rename = "sub4")]
+    Sub4,
+    #[serde(rename = "sub8")]
+    Sub8,
 }
 
 impl Codec {
@@ -144,9 +154,9 @@ impl Codec {
     pub fn unit(self) -> u64 {
         match self {
             Codec::Bytes => 1,
-            Codec::Planes2 => 2,
-            Codec::Planes4 => 4,
-            Codec::Planes8 => 8,
+            Codec::Planes2 | Codec::Sub2 => 2,
+            Codec::Planes4 | Codec::Sub4 => 4,
+            Codec::Planes8 | Codec::Sub8 => 8,
             Codec::Q8_0 => 34,
         }
     }
@@ -158,6 +168,9 @@ impl Codec {
             Codec::Planes4 => "planes4",
             Codec::Planes8 => "planes8",
             Codec::Q8_0 => "q8_0",
+            Codec::Sub2 => "sub2",
+            Codec::Sub4 => "sub4",
+            Codec::Sub8 => "sub8",
         }
     }
 }
