@@ -22,7 +22,7 @@ pub(crate) const ZSTD_LEVEL_Q8_0: i32 = 9;
 /// The zstd level of a codec's frames.
 pub(crate) fn zstd_level(codec: Codec) -> i32 {
     match codec {
-        Codec::Q8_0 => ZSTD_LEVEL_Q8_0,
+        Codec::Q8_0 | Codec::Q8_0Z => ZSTD_LEVEL_Q8_0,
         _ => ZSTD_LEVEL,
     }
 }

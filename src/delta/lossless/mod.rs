@@ -29,7 +29,7 @@ mod tests {
     use super::planes;
     use crate::formats::wdelta::lossless::{Codec, LosslessContainer};
 
-    const CODECS: [Codec; 8] = [
+    const CODECS: [Codec; 9] = [
         Codec::Bytes,
         Codec::Planes2,
         Codec::Planes4,
@@ -38,6 +38,7 @@ mod tests {
         Codec::Sub2,
         Codec::Sub4,
         Codec::Sub8,
+        Codec::Q8_0Z,
     ];
 
     /// Encodes and compresses as `create` does, then decodes as `apply` does.
@@ -179,7 +180,7 @@ mod tests {
         assert_eq!(planes::codec_for("bf16", 8, true), Codec::Sub2);
         assert_eq!(planes::codec_for("f32", 8, true), Codec::Sub4);
         assert_eq!(planes::codec_for("f64", 8, true), Codec::Sub8);
-        assert_eq!(planes::codec_for("q8_0", 68, true), Codec::Q8_0);
+        assert_eq!(planes::codec_for("q8_0", 68, true), Codec::Q8_0Z);
         assert_eq!(planes::codec_for("f32", 6, true), Codec::Bytes);
     }
 }
