@@ -336,21 +336,6 @@ fn loss_summary(loss: &delta::UpdateLoss) -> String {
     s
 }
 
-/// Measures what the lossy delta at `out` loses (against `base` alone, no chain), and records the figures in its header (key `loss`, shown by `delta inspect`).
-fn measure_loss(base: &Model, out: &Path, ft: &Model, run: &RunOptions) -> Result<String> {
-    let d = OpenDelta::open(out)?;
-    let loss = delta::update_loss(base, &d, ft, run)?;
-    delta::record_loss(&d, &loss)?;
-    Ok(loss_summary(&loss))
-}
-
-/// The size of the delta at `out` now that its header holds the loss figures.
-fn recorded_size(out: &Path) -> Result<u64> {
-    Ok(std::fs::metadata(out)
-        .map_err(|e| crate::error::Error::io(out, e))?
-        .len())
-}
-
 fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
     let (base_file, ft_file) = (
         opener.local_file(&a.base)?,
@@ -372,7 +357,7 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
     let base = Model::open(&base_file.path)?;
     let ft = Model::open(&ft_file.path)?;
     let links = open_all(&a.chain)?;
-    let mut c = delta::create(
+    let c = delta::create(
         &base,
         &links,
         &ft,
@@ -380,15 +365,8 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
         &a.encode.options(lossy),
         &a.run.options(),
     )?;
-    let loss = if links.is_empty() {
-        let loss = measure_loss(&base, &a.output, &ft, &a.run.options())?;
-        c.file_bytes = recorded_size(&a.output)?;
-        loss
-    } else {
-        String::new()
-    };
     let mut text = created_summary(&a.output, &c);
-    text.push_str(&loss);
+    text.push_str(&c.loss.as_ref().map(loss_summary).unwrap_or_default());
     say(text)
 }
 
@@ -585,22 +563,16 @@ fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
             crate::delta::store_lossless(&finetuned.path, &parent.path, &out, &a.run.options())?;
         return say(lossless_summary(&out, &c));
     };
-    let mut c = crate::delta::store_as_delta(
+    let c = crate::delta::store_as_delta(
         &finetuned.path,
         &parent.path,
         &out,
         &a.encode.options(lossy),
         &a.run.options(),
     )?;
-    // Against plain weights (a parent that is a .wdelta is a chain: not measured here).
-    let mut loss = String::new();
-    if let Ok(base) = Model::open(&parent.path) {
-        let ft = Model::open(&finetuned.path)?;
-        loss = measure_loss(&base, &out, &ft, &a.run.options())?;
-        c.file_bytes = recorded_size(&out)?;
-    }
+    // Measured against plain weights (a parent that is a .wdelta is a chain: not measured).
     let mut text = created_summary(&out, &c);
-    text.push_str(&loss);
+    text.push_str(&c.loss.as_ref().map(loss_summary).unwrap_or_default());
     text.push_str(&format!(
         "strategy: {} (lossy, chosen with --strategy: `delta restore` gives back an approximation \
          of the stored model, not its bytes)\n",

@@ -21,6 +21,7 @@ use crate::formats::wdelta::{
 /// What to encode with.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EncodeOptions {
+    /// The strategy every tensor is stored with.
     pub strategy: Strategy,
     /// sparse: fraction of entries dropped, in [0, 1).
     pub sparsity: f64,

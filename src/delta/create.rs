@@ -12,10 +12,11 @@ use super::open::OpenDelta;
 use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
 use super::reconstruct::{IntReconstructor, reconstruct_into};
-use super::verify::verify_lineage;
+use super::verify::{LossSums, LossTally, UpdateLoss, rebuild_as_applied, verify_lineage};
 use crate::error::Error;
 use crate::formats::wdelta::{
-    ArrayRef, Header, OwnedArray, SUPPORTED_VERSIONS, TensorArrays, WdeltaWriter,
+    ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, TensorArrays, WdeltaWriter,
+    header_json, header_json_in_room, widest_loss,
 };
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -23,6 +24,8 @@ type Result<T, E = DeltaError> = std::result::Result<T, E>;
 thread_local! {
     /// Per-worker buffer for a tensor's delta in `create`.
     static DELTA_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per-worker buffer for a tensor's base values, kept while the loss is measured.
+    static BASE_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// What `create` wrote.
@@ -33,6 +36,9 @@ pub(crate) struct Created {
     pub(crate) file_bytes: u64,
     /// Bytes the finetuned tensors take as stored.
     pub(crate) dense_bytes: u64,
+    /// What the delta loses against the fine-tune (measured against a plain base; a chain's
+    /// loss is not), as recorded in its header.
+    pub(crate) loss: Option<UpdateLoss>,
 }
 
 /// Writes the delta of `finetuned` against `base` (or against the float32 reconstruction of
@@ -66,11 +72,14 @@ pub(crate) fn create(
         let v = verify_lineage(base, links, true, run)?;
         Some(v.link_hashes.last().cloned().unwrap_or_default())
     };
+    // Against a plain base, the loss is measured in the encoding pass; the header is written
+    // with room for the figures and filled in once they are known.
+    let measure = links.is_empty();
     let header_for = |parent_hash: String| Header {
         parent_hash,
         strategy: enc.strategy,
         metadata: (ft.metadata != base.metadata).then(|| ft.metadata.clone()),
-        loss: None,
+        loss: measure.then(|| widest_loss(base.tensors.keys().map(String::as_str))),
         tensors: base
             .tensors
             .iter()
@@ -83,6 +92,7 @@ pub(crate) fn create(
     let names: Vec<&String> = base.tensors.keys().collect();
     let bar = run.bar(ft.data_bytes(), "creating");
     let mut file_bytes = 0;
+    let mut loss = None;
     let mut parent_hash = known.clone().unwrap_or_default();
     std::thread::scope(|s| {
         let mut hasher = known
@@ -95,8 +105,10 @@ pub(crate) fn create(
             let mut late = LateWriter {
                 out: Some(w),
                 writer: None,
+                hashed: !measure,
                 pending: Vec::new(),
             };
+            let mut tally = LossTally::default();
             ordered_parallel::<_, DeltaError>(
                 names.len(),
                 run.threads(),
@@ -112,6 +124,12 @@ pub(crate) fn create(
                     }
                     let d = &mut scratch[..n];
                     reconstruct_into(base, links, name, d)?;
+                    let mut kept = measure.then(|| {
+                        let mut b = BASE_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+                        b.clear();
+                        b.extend_from_slice(d);
+                        b
+                    });
                     let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
                     for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
                         let f = &mut buf[..chunk.len()];
@@ -132,9 +150,20 @@ pub(crate) fn create(
                     if t.elem.is_some_and(|e| !e.is_float()) {
                         check_integers_exact(base, links, ft, name, &t.shape, enc, &arrays)?;
                     }
-                    Ok((tf.len as u64, arrays))
+                    let sums = match kept.take() {
+                        Some(b) => {
+                            let sums = loss_sums(base, ft, name, &t.shape, enc, &arrays, &b);
+                            BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
+                            Some(sums?)
+                        }
+                        None => None,
+                    };
+                    Ok((tf.len as u64, arrays, sums))
                 },
-                |i, (len, arrays): (u64, Vec<OwnedArray>)| {
+                |i, (len, arrays, sums): (u64, Vec<OwnedArray>, Option<LossSums>)| {
+                    if let Some(sums) = sums {
+                        tally.push(names[i], sums);
+                    }
                     if parent.is_none()
                         && hasher
                             .as_ref()
@@ -161,15 +190,27 @@ pub(crate) fn create(
                     .map(|h| h.join().expect("hashing thread"))
                     .transpose()?;
             }
-            let header = header_for(parent.clone().unwrap_or_default());
+            let mut header = header_for(parent.clone().unwrap_or_default());
             late.flush(Some(&header), enc.version, &names, out)?;
-            let writer = late.writer;
-            let (_, total) = writer
-                .expect("the header is written once the hash is known")
-                .finish()
-                .map_err(|e| Error::io(out, e))?;
-            buffered.flush().map_err(|e| Error::io(out, e))?;
-            file_bytes = total;
+            let writer = late
+                .writer
+                .expect("the header is written once the hash is known");
+            file_bytes = if measure {
+                let (_, written) = writer.finish_unhashed();
+                buffered.flush().map_err(|e| Error::io(out, e))?;
+                drop(buffered);
+                let measured = tally.finish();
+                let room = header_json(&header, enc.version).len();
+                header.loss = Some(measured.figures());
+                let json = header_json_in_room(&header, enc.version, room)
+                    .expect("the reserved room holds any loss figures of these tensors");
+                loss = Some(measured);
+                seal_with_header(file, out, &json, written)?
+            } else {
+                let (_, total) = writer.finish().map_err(|e| Error::io(out, e))?;
+                buffered.flush().map_err(|e| Error::io(out, e))?;
+                total
+            };
             parent_hash = parent.unwrap_or_default();
             Ok(())
         })
@@ -180,7 +221,68 @@ pub(crate) fn create(
         tensors: names.len(),
         file_bytes,
         dense_bytes: ft.data_bytes(),
+        loss,
     })
+}
+
+/// One tensor's [`LossSums`]: its encoded delta decoded as `apply` decodes it, added to the
+/// base values `b` as `apply` adds it, against the fine-tuned values read again chunk by chunk.
+fn loss_sums(
+    base: &Model,
+    ft: &Model,
+    name: &str,
+    shape: &[u64],
+    enc: &EncodeOptions,
+    arrays: &[OwnedArray],
+    b: &[f32],
+) -> Result<LossSums> {
+    let t = &base.tensors[name];
+    let elem = base.elem(name, t)?;
+    let tf = &ft.tensors[name];
+    let entry = codec::entry_for(shape, enc, None);
+    let refs = TensorArrays {
+        fields: arrays
+            .iter()
+            .map(|a| ArrayRef {
+                dtype: a.dtype,
+                data: &a.data,
+            })
+            .collect(),
+    };
+    let mut decoder = codec::Decoder::new(&entry, &refs);
+    let len = CHUNK_ELEMS.min(b.len());
+    let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+    let mut raw = Vec::new();
+    let mut sums = LossSums::default();
+    for (ci, b) in b.chunks(CHUNK_ELEMS).enumerate() {
+        let n = b.len();
+        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, &mut f[..n])?;
+        decoder.fill(&mut d[..n]);
+        rebuild_as_applied(elem, b, &d[..n], &mut r[..n], &mut raw);
+        sums.add(&r[..n], &f[..n], b);
+    }
+    Ok(sums)
+}
+
+/// Finishes a delta written without its checksum ([`WdeltaWriter::new_unhashed`]): writes
+/// `header` over the one of the same length at the start, then hashes the `written` bytes (read
+/// back from the page cache) and appends the checksum. Returns the file's length.
+fn seal_with_header(file: &std::fs::File, out: &Path, header: &[u8], written: u64) -> Result<u64> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::FileExt;
+    let io = |e| Error::io(out, e);
+    file.write_all_at(header, PREAMBLE_LEN as u64).map_err(io)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; (1 << 20).min(written as usize)];
+    let mut at = 0;
+    while at < written {
+        let n = buf.len().min((written - at) as usize);
+        file.read_exact_at(&mut buf[..n], at).map_err(io)?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    file.write_all_at(&hasher.finalize(), written).map_err(io)?;
+    Ok(written + crate::formats::wdelta::CHECKSUM_LEN as u64)
 }
 
 /// An integer (or boolean) tensor of the base has the same dtype in the fine-tuned model.
@@ -276,6 +378,8 @@ fn validate_encode_options(enc: &EncodeOptions) -> Result<()> {
 struct LateWriter<W: std::io::Write> {
     out: Option<W>,
     writer: Option<WdeltaWriter<W>>,
+    /// Whether the writer computes the checksum (not when the header is rewritten after).
+    hashed: bool,
     pending: Vec<(usize, Vec<OwnedArray>)>,
 }
 
@@ -292,7 +396,12 @@ impl<W: std::io::Write> LateWriter<W> {
             && let Some(h) = header
             && let Some(w) = self.out.take()
         {
-            self.writer = Some(WdeltaWriter::new(w, h, version).map_err(|e| Error::io(out, e))?);
+            let writer = if self.hashed {
+                WdeltaWriter::new(w, h, version)
+            } else {
+                WdeltaWriter::new_unhashed(w, h, version)
+            };
+            self.writer = Some(writer.map_err(|e| Error::io(out, e))?);
         }
         if let Some(wr) = &mut self.writer {
             for (i, arrays) in self.pending.drain(..) {

@@ -105,13 +105,6 @@ pub enum DeltaError {
         expected: String,
         actual: String,
     },
-    /// The header with the loss figures added does not fit the format's u32 length.
-    #[error(
-        "{}: the header with the loss figures would be {len} bytes, more than the format's \
-         u32 header length allows",
-        shown_path(.path)
-    )]
-    LossHeaderTooLong { path: PathBuf, len: usize },
     /// What a lossless delta cannot do yet, named.
     #[error("{}: {what}", shown_path(.path))]
     LosslessUnsupported { path: PathBuf, what: String },

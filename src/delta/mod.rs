@@ -52,4 +52,4 @@ pub(crate) use store::{
 };
 pub use verify::reconstruction_error;
 pub(crate) use verify::verify_lineage;
-pub(crate) use verify::{UpdateLoss, record_loss, update_loss};
+pub(crate) use verify::{UpdateLoss, update_loss};

@@ -260,7 +260,9 @@ struct Shard {
 /// A safetensors model: one file or the shards of a directory.
 #[derive(Debug)]
 pub struct Model {
+    /// The file, or the directory of the shards.
     pub path: PathBuf,
+    /// Every tensor by name, with where its bytes lie.
     pub tensors: BTreeMap<String, TensorSource>,
     /// `__metadata__` of the file (of the first shard for a directory).
     pub metadata: BTreeMap<String, String>,
@@ -454,6 +456,7 @@ impl Model {
         })
     }
 
+    /// The file that holds tensor `t`.
     pub fn shard_path(&self, t: &TensorSource) -> &Path {
         &self.shards[t.shard].path
     }

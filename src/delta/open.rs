@@ -23,7 +23,9 @@ type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// A `.wdelta` file, checksum verified and validated, with its bytes.
 pub struct OpenDelta {
+    /// The file, as given.
     pub path: PathBuf,
+    /// Its header and the index of its records.
     pub file: WdeltaFile,
     bytes: Vec<u8>,
     /// Opened with [`OpenDelta::open_deferred`]: the checksum is still to be verified.
@@ -40,6 +42,7 @@ impl std::fmt::Debug for OpenDelta {
 }
 
 impl OpenDelta {
+    /// Reads and validates the `.wdelta` at `path`, its checksum verified.
     pub fn open(path: &Path) -> Result<OpenDelta> {
         Self::open_with(path, false)
     }
@@ -89,6 +92,7 @@ impl OpenDelta {
         Ok(())
     }
 
+    /// Validates `bytes`, read from `path`, its checksum verified.
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<OpenDelta> {
         let parsed = Self::verify_and_parse(path, &bytes)?;
         Ok(OpenDelta {
@@ -108,10 +112,12 @@ impl OpenDelta {
         WdeltaFile::parse_verified(bytes).map_err(|e| DeltaError::format(path, e))
     }
 
+    /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
+    /// The structural hash of the base the delta applies to.
     pub fn parent_hash(&self) -> &str {
         &self.file.header.parent_hash
     }

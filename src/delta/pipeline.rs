@@ -15,12 +15,16 @@ use crate::progress::{Progress, Unit};
 /// the base even when its hash is remembered ([`super::base_hash`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
+    /// Worker threads; 0 is one per core.
     pub threads: usize,
+    /// Draw a progress bar.
     pub progress: bool,
+    /// Hash the base even when its hash is remembered.
     pub verify_base: bool,
 }
 
 impl RunOptions {
+    /// The worker threads to use: as given, or one per core.
     pub fn threads(&self) -> usize {
         if self.threads > 0 {
             self.threads

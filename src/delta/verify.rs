@@ -248,37 +248,6 @@ impl UpdateLoss {
     }
 }
 
-/// Rewrites the lossy delta `delta` (opened from its file) with `loss` in its header: the same
-/// records after the new header, a new checksum, written to a temporary file and renamed over
-/// the old one.
-pub(crate) fn record_loss(delta: &OpenDelta, loss: &UpdateLoss) -> Result<()> {
-    use crate::formats::wdelta::{CHECKSUM_LEN, MAGIC, PREAMBLE_LEN, header_json};
-    use std::io::Write as _;
-    let bytes = delta.bytes();
-    let mut header = delta.file.header.clone();
-    header.loss = Some(loss.figures());
-    let json = header_json(&header, delta.file.version);
-    let header_len = u32::try_from(json.len()).map_err(|_| DeltaError::LossHeaderTooLong {
-        path: delta.path.clone(),
-        len: json.len(),
-    })?;
-    let records = &bytes[PREAMBLE_LEN + delta.file.header_len..bytes.len() - CHECKSUM_LEN];
-    crate::fsutil::write_atomically(&delta.path, |out| {
-        let mut h = Sha256::new();
-        let mut put = |out: &mut std::io::BufWriter<&std::fs::File>, b: &[u8]| {
-            h.update(b);
-            out.write_all(b)
-        };
-        put(out, MAGIC)?;
-        put(out, &delta.file.version.to_le_bytes())?;
-        put(out, &header_len.to_le_bytes())?;
-        put(out, &json)?;
-        put(out, records)?;
-        out.write_all(&h.finalize())
-    })?;
-    Ok(())
-}
-
 /// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
 pub(crate) fn update_loss(
     base: &Model,
@@ -288,8 +257,7 @@ pub(crate) fn update_loss(
 ) -> Result<UpdateLoss> {
     check_against_base(delta, base)?;
     let names: Vec<&String> = base.tensors.keys().collect();
-    let mut loss = UpdateLoss::default();
-    let (mut err2, mut ft2, mut upd2) = (0f64, 0f64, 0f64);
+    let mut tally = LossTally::default();
     ordered_parallel::<_, DeltaError>(
         names.len(),
         run.threads(),
@@ -306,47 +274,92 @@ pub(crate) fn update_loss(
             })?;
             let f = finetuned.load_f32(name, ft_t)?;
             let d = delta.decode(name, b.len())?;
-            // What apply writes: base + delta (a zero delta keeps the base), in the base dtype.
-            let mut rebuilt: Vec<f32> = b
-                .iter()
-                .zip(&d)
-                .map(|(b, d)| if *d != 0.0 { *b + *d } else { *b })
-                .collect();
-            if elem.is_float() && elem != Elem::F32 {
-                let mut raw = vec![0u8; rebuilt.len() * elem.size()];
-                elem.write_f32(&rebuilt, &mut raw);
-                elem.to_f32(&raw, &mut rebuilt);
-            } else if !elem.is_float() {
-                for r in &mut rebuilt {
-                    *r = r.round_ties_even();
-                }
-            }
-            let mut s = (0f64, 0f64, 0f64);
-            for ((r, f), b) in rebuilt.iter().zip(&f).zip(&b) {
-                let (r, f, b) = (f64::from(*r), f64::from(*f), f64::from(*b));
-                // Non-finite values (NaN, infinities) are left out: they have no distance.
-                if !(r.is_finite() && f.is_finite() && b.is_finite()) {
-                    continue;
-                }
-                s.0 += (r - f) * (r - f);
-                s.1 += f * f;
-                s.2 += (f - b) * (f - b);
-            }
+            let mut rebuilt = vec![0f32; b.len()];
+            let mut raw = Vec::new();
+            rebuild_as_applied(elem, &b, &d, &mut rebuilt, &mut raw);
+            let mut s = LossSums::default();
+            s.add(&rebuilt, &f, &b);
             Ok(s)
         },
         |i, s| {
-            err2 += s.0;
-            ft2 += s.1;
-            upd2 += s.2;
-            loss.tensors.push((
-                names[i].clone(),
-                ratio(s.0.sqrt(), s.1.sqrt()),
-                ratio(s.0.sqrt(), s.2.sqrt()),
-            ));
+            tally.push(names[i], s);
             Ok(())
         },
     )?;
-    loss.rel_l2 = ratio(err2.sqrt(), ft2.sqrt());
-    loss.update_lost = ratio(err2.sqrt(), upd2.sqrt());
-    Ok(loss)
+    Ok(tally.finish())
+}
+
+/// What `apply` writes for base values `base` and decoded delta values `delta`, as float32:
+/// base + delta (a zero delta keeps the base), rounded to the base's dtype (`raw` is scratch).
+pub(crate) fn rebuild_as_applied(
+    elem: Elem,
+    base: &[f32],
+    delta: &[f32],
+    out: &mut [f32],
+    raw: &mut Vec<u8>,
+) {
+    for ((r, b), d) in out.iter_mut().zip(base).zip(delta) {
+        *r = if *d != 0.0 { *b + *d } else { *b };
+    }
+    if elem.is_float() && elem != Elem::F32 {
+        raw.resize(out.len() * elem.size(), 0);
+        elem.write_f32(out, raw);
+        elem.to_f32(raw, out);
+    } else if !elem.is_float() {
+        for r in out.iter_mut() {
+            *r = r.round_ties_even();
+        }
+    }
+}
+
+/// One tensor's sums of squares (float64, in element order) behind [`UpdateLoss`]:
+/// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖², over the elements where all three are finite.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LossSums {
+    err2: f64,
+    ft2: f64,
+    upd2: f64,
+}
+
+impl LossSums {
+    /// Adds the next elements of the tensor.
+    pub(crate) fn add(&mut self, rebuilt: &[f32], ft: &[f32], base: &[f32]) {
+        for ((r, f), b) in rebuilt.iter().zip(ft).zip(base) {
+            let (r, f, b) = (f64::from(*r), f64::from(*f), f64::from(*b));
+            // Non-finite values (NaN, infinities) are left out: they have no distance.
+            if !(r.is_finite() && f.is_finite() && b.is_finite()) {
+                continue;
+            }
+            self.err2 += (r - f) * (r - f);
+            self.ft2 += f * f;
+            self.upd2 += (f - b) * (f - b);
+        }
+    }
+}
+
+/// Gathers [`LossSums`] tensor by tensor, in name order, into an [`UpdateLoss`].
+#[derive(Debug, Default)]
+pub(crate) struct LossTally {
+    total: LossSums,
+    loss: UpdateLoss,
+}
+
+impl LossTally {
+    pub(crate) fn push(&mut self, name: &str, s: LossSums) {
+        self.total.err2 += s.err2;
+        self.total.ft2 += s.ft2;
+        self.total.upd2 += s.upd2;
+        self.loss.tensors.push((
+            name.to_string(),
+            ratio(s.err2.sqrt(), s.ft2.sqrt()),
+            ratio(s.err2.sqrt(), s.upd2.sqrt()),
+        ));
+    }
+
+    pub(crate) fn finish(mut self) -> UpdateLoss {
+        let t = self.total;
+        self.loss.rel_l2 = ratio(t.err2.sqrt(), t.ft2.sqrt());
+        self.loss.update_lost = ratio(t.err2.sqrt(), t.upd2.sqrt());
+        self.loss
+    }
 }

@@ -22,7 +22,7 @@ pub(crate) const ZSTD_LEVEL_Q8_0: i32 = 9;
 /// The zstd level of a codec's frames.
 pub(crate) fn zstd_level(codec: Codec) -> i32 {
     match codec {
-        Codec::Q8_0 => ZSTD_LEVEL_Q8_0,
+        Codec::Q8_0 | Codec::Q8_0Z => ZSTD_LEVEL_Q8_0,
         _ => ZSTD_LEVEL,
     }
 }
@@ -56,14 +56,23 @@ pub(crate) fn open_container(path: &Path) -> Result<(File, LosslessContainer), D
 /// Why a chunk's frame does not decode (the container names the chunk and its offset).
 #[derive(Debug, thiserror::Error)]
 pub enum ChunkError {
+    /// A chunk stored as "equal to the base" was decoded without the base.
     #[error("a chunk without a frame needs the base's bytes")]
     NoBase,
+    /// The chunk's length is not whole elements of its codec, or not the base's length.
     #[error("the chunk's length does not fit its codec or its base")]
     LengthMismatch,
+    /// The zstd frame is corrupt.
     #[error("zstd: {0}")]
     Zstd(#[source] std::io::Error),
+    /// The frame decompresses to another size than the chunk's.
     #[error("the frame decompresses to {decoded} bytes, the chunk has {expected}")]
-    WrongSize { decoded: usize, expected: usize },
+    WrongSize {
+        /// Bytes the frame gave.
+        decoded: usize,
+        /// Bytes the chunk has.
+        expected: usize,
+    },
 }
 
 /// Decodes one chunk's frame against the base's bytes (`None` for a chunk stored whole, and

@@ -90,7 +90,7 @@ fn plan_shard(base: &Model, ft: &Model, shard: usize, size: u64) -> Vec<Segment>
                 SegmentKind::Whole
             },
             len,
-            codec: planes::codec_for(t.dtype, len),
+            codec: planes::codec_for(t.dtype, len, against.is_some()),
             tensor: Some(name.clone()),
             dtype: Some(t.dtype.to_string()),
         });

@@ -29,12 +29,16 @@ mod tests {
     use super::planes;
     use crate::formats::wdelta::lossless::{Codec, LosslessContainer};
 
-    const CODECS: [Codec; 5] = [
+    const CODECS: [Codec; 9] = [
         Codec::Bytes,
         Codec::Planes2,
         Codec::Planes4,
         Codec::Planes8,
         Codec::Q8_0,
+        Codec::Sub2,
+        Codec::Sub4,
+        Codec::Sub8,
+        Codec::Q8_0Z,
     ];
 
     /// Encodes and compresses as `create` does, then decodes as `apply` does.
@@ -163,14 +167,20 @@ mod tests {
 
     #[test]
     fn codecs_follow_the_dtype() {
-        assert_eq!(planes::codec_for("bf16", 8), Codec::Planes2);
-        assert_eq!(planes::codec_for("f32", 8), Codec::Planes4);
-        assert_eq!(planes::codec_for("f64", 8), Codec::Planes8);
-        assert_eq!(planes::codec_for("i64", 8), Codec::Planes8);
-        assert_eq!(planes::codec_for("q8_0", 68), Codec::Q8_0);
-        assert_eq!(planes::codec_for("q4_k", 144), Codec::Bytes);
-        assert_eq!(planes::codec_for("u8", 3), Codec::Bytes);
+        assert_eq!(planes::codec_for("bf16", 8, false), Codec::Planes2);
+        assert_eq!(planes::codec_for("f32", 8, false), Codec::Planes4);
+        assert_eq!(planes::codec_for("f64", 8, false), Codec::Planes8);
+        assert_eq!(planes::codec_for("i64", 8, false), Codec::Planes8);
+        assert_eq!(planes::codec_for("q8_0", 68, false), Codec::Q8_0);
+        assert_eq!(planes::codec_for("q4_k", 144, false), Codec::Bytes);
+        assert_eq!(planes::codec_for("u8", 3, false), Codec::Bytes);
         // A length that is not whole elements falls back to bytes.
-        assert_eq!(planes::codec_for("f32", 6), Codec::Bytes);
+        assert_eq!(planes::codec_for("f32", 6, false), Codec::Bytes);
+        // Against a base, elements are subtracted; q8_0 and bytes keep their codec.
+        assert_eq!(planes::codec_for("bf16", 8, true), Codec::Sub2);
+        assert_eq!(planes::codec_for("f32", 8, true), Codec::Sub4);
+        assert_eq!(planes::codec_for("f64", 8, true), Codec::Sub8);
+        assert_eq!(planes::codec_for("q8_0", 68, true), Codec::Q8_0Z);
+        assert_eq!(planes::codec_for("f32", 6, true), Codec::Bytes);
     }
 }

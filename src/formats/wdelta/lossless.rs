@@ -137,6 +137,22 @@ pub enum Codec {
     /// quants subtracted (mod 256) in a third.
     #[serde(rename = "q8_0")]
     Q8_0,
+    /// Elements of 2, 4 or 8 bytes read as little-endian integers, the base's subtracted (mod
+    /// 2^bits) and zigzagged (small changes either way become small numbers, where XOR spreads
+    /// a carry over the low bits), one plane per byte position; `sub2`'s two planes are also
+    /// bit-transposed (see `q8_0z`). Written since the codec was
+    /// added; files written before use the planes codecs, which every reader still decodes.
+    #[serde(rename = "sub2")]
+    Sub2,
+    #[serde(rename = "sub4")]
+    Sub4,
+    #[serde(rename = "sub8")]
+    Sub8,
+    /// ggml q8_0 blocks against a base: the scales subtracted and zigzagged as `sub2` (two
+    /// planes), the quants subtracted (mod 256), zigzagged and bit-transposed (eight planes of
+    /// one bit of every quant: the mostly-zero changes of a fine-tune become runs of zeros).
+    #[serde(rename = "q8_0z")]
+    Q8_0Z,
 }
 
 impl Codec {
@@ -144,10 +160,10 @@ impl Codec {
     pub fn unit(self) -> u64 {
         match self {
             Codec::Bytes => 1,
-            Codec::Planes2 => 2,
-            Codec::Planes4 => 4,
-            Codec::Planes8 => 8,
-            Codec::Q8_0 => 34,
+            Codec::Planes2 | Codec::Sub2 => 2,
+            Codec::Planes4 | Codec::Sub4 => 4,
+            Codec::Planes8 | Codec::Sub8 => 8,
+            Codec::Q8_0 | Codec::Q8_0Z => 34,
         }
     }
 
@@ -158,6 +174,10 @@ impl Codec {
             Codec::Planes4 => "planes4",
             Codec::Planes8 => "planes8",
             Codec::Q8_0 => "q8_0",
+            Codec::Sub2 => "sub2",
+            Codec::Sub4 => "sub4",
+            Codec::Sub8 => "sub8",
+            Codec::Q8_0Z => "q8_0z",
         }
     }
 }

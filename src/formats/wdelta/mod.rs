@@ -26,8 +26,8 @@ pub(crate) use header::{is_sha256_hex, max_tensors};
 pub(crate) use lossless::LosslessError;
 pub use read::{WdeltaFile, sha256};
 pub(crate) use read::{check_record_size, index_iter, validate_tensor, verify_checksum};
-pub(crate) use write::WdeltaWriter;
 pub use write::{OwnedArray, header_json, write_to_vec};
+pub(crate) use write::{WdeltaWriter, header_json_in_room, widest_loss};
 
 /// A `.wdelta` of any version this reader knows, as the descriptions (`inspect`, `id`,
 /// textconv) take it: versions 1 and 2 (the lossy strategies) or 3 (lossless).
@@ -622,5 +622,51 @@ mod tests {
         // and a record per field.
         assert!(std::mem::size_of::<(TensorName, TensorEntry)>() <= 128);
         assert!(std::mem::size_of::<Option<Record>>() <= 64);
+    }
+
+    #[test]
+    fn loss_figures_fill_the_room_reserved_for_them_and_read_back_unchanged() {
+        let names = [
+            "short",
+            "a name with \u{1} a control byte and \"quotes\"",
+            "mid",
+        ];
+        let mut tensors = Tensors::new();
+        for n in names {
+            tensors.insert(n, entry(3));
+        }
+        let mut header = Header {
+            parent_hash: "ab".repeat(32),
+            strategy: Strategy::Sparse,
+            metadata: None,
+            loss: Some(widest_loss(names)),
+            tensors,
+        };
+        let room = header_json(&header, 2).len();
+        // The longest name, null figures, short and long floats: each fits the room exactly.
+        for (worst, figure) in [
+            (names[1], Some(1.0)),
+            (names[0], None),
+            (names[2], Some(0.14968991699814893)),
+            (names[1], Some(-1.7976931348623157e308)),
+        ] {
+            let loss = LossFigures {
+                rel_l2: figure,
+                update_lost: figure,
+                worst_tensor: Some(worst.to_string()),
+                worst_rel_l2: figure,
+                worst_update_lost: figure,
+            };
+            header.loss = Some(loss.clone());
+            let json = header_json_in_room(&header, 2, room).expect("fits the reserved room");
+            assert_eq!(json.len(), room);
+            let back = header::parse_header(&json, 2, 1000).expect("padded header parses");
+            assert_eq!(back.loss, Some(loss));
+        }
+        // No room for what does not fit, nor without figures.
+        header.loss = Some(widest_loss(names));
+        assert_eq!(header_json_in_room(&header, 2, room - 1), None);
+        header.loss = None;
+        assert_eq!(header_json_in_room(&header, 2, room), None);
     }
 }

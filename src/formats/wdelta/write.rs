@@ -7,7 +7,7 @@ use std::io::Write;
 
 use sha2::{Digest, Sha256};
 
-use super::{ArrayDtype, CHECKSUM_LEN, Header, MAGIC, Params};
+use super::{ArrayDtype, CHECKSUM_LEN, Header, LossFigures, MAGIC, Params};
 
 /// One array to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +26,34 @@ pub struct OwnedArray {
 /// shape, dtype, scalars, array references), tensors sorted by name; version 2 adds
 /// `base_dtype` and, for int4, `int4_layout`.
 pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
+    header_json_padded(header, version, 0)
+}
+
+/// The header as [`header_json`] writes it, made exactly `room` bytes long by spaces after the
+/// `loss` value (JSON whitespace), or `None` when it has no `loss` or does not fit. `create`
+/// writes the header with the room [`widest_loss`] takes before the figures are known, and
+/// this one over it once they are.
+pub(crate) fn header_json_in_room(header: &Header, version: u32, room: usize) -> Option<Vec<u8>> {
+    let len = header_json(header, version).len();
+    (header.loss.is_some() && len <= room).then(|| header_json_padded(header, version, room - len))
+}
+
+/// Loss figures that serialize at least as long as any a header of these tensor names can hold:
+/// the longest name, and every figure at the longest a float64 prints.
+pub(crate) fn widest_loss<'a>(names: impl IntoIterator<Item = &'a str>) -> LossFigures {
+    let worst = names.into_iter().max_by_key(|n| json_str(n).len());
+    // 17 significant digits, a sign and a three-digit exponent: the longest float64 in JSON.
+    let widest = Some(-2.2250738585072014e-308);
+    LossFigures {
+        rel_l2: widest,
+        update_lost: widest,
+        worst_tensor: worst.map(str::to_string),
+        worst_rel_l2: widest,
+        worst_update_lost: widest,
+    }
+}
+
+fn header_json_padded(header: &Header, version: u32, pad: usize) -> Vec<u8> {
     let mut s = String::new();
     s.push_str("{\"parent_hash\":");
     s.push_str(&json_str(&header.parent_hash));
@@ -46,6 +74,7 @@ pub fn header_json(header: &Header, version: u32) -> Vec<u8> {
     if let Some(loss) = &header.loss {
         s.push_str(",\"loss\":");
         s.push_str(&serde_json::to_string(loss).expect("loss figures serialize"));
+        s.extend(std::iter::repeat_n(' ', pad));
     }
     s.push_str(",\"tensors\":{");
     for (i, (name, e)) in header.tensors.iter().enumerate() {
@@ -134,16 +163,33 @@ pub(super) fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
 /// byte also feeds the checksum, which [`WdeltaWriter::finish`] appends.
 pub(crate) struct WdeltaWriter<W: Write> {
     out: W,
-    hasher: Sha256,
+    /// `None` when the caller computes the checksum ([`WdeltaWriter::new_unhashed`]).
+    hasher: Option<Sha256>,
     written: u64,
 }
 
 impl<W: Write> WdeltaWriter<W> {
     pub(crate) fn new(out: W, header: &Header, version: u32) -> std::io::Result<Self> {
+        Self::start(out, header, version, Some(Sha256::new()))
+    }
+
+    /// A writer that leaves the checksum out: for a header rewritten in place after the
+    /// records, the caller hashes the finished bytes and appends it
+    /// ([`WdeltaWriter::finish_unhashed`]).
+    pub(crate) fn new_unhashed(out: W, header: &Header, version: u32) -> std::io::Result<Self> {
+        Self::start(out, header, version, None)
+    }
+
+    fn start(
+        out: W,
+        header: &Header,
+        version: u32,
+        hasher: Option<Sha256>,
+    ) -> std::io::Result<Self> {
         let json = header_json(header, version);
         let mut w = WdeltaWriter {
             out,
-            hasher: Sha256::new(),
+            hasher,
             written: 0,
         };
         w.put(MAGIC)?;
@@ -160,7 +206,9 @@ impl<W: Write> WdeltaWriter<W> {
     }
 
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.hasher.update(bytes);
+        if let Some(h) = &mut self.hasher {
+            h.update(bytes);
+        }
         self.written += bytes.len() as u64;
         self.out.write_all(bytes)
     }
@@ -172,9 +220,17 @@ impl<W: Write> WdeltaWriter<W> {
 
     /// Appends the checksum; returns the total file length.
     pub(crate) fn finish(mut self) -> std::io::Result<(W, u64)> {
-        let digest = self.hasher.finalize();
-        self.out.write_all(&digest)?;
+        let hasher = self
+            .hasher
+            .take()
+            .expect("finish is for a hashing writer; finish_unhashed for the other");
+        self.out.write_all(&hasher.finalize())?;
         Ok((self.out, self.written + CHECKSUM_LEN as u64))
+    }
+
+    /// Without the checksum: the bytes written so far (preamble, header and records).
+    pub(crate) fn finish_unhashed(self) -> (W, u64) {
+        (self.out, self.written)
     }
 }
 
