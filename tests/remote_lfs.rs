@@ -134,7 +134,7 @@ fn object_size(repo: &Repo, rev: &str, path: &str) -> u64 {
 }
 
 fn cache_dir(repo: &Repo) -> PathBuf {
-    repo.dir.join(".git/weight-inspect/lfs-headers")
+    repo.dir.join(".git/weight-inspect/lfs-headers-v2")
 }
 
 fn cached_files(repo: &Repo) -> usize {

@@ -107,7 +107,7 @@ fn remote_zip_headers_are_judged_by_the_central_directory() {
     let storage = dir.path().join("lfs-storage");
     // giftless streams whole objects (Range ignored); the range server answers 206.
     for range in [false, true] {
-        let _ = std::fs::remove_dir_all(repo.dir.join(".git/weight-inspect/lfs-headers"));
+        let _ = std::fs::remove_dir_all(repo.dir.join(".git/weight-inspect/lfs-headers-v2"));
         let server = if range {
             LfsServer::range(&storage, "none", None)
         } else {

@@ -2,7 +2,7 @@
 //! files git hands its drivers become [`ModelSide`]s. LFS pointers lead to the local object
 //! store (only the header pages of an object are read); an object that is not there is read
 //! from the repository's LFS server — only its header, once per command for all the sides read
-//! together, and kept in `<git dir>/weight-inspect/lfs-headers/` so a second look needs no
+//! together, and kept in `<git dir>/weight-inspect/lfs-headers-v2/` so a second look needs no
 //! network — unless remote reads are off (`--offline`, `git config weight-inspect.remote
 //! false`).
 
@@ -502,7 +502,9 @@ pub(crate) fn header_cache(repo: &gix::Repository) -> HeaderCache {
 }
 
 pub(super) fn cache_dir(repo: &gix::Repository) -> PathBuf {
-    repo.common_dir().join("weight-inspect").join("lfs-headers")
+    // v2: a PyTorch zip's header is kept only after the zip directory at its end agreed with
+    // it; `lfs-headers` (v1) entries were kept without that check, so they are never read.
+    repo.common_dir().join("weight-inspect").join("lfs-headers-v2")
 }
 
 fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &RemoteMiss) {
