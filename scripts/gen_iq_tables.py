@@ -32,7 +32,7 @@ def main():
     )
     ksigns = np.frombuffer(quants.IQ2_XXS.ksigns, dtype=np.uint8)
     out.append(
-        "pub static KSIGNS: [u8; 128] = [" + ", ".join(str(int(x)) for x in ksigns) + "];\n"
+        "pub(super) static KSIGNS: [u8; 128] = [" + ", ".join(str(int(x)) for x in ksigns) + "];\n"
     )
     for name, cls, ty in [
         ("IQ2XXS_GRID", quants.IQ2_XXS, "u8"),
@@ -42,7 +42,7 @@ def main():
         ("IQ3S_GRID", quants.IQ3_S, "u8"),
         ("IQ1S_GRID", quants.IQ1_S, "i8"),
     ]:
-        out.append(f"pub static {name}: " + grid(cls, ty))
+        out.append(f"pub(super) static {name}: " + grid(cls, ty))
     text = "".join(out)
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:
