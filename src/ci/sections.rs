@@ -12,15 +12,7 @@ use crate::render::html as page;
 /// (strings hold no raw line break, so every line is indented alike).
 pub(crate) fn file_json(file: &ComparedFile) -> Result<String, CiError> {
     let text = serde_json::to_string_pretty(&file.json(true)).map_err(CiError::Serialize)?;
-    let mut out = String::with_capacity(text.len() + text.lines().count() * 4);
-    for (i, line) in text.lines().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str("    ");
-        out.push_str(line);
-    }
-    Ok(out)
+    Ok(crate::git::indented_json(&text))
 }
 
 /// A file's name as the page shows it (a rename as `old → new`).

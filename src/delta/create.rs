@@ -240,15 +240,7 @@ fn loss_sums(
     let elem = base.elem(name, t)?;
     let tf = &ft.tensors[name];
     let entry = codec::entry_for(shape, enc, None);
-    let refs = TensorArrays {
-        fields: arrays
-            .iter()
-            .map(|a| ArrayRef {
-                dtype: a.dtype,
-                data: &a.data,
-            })
-            .collect(),
-    };
+    let refs = array_refs(arrays);
     let mut decoder = codec::Decoder::new(&entry, &refs);
     let len = CHUNK_ELEMS.min(b.len());
     let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
@@ -318,15 +310,7 @@ fn check_integers_exact(
     arrays: &[OwnedArray],
 ) -> Result<()> {
     let entry = codec::entry_for(shape, enc, None);
-    let refs = TensorArrays {
-        fields: arrays
-            .iter()
-            .map(|a| ArrayRef {
-                dtype: a.dtype,
-                data: &a.data,
-            })
-            .collect(),
-    };
+    let refs = array_refs(arrays);
     let mut decoder = codec::Decoder::new(&entry, &refs);
     let mut prev = IntReconstructor::new(base, links, name)?;
     let tf = &ft.tensors[name];
@@ -411,5 +395,18 @@ impl<W: std::io::Write> LateWriter<W> {
             }
         }
         Ok(())
+    }
+}
+
+/// The arrays just encoded, as the decoder reads them from a file.
+fn array_refs(arrays: &[OwnedArray]) -> TensorArrays<'_> {
+    TensorArrays {
+        fields: arrays
+            .iter()
+            .map(|a| ArrayRef {
+                dtype: a.dtype,
+                data: &a.data,
+            })
+            .collect(),
     }
 }

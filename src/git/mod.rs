@@ -44,7 +44,7 @@ pub(crate) use objects::{
 };
 pub(crate) use process::{blob_prefix, hooks_dir, lfs_by_attributes, output as git_output};
 pub(crate) use reader::{RemoteOptions, SideReader, read_pointer_file};
-pub(crate) use report::{GitDiffOptions, git_diff};
+pub(crate) use report::{GitDiffOptions, git_diff, indented as indented_json};
 pub(crate) use resolve::RevPath;
 pub(crate) use side::ModelSide;
 pub(crate) use textconv::{TextconvOptions, render_file as render_textconv};

@@ -504,7 +504,9 @@ pub(crate) fn header_cache(repo: &gix::Repository) -> HeaderCache {
 pub(super) fn cache_dir(repo: &gix::Repository) -> PathBuf {
     // v2: a PyTorch zip's header is kept only after the zip directory at its end agreed with
     // it; `lfs-headers` (v1) entries were kept without that check, so they are never read.
-    repo.common_dir().join("weight-inspect").join("lfs-headers-v2")
+    repo.common_dir()
+        .join("weight-inspect")
+        .join("lfs-headers-v2")
 }
 
 fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &RemoteMiss) {

@@ -135,7 +135,12 @@ pub(crate) fn git_diff(
 /// A file's JSON pretty-printed as an element of the report's `files` (four spaces deeper;
 /// strings hold no raw line break, so every line is indented alike).
 fn indented_json(file: &FileJson<'_>) -> String {
-    let text = serde_json::to_string_pretty(file).expect("JSON of plain data cannot fail");
+    indented(&serde_json::to_string_pretty(file).expect("JSON of plain data cannot fail"))
+}
+
+/// Pretty-printed JSON four spaces deeper, as an element of a report's `files` (`git diff
+/// --json` and `ci --json` nest them alike).
+pub(crate) fn indented(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.lines().count() * 4);
     for (i, line) in text.lines().enumerate() {
         if i > 0 {

@@ -584,16 +584,7 @@ fn long_object(long: Long<'_>) -> Object {
 mod tests {
     use super::*;
 
-    struct NoStorages;
-    impl Storages for NoStorages {
-        fn load(&mut self, _: &Object, offset: usize) -> Result<Object, PytorchError> {
-            Err(PytorchError::Pickle {
-                stream: "test".into(),
-                offset,
-                problem: "no storages".into(),
-            })
-        }
-    }
+    use crate::formats::pytorch::NoStorages;
 
     #[test]
     fn a_dict_holding_itself_is_freed() {

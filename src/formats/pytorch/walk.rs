@@ -460,18 +460,9 @@ fn plain_array(items: &[Object]) -> Option<Array> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::pytorch::machine::{self, Storages};
+    use crate::formats::pytorch::machine;
 
-    struct NoStorages;
-    impl Storages for NoStorages {
-        fn load(&mut self, _: &Object, offset: usize) -> Result<Object, PytorchError> {
-            Err(PytorchError::Pickle {
-                stream: "test".into(),
-                offset,
-                problem: "no storages".into(),
-            })
-        }
-    }
+    use crate::formats::pytorch::NoStorages;
 
     /// `{"k0": L, "k1": L, …}` for `keys` keys and one list L of `items` integers, as
     /// protocol 2 writes it (L memoized once, then BINGET).
