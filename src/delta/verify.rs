@@ -155,17 +155,7 @@ pub fn reconstruction_error(
         names.len(),
         run.threads(),
         |i| {
-            let name = names[i];
-            let t = &base.tensors[name.as_str()];
-            let b = base.load_f32(name, t)?;
-            let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
-                DeltaError::TensorNotInModel {
-                    model: finetuned.path.clone(),
-                    tensor: name.clone(),
-                }
-            })?;
-            let f = finetuned.load_f32(name, ft_t)?;
-            let d = delta.decode(name, b.len())?;
+            let (b, f, d) = three_sides(base, delta, finetuned, names[i])?;
             let mut s = (0f64, 0f64, 0f64, 0f64);
             for ((b, f), d) in b.iter().zip(&f).zip(&d) {
                 let truth = f64::from(*f - *b);
@@ -248,6 +238,26 @@ impl UpdateLoss {
     }
 }
 
+/// Tensor `name` as float32 three ways: the base's, the fine-tune's and the delta decoded.
+fn three_sides(
+    base: &Model,
+    delta: &OpenDelta,
+    finetuned: &Model,
+    name: &str,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let b = base.load_f32(name, &base.tensors[name])?;
+    let ft_t = finetuned
+        .tensors
+        .get(name)
+        .ok_or_else(|| DeltaError::TensorNotInModel {
+            model: finetuned.path.clone(),
+            tensor: name.to_owned(),
+        })?;
+    let f = finetuned.load_f32(name, ft_t)?;
+    let d = delta.decode(name, b.len())?;
+    Ok((b, f, d))
+}
+
 /// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
 pub(crate) fn update_loss(
     base: &Model,
@@ -263,17 +273,8 @@ pub(crate) fn update_loss(
         run.threads(),
         |i| {
             let name = names[i];
-            let t = &base.tensors[name.as_str()];
-            let elem = base.elem(name, t)?;
-            let b = base.load_f32(name, t)?;
-            let ft_t = finetuned.tensors.get(name.as_str()).ok_or_else(|| {
-                DeltaError::TensorNotInModel {
-                    model: finetuned.path.clone(),
-                    tensor: name.clone(),
-                }
-            })?;
-            let f = finetuned.load_f32(name, ft_t)?;
-            let d = delta.decode(name, b.len())?;
+            let elem = base.elem(name, &base.tensors[name.as_str()])?;
+            let (b, f, d) = three_sides(base, delta, finetuned, name)?;
             let mut rebuilt = vec![0f32; b.len()];
             let mut raw = Vec::new();
             rebuild_as_applied(elem, &b, &d, &mut rebuilt, &mut raw);
