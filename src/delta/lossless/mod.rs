@@ -29,17 +29,7 @@ mod tests {
     use super::planes;
     use crate::formats::wdelta::lossless::{Codec, LosslessContainer};
 
-    const CODECS: [Codec; 9] = [
-        Codec::Bytes,
-        Codec::Planes2,
-        Codec::Planes4,
-        Codec::Planes8,
-        Codec::Q8_0,
-        Codec::Sub2,
-        Codec::Sub4,
-        Codec::Sub8,
-        Codec::Q8_0Z,
-    ];
+    const CODECS: [Codec; 9] = Codec::ALL;
 
     /// Encodes and compresses as `create` does, then decodes as `apply` does.
     fn round_trip(codec: Codec, ft: &[u8], base: Option<&[u8]>) -> Vec<u8> {

@@ -303,17 +303,7 @@ mod tests {
         let len = 34 * 8 * 3;
         let ft: Vec<u8> = (0..len).map(|i| (i * 97 + 13) as u8).collect();
         let base: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
-        for codec in [
-            Codec::Bytes,
-            Codec::Planes2,
-            Codec::Planes4,
-            Codec::Planes8,
-            Codec::Q8_0,
-            Codec::Sub2,
-            Codec::Sub4,
-            Codec::Sub8,
-            Codec::Q8_0Z,
-        ] {
+        for codec in Codec::ALL {
             for b in [None, Some(base.as_slice())] {
                 let mut planes = Vec::new();
                 encode(codec, &ft, b, &mut planes);

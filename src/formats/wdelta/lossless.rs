@@ -156,6 +156,20 @@ pub enum Codec {
 }
 
 impl Codec {
+    /// Every codec, for the tests that run each one.
+    #[cfg(test)]
+    pub(crate) const ALL: [Codec; 9] = [
+        Codec::Bytes,
+        Codec::Planes2,
+        Codec::Planes4,
+        Codec::Planes8,
+        Codec::Q8_0,
+        Codec::Sub2,
+        Codec::Sub4,
+        Codec::Sub8,
+        Codec::Q8_0Z,
+    ];
+
     /// Bytes per element or block.
     pub fn unit(self) -> u64 {
         match self {
