@@ -32,6 +32,18 @@ fn create(base: &Path, ft: &Path, out: &Path, extra: &[&str]) -> std::process::O
     run(&args)
 }
 
+/// A safetensors pair from lossless_pair.py in a temporary directory, with its lossless
+/// delta: (the directory, base, fine-tune, delta).
+fn stored_safetensors_pair() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("safetensors", dir, &[]);
+    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
+    let delta = dir.join("ft.wdelta");
+    ok(&create(&base, &ft, &delta, &[]));
+    (tmp, base, ft, delta)
+}
+
 fn apply(base: &Path, delta: &Path, out: &Path) -> std::process::Output {
     run(&["delta", "apply", "--base", s(base), s(delta), "-o", s(out)])
 }
@@ -189,12 +201,8 @@ fn a_zero_delta_is_tiny_and_the_bytes_do_not_depend_on_threads() {
 
 #[test]
 fn a_tampered_base_is_refused_and_nothing_is_written() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, base, _, delta) = stored_safetensors_pair();
     let dir = tmp.path();
-    make("safetensors", dir, &[]);
-    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
-    let delta = dir.join("ft.wdelta");
-    ok(&create(&base, &ft, &delta, &[]));
     let mut bytes = std::fs::read(&base).unwrap();
     let last = bytes.len() - 5;
     bytes[last] ^= 0x40;
@@ -208,12 +216,8 @@ fn a_tampered_base_is_refused_and_nothing_is_written() {
 
 #[test]
 fn a_truncated_or_corrupted_delta_is_refused_by_name() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, base, _, delta) = stored_safetensors_pair();
     let dir = tmp.path();
-    make("safetensors", dir, &[]);
-    let (base, ft) = (dir.join("base.safetensors"), dir.join("ft.safetensors"));
-    let delta = dir.join("ft.wdelta");
-    ok(&create(&base, &ft, &delta, &[]));
     let bytes = std::fs::read(&delta).unwrap();
     let cut = dir.join("cut.wdelta");
     for keep in [bytes.len() - 1, bytes.len() - 100, bytes.len() / 2, 30] {
@@ -252,16 +256,8 @@ fn a_truncated_or_corrupted_delta_is_refused_by_name() {
 
 #[test]
 fn readers_that_do_not_know_version_3_refuse_it_by_name() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, _, _, delta) = stored_safetensors_pair();
     let dir = tmp.path();
-    make("safetensors", dir, &[]);
-    let delta = dir.join("ft.wdelta");
-    ok(&create(
-        &dir.join("base.safetensors"),
-        &dir.join("ft.safetensors"),
-        &delta,
-        &[],
-    ));
     // deltatensors 0.2.0 (format version 1) refuses the version.
     let out = std::process::Command::new(common::python())
         .args([
@@ -293,16 +289,8 @@ fn readers_that_do_not_know_version_3_refuse_it_by_name() {
 
 #[test]
 fn inspect_id_and_textconv_describe_a_lossless_delta() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, _, _, delta) = stored_safetensors_pair();
     let dir = tmp.path();
-    make("safetensors", dir, &[]);
-    let delta = dir.join("ft.wdelta");
-    ok(&create(
-        &dir.join("base.safetensors"),
-        &dir.join("ft.safetensors"),
-        &delta,
-        &[],
-    ));
     let parent = {
         let out = run(&["delta", "inspect", "--json", s(&delta)]);
         ok(&out);
