@@ -645,22 +645,6 @@ fn top_level_modules_import_each_other_without_a_circle() {
     assert_no_circle(&edges);
 }
 
-/// Arrows that still run back up inside a folder: a file naming its folder's mod.rs for an
-/// item mod.rs defines (an error type, mostly), until that item moves into a file of the
-/// folder as git/, remote/ and cli/ did theirs (error.rs). The list only shrinks: a new arrow
-/// up fails the test, and so does an entry the code no longer has. (file, the face it names)
-const NOT_YET_ONE_WAY: &[(&str, &str)] = &[
-    ("formats::wdelta::error", "formats::wdelta"),
-    ("formats::wdelta::header", "formats::wdelta"),
-    ("formats::wdelta::lossless", "formats::wdelta"),
-    ("formats::wdelta::read", "formats::wdelta"),
-    ("formats::wdelta::write", "formats::wdelta"),
-    ("render::html::heatmap", "render::html"),
-    ("sharded::assemble", "sharded"),
-    ("sharded::index", "sharded"),
-    ("values::source", "values"),
-];
-
 /// The imports that run back up inside folders: a file, or a folder's mod.rs, importing the
 /// mod.rs of a folder it lies in. mod.rs declares its folder's files and re-exports their
 /// items, so it stands above all of them; a file names what it uses by the file that defines it
@@ -681,49 +665,28 @@ fn arrows_up_inside_folders(g: &Graph) -> BTreeMap<(String, String), String> {
 
 #[test]
 fn inside_folders_imports_run_one_way() {
-    let found = arrows_up_inside_folders(&graph());
-    let known: BTreeSet<(String, String)> = NOT_YET_ONE_WAY
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    let new: Vec<String> = found
-        .iter()
-        .filter(|(arrow, _)| !known.contains(*arrow))
+    let found: Vec<String> = arrows_up_inside_folders(&graph())
+        .into_iter()
         .map(|((from, to), example)| format!("{from} -> {to} (mod.rs) ({example})"))
         .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "imports that run back up inside a folder: name the file that defines the item \
          (`super::error::…`), not the folder's mod.rs (docs/ARCHITECTURE.md):\n{}",
-        new.join("\n")
-    );
-    let gone: Vec<String> = known
-        .iter()
-        .filter(|arrow| !found.contains_key(*arrow))
-        .map(|(from, to)| format!("{from} -> {to}"))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "arrows NOT_YET_ONE_WAY lists that the code no longer has (strike them):\n{}",
-        gone.join("\n")
+        found.join("\n")
     );
 }
 
 #[test]
 fn files_import_each_other_without_a_circle() {
     // Every file of the crate, a folder's mod.rs included (it imports the files it declares),
-    // as the code is built; test code and the arrows not yet one way left out.
+    // as the code is built; test code left out.
     let g = graph();
-    let known: BTreeSet<(String, String)> = NOT_YET_ONE_WAY
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
     let edges: BTreeSet<(String, String)> = g
         .edges
         .iter()
         .filter(|(_, edge)| !edge.tests_only)
         .map(|((a, b), _)| (a.join("::"), b.join("::")))
-        .filter(|arrow| !known.contains(arrow))
         .collect();
     assert_no_circle(&edges);
 }

@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use super::directory::Directory;
+use super::index::Index;
 use super::split::{self, SPLIT_COUNT, SPLIT_KEYS, SPLIT_NO, SPLIT_TENSORS_COUNT};
-use super::{Directory, Index, ShardError, expect_format};
 use crate::artifact::{
     Artifact, Format, Layout, ModelFiles, PartLayout, Scheme, StridedView, Tensors,
 };
+use crate::error::ShardError;
 
 /// Shards of `format` (safetensors, PyTorch) named by `index`, in the order of
 /// `Index::shard_files`.
@@ -328,4 +330,21 @@ fn merged(
             ..layout
         },
     }
+}
+
+/// The format every part must share.
+fn expect_format(
+    dir: &dyn Directory,
+    file: &str,
+    artifact: &Artifact,
+    expected: Format,
+) -> Result<(), ShardError> {
+    if artifact.format == expected {
+        return Ok(());
+    }
+    Err(ShardError::FormatMismatch {
+        file: dir.label(file),
+        found: artifact.format.name(),
+        expected: expected.name(),
+    })
 }

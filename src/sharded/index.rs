@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 
-use super::ShardError;
+use crate::error::ShardError;
 
 use crate::artifact::Format;
 

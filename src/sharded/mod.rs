@@ -10,24 +10,13 @@ pub(crate) mod index;
 pub(crate) mod split;
 
 mod assemble;
+mod directory;
 
 use crate::artifact::{Artifact, Format};
 pub(crate) use crate::error::ShardError;
-pub(crate) use index::Index;
+pub(crate) use directory::Directory;
 pub use index::{is_plain_file_name, parse as parse_index};
 pub(crate) use split::SplitName;
-
-/// A directory that holds a model's files.
-pub(crate) trait Directory {
-    /// How a file of the directory is named in messages (a path, or `REV:path`).
-    fn label(&self, file: &str) -> String;
-    /// The names of the regular files in the directory.
-    fn file_names(&self) -> Result<Vec<String>, ShardError>;
-    /// The bytes of a small file (an index), at most `limit` of them.
-    fn read_small(&self, file: &str, limit: u64) -> Result<Vec<u8>, ShardError>;
-    /// The header of one model file.
-    fn read_model(&self, file: &str) -> Result<Artifact, ShardError>;
-}
 
 /// A model a directory holds, as its files name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,21 +222,4 @@ fn read_parts(dir: &dyn Directory, files: &[&str]) -> Result<Vec<(String, Artifa
         .iter()
         .map(|file| Ok(((*file).to_owned(), dir.read_model(file)?)))
         .collect()
-}
-
-/// The format every part must share.
-fn expect_format(
-    dir: &dyn Directory,
-    file: &str,
-    artifact: &Artifact,
-    expected: Format,
-) -> Result<(), ShardError> {
-    if artifact.format == expected {
-        return Ok(());
-    }
-    Err(ShardError::FormatMismatch {
-        file: dir.label(file),
-        found: artifact.format.name(),
-        expected: expected.name(),
-    })
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ValuesError;
+use super::error::ValuesError;
 
 enum Storage {
     Mapped(crate::mapped::GuardedMap),

@@ -1,7 +1,8 @@
 //! Every way a `.wdelta` file can be rejected: one variant per rule, each naming the offset or
 //! the key and what was expected.
 
-use super::PREAMBLE_LEN;
+use super::lossless::LosslessError;
+use super::types::PREAMBLE_LEN;
 
 /// Every way a `.wdelta` file can be rejected; each names where and what was expected.
 #[allow(
@@ -12,7 +13,7 @@ use super::PREAMBLE_LEN;
 pub enum WdeltaError {
     /// A version 3 (lossless) file that breaks a rule of its container.
     #[error("lossless .wdelta (version 3): {0}")]
-    Lossless(super::LosslessError),
+    Lossless(LosslessError),
     #[error(
         "file is {len} bytes, shorter than the smallest .wdelta ({min} bytes: magic, version, \
          header length, checksum)"

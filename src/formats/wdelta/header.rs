@@ -1,6 +1,6 @@
 //! The JSON header, parsed as a stream: each tensor entry becomes a [`TensorEntry`] as soon as it
 //! is read, and no value of the document is held as a generic JSON tree (a tree of a million
-//! small objects takes gigabytes). Entries are compact ([`super::Tensors`]: one sorted table of
+//! small objects takes gigabytes). Entries are compact ([`Tensors`]: one sorted table of
 //! inline names, packed shapes, inline dtype names). Strings are the only allocations sized by
 //! the input, and the header is capped before parsing, the tensor count as it is read and the
 //! dimensions of a shape at [`MAX_DIMS`], so memory stays proportional to the header's size.
@@ -11,9 +11,12 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{
-    DtypeName, Header, PackedShape, Params, Strategy, TensorEntry, TensorName, Tensors, WdeltaError,
+use super::error::WdeltaError;
+use super::types::{
+    DtypeName, Header, LossFigures, PackedShape, Params, Strategy, TensorEntry, Tensors,
 };
+use crate::artifact::TensorName;
+use crate::digest::is_sha256_hex;
 
 /// The most dimensions a tensor's shape may have (numpy's own limit is 64).
 pub(super) const MAX_DIMS: usize = 64;
@@ -28,13 +31,6 @@ pub(super) const HEADER_BYTES_PER_TENSOR: u64 = 1000;
 /// The most tensors a header may declare, given the header limit.
 pub(crate) fn max_tensors(max_header_bytes: u64) -> u64 {
     (max_header_bytes / HEADER_BYTES_PER_TENSOR).max(1)
-}
-
-/// `parent_hash` is a SHA-256 in hex: 64 characters 0-9a-f.
-pub(crate) fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Parses and validates the JSON header of a file of format `version`.
@@ -348,7 +344,7 @@ struct Top {
     parent_hash: Option<Scalar>,
     strategy: Option<Scalar>,
     metadata: Option<std::collections::BTreeMap<String, String>>,
-    loss: Option<super::LossFigures>,
+    loss: Option<LossFigures>,
     tensors: Option<Tensors>,
 }
 

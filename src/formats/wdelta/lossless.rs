@@ -15,7 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{MAGIC, is_sha256_hex};
+use super::types::MAGIC;
+use crate::digest::{is_sha256_hex, sha256};
 
 pub(crate) const LOSSLESS_VERSION: u32 = 3;
 pub(crate) const LOSSLESS_STRATEGY: &str = "lossless";
@@ -560,7 +561,7 @@ pub(crate) fn verify_checksum_bytes(bytes: &[u8]) -> Result<(), LosslessError> {
         });
     }
     let (body, stored) = bytes.split_at(bytes.len() - 32);
-    let actual = super::sha256(body);
+    let actual = sha256(body);
     if actual.as_slice() != stored {
         return Err(LosslessError::ChecksumMismatch {
             stored: crate::digest::hex(stored),

@@ -3,14 +3,14 @@
 //! so records may come in any order. Nothing is allocated from a count read in the file: lengths
 //! are checked against the bytes that are actually there first.
 
-use sha2::{Digest, Sha256};
-
+use super::error::WdeltaError;
 use super::header::{max_tensors, parse_header};
-use super::{
+use super::types::{
     ArrayDtype, ArrayRef, CHECKSUM_LEN, Header, MAGIC, PREAMBLE_LEN, Params, Record, RecordIndex,
-    RecordShape, SUPPORTED_VERSIONS, Strategy, TensorArrays, TensorEntry, Tensors, WdeltaError,
-    quantized_cols, quantized_rows,
+    RecordShape, SUPPORTED_VERSIONS, Strategy, TensorArrays, TensorEntry, Tensors, quantized_cols,
+    quantized_rows,
 };
+use crate::digest::sha256;
 
 /// A validated `.wdelta` file: its header and the index of its records. It does not hold the
 /// bytes (often a memory map owned beside it); methods that read arrays take them again.
@@ -452,13 +452,6 @@ pub(crate) fn verify_checksum(bytes: &[u8]) -> Result<(), WdeltaError> {
         });
     }
     Ok(())
-}
-
-/// SHA-256 of `bytes`, hashed in parallel-free 16 MiB steps (sha2 uses SHA-NI when present).
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(bytes);
-    h.finalize().into()
 }
 
 /// Indexes the records between `start` and `end`. Each must be an array the header references,

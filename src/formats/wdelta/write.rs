@@ -7,7 +7,7 @@ use std::io::Write;
 
 use sha2::{Digest, Sha256};
 
-use super::{ArrayDtype, CHECKSUM_LEN, Header, LossFigures, MAGIC, Params};
+use super::types::{ArrayDtype, CHECKSUM_LEN, Header, LossFigures, MAGIC, Params};
 
 /// One array to write.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::{Entry, State};
+use super::entry::{Entry, State};
 use crate::escape::html_text;
 use crate::render::values::{SCALE_HIGH, SCALE_LOW, figure};
 

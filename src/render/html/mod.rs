@@ -8,6 +8,7 @@
 //! writes text into the page with `textContent` only.
 
 mod assets;
+mod entry;
 pub(crate) mod heatmap;
 
 use std::cmp::Ordering;
@@ -17,104 +18,16 @@ use std::fmt::Write;
 use crate::conversion::{ComparedPair, Conversion};
 use crate::diff::StructuralDiff;
 use crate::escape::{html_name, html_text, shown};
-use crate::values::{Method, ValueDiff, ValueStats};
+use crate::values::{Method, ValueDiff};
 
 use super::conversion::{paired_by_text, sources_text};
 use super::values::{cosine_text, figure};
+use entry::group;
+use entry::{Entry, State};
 
 /// Lines of the structural diff shown at most: a report stays a file one can open and mail
 /// (the JSON output has every line).
 const DIFF_LINES: usize = 4000;
-
-/// What became of one tensor (or converted pair).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum State {
-    Unchanged,
-    Changed,
-    /// A converted pair with more error than its dtype explains.
-    Suspect,
-    /// Compared byte for byte (a dtype without a decoder): changed, no figures.
-    BytesChanged,
-    BytesSame,
-    /// On both sides (or in the converted model) but not compared, and why.
-    NotCompared(String),
-}
-
-/// One row of the report: a tensor of a value diff, or a pair of a conversion.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    /// The tensor's name as the file gives it: its layer and kind are found from it; never
-    /// written into the page as is.
-    key: String,
-    /// The name as shown (escaped as every name is), with a conversion's sources.
-    label: String,
-    /// dtype, `old → new`, or a conversion's transform and dtypes.
-    detail: String,
-    elements: u64,
-    state: State,
-    stats: Option<ValueStats>,
-    note: Option<String>,
-}
-
-impl Entry {
-    fn rel_l2(&self) -> Option<f64> {
-        self.stats.and_then(|s| s.rel_l2)
-    }
-
-    fn changed(&self) -> bool {
-        matches!(
-            self.state,
-            State::Changed | State::Suspect | State::BytesChanged
-        )
-    }
-
-    /// Order of concern inside a heatmap cell: infinite, then larger rel_l2, then bytes
-    /// changed, identical, not compared.
-    fn severity(&self) -> f64 {
-        match self.state {
-            State::NotCompared(_) => 0.0,
-            State::Unchanged | State::BytesSame => 1.0,
-            State::BytesChanged => 2.0,
-            State::Changed | State::Suspect => match self.rel_l2() {
-                None => 5.0,
-                Some(r) => 3.0 + r / (1.0 + r),
-            },
-        }
-    }
-
-    /// The tensor's figures in plain text (a cell's title; the page escapes it).
-    fn figures_text(&self) -> String {
-        let mut out = format!("{}\n{}", self.label, self.detail);
-        match (&self.state, self.stats) {
-            (State::NotCompared(why), _) => {
-                let _ = write!(out, "\nnot compared: {why}");
-            }
-            (State::BytesChanged, _) => out.push_str("\nbytes changed (not decoded: no figures)"),
-            (State::BytesSame, _) => out.push_str("\nbytes identical"),
-            (State::Unchanged, _) => out.push_str("\nidentical"),
-            (_, Some(s)) => {
-                let _ = write!(
-                    out,
-                    "\nrel_l2 {} · max |Δ| {} · cosine {}\nchanged elements {}/{}",
-                    s.rel_l2.map_or("inf".into(), figure),
-                    figure(s.max_abs_diff),
-                    s.cosine.map_or("-".into(), cosine_text),
-                    group(s.changed_elements),
-                    group(self.elements)
-                );
-            }
-            (_, None) => {}
-        }
-        if let Some(note) = &self.note {
-            let _ = write!(out, "\n{note}");
-        }
-        out
-    }
-}
-
-fn group(n: u64) -> String {
-    super::text::group_digits(n)
-}
 
 /// The entries of a value diff: every compared tensor, then those not compared.
 pub(crate) fn value_entries(values: &ValueDiff) -> impl Iterator<Item = Entry> + '_ {
