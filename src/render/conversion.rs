@@ -6,8 +6,8 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::palette::Palette;
-use super::values::{FigureRow, LargestFirst, cosine_text, figure};
-use crate::conversion::{ComparedPair, Conversion, Mistake, PairedBy, Suspect};
+use super::values::{FigureRow, LargestFirst, LayerDoc, cosine_text, figure, layer_docs};
+use crate::conversion::{ComparedPair, Conversion, MetadataChecks, Mistake, PairedBy, Suspect};
 use crate::escape::shown;
 
 fn percent(r: f64) -> String {
@@ -319,23 +319,14 @@ pub(crate) fn text(c: &Conversion, source: &str, target: &str, palette: &Palette
     let _ = writeln!(out);
     match &c.metadata.config {
         Some(config) => {
-            let differ: Vec<_> = c.metadata.checks.iter().filter(|k| !k.equal).collect();
+            let (checked, equal, differ) = config_check(&c.metadata, |s| shown(s).into_owned());
+            let config = crate::escape::shown_path(config);
             let _ = writeln!(
                 out,
-                "  Configuration ({}): {} checked, {} equal",
-                crate::escape::shown_path(config),
-                c.metadata.checks.len(),
-                c.metadata.checks.len() - differ.len()
+                "  Configuration ({config}): {checked} checked, {equal} equal"
             );
-            for k in differ {
-                let _ = writeln!(
-                    out,
-                    "    {} {} → {} {}",
-                    k.config_key,
-                    shown(&k.source),
-                    shown(&k.gguf_key),
-                    k.target.as_deref().map_or("missing".into(), shown)
-                );
+            for line in differ {
+                let _ = writeln!(out, "    {line}");
             }
         }
         None => {
@@ -436,14 +427,6 @@ struct PairedByDoc<'a> {
     architecture: Option<&'a str>,
     blocks: Option<u64>,
     map: Option<String>,
-}
-
-#[derive(Serialize)]
-struct LayerDoc {
-    layer: String,
-    tensors: usize,
-    changed: usize,
-    max_rel_l2: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -577,17 +560,7 @@ fn conversion_doc<'a>(c: &'a Conversion, source: &'a str, target: &'a str) -> Co
                 .collect(),
             not_checked: NOT_CHECKED,
         },
-        layers: c
-            .as_value_diff()
-            .layers()
-            .into_iter()
-            .map(|l| LayerDoc {
-                layer: l.label(),
-                tensors: l.tensors,
-                changed: l.changed,
-                max_rel_l2: l.max_rel_l2,
-            })
-            .collect(),
+        layers: layer_docs(&c.as_value_diff()),
     }
 }
 
@@ -597,4 +570,27 @@ pub(crate) fn json(c: &Conversion, source: &str, target: &str) -> String {
         schema: crate::identity::SCHEMA_VERSION,
         conversion: conversion_doc(c, source, target),
     })
+}
+
+/// The config.json check as the reports give it: keys checked, keys equal, and each key that
+/// differs as `config_key source → gguf_key target` (`missing` where the GGUF lacks the key),
+/// names through `name` (shown as text, or as HTML).
+pub(super) fn config_check(
+    metadata: &MetadataChecks,
+    name: impl Fn(&str) -> String,
+) -> (usize, usize, Vec<String>) {
+    let checks = &metadata.checks;
+    let differ: Vec<String> = checks
+        .iter()
+        .filter(|k| !k.equal)
+        .map(|k| {
+            let target = k
+                .target
+                .as_deref()
+                .map_or_else(|| "missing".to_owned(), &name);
+            let (source, gguf_key) = (name(&k.source), name(&k.gguf_key));
+            format!("{} {source} → {gguf_key} {target}", k.config_key)
+        })
+        .collect();
+    (checks.len(), checks.len() - differ.len(), differ)
 }

@@ -301,12 +301,27 @@ struct TensorDoc<'a> {
     note: Option<String>,
 }
 
+/// A layer of a value diff in JSON (a conversion's report has the same).
 #[derive(Serialize)]
-struct LayerDoc {
+pub(super) struct LayerDoc {
     layer: String,
     tensors: usize,
     changed: usize,
     max_rel_l2: Option<f64>,
+}
+
+/// The layers of a value diff, as the JSON reports list them.
+pub(super) fn layer_docs(values: &ValueDiff) -> Vec<LayerDoc> {
+    values
+        .layers()
+        .into_iter()
+        .map(|l| LayerDoc {
+            layer: l.label(),
+            tensors: l.tensors,
+            changed: l.changed,
+            max_rel_l2: l.max_rel_l2,
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -383,16 +398,7 @@ fn values_doc(values: &ValueDiff) -> ValuesDoc<'_> {
         bits_differ: values.bits_differ().count(),
         summary: summary(values),
         tensors: values.tensors.iter().map(tensor_doc).collect(),
-        layers: values
-            .layers()
-            .into_iter()
-            .map(|l| LayerDoc {
-                layer: l.label(),
-                tensors: l.tensors,
-                changed: l.changed,
-                max_rel_l2: l.max_rel_l2,
-            })
-            .collect(),
+        layers: layer_docs(values),
         skipped: values
             .skipped
             .iter()

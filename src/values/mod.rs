@@ -60,6 +60,21 @@ impl TensorValues {
     pub fn rel_l2(&self) -> Option<f64> {
         self.stats.and_then(|s| s.rel_l2)
     }
+
+    /// A changed F32 tensor compared by value, with these figures (for tests).
+    #[cfg(test)]
+    pub(crate) fn changed_f32(name: String, elements: u64, stats: ValueStats) -> TensorValues {
+        TensorValues {
+            name,
+            old_dtype: "F32",
+            new_dtype: "F32",
+            elements,
+            changed: true,
+            method: Method::Values,
+            bits_differ: None,
+            stats: Some(stats),
+        }
+    }
 }
 
 /// A tensor on both sides that was not compared, and why.
@@ -765,15 +780,8 @@ mod tests {
     fn layer_grouping_grows_linearly() {
         let diff = |layers: usize| ValueDiff {
             tensors: (0..layers)
-                .map(|i| TensorValues {
-                    name: format!("blk.{i}.w"),
-                    old_dtype: "F32",
-                    new_dtype: "F32",
-                    elements: 1,
-                    changed: true,
-                    method: Method::Values,
-                    bits_differ: None,
-                    stats: Some(ValueStats::identical()),
+                .map(|i| {
+                    TensorValues::changed_f32(format!("blk.{i}.w"), 1, ValueStats::identical())
                 })
                 .collect(),
             ..ValueDiff::default()

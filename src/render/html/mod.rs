@@ -20,7 +20,7 @@ use crate::diff::StructuralDiff;
 use crate::escape::{html_name, html_text, shown};
 use crate::values::{Method, ValueDiff};
 
-use super::conversion::{paired_by_text, sources_text};
+use super::conversion::{config_check, paired_by_text, sources_text};
 use super::values::{cosine_text, figure};
 use entry::group;
 use entry::{Entry, State};
@@ -185,14 +185,10 @@ pub(crate) fn write_diff_block(out: &mut dyn Write, text: &str) {
         };
         // The text report already shows every name escaped; here it only becomes HTML text.
         let line = html_text(line);
-        match class {
-            Some(c) => {
-                let _ = writeln!(out, "<span class=\"{c}\">{line}</span>");
-            }
-            None => {
-                let _ = writeln!(out, "{line}");
-            }
-        }
+        let _ = match class {
+            Some(c) => writeln!(out, "<span class=\"{c}\">{line}</span>"),
+            None => writeln!(out, "{line}"),
+        };
     }
     if total > DIFF_LINES {
         let _ = writeln!(
@@ -338,25 +334,18 @@ pub(crate) fn write_conversion_part(
     );
     match &c.metadata.config {
         Some(config) => {
-            let differ: Vec<_> = c.metadata.checks.iter().filter(|k| !k.equal).collect();
+            let (checked, equal, differ) = config_check(&c.metadata, html_name);
+            let config = crate::escape::shown_path(config).to_string();
+            let config = html_text(&config);
             let _ = writeln!(
                 out,
-                "<h3>Configuration</h3>\n<p><code>{}</code>: {} checked, {} equal.</p>",
-                html_text(&crate::escape::shown_path(config).to_string()),
-                c.metadata.checks.len(),
-                c.metadata.checks.len() - differ.len()
+                "<h3>Configuration</h3>\n<p><code>{config}</code>: {checked} checked, \
+                 {equal} equal.</p>",
             );
             if !differ.is_empty() {
                 let _ = out.write_str("<ul class=\"plain\">\n");
-                for k in differ {
-                    let _ = writeln!(
-                        out,
-                        "<li>{} {} → {} {}</li>",
-                        k.config_key,
-                        html_name(&k.source),
-                        html_name(&k.gguf_key),
-                        k.target.as_deref().map_or("missing".into(), html_name)
-                    );
+                for line in differ {
+                    let _ = writeln!(out, "<li>{line}</li>");
                 }
                 let _ = out.write_str("</ul>\n");
             }
@@ -658,7 +647,7 @@ impl<W: std::io::Write> Write for IoSink<'_, W> {
 #[cfg(test)]
 mod cap_tests {
     use super::*;
-    use crate::values::{Method, TensorValues, ValueStats};
+    use crate::values::{TensorValues, ValueStats};
 
     /// A model of many changed tensors makes a page of bounded size: the table stops at its
     /// cap and says how many it left out, and no heatmap is drawn past its cap.
@@ -666,21 +655,15 @@ mod cap_tests {
     fn the_page_is_capped() {
         let values = ValueDiff {
             tensors: (0..=MAX_HEATMAP_ENTRIES)
-                .map(|i| TensorValues {
-                    name: format!("blk.{i}.attn_q.weight"),
-                    old_dtype: "F32",
-                    new_dtype: "F32",
-                    elements: 4,
-                    changed: true,
-                    method: Method::Values,
-                    bits_differ: None,
-                    stats: Some(ValueStats {
+                .map(|i| {
+                    let stats = ValueStats {
                         changed_elements: 1,
                         rel_l2: Some(1e-3),
                         cosine: Some(0.99),
                         max_abs_diff: 0.5,
                         ..ValueStats::identical()
-                    }),
+                    };
+                    TensorValues::changed_f32(format!("blk.{i}.attn_q.weight"), 4, stats)
                 })
                 .collect(),
             ..ValueDiff::default()

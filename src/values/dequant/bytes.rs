@@ -28,6 +28,15 @@ pub(super) const fn block_values(name: &str) -> usize {
     crate::dtype::named(name).block_size as usize
 }
 
+/// The blocks of `bytes` (`TS` bytes each) beside their `BS` values in `out`.
+#[inline(always)]
+pub(super) fn blocks<'a, const TS: usize, const BS: usize>(
+    bytes: &'a [u8],
+    out: &'a mut [f64],
+) -> impl Iterator<Item = (&'a [u8], &'a mut [f64])> {
+    bytes.chunks_exact(TS).zip(out.chunks_exact_mut(BS))
+}
+
 /// Decodes whole blocks: `bytes` holds `n` blocks of `TS` bytes, `out` their `n * BS` values.
 /// `block` writes one block's values as f32, ggml's arithmetic type. Callers mark it
 /// `#[inline(always)]`: a closure left out of line keeps the baseline code generation even when
@@ -47,3 +56,23 @@ pub(super) fn each_block<const TS: usize, const BS: usize>(
         }
     }
 }
+
+/// Defines the block decoder `pub(crate) fn NAME(bytes: &[u8], out: &mut [f64])` of the dtype of
+/// the same name, over whole blocks with [`each_block`] and the block sizes of the dtype table:
+/// `|b, v| { ... }` writes the values of one block `b` into `v`. The decoder's file imports
+/// `each_block`, `block_bytes` and `block_values`.
+macro_rules! block_decoder {
+    ($(#[$doc:meta])* $name:ident, |$b:ident, $v:ident| $body:block) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub(crate) fn $name(bytes: &[u8], out: &mut [f64]) {
+            each_block::<{ block_bytes(stringify!($name)) }, { block_values(stringify!($name)) }>(
+                bytes,
+                out,
+                #[inline(always)]
+                |$b, $v| $body,
+            );
+        }
+    };
+}
+pub(super) use block_decoder;

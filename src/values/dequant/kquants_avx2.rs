@@ -5,8 +5,8 @@
 //! results are those of the portable decoders bit for bit (unit tests compare every variant
 //! the CPU runs on random blocks).
 
-use super::bytes::{block_bytes, block_values, f16_at};
-use super::kquants::{q4_k, q6_k, scales_and_mins};
+use super::bytes::{block_bytes, block_values, blocks, f16_at};
+use super::kquants::{q4_k, q6_k, sub_scales};
 
 /// q4_k, with AVX-512 or AVX2 when the CPU has them.
 pub(super) fn q4_k_dispatched(bytes: &[u8], out: &mut [f64]) {
@@ -37,29 +37,20 @@ pub(super) fn q6_k_dispatched(bytes: &[u8], out: &mut [f64]) {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{block_bytes, block_values, f16_at, scales_and_mins};
+    use super::avx2::q4_k_nibbles;
+    use super::{block_bytes, block_values, blocks, sub_scales};
 
     #[target_feature(enable = "avx512f,avx2")]
     pub(super) fn q4_k(bytes: &[u8], out: &mut [f64]) {
-        let low_nibbles = _mm256_set1_epi8(0x0F);
         let nibble_values = _mm512_cvtepi32_ps(_mm512_set_epi32(
             15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
         ));
-        for (b, v) in bytes
-            .chunks_exact(const { block_bytes("q4_k") })
-            .zip(out.chunks_exact_mut(const { block_values("q4_k") }))
-        {
-            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-            let (sc, mn) = scales_and_mins(&b[4..16]);
+        for (b, v) in blocks::<{ block_bytes("q4_k") }, { block_values("q4_k") }>(bytes, out) {
+            let sub = sub_scales(b);
             for g in 0..4 {
-                let qs = &b[16 + g * 32..][..32];
-                // SAFETY: qs holds 32 bytes.
-                let qs = unsafe { _mm256_loadu_si256(qs.as_ptr().cast()) };
-                let lo = _mm256_and_si256(qs, low_nibbles);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
+                let (lo, hi) = q4_k_nibbles(b, g);
                 for (half, nibbles) in [lo, hi].into_iter().enumerate() {
-                    let j = 2 * g + half;
-                    let (scale, min) = (d * f32::from(sc[j]), dmin * f32::from(mn[j]));
+                    let (scale, min) = sub[2 * g + half];
                     // value(q) = scale * q - min for q = 0..=15, in f32 as the portable decoder.
                     let table = _mm512_sub_ps(
                         _mm512_mul_ps(nibble_values, _mm512_set1_ps(scale)),
@@ -98,7 +89,7 @@ mod avx512 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{block_bytes, block_values, f16_at, scales_and_mins};
+    use super::{block_bytes, block_values, blocks, f16_at, sub_scales};
 
     /// Writes `scale * q - min` of 32 small integers `q` (bytes of `q8`) as f64 to `out`,
     /// computed in f32 as the portable decoders do (a product, then a difference).
@@ -132,24 +123,27 @@ mod avx2 {
         unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
     }
 
+    /// The low and the high nibbles of the 32 bytes of group `g` of a q4_k block: values
+    /// g * 64 + l and g * 64 + 32 + l.
+    #[inline(always)]
+    pub(super) fn q4_k_nibbles(b: &[u8], g: usize) -> (__m256i, __m256i) {
+        let qs = load_32(&b[16 + g * 32..]);
+        // SAFETY: inlined only into functions with AVX2 enabled.
+        unsafe {
+            let low_nibbles = _mm256_set1_epi8(0x0F);
+            let lo = _mm256_and_si256(qs, low_nibbles);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
+            (lo, hi)
+        }
+    }
+
     #[target_feature(enable = "avx2")]
     pub(super) fn q4_k(bytes: &[u8], out: &mut [f64]) {
-        let low_nibbles = _mm256_set1_epi8(0x0F);
-        for (b, v) in bytes
-            .chunks_exact(const { block_bytes("q4_k") })
-            .zip(out.chunks_exact_mut(const { block_values("q4_k") }))
-        {
-            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-            let (sc, mn) = scales_and_mins(&b[4..16]);
+        for (b, v) in blocks::<{ block_bytes("q4_k") }, { block_values("q4_k") }>(bytes, out) {
+            let sub = sub_scales(b);
             for g in 0..4 {
-                let qs = load_32(&b[16 + g * 32..]);
-                let lo = _mm256_and_si256(qs, low_nibbles);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), low_nibbles);
-                let (d0, m0) = (d * f32::from(sc[2 * g]), dmin * f32::from(mn[2 * g]));
-                let (d1, m1) = (
-                    d * f32::from(sc[2 * g + 1]),
-                    dmin * f32::from(mn[2 * g + 1]),
-                );
+                let (lo, hi) = q4_k_nibbles(b, g);
+                let ((d0, m0), (d1, m1)) = (sub[2 * g], sub[2 * g + 1]);
                 scaled_32(lo, d0, m0, &mut v[g * 64..]);
                 scaled_32(hi, d1, m1, &mut v[g * 64 + 32..]);
             }
@@ -159,10 +153,7 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) fn q6_k(bytes: &[u8], out: &mut [f64]) {
         let (low_nibbles, two_bits) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3));
-        for (b, v) in bytes
-            .chunks_exact(const { block_bytes("q6_k") })
-            .zip(out.chunks_exact_mut(const { block_values("q6_k") }))
-        {
+        for (b, v) in blocks::<{ block_bytes("q6_k") }, { block_values("q6_k") }>(bytes, out) {
             let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
             let d = f16_at(b, 208);
             for h in 0..2 {
