@@ -12,8 +12,8 @@
       attn_v and ffn_down in every other layer and the output matrix, which are q6_k; every
       block of b is new (a fine-tune quantized again), so every value is decoded and compared.
   bench_values_gen.py gguf-type DIR --type T [--mb N]   DIR/a-T.gguf, DIR/b-T.gguf: N MB
-      (default 100) each of 2048-wide tensors of one quantized type T (q4_k, q5_0, q6_k,
-      q8_0); every block of b is new, so both sides are decoded and compared everywhere.
+      (default 100) each of 2048-wide tensors of one quantized type T (q4_0, q4_k, q5_0,
+      q6_k, q8_0); every block of b is new, so both sides are decoded and compared everywhere.
 Written with gguf-py's GGUFWriter and the safetensors package.
 """
 import argparse
@@ -24,7 +24,7 @@ import gguf
 import safetensors
 from gguf import GGMLQuantizationType as T
 
-F16_SCALES = {T.Q4_K: [0, 2], T.Q5_0: [0], T.Q6_K: [208], T.Q8_0: [0]}
+F16_SCALES = {T.Q4_0: [0], T.Q4_K: [0, 2], T.Q5_0: [0], T.Q6_K: [208], T.Q8_0: [0]}
 
 
 def blocks(rng, qtype, rows, cols):
@@ -110,7 +110,7 @@ def gguf_q4km_pair(out, mb):
 
 def gguf_type_pair(out, mb, name):
     rng = np.random.default_rng(3)
-    qtype = {"q4_k": T.Q4_K, "q5_0": T.Q5_0, "q6_k": T.Q6_K, "q8_0": T.Q8_0}[name]
+    qtype = {"q4_0": T.Q4_0, "q4_k": T.Q4_K, "q5_0": T.Q5_0, "q6_k": T.Q6_K, "q8_0": T.Q8_0}[name]
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     rows, cols = 2048, 2048
     count = max(1, -(-mb * 1_000_000 // (rows * cols // block * size)))
@@ -155,7 +155,7 @@ if __name__ == "__main__":
     p.add_argument("kind", choices=["gguf", "gguf-q4km", "gguf-type", "safetensors"])
     p.add_argument("dir")
     p.add_argument("--mb", type=int)
-    p.add_argument("--type", choices=["q4_k", "q5_0", "q6_k", "q8_0"])
+    p.add_argument("--type", choices=["q4_0", "q4_k", "q5_0", "q6_k", "q8_0"])
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     if args.kind == "gguf":
