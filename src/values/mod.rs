@@ -10,6 +10,7 @@
 mod bits;
 pub mod compare;
 pub(crate) mod dequant;
+pub(crate) mod groups;
 mod source;
 
 use std::path::PathBuf;
@@ -348,7 +349,10 @@ struct Pair<'a> {
 pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     let mut diff = ValueDiff::default();
     let paired = pair_tensors(&old, &new, &mut diff)?;
-    let work = settle_by_bytes(&paired, &mut diff);
+    // A training checkpoint's groups sum up their figures ([`groups`]): the norms of its
+    // identical tensors count too, so they are summed rather than settled by their bytes.
+    let grouped = old.artifact.layout.groups.is_some() || new.artifact.layout.groups.is_some();
+    let work = settle_by_bytes(&paired, &mut diff, grouped);
     let totals = sum_pieces(&work, diff.tensors.len());
     for (tensor, total) in diff.tensors.iter_mut().zip(totals) {
         if let Some(total) = total {
@@ -498,10 +502,12 @@ fn pair_tensors<'a>(
 }
 
 /// Settles what the bytes decide: pairs whose bytes are the same (identical values, no
-/// arithmetic) and byte-compared pairs. Returns the pieces of the others to compare by value.
+/// arithmetic, unless `summed`: then their norms are taken as well) and byte-compared pairs.
+/// Returns the pieces of the others to compare by value.
 fn settle_by_bytes<'p, 'a>(
     paired: &'p Paired<'a>,
     diff: &mut ValueDiff,
+    summed: bool,
 ) -> Vec<(&'p Pair<'a>, u64, u64)> {
     let identical: Vec<bool> = paired
         .values
@@ -516,13 +522,13 @@ fn settle_by_bytes<'p, 'a>(
     }
     let mut work = Vec::new();
     for (pair, identical) in paired.values.iter().zip(&identical) {
-        if *identical {
+        if *identical && !summed {
             diff.tensors[pair.index].stats = Some(ValueStats::identical());
             continue;
         }
         // A strided view is not compared byte for byte: its values decide.
-        diff.tensors[pair.index].changed =
-            pair.old.run().is_some() && pair.new.run().is_some() || !pair.same_dtype;
+        diff.tensors[pair.index].changed = !identical
+            && (pair.old.run().is_some() && pair.new.run().is_some() || !pair.same_dtype);
         let mut start = 0;
         while start < pair.elements {
             let end = (start + PIECE).min(pair.elements);
