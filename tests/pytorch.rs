@@ -1403,7 +1403,8 @@ fn a_lightning_checkpoint_is_checked_against_its_gguf_conversion() {
 /// numpy arrays inside a checkpoint are tensors named by their path, with numpy's dtype and
 /// shape, whether numpy's `_reconstruct` holds the data as latin-1 text (protocol 2, torch's
 /// default: `_codecs.encode` is never called) or as bytes (protocol 4), or `_frombuffer` does
-/// (protocol 5). Their values are in the pickle: value diffs say so instead of reading bytes
+/// (protocol 5). Their values are in the pickle: value diffs compare those of C order (the
+/// text decoded, the bytes in place) and say so of a Fortran order's instead of reading bytes
 /// at an offset that holds none of them.
 #[test]
 fn numpy_arrays_are_tensors_named_by_their_path() {
@@ -1441,11 +1442,11 @@ fn numpy_arrays_are_tensors_named_by_their_path() {
         &text,
         &[
             "Tensors, other:\n  + flags [3] (bool)\n  + fortran [2, 3] (i16)\n",
-            "values identical in all 1 compared tensors",
-            "not compared: array: a numpy array: its values are inside the pickle, not read",
-            "not compared: numpy_rng.1: a numpy array",
+            // Protocol 2's latin-1 text (numpy-inside.pt) against bytes (protocol 4).
+            "values identical in all 3 compared tensors",
         ],
     );
+    assert_lacks(&text, &["not compared"]);
     // The Trainer's rng_state.pth: numpy's Mersenne Twister state is a tensor of the RNG group.
     let rng = inspect_json(&training.join("trainer/checkpoint-2/rng_state.pth"));
     let state = rng["tensors"]
@@ -1504,13 +1505,10 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     );
 }
 
-/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders,
-/// torch stubbed out, in this test only), written to a safetensors twin with the safetensors
-/// package: the arrays weight-inspect reads in place (bytes of protocols 4 and 5) hold the
-/// same values; a Fortran-ordered one is left out and said so.
-#[test]
-fn numpy_arrays_read_in_place_hold_numpy_s_values() {
-    const TWIN: &str = r#"
+/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders and
+/// `_codecs`, torch stubbed out), every array under its dotted path written to a safetensors
+/// twin with the safetensors package.
+const NUMPY_TWIN: &str = r#"
 import io, pickle, sys, zipfile
 import numpy as np
 from safetensors.numpy import save_file
@@ -1529,20 +1527,40 @@ class Reader(pickle.Unpickler):
     def persistent_load(self, pid):
         return None
 
+def arrays(obj, path=()):
+    if isinstance(obj, np.ndarray):
+        yield ".".join(path), np.ascontiguousarray(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from arrays(v, path + (str(k),))
+    elif isinstance(obj, tuple):
+        for i, v in enumerate(obj):
+            yield from arrays(v, path + (str(i),))
+
 with zipfile.ZipFile(sys.argv[1]) as z:
     name = next(n for n in z.namelist() if n.endswith("data.pkl"))
     root = Reader(io.BytesIO(z.read(name))).load()
-arrays = {k: v for k, v in root.items() if isinstance(v, np.ndarray)}
-arrays["numpy_rng.1"] = root["numpy_rng"][1]
-save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
+save_file(dict(arrays(root)), sys.argv[2])
 "#;
+
+/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders,
+/// torch stubbed out, in this test only), written to a safetensors twin with the safetensors
+/// package: the arrays weight-inspect reads in place (bytes of protocols 4 and 5) hold the
+/// same values; a Fortran-ordered one is left out and said so.
+#[test]
+fn numpy_arrays_read_in_place_hold_numpy_s_values() {
     let training = dir().join("training");
     let tmp = tempfile::tempdir().unwrap();
     for file in ["numpy-inside-p4.pt", "numpy-inside-p5.pt"] {
         let path = training.join(file);
         let twin = tmp.path().join(format!("{file}.safetensors"));
         let out = Command::new(python())
-            .args(["-c", TWIN, path.to_str().unwrap(), twin.to_str().unwrap()])
+            .args([
+                "-c",
+                NUMPY_TWIN,
+                path.to_str().unwrap(),
+                twin.to_str().unwrap(),
+            ])
             .output()
             .unwrap();
         assert_success(&format!("numpy twin of {file}"), &out);
@@ -1580,6 +1598,88 @@ save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
             "{file}"
         );
     }
+}
+
+/// Protocol 2 (torch.save's default) writes a numpy array's data as `_codecs.encode(text,
+/// "latin1")`: the text is decoded, one byte per character and nothing called, and its values
+/// compared. They equal numpy's own reading of the file, and those of the same checkpoint saved
+/// with protocol 4 (data as bytes, read in place); a step later, the changed arrays show.
+#[test]
+fn protocol_2_numpy_arrays_are_decoded_and_compared() {
+    let training = dir().join("training");
+    let p2 = training.join("numpy-p2.pt");
+    let tmp = tempfile::tempdir().unwrap();
+    let twin = tmp.path().join("numpy-p2.safetensors");
+    let out = Command::new(python())
+        .args([
+            "-c",
+            NUMPY_TWIN,
+            p2.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_success("numpy twin of numpy-p2.pt", &out);
+    for other in [twin.clone(), training.join("numpy-p2-as-p4.pt")] {
+        let out = run(&[
+            "diff",
+            "--values",
+            "--json",
+            p2.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ]);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let values = &json["values"];
+        let compared: BTreeSet<&str> = values["tensors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{json}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            compared,
+            BTreeSet::from([
+                "model.bytes",
+                "model.counts",
+                "model.mask",
+                "model.weight",
+                "model.wide",
+                "numpy_rng.1",
+            ]),
+            "{other:?}: {json}"
+        );
+        assert_eq!(values["changed"], 0, "{other:?}: {json}");
+        assert_eq!(values["bits_differ"], 0, "{other:?}: {json}");
+        assert_eq!(
+            values["skipped"],
+            serde_json::json!([]),
+            "{other:?}: {json}"
+        );
+    }
+    let out = run(&[
+        "diff",
+        "--values",
+        p2.to_str().unwrap(),
+        training.join("numpy-p2-step.pt").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &["values changed in 2 of 6 tensors; largest rel_l2 0.0107 (model.weight)"],
+    );
+    assert_lacks(&text, &["not compared"]);
+    let row = |name: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} not in {text}"));
+        line.split_whitespace().map(str::to_owned).collect()
+    };
+    // counts: one i16 element moved by 1; weight: every f32 element by 0.01 (as rounded).
+    assert_eq!(row("model.counts")[1], "1");
+    assert_eq!(row("model.counts")[3], "1/5");
+    assert_eq!(row("model.weight")[3], "32/32");
 }
 
 /// A hash pinned under schema 1 keeps holding: the policy's `expected_hash` of a training

@@ -409,7 +409,15 @@ fn pair_tensors<'a>(
             .get_index(new_position)
             .expect("position found")
             .1;
-        if old.artifact.values_in_pickle(name) || new.artifact.values_in_pickle(name) {
+        // A numpy array's values inside the pickle: protocol 2's latin-1 text decoded, or not
+        // read (a Fortran order).
+        let (old_decoded, new_decoded) = (
+            old.artifact.decoded_values(name),
+            new.artifact.decoded_values(name),
+        );
+        if old.artifact.values_in_pickle(name) && old_decoded.is_none()
+            || new.artifact.values_in_pickle(name) && new_decoded.is_none()
+        {
             diff.skipped.push(Skipped {
                 name: name.to_owned(),
                 reason: "a numpy array: its values are inside the pickle, not read".to_owned(),
@@ -440,8 +448,14 @@ fn pair_tensors<'a>(
         };
         match (codec_old, codec_new) {
             (Ok(ca), Ok(cb)) => {
-                let old_bytes = tensor_bytes(old_file, name, a, &ca, old.view_at(old_position))?;
-                let new_bytes = tensor_bytes(new_file, name, b, &cb, new.view_at(new_position))?;
+                let old_bytes = match old_decoded {
+                    Some(bytes) => TensorBytes::Run(bytes),
+                    None => tensor_bytes(old_file, name, a, &ca, old.view_at(old_position))?,
+                };
+                let new_bytes = match new_decoded {
+                    Some(bytes) => TensorBytes::Run(bytes),
+                    None => tensor_bytes(new_file, name, b, &cb, new.view_at(new_position))?,
+                };
                 // The work is bounded by the bytes present: views that repeat their storage's
                 // elements (stride 0, a broadcast) on both sides are not expanded.
                 let backed = old_bytes
@@ -477,8 +491,14 @@ fn pair_tensors<'a>(
                     index,
                     old_file,
                     new_file,
-                    old: old_file.range(name, a.file_offset, a.byte_length)?,
-                    new: new_file.range(name, b.file_offset, b.byte_length)?,
+                    old: match old_decoded {
+                        Some(bytes) => bytes,
+                        None => old_file.range(name, a.file_offset, a.byte_length)?,
+                    },
+                    new: match new_decoded {
+                        Some(bytes) => bytes,
+                        None => new_file.range(name, b.file_offset, b.byte_length)?,
+                    },
                 });
                 diff.tensors.push(TensorValues {
                     method: Method::Bytes(why),
