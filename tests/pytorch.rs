@@ -1712,3 +1712,100 @@ fn a_pinned_hash_of_a_training_checkpoint_still_holds() {
     };
     assert_eq!(model_identity("pinned.pt"), model_identity("other-step.pt"));
 }
+
+/// `expected_model_identity` pins a run's model across its steps: both Lightning checkpoints of
+/// one run pass (where `expected_hash` of one step fails the other), another model fails with
+/// its own model identity, a plain state dict fails as no training checkpoint, a truncated
+/// copy fails, and a malformed pin is refused with its place in the policy.
+#[test]
+fn a_policy_pins_the_model_identity_of_a_run() {
+    let training = dir().join("training");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    for (from, to) in [
+        (training.join("lightning-step2.ckpt"), "step2.ckpt"),
+        (training.join("lightning-step3.ckpt"), "step3.ckpt"),
+        (training.join("lightning-llama.ckpt"), "llama.ckpt"),
+        (dir().join("basic.pt"), "plain.ckpt"),
+    ] {
+        std::fs::copy(from, work.join(to)).unwrap();
+    }
+    let bytes = std::fs::read(work.join("step3.ckpt")).unwrap();
+    std::fs::write(work.join("cut.ckpt"), &bytes[..bytes.len() - 100]).unwrap();
+    let id = |name: &str| -> Value {
+        serde_json::from_str(&stdout(&run_in(Some(work), &["id", "--json", name]))).unwrap()
+    };
+    let pinned = id("step2.ckpt")["model_identity"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let llama = id("llama.ckpt")["model_identity"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(pinned, llama);
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        format!(
+            "[[rules]]\npaths = [\"*.ckpt\"]\nexpected_model_identity = \"{}\"\n",
+            pinned.to_uppercase()
+        ),
+    )
+    .unwrap();
+    for step in ["step2.ckpt", "step3.ckpt"] {
+        let out = run_in(Some(work), &["check", step]);
+        assert_eq!(code(&out), 0, "{step}: {}", combined(&out));
+    }
+    let violation = |name: &str| -> Value {
+        let out = run_in(Some(work), &["check", "--format", "json", name]);
+        assert_eq!(code(&out), 1, "{name}: {}", combined(&out));
+        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let violations = doc["violations"].as_array().unwrap();
+        let v = violations
+            .iter()
+            .find(|v| v["rule"] == "expected_model_identity")
+            .unwrap_or_else(|| panic!("{name}: {doc}"));
+        assert_eq!(v["expected"], pinned.as_str(), "{doc}");
+        v["found"].clone()
+    };
+    assert_eq!(violation("llama.ckpt"), llama.as_str());
+    assert_contains(
+        violation("plain.ckpt").as_str().unwrap(),
+        &["no model identity: not a training checkpoint"],
+    );
+    // A copy cut short (its zip directory gone) passes no longer.
+    assert_eq!(code(&run_in(Some(work), &["check", "cut.ckpt"])), 1);
+    // SARIF names the rule and the text the policy's line.
+    let out = run_in(Some(work), &["check", "--format", "sarif", "llama.ckpt"]);
+    assert_contains(&stdout(&out), &["\"ruleId\": \"expected_model_identity\""]);
+    let out = run_in(Some(work), &["check", "llama.ckpt"]);
+    assert_contains(
+        &combined(&out),
+        &[&format!(
+            "llama.ckpt: expected_model_identity: expected {pinned}; found {llama} [.weight-inspect.toml:1]"
+        )],
+    );
+    // The structural hash of one step does not pin the next: that is what the key is for.
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        format!(
+            "[[rules]]\npaths = [\"*.ckpt\"]\nexpected_hash = \"{}\"\n",
+            id("step2.ckpt")["structural_hash"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    assert_eq!(code(&run_in(Some(work), &["check", "step3.ckpt"])), 1);
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"*.ckpt\"]\nexpected_model_identity = \"b24b\"\n",
+    )
+    .unwrap();
+    let out = run_in(Some(work), &["check", "step2.ckpt"]);
+    assert_eq!(code(&out), 2, "{}", combined(&out));
+    assert_contains(
+        &combined(&out),
+        &[
+            ".weight-inspect.toml:3:27: expected_model_identity must be a model identity of 64 hex digits",
+        ],
+    );
+}

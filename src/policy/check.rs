@@ -504,6 +504,7 @@ fn first_structural_rule<'a>(eff: &Effective<'a>) -> &'a Rule {
         eff.allowed_dtypes.map(|s| s.rule),
         eff.denied_dtypes.map(|s| s.rule),
         eff.expected_hash.map(|s| s.rule),
+        eff.expected_model_identity.map(|s| s.rule),
         eff.required_metadata.map(|s| s.rule),
         eff.forbidden_metadata.map(|s| s.rule),
         eff.max_tensors.map(|s| s.rule),
@@ -566,6 +567,29 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             out.push(Violation::new(
                 path,
                 "expected_hash",
+                &expected,
+                expected.value.clone(),
+                found,
+            ));
+        }
+    }
+    if let Some(expected) = eff.expected_model_identity {
+        // Pinned like `expected_hash`: for the complete file only.
+        let actual = crate::identity::model_identity(a);
+        let incomplete = a.layout.incomplete();
+        if actual.as_ref() != Some(expected.value) || incomplete.is_some() {
+            let found = match (actual, &incomplete) {
+                (Some(actual), Some(incomplete)) => {
+                    format!("{actual}, but the file is incomplete: {incomplete}")
+                }
+                (Some(actual), None) => actual,
+                (None, _) => "no model identity: not a training checkpoint (model weights \
+                              beside optimizer, scheduler or RNG state)"
+                    .to_owned(),
+            };
+            out.push(Violation::new(
+                path,
+                "expected_model_identity",
                 &expected,
                 expected.value.clone(),
                 found,

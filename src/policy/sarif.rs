@@ -73,6 +73,15 @@ const RULES: &[(&str, &str, &str)] = &[
          it through. If the change is intended, re-pin with `weight-inspect policy pin PATH`.",
     ),
     (
+        "expected_model_identity",
+        "The pinned model identity of a training checkpoint",
+        "A PyTorch training checkpoint's model identity (its model weights' names, dtypes and \
+         shapes plus its groups, docs/SPEC.md §5d; never the weights, the step or the optimizer \
+         state) must equal the pinned one (expected_model_identity), and the file must be \
+         complete. Every step of one run passes; another model, or a file that is not a \
+         training checkpoint, does not.",
+    ),
+    (
         "required_metadata",
         "Required metadata present",
         "The metadata keys the policy requires (required_metadata) must exist, with the \
@@ -649,6 +658,7 @@ mod tests {
             "allowed_dtypes",
             "denied_dtypes",
             "expected_hash",
+            "expected_model_identity",
             "required_metadata",
             "forbidden_metadata",
             "max_tensors",
