@@ -52,6 +52,9 @@ pub(crate) struct Detail {
     pub metadata: Vec<String>,
     /// The structural hash of the file or model, when it was read as one.
     pub structural_hash: Option<String>,
+    /// A training checkpoint's model identity and its groups (docs/SPEC.md §5d), so that a
+    /// result shows which model of which run it is about.
+    pub training: Option<(String, Vec<&'static str>)>,
     /// For a model directory, what stands for it: its index or first part, or the directory
     /// itself as `dir/` when its files do not fit together.
     pub anchor: Option<String>,
@@ -418,8 +421,13 @@ impl Evaluation<'_, '_> {
             return;
         }
         let hash = crate::identity::structural_hash(artifact);
+        let training = artifact
+            .layout
+            .training()
+            .and_then(|t| Some((crate::identity::model_identity(artifact)?, t.groups.clone())));
         for v in &mut self.violations {
             v.detail.structural_hash = Some(hash.clone());
+            v.detail.training.clone_from(&training);
         }
     }
 
