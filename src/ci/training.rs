@@ -7,7 +7,7 @@
 
 use crate::diff::{Change, GROUP_ORDER};
 use crate::git::ComparedFile;
-use crate::values::groups::{by_group, label};
+use crate::values::groups::label;
 
 /// The label of `file` when a side is a training checkpoint or holds training state (the
 /// Trainer's optimizer.pt); None for every other file.
@@ -59,7 +59,7 @@ pub(super) fn training_label(file: &ComparedFile) -> Option<String> {
     groups.sort_by_key(|g| GROUP_ORDER.iter().position(|o| o == g));
     groups.dedup();
     let values = match &file.values {
-        Some(Ok(values)) => new.map(|new| by_group(values, new)),
+        Some(Ok(values)) => new.map(|new| values.by_group(new)),
         _ => None,
     };
     if file.diff.is_none() && values.is_none() {

@@ -73,15 +73,6 @@ const RULES: &[(&str, &str, &str)] = &[
          it through. If the change is intended, re-pin with `weight-inspect policy pin PATH`.",
     ),
     (
-        "expected_model_identity",
-        "The pinned model identity of a training checkpoint",
-        "A PyTorch training checkpoint's model identity (its model weights' names, dtypes and \
-         shapes plus its groups, docs/SPEC.md §5d; never the weights, the step or the optimizer \
-         state) must equal the pinned one (expected_model_identity), and the file must be \
-         complete. Every step of one run passes; another model, or a file that is not a \
-         training checkpoint, does not.",
-    ),
-    (
         "required_metadata",
         "Required metadata present",
         "The metadata keys the policy requires (required_metadata) must exist, with the \
@@ -175,6 +166,15 @@ const RULES: &[(&str, &str, &str)] = &[
         "The files of one model fit together",
         "A directory a rule covers holds a multi-file model whose files must fit together: an \
          index and the shards it names, or split-GGUF parts 1..N (model_files).",
+    ),
+    (
+        "expected_model_identity",
+        "The pinned model identity of a training checkpoint",
+        "A PyTorch training checkpoint's model identity (its model weights' names, dtypes and \
+         shapes plus its groups, docs/SPEC.md §5d; never the weights, the step or the optimizer \
+         state) must equal the pinned one (expected_model_identity), and the file must be \
+         complete. Every step of one run passes; another model, or a file that is not a \
+         training checkpoint, does not.",
     ),
 ];
 

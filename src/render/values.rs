@@ -421,7 +421,7 @@ pub(crate) fn text_or_skipped(
 /// state): `  by group: model 2 of 2 changed (rel_l2 0.0201 over the group; largest 0.0269),
 /// optimizer …`; empty when `artifact` has no groups.
 pub(crate) fn by_group(values: &ValueDiff, artifact: &crate::artifact::Artifact) -> String {
-    let groups = crate::values::groups::by_group(values, artifact);
+    let groups = values.by_group(artifact);
     if groups.is_empty() {
         return String::new();
     }
@@ -511,7 +511,7 @@ pub(crate) fn json_grouped(
         diff: super::json::diff_doc(diff),
         values: GroupedValuesDoc {
             values: values_doc(values),
-            groups: group_docs(&crate::values::groups::by_group(values, new)),
+            groups: group_docs(&values.by_group(new)),
         },
     };
     super::json::to_string(&doc)
@@ -525,7 +525,7 @@ pub(crate) fn json_value_grouped(
 ) -> serde_json::Value {
     let doc = GroupedValuesDoc {
         values: values_doc(values),
-        groups: group_docs(&crate::values::groups::by_group(values, new)),
+        groups: group_docs(&values.by_group(new)),
     };
     serde_json::to_value(doc).expect("JSON of plain data cannot fail")
 }

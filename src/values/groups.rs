@@ -2,10 +2,9 @@
 //! optimizer, scheduler, RNG and other state, docs/pytorch.md): tensors compared, changed and
 //! identical, and the relative L2 change of each group's tensors taken together.
 
-use super::{Method, Sums, ValueDiff, ValueStats};
-use crate::artifact::Artifact;
+use super::compare::Sums;
 
-/// The value changes of one group.
+/// The value changes of one group ([`super::ValueDiff::by_group`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GroupValues {
     /// `model`, `optimizer`, `scheduler`, `rng` or `other`.
@@ -28,72 +27,36 @@ pub(crate) struct GroupValues {
     pub infinite: bool,
 }
 
-/// The groups of `values` by `artifact`'s tensor groups (the new side's), in the order a diff
-/// shows them; empty when `artifact` has no groups.
-pub(crate) fn by_group(values: &ValueDiff, artifact: &Artifact) -> Vec<GroupValues> {
-    // (the group's figures, its sums, whether every tensor compared by value has sums)
-    let mut groups: Vec<(GroupValues, Option<Sums>, bool)> = Vec::new();
-    for t in &values.tensors {
-        let Some(group) = artifact.tensor_group(&t.name) else {
-            continue;
-        };
-        let at = match groups.iter().position(|g| g.0.group == group) {
-            Some(at) => at,
-            None => {
-                groups.push((
-                    GroupValues {
-                        group,
-                        compared: 0,
-                        changed: 0,
-                        identical: 0,
-                        compared_by_bytes: 0,
-                        rel_l2: None,
-                        max_rel_l2: None,
-                        infinite: false,
-                    },
-                    None,
-                    true,
-                ));
-                groups.len() - 1
-            }
-        };
-        let (g, sums, complete) = &mut groups[at];
-        g.compared += 1;
-        if t.changed {
-            g.changed += 1;
-        } else if t.bits_differ.is_none() {
-            g.identical += 1;
-        }
-        if let Method::Bytes(_) = t.method {
-            g.compared_by_bytes += 1;
-            continue;
-        }
-        if t.changed {
-            match t.rel_l2() {
-                Some(r) => g.max_rel_l2 = Some(g.max_rel_l2.map_or(r, |m| m.max(r))),
-                None => g.infinite = true,
-            }
-        }
-        match t.stats.and_then(|s| s.sums) {
-            Some(s) => match sums {
-                Some(total) => total.merge(&s),
-                None => *sums = Some(s),
-            },
-            // Identical by its bytes, not summed: its norm is unknown, so is the group's.
-            None => *complete = false,
+impl GroupValues {
+    pub(super) fn new(group: &'static str) -> GroupValues {
+        GroupValues {
+            group,
+            compared: 0,
+            changed: 0,
+            identical: 0,
+            compared_by_bytes: 0,
+            rel_l2: None,
+            max_rel_l2: None,
+            infinite: false,
         }
     }
-    let mut out: Vec<GroupValues> = groups
-        .into_iter()
-        .map(|(mut g, sums, complete)| {
-            g.rel_l2 = sums
-                .filter(|_| complete)
-                .and_then(|s| ValueStats::from_sums(&s).rel_l2);
-            g
-        })
-        .collect();
-    out.sort_by_key(|g| crate::diff::GROUP_ORDER.iter().position(|o| *o == g.group));
-    out
+}
+
+/// A group's sums while its tensors are added: None once a tensor compared by value has none
+/// (identical by its bytes, not summed), so that its norm and the group's are unknown.
+pub(super) struct GroupSums(pub(super) Option<Option<Sums>>);
+
+impl GroupSums {
+    pub(super) fn add(&mut self, sums: Option<&Sums>) {
+        self.0 = match (self.0.take(), sums) {
+            (Some(None), Some(s)) => Some(Some(*s)),
+            (Some(Some(mut total)), Some(s)) => {
+                total.merge(s);
+                Some(Some(total))
+            }
+            _ => None,
+        };
+    }
 }
 
 /// How a group is named to a reader: `model weights`, `optimizer state`, `scheduler state`,

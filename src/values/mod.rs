@@ -180,6 +180,61 @@ impl ValueDiff {
     }
 }
 
+impl ValueDiff {
+    /// A grouped checkpoint's value changes group by group, by `artifact`'s tensor groups (the
+    /// new side's), in the order a diff shows them: tensors compared, changed, identical, and
+    /// ‖b − a‖ / ‖a‖ of the group's tensors compared by value taken as one vector. Empty when
+    /// `artifact` has no groups.
+    pub(crate) fn by_group(&self, artifact: &Artifact) -> Vec<groups::GroupValues> {
+        let mut found: Vec<(groups::GroupValues, groups::GroupSums)> = Vec::new();
+        for t in &self.tensors {
+            let Some(group) = artifact.tensor_group(&t.name) else {
+                continue;
+            };
+            let at = match found.iter().position(|g| g.0.group == group) {
+                Some(at) => at,
+                None => {
+                    found.push((
+                        groups::GroupValues::new(group),
+                        groups::GroupSums(Some(None)),
+                    ));
+                    found.len() - 1
+                }
+            };
+            let (g, sums) = &mut found[at];
+            g.compared += 1;
+            if t.changed {
+                g.changed += 1;
+            } else if t.bits_differ.is_none() {
+                g.identical += 1;
+            }
+            if let Method::Bytes(_) = t.method {
+                g.compared_by_bytes += 1;
+                continue;
+            }
+            if t.changed {
+                match t.rel_l2() {
+                    Some(r) => g.max_rel_l2 = Some(g.max_rel_l2.map_or(r, |m| m.max(r))),
+                    None => g.infinite = true,
+                }
+            }
+            sums.add(t.stats.as_ref().and_then(|s| s.sums.as_ref()));
+        }
+        let mut out: Vec<groups::GroupValues> = found
+            .into_iter()
+            .map(|(mut g, sums)| {
+                g.rel_l2 = sums
+                    .0
+                    .flatten()
+                    .and_then(|s| ValueStats::from_sums(&s).rel_l2);
+                g
+            })
+            .collect();
+        out.sort_by_key(|g| crate::diff::GROUP_ORDER.iter().position(|o| *o == g.group));
+        out
+    }
+}
+
 /// One layer of the per-block view.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerSummary {
