@@ -43,7 +43,7 @@ pub(super) fn training_label(file: &ComparedFile) -> Option<String> {
         )),
         (None, Some(b)) => parts.push(format!("model identity {}", short(b))),
         (Some(a), None) if new.is_some() => {
-            parts.push(format!("model identity {} → none", short(a)))
+            parts.push(format!("model identity {} → none", short(a)));
         }
         (Some(a), None) => parts.push(format!("model identity {} (removed)", short(a))),
         (None, None) => {}

@@ -515,10 +515,6 @@ pub struct ValueStats {
     /// The norms, cosine and max |b - a| are approximate: 64-bit integers of magnitude ≥ 2^53
     /// were rounded to f64 (changed elements are counted exactly all the same).
     pub approximate: bool,
-    /// The sums the figures come from, so that figures over several tensors (a training
-    /// checkpoint's group) can be taken; None for a tensor found identical by its bytes
-    /// without arithmetic.
-    pub sums: Option<Sums>,
 }
 
 impl ValueStats {
@@ -531,7 +527,6 @@ impl ValueStats {
             rel_l2: Some(0.0),
             cosine: Some(1.0),
             approximate: false,
-            sums: None,
         }
     }
 
@@ -561,7 +556,6 @@ impl ValueStats {
             rel_l2,
             cosine,
             approximate: s.inexact,
-            sums: Some(*s),
         }
     }
 }

@@ -85,6 +85,10 @@ pub struct TensorValues {
     /// The bytes differ but every value is equal (signed zeros, NaN payloads): then not
     /// `changed`, and this says what differs.
     pub bits_differ: Option<BitsDiffer>,
+    /// The sums its figures come from, so that figures over several tensors (a training
+    /// checkpoint's group, [`ValueDiff::by_group`]) can be taken; None when compared by bytes
+    /// or found identical by its bytes without arithmetic.
+    pub sums: Option<Sums>,
 }
 
 impl TensorValues {
@@ -218,7 +222,7 @@ impl ValueDiff {
                     None => g.infinite = true,
                 }
             }
-            sums.add(t.stats.as_ref().and_then(|s| s.sums.as_ref()));
+            sums.add(t.sums.as_ref());
         }
         let mut out: Vec<groups::GroupValues> = found
             .into_iter()
@@ -414,6 +418,7 @@ pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
             let stats = ValueStats::from_sums(&total);
             tensor.changed |= stats.changed_elements > 0;
             tensor.stats = Some(stats);
+            tensor.sums = Some(total);
         }
     }
     // Bytes that differ with every value equal: rare, so a second pass says why.
@@ -500,6 +505,7 @@ fn pair_tensors<'a>(
             method: Method::Values,
             stats: None,
             bits_differ: None,
+            sums: None,
         };
         match (codec_old, codec_new) {
             (Ok(ca), Ok(cb)) => {
@@ -891,6 +897,7 @@ mod tests {
                     method: Method::Values,
                     bits_differ: None,
                     stats: Some(ValueStats::identical()),
+                    sums: None,
                 })
                 .collect(),
             ..ValueDiff::default()

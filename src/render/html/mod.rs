@@ -748,7 +748,7 @@ pub(crate) fn write_diff_report(
     groups: &[GroupValues],
 ) -> crate::error::Result<()> {
     stream_to(path, &mut |out| {
-        diff_page(out, old, new, diff, values, groups)
+        diff_page(out, old, new, diff, values, groups);
     })
 }
 
@@ -819,6 +819,7 @@ mod cap_tests {
                         max_abs_diff: 0.5,
                         ..ValueStats::identical()
                     }),
+                    sums: None,
                 })
                 .collect(),
             ..ValueDiff::default()
