@@ -686,6 +686,38 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
     ] {
         assert!(names.contains(&name), "{name} not in {names:?}");
     }
+    // The real libraries' files: the parameters are the elements of the tensors torch.load
+    // gives under the model key (Lightning's state_dict, fairseq's model), none of an
+    // optimizer's or RNG file's, all of a module's or a plain state dict's.
+    for (file, model_key) in [
+        ("lightning-step2.ckpt", Some("state_dict.")),
+        ("lightning-llama.ckpt", Some("state_dict.")),
+        ("fairseq.pt", Some("model.")),
+        ("trainer/checkpoint-2/optimizer.pt", None),
+        ("trainer/checkpoint-2/rng_state.pth", None),
+        ("trainer/checkpoint-2/pytorch_model.bin", Some("")),
+        ("module.pt", Some("")),
+    ] {
+        let tensors = manifest[file]["tensors"].as_object().unwrap();
+        assert!(!tensors.is_empty(), "{file}");
+        let expected: u64 = tensors
+            .iter()
+            .filter(|(name, _)| model_key.is_some_and(|k| name.starts_with(k)))
+            .map(|(_, t)| {
+                t["shape"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.as_u64().unwrap())
+                    .product::<u64>()
+            })
+            .sum();
+        let json = inspect_json(&training.join(file));
+        assert_eq!(json["parameters"]["total"], expected, "{file}");
+        if model_key.is_none() {
+            assert_eq!(expected, 0, "{file}");
+        }
+    }
     let module = run(&["inspect", training.join("module.pt").to_str().unwrap()]);
     assert_contains(
         &stdout(&module),
@@ -785,6 +817,23 @@ fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
         files.push((name.clone(), global.as_str().unwrap().to_owned()));
     }
     assert!(files.len() >= 11, "{files:?}");
+    // The variants hold the opcodes they stand for: the protocol (PROTO 2..5, none before),
+    // GLOBAL (`c`) up to protocol 3 and STACK_GLOBAL (0x93) from 4, INST (`i`), OBJ (`o`).
+    for p in 0..=5u8 {
+        let bytes = std::fs::read(source.join(format!("reduce-p{p}.pkl"))).unwrap();
+        let proto = if p >= 2 { Some(p) } else { None };
+        assert_eq!(
+            (bytes[0] == 0x80).then(|| bytes[1]),
+            proto,
+            "reduce-p{p}.pkl"
+        );
+        let stack_global = bytes.contains(&0x93);
+        assert_eq!(stack_global, p >= 4, "reduce-p{p}.pkl");
+    }
+    let inst = std::fs::read(source.join("inst.pkl")).unwrap();
+    assert!(inst.starts_with(b"(") && inst.windows(14).any(|w| w == b"iposix\nsystem\n"));
+    let obj = std::fs::read(source.join("obj.pkl")).unwrap();
+    assert!(obj.windows(14).any(|w| w == b"cposix\nsystem\n") && obj.contains(&b'o'));
     for (name, global) in &files {
         let out = run_in(Some(here), &["inspect", name]);
         match code(&out) {
@@ -813,7 +862,12 @@ fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
             all.push(path);
         }
     }
-    for file in ["fairseq.pt", "module.pt", "numpy-inside.pt"] {
+    // Every training checkpoint the real libraries wrote (manifest.json lists them all).
+    let training: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("training/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    for file in training.as_object().unwrap().keys() {
         all.push(dir().join("training").join(file));
     }
     let scan = Command::new(python())
