@@ -89,6 +89,10 @@ fn ci_labels_a_training_checkpoint_s_groups_and_model_identity() {
         out.path().join("summary.md"),
         out.path().join("report.sarif"),
     );
+    let (json, html) = (
+        out.path().join("report.json"),
+        out.path().join("report.html"),
+    );
     let run = repo.wi(&[
         "ci",
         "--base",
@@ -99,6 +103,10 @@ fn ci_labels_a_training_checkpoint_s_groups_and_model_identity() {
         summary.to_str().unwrap(),
         "--sarif",
         sarif.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
     ]);
     let log = combined(&run);
     assert_eq!(code(&run), 1, "{log}");
@@ -183,6 +191,35 @@ fn ci_labels_a_training_checkpoint_s_groups_and_model_identity() {
     assert_contains(
         payload["message"]["text"].as_str().unwrap(),
         &["dangerous: posix.system"],
+    );
+
+    // The JSON report's values and the HTML page sum the step's changes up group by group.
+    let report: Value = serde_json::from_str(&read(&json)).unwrap();
+    let last = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["new_path"] == "runs/last.ckpt")
+        .unwrap_or_else(|| panic!("{report}"));
+    let groups: Vec<(&str, u64, u64)> = last["values"]["groups"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{last}"))
+        .iter()
+        .map(|g| {
+            (
+                g["group"].as_str().unwrap(),
+                g["compared"].as_u64().unwrap(),
+                g["changed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(groups, [("model", 2, 2), ("optimizer", 6, 6)]);
+    assert_contains(
+        &read(&html),
+        &[
+            "<h3>By group</h3>",
+            "<th class=\"name\">model weights</th><td>2</td><td>2</td><td>0</td><td>0.0257</td>",
+        ],
     );
 
     // With --fail-on change, each changed checkpoint's annotation carries its label; without

@@ -1546,6 +1546,20 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     assert_contains(&repo.ok(&["diff", "HEAD~1", "HEAD"]), &expected);
     let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
     assert_contains(&stdout(&out), &expected);
+    // With values, summed up group by group, in text and JSON.
+    let out = repo.wi(&["git", "diff", "--values", "HEAD~1", "HEAD"]);
+    assert_contains(
+        &stdout(&out),
+        &[
+            "  by group: model 2 of 2 changed (rel_l2 0.0257 over the group; largest 0.0269), optimizer 6 of 6 changed",
+        ],
+    );
+    let out = repo.wi(&["git", "diff", "--values", "--json", "HEAD~1", "HEAD"]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        json["files"][0]["values"]["groups"][0]["group"], "model",
+        "{json}"
+    );
     let textconv = repo.ok(&["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
     assert_contains(
         &textconv,
