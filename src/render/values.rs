@@ -465,6 +465,8 @@ struct GroupDoc {
     compared_by_bytes: usize,
     /// ‖b − a‖ / ‖a‖ over the group's tensors compared by value; null when infinite or none.
     rel_l2: Option<f64>,
+    /// The largest rel_l2 of a changed tensor of the group; null when none changed or one is
+    /// infinite.
     max_rel_l2: Option<f64>,
 }
 

@@ -42,20 +42,34 @@ impl GroupValues {
     }
 }
 
-/// A group's sums while its tensors are added: None once a tensor compared by value has none
-/// (identical by its bytes, not summed), so that its norm and the group's are unknown.
-pub(super) struct GroupSums(pub(super) Option<Option<Sums>>);
+/// A group's sums while its tensors are added.
+pub(super) enum GroupSums {
+    /// No tensor compared by value yet.
+    Empty,
+    Sum(Sums),
+    /// A tensor compared by value has no sums (identical by its bytes, not summed): its norm,
+    /// and so the group's, is unknown.
+    Unknown,
+}
 
 impl GroupSums {
     pub(super) fn add(&mut self, sums: Option<&Sums>) {
-        self.0 = match (self.0.take(), sums) {
-            (Some(None), Some(s)) => Some(Some(*s)),
-            (Some(Some(mut total)), Some(s)) => {
+        *self = match (std::mem::replace(self, GroupSums::Unknown), sums) {
+            (GroupSums::Empty, Some(s)) => GroupSums::Sum(*s),
+            (GroupSums::Sum(mut total), Some(s)) => {
                 total.merge(s);
-                Some(Some(total))
+                GroupSums::Sum(total)
             }
-            _ => None,
+            _ => GroupSums::Unknown,
         };
+    }
+
+    /// The sums of every tensor added; None when unknown or none was added.
+    pub(super) fn total(&self) -> Option<&Sums> {
+        match self {
+            GroupSums::Sum(s) => Some(s),
+            GroupSums::Empty | GroupSums::Unknown => None,
+        }
     }
 }
 

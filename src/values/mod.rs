@@ -198,10 +198,7 @@ impl ValueDiff {
             let at = match found.iter().position(|g| g.0.group == group) {
                 Some(at) => at,
                 None => {
-                    found.push((
-                        groups::GroupValues::new(group),
-                        groups::GroupSums(Some(None)),
-                    ));
+                    found.push((groups::GroupValues::new(group), groups::GroupSums::Empty));
                     found.len() - 1
                 }
             };
@@ -227,10 +224,7 @@ impl ValueDiff {
         let mut out: Vec<groups::GroupValues> = found
             .into_iter()
             .map(|(mut g, sums)| {
-                g.rel_l2 = sums
-                    .0
-                    .flatten()
-                    .and_then(|s| ValueStats::from_sums(&s).rel_l2);
+                g.rel_l2 = sums.total().and_then(|s| ValueStats::from_sums(s).rel_l2);
                 g
             })
             .collect();
