@@ -4,6 +4,7 @@
 Usage (in the fixture venv, scripts/requirements-fixtures.txt; never the test venv):
 
     /work/fixture-venv/bin/python scripts/make_training_checkpoints.py tests/fixtures/pytorch/training
+    ... make_training_checkpoints.py OUTDIR --only numpy_protocol_2   (one part, the rest kept)
 
 Writes into OUTDIR (emptied first):
 
@@ -17,6 +18,10 @@ Writes into OUTDIR (emptied first):
   numpy-inside.pt   a tensor beside a numpy array and numpy's RNG state (np.random.get_state())
   numpy-inside-p4.pt, numpy-inside-p5.pt  the same and more arrays (Fortran order, bool, f64)
                     with pickle protocols 4 (data as bytes) and 5 (numpy's _frombuffer)
+  numpy-p2.pt, numpy-p2-step.pt, numpy-p2-as-p4.pt  numpy arrays of every byte value (f32,
+                    f64, i16, u8, bool, u32 RNG state) in torch.save's default protocol 2, whose
+                    data is _codecs.encode(text, "latin1"); a step later (some values changed);
+                    and the first saved with protocol 4 (data as bytes), the same values
   trainer/checkpoint-2/  transformers.Trainer, two steps on a tiny BERT: optimizer.pt,
                     scheduler.pt, rng_state.pth, training_args.bin (pytorch_model.bin or
                     model.safetensors beside them as the Trainer writes it)
@@ -135,6 +140,26 @@ def numpy_inside(out):
     torch.save(more, out / "numpy-inside-p5.pt", pickle_protocol=5)
 
 
+def numpy_protocol_2(out):
+    rng = np.random.RandomState(5)
+    arrays = {
+        # Every byte value appears in the data, so the latin-1 text holds characters of one and
+        # two UTF-8 bytes.
+        "bytes": np.arange(256, dtype=np.uint8).reshape(16, 16),
+        "weight": rng.standard_normal((8, 4)).astype(np.float32),
+        "wide": rng.standard_normal(5),
+        "counts": np.array([-300, 0, 7, 32767, -32768], dtype=np.int16),
+        "mask": np.array([True, False, True, True]),
+    }
+    checkpoint = {"model": dict(arrays), "numpy_rng": rng.get_state(), "step": 1}
+    torch.save(checkpoint, out / "numpy-p2.pt")
+    torch.save(checkpoint, out / "numpy-p2-as-p4.pt", pickle_protocol=4)
+    later = dict(arrays, weight=arrays["weight"] + np.float32(0.01),
+                 counts=arrays["counts"] + np.array([1, 0, 0, 0, 0], dtype=np.int16))
+    rng.standard_normal(3)
+    torch.save({"model": later, "numpy_rng": rng.get_state(), "step": 2}, out / "numpy-p2-step.pt")
+
+
 def trainer(out):
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
     torch.manual_seed(2)
@@ -219,16 +244,23 @@ def lightning_llama(out):
     trainer.save_checkpoint(out / "lightning-llama.ckpt")
 
 
+PARTS = ["fairseq", "module", "numpy_inside", "numpy_protocol_2", "trainer", "lightning",
+         "lightning_llama"]
+
+
 def main():
     out = Path(sys.argv[1])
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    fairseq(out)
-    module(out)
-    numpy_inside(out)
-    trainer(out)
-    lightning(out)
-    lightning_llama(out)
+    if sys.argv[2:3] == ["--only"]:
+        # One part written again, the others left as they are (a new run of Lightning or the
+        # Trainer would not give the same bytes).
+        out.mkdir(parents=True, exist_ok=True)
+        parts = sys.argv[3:]
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        parts = PARTS
+    for part in parts:
+        globals()[part](out)
     manifest = {}
     for path in sorted(out.rglob("*")):
         if path.suffix not in {".pt", ".pth", ".bin", ".ckpt"}:

@@ -336,8 +336,11 @@ pub struct PickleParts {
     /// its model identity holds (docs/SPEC.md §5d).
     pub training: Option<TrainingCheckpoint>,
     /// The tensors (numpy arrays) whose values lie inside the pickle, not at an offset of the
-    /// file; sorted. Value diffs leave them out and say so.
+    /// file; sorted. Value diffs leave them out and say so, unless their bytes are decoded.
     pub values_in_pickle: Vec<String>,
+    /// The bytes of those whose values protocol 2 wrote as latin-1 text, decoded (one byte per
+    /// character, nothing called), by name; sorted. Value diffs compare them.
+    pub decoded: Vec<(String, Vec<u8>)>,
 }
 
 impl Layout {
@@ -631,10 +634,19 @@ impl Artifact {
                         .iter()
                         .filter_map(|name| Some(training.model_name(name)?.to_owned()))
                         .collect();
+                    let mut decoded: Vec<(String, Vec<u8>)> = pickle
+                        .decoded
+                        .iter()
+                        .filter_map(|(name, bytes)| {
+                            Some((training.model_name(name)?.to_owned(), bytes.clone()))
+                        })
+                        .collect();
+                    decoded.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                     (!names.is_empty()).then(|| {
                         Box::new(PickleParts {
                             training: None,
                             values_in_pickle: names,
+                            decoded,
                         })
                     })
                 }),
@@ -652,6 +664,16 @@ impl Artifact {
                 .binary_search_by(|n| n.as_str().cmp(name))
                 .is_ok()
         })
+    }
+
+    /// The decoded bytes of the tensor named `name` when its values lie inside the pickle as
+    /// protocol 2's latin-1 text (a numpy array); None otherwise.
+    pub fn decoded_values(&self, name: &str) -> Option<&[u8]> {
+        let decoded = &self.layout.pickle.as_ref()?.decoded;
+        let at = decoded
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()?;
+        Some(&decoded[at].1)
     }
 
     /// The group of the tensor named `name` (None when the file has no groups).

@@ -686,6 +686,38 @@ fn training_checkpoints_give_every_tensor_torch_loads() {
     ] {
         assert!(names.contains(&name), "{name} not in {names:?}");
     }
+    // The real libraries' files: the parameters are the elements of the tensors torch.load
+    // gives under the model key (Lightning's state_dict, fairseq's model), none of an
+    // optimizer's or RNG file's, all of a module's or a plain state dict's.
+    for (file, model_key) in [
+        ("lightning-step2.ckpt", Some("state_dict.")),
+        ("lightning-llama.ckpt", Some("state_dict.")),
+        ("fairseq.pt", Some("model.")),
+        ("trainer/checkpoint-2/optimizer.pt", None),
+        ("trainer/checkpoint-2/rng_state.pth", None),
+        ("trainer/checkpoint-2/pytorch_model.bin", Some("")),
+        ("module.pt", Some("")),
+    ] {
+        let tensors = manifest[file]["tensors"].as_object().unwrap();
+        assert!(!tensors.is_empty(), "{file}");
+        let expected: u64 = tensors
+            .iter()
+            .filter(|(name, _)| model_key.is_some_and(|k| name.starts_with(k)))
+            .map(|(_, t)| {
+                t["shape"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.as_u64().unwrap())
+                    .product::<u64>()
+            })
+            .sum();
+        let json = inspect_json(&training.join(file));
+        assert_eq!(json["parameters"]["total"], expected, "{file}");
+        if model_key.is_none() {
+            assert_eq!(expected, 0, "{file}");
+        }
+    }
     let module = run(&["inspect", training.join("module.pt").to_str().unwrap()]);
     assert_contains(
         &stdout(&module),
@@ -785,6 +817,23 @@ fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
         files.push((name.clone(), global.as_str().unwrap().to_owned()));
     }
     assert!(files.len() >= 11, "{files:?}");
+    // The variants hold the opcodes they stand for: the protocol (PROTO 2..5, none before),
+    // GLOBAL (`c`) up to protocol 3 and STACK_GLOBAL (0x93) from 4, INST (`i`), OBJ (`o`).
+    for p in 0..=5u8 {
+        let bytes = std::fs::read(source.join(format!("reduce-p{p}.pkl"))).unwrap();
+        let proto = if p >= 2 { Some(p) } else { None };
+        assert_eq!(
+            (bytes[0] == 0x80).then(|| bytes[1]),
+            proto,
+            "reduce-p{p}.pkl"
+        );
+        let stack_global = bytes.contains(&0x93);
+        assert_eq!(stack_global, p >= 4, "reduce-p{p}.pkl");
+    }
+    let inst = std::fs::read(source.join("inst.pkl")).unwrap();
+    assert!(inst.starts_with(b"(") && inst.windows(14).any(|w| w == b"iposix\nsystem\n"));
+    let obj = std::fs::read(source.join("obj.pkl")).unwrap();
+    assert!(obj.windows(14).any(|w| w == b"cposix\nsystem\n") && obj.contains(&b'o'));
     for (name, global) in &files {
         let out = run_in(Some(here), &["inspect", name]);
         match code(&out) {
@@ -813,7 +862,12 @@ fn malicious_variants_never_run_and_picklescan_dangerous_is_dangerous_here() {
             all.push(path);
         }
     }
-    for file in ["fairseq.pt", "module.pt", "numpy-inside.pt"] {
+    // Every training checkpoint the real libraries wrote (manifest.json lists them all).
+    let training: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("training/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    for file in training.as_object().unwrap().keys() {
         all.push(dir().join("training").join(file));
     }
     let scan = Command::new(python())
@@ -1172,7 +1226,7 @@ fn diff_values_of_two_lightning_checkpoints() {
         &text,
         &[
             "values changed in 8 of 8 tensors",
-            "by group: model 2 of 2 changed (largest rel_l2 0.0269), optimizer 6 of 6 changed (largest rel_l2 0.853)",
+            "by group: model 2 of 2 changed (rel_l2 0.0257 over the group; largest 0.0269), optimizer 6 of 6 changed (rel_l2 0.5022 over the group; largest 0.853)",
         ],
     );
     // The step counters: one element each, 2.0 -> 3.0 (abs diff 1, rel_l2 0.5).
@@ -1188,6 +1242,163 @@ fn diff_values_of_two_lightning_checkpoints() {
         assert_eq!(&cells[..2], ["0.5", "1"], "{line}");
         assert!(line.contains(" 1/1 "), "{line}");
     }
+}
+
+/// Reads a torch.save zip's tensors without torch or weight-inspect (Python's Unpickler with
+/// torch's rebuilders stubbed by numpy, in this test only) and prints, for two checkpoints,
+/// each root key's relative L2 change of all its tensors taken as one vector.
+const GROUP_REL_L2: &str = r#"
+import io, json, pickle, sys, zipfile
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "LongStorage": np.int64,
+          "IntStorage": np.int32, "HalfStorage": np.float16, "BoolStorage": np.bool_}
+
+class Stub:
+    def __init__(self, *a, **k): pass
+    def __setstate__(self, state): pass
+
+class Dict(dict):
+    """An OrderedDict; torch's BUILD gives it attributes (`_metadata`)."""
+
+def rebuild(storage, offset, size, stride, *rest):
+    item = storage.itemsize
+    return np.array(as_strided(storage[offset:], shape=size, strides=[s * item for s in stride]))
+
+def load(path):
+    z = zipfile.ZipFile(path)
+    pkl = next(n for n in z.namelist() if n.endswith("data.pkl"))
+    prefix = pkl[: -len("data.pkl")]
+    class Reader(pickle.Unpickler):
+        def find_class(self, module, name):
+            if module == "torch._utils" and name == "_rebuild_tensor_v2":
+                return rebuild
+            if module == "torch._utils" and name == "_rebuild_parameter":
+                return lambda data, *rest: data
+            if module == "torch" and name in DTYPES:
+                return name
+            if module == "collections" and name == "OrderedDict":
+                return Dict
+            return Stub
+        def persistent_load(self, pid):
+            _, kind, key, _, _ = pid
+            return np.frombuffer(z.read(prefix + "data/" + key), dtype=DTYPES[kind])
+    return Reader(io.BytesIO(z.read(pkl))).load()
+
+def tensors(obj, path=()):
+    if isinstance(obj, np.ndarray):
+        yield ".".join(path), obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from tensors(v, path + (str(k),))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from tensors(v, path + (str(i),))
+
+old, new = (dict(tensors(load(p))) for p in sys.argv[1:3])
+sums = {}
+for name, a in old.items():
+    b = new[name].astype(np.float64)
+    a = a.astype(np.float64)
+    d, n = sums.get(name.split(".")[0], (0.0, 0.0))
+    sums[name.split(".")[0]] = (d + float(((b - a) ** 2).sum()), n + float((a ** 2).sum()))
+print(json.dumps({k: (d ** 0.5) / (n ** 0.5) for k, (d, n) in sums.items()}))
+"#;
+
+/// `diff --values` sums a training checkpoint's value changes up group by group, in text, JSON
+/// and HTML: each group's tensors compared, changed and identical, and the relative L2 change
+/// of the group as one vector, which matches numpy's over the tensors of the checkpoint's root
+/// key (read here without torch or weight-inspect).
+#[test]
+fn diff_values_sums_each_group_up() {
+    let training = dir().join("training");
+    let (step2, step3) = (
+        training.join("lightning-step2.ckpt"),
+        training.join("lightning-step3.ckpt"),
+    );
+    let out = Command::new(python())
+        .args([
+            "-c",
+            GROUP_REL_L2,
+            step2.to_str().unwrap(),
+            step3.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_success("numpy's group rel_l2", &out);
+    let numpy: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("report.html");
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+        step2.to_str().unwrap(),
+        step3.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["schema"], 1);
+    let groups = json["values"]["groups"].as_array().unwrap();
+    let names: Vec<&str> = groups
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["model", "optimizer"]);
+    for (group, root, tensors) in [
+        (&groups[0], "state_dict", 2),
+        (&groups[1], "optimizer_states", 6),
+    ] {
+        assert_eq!(group["compared"], tensors, "{group}");
+        assert_eq!(group["changed"], tensors, "{group}");
+        assert_eq!(group["identical"], 0, "{group}");
+        let ours = group["rel_l2"].as_f64().unwrap();
+        let theirs = numpy[root].as_f64().unwrap();
+        assert!(
+            (ours - theirs).abs() <= 1e-9 * theirs,
+            "{root}: {ours} vs numpy's {theirs}"
+        );
+        // The group's figure is not its largest tensor's.
+        assert!(group["max_rel_l2"].as_f64().unwrap() > ours, "{group}");
+    }
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_contains(
+        &html,
+        &[
+            "<h3>By group</h3>",
+            "id=\"values-group-model\"><th class=\"name\">model weights</th><td>2</td><td>2</td><td>0</td><td>0.0257</td><td>0.0269</td>",
+            "id=\"values-group-optimizer\"><th class=\"name\">optimizer state</th><td>6</td><td>6</td><td>0</td><td>0.5022</td>",
+        ],
+    );
+    // A checkpoint against itself: every group identical, its norms summed all the same.
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        step2.to_str().unwrap(),
+        step2.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for group in json["values"]["groups"].as_array().unwrap() {
+        assert_eq!(group["changed"], 0, "{group}");
+        assert_eq!(group["identical"], group["compared"], "{group}");
+        assert_eq!(group["rel_l2"], 0.0, "{group}");
+    }
+    // A plain state dict has no groups.
+    let plain = dir().join("basic.pt");
+    let json: Value = serde_json::from_str(&stdout(&run(&[
+        "diff",
+        "--values",
+        "--json",
+        plain.to_str().unwrap(),
+        plain.to_str().unwrap(),
+    ])))
+    .unwrap();
+    assert!(json["values"].get("groups").is_none(), "{json}");
 }
 
 /// The conversion check with a Lightning checkpoint as the source: its model weights
@@ -1246,7 +1457,8 @@ fn a_lightning_checkpoint_is_checked_against_its_gguf_conversion() {
 /// numpy arrays inside a checkpoint are tensors named by their path, with numpy's dtype and
 /// shape, whether numpy's `_reconstruct` holds the data as latin-1 text (protocol 2, torch's
 /// default: `_codecs.encode` is never called) or as bytes (protocol 4), or `_frombuffer` does
-/// (protocol 5). Their values are in the pickle: value diffs say so instead of reading bytes
+/// (protocol 5). Their values are in the pickle: value diffs compare those of C order (the
+/// text decoded, the bytes in place) and say so of a Fortran order's instead of reading bytes
 /// at an offset that holds none of them.
 #[test]
 fn numpy_arrays_are_tensors_named_by_their_path() {
@@ -1284,11 +1496,11 @@ fn numpy_arrays_are_tensors_named_by_their_path() {
         &text,
         &[
             "Tensors, other:\n  + flags [3] (bool)\n  + fortran [2, 3] (i16)\n",
-            "values identical in all 1 compared tensors",
-            "not compared: array: a numpy array: its values are inside the pickle, not read",
-            "not compared: numpy_rng.1: a numpy array",
+            // Protocol 2's latin-1 text (numpy-inside.pt) against bytes (protocol 4).
+            "values identical in all 3 compared tensors",
         ],
     );
+    assert_lacks(&text, &["not compared"]);
     // The Trainer's rng_state.pth: numpy's Mersenne Twister state is a tensor of the RNG group.
     let rng = inspect_json(&training.join("trainer/checkpoint-2/rng_state.pth"));
     let state = rng["tensors"]
@@ -1334,6 +1546,20 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     assert_contains(&repo.ok(&["diff", "HEAD~1", "HEAD"]), &expected);
     let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
     assert_contains(&stdout(&out), &expected);
+    // With values, summed up group by group, in text and JSON.
+    let out = repo.wi(&["git", "diff", "--values", "HEAD~1", "HEAD"]);
+    assert_contains(
+        &stdout(&out),
+        &[
+            "  by group: model 2 of 2 changed (rel_l2 0.0257 over the group; largest 0.0269), optimizer 6 of 6 changed",
+        ],
+    );
+    let out = repo.wi(&["git", "diff", "--values", "--json", "HEAD~1", "HEAD"]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        json["files"][0]["values"]["groups"][0]["group"], "model",
+        "{json}"
+    );
     let textconv = repo.ok(&["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
     assert_contains(
         &textconv,
@@ -1347,13 +1573,10 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     );
 }
 
-/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders,
-/// torch stubbed out, in this test only), written to a safetensors twin with the safetensors
-/// package: the arrays weight-inspect reads in place (bytes of protocols 4 and 5) hold the
-/// same values; a Fortran-ordered one is left out and said so.
-#[test]
-fn numpy_arrays_read_in_place_hold_numpy_s_values() {
-    const TWIN: &str = r#"
+/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders and
+/// `_codecs`, torch stubbed out), every array under its dotted path written to a safetensors
+/// twin with the safetensors package.
+const NUMPY_TWIN: &str = r#"
 import io, pickle, sys, zipfile
 import numpy as np
 from safetensors.numpy import save_file
@@ -1372,20 +1595,40 @@ class Reader(pickle.Unpickler):
     def persistent_load(self, pid):
         return None
 
+def arrays(obj, path=()):
+    if isinstance(obj, np.ndarray):
+        yield ".".join(path), np.ascontiguousarray(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from arrays(v, path + (str(k),))
+    elif isinstance(obj, tuple):
+        for i, v in enumerate(obj):
+            yield from arrays(v, path + (str(i),))
+
 with zipfile.ZipFile(sys.argv[1]) as z:
     name = next(n for n in z.namelist() if n.endswith("data.pkl"))
     root = Reader(io.BytesIO(z.read(name))).load()
-arrays = {k: v for k, v in root.items() if isinstance(v, np.ndarray)}
-arrays["numpy_rng.1"] = root["numpy_rng"][1]
-save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
+save_file(dict(arrays(root)), sys.argv[2])
 "#;
+
+/// numpy's own reading of a checkpoint's arrays (Python's Unpickler with numpy's rebuilders,
+/// torch stubbed out, in this test only), written to a safetensors twin with the safetensors
+/// package: the arrays weight-inspect reads in place (bytes of protocols 4 and 5) hold the
+/// same values; a Fortran-ordered one is left out and said so.
+#[test]
+fn numpy_arrays_read_in_place_hold_numpy_s_values() {
     let training = dir().join("training");
     let tmp = tempfile::tempdir().unwrap();
     for file in ["numpy-inside-p4.pt", "numpy-inside-p5.pt"] {
         let path = training.join(file);
         let twin = tmp.path().join(format!("{file}.safetensors"));
         let out = Command::new(python())
-            .args(["-c", TWIN, path.to_str().unwrap(), twin.to_str().unwrap()])
+            .args([
+                "-c",
+                NUMPY_TWIN,
+                path.to_str().unwrap(),
+                twin.to_str().unwrap(),
+            ])
             .output()
             .unwrap();
         assert_success(&format!("numpy twin of {file}"), &out);
@@ -1425,6 +1668,88 @@ save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, sys.argv[2])
     }
 }
 
+/// Protocol 2 (torch.save's default) writes a numpy array's data as `_codecs.encode(text,
+/// "latin1")`: the text is decoded, one byte per character and nothing called, and its values
+/// compared. They equal numpy's own reading of the file, and those of the same checkpoint saved
+/// with protocol 4 (data as bytes, read in place); a step later, the changed arrays show.
+#[test]
+fn protocol_2_numpy_arrays_are_decoded_and_compared() {
+    let training = dir().join("training");
+    let p2 = training.join("numpy-p2.pt");
+    let tmp = tempfile::tempdir().unwrap();
+    let twin = tmp.path().join("numpy-p2.safetensors");
+    let out = Command::new(python())
+        .args([
+            "-c",
+            NUMPY_TWIN,
+            p2.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_success("numpy twin of numpy-p2.pt", &out);
+    for other in [twin.clone(), training.join("numpy-p2-as-p4.pt")] {
+        let out = run(&[
+            "diff",
+            "--values",
+            "--json",
+            p2.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ]);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let values = &json["values"];
+        let compared: BTreeSet<&str> = values["tensors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{json}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            compared,
+            BTreeSet::from([
+                "model.bytes",
+                "model.counts",
+                "model.mask",
+                "model.weight",
+                "model.wide",
+                "numpy_rng.1",
+            ]),
+            "{other:?}: {json}"
+        );
+        assert_eq!(values["changed"], 0, "{other:?}: {json}");
+        assert_eq!(values["bits_differ"], 0, "{other:?}: {json}");
+        assert_eq!(
+            values["skipped"],
+            serde_json::json!([]),
+            "{other:?}: {json}"
+        );
+    }
+    let out = run(&[
+        "diff",
+        "--values",
+        p2.to_str().unwrap(),
+        training.join("numpy-p2-step.pt").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &["values changed in 2 of 6 tensors; largest rel_l2 0.0107 (model.weight)"],
+    );
+    assert_lacks(&text, &["not compared"]);
+    let row = |name: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} not in {text}"));
+        line.split_whitespace().map(str::to_owned).collect()
+    };
+    // counts: one i16 element moved by 1; weight: every f32 element by 0.01 (as rounded).
+    assert_eq!(row("model.counts")[1], "1");
+    assert_eq!(row("model.counts")[3], "1/5");
+    assert_eq!(row("model.weight")[3], "32/32");
+}
+
 /// A hash pinned under schema 1 keeps holding: the policy's `expected_hash` of a training
 /// checkpoint is its structural hash (golden.json's, the one schema 1 always gave it), never
 /// its model identity; another step of the same model, with the same model identity, is a
@@ -1454,4 +1779,101 @@ fn a_pinned_hash_of_a_training_checkpoint_still_holds() {
         json["model_identity"].clone()
     };
     assert_eq!(model_identity("pinned.pt"), model_identity("other-step.pt"));
+}
+
+/// `expected_model_identity` pins a run's model across its steps: both Lightning checkpoints of
+/// one run pass (where `expected_hash` of one step fails the other), another model fails with
+/// its own model identity, a plain state dict fails as no training checkpoint, a truncated
+/// copy fails, and a malformed pin is refused with its place in the policy.
+#[test]
+fn a_policy_pins_the_model_identity_of_a_run() {
+    let training = dir().join("training");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    for (from, to) in [
+        (training.join("lightning-step2.ckpt"), "step2.ckpt"),
+        (training.join("lightning-step3.ckpt"), "step3.ckpt"),
+        (training.join("lightning-llama.ckpt"), "llama.ckpt"),
+        (dir().join("basic.pt"), "plain.ckpt"),
+    ] {
+        std::fs::copy(from, work.join(to)).unwrap();
+    }
+    let bytes = std::fs::read(work.join("step3.ckpt")).unwrap();
+    std::fs::write(work.join("cut.ckpt"), &bytes[..bytes.len() - 100]).unwrap();
+    let id = |name: &str| -> Value {
+        serde_json::from_str(&stdout(&run_in(Some(work), &["id", "--json", name]))).unwrap()
+    };
+    let pinned = id("step2.ckpt")["model_identity"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let llama = id("llama.ckpt")["model_identity"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(pinned, llama);
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        format!(
+            "[[rules]]\npaths = [\"*.ckpt\"]\nexpected_model_identity = \"{}\"\n",
+            pinned.to_uppercase()
+        ),
+    )
+    .unwrap();
+    for step in ["step2.ckpt", "step3.ckpt"] {
+        let out = run_in(Some(work), &["check", step]);
+        assert_eq!(code(&out), 0, "{step}: {}", combined(&out));
+    }
+    let violation = |name: &str| -> Value {
+        let out = run_in(Some(work), &["check", "--format", "json", name]);
+        assert_eq!(code(&out), 1, "{name}: {}", combined(&out));
+        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let violations = doc["violations"].as_array().unwrap();
+        let v = violations
+            .iter()
+            .find(|v| v["rule"] == "expected_model_identity")
+            .unwrap_or_else(|| panic!("{name}: {doc}"));
+        assert_eq!(v["expected"], pinned.as_str(), "{doc}");
+        v["found"].clone()
+    };
+    assert_eq!(violation("llama.ckpt"), llama.as_str());
+    assert_contains(
+        violation("plain.ckpt").as_str().unwrap(),
+        &["no model identity: not a training checkpoint"],
+    );
+    // A copy cut short (its zip directory gone) passes no longer.
+    assert_eq!(code(&run_in(Some(work), &["check", "cut.ckpt"])), 1);
+    // SARIF names the rule and the text the policy's line.
+    let out = run_in(Some(work), &["check", "--format", "sarif", "llama.ckpt"]);
+    assert_contains(&stdout(&out), &["\"ruleId\": \"expected_model_identity\""]);
+    let out = run_in(Some(work), &["check", "llama.ckpt"]);
+    assert_contains(
+        &combined(&out),
+        &[&format!(
+            "llama.ckpt: expected_model_identity: expected {pinned}; found {llama} [.weight-inspect.toml:1]"
+        )],
+    );
+    // The structural hash of one step does not pin the next: that is what the key is for.
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        format!(
+            "[[rules]]\npaths = [\"*.ckpt\"]\nexpected_hash = \"{}\"\n",
+            id("step2.ckpt")["structural_hash"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    assert_eq!(code(&run_in(Some(work), &["check", "step3.ckpt"])), 1);
+    std::fs::write(
+        work.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"*.ckpt\"]\nexpected_model_identity = \"b24b\"\n",
+    )
+    .unwrap();
+    let out = run_in(Some(work), &["check", "step2.ckpt"]);
+    assert_eq!(code(&out), 2, "{}", combined(&out));
+    assert_contains(
+        &combined(&out),
+        &[
+            ".weight-inspect.toml:3:27: expected_model_identity must be a model identity of 64 hex digits",
+        ],
+    );
 }

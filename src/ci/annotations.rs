@@ -41,6 +41,16 @@ fn grouped_line(a: &Annotation) -> String {
     }
 }
 
+/// The training-checkpoint label of the changed file at `path`, if it is one.
+fn training_of<'r>(report: &'r CiReport, path: &str) -> Option<&'r str> {
+    report
+        .files
+        .iter()
+        .find(|f| f.path() == path || f.anchor == path)?
+        .training
+        .as_deref()
+}
+
 /// Every annotation the report calls for, errors first.
 fn collect(report: &CiReport) -> Vec<Annotation> {
     // With --fail-on never nothing fails the job, so nothing is shown as an error.
@@ -64,6 +74,11 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
         annotation
             .message
             .push_str(&super::report::standing_note(standing, &report.base));
+        if let Some(training) = training_of(report, &v.path) {
+            annotation
+                .message
+                .push_str(&format!(" (training checkpoint: {training})"));
+        }
         all.push(annotation);
     }
     for e in &report.unchecked {
@@ -81,11 +96,15 @@ fn collect(report: &CiReport) -> Vec<Annotation> {
                 file: Some(f.anchor.clone()),
                 title: format!("weight-inspect: model {}", f.change.status.name()),
                 message: format!(
-                    "{}: {} -> {} ({}); --fail-on change fails on any changed model file",
+                    "{}: {} -> {} ({}){}; --fail-on change fails on any changed model file",
                     f.format,
                     short_hash(f.old.as_ref()),
                     short_hash(f.new.as_ref()),
-                    counts_text(f.counts)
+                    counts_text(f.counts),
+                    f.training
+                        .as_deref()
+                        .map(|t| format!("; training checkpoint: {t}"))
+                        .unwrap_or_default()
                 ),
             });
         }

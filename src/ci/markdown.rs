@@ -48,6 +48,7 @@ pub(crate) fn render(report: &CiReport, budget: usize) -> String {
         };
     }
     files_table(&mut w, report);
+    training_table(&mut w, report);
     violations_table(&mut w, report);
     details(&mut w, report);
     w.out
@@ -179,6 +180,43 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
             w.note(&format!(
                 "\n_{} not listed: {LIMIT_NOTE}; the JSON report lists every file._\n",
                 plural(report.files.len() - i, "more file", "more files")
+            ));
+            return;
+        }
+    }
+}
+
+/// Training checkpoints (a grouped PyTorch checkpoint on a side): the model identity and what
+/// changed group by group, so that a new step of the same run reads apart from another model.
+fn training_table(w: &mut Budgeted, report: &CiReport) {
+    let rows: Vec<&CiFile> = report
+        .files
+        .iter()
+        .filter(|f| f.training.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let head = "\n### Training checkpoints\n\nThe model identity holds the model weights' \
+                names, dtypes and shapes and the list of groups (equal across the steps of a \
+                run); the groups are told apart.\n\n| File | Model identity and groups |\n\
+                | --- | --- |\n";
+    if !w.push(head) {
+        w.note(&format!(
+            "\n_The training checkpoints are left out: {LIMIT_NOTE}; see the JSON report._\n"
+        ));
+        return;
+    }
+    for (i, f) in rows.iter().enumerate() {
+        let row = format!(
+            "| {} | {} |\n",
+            cell_code(f.path()),
+            markdown_cell(f.training.as_deref().unwrap_or_default())
+        );
+        if !w.push(&row) {
+            w.note(&format!(
+                "\n_{} not listed: {LIMIT_NOTE}; see the JSON report._\n",
+                plural(rows.len() - i, "more checkpoint", "more checkpoints")
             ));
             return;
         }

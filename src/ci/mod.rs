@@ -16,6 +16,7 @@ mod outputs;
 mod record;
 mod report;
 mod sections;
+mod training;
 
 use std::path::Path;
 

@@ -27,6 +27,10 @@ pub(crate) struct CiFile {
     pub counts_as_change: bool,
     pub old: Option<SideCell>,
     pub new: Option<SideCell>,
+    /// A grouped checkpoint's label: its model identity and what changed group by group
+    /// (`model identity b24ba64b64f8 (unchanged); model weights changed (values 2 of 2); …`);
+    /// None for other files.
+    pub training: Option<String>,
     /// The plain-text diff of the job summary; None once the diffs before it already exceed
     /// what one summary can hold (the summary stops before reaching it).
     pub details: Option<String>,
@@ -85,6 +89,7 @@ impl CiFile {
             counts_as_change: file.counts_as_change(),
             old: file.old.as_ref().map(SideCell::of),
             new: file.new.as_ref().map(SideCell::of),
+            training: super::training::training_label(file),
             details: keep_details.then(|| file.details()),
             change: file.change.clone(),
         }

@@ -544,6 +544,9 @@ impl CiReport {
                 hash_text(f.new.as_ref()),
                 counts_text(f.counts)
             );
+            if let Some(training) = &f.training {
+                let _ = writeln!(out, "          training checkpoint: {training}");
+            }
         }
         if violations {
             let policy = self.policy.as_deref().unwrap_or_default();

@@ -60,6 +60,9 @@ pub(crate) fn html_section(i: usize, f: &ComparedFile) -> String {
         Some(Ok(values)) => {
             out.push_str("<h3>Values</h3>\n");
             page::write_values_part(&mut out, &id, values);
+            if let Some(new) = f.new.as_ref().and_then(|s| s.artifact()) {
+                page::write_groups_part(&mut out, &id, &values.by_group(new));
+            }
         }
         Some(Err(why)) if f.diff.is_some() => {
             let _ = writeln!(

@@ -212,7 +212,8 @@ fn diff_values(args: DiffArgs, output: Output, opener: &Opener<'_>) -> Result<Ex
     let diff = crate::diff::StructuralDiff::between(&a, &b);
     let values = crate::values::compare(old, new).map_err(input::InputError::from)?;
     if let Some(path) = &args.html {
-        crate::render::html::write_diff_report(path, &args.a, &args.b, &diff, &values)?;
+        let groups = values.by_group(&b);
+        crate::render::html::write_diff_report(path, &args.a, &args.b, &diff, &values, &groups)?;
     }
     output.print(&report::Values {
         diff: &diff,

@@ -451,6 +451,7 @@ impl Conversion {
                     method: crate::values::Method::Values,
                     stats: Some(p.stats),
                     bits_differ: None,
+                    sums: None,
                 })
                 .collect(),
             skipped: self

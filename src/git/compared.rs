@@ -254,7 +254,10 @@ impl ComparedFile {
             }),
             diff: self.diff.as_ref().map(crate::render::json::diff_value),
             values: self.values.as_ref().map(|v| match v {
-                Ok(values) => crate::render::values::json_value(values),
+                Ok(values) => match artifact(&self.new) {
+                    Some(new) => crate::render::values::json_value_grouped(values, new),
+                    None => crate::render::values::json_value(values),
+                },
                 Err(why) => serde_json::json!({ "skipped": why.to_string() }),
             }),
             conversion: self.conversion.as_ref().map(|(reference, c)| match c {
@@ -331,6 +334,9 @@ impl ComparedFile {
                 values.as_ref().map_err(|e| e as &dyn std::fmt::Display),
                 &palette,
             ));
+            if let (Ok(values), Some(new)) = (values, artifact(&self.new)) {
+                out.push_str(&crate::render::values::by_group(values, new));
+            }
         }
         out.push_str(&self.conversion_text(&palette));
         // Without both structures, the LFS pointers still tell whether the content changed.

@@ -171,6 +171,9 @@ fn text_of(file: &ComparedFile, color: bool) -> String {
             values.as_ref().map_err(|e| e as &dyn std::fmt::Display),
             &crate::render::Palette::new(color),
         ));
+        if let (Ok(values), Some(new)) = (values, file.new.as_ref().and_then(|s| s.artifact())) {
+            text.push_str(&crate::render::values::by_group(values, new));
+        }
     }
     text.push_str(&file.conversion_text(&crate::render::Palette::new(color)));
     text

@@ -52,6 +52,9 @@ pub(crate) struct Detail {
     pub metadata: Vec<String>,
     /// The structural hash of the file or model, when it was read as one.
     pub structural_hash: Option<String>,
+    /// A training checkpoint's model identity and its groups (docs/SPEC.md §5d), so that a
+    /// result shows which model of which run it is about.
+    pub training: Option<(String, Vec<&'static str>)>,
     /// For a model directory, what stands for it: its index or first part, or the directory
     /// itself as `dir/` when its files do not fit together.
     pub anchor: Option<String>,
@@ -418,8 +421,13 @@ impl Evaluation<'_, '_> {
             return;
         }
         let hash = crate::identity::structural_hash(artifact);
+        let training = artifact
+            .layout
+            .training()
+            .and_then(|t| Some((crate::identity::model_identity(artifact)?, t.groups.clone())));
         for v in &mut self.violations {
             v.detail.structural_hash = Some(hash.clone());
+            v.detail.training.clone_from(&training);
         }
     }
 
@@ -504,6 +512,7 @@ fn first_structural_rule<'a>(eff: &Effective<'a>) -> &'a Rule {
         eff.allowed_dtypes.map(|s| s.rule),
         eff.denied_dtypes.map(|s| s.rule),
         eff.expected_hash.map(|s| s.rule),
+        eff.expected_model_identity.map(|s| s.rule),
         eff.required_metadata.map(|s| s.rule),
         eff.forbidden_metadata.map(|s| s.rule),
         eff.max_tensors.map(|s| s.rule),
@@ -566,6 +575,29 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             out.push(Violation::new(
                 path,
                 "expected_hash",
+                &expected,
+                expected.value.clone(),
+                found,
+            ));
+        }
+    }
+    if let Some(expected) = eff.expected_model_identity {
+        // Pinned like `expected_hash`: for the complete file only.
+        let actual = crate::identity::model_identity(a);
+        let incomplete = a.layout.incomplete();
+        if actual.as_ref() != Some(expected.value) || incomplete.is_some() {
+            let found = match (actual, &incomplete) {
+                (Some(actual), Some(incomplete)) => {
+                    format!("{actual}, but the file is incomplete: {incomplete}")
+                }
+                (Some(actual), None) => actual,
+                (None, _) => "no model identity: not a training checkpoint (model weights \
+                              beside optimizer, scheduler or RNG state)"
+                    .to_owned(),
+            };
+            out.push(Violation::new(
+                path,
+                "expected_model_identity",
                 &expected,
                 expected.value.clone(),
                 found,

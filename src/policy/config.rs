@@ -108,6 +108,9 @@ pub struct Settings {
     pub allowed_dtypes: Option<Vec<String>>,
     pub denied_dtypes: Option<Vec<String>>,
     pub expected_hash: Option<String>,
+    /// A PyTorch training checkpoint's model identity (docs/SPEC.md §5d): its model weights
+    /// and groups pinned, whatever step of the run it is.
+    pub expected_model_identity: Option<String>,
     pub required_metadata: Option<BTreeMap<String, Expected>>,
     pub forbidden_metadata: Option<Vec<String>>,
     pub max_tensors: Option<u64>,
@@ -162,6 +165,7 @@ pub struct Effective<'a> {
     pub allowed_dtypes: Option<Sourced<'a, Vec<String>>>,
     pub denied_dtypes: Option<Sourced<'a, Vec<String>>>,
     pub expected_hash: Option<Sourced<'a, String>>,
+    pub expected_model_identity: Option<Sourced<'a, String>>,
     pub required_metadata: Option<Sourced<'a, BTreeMap<String, Expected>>>,
     pub forbidden_metadata: Option<Sourced<'a, Vec<String>>>,
     pub max_tensors: Option<Sourced<'a, u64>>,
@@ -186,6 +190,7 @@ impl Effective<'_> {
         self.allowed_dtypes.is_some()
             || self.denied_dtypes.is_some()
             || self.expected_hash.is_some()
+            || self.expected_model_identity.is_some()
             || self.required_metadata.is_some()
             || self.forbidden_metadata.is_some()
             || self.max_tensors.is_some()
@@ -205,6 +210,10 @@ impl Effective<'_> {
             (self.allowed_dtypes.is_some(), "allowed_dtypes"),
             (self.denied_dtypes.is_some(), "denied_dtypes"),
             (self.expected_hash.is_some(), "expected_hash"),
+            (
+                self.expected_model_identity.is_some(),
+                "expected_model_identity",
+            ),
             (self.required_metadata.is_some(), "required_metadata"),
             (self.forbidden_metadata.is_some(), "forbidden_metadata"),
             (self.max_tensors.is_some(), "max_tensors"),
@@ -322,6 +331,7 @@ impl Policy {
                 allowed_dtypes,
                 denied_dtypes,
                 expected_hash,
+                expected_model_identity,
                 required_metadata,
                 forbidden_metadata,
                 max_tensors,
@@ -361,6 +371,8 @@ struct RawRule {
     denied_dtypes: Option<Vec<String>>,
     #[serde(default, deserialize_with = "hash_hex")]
     expected_hash: Option<String>,
+    #[serde(default, deserialize_with = "model_identity_hex")]
+    expected_model_identity: Option<String>,
     #[serde(default, deserialize_with = "metadata_requirements")]
     required_metadata: Option<BTreeMap<String, Expected>>,
     #[serde(default)]
@@ -399,6 +411,7 @@ impl RawRule {
             allowed_dtypes: self.allowed_dtypes.clone(),
             denied_dtypes: self.denied_dtypes.clone(),
             expected_hash: self.expected_hash.clone(),
+            expected_model_identity: self.expected_model_identity.clone(),
             required_metadata: self.required_metadata.clone(),
             forbidden_metadata: self.forbidden_metadata.clone(),
             max_tensors: self.max_tensors,
@@ -663,6 +676,19 @@ fn hash_hex<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error>
         return Err(de::Error::custom(format!(
             "expected_hash must be a structural hash of 64 hex digits (as printed by \
              `weight-inspect id`), found {s:?}"
+        )));
+    }
+    Ok(Some(s.to_ascii_lowercase()))
+}
+
+/// `expected_model_identity`: 64 hex digits, as `id` prints a training checkpoint's
+/// `model_identity`.
+fn model_identity_hex<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(de::Error::custom(format!(
+            "expected_model_identity must be a model identity of 64 hex digits (as \
+             `weight-inspect id` prints a training checkpoint's model_identity), found {s:?}"
         )));
     }
     Ok(Some(s.to_ascii_lowercase()))

@@ -167,6 +167,15 @@ const RULES: &[(&str, &str, &str)] = &[
         "A directory a rule covers holds a multi-file model whose files must fit together: an \
          index and the shards it names, or split-GGUF parts 1..N (model_files).",
     ),
+    (
+        "expected_model_identity",
+        "The pinned model identity of a training checkpoint",
+        "A PyTorch training checkpoint's model identity (its model weights' names, dtypes and \
+         shapes plus its groups, docs/SPEC.md §5d; never the weights, the step or the optimizer \
+         state) must equal the pinned one (expected_model_identity), and the file must be \
+         complete. Every step of one run passes; another model, or a file that is not a \
+         training checkpoint, does not.",
+    ),
 ];
 
 #[derive(Serialize)]
@@ -272,6 +281,12 @@ struct ResultProperties<'a> {
     path: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     structural_hash: Option<&'a str>,
+    /// A training checkpoint's model identity (docs/SPEC.md §5d).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_identity: Option<&'a str>,
+    /// A training checkpoint's groups: model, optimizer, scheduler, rng, other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    training_groups: Option<&'a [&'static str]>,
     policy_line: usize,
 }
 
@@ -520,7 +535,18 @@ fn result_of<'a>(v: &'a Violation, policy: &str, level: Level) -> SarifResult<'a
                     .as_deref()
                     .map(|why| format!(". {why}"))
                     .unwrap_or_default()
-            ),
+            ) + &v
+                .detail
+                .training
+                .as_ref()
+                .map(|(identity, groups)| {
+                    format!(
+                        " [a training checkpoint: model identity {}, groups {}]",
+                        identity.get(..12).unwrap_or(identity),
+                        groups.join(", ")
+                    )
+                })
+                .unwrap_or_default(),
         },
         locations: [Location {
             physical_location: physical(file, Some(Region { start_line: 1 })),
@@ -534,6 +560,8 @@ fn result_of<'a>(v: &'a Violation, policy: &str, level: Level) -> SarifResult<'a
         properties: ResultProperties {
             path: &v.path,
             structural_hash: v.detail.structural_hash.as_deref(),
+            model_identity: v.detail.training.as_ref().map(|(id, _)| id.as_str()),
+            training_groups: v.detail.training.as_ref().map(|(_, g)| g.as_slice()),
             policy_line: v.policy_line,
         },
     }
@@ -649,6 +677,7 @@ mod tests {
             "allowed_dtypes",
             "denied_dtypes",
             "expected_hash",
+            "expected_model_identity",
             "required_metadata",
             "forbidden_metadata",
             "max_tensors",

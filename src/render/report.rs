@@ -93,7 +93,7 @@ impl Report for Values<'_> {
         out
     }
     fn json(&self) -> String {
-        super::values::json(self.diff, self.values)
+        super::values::json_grouped(self.diff, self.values, self.new)
     }
 }
 

@@ -472,13 +472,7 @@ fn group_heading(what: &str, group: Option<&str>, training: bool) -> String {
     let Some(group) = group else {
         return format!("{what}:");
     };
-    let part = match group {
-        "model" => "model weights",
-        "optimizer" => "optimizer state",
-        "scheduler" => "scheduler state",
-        "rng" => "RNG state",
-        _ => "other",
-    };
+    let part = crate::values::groups::label(group);
     let outside = if training && group != "model" {
         " (outside the model identity)"
     } else {

@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::palette::Palette;
 use crate::diff::StructuralDiff;
 use crate::escape::shown;
+use crate::values::groups::GroupValues;
 use crate::values::{Method, TensorValues, ValueDiff};
 
 /// Changed tensors listed in the text; the JSON lists all.
@@ -342,13 +343,6 @@ struct ValuesDoc<'a> {
     skipped: Vec<SkippedDoc<'a>>,
 }
 
-#[derive(Serialize)]
-struct DiffWithValues<'a> {
-    #[serde(flatten)]
-    diff: super::json::DiffDoc<'a>,
-    values: ValuesDoc<'a>,
-}
-
 /// Said of a tensor whose figures were computed from rounded values.
 const APPROXIMATE: &str = "64-bit integers of magnitude 2^53 or more: changed elements counted \
      exactly, the other figures computed from values rounded to f64";
@@ -429,55 +423,117 @@ pub(crate) fn text_or_skipped(
     }
 }
 
-/// `diff --values --json`: the structural diff document with a `values` section.
-pub(crate) fn json(diff: &StructuralDiff, values: &ValueDiff) -> String {
-    let doc = DiffWithValues {
+/// A grouped checkpoint's value changes group by group (model weights apart from optimizer
+/// state): `  by group: model 2 of 2 changed (rel_l2 0.0201 over the group; largest 0.0269),
+/// optimizer …`; empty when `artifact` has no groups.
+pub(crate) fn by_group(values: &ValueDiff, artifact: &crate::artifact::Artifact) -> String {
+    let groups = values.by_group(artifact);
+    if groups.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = groups.iter().map(group_text).collect();
+    format!("  by group: {}\n", parts.join(", "))
+}
+
+/// One group's part of the line: `model 2 of 2 changed (rel_l2 0.0201 over the group; largest
+/// 0.0269)`, `rng 0 of 2 changed`.
+pub(super) fn group_text(g: &GroupValues) -> String {
+    let mut part = format!("{} {} of {} changed", g.group, g.changed, g.compared);
+    if g.changed == 0 {
+        return part;
+    }
+    let mut figures = Vec::new();
+    match (g.rel_l2, g.infinite) {
+        (Some(r), _) => figures.push(format!("rel_l2 {} over the group", figure(r))),
+        (None, true) => figures.push("rel_l2 inf over the group".to_owned()),
+        (None, false) => {}
+    }
+    if g.infinite {
+        figures.push("largest inf".to_owned());
+    } else if let Some(m) = g.max_rel_l2 {
+        figures.push(format!("largest {}", figure(m)));
+    }
+    if g.compared_by_bytes > 0 {
+        figures.push(format!("{} compared byte for byte", g.compared_by_bytes));
+    }
+    if !figures.is_empty() {
+        let _ = write!(part, " ({})", figures.join("; "));
+    }
+    part
+}
+
+#[derive(Serialize)]
+struct GroupDoc {
+    group: &'static str,
+    compared: usize,
+    changed: usize,
+    identical: usize,
+    compared_by_bytes: usize,
+    /// ‖b − a‖ / ‖a‖ over the group's tensors compared by value; null when infinite or none.
+    rel_l2: Option<f64>,
+    /// The largest rel_l2 of a changed tensor of the group; null when none changed or one is
+    /// infinite.
+    max_rel_l2: Option<f64>,
+}
+
+fn group_docs(groups: &[GroupValues]) -> Vec<GroupDoc> {
+    groups
+        .iter()
+        .map(|g| GroupDoc {
+            group: g.group,
+            compared: g.compared,
+            changed: g.changed,
+            identical: g.identical,
+            compared_by_bytes: g.compared_by_bytes,
+            rel_l2: g.rel_l2,
+            max_rel_l2: if g.infinite { None } else { g.max_rel_l2 },
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct GroupedValuesDoc<'a> {
+    #[serde(flatten)]
+    values: ValuesDoc<'a>,
+    /// A training checkpoint's groups (model, optimizer, …), each summed up; left out for
+    /// other files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<GroupDoc>,
+}
+
+#[derive(Serialize)]
+struct DiffWithGroupedValues<'a> {
+    #[serde(flatten)]
+    diff: super::json::DiffDoc<'a>,
+    values: GroupedValuesDoc<'a>,
+}
+
+/// `diff --values --json` of models whose new side may be a grouped checkpoint: the `values`
+/// section gains `groups`, each group summed up (compared, changed, identical, rel_l2).
+pub(crate) fn json_grouped(
+    diff: &StructuralDiff,
+    values: &ValueDiff,
+    new: &crate::artifact::Artifact,
+) -> String {
+    let doc = DiffWithGroupedValues {
         diff: super::json::diff_doc(diff),
-        values: values_doc(values),
+        values: GroupedValuesDoc {
+            values: values_doc(values),
+            groups: group_docs(&values.by_group(new)),
+        },
     };
     super::json::to_string(&doc)
 }
 
-/// A grouped checkpoint's value changes group by group (model weights apart from optimizer
-/// state): `  by group: model 2 of 2 changed (largest rel_l2 0.0269), optimizer …`; empty when
-/// `artifact` has no groups.
-pub(crate) fn by_group(values: &ValueDiff, artifact: &crate::artifact::Artifact) -> String {
-    // (group, compared, changed, the changed tensor of largest rel_l2)
-    let mut groups: Vec<(&'static str, usize, usize, Option<&TensorValues>)> = Vec::new();
-    for t in &values.tensors {
-        let Some(group) = artifact.tensor_group(&t.name) else {
-            continue;
-        };
-        let at = match groups.iter().position(|g| g.0 == group) {
-            Some(at) => at,
-            None => {
-                groups.push((group, 0, 0, None));
-                groups.len() - 1
-            }
-        };
-        let entry = &mut groups[at];
-        entry.1 += 1;
-        if t.changed {
-            entry.2 += 1;
-            let rel = |t: &TensorValues| t.stats.and_then(|s| s.rel_l2).unwrap_or(f64::INFINITY);
-            if entry.3.is_none_or(|top| rel(t) > rel(top)) {
-                entry.3 = Some(t);
-            }
-        }
-    }
-    if groups.is_empty() {
-        return String::new();
-    }
-    groups.sort_by_key(|g| crate::diff::GROUP_ORDER.iter().position(|o| *o == g.0));
-    let parts: Vec<String> = groups
-        .iter()
-        .map(|(group, compared, changed, top)| {
-            let mut part = format!("{group} {changed} of {compared} changed");
-            if let Some(top) = top {
-                let _ = write!(part, " (largest rel_l2 {})", rel_l2_text(top));
-            }
-            part
-        })
-        .collect();
-    format!("  by group: {}\n", parts.join(", "))
+/// The `values` section as a JSON value with its `groups` (a grouped new side), for the
+/// reports of `git diff --json` and `ci`.
+pub(crate) fn json_value_grouped(
+    values: &ValueDiff,
+    new: &crate::artifact::Artifact,
+) -> serde_json::Value {
+    let doc = GroupedValuesDoc {
+        values: values_doc(values),
+        groups: group_docs(&values.by_group(new)),
+    };
+    serde_json::to_value(doc).expect("JSON of plain data cannot fail")
 }

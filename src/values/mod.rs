@@ -11,6 +11,7 @@ mod bits;
 pub mod compare;
 pub(crate) mod dequant;
 mod error;
+pub(crate) mod groups;
 mod source;
 
 use rayon::prelude::*;
@@ -48,6 +49,10 @@ pub struct TensorValues {
     /// The bytes differ but every value is equal (signed zeros, NaN payloads): then not
     /// `changed`, and this says what differs.
     pub bits_differ: Option<BitsDiffer>,
+    /// The sums its figures come from, so that figures over several tensors (a training
+    /// checkpoint's group, [`ValueDiff::by_group`]) can be taken; None when compared by bytes
+    /// or found identical by its bytes without arithmetic.
+    pub sums: Option<Sums>,
 }
 
 impl TensorValues {
@@ -73,6 +78,7 @@ impl TensorValues {
             method: Method::Values,
             bits_differ: None,
             stats: Some(stats),
+            sums: None,
         }
     }
 }
@@ -155,6 +161,55 @@ impl ValueDiff {
         }
         layers.sort_by(|a, b| a.stem.cmp(&b.stem).then(a.index.cmp(&b.index)));
         layers
+    }
+}
+
+impl ValueDiff {
+    /// A grouped checkpoint's value changes group by group, by `artifact`'s tensor groups (the
+    /// new side's), in the order a diff shows them: tensors compared, changed, identical, and
+    /// ‖b − a‖ / ‖a‖ of the group's tensors compared by value taken as one vector. Empty when
+    /// `artifact` has no groups.
+    pub(crate) fn by_group(&self, artifact: &Artifact) -> Vec<groups::GroupValues> {
+        let mut found: Vec<(groups::GroupValues, groups::GroupSums)> = Vec::new();
+        for t in &self.tensors {
+            let Some(group) = artifact.tensor_group(&t.name) else {
+                continue;
+            };
+            let at = match found.iter().position(|g| g.0.group == group) {
+                Some(at) => at,
+                None => {
+                    found.push((groups::GroupValues::new(group), groups::GroupSums::Empty));
+                    found.len() - 1
+                }
+            };
+            let (g, sums) = &mut found[at];
+            g.compared += 1;
+            if t.changed {
+                g.changed += 1;
+            } else if t.bits_differ.is_none() {
+                g.identical += 1;
+            }
+            if let Method::Bytes(_) = t.method {
+                g.compared_by_bytes += 1;
+                continue;
+            }
+            if t.changed {
+                match t.rel_l2() {
+                    Some(r) => g.max_rel_l2 = Some(g.max_rel_l2.map_or(r, |m| m.max(r))),
+                    None => g.infinite = true,
+                }
+            }
+            sums.add(t.sums.as_ref());
+        }
+        let mut out: Vec<groups::GroupValues> = found
+            .into_iter()
+            .map(|(mut g, sums)| {
+                g.rel_l2 = sums.total().and_then(|s| ValueStats::from_sums(s).rel_l2);
+                g
+            })
+            .collect();
+        out.sort_by_key(|g| crate::diff::GROUP_ORDER.iter().position(|o| *o == g.group));
+        out
     }
 }
 
@@ -327,13 +382,17 @@ struct Pair<'a> {
 pub fn compare(old: Side<'_>, new: Side<'_>) -> Result<ValueDiff, ValuesError> {
     let mut diff = ValueDiff::default();
     let paired = pair_tensors(&old, &new, &mut diff)?;
-    let work = settle_by_bytes(&paired, &mut diff);
+    // A training checkpoint's groups sum up their figures ([`groups`]): the norms of its
+    // identical tensors count too, so they are summed rather than settled by their bytes.
+    let grouped = old.artifact.layout.groups.is_some() || new.artifact.layout.groups.is_some();
+    let work = settle_by_bytes(&paired, &mut diff, grouped);
     let totals = sum_pieces(&work, diff.tensors.len());
     for (tensor, total) in diff.tensors.iter_mut().zip(totals) {
         if let Some(total) = total {
             let stats = ValueStats::from_sums(&total);
             tensor.changed |= stats.changed_elements > 0;
             tensor.stats = Some(stats);
+            tensor.sums = Some(total);
         }
     }
     // Bytes that differ with every value equal: rare, so a second pass says why.
@@ -384,7 +443,15 @@ fn pair_tensors<'a>(
             .get_index(new_position)
             .expect("position found")
             .1;
-        if old.artifact.values_in_pickle(name) || new.artifact.values_in_pickle(name) {
+        // A numpy array's values inside the pickle: protocol 2's latin-1 text decoded, or not
+        // read (a Fortran order).
+        let (old_decoded, new_decoded) = (
+            old.artifact.decoded_values(name),
+            new.artifact.decoded_values(name),
+        );
+        if old.artifact.values_in_pickle(name) && old_decoded.is_none()
+            || new.artifact.values_in_pickle(name) && new_decoded.is_none()
+        {
             diff.skipped.push(Skipped {
                 name: name.to_owned(),
                 reason: "a numpy array: its values are inside the pickle, not read".to_owned(),
@@ -412,11 +479,18 @@ fn pair_tensors<'a>(
             method: Method::Values,
             stats: None,
             bits_differ: None,
+            sums: None,
         };
         match (codec_old, codec_new) {
             (Ok(ca), Ok(cb)) => {
-                let old_bytes = tensor_bytes(old_file, name, a, &ca, old.view_at(old_position))?;
-                let new_bytes = tensor_bytes(new_file, name, b, &cb, new.view_at(new_position))?;
+                let old_bytes = match old_decoded {
+                    Some(bytes) => TensorBytes::Run(bytes),
+                    None => tensor_bytes(old_file, name, a, &ca, old.view_at(old_position))?,
+                };
+                let new_bytes = match new_decoded {
+                    Some(bytes) => TensorBytes::Run(bytes),
+                    None => tensor_bytes(new_file, name, b, &cb, new.view_at(new_position))?,
+                };
                 // The work is bounded by the bytes present: views that repeat their storage's
                 // elements (stride 0, a broadcast) on both sides are not expanded.
                 let backed = old_bytes
@@ -452,8 +526,14 @@ fn pair_tensors<'a>(
                     index,
                     old_file,
                     new_file,
-                    old: old_file.range(name, a.file_offset, a.byte_length)?,
-                    new: new_file.range(name, b.file_offset, b.byte_length)?,
+                    old: match old_decoded {
+                        Some(bytes) => bytes,
+                        None => old_file.range(name, a.file_offset, a.byte_length)?,
+                    },
+                    new: match new_decoded {
+                        Some(bytes) => bytes,
+                        None => new_file.range(name, b.file_offset, b.byte_length)?,
+                    },
                 });
                 diff.tensors.push(TensorValues {
                     method: Method::Bytes(why),
@@ -477,10 +557,12 @@ fn pair_tensors<'a>(
 }
 
 /// Settles what the bytes decide: pairs whose bytes are the same (identical values, no
-/// arithmetic) and byte-compared pairs. Returns the pieces of the others to compare by value.
+/// arithmetic, unless `summed`: then their norms are taken as well) and byte-compared pairs.
+/// Returns the pieces of the others to compare by value.
 fn settle_by_bytes<'p, 'a>(
     paired: &'p Paired<'a>,
     diff: &mut ValueDiff,
+    summed: bool,
 ) -> Vec<(&'p Pair<'a>, u64, u64)> {
     let identical: Vec<bool> = paired
         .values
@@ -495,13 +577,13 @@ fn settle_by_bytes<'p, 'a>(
     }
     let mut work = Vec::new();
     for (pair, identical) in paired.values.iter().zip(&identical) {
-        if *identical {
+        if *identical && !summed {
             diff.tensors[pair.index].stats = Some(ValueStats::identical());
             continue;
         }
         // A strided view is not compared byte for byte: its values decide.
-        diff.tensors[pair.index].changed =
-            pair.old.run().is_some() && pair.new.run().is_some() || !pair.same_dtype;
+        diff.tensors[pair.index].changed = !identical
+            && (pair.old.run().is_some() && pair.new.run().is_some() || !pair.same_dtype);
         let mut start = 0;
         while start < pair.elements {
             let end = (start + PIECE).min(pair.elements);

@@ -78,6 +78,15 @@ impl ModelBytes {
         }
     }
 
+    /// Where `range` lies in the file's bytes (start, end); None when it is not a sub-slice of
+    /// them.
+    fn offsets_of(&self, range: &[u8]) -> Option<(usize, usize)> {
+        let bytes = self.bytes();
+        let start = (range.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+        let end = start.checked_add(range.len())?;
+        (end <= bytes.len()).then_some((start, end))
+    }
+
     /// Tells the kernel the pages wholly inside `range` (a sub-slice of [`Self::bytes`]) are
     /// no longer needed by this process: they leave its resident set (the page cache keeps
     /// them), so memory stays bounded however large the model.
@@ -86,9 +95,10 @@ impl ModelBytes {
             return;
         };
         const PAGE: usize = 4096;
-        let base = map.as_ptr() as usize;
-        let start = range.as_ptr() as usize - base;
-        let end = start + range.len();
+        // Bytes held elsewhere (a numpy array decoded from the pickle's text) have no pages here.
+        let Some((start, end)) = self.offsets_of(range) else {
+            return;
+        };
         let (start, end) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
         if end > start {
             map.release(start, end - start);
@@ -123,9 +133,9 @@ impl<'a> ReleaseBehind<'a> {
 
     /// Notes that `range`, a sub-slice of `file`'s bytes, has been read.
     pub(super) fn add(&mut self, file: &'a ModelBytes, range: &[u8]) {
-        let base = file.bytes().as_ptr() as usize;
-        let start = range.as_ptr() as usize - base;
-        let end = start + range.len();
+        let Some((start, end)) = file.offsets_of(range) else {
+            return;
+        };
         // The two files of a pair alternate: look for this file's latest range.
         let latest = self
             .pending

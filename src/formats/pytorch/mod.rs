@@ -593,9 +593,11 @@ fn artifact(
             },
         ));
     }
-    // numpy arrays: bytes in the pickle are read in place; text (protocol 2's latin-1) or a
-    // Fortran order is not at an offset of the file in order, so value diffs leave them out.
+    // numpy arrays: bytes in the pickle are read in place; text (protocol 2's latin-1) is not
+    // at an offset of the file, so its bytes are decoded (charged to the budget); the values
+    // of a Fortran order are not read, and value diffs leave them out.
     let mut values_in_pickle: Vec<String> = Vec::with_capacity(walked.arrays.len());
+    let mut decoded: Vec<(String, Vec<u8>)> = Vec::new();
     for (name, array) in &walked.arrays {
         let byte_length = array
             .byte_length()
@@ -620,8 +622,15 @@ fn artifact(
                 },
             },
         ));
+        if let Some(text) = array.text.as_ref().filter(|_| !big_endian)
+            && let Some(bytes) = numpy::latin1(text, byte_length)
+        {
+            budget.charge(byte_length)?;
+            decoded.push((name.clone(), bytes));
+        }
     }
     values_in_pickle.sort_unstable();
+    decoded.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let data_expected = storages.values().map(|(b, _)| b).sum();
     let data_present = storages
         .values()
@@ -672,6 +681,7 @@ fn artifact(
                     Box::new(crate::artifact::PickleParts {
                         training,
                         values_in_pickle,
+                        decoded,
                     })
                 })
             },

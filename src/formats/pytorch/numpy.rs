@@ -6,9 +6,10 @@
 //!
 //! The raw data is bytes from protocol 3 on: C-ordered, they are the array's values in place
 //! in the pickle, read as a tensor's. A protocol-2 pickle (torch.save's default) holds them as
-//! `_codecs.encode(text, "latin1")`, a stand-in too, never called: the values are text in the
-//! pickle, not bytes at an offset, so they are not read (nor those of a Fortran-ordered array);
-//! its name, dtype and shape are.
+//! `_codecs.encode(text, "latin1")`, a stand-in too, never called: each character of the text
+//! is one byte (U+0000..U+00FF), so the bytes are decoded here ([`latin1`]), by that rule alone,
+//! into at most as many bytes as the text has. The values of a Fortran-ordered array are not
+//! read; its name, dtype and shape are.
 
 use super::object::{Object, StandIn};
 use crate::artifact::Shape;
@@ -33,6 +34,9 @@ pub(super) struct NumpyArray {
     /// Where its values lie in the pickle's buffer, in row-major order: (offset, length);
     /// None when they are not bytes there in that order.
     pub(super) data: Option<(u64, u64)>,
+    /// Protocol 2's latin-1 text of its values, in row-major order (None: not text, or not in
+    /// that order).
+    pub(super) text: Option<std::rc::Rc<str>>,
 }
 
 impl NumpyArray {
@@ -64,7 +68,8 @@ pub(super) fn array(stand_in: &StandIn) -> Option<NumpyArray> {
         return Some(NumpyArray {
             dtype: dtype(&fields[1])?,
             shape: shape(&fields[0])?,
-            data: data.filter(|_| !fortran),
+            data: data.in_place().filter(|_| !fortran),
+            text: data.text().filter(|_| !fortran),
         });
     }
     if FROMBUFFER.contains(&global) {
@@ -79,25 +84,69 @@ pub(super) fn array(stand_in: &StandIn) -> Option<NumpyArray> {
         return Some(NumpyArray {
             dtype: dtype(dtype_object)?,
             shape: shape(shape_object)?,
-            data: data.filter(|_| c_order),
+            data: data.in_place().filter(|_| c_order),
+            text: data.text().filter(|_| c_order),
         });
     }
     None
 }
 
-/// Raw data: bytes (Some: where they lie), or what protocol 2 makes of them,
-/// `_codecs.encode(text, "latin1")` (None: not in place); an array of Python objects (a list)
-/// is not raw data.
-fn raw_data(data: &Object) -> Option<Option<(u64, u64)>> {
+/// An array's raw data as the pickle holds it.
+enum RawData {
+    /// Bytes: (offset, length) in the pickle's buffer.
+    InPlace(u64, u64),
+    /// What protocol 2 makes of bytes, `_codecs.encode(text, "latin1")`: the text.
+    Latin1(std::rc::Rc<str>),
+}
+
+impl RawData {
+    fn in_place(&self) -> Option<(u64, u64)> {
+        match self {
+            RawData::InPlace(offset, len) => Some((*offset, *len)),
+            RawData::Latin1(_) => None,
+        }
+    }
+
+    fn text(&self) -> Option<std::rc::Rc<str>> {
+        match self {
+            RawData::Latin1(text) => Some(text.clone()),
+            RawData::InPlace(..) => None,
+        }
+    }
+}
+
+/// Raw data: bytes, or protocol 2's `_codecs.encode(text, "latin1")`; an array of Python
+/// objects (a list) is not raw data.
+fn raw_data(data: &Object) -> Option<RawData> {
     match data {
-        Object::Bytes { offset, len } => Some(Some((*offset, *len))),
-        Object::StandIn(s) if &*s.global == "_codecs.encode" => matches!(
-            &s.args,
-            Some(Object::Tuple(args)) if matches!(&args[..], [Object::Str(_), Object::Str(codec)] if &**codec == "latin1")
-        )
-        .then_some(None),
+        Object::Bytes { offset, len } => Some(RawData::InPlace(*offset, *len)),
+        Object::StandIn(s) if &*s.global == "_codecs.encode" => match &s.args {
+            Some(Object::Tuple(args)) => match &args[..] {
+                [Object::Str(text), Object::Str(codec)] if &**codec == "latin1" => {
+                    Some(RawData::Latin1(text.clone()))
+                }
+                _ => None,
+            },
+            _ => None,
+        },
         _ => None,
     }
+}
+
+/// The bytes latin-1 `text` encodes, one per character, when there are exactly `length` of
+/// them; None when the text is longer or shorter or holds a character beyond U+00FF (which
+/// `_codecs.encode(text, "latin1")` would refuse). Never allocates more than `length` bytes,
+/// and `length` is the text's size or less.
+pub(super) fn latin1(text: &str, length: u64) -> Option<Vec<u8>> {
+    let length = usize::try_from(length).ok().filter(|&l| l <= text.len())?;
+    let mut bytes = Vec::with_capacity(length);
+    for c in text.chars() {
+        if bytes.len() == length {
+            return None;
+        }
+        bytes.push(u8::try_from(u32::from(c)).ok()?);
+    }
+    (bytes.len() == length).then_some(bytes)
 }
 
 /// `numpy.dtype("f4", False, True)` (BUILD state `(3, "<", …)`): little-endian or byte order
@@ -145,4 +194,21 @@ fn shape(object: &Object) -> Option<Shape> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latin1;
+
+    #[test]
+    fn latin1_text_is_one_byte_per_character() {
+        let text: String = (0u8..=255).map(char::from).collect();
+        assert_eq!(latin1(&text, 256), Some((0u8..=255).collect()));
+        // Not the declared length, either way; a character latin-1 has no byte for.
+        assert_eq!(latin1(&text, 255), None);
+        assert_eq!(latin1(&text, 257), None);
+        assert_eq!(latin1("a\u{100}", 2), None);
+        // A length beyond the text's size is refused before anything is allocated.
+        assert_eq!(latin1("ab", u64::MAX), None);
+    }
 }

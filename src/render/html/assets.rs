@@ -37,6 +37,11 @@ table.heat td.sel { outline: 2px solid #0969da; outline-offset: 1px; }
 .heatside { max-width: 460px; }
 .info { min-width: 320px; max-width: 100%; background: var(--soft); border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; white-space: pre-wrap; }
 table.changes { border-collapse: collapse; width: 100%; }
+table.groups { border-collapse: collapse; margin: 8px 0; }
+table.groups th, table.groups td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
+table.groups th.name { text-align: left; }
+table.groups tr.bad th { border-left: 4px solid #cf222e; }
+table.groups tr.good th { border-left: 4px solid #1a7f37; }
 table.changes th, table.changes td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
 table.changes th { background: var(--soft); cursor: pointer; user-select: none; position: sticky; top: 0; }
 table.changes th.sorted-asc::after { content: " ▲"; } table.changes th.sorted-desc::after { content: " ▼"; }

@@ -18,6 +18,7 @@ use std::fmt::Write;
 use crate::conversion::{ComparedPair, Conversion};
 use crate::diff::StructuralDiff;
 use crate::escape::{html_name, html_text, shown};
+use crate::values::groups::GroupValues;
 use crate::values::{Method, ValueDiff};
 
 use super::conversion::{config_check, paired_by_text, sources_text};
@@ -215,6 +216,45 @@ pub(crate) fn write_values_part(out: &mut dyn Write, id: &str, values: &ValueDif
     );
     let count = values.tensors.len() + values.skipped.len();
     entries_part(out, id, &|| value_entries(values), count, "dtype");
+}
+
+/// A training checkpoint's groups, one row each (model weights apart from optimizer state …):
+/// tensors compared, changed and identical, rel_l2 over the group and its largest; nothing for
+/// other files.
+pub(crate) fn write_groups_part(out: &mut dyn Write, id: &str, groups: &[GroupValues]) {
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h3>By group</h3>\n<table class=\"groups\" id=\"{id}-groups\">\n<thead><tr>\
+         <th class=\"name\">group</th><th>compared</th><th>changed</th><th>identical</th>\
+         <th>rel_l2 over the group</th><th>largest rel_l2</th></tr></thead>\n<tbody>"
+    );
+    for g in groups {
+        let class = if g.changed > 0 { "bad" } else { "good" };
+        let rel = match (g.rel_l2, g.infinite) {
+            (Some(r), _) => figure(r),
+            (None, true) => "inf".into(),
+            (None, false) => "-".into(),
+        };
+        let largest = match (g.max_rel_l2, g.infinite) {
+            (_, true) => "inf".into(),
+            (Some(m), false) => figure(m),
+            (None, false) => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr class=\"{class}\" id=\"{id}-group-{}\"><th class=\"name\">{}</th><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{rel}</td><td>{largest}</td></tr>",
+            g.group,
+            html_text(crate::values::groups::label(g.group)),
+            group(g.compared as u64),
+            group(g.changed as u64),
+            group(g.identical as u64),
+        );
+    }
+    let _ = out.write_str("</tbody></table>\n");
 }
 
 /// The conversion part of a section: how the tensors were paired, the summary line, suspect
@@ -561,7 +601,14 @@ impl MostChanged {
 }
 
 /// `diff --values --html`: the report of two models compared by value.
-fn diff_page(out: &mut dyn Write, old: &str, new: &str, diff: &StructuralDiff, values: &ValueDiff) {
+fn diff_page(
+    out: &mut dyn Write,
+    old: &str,
+    new: &str,
+    diff: &StructuralDiff,
+    values: &ValueDiff,
+    groups: &[GroupValues],
+) {
     let title = format!(
         "<code>{}</code> → <code>{}</code>",
         html_name(old),
@@ -575,6 +622,7 @@ fn diff_page(out: &mut dyn Write, old: &str, new: &str, diff: &StructuralDiff, v
         drop(text);
         let _ = out.write_str("<h2>Values</h2>\n");
         write_values_part(out, "values", values);
+        write_groups_part(out, "values", groups);
     });
 }
 
@@ -599,8 +647,11 @@ pub(crate) fn write_diff_report(
     new: &str,
     diff: &StructuralDiff,
     values: &ValueDiff,
+    groups: &[GroupValues],
 ) -> crate::error::Result<()> {
-    stream_to(path, &mut |out| diff_page(out, old, new, diff, values))
+    stream_to(path, &mut |out| {
+        diff_page(out, old, new, diff, values, groups);
+    })
 }
 
 /// Writes the `diff --values --html` page of a conversion to `path` as it is made.
