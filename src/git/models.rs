@@ -66,10 +66,16 @@ pub(super) type Sides = (
 /// before the next window is read, so a report streamed from here holds a bounded number).
 pub(super) const WINDOW: usize = 256;
 
+/// Header bytes a window holds at most (both sides of its files, as parsed models; at least
+/// one file per window, whatever its size): 20 files with 25 MB headers are 1 GB of headers,
+/// which a window of [`WINDOW`] files would hold at once. docs/SPEC.md, "Budgets".
+pub(crate) const WINDOW_HEADER_BYTES: u64 = 128 << 20;
+
 /// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry,
 /// and hands `sink` what `into` makes of them a window at a time, in path order: single files are read
-/// [`WINDOW`] at a time (absent LFS headers in one batch per window, headers parsed and
-/// entries made on all cores), multi-file models where their path falls.
+/// up to [`WINDOW`] files and [`WINDOW_HEADER_BYTES`] of headers at a time (absent LFS headers
+/// in one batch per window, headers parsed and entries made on all cores), multi-file models
+/// where their path falls.
 pub(super) fn each_window<T: Send>(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
@@ -139,17 +145,23 @@ pub(super) fn each_window<T: Send>(
     singles.sort_by(|a, b| a.path().cmp(b.path()));
     let mut models = models.into_iter().peekable();
     let mut singles = singles.into_iter().peekable();
-    while singles.peek().is_some() {
-        let chunk: Vec<FileChange> = singles.by_ref().take(WINDOW).collect();
-        let sides = reader.change_sides(&chunk, &old_label, &new_label)?;
+    // Changes read past a window's byte budget, read again at the start of the next.
+    let mut carried: Vec<FileChange> = Vec::new();
+    while !carried.is_empty() || singles.peek().is_some() {
+        let mut chunk = std::mem::take(&mut carried);
+        let room = WINDOW - chunk.len();
+        chunk.extend(singles.by_ref().take(room));
+        let sides =
+            reader.change_sides_within(&chunk, &old_label, &new_label, WINDOW_HEADER_BYTES)?;
+        carried = chunk.split_off(sides.len());
         let mut window: Vec<Sides> = chunk
             .into_iter()
             .zip(sides)
             .map(|(change, (old, new))| (change, old, new, None))
             .collect();
+        let next = carried.first().or_else(|| singles.peek());
         // The models that sort before the next window's first file belong in this one.
-        while let Some(model) =
-            models.next_if(|m| singles.peek().is_none_or(|next| m.0.path() < next.path()))
+        while let Some(model) = models.next_if(|m| next.is_none_or(|next| m.0.path() < next.path()))
         {
             window.push(model);
         }
