@@ -807,3 +807,25 @@ pub(crate) fn read_pointer_file(file: &Path) -> Option<Pointer> {
     }
     Pointer::parse(&std::fs::read(file).ok()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{FIRST_BATCH, HeaderSizes};
+
+    /// Batches are sized by the mean header seen: a few before any is known, as many as fit
+    /// the room once one is (two sides per item), never none and never more than asked.
+    #[test]
+    fn batches_fit_the_room_by_the_mean_header() {
+        let sizes = HeaderSizes::default();
+        assert_eq!(sizes.batch_len(256, 128 << 20), FIRST_BATCH);
+        assert_eq!(sizes.batch_len(256, u64::MAX), 256, "an unbounded read");
+        assert_eq!(sizes.note(0), 0, "not a model: not counted");
+        sizes.note(25 << 20);
+        sizes.note(25 << 20);
+        assert_eq!(sizes.batch_len(256, 128 << 20), 2);
+        assert_eq!(sizes.batch_len(256, 10 << 20), 1, "at least one");
+        let small = HeaderSizes::default();
+        small.note(300);
+        assert_eq!(small.batch_len(256, 128 << 20), 256, "at most the window");
+    }
+}
