@@ -14,7 +14,7 @@ use super::changes::{FileChange, Status};
 use super::error::GitError;
 use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
-use super::reader::{SideReader, read_pointer_file};
+use super::reader::{SideReader, WINDOW_HEADER_BYTES, read_pointer_file};
 use super::side::ModelSide;
 use crate::artifact::Artifact;
 use crate::error::ShardError;
@@ -65,11 +65,6 @@ pub(super) type Sides = (
 /// Single files read, made into entries and handed on at once (a window's sides are dropped
 /// before the next window is read, so a report streamed from here holds a bounded number).
 pub(super) const WINDOW: usize = 256;
-
-/// Header bytes a window holds at most (both sides of its files, as parsed models; at least
-/// one file per window, whatever its size): 20 files with 25 MB headers are 1 GB of headers,
-/// which a window of [`WINDOW`] files would hold at once. docs/SPEC.md, "Budgets".
-pub(crate) const WINDOW_HEADER_BYTES: u64 = 128 << 20;
 
 /// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry,
 /// and hands `sink` what `into` makes of them a window at a time, in path order: single files are read

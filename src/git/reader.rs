@@ -237,7 +237,7 @@ impl<'r> SideReader<'r> {
                 rest.iter_mut()
                     .map(|(name, side)| (name.clone(), side))
                     .collect(),
-                super::models::WINDOW_HEADER_BYTES,
+                WINDOW_HEADER_BYTES,
                 1,
             );
             for (_, side) in &mut rest[..settled] {
@@ -433,6 +433,12 @@ impl<'r> SideReader<'r> {
     }
 }
 
+/// Header bytes a window of `git diff` and `ci` holds at most (both sides of its files, as
+/// parsed models; at least one file per window, whatever its size), and the LFS header cache
+/// fill at once: 20 files with 25 MB headers are 1 GB of headers, which a window of 256 files
+/// would hold at once. docs/SPEC.md §5c.
+pub(crate) const WINDOW_HEADER_BYTES: u64 = 128 << 20;
+
 /// Changes whose sides are read from git before their headers are parsed on all cores.
 const BATCH_SIDES: usize = 256;
 /// Blob bytes held at once for a batch (a model committed without LFS is a whole blob).
@@ -488,7 +494,7 @@ impl HeaderSizes {
 const FIRST_BATCH: usize = 4;
 
 /// The header bytes a side holds: its model's header (all parts, for a multi-file model).
-pub(super) fn header_bytes(side: &ModelSide) -> u64 {
+fn header_bytes(side: &ModelSide) -> u64 {
     side.artifact().map_or(0, |a| a.layout.header_size.max(1))
 }
 
