@@ -424,9 +424,65 @@ class RestrictedUnpickler(pickle.Unpickler):
         return self.storages.setdefault(key, Storage(storage_type.dtype))
 
 
+# docs/SPEC.md §5b: a container or str met again (shared through the pickle's memo) that
+# weighs more than this is walked once, at its first path; each later path is the metadata
+# entry `PATH.__alias__` naming the first.
+SHARED_COPY_BYTES = 4096
+
+
+def shareable(value: Any) -> bool:
+    """What the walk tells apart by identity: containers and strings."""
+    return isinstance(value, (dict, list, tuple, str, Namespace))
+
+
+def weight_children(value: Any) -> list[Any]:
+    """Everything a part holds, keys included, for its weight."""
+    if isinstance(value, dict):
+        return [x for pair in value.items() for x in pair]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, Namespace):
+        # Its call's arguments (an empty tuple) and its BUILD state.
+        return [(), getattr(value, "state", {})]
+    return []
+
+
+def own_weight(value: Any) -> int:
+    if isinstance(value, str):
+        return 64 + len(value.encode("utf-8", "surrogatepass"))
+    return 64
+
+
+def weigher() -> Any:
+    """What walking a part at one path makes, roughly in bytes (64 per object in it, keys
+    included, plus the bytes of its strings), memoized by identity; a cycle weighs infinity."""
+    known: dict[int, float] = {}
+
+    def weight(root: Any) -> float:
+        stack = [(root, False)]
+        while stack:
+            part, children_done = stack.pop()
+            if children_done:
+                total: float = own_weight(part)
+                for child in weight_children(part):
+                    total += known.get(id(child), float("inf")) if shareable(child) else own_weight(child)
+                known[id(part)] = total
+                continue
+            if id(part) in known:
+                continue
+            known[id(part)] = float("inf")
+            stack.append((part, True))
+            stack.extend((c, False) for c in weight_children(part) if shareable(c) and id(c) not in known)
+        return known[id(root)]
+
+    return weight
+
+
 def pytorch_walk(root: Any) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     tensors: dict[str, Any] = {}
+    weight = weigher()
+    first_paths: dict[int, str] = {}
 
     def plain(value: Any) -> Any:
         if isinstance(value, bool):
@@ -440,6 +496,11 @@ def pytorch_walk(root: Any) -> dict[str, Any]:
         return None
 
     def visit(value: Any, name: str) -> None:
+        if shareable(value) and weight(value) > SHARED_COPY_BYTES:
+            if id(value) in first_paths:
+                metadata[f"{name}.__alias__" if name else "__alias__"] = first_paths[id(value)]
+                return
+            first_paths[id(value)] = name
         if isinstance(value, TorchTensor):
             elements = 1
             for d in value.size:

@@ -225,18 +225,33 @@ pub(crate) fn read_file_buffered(path: &Path) -> Result<Artifact> {
 /// reads, at the end of the file (read too, within the header cap): a local entry it does not
 /// list must not stand for what torch loads.
 fn judge_zip_directory(path: &Path, file: &std::fs::File, prefix: &[u8], len: u64) -> Result<()> {
-    use formats::pytorch::{self, DirectoryCheck};
     use std::io::{Read, Seek, SeekFrom};
-    let Some(mut start) = pytorch::zip_tail_start(prefix, len) else {
-        return Ok(());
-    };
-    loop {
+    judge_zip_tail(path, prefix, len, |start| {
         let mut tail = Vec::new();
         let mut reader = file;
         reader
             .seek(SeekFrom::Start(start))
             .and_then(|_| reader.take(len - start).read_to_end(&mut tail))
-            .map_err(|e| Error::io(path, e))?;
+            .map(|_| tail)
+    })
+}
+
+/// Judges a model parsed from `prefix`, the first bytes of a `len`-byte file, by the zip
+/// directory at the file's end when it is a zip checkpoint the prefix does not hold whole:
+/// `read_from(start)` gives the file's bytes from `start` to its end (asked again from an
+/// earlier offset when the directory starts before them).
+pub(crate) fn judge_zip_tail(
+    path: &Path,
+    prefix: &[u8],
+    len: u64,
+    mut read_from: impl FnMut(u64) -> std::io::Result<Vec<u8>>,
+) -> Result<()> {
+    use formats::pytorch::{self, DirectoryCheck};
+    let Some(mut start) = pytorch::zip_tail_start(prefix, len) else {
+        return Ok(());
+    };
+    loop {
+        let tail = read_from(start).map_err(|e| Error::io(path, e))?;
         let check = pytorch::check_zip_tail(prefix, &tail, start, len).map_err(|source| {
             Error::Pytorch {
                 path: path.to_owned(),

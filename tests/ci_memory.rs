@@ -5,9 +5,11 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use common::git::Repo;
+use common::lfs_server::LfsServer;
 use common::{bin, python};
 
 const MIB: u64 = 1 << 20;
@@ -36,14 +38,20 @@ for i in range(n):
 
 /// Peak RSS in bytes of `weight-inspect ARGS` run in `repo`, with its exit code.
 fn peak_rss(repo: &Repo, args: &[&str]) -> (Option<i32>, u64) {
+    peak_rss_to(repo, args, Path::new("/dev/null"))
+}
+
+/// [`peak_rss`] with the command's output written to `stdout`.
+fn peak_rss_to(repo: &Repo, args: &[&str], stdout: &Path) -> (Option<i32>, u64) {
     const MEASURE: &str = r"
 import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+with open(sys.argv[1], 'wb') as out:
+    r = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.PIPE)
 sys.stderr.buffer.write(r.stderr)
 print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 ";
     let mut cmd = repo.command(python());
-    cmd.arg("-c").arg(MEASURE).arg(bin()).args(args);
+    cmd.arg("-c").arg(MEASURE).arg(stdout).arg(bin()).args(args);
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let mut fields = text.split_whitespace();
@@ -130,4 +138,113 @@ fn ci_memory_stays_bounded_as_changed_files_grow() {
         "ci peak RSS {} MiB for {N} files",
         rss / MIB
     );
+}
+
+/// Writes N safetensors files (version V), each with `MB` MB of metadata, as LFS pointers under
+/// `models/`, their objects only in giftless's storage `STORAGE/org/repo/OID` (the repository's
+/// own LFS store stays empty: every side is an absent object whose header the server sends).
+const MAKE_REMOTE: &str = r#"
+import hashlib, os, sys
+import numpy as np
+from safetensors.numpy import save
+
+n, version, mb, storage = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+os.makedirs("models", exist_ok=True)
+os.makedirs(os.path.join(storage, "org", "repo"), exist_ok=True)
+for i in range(n):
+    notes = f"v{version} {i} ".ljust(mb << 20, "x")
+    data = save({"w": np.full((2, 2), i, np.float32)}, metadata={"notes": notes})
+    oid = hashlib.sha256(data).hexdigest()
+    with open(os.path.join(storage, "org", "repo", oid), "wb") as f:
+        f.write(data)
+    with open(f"models/m-{i:02d}.safetensors", "w") as f:
+        f.write(f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n")
+"#;
+
+/// 20 changed files whose 25 MB headers are all read from a real LFS server (giftless) in one
+/// `git diff` and one `ci`: 1 GB of headers on the two sides. A window of 256 files held every
+/// one of them at once (3,288 MiB peak for `git diff` and 2,235 MiB for `ci` here, debug
+/// build); windows bounded by header bytes (docs/SPEC.md §5c: 128 MiB of headers per window,
+/// at least one file) keep the peak to a few windows' worth (the parsed sides, their diffs and
+/// the headers in flight), and the reports stay whole and in order.
+#[test]
+fn remote_header_windows_are_bounded_by_bytes() {
+    let repo = Repo::new();
+    let storage = repo.tmp.path().join("lfs-storage");
+    const N: usize = 20;
+    const MB: usize = 25;
+    for version in [1, 2] {
+        let out = Command::new(python())
+            .current_dir(&repo.dir)
+            .args(["-c", MAKE_REMOTE])
+            .args([N, version, MB].map(|v| v.to_string()))
+            .arg(&storage)
+            .output()
+            .unwrap();
+        common::assert_success("writing the models", &out);
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-qm", &format!("v{version}")]);
+    }
+    let server = LfsServer::giftless(&storage, false);
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    let cache = repo.dir.join(".git/weight-inspect");
+
+    let _ = std::fs::remove_dir_all(&cache);
+    let diff = repo.tmp.path().join("diff.txt");
+    let (code, diff_rss) = peak_rss_to(&repo, &["git", "diff", "HEAD~1", "HEAD"], &diff);
+    eprintln!(
+        "git diff peak RSS for {N} x 2 headers of {MB} MB: {} MiB",
+        diff_rss / MIB
+    );
+    assert_eq!(code, Some(0));
+    // Every header came from the server and made a whole diff, in path order.
+    let text = std::fs::read_to_string(&diff).unwrap();
+    let mut at = 0;
+    for i in 0..N {
+        let path = format!("models/m-{i:02}.safetensors");
+        let header = format!("weight-inspect a/{path} b/{path}\n");
+        let found = text[at..]
+            .find(&header)
+            .unwrap_or_else(|| panic!("{path} in order"));
+        at += found + header.len();
+        let section = text[at..].split("weight-inspect a/").next().unwrap();
+        assert!(
+            section.contains("notes"),
+            "{path}: {}",
+            &section[..section.len().min(2000)]
+        );
+        assert!(!section.contains("not present locally"), "{path}");
+    }
+
+    let _ = std::fs::remove_dir_all(&cache);
+    let json = repo.tmp.path().join("report.json");
+    let (code, ci_rss) = peak_rss(
+        &repo,
+        &[
+            "ci",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    eprintln!(
+        "ci peak RSS for {N} x 2 headers of {MB} MB: {} MiB",
+        ci_rss / MIB
+    );
+    assert_eq!(code, Some(0));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["changed_files"], N);
+    let files = report["files"].as_array().unwrap();
+    assert_eq!(files.len(), N);
+    assert!(
+        files.iter().all(|f| f["counts"]["metadata_changed"] == 1),
+        "every file's diff, from the server's headers"
+    );
+    for (name, rss) in [("git diff", diff_rss), ("ci", ci_rss)] {
+        assert!(rss < 1024 * MIB, "{name} peak RSS {} MiB", rss / MIB);
+    }
 }

@@ -1877,3 +1877,75 @@ fn a_policy_pins_the_model_identity_of_a_run() {
         ],
     );
 }
+
+/// The walk's rule for shared parts (SPEC §5b, `PATH.__alias__`) as the independent reference
+/// states it: heavy shared lists, strings and dicts (more than 4,096 as weighed) are walked once
+/// and aliased at every later path, light ones (an optimizer's `betas`) walked at each path,
+/// and the 2^64 paths of the memo bomb read as aliases; the reference's identities match ours.
+#[test]
+fn the_reference_aliases_heavy_shared_parts_as_we_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = r#"
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import hostile_pytorch as hp
+out = sys.argv[2]
+w = hp.Tensor(hp.Storage("0", 4), 0, (2, 2), (2, 1))
+heavy = list(range(1000))
+light = (0.9, 0.999)
+text = "x" * 5000
+nested = {"a": heavy, "b": [heavy, "y", 3]}
+root = {
+    "w": w,
+    "opt": {"betas": light, "list": heavy, "lr": 0.1},
+    "g2": {"betas": light, "list": heavy, "lr": 0.2},
+    "note": text, "note2": text,
+    "mixed": [heavy, 1, "z"],
+    "nested": nested, "nested2": nested,
+}
+with open(os.path.join(out, "shared.pt"), "wb") as f:
+    f.write(hp.checkpoint(hp.torch_pickle(root), {"0": bytes(16)}))
+with open(os.path.join(out, "memo-bomb.pt"), "wb") as f:
+    f.write(hp.checkpoint(hp.memo_bomb(), {}))
+"#;
+    let made = Command::new(python())
+        .args(["-c", script])
+        .arg(common::repo_root().join("tests/common"))
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_success("writing shared.pt", &made);
+    let paths = [
+        tmp.path().join("shared.pt"),
+        tmp.path().join("memo-bomb.pt"),
+    ];
+    let out = run(&["inspect", paths[0].to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    // The rule is exercised: heavy parts aliased, the light tuple walked at both paths.
+    assert_contains(
+        &stdout(&out),
+        &[
+            "g2.list.__alias__: \"opt.list\"",
+            "note2.__alias__: \"note\"",
+            "nested2.__alias__: \"nested\"",
+            "mixed.0.__alias__: \"opt.list\"",
+            "g2.betas: [0.9, 0.999]",
+        ],
+    );
+    let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
+    let out = common::run_python("reference_identity.py", &args);
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), paths.len());
+    for (path, reference) in paths.iter().zip(&lines) {
+        assert_eq!(
+            hash_of(path),
+            reference["structural_hash"].as_str().unwrap(),
+            "{}: {}",
+            path.display(),
+            reference["canonical"]
+        );
+    }
+}

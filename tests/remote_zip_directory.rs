@@ -146,3 +146,53 @@ fn remote_zip_headers_are_judged_by_the_central_directory() {
         }
     }
 }
+
+/// A checkpoint committed without LFS, too large for a blob to be read whole by the policy
+/// (issue 32, hardening round 3): its prefix holds the benign local entry, and the blob's end
+/// (streamed from `git cat-file`) the directory that does not list it. `check --staged`, `ci`
+/// and `git diff` refuse it; none shows it clean.
+#[test]
+fn large_blobs_without_lfs_are_judged_by_the_central_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(python())
+        .arg(repo_root().join("tests/common/zip_directory_cases.py"))
+        .args([dir.path().to_str().unwrap(), "large"])
+        .output()
+        .unwrap();
+    assert_success("zip_directory_cases.py large", &out);
+    let hidden = std::fs::read(dir.path().join("hidden-large.pt")).unwrap();
+    assert!(hidden.len() > 16 << 20, "larger than a blob read whole");
+    let repo = Repo::new();
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"**/*.pt\"]\nallowed_dtypes = [\"f32\"]\n",
+    );
+    repo.commit_all("policy");
+    repo.write("m/hidden.pt", &hidden);
+    repo.git(&["add", "m/hidden.pt"]);
+
+    let out = repo.wi(&["check", "--staged"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert_contains(&text, &["m/hidden.pt", REFUSAL]);
+
+    repo.git(&["commit", "-qm", "hidden"]);
+    let out = repo.wi(&["ci", "--base", "HEAD~1", "--head", "HEAD", "--offline"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert_contains(&text, &["m/hidden.pt", REFUSAL]);
+
+    // git diff reads the blob whole: the directory refuses the bytes of the hidden entry.
+    let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    assert_success("weight-inspect git diff", &out);
+    let text = stdout(&out);
+    assert_contains(
+        &text,
+        &[
+            "m/hidden.pt",
+            "unreadable model file",
+            "belong to no member the zip directory lists",
+        ],
+    );
+    assert_lacks(&text, &["structural-hash"]);
+}

@@ -42,7 +42,9 @@ pub(crate) use objects::{
     Entry, blob_bytes, index_entry, index_mode_entry, link_target, object_error, open_repo,
     tree_entry,
 };
-pub(crate) use process::{blob_prefix, hooks_dir, lfs_by_attributes, output as git_output};
+pub(crate) use process::{
+    blob_prefix, blob_tail, hooks_dir, lfs_by_attributes, output as git_output,
+};
 pub(crate) use reader::{RemoteOptions, SideReader, read_pointer_file};
 pub(crate) use report::{GitDiffOptions, git_diff, indented as indented_json};
 pub(crate) use resolve::RevPath;

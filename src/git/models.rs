@@ -14,7 +14,7 @@ use super::changes::{FileChange, Status};
 use super::error::GitError;
 use super::lfs::Pointer;
 use super::objects::{Entry, blob_bytes, dir_entries};
-use super::reader::{SideReader, read_pointer_file};
+use super::reader::{SideReader, WINDOW_HEADER_BYTES, read_pointer_file};
 use super::side::ModelSide;
 use crate::artifact::Artifact;
 use crate::error::ShardError;
@@ -68,8 +68,9 @@ pub(super) const WINDOW: usize = 256;
 
 /// Reads the sides of `changes`, grouping the shards of each multi-file model into one entry,
 /// and hands `sink` what `into` makes of them a window at a time, in path order: single files are read
-/// [`WINDOW`] at a time (absent LFS headers in one batch per window, headers parsed and
-/// entries made on all cores), multi-file models where their path falls.
+/// up to [`WINDOW`] files and [`WINDOW_HEADER_BYTES`] of headers at a time (absent LFS headers
+/// in one batch per window, headers parsed and entries made on all cores), multi-file models
+/// where their path falls.
 pub(super) fn each_window<T: Send>(
     reader: &SideReader<'_>,
     old: Snapshot<'_>,
@@ -139,17 +140,23 @@ pub(super) fn each_window<T: Send>(
     singles.sort_by(|a, b| a.path().cmp(b.path()));
     let mut models = models.into_iter().peekable();
     let mut singles = singles.into_iter().peekable();
-    while singles.peek().is_some() {
-        let chunk: Vec<FileChange> = singles.by_ref().take(WINDOW).collect();
-        let sides = reader.change_sides(&chunk, &old_label, &new_label)?;
+    // Changes read past a window's byte budget, read again at the start of the next.
+    let mut carried: Vec<FileChange> = Vec::new();
+    while !carried.is_empty() || singles.peek().is_some() {
+        let mut chunk = std::mem::take(&mut carried);
+        let room = WINDOW - chunk.len();
+        chunk.extend(singles.by_ref().take(room));
+        let sides =
+            reader.change_sides_within(&chunk, &old_label, &new_label, WINDOW_HEADER_BYTES)?;
+        carried = chunk.split_off(sides.len());
         let mut window: Vec<Sides> = chunk
             .into_iter()
             .zip(sides)
             .map(|(change, (old, new))| (change, old, new, None))
             .collect();
+        let next = carried.first().or_else(|| singles.peek());
         // The models that sort before the next window's first file belong in this one.
-        while let Some(model) =
-            models.next_if(|m| singles.peek().is_none_or(|next| m.0.path() < next.path()))
+        while let Some(model) = models.next_if(|m| next.is_none_or(|next| m.0.path() < next.path()))
         {
             window.push(model);
         }

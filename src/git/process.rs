@@ -130,6 +130,47 @@ pub(crate) fn blob_prefix(
     Ok(prefix)
 }
 
+/// The bytes of blob `id` from offset `start` to its end (at most `limit` of them: more is an
+/// error), streamed from `git cat-file`: the bytes before `start` are read and dropped, never
+/// held, so the tail of a model committed without LFS (a zip checkpoint's directory) is read
+/// in bounded memory.
+pub(crate) fn blob_tail(
+    repo: &gix::Repository,
+    id: ObjectId,
+    start: u64,
+    limit: u64,
+) -> std::io::Result<Vec<u8>> {
+    let mut child = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo.git_dir())
+        .args(["cat-file", "blob", &id.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut tail = Vec::new();
+    let read = match child.stdout.take() {
+        Some(mut stdout) => std::io::copy(&mut (&mut stdout).take(start), &mut std::io::sink())
+            .and_then(|skipped| {
+                if skipped < start {
+                    return Err(std::io::Error::other(format!(
+                        "blob {id} ends at {skipped} bytes, before offset {start}"
+                    )));
+                }
+                stdout.take(limit.saturating_add(1)).read_to_end(&mut tail)
+            }),
+        None => Ok(0),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    read?;
+    if tail.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "the end of blob {id} from offset {start} is over {limit} bytes"
+        )));
+    }
+    Ok(tail)
+}
+
 /// How git reaches SSH remotes: `GIT_SSH_COMMAND` or `core.sshCommand` (a shell command line),
 /// else `GIT_SSH` (a program), else `ssh`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -62,6 +62,8 @@ pub(crate) struct SideReader<'r> {
     repo: Option<RepoRef<'r>>,
     options: RemoteOptions,
     server: OnceCell<Result<Option<Server>, Arc<GitError>>>,
+    /// The header bytes of the model sides read so far, to size the next batch.
+    headers: HeaderSizes,
 }
 
 impl<'r> SideReader<'r> {
@@ -70,6 +72,7 @@ impl<'r> SideReader<'r> {
             repo: Some(RepoRef::Borrowed(repo)),
             options: options.clone(),
             server: OnceCell::new(),
+            headers: HeaderSizes::default(),
         }
     }
 
@@ -85,6 +88,7 @@ impl<'r> SideReader<'r> {
             repo: repo.map(|r| RepoRef::Owned(Box::new(r))),
             options: options.clone(),
             server: OnceCell::new(),
+            headers: HeaderSizes::default(),
         }
     }
 
@@ -128,51 +132,77 @@ impl<'r> SideReader<'r> {
         side
     }
 
-    /// Both sides of each change (None for an added file's old side and a removed file's new
-    /// side); the old side is read at `old_rev`, the new one at `new_rev` or in the work tree.
-    /// Absent LFS objects among all of them are asked of the server in one batch.
+    /// Both sides of the leading changes of `changes` whose headers fit `budget` bytes (None
+    /// for an added file's old side and a removed file's new side), in order: at least the
+    /// first change, whatever its size; reading stops once the headers read hold `budget`
+    /// bytes, and the caller reads the rest in a later call. The old side is read at
+    /// `old_rev`, the new one at `new_rev` or in the work tree. Absent LFS objects among them
+    /// are asked of the server in one batch.
     #[allow(clippy::type_complexity)]
-    pub(crate) fn change_sides(
+    pub(crate) fn change_sides_within(
         &self,
         changes: &[FileChange],
         old_rev: &str,
         new_rev: &str,
+        budget: u64,
     ) -> Result<Vec<(Option<ModelSide>, Option<ModelSide>)>, GitError> {
         let repo = self.repo().expect("changes are read from a repository");
         let store = lfs::storage_dir(repo);
         // Blobs are read here (gix's handle stays on this thread), a bounded batch at a time;
         // their headers are parsed on all cores, in order.
-        let mut sides = Vec::with_capacity(changes.len());
+        let mut sides = Vec::with_capacity(changes.len().min(BATCH_SIDES));
         let mut batch: Vec<(Unparsed, Unparsed)> = Vec::new();
         let mut batch_bytes = 0;
+        let mut held = 0;
         let parse = |batch: &mut Vec<(Unparsed, Unparsed)>, sides: &mut Vec<_>| {
+            let before = sides.len();
             sides.par_extend(
                 batch
                     .par_drain(..)
                     .map(|(old, new)| (old.parse(&store), new.parse(&store))),
             );
+            sides[before..]
+                .iter()
+                .map(|pair| self.headers.note_pair(pair))
+                .sum::<u64>()
         };
         for change in changes {
             let old = unparsed_side(repo, change, Which::Old, old_rev)?;
             let new = unparsed_side(repo, change, Which::New, new_rev)?;
             batch_bytes += old.held_bytes() + new.held_bytes();
             batch.push((old, new));
-            if batch.len() >= BATCH_SIDES || batch_bytes >= BATCH_BYTES {
-                parse(&mut batch, &mut sides);
+            if batch.len()
+                >= self
+                    .headers
+                    .batch_len(BATCH_SIDES, budget.saturating_sub(held))
+                || batch_bytes >= BATCH_BYTES
+            {
+                held += parse(&mut batch, &mut sides);
                 batch_bytes = 0;
+                if held >= budget {
+                    break;
+                }
             }
         }
-        parse(&mut batch, &mut sides);
+        held += parse(&mut batch, &mut sides);
+        // Each named side with the change it belongs to.
         let mut named = Vec::new();
-        for (change, (old, new)) in changes.iter().zip(&mut sides) {
+        let mut change_of = Vec::new();
+        for (k, (change, (old, new))) in changes.iter().zip(&mut sides).enumerate() {
             if let (Some(side), Some(path)) = (old.as_mut(), &change.old_path) {
                 named.push((path.clone(), side));
+                change_of.push(k);
             }
             if let (Some(side), Some(path)) = (new.as_mut(), &change.new_path) {
                 named.push((path.clone(), side));
+                change_of.push(k);
             }
         }
-        self.complete(named);
+        let first_change = change_of.iter().take_while(|&&k| k == 0).count();
+        let settled = self.complete_within(named, budget.saturating_sub(held), first_change);
+        if let Some(&unsettled) = change_of.get(settled) {
+            sides.truncate(unsettled.max(1));
+        }
         Ok(sides)
     }
 
@@ -196,13 +226,29 @@ impl<'r> SideReader<'r> {
                 ));
             }
         }
-        if absent.len() > 1 {
-            self.complete(
-                absent
-                    .iter_mut()
+        if absent.len() <= 1 {
+            return;
+        }
+        // The cache is what is filled: the sides made are dropped a window of header bytes at
+        // a time, not held for every part of every model.
+        let mut rest = &mut absent[..];
+        while !rest.is_empty() {
+            let settled = self.complete_within(
+                rest.iter_mut()
                     .map(|(name, side)| (name.clone(), side))
                     .collect(),
+                WINDOW_HEADER_BYTES,
+                1,
             );
+            for (_, side) in &mut rest[..settled] {
+                if let Some(pointer) = side.pointer().cloned() {
+                    *side = ModelSide::Absent {
+                        pointer,
+                        remote: None,
+                    };
+                }
+            }
+            rest = &mut rest[settled..];
         }
     }
 
@@ -239,41 +285,69 @@ impl<'r> SideReader<'r> {
     /// the model its header describes: from the header cache, else from the LFS server in one
     /// batch request. A side that cannot be read stays absent with the reason.
     fn complete(&self, sides: Vec<(String, &mut ModelSide)>) {
-        let mut pending: Vec<(String, &mut ModelSide)> = sides
+        self.complete_within(sides, u64::MAX, 0);
+    }
+
+    /// [`Self::complete`] until the headers read hold `budget` bytes: returns how many of
+    /// `sides` (a prefix, in order) are settled; the others are left as they were, for a
+    /// later call. The first `at_least` sides are always settled.
+    fn complete_within(
+        &self,
+        sides: Vec<(String, &mut ModelSide)>,
+        budget: u64,
+        at_least: usize,
+    ) -> usize {
+        let total = sides.len();
+        let mut pending: Vec<(usize, String, &mut ModelSide)> = sides
             .into_iter()
-            .filter(|(_, side)| matches!(side, ModelSide::Absent { remote: None, .. }))
+            .enumerate()
+            .filter(|(_, (_, side))| matches!(side, ModelSide::Absent { remote: None, .. }))
+            .map(|(i, (name, side))| (i, name, side))
             .collect();
-        let Some(repo) = self.repo() else { return };
+        let Some(repo) = self.repo() else {
+            return total;
+        };
         if pending.is_empty() {
-            return;
+            return total;
         }
         let cache = header_cache(repo);
-        pending.retain_mut(|(name, side)| {
-            let pointer = side.pointer().expect("absent sides have a pointer").clone();
-            match cached_side(&cache, name, &pointer) {
-                Some(model) => {
-                    **side = model;
-                    false
-                }
-                None => true,
+        let mut held = 0;
+        let mut settled = total;
+        let mut missed = Vec::with_capacity(pending.len());
+        for (i, name, side) in pending.drain(..) {
+            if held >= budget && i >= at_least {
+                settled = i;
+                break;
             }
-        });
+            let pointer = side.pointer().expect("absent sides have a pointer").clone();
+            match cached_side(&cache, &name, &pointer) {
+                Some(model) => {
+                    held += self.headers.note(header_bytes(&model));
+                    *side = model;
+                }
+                None => missed.push((i, name, side)),
+            }
+        }
+        let mut pending = missed;
         if pending.is_empty() || self.options.offline {
-            return;
+            return settled;
         }
         let server = match self.server.get_or_init(|| self.discover(repo)) {
             Ok(Some(server)) => server,
             // No LFS server is configured (no remote, or a local one): the usual hint stands.
-            Ok(None) => return,
-            Err(e) => return mark_all(&mut pending, &RemoteMiss::Server(e.clone())),
+            Ok(None) => return settled,
+            Err(e) => {
+                mark_all(&mut pending, &RemoteMiss::Server(e.clone()));
+                return settled;
+            }
         };
         // One object per oid (several sides may share one), with the sides waiting for it.
         let mut index_of: HashMap<String, usize> = HashMap::new();
         let mut objects: Vec<LfsObject> = Vec::new();
         let mut waiting: Vec<Vec<usize>> = Vec::new();
-        for (i, (_, side)) in pending.iter().enumerate() {
+        for (k, (_, _, side)) in pending.iter().enumerate() {
             let p = side.pointer().expect("absent sides have a pointer");
-            let k = *index_of.entry(p.oid.clone()).or_insert_with(|| {
+            let o = *index_of.entry(p.oid.clone()).or_insert_with(|| {
                 objects.push(LfsObject {
                     oid: p.oid.clone(),
                     size: p.size,
@@ -281,7 +355,7 @@ impl<'r> SideReader<'r> {
                 waiting.push(Vec::new());
                 objects.len() - 1
             });
-            waiting[k].push(i);
+            waiting[o].push(k);
         }
         let outcomes = match download_actions(
             &server.client,
@@ -290,7 +364,10 @@ impl<'r> SideReader<'r> {
             &objects,
         ) {
             Ok(outcomes) => outcomes,
-            Err(e) => return mark_all(&mut pending, &RemoteMiss::Batch(Arc::new(e))),
+            Err(e) => {
+                mark_all(&mut pending, &RemoteMiss::Batch(Arc::new(e)));
+                return settled;
+            }
         };
         let progress = crate::progress::Progress::new(
             objects.len() as u64,
@@ -304,14 +381,24 @@ impl<'r> SideReader<'r> {
             .ok();
         // A window of headers at a time: each becomes its sides (a model's header is parsed and
         // cached) before the next window is read, so the raw headers held at once are bounded
-        // by the window, not by the number of absent objects.
-        for start in (0..objects.len()).step_by(HEADER_WINDOW) {
-            let end = (start + HEADER_WINDOW).min(objects.len());
+        // by the window, not by the number of absent objects; reading stops once the sides
+        // made hold `budget` bytes of headers.
+        let mut start = 0;
+        while start < objects.len() {
+            let first_waiting = pending[waiting[start][0]].0;
+            if held >= budget && first_waiting >= at_least {
+                settled = settled.min(first_waiting);
+                break;
+            }
+            let len = self
+                .headers
+                .batch_len(HEADER_WINDOW, budget.saturating_sub(held));
+            let end = (start + len).min(objects.len());
             let window = (&objects[start..end], &outcomes[start..end]);
             let results = read_all(server, window, &progress, pool.as_ref());
             for (k, result) in (start..end).zip(results) {
-                for &i in &waiting[k] {
-                    let (name, side) = &mut pending[i];
+                for &w in &waiting[k] {
+                    let (_, name, side) = &mut pending[w];
                     let pointer = side.pointer().expect("absent sides have a pointer").clone();
                     **side = match &result {
                         Ok(header) => side_of_header(&cache, name, pointer, header),
@@ -320,9 +407,12 @@ impl<'r> SideReader<'r> {
                             remote: Some(why.clone()),
                         },
                     };
+                    held += self.headers.note(header_bytes(side));
                 }
             }
+            start = end;
         }
+        settled
     }
 
     /// The LFS server to ask, found once per reader: None when remote reads are turned off in
@@ -343,10 +433,70 @@ impl<'r> SideReader<'r> {
     }
 }
 
+/// Header bytes a window of `git diff` and `ci` holds at most (both sides of its files, as
+/// parsed models; at least one file per window, whatever its size), and the LFS header cache
+/// fill at once: 20 files with 25 MB headers are 1 GB of headers, which a window of 256 files
+/// would hold at once. docs/SPEC.md §5c.
+pub(crate) const WINDOW_HEADER_BYTES: u64 = 128 << 20;
+
 /// Changes whose sides are read from git before their headers are parsed on all cores.
 const BATCH_SIDES: usize = 256;
 /// Blob bytes held at once for a batch (a model committed without LFS is a whole blob).
 const BATCH_BYTES: usize = 64 << 20;
+
+/// The header bytes of the model sides a reader has made: their mean sizes the next batch, so
+/// that a batch of large headers stops near the budget of a window instead of far past it.
+#[derive(Default)]
+struct HeaderSizes {
+    /// Bytes and number of model sides.
+    seen: std::cell::Cell<(u64, u64)>,
+}
+
+impl HeaderSizes {
+    /// Counts a side of `bytes` header bytes (0: not a model); returns `bytes`.
+    fn note(&self, bytes: u64) -> u64 {
+        if bytes > 0 {
+            let (sum, count) = self.seen.get();
+            self.seen.set((sum.saturating_add(bytes), count + 1));
+        }
+        bytes
+    }
+
+    /// [`Self::note`] for both sides of a change.
+    fn note_pair(&self, (old, new): &(Option<ModelSide>, Option<ModelSide>)) -> u64 {
+        [old, new]
+            .into_iter()
+            .flatten()
+            .map(|side| self.note(header_bytes(side)))
+            .sum()
+    }
+
+    /// How many items (of up to two sides each) to read in the next batch, at most `max`,
+    /// at least one: as many as the mean header fits in `room` bytes; a few before any is
+    /// known.
+    fn batch_len(&self, max: usize, room: u64) -> usize {
+        if room == u64::MAX {
+            return max;
+        }
+        match self.seen.get() {
+            (_, 0) => max.min(FIRST_BATCH),
+            (sum, count) => {
+                let per_item = (sum / count).max(1).saturating_mul(2);
+                usize::try_from(room / per_item)
+                    .unwrap_or(max)
+                    .clamp(1, max)
+            }
+        }
+    }
+}
+
+/// Items read in a budgeted batch before any header size is known.
+const FIRST_BATCH: usize = 4;
+
+/// The header bytes a side holds: its model's header (all parts, for a multi-file model).
+fn header_bytes(side: &ModelSide) -> u64 {
+    side.artifact().map_or(0, |a| a.layout.header_size.max(1))
+}
 
 /// A side as read on the command's thread, before its header is parsed.
 enum Unparsed {
@@ -509,8 +659,8 @@ pub(super) fn cache_dir(repo: &gix::Repository) -> PathBuf {
         .join("lfs-headers-v2")
 }
 
-fn mark_all(pending: &mut [(String, &mut ModelSide)], why: &RemoteMiss) {
-    for (_, side) in pending.iter_mut() {
+fn mark_all(pending: &mut [(usize, String, &mut ModelSide)], why: &RemoteMiss) {
+    for (_, _, side) in pending.iter_mut() {
         if let ModelSide::Absent { remote, .. } = side {
             *remote = Some(why.clone());
         }
@@ -662,4 +812,26 @@ pub(crate) fn read_pointer_file(file: &Path) -> Option<Pointer> {
         return None;
     }
     Pointer::parse(&std::fs::read(file).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FIRST_BATCH, HeaderSizes};
+
+    /// Batches are sized by the mean header seen: a few before any is known, as many as fit
+    /// the room once one is (two sides per item), never none and never more than asked.
+    #[test]
+    fn batches_fit_the_room_by_the_mean_header() {
+        let sizes = HeaderSizes::default();
+        assert_eq!(sizes.batch_len(256, 128 << 20), FIRST_BATCH);
+        assert_eq!(sizes.batch_len(256, u64::MAX), 256, "an unbounded read");
+        assert_eq!(sizes.note(0), 0, "not a model: not counted");
+        sizes.note(25 << 20);
+        sizes.note(25 << 20);
+        assert_eq!(sizes.batch_len(256, 128 << 20), 2);
+        assert_eq!(sizes.batch_len(256, 10 << 20), 1, "at least one");
+        let small = HeaderSizes::default();
+        small.note(300);
+        assert_eq!(small.batch_len(256, 128 << 20), 256, "at most the window");
+    }
 }

@@ -104,6 +104,11 @@ impl Judged {
     /// What the content is, for a violation's `found`.
     pub(crate) fn describe(&self) -> String {
         match (&self.content, &self.pickle) {
+            // A scan of the first bytes alone does not say why the whole file was refused
+            // (the zip directory at its end lists another data.pkl): say it too.
+            (Content::Invalid { error, .. }, Some(report)) if report.incomplete.is_some() => {
+                format!("{}; unreadable: {error}", report.describe())
+            }
             (Content::Model(_) | Content::Invalid { .. }, Some(report)) => report.describe(),
             (Content::Model(a), None) => a.format.name().to_string(),
             (Content::Invalid { format, error }, None) => {
@@ -615,7 +620,37 @@ fn blob_body(
             break;
         }
     }
+    let classified =
+        classified.map(|content| judged_by_zip_directory(repo, id, path, &prefix, size, content));
     Ok((Body::Bytes(prefix), classified))
+}
+
+/// A model read from a blob's prefix, judged by the zip directory at the blob's end when it is
+/// a zip checkpoint (the tail streamed from `git cat-file`, within the header cap): a local
+/// entry the directory does not list must not stand for what torch loads, so a prefix is never
+/// judged clean on its own.
+fn judged_by_zip_directory(
+    repo: &gix::Repository,
+    id: ObjectId,
+    path: &Path,
+    prefix: &[u8],
+    size: u64,
+    content: Content,
+) -> Content {
+    let Content::Model(artifact) = content else {
+        return content;
+    };
+    let limit = crate::formats::limits::max_header_bytes();
+    let judged = crate::read::judge_zip_tail(path, prefix, size, |start| {
+        crate::git::blob_tail(repo, id, start, limit)
+    });
+    match judged {
+        Ok(()) => Content::Model(artifact),
+        Err(error) => Content::Invalid {
+            format: artifact.format,
+            error: Box::new(error),
+        },
+    }
 }
 
 #[cfg(test)]

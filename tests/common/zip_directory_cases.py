@@ -3,7 +3,7 @@
 tests/remote_zip_directory.rs: each stores 1 MiB of tensor data, so that a header read from
 the first bytes (the first window of a remote read) ends before the central directory.
 
-    zip_directory_cases.py OUT_DIR
+    zip_directory_cases.py OUT_DIR [large]
 
 - good-v1.pt, good-v2.pt: plain checkpoints (zipfile, as torch.save lays them out) whose
   metadata differs;
@@ -11,7 +11,9 @@ the first bytes (the first window of a remote read) ends before the central dire
   local header defers its sizes to a data descriptor (as torch writes members, so a walk of
   local headers stops there), in front of the real archive, whose data.pkl calls posix.system;
 - big-directory.pt: 3000 more one-element storages after the big one, so that the central
-  directory (about 200 KB) starts before the last 64 KiB of the file.
+  directory (about 200 KB) starts before the last 64 KiB of the file;
+- with `large`, only hidden-large.pt: hidden.pt with 20 MiB of tensor data, a model too large
+  to be read whole from a git blob (judged from a prefix and the blob's end).
 """
 
 import os
@@ -31,8 +33,8 @@ class System:
         return (os.system, ("true",))
 
 
-def weights() -> hp.Tensor:
-    return hp.Tensor(hp.Storage("0", NUMEL), 0, (NUMEL,), (1,))
+def weights(numel: int = NUMEL) -> hp.Tensor:
+    return hp.Tensor(hp.Storage("0", numel), 0, (numel,), (1,))
 
 
 def hide_benign_entry(real: bytes, benign_pickle: bytes) -> bytes:
@@ -55,6 +57,14 @@ def hide_benign_entry(real: bytes, benign_pickle: bytes) -> bytes:
 
 def main() -> None:
     out_dir = sys.argv[1]
+    if sys.argv[2:] == ["large"]:
+        numel = 20 * NUMEL
+        real = hp.checkpoint(hp.torch_pickle({"w": weights(numel), "x": System()}),
+                             {"0": b"\0" * (4 * numel)})
+        with open(os.path.join(out_dir, "hidden-large.pt"), "wb") as f:
+            f.write(hide_benign_entry(real, hp.torch_pickle({"w": weights(numel)})))
+        print("hidden-large.pt")
+        return
     data = {"0": b"\0" * (4 * NUMEL)}
     cases = {
         "good-v1.pt": hp.checkpoint(hp.torch_pickle({"w": weights(), "step": 1}), data),
