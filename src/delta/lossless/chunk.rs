@@ -75,36 +75,112 @@ pub enum ChunkError {
     },
 }
 
-/// Decodes one chunk's frame against the base's bytes (`None` for a chunk stored whole, and
-/// for a chunk with no frame: equal to the base) into `out` (the chunk's length). The
-/// decompressed size must be exactly the chunk's: a frame never makes more than that.
+/// Turns chunks into frames, reusing its zstd context and plane buffer from one chunk to the
+/// next: one per worker thread.
+pub(crate) struct ChunkEncoder {
+    zstd: zstd::bulk::Compressor<'static>,
+    level: i32,
+    planes: Vec<u8>,
+}
+
+impl ChunkEncoder {
+    pub(crate) fn new() -> std::io::Result<ChunkEncoder> {
+        Ok(ChunkEncoder {
+            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+            level: ZSTD_LEVEL,
+            planes: Vec::new(),
+        })
+    }
+
+    /// The frame of the fine-tuned bytes `ft` against `base` (same length; `None` for a chunk
+    /// stored whole) into `out` (cleared first): left empty when `ft` equals the base.
+    pub(crate) fn encode(
+        &mut self,
+        codec: Codec,
+        base: Option<&[u8]>,
+        ft: &[u8],
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        out.clear();
+        if base == Some(ft) {
+            return Ok(());
+        }
+        planes::encode(codec, ft, base, &mut self.planes);
+        let level = zstd_level(codec);
+        if level != self.level {
+            self.zstd.set_compression_level(level)?;
+            self.level = level;
+        }
+        out.reserve(zstd::zstd_safe::compress_bound(self.planes.len()));
+        self.zstd.compress_to_buffer(&self.planes, out)?;
+        Ok(())
+    }
+}
+
+/// Turns frames back into chunks, reusing its zstd context and plane buffer: one per worker
+/// thread.
+pub(crate) struct ChunkDecoder {
+    zstd: zstd::bulk::Decompressor<'static>,
+    planes: Vec<u8>,
+}
+
+impl ChunkDecoder {
+    pub(crate) fn new() -> std::io::Result<ChunkDecoder> {
+        Ok(ChunkDecoder {
+            zstd: zstd::bulk::Decompressor::new()?,
+            planes: Vec::new(),
+        })
+    }
+
+    /// Decodes one chunk's frame against the base's bytes (`None` for a chunk stored whole,
+    /// and for a chunk with no frame: equal to the base) into `out` (the chunk's length). The
+    /// decompressed size must be exactly the chunk's: a frame never makes more than that.
+    pub(crate) fn decode(
+        &mut self,
+        codec: Codec,
+        frame: &[u8],
+        base: Option<&[u8]>,
+        out: &mut [u8],
+    ) -> Result<(), ChunkError> {
+        if frame.is_empty() {
+            match base {
+                Some(b) if b.len() == out.len() => {
+                    out.copy_from_slice(b);
+                    return Ok(());
+                }
+                _ => return Err(ChunkError::NoBase),
+            }
+        }
+        if base.is_some_and(|b| b.len() != out.len())
+            || !(out.len() as u64).is_multiple_of(codec.unit())
+        {
+            return Err(ChunkError::LengthMismatch);
+        }
+        self.planes.clear();
+        self.planes.reserve(out.len());
+        let decoded = self
+            .zstd
+            .decompress_to_buffer(frame, &mut self.planes)
+            .map_err(ChunkError::Zstd)?;
+        if decoded != out.len() {
+            return Err(ChunkError::WrongSize {
+                decoded,
+                expected: out.len(),
+            });
+        }
+        planes::decode(codec, &self.planes, base, out);
+        Ok(())
+    }
+}
+
+/// [`ChunkDecoder::decode`] with a decoder made for the call.
 pub fn decode_chunk(
     codec: Codec,
     frame: &[u8],
     base: Option<&[u8]>,
     out: &mut [u8],
 ) -> Result<(), ChunkError> {
-    if frame.is_empty() {
-        match base {
-            Some(b) if b.len() == out.len() => {
-                out.copy_from_slice(b);
-                return Ok(());
-            }
-            _ => return Err(ChunkError::NoBase),
-        }
-    }
-    if base.is_some_and(|b| b.len() != out.len())
-        || !(out.len() as u64).is_multiple_of(codec.unit())
-    {
-        return Err(ChunkError::LengthMismatch);
-    }
-    let planes = zstd::bulk::decompress(frame, out.len()).map_err(ChunkError::Zstd)?;
-    if planes.len() != out.len() {
-        return Err(ChunkError::WrongSize {
-            decoded: planes.len(),
-            expected: out.len(),
-        });
-    }
-    planes::decode(codec, &planes, base, out);
-    Ok(())
+    ChunkDecoder::new()
+        .map_err(ChunkError::Zstd)?
+        .decode(codec, frame, base, out)
 }
