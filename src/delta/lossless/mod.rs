@@ -233,7 +233,16 @@ mod tests {
     /// every chunk; nothing may panic.
     #[test]
     fn mutated_containers_are_errors_never_panics() {
-        let seed = include_bytes!("../../../fuzz/seeds/wdelta_lossless/gguf.wdelta");
+        // An old codec's container (planes, q8_0) and one of the auto codecs (auto4, auto_q8_0).
+        mutate_and_decode(include_bytes!(
+            "../../../fuzz/seeds/wdelta_lossless/gguf.wdelta"
+        ));
+        mutate_and_decode(include_bytes!(
+            "../../../fuzz/seeds/wdelta_lossless/gguf-auto.wdelta"
+        ));
+    }
+
+    fn mutate_and_decode(seed: &[u8]) {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             state ^= state << 13;
