@@ -266,12 +266,9 @@ pub(crate) fn auto_encode(
             }
             sub_split::<2>(&ft_scales, base.map(|_| base_scales.as_slice()), scales);
         }
-        (Codec::Auto2, Transform::Sub) => sub_split::<2>(ft, base, out),
-        (Codec::Auto4, Transform::Sub) => sub_split::<4>(ft, base, out),
-        (Codec::Auto8, Transform::Sub) => sub_split::<8>(ft, base, out),
-        (Codec::Auto2, Transform::XorRotate) => rotate_split::<2>(ft, base, out),
-        (Codec::Auto4, Transform::XorRotate) => rotate_split::<4>(ft, base, out),
-        (Codec::Auto8, Transform::XorRotate) => rotate_split::<8>(ft, base, out),
+        (Codec::Auto2, t) => block_split::<2>(t, ft, base, out),
+        (Codec::Auto4, t) => block_split::<4>(t, ft, base, out),
+        (Codec::Auto8, t) => block_split::<8>(t, ft, base, out),
         _ => unreachable!("auto_encode is only called with an auto codec"),
     }
 }
@@ -319,39 +316,102 @@ pub(crate) fn auto_decode(
                 }
             }
         }
-        (Codec::Auto2, Transform::Sub) => sub_join::<2>(planes, base, out),
-        (Codec::Auto4, Transform::Sub) => sub_join::<4>(planes, base, out),
-        (Codec::Auto8, Transform::Sub) => sub_join::<8>(planes, base, out),
-        (Codec::Auto2, Transform::XorRotate) => rotate_join::<2>(planes, base, out),
-        (Codec::Auto4, Transform::XorRotate) => rotate_join::<4>(planes, base, out),
-        (Codec::Auto8, Transform::XorRotate) => rotate_join::<8>(planes, base, out),
+        (Codec::Auto2, t) => block_join::<2>(t, planes, base, out),
+        (Codec::Auto4, t) => block_join::<4>(t, planes, base, out),
+        (Codec::Auto8, t) => block_join::<8>(t, planes, base, out),
         _ => unreachable!("auto_decode is only called with an auto codec"),
     }
 }
 
-/// fine-tune XOR base, rotated left by one bit within the element, one plane per byte.
-fn rotate_split<const S: usize>(ft: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
-    let n = ft.len() / S;
+/// Elements coded a block at a time, so that each plane is written (and read) as a run of
+/// bytes rather than one byte every `n` (twice as fast as [`sub_split`] on bf16).
+const BLOCK: usize = 256;
+
+/// The transform of one element (`f` the fine-tune's, `b` the base's, both within the mask).
+fn forward<const S: usize>(t: Transform, f: u64, b: u64) -> u64 {
     let m = mask::<S>();
-    for i in 0..n {
-        let x = element::<S>(ft, i) ^ base.map_or(0, |b| element::<S>(b, i));
-        let r = ((x << 1) | (x >> (8 * S - 1))) & m;
-        for k in 0..S {
-            out[k * n + i] = (r >> (8 * k)) as u8;
+    match t {
+        Transform::Sub => {
+            let d = f.wrapping_sub(b) & m;
+            ((d << 1) & m) ^ ((d >> (8 * S - 1)) & 1).wrapping_neg() & m
+        }
+        Transform::XorRotate => {
+            let x = f ^ b;
+            ((x << 1) | (x >> (8 * S - 1))) & m
         }
     }
 }
 
-fn rotate_join<const S: usize>(planes: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
-    let n = out.len() / S;
-    for i in 0..n {
-        let mut r = 0u64;
-        for k in 0..S {
-            r |= u64::from(planes[k * n + i]) << (8 * k);
+/// The inverse of [`forward`]: the fine-tune's element from the coded one and the base's.
+fn backward<const S: usize>(t: Transform, z: u64, b: u64) -> u64 {
+    let m = mask::<S>();
+    match t {
+        Transform::Sub => b.wrapping_add((z >> 1) ^ (z & 1).wrapping_neg() & m) & m,
+        Transform::XorRotate => ((z >> 1) | ((z & 1) << (8 * S - 1))) ^ b,
+    }
+}
+
+/// Plane k holds byte k of every transformed element.
+fn block_split<const S: usize>(t: Transform, ft: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
+    let n = ft.len() / S;
+    let mut z = [0u64; BLOCK];
+    let mut i = 0;
+    while i < n {
+        let len = BLOCK.min(n - i);
+        let f = ft[i * S..(i + len) * S].chunks_exact(S);
+        match base {
+            Some(b) => {
+                let b = b[i * S..(i + len) * S].chunks_exact(S);
+                for ((z, f), b) in z.iter_mut().zip(f).zip(b) {
+                    *z = forward::<S>(t, element::<S>(f, 0), element::<S>(b, 0));
+                }
+            }
+            None => {
+                for (z, f) in z.iter_mut().zip(f) {
+                    *z = forward::<S>(t, element::<S>(f, 0), 0);
+                }
+            }
         }
-        let x = (r >> 1) | ((r & 1) << (8 * S - 1));
-        let v = x ^ base.map_or(0, |b| element::<S>(b, i));
-        out[i * S..i * S + S].copy_from_slice(&v.to_le_bytes()[..S]);
+        for k in 0..S {
+            let plane = &mut out[k * n + i..k * n + i + len];
+            for (o, z) in plane.iter_mut().zip(&z) {
+                *o = (z >> (8 * k)) as u8;
+            }
+        }
+        i += len;
+    }
+}
+
+/// The inverse of [`block_split`].
+fn block_join<const S: usize>(t: Transform, planes: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
+    let n = out.len() / S;
+    let mut z = [0u64; BLOCK];
+    let mut i = 0;
+    while i < n {
+        let len = BLOCK.min(n - i);
+        z[..len].fill(0);
+        for k in 0..S {
+            let plane = &planes[k * n + i..k * n + i + len];
+            for (z, p) in z.iter_mut().zip(plane) {
+                *z |= u64::from(*p) << (8 * k);
+            }
+        }
+        let o = out[i * S..(i + len) * S].chunks_exact_mut(S);
+        match base {
+            Some(b) => {
+                let b = b[i * S..(i + len) * S].chunks_exact(S);
+                for ((o, z), b) in o.zip(&z).zip(b) {
+                    let v = backward::<S>(t, *z, element::<S>(b, 0));
+                    o.copy_from_slice(&v.to_le_bytes()[..S]);
+                }
+            }
+            None => {
+                for (o, z) in o.zip(&z) {
+                    o.copy_from_slice(&backward::<S>(t, *z, 0).to_le_bytes()[..S]);
+                }
+            }
+        }
+        i += len;
     }
 }
 
@@ -525,6 +585,28 @@ mod tests {
         }
     }
 
+    /// The planes the codecs written before the `auto` ones make, frozen: files already written
+    /// decode only while these stay as they are.
+    #[test]
+    fn the_older_codecs_planes_do_not_change() {
+        let len = 34 * 8 * 3;
+        let ft: Vec<u8> = (0..len).map(|i| (i * 97 + 13) as u8).collect();
+        let base: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+        let mut all = Vec::new();
+        for codec in Codec::ALL.into_iter().filter(|c| !c.is_auto()) {
+            for b in [None, Some(base.as_slice())] {
+                let mut planes = Vec::new();
+                encode(codec, &ft, b, &mut planes);
+                all.extend_from_slice(&planes);
+            }
+        }
+        let digest = crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&all));
+        assert_eq!(
+            digest,
+            "0cab2c58e0287b22bb17e2b1ba96226fffd44d9554f6f190834910a97cdd68c5"
+        );
+    }
+
     #[test]
     fn every_auto_transform_inverts_on_every_byte_value() {
         let len = 34 * 8 * 3;
@@ -543,6 +625,21 @@ mod tests {
                     assert_eq!(back, ft, "{codec:?} {t:?} base {}", b.is_some());
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_auto_subtraction_is_the_sub_codecs() {
+        let ft: Vec<u8> = (0..8 * 700).map(|i| (i * 97 + 13) as u8).collect();
+        let base: Vec<u8> = (0..8 * 700).map(|i| (i * 31 + 7) as u8).collect();
+        for b in [None, Some(base.as_slice())] {
+            let (mut old, mut new) = (Vec::new(), Vec::new());
+            encode(Codec::Sub4, &ft, b, &mut old);
+            auto_encode(Codec::Auto4, Transform::Sub, &ft, b, &mut new);
+            assert_eq!(old, new);
+            encode(Codec::Sub8, &ft, b, &mut old);
+            auto_encode(Codec::Auto8, Transform::Sub, &ft, b, &mut new);
+            assert_eq!(old, new);
         }
     }
 
