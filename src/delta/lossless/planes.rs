@@ -328,31 +328,42 @@ pub(crate) fn auto_decode(
 const BLOCK: usize = 256;
 
 /// The transform of one element (`f` the fine-tune's, `b` the base's, both within the mask).
-fn forward<const S: usize>(t: Transform, f: u64, b: u64) -> u64 {
+fn forward_sub<const S: usize>(f: u64, b: u64) -> u64 {
     let m = mask::<S>();
-    match t {
-        Transform::Sub => {
-            let d = f.wrapping_sub(b) & m;
-            ((d << 1) & m) ^ ((d >> (8 * S - 1)) & 1).wrapping_neg() & m
-        }
-        Transform::XorRotate => {
-            let x = f ^ b;
-            ((x << 1) | (x >> (8 * S - 1))) & m
-        }
-    }
+    let d = f.wrapping_sub(b) & m;
+    ((d << 1) & m) ^ ((d >> (8 * S - 1)) & 1).wrapping_neg() & m
 }
 
-/// The inverse of [`forward`]: the fine-tune's element from the coded one and the base's.
-fn backward<const S: usize>(t: Transform, z: u64, b: u64) -> u64 {
+fn forward_rotate<const S: usize>(f: u64, b: u64) -> u64 {
+    let x = f ^ b;
+    ((x << 1) | (x >> (8 * S - 1))) & mask::<S>()
+}
+
+/// The inverses: the fine-tune's element from the coded one `z` and the base's `b`.
+fn backward_sub<const S: usize>(z: u64, b: u64) -> u64 {
     let m = mask::<S>();
-    match t {
-        Transform::Sub => b.wrapping_add((z >> 1) ^ (z & 1).wrapping_neg() & m) & m,
-        Transform::XorRotate => ((z >> 1) | ((z & 1) << (8 * S - 1))) ^ b,
-    }
+    b.wrapping_add((z >> 1) ^ (z & 1).wrapping_neg() & m) & m
+}
+
+fn backward_rotate<const S: usize>(z: u64, b: u64) -> u64 {
+    ((z >> 1) | ((z & 1) << (8 * S - 1))) ^ b
 }
 
 /// Plane k holds byte k of every transformed element.
 fn block_split<const S: usize>(t: Transform, ft: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
+    // One loop per transform, so that the element loop has no branch.
+    match t {
+        Transform::Sub => split_by::<S>(ft, base, out, forward_sub::<S>),
+        Transform::XorRotate => split_by::<S>(ft, base, out, forward_rotate::<S>),
+    }
+}
+
+fn split_by<const S: usize>(
+    ft: &[u8],
+    base: Option<&[u8]>,
+    out: &mut [u8],
+    forward: impl Fn(u64, u64) -> u64,
+) {
     let n = ft.len() / S;
     let mut z = [0u64; BLOCK];
     let mut i = 0;
@@ -363,12 +374,12 @@ fn block_split<const S: usize>(t: Transform, ft: &[u8], base: Option<&[u8]>, out
             Some(b) => {
                 let b = b[i * S..(i + len) * S].chunks_exact(S);
                 for ((z, f), b) in z.iter_mut().zip(f).zip(b) {
-                    *z = forward::<S>(t, element::<S>(f, 0), element::<S>(b, 0));
+                    *z = forward(element::<S>(f, 0), element::<S>(b, 0));
                 }
             }
             None => {
                 for (z, f) in z.iter_mut().zip(f) {
-                    *z = forward::<S>(t, element::<S>(f, 0), 0);
+                    *z = forward(element::<S>(f, 0), 0);
                 }
             }
         }
@@ -384,6 +395,18 @@ fn block_split<const S: usize>(t: Transform, ft: &[u8], base: Option<&[u8]>, out
 
 /// The inverse of [`block_split`].
 fn block_join<const S: usize>(t: Transform, planes: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
+    match t {
+        Transform::Sub => join_by::<S>(planes, base, out, backward_sub::<S>),
+        Transform::XorRotate => join_by::<S>(planes, base, out, backward_rotate::<S>),
+    }
+}
+
+fn join_by<const S: usize>(
+    planes: &[u8],
+    base: Option<&[u8]>,
+    out: &mut [u8],
+    backward: impl Fn(u64, u64) -> u64,
+) {
     let n = out.len() / S;
     let mut z = [0u64; BLOCK];
     let mut i = 0;
@@ -401,13 +424,12 @@ fn block_join<const S: usize>(t: Transform, planes: &[u8], base: Option<&[u8]>, 
             Some(b) => {
                 let b = b[i * S..(i + len) * S].chunks_exact(S);
                 for ((o, z), b) in o.zip(&z).zip(b) {
-                    let v = backward::<S>(t, *z, element::<S>(b, 0));
-                    o.copy_from_slice(&v.to_le_bytes()[..S]);
+                    o.copy_from_slice(&backward(*z, element::<S>(b, 0)).to_le_bytes()[..S]);
                 }
             }
             None => {
                 for (o, z) in o.zip(&z) {
-                    o.copy_from_slice(&backward::<S>(t, *z, 0).to_le_bytes()[..S]);
+                    o.copy_from_slice(&backward(*z, 0).to_le_bytes()[..S]);
                 }
             }
         }
