@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sizes and speed of `delta create --strategy lossless` on real fine-tunes, side by side in one
 # run with its peers: reminis's lossless delta pack, ZipNN's delta mode, `zstd -19 --long` of
-# the XOR of the two files (BitX's baseline), and `cat` of the inputs for speed.
+# the XOR of the two files (BitX's baseline), and `cat` of the inputs for speed; create and
+# apply with one thread give the throughput per core (fine-tuned MB per CPU second).
 #
 #   scripts/bench-lossless.sh                # bench-size pairs (about 25-50 MB per model)
 #   SCALE=0.5 RUNS=2 scripts/bench-lossless.sh   # smaller widths, quicker
@@ -39,6 +40,13 @@ PEERS="$BENCH_VENV/bin/python"
 cargo build --release --quiet
 WI="${CARGO_TARGET_DIR:-$PWD/target}/release/weight-inspect"
 RESULTS="$WORK/results.md"
+# CPU seconds (user + system) a command takes, to the microsecond.
+cpu_seconds() {
+    python3 -c 'import os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, ru = os.wait4(p.pid, 0)
+sys.exit(f"{sys.argv[1]} failed") if status else print(f"{ru.ru_utime + ru.ru_stime:.4f}")' "$@"
+}
 PAIRS="$WORK/pairs"
 if [ ! -f "$PAIRS/.done-$SCALE" ]; then
     "$FIXTURE_PYTHON" scripts/make_finetune_pairs.py "$LLAMA_CPP_DIR" "$PAIRS" --size bench --scale "$SCALE" >/dev/null
@@ -47,8 +55,8 @@ fi
 
 
 {
-    echo "| pair | fine-tune MB | reminis MB | ZipNN delta MB | zstd -19 --long of the XOR MB | lossless MB | lossless / best peer | create s | cat BASE FT s | create / cat | apply s | cat BASE DELTA s | apply / cat | peak RSS create / apply MB |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| pair | fine-tune MB | reminis MB | ZipNN delta MB | zstd -19 --long of the XOR MB | lossless MB | lossless / best peer | create s | cat BASE FT s | create / cat | apply s | cat BASE DELTA s | apply / cat | create / apply MB per CPU s, 1 thread | peak RSS create / apply MB |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$RESULTS"
 for spec in f32-full:float32 f32-frozen:float32 bf16-full:bfloat16 gguf-f16:f16 gguf-q8_0:q8_0; do
     pair="${spec%%:*}" dtype="${spec#*:}"
@@ -66,11 +74,15 @@ for spec in f32-full:float32 f32-frozen:float32 bf16-full:bfloat16 gguf-f16:f16 
         "cat $B $F > /dev/null" \
         "$WI delta apply --base $B $D -o $O" \
         "cat $B $D > $dir/cat.out" >/dev/null
+    # CPU seconds (user + system) of one thread: what a core does, which the machine's load
+    # changes far less than wall time.
+    cpu_create=$(cpu_seconds "$WI" delta create --threads 1 --strategy lossless --base "$B" "$F" -o "$D")
+    cpu_apply=$(cpu_seconds "$WI" delta apply --threads 1 --base "$B" "$D" -o "$O")
     rss_create=$(/usr/bin/time -f %M "$WI" delta create --strategy lossless --base "$B" "$F" -o "$D" 2>&1 >/dev/null | tail -1)
     rss_apply=$(/usr/bin/time -f %M "$WI" delta apply --base "$B" "$D" -o "$O" 2>&1 >/dev/null | tail -1)
-    "$PEERS" - "$dir" "$pair" "$F" "$D" "$rss_create" "$rss_apply" "$peers" >> "$RESULTS" <<'PY'
+    "$PEERS" - "$dir" "$pair" "$F" "$D" "$rss_create" "$rss_apply" "$peers" "$cpu_create" "$cpu_apply" >> "$RESULTS" <<'PY'
 import json, os, subprocess, sys
-d, pair, ft, delta, rss_c, rss_a, peers = sys.argv[1:]
+d, pair, ft, delta, rss_c, rss_a, peers, cpu_c, cpu_a = sys.argv[1:]
 p = json.loads(peers)
 r = [x["median"] for x in json.load(open(os.path.join(d, "hf.json")))["results"]]
 mb = lambda n: n / 1e6
@@ -80,7 +92,8 @@ sizes = [p["reminis"], p["zipnn"], p["zstd_xor"], ours]
 shown = [f"**{mb(n):.3f}**" if n == min(sizes) else f"{mb(n):.3f}" for n in sizes]  # the smallest in bold
 print(f"| {pair} | {mb(ftb):.2f} | {' | '.join(shown)} | "
       f"{ours / best:.3f} | {r[0]:.3f} | {r[1]:.3f} | {r[0] / r[1]:.2f}x | {r[2]:.3f} | "
-      f"{r[3]:.3f} | {r[2] / r[3]:.2f}x | {int(rss_c) // 1024} / {int(rss_a) // 1024} |")
+      f"{r[3]:.3f} | {r[2] / r[3]:.2f}x | {mb(ftb) / float(cpu_c):.0f} / {mb(ftb) / float(cpu_a):.0f} | "
+      f"{int(rss_c) // 1024} / {int(rss_a) // 1024} |")
 add = lambda work, ours, peer, name, mx, unit: subprocess.run(
     ["python3", "scripts/bench_result.py", "add", "lossless", "--work", work, "--ours", str(ours),
      "--peer", str(peer), "--peer-name", name, "--max-ratio", str(mx), "--unit", unit], check=True)

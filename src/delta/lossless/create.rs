@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::chunk::{CHUNK_BYTES, ZSTD_LEVEL, zstd_level};
+use super::chunk::{CHUNK_BYTES, ChunkEncoder, ZSTD_LEVEL};
 use super::planes;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
@@ -225,18 +225,11 @@ pub(crate) fn create_lossless(
                     }
                     _ => None,
                 };
-                if base_bytes.as_deref() == Some(ft_bytes.as_slice()) {
-                    return Ok((ft_bytes, Vec::new()));
-                }
-                let mut plane_bytes = Vec::new();
-                planes::encode(
-                    segment.codec,
-                    &ft_bytes,
-                    base_bytes.as_deref(),
-                    &mut plane_bytes,
-                );
-                let frame = zstd::bulk::compress(&plane_bytes, zstd_level(segment.codec))
-                    .map_err(|e| Error::io(out, e))?;
+                let mut frame = Vec::new();
+                (ChunkEncoder::new().and_then(|mut e| {
+                    e.encode(segment.codec, base_bytes.as_deref(), &ft_bytes, &mut frame)
+                }))
+                .map_err(|e| Error::io(out, e))?;
                 Ok((ft_bytes, frame))
             },
             |i, (ft_bytes, frame)| {

@@ -154,12 +154,30 @@ pub enum Codec {
     /// one bit of every quant: the mostly-zero changes of a fine-tune become runs of zeros).
     #[serde(rename = "q8_0z")]
     Q8_0Z,
+    /// Elements of 2, 4 or 8 bytes, each chunk coded its own way, written since these codecs
+    /// were added (a reader without them refuses the file by the codec's name). The frame's
+    /// first byte is the chunk's transform: 0 subtracts the base as `sub2`..`sub8` do, 1 XORs
+    /// it and rotates the sign bit to the bottom, so that the top plane of a float holds only
+    /// exponent bits (ZipNN's byte grouping; used without a base or against zeros). One plane
+    /// per byte position follows, each as a byte saying how it is stored (0 raw, 1 a zstd frame,
+    /// 2 a zstd frame of its bit planes as `q8_0z`'s quants) and, unless raw, a u32 length;
+    /// the encoder picks each plane's coding on a sample of it.
+    #[serde(rename = "auto2")]
+    Auto2,
+    #[serde(rename = "auto4")]
+    Auto4,
+    #[serde(rename = "auto8")]
+    Auto8,
+    /// ggml q8_0 blocks the same way: transform 0 only, planes as `q8_0z`'s (two of the scales,
+    /// one of the quants), each stored as the `auto` codecs' planes.
+    #[serde(rename = "auto_q8_0")]
+    AutoQ8_0,
 }
 
 impl Codec {
     /// Every codec, for the tests that run each one.
     #[cfg(test)]
-    pub(crate) const ALL: [Codec; 9] = [
+    pub(crate) const ALL: [Codec; 13] = [
         Codec::Bytes,
         Codec::Planes2,
         Codec::Planes4,
@@ -169,16 +187,28 @@ impl Codec {
         Codec::Sub4,
         Codec::Sub8,
         Codec::Q8_0Z,
+        Codec::Auto2,
+        Codec::Auto4,
+        Codec::Auto8,
+        Codec::AutoQ8_0,
     ];
+
+    /// Whether the codec is one of the `auto` ones (per-chunk transform, per-plane coding).
+    pub fn is_auto(self) -> bool {
+        matches!(
+            self,
+            Codec::Auto2 | Codec::Auto4 | Codec::Auto8 | Codec::AutoQ8_0
+        )
+    }
 
     /// Bytes per element or block.
     pub fn unit(self) -> u64 {
         match self {
             Codec::Bytes => 1,
-            Codec::Planes2 | Codec::Sub2 => 2,
-            Codec::Planes4 | Codec::Sub4 => 4,
-            Codec::Planes8 | Codec::Sub8 => 8,
-            Codec::Q8_0 | Codec::Q8_0Z => 34,
+            Codec::Planes2 | Codec::Sub2 | Codec::Auto2 => 2,
+            Codec::Planes4 | Codec::Sub4 | Codec::Auto4 => 4,
+            Codec::Planes8 | Codec::Sub8 | Codec::Auto8 => 8,
+            Codec::Q8_0 | Codec::Q8_0Z | Codec::AutoQ8_0 => 34,
         }
     }
 
@@ -193,6 +223,10 @@ impl Codec {
             Codec::Sub4 => "sub4",
             Codec::Sub8 => "sub8",
             Codec::Q8_0Z => "q8_0z",
+            Codec::Auto2 => "auto2",
+            Codec::Auto4 => "auto4",
+            Codec::Auto8 => "auto8",
+            Codec::AutoQ8_0 => "auto_q8_0",
         }
     }
 }
@@ -659,6 +693,28 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("\"wavelet\""));
+    }
+
+    #[test]
+    fn a_codec_this_reader_does_not_know_is_refused_by_name() {
+        let h = header(
+            LOSSLESS_STRATEGY,
+            vec![seg(SegmentKind::Delta, 64, Codec::Auto2)],
+            64,
+        );
+        let ok = file(&h, &[b"x"]);
+        assert!(LosslessContainer::parse_bytes(&ok).is_ok());
+        // A later codec, as an older reader would see "auto2": same length, so only the name
+        // differs.
+        let mut later = ok.clone();
+        let at = ok
+            .windows(7)
+            .position(|w| w == b"\"auto2\"")
+            .expect("the codec's name");
+        later[at + 5] = b'9';
+        let e = LosslessContainer::parse_bytes(&later).unwrap_err();
+        assert!(matches!(e, LosslessError::Json { .. }), "{e}");
+        assert!(e.to_string().contains("unknown variant `auto9`"), "{e}");
     }
 
     #[test]
