@@ -13,7 +13,7 @@ use super::planes;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{RunOptions, ordered_parallel};
+use crate::delta::pipeline::{BufferPool, RunOptions, ordered_parallel};
 use crate::error::Error;
 use crate::formats::wdelta::lossless::{
     Codec, LOSSLESS_STRATEGY, LosslessFile, LosslessHeader, Segment, SegmentKind,
@@ -36,6 +36,18 @@ pub(crate) struct LosslessCreated {
     pub(crate) file_bytes: u64,
     /// Bytes of the fine-tuned files.
     pub(crate) model_bytes: u64,
+}
+
+/// What a worker thread keeps from one chunk to the next: its encoder (zstd context, plane
+/// buffer) and the buffer the base's bytes are read into.
+#[derive(Default)]
+struct Worker {
+    encoder: Option<ChunkEncoder>,
+    base: Vec<u8>,
+}
+
+thread_local! {
+    static WORKER: std::cell::RefCell<Worker> = std::cell::RefCell::default();
 }
 
 /// Where a fine-tuned file's bytes are read from.
@@ -200,6 +212,8 @@ pub(crate) fn create_lossless(
     let mut frame_lens = Vec::with_capacity(jobs.len());
     let mut hashers: Vec<Sha256> = header.files.iter().map(|_| Sha256::new()).collect();
     let mut checksum = Sha256::new();
+    // The fine-tuned chunks and their frames go from the workers to the writer and back.
+    let pool = BufferPool::default();
     crate::fsutil::write_atomically_with::<DeltaError>(out, true, |file| {
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let put = |w: &mut BufWriter<&File>, bytes: &[u8], sum: &mut Sha256| {
@@ -214,29 +228,47 @@ pub(crate) fn create_lossless(
             |i| {
                 let job = &jobs[i];
                 let segment = &header.files[job.file].segments[job.segment];
-                let mut ft_bytes = vec![0u8; job.len as usize];
+                let mut ft_bytes = pool.take(job.len as usize);
                 read_source(job.file, job.out_offset, &mut ft_bytes)?;
-                let base_bytes = match (&segment.kind, &segment.tensor) {
-                    (SegmentKind::Delta, Some(name)) => {
-                        let t = &base.tensors[name];
-                        let mut b = vec![0u8; job.len as usize];
-                        base.read_raw_into(t, job.segment_offset as usize, &mut b)?;
-                        Some(b)
-                    }
-                    _ => None,
-                };
-                let mut frame = Vec::new();
-                (ChunkEncoder::new().and_then(|mut e| {
-                    e.encode(segment.codec, base_bytes.as_deref(), &ft_bytes, &mut frame)
-                }))
-                .map_err(|e| Error::io(out, e))?;
+                let mut frame = pool.take_empty();
+                WORKER.with_borrow_mut(|worker| -> Result<()> {
+                    let base_bytes = match (&segment.kind, &segment.tensor) {
+                        (SegmentKind::Delta, Some(name)) => {
+                            let b = &mut worker.base;
+                            if b.capacity() < job.len as usize {
+                                *b = crate::hugepages::vec_with_capacity(job.len as usize);
+                            }
+                            b.resize(job.len as usize, 0);
+                            base.read_raw_into(
+                                &base.tensors[name],
+                                job.segment_offset as usize,
+                                b,
+                            )?;
+                            Some(b.as_slice())
+                        }
+                        _ => None,
+                    };
+                    let encoder = match &mut worker.encoder {
+                        Some(e) => e,
+                        None => worker
+                            .encoder
+                            .insert(ChunkEncoder::new().map_err(|e| Error::io(out, e))?),
+                    };
+                    encoder
+                        .encode(segment.codec, base_bytes, &ft_bytes, &mut frame)
+                        .map_err(|e| Error::io(out, e))?;
+                    Ok(())
+                })?;
                 Ok((ft_bytes, frame))
             },
             |i, (ft_bytes, frame)| {
                 hashers[jobs[i].file].update(&ft_bytes);
                 bar.inc(ft_bytes.len() as u64);
                 frame_lens.push(frame.len() as u64);
-                put(&mut w, &frame, &mut checksum)
+                let written = put(&mut w, &frame, &mut checksum);
+                pool.give(ft_bytes);
+                pool.give(frame);
+                written
             },
         )?;
         for (f, h) in header.files.iter_mut().zip(&hashers) {
