@@ -117,6 +117,27 @@ fn in_order<'scope, R: Send + 'scope, E: Send + 'scope>(
     Ok(())
 }
 
+/// `buf` made `len` bytes long (its contents left over, for the caller to overwrite); memory
+/// it must grow into is fresh, in 2 MiB pages: one fault each instead of 512.
+pub(crate) fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if buf.capacity() < len {
+        *buf = crate::hugepages::vec_with_capacity(len);
+    }
+    buf.resize(len, 0);
+    buf
+}
+
+/// What `slot` holds, made by `make` the first time (a worker's codec, kept between items).
+pub(crate) fn kept<T>(
+    slot: &mut Option<T>,
+    make: impl FnOnce() -> std::io::Result<T>,
+) -> std::io::Result<&mut T> {
+    match slot {
+        Some(t) => Ok(t),
+        None => Ok(slot.insert(make()?)),
+    }
+}
+
 /// Byte buffers that go from the workers of [`ordered_parallel`] to its consumer and back, so
 /// that a run allocates (and the kernel faults in) a window's worth of buffers once rather than
 /// fresh ones for every item: a fresh 4 MiB buffer is a thousand page faults.
@@ -130,11 +151,7 @@ impl BufferPool {
     /// overwrites them).
     pub(crate) fn take(&self, len: usize) -> Vec<u8> {
         let mut b = self.take_empty();
-        if b.capacity() < len {
-            // Fresh memory in 2 MiB pages: one fault each instead of 512.
-            b = crate::hugepages::vec_with_capacity(len);
-        }
-        b.resize(len, 0);
+        sized(&mut b, len);
         b
     }
 

@@ -9,10 +9,12 @@ use std::sync::OnceLock;
 use sha2::{Digest, Sha256};
 
 use super::chunk::{ChunkDecoder, open_container};
+use super::create::base_chunk;
 use crate::delta::error::DeltaError;
 use crate::delta::model::Model;
+use crate::delta::open::fits_base;
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{BufferPool, RunOptions, ordered_parallel};
+use crate::delta::pipeline::{BufferPool, RunOptions, kept, ordered_parallel, sized};
 use crate::delta::verify::wrong_parent_of;
 use crate::error::Error;
 use crate::escape::shown;
@@ -90,15 +92,7 @@ fn check_base(path: &Path, c: &LosslessContainer, base: &Model) -> Result<()> {
             }
         }
     }
-    if differences.is_empty() {
-        Ok(())
-    } else {
-        Err(DeltaError::BaseMismatch {
-            delta: path.to_path_buf(),
-            base: base.path.clone(),
-            differences,
-        })
-    }
+    fits_base(path, base, differences)
 }
 
 /// Rebuilds the model stored in the lossless delta at `delta` against `base` into `out` (the
@@ -189,34 +183,13 @@ fn rebuild(
                     let segment = &f.segments[k.segment as usize];
                     let mut bytes = pool.take(k.len as usize);
                     WORKER.with_borrow_mut(|worker| -> Result<()> {
-                        let frame = &mut worker.frame;
-                        frame.resize(k.frame_len as usize, 0);
+                        let frame = sized(&mut worker.frame, k.frame_len as usize);
                         file.read_exact_at(frame, k.frame_offset)
                             .map_err(|e| Error::io(delta, e))?;
-                        let base_bytes = match segment.kind {
-                            SegmentKind::Delta => {
-                                let name = segment.tensor.as_deref().unwrap_or_default();
-                                let b = &mut worker.base;
-                                if b.capacity() < k.len as usize {
-                                    *b = crate::hugepages::vec_with_capacity(k.len as usize);
-                                }
-                                b.resize(k.len as usize, 0);
-                                base.read_raw_into(
-                                    &base.tensors[name],
-                                    k.segment_offset as usize,
-                                    b,
-                                )?;
-                                Some(b.as_slice())
-                            }
-                            _ => None,
-                        };
-                        let decoder = match &mut worker.decoder {
-                            Some(d) => d,
-                            None => worker
-                                .decoder
-                                .insert(ChunkDecoder::new().map_err(|e| Error::io(delta, e))?),
-                        };
-                        decoder
+                        let base_bytes =
+                            base_chunk(base, segment, k.segment_offset, k.len, &mut worker.base)?;
+                        kept(&mut worker.decoder, ChunkDecoder::new)
+                            .map_err(|e| Error::io(delta, e))?
                             .decode(segment.codec, frame, base_bytes, &mut bytes)
                             .map_err(|e| DeltaError::Lossless {
                                 path: delta.to_path_buf(),

@@ -13,7 +13,7 @@ use super::planes;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{BufferPool, RunOptions, ordered_parallel};
+use crate::delta::pipeline::{BufferPool, RunOptions, kept, ordered_parallel, sized};
 use crate::error::Error;
 use crate::formats::wdelta::lossless::{
     Codec, LOSSLESS_STRATEGY, LosslessFile, LosslessHeader, Segment, SegmentKind,
@@ -112,6 +112,25 @@ fn plan_shard(base: &Model, ft: &Model, shard: usize, size: u64) -> Vec<Segment>
         segments.push(bytes(size - cursor));
     }
     segments
+}
+
+/// The base's bytes under a chunk of `segment` (`len` bytes from `offset` into it) read into
+/// `buf`; None for a segment not stored against the base.
+pub(super) fn base_chunk<'b>(
+    base: &Model,
+    segment: &Segment,
+    offset: u64,
+    len: u64,
+    buf: &'b mut Vec<u8>,
+) -> Result<Option<&'b [u8]>> {
+    match (&segment.kind, &segment.tensor) {
+        (SegmentKind::Delta, Some(name)) => {
+            let b = sized(buf, len as usize);
+            base.read_raw_into(&base.tensors[name], offset as usize, b)?;
+            Ok(Some(b))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn file_name(path: &Path) -> String {
@@ -232,30 +251,10 @@ pub(crate) fn create_lossless(
                 read_source(job.file, job.out_offset, &mut ft_bytes)?;
                 let mut frame = pool.take_empty();
                 WORKER.with_borrow_mut(|worker| -> Result<()> {
-                    let base_bytes = match (&segment.kind, &segment.tensor) {
-                        (SegmentKind::Delta, Some(name)) => {
-                            let b = &mut worker.base;
-                            if b.capacity() < job.len as usize {
-                                *b = crate::hugepages::vec_with_capacity(job.len as usize);
-                            }
-                            b.resize(job.len as usize, 0);
-                            base.read_raw_into(
-                                &base.tensors[name],
-                                job.segment_offset as usize,
-                                b,
-                            )?;
-                            Some(b.as_slice())
-                        }
-                        _ => None,
-                    };
-                    let encoder = match &mut worker.encoder {
-                        Some(e) => e,
-                        None => worker
-                            .encoder
-                            .insert(ChunkEncoder::new().map_err(|e| Error::io(out, e))?),
-                    };
-                    encoder
-                        .encode(segment.codec, base_bytes, &ft_bytes, &mut frame)
+                    let base_bytes =
+                        base_chunk(base, segment, job.segment_offset, job.len, &mut worker.base)?;
+                    kept(&mut worker.encoder, ChunkEncoder::new)
+                        .and_then(|e| e.encode(segment.codec, base_bytes, &ft_bytes, &mut frame))
                         .map_err(|e| Error::io(out, e))?;
                     Ok(())
                 })?;
