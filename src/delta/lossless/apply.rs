@@ -111,7 +111,10 @@ pub(crate) fn apply_lossless(
     // meanwhile, which the decoder does safely whatever their bytes.
     let checked = OnceLock::new();
     let rebuilt = std::thread::scope(|scope| {
-        scope.spawn(|| checked.set(verify_checksum(delta, &file, c.file_len)));
+        scope.spawn(|| {
+            // Set once, here: `set` cannot find it set already.
+            let _ = checked.set(verify_checksum(delta, &file, c.file_len));
+        });
         let passed = || checked.wait().is_ok();
         rebuild(base, delta, out, sync, run, &file, &c, &passed)
     });
