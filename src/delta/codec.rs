@@ -448,8 +448,8 @@ fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])
 }
 
 /// Indices of the `k` largest magnitudes, ascending (NaN counts as largest, as in numpy's
-/// sort order); ties at the threshold go to the lowest indices. Radix selection on the bit
-/// pattern of |x| (monotonic in the magnitude): two histogram passes and one collecting pass.
+/// sort order); ties at the threshold go to the lowest indices. The order is that of the bit
+/// pattern of |x| ([`magnitude_key`]), which is monotonic in the magnitude.
 pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     let n = x.len();
     if k == 0 {
@@ -458,10 +458,72 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     if k >= n {
         return (0..n).collect();
     }
-    let key = |v: f32| v.to_bits() & 0x7fff_ffff;
+    top_k_by_sample(x, k).unwrap_or_else(|| top_k_radix(x, k))
+}
+
+/// The order of magnitudes: |x|'s bit pattern (NaN above infinity).
+#[inline]
+fn magnitude_key(v: f32) -> u32 {
+    v.to_bits() & 0x7fff_ffff
+}
+
+/// Values sampled (at a fixed stride) to guess a lower bound of the threshold.
+const TOP_K_SAMPLES: usize = 4096;
+
+/// [`top_k_indices`] in one pass over `x` for the common case: a strided sample guesses a key
+/// that at least `k` values reach, with a wide margin; the values that reach it (a few times
+/// `k`) are collected in index order, and the exact threshold and ties are found among them.
+/// The result is exact whatever the guess; None when fewer than `k` values reached it (the
+/// caller then selects over everything).
+fn top_k_by_sample(x: &[f32], k: usize) -> Option<Vec<usize>> {
+    let n = x.len();
+    if n < 4 * TOP_K_SAMPLES || k > n / 32 {
+        // Small tensors, or a large share kept: the radix passes cost about as much.
+        return None;
+    }
+    let step = n / TOP_K_SAMPLES;
+    let mut sample: Vec<u32> = (0..TOP_K_SAMPLES)
+        .map(|i| magnitude_key(x[i * step]))
+        .collect();
+    // The sample's expected count above the threshold is k / n of it; twice that and 16 more
+    // (several standard deviations) makes a guess above the threshold rare.
+    let expected = k as f64 / n as f64 * TOP_K_SAMPLES as f64;
+    let rank = ((2.0 * expected) as usize + 16).min(TOP_K_SAMPLES - 1);
+    let (_, &mut lower, _) = sample.select_nth_unstable_by(rank, |a, b| b.cmp(a));
+    let mut candidates = Vec::with_capacity(4 * k);
+    for (i, &v) in x.iter().enumerate() {
+        if magnitude_key(v) >= lower {
+            candidates.push(i);
+        }
+    }
+    if candidates.len() < k {
+        return None;
+    }
+    // Every value at or above the k-th largest key reached `lower`: all are candidates.
+    let mut keys: Vec<u32> = candidates.iter().map(|&i| magnitude_key(x[i])).collect();
+    let (_, &mut threshold, _) = keys.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+    let above = keys.iter().filter(|&&c| c > threshold).count();
+    let mut ties = k - above;
+    candidates.retain(|&i| {
+        let c = magnitude_key(x[i]);
+        if c > threshold {
+            true
+        } else if c == threshold && ties > 0 {
+            ties -= 1;
+            true
+        } else {
+            false
+        }
+    });
+    Some(candidates)
+}
+
+/// [`top_k_indices`] by radix selection on the keys: two histogram passes and one collecting
+/// pass, whatever the values.
+fn top_k_radix(x: &[f32], k: usize) -> Vec<usize> {
     let mut hist = vec![0u64; 1 << 16];
     for &v in x {
-        hist[(key(v) >> 16) as usize] += 1;
+        hist[(magnitude_key(v) >> 16) as usize] += 1;
     }
     let mut above = 0u64;
     let mut bucket = 0usize;
@@ -474,7 +536,7 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     }
     hist.iter_mut().for_each(|h| *h = 0);
     for &v in x {
-        let kk = key(v);
+        let kk = magnitude_key(v);
         if (kk >> 16) as usize == bucket {
             hist[(kk & 0xffff) as usize] += 1;
         }
@@ -491,7 +553,7 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     }
     let mut out = Vec::with_capacity(k);
     for (i, &v) in x.iter().enumerate() {
-        let kk = key(v);
+        let kk = magnitude_key(v);
         if kk > threshold {
             out.push(i);
         } else if kk == threshold && ties > 0 {
@@ -905,6 +967,46 @@ mod tests {
         assert_eq!(top_k_indices(&x, 4), vec![1, 2, 4, 5]);
         assert_eq!(top_k_indices(&x, 6), (0..6).collect::<Vec<_>>());
         assert!(top_k_indices(&x, 0).is_empty());
+    }
+
+    #[test]
+    fn top_k_by_sample_is_the_radix_selection() {
+        // Noise, large values on the sample's stride only (the sample overrates them, the guess
+        // fails and the radix selection answers), plateaus of ties, NaNs and infinities.
+        let n = 100_003usize;
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let noise: Vec<f32> = (0..n)
+            .map(|_| ((next() % 20_001) as f32 - 10_000.0) * 1e-6)
+            .collect();
+        let striped: Vec<f32> = (0..n)
+            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
+            .collect();
+        let plateaus: Vec<f32> = (0..n).map(|i| ((i * 7919) % 5) as f32).collect();
+        let mut special = noise.clone();
+        for i in (0..n).step_by(997) {
+            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
+        }
+        for x in [&noise, &striped, &plateaus, &special] {
+            for k in [1, 10, 1000, n / 100, 3000, n / 20] {
+                let radix = top_k_radix(x, k);
+                assert_eq!(radix.len(), k);
+                assert_eq!(top_k_indices(x, k), radix, "k {k}");
+            }
+        }
+        assert!(
+            top_k_by_sample(&noise, n / 100).is_some(),
+            "the guess serves noise"
+        );
+        assert!(
+            top_k_by_sample(&striped, 3000).is_none(),
+            "a wrong guess falls back"
+        );
     }
 
     #[test]

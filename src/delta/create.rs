@@ -12,7 +12,7 @@ use super::open::OpenDelta;
 use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
 use super::reconstruct::{IntReconstructor, reconstruct_into};
-use super::verify::{LossSums, LossTally, UpdateLoss, rebuild_as_applied, verify_lineage};
+use super::verify::{LossSums, LossTally, UpdateLoss, tensor_loss_sums, verify_lineage};
 use crate::error::Error;
 use crate::formats::wdelta::{
     ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, TensorArrays, WdeltaWriter,
@@ -123,36 +123,32 @@ pub(crate) fn create(
                         scratch.resize(n, 0.0);
                     }
                     let d = &mut scratch[..n];
-                    reconstruct_into(base, links, name, d)?;
-                    let mut kept = measure.then(|| {
+                    // Against a plain base its values are kept for the loss: read where they
+                    // are kept, the delta computed beside them. Through a chain, the delta is
+                    // computed in place over the reconstruction.
+                    let kept = if measure {
                         let mut b = BASE_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-                        b.clear();
-                        b.extend_from_slice(d);
-                        b
-                    });
-                    let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
-                    for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
-                        let f = &mut buf[..chunk.len()];
-                        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, f)?;
-                        // Equal bits are no change (NaN - NaN would poison quantized's row
-                        // scale and int4's range).
-                        for (p, f) in chunk.iter_mut().zip(f.iter()) {
-                            *p = if f.to_bits() == p.to_bits() {
-                                0.0
-                            } else {
-                                *f - *p
-                            };
+                        if b.len() < n {
+                            b.resize(n, 0.0);
                         }
-                    }
+                        reconstruct_into(base, links, name, &mut b[..n])?;
+                        subtract_from_finetuned(ft, name, Some(&b[..n]), d)?;
+                        Some(b)
+                    } else {
+                        reconstruct_into(base, links, name, d)?;
+                        subtract_from_finetuned(ft, name, None, d)?;
+                        None
+                    };
                     let t = &base.tensors[name.as_str()];
                     let arrays = codec::encode(d, &t.shape, enc);
                     DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
                     if t.elem.is_some_and(|e| !e.is_float()) {
                         check_integers_exact(base, links, ft, name, &t.shape, enc, &arrays)?;
                     }
-                    let sums = match kept.take() {
+                    let sums = match kept {
                         Some(b) => {
-                            let sums = loss_sums(base, ft, name, &t.shape, enc, &arrays, &b);
+                            let mut decoder = decoder_of(&t.shape, enc, &arrays);
+                            let sums = tensor_loss_sums(base, ft, name, &b[..n], &mut decoder);
                             BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
                             Some(sums?)
                         }
@@ -225,35 +221,42 @@ pub(crate) fn create(
     })
 }
 
-/// One tensor's [`LossSums`]: its encoded delta decoded as `apply` decodes it, added to the
-/// base values `b` as `apply` adds it, against the fine-tuned values read again chunk by chunk.
-fn loss_sums(
-    base: &Model,
+/// `d` = the fine-tuned values of tensor `name` − the previous ones (`prev`, or `d` itself
+/// when None), read chunk by chunk. Equal bits are no change (NaN − NaN would poison
+/// quantized's row scale and int4's range).
+fn subtract_from_finetuned(
     ft: &Model,
     name: &str,
+    prev: Option<&[f32]>,
+    d: &mut [f32],
+) -> Result<()> {
+    let tf = &ft.tensors[name];
+    let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
+    for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
+        let start = ci * CHUNK_ELEMS;
+        let f = &mut buf[..chunk.len()];
+        ft.read_f32_into(name, tf, start, f)?;
+        let p = prev.map(|p| &p[start..start + chunk.len()]);
+        for (k, (d, f)) in chunk.iter_mut().zip(f.iter()).enumerate() {
+            let p = p.map_or(*d, |p| p[k]);
+            *d = if f.to_bits() == p.to_bits() {
+                0.0
+            } else {
+                *f - p
+            };
+        }
+    }
+    Ok(())
+}
+
+/// A decoder of the arrays just encoded for a tensor of `shape`, as `apply` decodes them.
+fn decoder_of<'a>(
     shape: &[u64],
     enc: &EncodeOptions,
-    arrays: &[OwnedArray],
-    b: &[f32],
-) -> Result<LossSums> {
-    let t = &base.tensors[name];
-    let elem = base.elem(name, t)?;
-    let tf = &ft.tensors[name];
+    arrays: &'a [OwnedArray],
+) -> codec::Decoder<'a> {
     let entry = codec::entry_for(shape, enc, None);
-    let refs = array_refs(arrays);
-    let mut decoder = codec::Decoder::new(&entry, &refs);
-    let len = CHUNK_ELEMS.min(b.len());
-    let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
-    let mut raw = Vec::new();
-    let mut sums = LossSums::default();
-    for (ci, b) in b.chunks(CHUNK_ELEMS).enumerate() {
-        let n = b.len();
-        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, &mut f[..n])?;
-        decoder.fill(&mut d[..n]);
-        rebuild_as_applied(elem, b, &d[..n], &mut r[..n], &mut raw);
-        sums.add(&r[..n], &f[..n], b);
-    }
-    Ok(sums)
+    codec::Decoder::new(&entry, &array_refs(arrays))
 }
 
 /// Finishes a delta written without its checksum ([`WdeltaWriter::new_unhashed`]): writes
@@ -309,9 +312,7 @@ fn check_integers_exact(
     enc: &EncodeOptions,
     arrays: &[OwnedArray],
 ) -> Result<()> {
-    let entry = codec::entry_for(shape, enc, None);
-    let refs = array_refs(arrays);
-    let mut decoder = codec::Decoder::new(&entry, &refs);
+    let mut decoder = decoder_of(shape, enc, arrays);
     let mut prev = IntReconstructor::new(base, links, name)?;
     let tf = &ft.tensors[name];
     let n = tf.n_elements();

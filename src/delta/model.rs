@@ -514,6 +514,15 @@ impl Model {
         out: &mut [f32],
     ) -> Result<()> {
         let elem = self.elem(name, t)?;
+        #[cfg(target_endian = "little")]
+        if elem == Elem::F32 {
+            // Read straight into `out`: little-endian float32 is already its bytes.
+            // SAFETY: `out`'s memory seen as its 4 × len bytes; any bytes are a valid f32.
+            let bytes = unsafe {
+                std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 4)
+            };
+            return self.read_raw_into(t, start * 4, bytes);
+        }
         self.with_raw(t, elem, start, out.len(), |raw| elem.to_f32(raw, out))
     }
 

@@ -226,6 +226,11 @@ pub(crate) fn check_header_against_base(
             differences.push(format!("only in the base: {}", shown(name)));
         }
     }
+    fits_base(path, base, differences)
+}
+
+/// Ok when the delta at `path` showed no `differences` from `base`, else the error listing them.
+pub(crate) fn fits_base(path: &Path, base: &Model, differences: Vec<String>) -> Result<()> {
     if differences.is_empty() {
         Ok(())
     } else {

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
+use super::codec;
 use super::error::DeltaError;
-use super::model::{Elem, Model};
+use super::model::{CHUNK_ELEMS, Elem, Model};
 use super::open::{OpenDelta, check_against_base};
 use super::pipeline::{RunOptions, ordered_parallel};
 
@@ -246,19 +247,25 @@ fn three_sides(
     name: &str,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let b = base.load_f32(name, &base.tensors[name])?;
-    let ft_t = finetuned
+    let f = finetuned.load_f32(name, ft_tensor(finetuned, name)?)?;
+    let d = delta.decode(name, b.len())?;
+    Ok((b, f, d))
+}
+
+/// Tensor `name` of the fine-tuned model, or an error naming the model.
+fn ft_tensor<'m>(finetuned: &'m Model, name: &str) -> Result<&'m super::model::TensorSource> {
+    finetuned
         .tensors
         .get(name)
         .ok_or_else(|| DeltaError::TensorNotInModel {
             model: finetuned.path.clone(),
             tensor: name.to_owned(),
-        })?;
-    let f = finetuned.load_f32(name, ft_t)?;
-    let d = delta.decode(name, b.len())?;
-    Ok((b, f, d))
+        })
 }
 
-/// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`.
+/// Measures [`UpdateLoss`] of a lossy `delta` (applied to `base` alone) against `finetuned`:
+/// tensor by tensor, the base's values held, the delta decoded and the fine-tune read chunk by
+/// chunk (as `create` measures it in its encoding pass).
 pub(crate) fn update_loss(
     base: &Model,
     delta: &OpenDelta,
@@ -272,15 +279,9 @@ pub(crate) fn update_loss(
         names.len(),
         run.threads(),
         |i| {
-            let name = names[i];
-            let elem = base.elem(name, &base.tensors[name.as_str()])?;
-            let (b, f, d) = three_sides(base, delta, finetuned, name)?;
-            let mut rebuilt = vec![0f32; b.len()];
-            let mut raw = Vec::new();
-            rebuild_as_applied(elem, &b, &d, &mut rebuilt, &mut raw);
-            let mut s = LossSums::default();
-            s.add(&rebuilt, &f, &b);
-            Ok(s)
+            let name = names[i].as_str();
+            let b = base.load_f32(name, &base.tensors[name])?;
+            tensor_loss_sums(base, finetuned, name, &b, &mut delta.decoder(name)?)
         },
         |i, s| {
             tally.push(names[i], s);
@@ -313,54 +314,119 @@ pub(crate) fn rebuild_as_applied(
     }
 }
 
-/// One tensor's sums of squares (float64, in element order) behind [`UpdateLoss`]:
-/// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖², over the elements where all three are finite.
+/// Lanes of [`LossSums`]: element `i` of a tensor goes to lane `i % LOSS_LANES`, so that the
+/// sums vectorize and their bits do not depend on how the tensor is cut into chunks.
+const LOSS_LANES: usize = 8;
+
+/// One tensor's sums of squares (float64) behind [`UpdateLoss`]: ‖rebuilt − ft‖², ‖ft‖² and
+/// ‖ft − base‖², over the elements where all three are finite. Each is summed in
+/// [`LOSS_LANES`] lanes in element order, the lanes added in order at the end.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct LossSums {
-    err2: f64,
-    ft2: f64,
-    upd2: f64,
+    err2: [f64; LOSS_LANES],
+    ft2: [f64; LOSS_LANES],
+    upd2: [f64; LOSS_LANES],
+    /// Elements added so far (the lane of the next one).
+    seen: usize,
 }
 
 impl LossSums {
     /// Adds the next elements of the tensor.
     pub(crate) fn add(&mut self, rebuilt: &[f32], ft: &[f32], base: &[f32]) {
-        for ((r, f), b) in rebuilt.iter().zip(ft).zip(base) {
-            let (r, f, b) = (f64::from(*r), f64::from(*f), f64::from(*b));
-            // Non-finite values (NaN, infinities) are left out: they have no distance.
-            if !(r.is_finite() && f.is_finite() && b.is_finite()) {
-                continue;
+        let n = rebuilt.len().min(ft.len()).min(base.len());
+        let (mut r, mut f, mut b) = (&rebuilt[..n], &ft[..n], &base[..n]);
+        // Up to the next lane 0 one at a time, then whole rows of lanes.
+        while !r.is_empty() && !self.seen.is_multiple_of(LOSS_LANES) {
+            self.lane(self.seen % LOSS_LANES, r[0], f[0], b[0]);
+            (r, f, b) = (&r[1..], &f[1..], &b[1..]);
+            self.seen += 1;
+        }
+        let rows = r.len() / LOSS_LANES * LOSS_LANES;
+        for ((r, f), b) in r[..rows]
+            .chunks_exact(LOSS_LANES)
+            .zip(f[..rows].chunks_exact(LOSS_LANES))
+            .zip(b[..rows].chunks_exact(LOSS_LANES))
+        {
+            for j in 0..LOSS_LANES {
+                self.lane(j, r[j], f[j], b[j]);
             }
-            self.err2 += (r - f) * (r - f);
-            self.ft2 += f * f;
-            self.upd2 += (f - b) * (f - b);
+        }
+        self.seen += rows;
+        for ((r, f), b) in r[rows..].iter().zip(&f[rows..]).zip(&b[rows..]) {
+            self.lane(self.seen % LOSS_LANES, *r, *f, *b);
+            self.seen += 1;
         }
     }
+
+    #[inline(always)]
+    fn lane(&mut self, j: usize, r: f32, f: f32, b: f32) {
+        let (r, f, b) = (f64::from(r), f64::from(f), f64::from(b));
+        // Non-finite values (NaN, infinities) are left out: they have no distance. Adding
+        // zero instead of branching keeps the loop vectorized (the sums start at +0).
+        let finite = r.is_finite() & f.is_finite() & b.is_finite();
+        let keep = |x: f64| if finite { x } else { 0.0 };
+        self.err2[j] += keep((r - f) * (r - f));
+        self.ft2[j] += keep(f * f);
+        self.upd2[j] += keep((f - b) * (f - b));
+    }
+
+    /// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖².
+    fn totals(&self) -> [f64; 3] {
+        let sum = |lanes: &[f64; LOSS_LANES]| lanes.iter().fold(0.0, |a, x| a + x);
+        [sum(&self.err2), sum(&self.ft2), sum(&self.upd2)]
+    }
+}
+
+/// One tensor's [`LossSums`]: `delta` (the decoded delta, chunk by chunk) added to the base
+/// values `b` as `apply` adds them, against the fine-tuned values read chunk by chunk.
+pub(crate) fn tensor_loss_sums(
+    base: &Model,
+    ft: &Model,
+    name: &str,
+    b: &[f32],
+    delta: &mut codec::Decoder<'_>,
+) -> Result<LossSums> {
+    let elem = base.elem(name, &base.tensors[name])?;
+    let tf = ft_tensor(ft, name)?;
+    let len = CHUNK_ELEMS.min(b.len());
+    let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+    let mut raw = Vec::new();
+    let mut sums = LossSums::default();
+    for (ci, b) in b.chunks(CHUNK_ELEMS).enumerate() {
+        let n = b.len();
+        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, &mut f[..n])?;
+        delta.fill(&mut d[..n]);
+        rebuild_as_applied(elem, b, &d[..n], &mut r[..n], &mut raw);
+        sums.add(&r[..n], &f[..n], b);
+    }
+    Ok(sums)
 }
 
 /// Gathers [`LossSums`] tensor by tensor, in name order, into an [`UpdateLoss`].
 #[derive(Debug, Default)]
 pub(crate) struct LossTally {
-    total: LossSums,
+    /// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖² over the tensors so far.
+    total: [f64; 3],
     loss: UpdateLoss,
 }
 
 impl LossTally {
     pub(crate) fn push(&mut self, name: &str, s: LossSums) {
-        self.total.err2 += s.err2;
-        self.total.ft2 += s.ft2;
-        self.total.upd2 += s.upd2;
+        let [err2, ft2, upd2] = s.totals();
+        for (t, x) in self.total.iter_mut().zip([err2, ft2, upd2]) {
+            *t += x;
+        }
         self.loss.tensors.push((
             name.to_string(),
-            ratio(s.err2.sqrt(), s.ft2.sqrt()),
-            ratio(s.err2.sqrt(), s.upd2.sqrt()),
+            ratio(err2.sqrt(), ft2.sqrt()),
+            ratio(err2.sqrt(), upd2.sqrt()),
         ));
     }
 
     pub(crate) fn finish(mut self) -> UpdateLoss {
-        let t = self.total;
-        self.loss.rel_l2 = ratio(t.err2.sqrt(), t.ft2.sqrt());
-        self.loss.update_lost = ratio(t.err2.sqrt(), t.upd2.sqrt());
+        let [err2, ft2, upd2] = self.total;
+        self.loss.rel_l2 = ratio(err2.sqrt(), ft2.sqrt());
+        self.loss.update_lost = ratio(err2.sqrt(), upd2.sqrt());
         self.loss
     }
 }

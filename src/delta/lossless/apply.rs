@@ -4,14 +4,17 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use super::chunk::{decode_chunk, open_container};
+use super::chunk::{ChunkDecoder, open_container};
+use super::create::base_chunk;
 use crate::delta::error::DeltaError;
 use crate::delta::model::Model;
+use crate::delta::open::fits_base;
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{RunOptions, ordered_parallel};
+use crate::delta::pipeline::{BufferPool, RunOptions, kept, ordered_parallel, sized};
 use crate::delta::verify::wrong_parent_of;
 use crate::error::Error;
 use crate::escape::shown;
@@ -24,6 +27,19 @@ type Result<T, E = DeltaError> = std::result::Result<T, E>;
 pub(crate) struct LosslessApplied {
     pub(crate) files: Vec<PathBuf>,
     pub(crate) bytes: u64,
+}
+
+/// What a worker thread keeps from one chunk to the next: its decoder (zstd context, plane
+/// buffer) and the buffers the frame and the base's bytes are read into.
+#[derive(Default)]
+struct Worker {
+    decoder: Option<ChunkDecoder>,
+    frame: Vec<u8>,
+    base: Vec<u8>,
+}
+
+thread_local! {
+    static WORKER: std::cell::RefCell<Worker> = std::cell::RefCell::default();
 }
 
 /// Checks the SHA-256 trailer of the file, reading it once front to back.
@@ -76,15 +92,7 @@ fn check_base(path: &Path, c: &LosslessContainer, base: &Model) -> Result<()> {
             }
         }
     }
-    if differences.is_empty() {
-        Ok(())
-    } else {
-        Err(DeltaError::BaseMismatch {
-            delta: path.to_path_buf(),
-            base: base.path.clone(),
-            differences,
-        })
-    }
+    fits_base(path, base, differences)
 }
 
 /// Rebuilds the model stored in the lossless delta at `delta` against `base` into `out` (the
@@ -98,8 +106,39 @@ pub(crate) fn apply_lossless(
 ) -> Result<LosslessApplied> {
     refuse_output_among_inputs(out, base, [delta], None)?;
     let (file, c) = open_container(delta)?;
-    verify_checksum(delta, &file, c.file_len)?;
-    check_base(delta, &c, base)?;
+    // The checksum is verified on a thread of its own while the files are rebuilt (each is
+    // renamed into place only after it passed, see `rebuild`); the frames are decoded
+    // meanwhile, which the decoder does safely whatever their bytes.
+    let checked = OnceLock::new();
+    let rebuilt = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // Set once, here: `set` cannot find it set already.
+            let _ = checked.set(verify_checksum(delta, &file, c.file_len));
+        });
+        let passed = || checked.wait().is_ok();
+        rebuild(base, delta, out, sync, run, &file, &c, &passed)
+    });
+    // A corrupt file is reported as such, whatever else went wrong on the way.
+    match checked.into_inner() {
+        Some(Err(e)) => Err(e),
+        _ => rebuilt,
+    }
+}
+
+/// The work of [`apply_lossless`] after the container is open: `checksum_passed` is asked (it
+/// waits for the checksum) before each file is renamed into place.
+#[allow(clippy::too_many_arguments)]
+fn rebuild(
+    base: &Model,
+    delta: &Path,
+    out: &Path,
+    sync: bool,
+    run: &RunOptions,
+    file: &File,
+    c: &LosslessContainer,
+    checksum_passed: &dyn Fn() -> bool,
+) -> Result<LosslessApplied> {
+    check_base(delta, c, base)?;
     let actual = crate::delta::base_hash::parent_hash(base, run, |_| {})?;
     if actual != c.header.parent_hash {
         return Err(wrong_parent_of(
@@ -125,6 +164,8 @@ pub(crate) fn apply_lossless(
     };
     let total: u64 = c.header.files.iter().map(|f| f.size).sum();
     let bar = run.bar(total, "applying");
+    // The rebuilt chunks go from the workers to the writer and back.
+    let pool = BufferPool::default();
     let mut first = 0usize;
     for (fi, (f, target)) in c.header.files.iter().zip(&targets).enumerate() {
         let end = first
@@ -143,37 +184,35 @@ pub(crate) fn apply_lossless(
                 |i| {
                     let k = &chunks[i];
                     let segment = &f.segments[k.segment as usize];
-                    let mut frame = vec![0u8; k.frame_len as usize];
-                    file.read_exact_at(&mut frame, k.frame_offset)
-                        .map_err(|e| Error::io(delta, e))?;
-                    let base_bytes = match segment.kind {
-                        SegmentKind::Delta => {
-                            let name = segment.tensor.as_deref().unwrap_or_default();
-                            let t = &base.tensors[name];
-                            let mut b = vec![0u8; k.len as usize];
-                            base.read_raw_into(t, k.segment_offset as usize, &mut b)?;
-                            Some(b)
-                        }
-                        _ => None,
-                    };
-                    let mut bytes = vec![0u8; k.len as usize];
-                    decode_chunk(segment.codec, &frame, base_bytes.as_deref(), &mut bytes)
-                        .map_err(|e| DeltaError::Lossless {
-                            path: delta.to_path_buf(),
-                            source: LosslessError::Frame {
-                                chunk: (first - chunks.len() + i) as u64,
-                                at: k.frame_offset,
-                                reason: e.to_string(),
-                            },
-                        })?;
+                    let mut bytes = pool.take(k.len as usize);
+                    WORKER.with_borrow_mut(|worker| -> Result<()> {
+                        let frame = sized(&mut worker.frame, k.frame_len as usize);
+                        file.read_exact_at(frame, k.frame_offset)
+                            .map_err(|e| Error::io(delta, e))?;
+                        let base_bytes =
+                            base_chunk(base, segment, k.segment_offset, k.len, &mut worker.base)?;
+                        kept(&mut worker.decoder, ChunkDecoder::new)
+                            .map_err(|e| Error::io(delta, e))?
+                            .decode(segment.codec, frame, base_bytes, &mut bytes)
+                            .map_err(|e| DeltaError::Lossless {
+                                path: delta.to_path_buf(),
+                                source: LosslessError::Frame {
+                                    chunk: (first - chunks.len() + i) as u64,
+                                    at: k.frame_offset,
+                                    reason: e.to_string(),
+                                },
+                            })
+                    })?;
                     Ok(bytes)
                 },
                 |i, bytes| {
                     hasher.update(&bytes);
                     bar.inc(bytes.len() as u64);
-                    out_file
+                    let written = out_file
                         .write_all_at(&bytes, chunks[i].out_offset)
-                        .map_err(|e| Error::io(target, e).into())
+                        .map_err(|e| Error::io(target, e).into());
+                    pool.give(bytes);
+                    written
                 },
             )?;
             let actual = crate::digest::hex(&hasher.clone().finalize());
@@ -185,7 +224,19 @@ pub(crate) fn apply_lossless(
                     actual,
                 });
             }
-            Ok(())
+            // Nothing is renamed into place before the delta's checksum passed (when it did not,
+            // the caller reports the mismatch instead of this error).
+            if checksum_passed() {
+                Ok(())
+            } else {
+                Err(DeltaError::Lossless {
+                    path: delta.to_path_buf(),
+                    source: LosslessError::ChecksumMismatch {
+                        stored: String::new(),
+                        actual: String::new(),
+                    },
+                })
+            }
         })?;
     }
     bar.finish();

@@ -13,7 +13,7 @@ use super::planes;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{RunOptions, ordered_parallel};
+use crate::delta::pipeline::{BufferPool, RunOptions, kept, ordered_parallel, sized};
 use crate::error::Error;
 use crate::formats::wdelta::lossless::{
     Codec, LOSSLESS_STRATEGY, LosslessFile, LosslessHeader, Segment, SegmentKind,
@@ -36,6 +36,18 @@ pub(crate) struct LosslessCreated {
     pub(crate) file_bytes: u64,
     /// Bytes of the fine-tuned files.
     pub(crate) model_bytes: u64,
+}
+
+/// What a worker thread keeps from one chunk to the next: its encoder (zstd context, plane
+/// buffer) and the buffer the base's bytes are read into.
+#[derive(Default)]
+struct Worker {
+    encoder: Option<ChunkEncoder>,
+    base: Vec<u8>,
+}
+
+thread_local! {
+    static WORKER: std::cell::RefCell<Worker> = std::cell::RefCell::default();
 }
 
 /// Where a fine-tuned file's bytes are read from.
@@ -100,6 +112,25 @@ fn plan_shard(base: &Model, ft: &Model, shard: usize, size: u64) -> Vec<Segment>
         segments.push(bytes(size - cursor));
     }
     segments
+}
+
+/// The base's bytes under a chunk of `segment` (`len` bytes from `offset` into it) read into
+/// `buf`; None for a segment not stored against the base.
+pub(super) fn base_chunk<'b>(
+    base: &Model,
+    segment: &Segment,
+    offset: u64,
+    len: u64,
+    buf: &'b mut Vec<u8>,
+) -> Result<Option<&'b [u8]>> {
+    match (&segment.kind, &segment.tensor) {
+        (SegmentKind::Delta, Some(name)) => {
+            let b = sized(buf, len as usize);
+            base.read_raw_into(&base.tensors[name], offset as usize, b)?;
+            Ok(Some(b))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn file_name(path: &Path) -> String {
@@ -200,6 +231,8 @@ pub(crate) fn create_lossless(
     let mut frame_lens = Vec::with_capacity(jobs.len());
     let mut hashers: Vec<Sha256> = header.files.iter().map(|_| Sha256::new()).collect();
     let mut checksum = Sha256::new();
+    // The fine-tuned chunks and their frames go from the workers to the writer and back.
+    let pool = BufferPool::default();
     crate::fsutil::write_atomically_with::<DeltaError>(out, true, |file| {
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let put = |w: &mut BufWriter<&File>, bytes: &[u8], sum: &mut Sha256| {
@@ -214,29 +247,27 @@ pub(crate) fn create_lossless(
             |i| {
                 let job = &jobs[i];
                 let segment = &header.files[job.file].segments[job.segment];
-                let mut ft_bytes = vec![0u8; job.len as usize];
+                let mut ft_bytes = pool.take(job.len as usize);
                 read_source(job.file, job.out_offset, &mut ft_bytes)?;
-                let base_bytes = match (&segment.kind, &segment.tensor) {
-                    (SegmentKind::Delta, Some(name)) => {
-                        let t = &base.tensors[name];
-                        let mut b = vec![0u8; job.len as usize];
-                        base.read_raw_into(t, job.segment_offset as usize, &mut b)?;
-                        Some(b)
-                    }
-                    _ => None,
-                };
-                let mut frame = Vec::new();
-                (ChunkEncoder::new().and_then(|mut e| {
-                    e.encode(segment.codec, base_bytes.as_deref(), &ft_bytes, &mut frame)
-                }))
-                .map_err(|e| Error::io(out, e))?;
+                let mut frame = pool.take_empty();
+                WORKER.with_borrow_mut(|worker| -> Result<()> {
+                    let base_bytes =
+                        base_chunk(base, segment, job.segment_offset, job.len, &mut worker.base)?;
+                    kept(&mut worker.encoder, ChunkEncoder::new)
+                        .and_then(|e| e.encode(segment.codec, base_bytes, &ft_bytes, &mut frame))
+                        .map_err(|e| Error::io(out, e))?;
+                    Ok(())
+                })?;
                 Ok((ft_bytes, frame))
             },
             |i, (ft_bytes, frame)| {
                 hashers[jobs[i].file].update(&ft_bytes);
                 bar.inc(ft_bytes.len() as u64);
                 frame_lens.push(frame.len() as u64);
-                put(&mut w, &frame, &mut checksum)
+                let written = put(&mut w, &frame, &mut checksum);
+                pool.give(ft_bytes);
+                pool.give(frame);
+                written
             },
         )?;
         for (f, h) in header.files.iter_mut().zip(&hashers) {
