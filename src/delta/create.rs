@@ -237,16 +237,49 @@ fn subtract_from_finetuned(
         let f = &mut buf[..chunk.len()];
         ft.read_f32_into(name, tf, start, f)?;
         let p = prev.map(|p| &p[start..start + chunk.len()]);
-        for (k, (d, f)) in chunk.iter_mut().zip(f.iter()).enumerate() {
-            let p = p.map_or(*d, |p| p[k]);
-            *d = if f.to_bits() == p.to_bits() {
-                0.0
-            } else {
-                *f - p
-            };
-        }
+        subtract_chunk(p, f, chunk);
     }
     Ok(())
+}
+
+/// `d` = `f` − (`prev` or `d`), equal bits giving 0; compiled for AVX2 too (chosen at run time).
+fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        unsafe { subtract_chunk_avx2(prev, f, d) };
+        return;
+    }
+    subtract_chunk_body(prev, f, d);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn subtract_chunk_avx2(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
+    subtract_chunk_body(prev, f, d);
+}
+
+#[inline(always)]
+fn subtract_chunk_body(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
+    let diff = |f: f32, p: f32| {
+        if f.to_bits() == p.to_bits() {
+            0.0
+        } else {
+            f - p
+        }
+    };
+    match prev {
+        Some(p) => {
+            for ((d, &f), &p) in d.iter_mut().zip(f).zip(p) {
+                *d = diff(f, p);
+            }
+        }
+        None => {
+            for (d, &f) in d.iter_mut().zip(f) {
+                *d = diff(f, *d);
+            }
+        }
+    }
 }
 
 /// A decoder of the arrays just encoded for a tensor of `shape`, as `apply` decodes them.

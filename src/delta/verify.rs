@@ -293,6 +293,7 @@ pub(crate) fn update_loss(
 
 /// What `apply` writes for base values `base` and decoded delta values `delta`, as float32:
 /// base + delta (a zero delta keeps the base), rounded to the base's dtype (`raw` is scratch).
+#[inline(always)]
 pub(crate) fn rebuild_as_applied(
     elem: Elem,
     base: &[f32],
@@ -332,6 +333,7 @@ pub(crate) struct LossSums {
 
 impl LossSums {
     /// Adds the next elements of the tensor.
+    #[inline(always)]
     pub(crate) fn add(&mut self, rebuilt: &[f32], ft: &[f32], base: &[f32]) {
         let n = rebuilt.len().min(ft.len()).min(base.len());
         let (mut r, mut f, mut b) = (&rebuilt[..n], &ft[..n], &base[..n]);
@@ -396,10 +398,57 @@ pub(crate) fn tensor_loss_sums(
         let n = b.len();
         ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, &mut f[..n])?;
         delta.fill(&mut d[..n]);
-        rebuild_as_applied(elem, b, &d[..n], &mut r[..n], &mut raw);
-        sums.add(&r[..n], &f[..n], b);
+        loss_chunk(elem, b, &d[..n], &mut r[..n], &f[..n], &mut raw, &mut sums);
     }
     Ok(sums)
+}
+
+/// One chunk of [`tensor_loss_sums`], compiled twice: for the baseline CPU and, chosen at run
+/// time, for AVX2 (the float64 lanes fit its registers; no FMA, so the same bits).
+fn loss_chunk(
+    elem: Elem,
+    b: &[f32],
+    d: &[f32],
+    r: &mut [f32],
+    f: &[f32],
+    raw: &mut Vec<u8>,
+    sums: &mut LossSums,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        unsafe { loss_chunk_avx2(elem, b, d, r, f, raw, sums) };
+        return;
+    }
+    loss_chunk_body(elem, b, d, r, f, raw, sums);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn loss_chunk_avx2(
+    elem: Elem,
+    b: &[f32],
+    d: &[f32],
+    r: &mut [f32],
+    f: &[f32],
+    raw: &mut Vec<u8>,
+    sums: &mut LossSums,
+) {
+    loss_chunk_body(elem, b, d, r, f, raw, sums);
+}
+
+#[inline(always)]
+fn loss_chunk_body(
+    elem: Elem,
+    b: &[f32],
+    d: &[f32],
+    r: &mut [f32],
+    f: &[f32],
+    raw: &mut Vec<u8>,
+    sums: &mut LossSums,
+) {
+    rebuild_as_applied(elem, b, d, r, raw);
+    sums.add(r, f, b);
 }
 
 /// Gathers [`LossSums`] tensor by tensor, in name order, into an [`UpdateLoss`].
