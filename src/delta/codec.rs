@@ -280,6 +280,28 @@ impl MinMax {
         }
     }
 
+    /// [`MinMax::update`] with the values of `block` whose magnitude key is below `lower`;
+    /// true when some value reached it.
+    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
+    fn update_below(&mut self, block: &[f32; 8], lower: u32) -> bool {
+        let mut reached = false;
+        for j in 0..8 {
+            let x = block[j];
+            let below = magnitude_key(x) < lower;
+            reached |= !below;
+            let (l, h) = if below {
+                (x, x)
+            } else {
+                (f32::INFINITY, f32::NEG_INFINITY)
+            };
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= below & x.is_nan();
+        }
+        reached
+    }
+
     fn finish(&self) -> (f32, f32, bool) {
         let lo = self
             .lo
@@ -398,12 +420,25 @@ unsafe fn encode_int4_avx2(delta: &[f32], outlier_fraction: f64, version: u32) -
 fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
     let n = delta.len();
     let k = int4_outliers(n as u64, outlier_fraction) as usize;
-    let idx = top_k_indices(delta, k);
-
-    // min and max of the non-outliers, as numpy's min/max (NaN propagates).
-    let mut mm = MinMax::new();
-    for_each_segment(delta, &idx, |seg| mm.update(seg));
-    let (lo, hi, nan) = mm.finish();
+    // min and max of the non-outliers, as numpy's min/max (NaN propagates): gathered in the
+    // pass that collects the outlier candidates when it runs, else a pass of its own. A zero
+    // bound is found again by that pass, whose order decides between -0 and +0.
+    let mut fused = MinMax::new();
+    let (idx, fused) = match (k > 0 && k < n)
+        .then(|| top_k_by_sample(delta, k, Some(&mut fused)))
+        .flatten()
+    {
+        Some(idx) => (idx, Some(fused.finish())),
+        None => (top_k_indices(delta, k), None),
+    };
+    let (lo, hi, nan) = match fused {
+        Some((lo, hi, nan)) if nan || (lo != 0.0 && hi != 0.0) => (lo, hi, nan),
+        _ => {
+            let mut mm = MinMax::new();
+            for_each_segment(delta, &idx, |seg| mm.update(seg));
+            mm.finish()
+        }
+    };
     let (min, max) = if idx.len() == n {
         (0.0, 0.0)
     } else if nan {
@@ -481,7 +516,7 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     if k >= n {
         return (0..n).collect();
     }
-    top_k_by_sample(x, k).unwrap_or_else(|| top_k_radix(x, k))
+    top_k_by_sample(x, k, None).unwrap_or_else(|| top_k_radix(x, k))
 }
 
 /// The order of magnitudes: |x|'s bit pattern (NaN above infinity).
@@ -499,7 +534,7 @@ const TOP_K_SAMPLES: usize = 4096;
 /// The result is exact whatever the guess; None when fewer than `k` values reached it (the
 /// caller then selects over everything).
 #[inline(always)]
-fn top_k_by_sample(x: &[f32], k: usize) -> Option<Vec<usize>> {
+fn top_k_by_sample(x: &[f32], k: usize, mut rest: Option<&mut MinMax>) -> Option<Vec<usize>> {
     let n = x.len();
     if n < 4 * TOP_K_SAMPLES || k > n / 32 {
         // Small tensors, or a large share kept: the radix passes cost about as much.
@@ -514,32 +549,59 @@ fn top_k_by_sample(x: &[f32], k: usize) -> Option<Vec<usize>> {
     let expected = k as f64 / n as f64 * TOP_K_SAMPLES as f64;
     let rank = ((2.0 * expected) as usize + 16).min(TOP_K_SAMPLES - 1);
     let (_, &mut lower, _) = sample.select_nth_unstable_by(rank, |a, b| b.cmp(a));
+    // The candidates' keys are kept beside them: reading them from `x` again would be two
+    // more passes over memory (the candidates are spread over all of it).
     let mut candidates = Vec::with_capacity(4 * k);
-    for (i, &v) in x.iter().enumerate() {
-        if magnitude_key(v) >= lower {
+    let mut keys: Vec<u32> = Vec::with_capacity(4 * k);
+    let mut collect = |i: usize, v: f32| {
+        let c = magnitude_key(v);
+        if c >= lower {
             candidates.push(i);
+            keys.push(c);
+        }
+    };
+    match rest.as_deref_mut() {
+        None => x.iter().enumerate().for_each(|(i, &v)| collect(i, v)),
+        Some(mm) => {
+            let mut blocks = x.chunks_exact(8);
+            for (b, block) in (&mut blocks).enumerate() {
+                let block: &[f32; 8] = block.try_into().expect("8 values");
+                if mm.update_below(block, lower) {
+                    for (j, &v) in block.iter().enumerate() {
+                        collect(b * 8 + j, v);
+                    }
+                }
+            }
+            let start = n - blocks.remainder().len();
+            for (i, &v) in blocks.remainder().iter().enumerate() {
+                if magnitude_key(v) < lower {
+                    mm.update(&[v]);
+                } else {
+                    collect(start + i, v);
+                }
+            }
         }
     }
     if candidates.len() < k {
         return None;
     }
     // Every value at or above the k-th largest key reached `lower`: all are candidates.
-    let mut keys: Vec<u32> = candidates.iter().map(|&i| magnitude_key(x[i])).collect();
-    let (_, &mut threshold, _) = keys.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
-    let above = keys.iter().filter(|&&c| c > threshold).count();
+    let mut order = keys.clone();
+    let (_, &mut threshold, _) = order.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+    let above = order.iter().filter(|&&c| c > threshold).count();
     let mut ties = k - above;
-    candidates.retain(|&i| {
-        let c = magnitude_key(x[i]);
-        if c > threshold {
-            true
-        } else if c == threshold && ties > 0 {
-            ties -= 1;
-            true
-        } else {
-            false
+    let mut kept = Vec::with_capacity(k);
+    for (&i, &c) in candidates.iter().zip(&keys) {
+        if c > threshold || (c == threshold && ties > 0) {
+            if c == threshold {
+                ties -= 1;
+            }
+            kept.push(i);
+        } else if let Some(mm) = rest.as_deref_mut() {
+            mm.update(&x[i..=i]);
         }
-    });
-    Some(candidates)
+    }
+    Some(kept)
 }
 
 /// [`top_k_indices`] by radix selection on the keys: two histogram passes and one collecting
@@ -1022,14 +1084,49 @@ mod tests {
                 let radix = top_k_radix(x, k);
                 assert_eq!(radix.len(), k);
                 assert_eq!(top_k_indices(x, k), radix, "k {k}");
+                // The min/max gathered in the collecting pass is that of the non-outliers.
+                let mut fused = MinMax::new();
+                if let Some(idx) = top_k_by_sample(x, k, Some(&mut fused)) {
+                    assert_eq!(idx, radix, "k {k}");
+                    let mut apart = MinMax::new();
+                    for_each_segment(x, &idx, |seg| apart.update(seg));
+                    let ((lo, hi, nan), (lo2, hi2, nan2)) = (fused.finish(), apart.finish());
+                    assert_eq!(nan, nan2, "k {k}");
+                    if !nan {
+                        // Equal values (-0 and +0 compare equal: encode_int4 redoes those).
+                        assert!(
+                            lo == lo2 && hi == hi2,
+                            "k {k}: {lo} {hi} against {lo2} {hi2}"
+                        );
+                    }
+                }
             }
         }
+        let mut special_zero = noise.clone();
+        for v in special_zero.iter_mut() {
+            *v = v.abs();
+        }
+        special_zero[77] = -0.0;
+        special_zero[78] = 0.0;
+        for x in [&special_zero] {
+            let e = encode(x, &[n as u64], &EncodeOptions::default());
+            let k = int4_outliers(n as u64, 0.01) as usize;
+            let idx = top_k_radix(x, k);
+            let mut apart = MinMax::new();
+            for_each_segment(x, &idx, |seg| apart.update(seg));
+            let (lo, _, _) = apart.finish();
+            // The zero point is the min with the sign the segment pass gives.
+            assert_eq!(
+                e[3].data,
+                f16_from_f64(f64::from(lo)).to_le_bytes().to_vec()
+            );
+        }
         assert!(
-            top_k_by_sample(&noise, n / 100).is_some(),
+            top_k_by_sample(&noise, n / 100, None).is_some(),
             "the guess serves noise"
         );
         assert!(
-            top_k_by_sample(&striped, 3000).is_none(),
+            top_k_by_sample(&striped, 3000, None).is_none(),
             "a wrong guess falls back"
         );
     }
