@@ -1102,13 +1102,12 @@ mod tests {
                 }
             }
         }
-        let mut special_zero = noise.clone();
-        for v in special_zero.iter_mut() {
-            *v = v.abs();
-        }
-        special_zero[77] = -0.0;
-        special_zero[78] = 0.0;
-        for x in [&special_zero] {
+        // Non-negative values with both zeros among them: the min is a zero of either sign.
+        let non_negative: Vec<f32> = noise.iter().map(|v| v.abs()).collect();
+        let (mut zeros_a, mut zeros_b) = (non_negative.clone(), non_negative);
+        (zeros_a[77], zeros_a[78]) = (-0.0, 0.0);
+        (zeros_b[77], zeros_b[78]) = (0.0, -0.0);
+        for x in [&zeros_a, &zeros_b] {
             let e = encode(x, &[n as u64], &EncodeOptions::default());
             let k = int4_outliers(n as u64, 0.01) as usize;
             let idx = top_k_radix(x, k);
