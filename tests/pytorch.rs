@@ -508,14 +508,9 @@ fn every_truncation_is_an_error_never_a_crash() {
     }
 }
 
-#[test]
-fn the_independent_reference_computes_the_same_identities() {
-    let manifest = manifest();
-    let mut paths: Vec<PathBuf> = dense_fixtures(&manifest)
-        .iter()
-        .map(|f| dir().join(f))
-        .collect();
-    paths.push(dir().join("hf-bin-sharded"));
+/// scripts/reference_identity.py, the independent reference, gives each of `paths` the
+/// structural hash we give it (its canonical JSON shown when not).
+fn assert_the_reference_agrees(paths: &[PathBuf]) {
     let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
     let out = common::run_python("reference_identity.py", &args);
     let lines: Vec<Value> = stdout(&out)
@@ -532,6 +527,17 @@ fn the_independent_reference_computes_the_same_identities() {
             reference["canonical"]
         );
     }
+}
+
+#[test]
+fn the_independent_reference_computes_the_same_identities() {
+    let manifest = manifest();
+    let mut paths: Vec<PathBuf> = dense_fixtures(&manifest)
+        .iter()
+        .map(|f| dir().join(f))
+        .collect();
+    paths.push(dir().join("hf-bin-sharded"));
+    assert_the_reference_agrees(&paths);
 }
 
 #[test]
@@ -1932,20 +1938,35 @@ with open(os.path.join(out, "memo-bomb.pt"), "wb") as f:
             "g2.betas: [0.9, 0.999]",
         ],
     );
-    let args: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
-    let out = common::run_python("reference_identity.py", &args);
-    let lines: Vec<Value> = stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), paths.len());
-    for (path, reference) in paths.iter().zip(&lines) {
-        assert_eq!(
-            hash_of(path),
-            reference["structural_hash"].as_str().unwrap(),
-            "{}: {}",
-            path.display(),
-            reference["canonical"]
-        );
-    }
+    assert_the_reference_agrees(&paths);
+}
+
+/// `textconv --tensor-hashes` names a numpy array protocol 2 wrote as latin-1 text by the
+/// digest of its values, as the same arrays written by protocol 4 (in place) are named, so
+/// `git log -p` shows which of them a commit changed.
+#[test]
+fn tensor_hashes_cover_protocol_2_numpy_arrays() {
+    let training = dir().join("training");
+    let tensor_lines = |name: &str| -> Vec<String> {
+        let out = run(&[
+            "textconv",
+            "--tensor-hashes",
+            training.join(name).to_str().unwrap(),
+        ]);
+        assert_eq!(code(&out), 0, "{}", combined(&out));
+        stdout(&out)
+            .lines()
+            .filter(|l| l.starts_with("tensor "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let p2 = tensor_lines("numpy-p2.pt");
+    assert!(
+        p2.iter().any(|l| l.starts_with("tensor numpy_rng.1:")),
+        "{p2:?}"
+    );
+    // SHA-256 of no bytes: what a tensor without a range of its own used to get.
+    let nothing = "data sha256:e3b0c44298fc1c14";
+    assert!(p2.iter().all(|l| !l.ends_with(nothing)), "{p2:?}");
+    assert_eq!(p2, tensor_lines("numpy-p2-as-p4.pt"));
 }
