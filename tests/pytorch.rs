@@ -508,6 +508,18 @@ fn every_truncation_is_an_error_never_a_crash() {
     }
 }
 
+/// Runs `python -c script args…` (the test venv's Python) and asserts it succeeded, naming
+/// `label` when not.
+fn python_c(label: &str, script: &str, args: &[&Path]) -> std::process::Output {
+    let out = Command::new(python())
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_success(label, &out);
+    out
+}
+
 /// scripts/reference_identity.py, the independent reference, gives each of `paths` the
 /// structural hash we give it (its canonical JSON shown when not).
 fn assert_the_reference_agrees(paths: &[PathBuf]) {
@@ -556,13 +568,7 @@ with zipfile.ZipFile(sys.argv[2], 'w') as out:
         if n.endswith('data.pkl'):
             out.writestr(n, src.read(n))
 ";
-    let made = Command::new(python())
-        .args(["-c", script])
-        .arg(dir().join("basic.pt"))
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_success("writing last.pt", &made);
+    python_c("writing last.pt", script, &[&dir().join("basic.pt"), &file]);
     let basic = hash_of(&dir().join("basic.pt"));
     assert_eq!(hash_of(&file), basic);
     // textconv reads prefixes (never a memory map): it reads on until data.pkl is complete...
@@ -1323,16 +1329,7 @@ fn diff_values_sums_each_group_up() {
         training.join("lightning-step2.ckpt"),
         training.join("lightning-step3.ckpt"),
     );
-    let out = Command::new(python())
-        .args([
-            "-c",
-            GROUP_REL_L2,
-            step2.to_str().unwrap(),
-            step3.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_success("numpy's group rel_l2", &out);
+    let out = python_c("numpy's group rel_l2", GROUP_REL_L2, &[&step2, &step3]);
     let numpy: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let page = tmp.path().join("report.html");
@@ -1628,16 +1625,11 @@ fn numpy_arrays_read_in_place_hold_numpy_s_values() {
     for file in ["numpy-inside-p4.pt", "numpy-inside-p5.pt"] {
         let path = training.join(file);
         let twin = tmp.path().join(format!("{file}.safetensors"));
-        let out = Command::new(python())
-            .args([
-                "-c",
-                NUMPY_TWIN,
-                path.to_str().unwrap(),
-                twin.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert_success(&format!("numpy twin of {file}"), &out);
+        python_c(
+            &format!("numpy twin of {file}"),
+            NUMPY_TWIN,
+            &[&path, &twin],
+        );
         let out = run(&[
             "diff",
             "--values",
@@ -1684,16 +1676,7 @@ fn protocol_2_numpy_arrays_are_decoded_and_compared() {
     let p2 = training.join("numpy-p2.pt");
     let tmp = tempfile::tempdir().unwrap();
     let twin = tmp.path().join("numpy-p2.safetensors");
-    let out = Command::new(python())
-        .args([
-            "-c",
-            NUMPY_TWIN,
-            p2.to_str().unwrap(),
-            twin.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_success("numpy twin of numpy-p2.pt", &out);
+    python_c("numpy twin of numpy-p2.pt", NUMPY_TWIN, &[&p2, &twin]);
     for other in [twin.clone(), training.join("numpy-p2-as-p4.pt")] {
         let out = run(&[
             "diff",
@@ -1914,13 +1897,8 @@ with open(os.path.join(out, "shared.pt"), "wb") as f:
 with open(os.path.join(out, "memo-bomb.pt"), "wb") as f:
     f.write(hp.checkpoint(hp.memo_bomb(), {}))
 "#;
-    let made = Command::new(python())
-        .args(["-c", script])
-        .arg(common::repo_root().join("tests/common"))
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert_success("writing shared.pt", &made);
+    let common_dir = common::repo_root().join("tests/common");
+    python_c("writing shared.pt", script, &[&common_dir, tmp.path()]);
     let paths = [
         tmp.path().join("shared.pt"),
         tmp.path().join("memo-bomb.pt"),
