@@ -508,6 +508,28 @@ fn every_truncation_is_an_error_never_a_crash() {
     }
 }
 
+/// `diff --values --json a b`, parsed.
+fn values_json(a: &Path, b: &Path) -> Value {
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", combined(&out)))
+}
+
+/// The names of the tensors a `diff --values --json` document compared.
+fn compared_tensors(json: &Value) -> BTreeSet<&str> {
+    json["values"]["tensors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{json}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
 /// Runs `python -c script args…` (the test venv's Python) and asserts it succeeded, naming
 /// `label` when not.
 fn python_c(label: &str, script: &str, args: &[&Path]) -> std::process::Output {
@@ -1393,14 +1415,7 @@ fn diff_values_sums_each_group_up() {
     }
     // A plain state dict has no groups.
     let plain = dir().join("basic.pt");
-    let json: Value = serde_json::from_str(&stdout(&run(&[
-        "diff",
-        "--values",
-        "--json",
-        plain.to_str().unwrap(),
-        plain.to_str().unwrap(),
-    ])))
-    .unwrap();
+    let json: Value = values_json(&plain, &plain);
     assert!(json["values"].get("groups").is_none(), "{json}");
 }
 
@@ -1644,20 +1659,8 @@ fn numpy_arrays_read_in_place_hold_numpy_s_values() {
                 "not compared: fortran: a numpy array: its values are inside the pickle, not read",
             ],
         );
-        let json: Value = serde_json::from_str(&stdout(&run(&[
-            "diff",
-            "--values",
-            "--json",
-            path.to_str().unwrap(),
-            twin.to_str().unwrap(),
-        ])))
-        .unwrap();
-        let compared: BTreeSet<&str> = json["values"]["tensors"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{json}"))
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let json: Value = values_json(&path, &twin);
+        let compared: BTreeSet<&str> = compared_tensors(&json);
         assert_eq!(
             compared,
             BTreeSet::from(["array", "flags", "numpy_rng.1", "wide"]),
@@ -1678,21 +1681,9 @@ fn protocol_2_numpy_arrays_are_decoded_and_compared() {
     let twin = tmp.path().join("numpy-p2.safetensors");
     python_c("numpy twin of numpy-p2.pt", NUMPY_TWIN, &[&p2, &twin]);
     for other in [twin.clone(), training.join("numpy-p2-as-p4.pt")] {
-        let out = run(&[
-            "diff",
-            "--values",
-            "--json",
-            p2.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ]);
-        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let json = values_json(&p2, &other);
         let values = &json["values"];
-        let compared: BTreeSet<&str> = values["tensors"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{json}"))
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let compared: BTreeSet<&str> = compared_tensors(&json);
         assert_eq!(
             compared,
             BTreeSet::from([
