@@ -501,6 +501,19 @@ pub struct PartLayout {
 }
 
 impl Layout {
+    /// The layout of one file of `file_size` bytes whose tensor data starts at `header_size`
+    /// and should take `data_expected` bytes: a file cut short holds what lies past the header,
+    /// up to what is expected.
+    pub(crate) fn single_file(file_size: u64, header_size: u64, data_expected: u64) -> Self {
+        Layout {
+            file_size,
+            header_size,
+            data_expected,
+            data_present: file_size.saturating_sub(header_size).min(data_expected),
+            ..Layout::default()
+        }
+    }
+
     pub fn is_truncated(&self) -> bool {
         self.data_present < self.data_expected
     }

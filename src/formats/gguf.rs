@@ -421,21 +421,15 @@ pub(crate) fn parse_limited(prefix: &[u8], file_len: u64, limit: u64) -> Result<
     for tensor in tensors.values_mut() {
         tensor.file_offset = tensor.file_offset.saturating_add(data_start);
     }
-    let data_expected = offsets.data_end;
-    let data_present = file_len.saturating_sub(data_start).min(data_expected);
     Ok(Artifact {
         format: Format::Gguf,
         gguf_version: Some(version),
         metadata,
         tensors,
         layout: Layout {
-            file_size: file_len,
-            header_size: data_start,
-            data_expected,
-            data_present,
             alignment: Some(alignment),
             big_endian: cur.big_endian,
-            ..Layout::default()
+            ..Layout::single_file(file_len, data_start, offsets.data_end)
         },
     })
 }

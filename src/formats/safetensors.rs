@@ -149,13 +149,7 @@ pub(crate) fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Artifact, Saf
         gguf_version: None,
         metadata,
         tensors,
-        layout: Layout {
-            file_size: file_len,
-            header_size: data_start,
-            data_expected,
-            data_present,
-            ..Layout::default()
-        },
+        layout: Layout::single_file(file_len, data_start, data_expected),
     })
 }
 
