@@ -198,10 +198,15 @@ fn file_name(path: &str) -> &str {
 /// SIGBUS. Only the header is read (in growing steps), whatever the size of the file.
 pub(crate) fn read_file_buffered(path: &Path) -> Result<Artifact> {
     let (file, len) = open_regular(path)?;
+    read_opened(path, &file, len)
+}
+
+/// [`read_file_buffered`] of `file`, already opened from `path` and `len` bytes long.
+fn read_opened(path: &Path, file: &std::fs::File, len: u64) -> Result<Artifact> {
     let mut prefix = Vec::new();
     let mut want = len.min(FIRST_WINDOW);
     loop {
-        read_up_to(&file, &mut prefix, want).map_err(|e| Error::io(path, e))?;
+        read_up_to(file, &mut prefix, want).map_err(|e| Error::io(path, e))?;
         // A file that shrank while it was read is parsed as what was there.
         let file_len = if (prefix.len() as u64) < want {
             prefix.len() as u64
@@ -210,7 +215,7 @@ pub(crate) fn read_file_buffered(path: &Path) -> Result<Artifact> {
         };
         match header_step(path, &prefix, file_len) {
             HeaderStep::Parsed(Ok(artifact)) => {
-                return judge_zip_directory(path, &file, &prefix, file_len).map(|()| artifact);
+                return judge_zip_directory(path, file, &prefix, file_len).map(|()| artifact);
             }
             HeaderStep::Parsed(result) => return result,
             HeaderStep::Need { end, exact: true } => want = end,
@@ -364,7 +369,16 @@ pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Cont
 /// [`classify_bytes`] for a file on disk, of which only the header is read.
 /// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
 pub(crate) fn classify_file(path: &Path) -> Content {
-    match read_file_buffered(path) {
+    classify_read(read_file_buffered(path))
+}
+
+/// [`classify_file`] of `file`, already opened from `path` and `len` bytes long.
+pub(crate) fn classify_opened(path: &Path, file: &std::fs::File, len: u64) -> Content {
+    classify_read(read_opened(path, file, len))
+}
+
+fn classify_read(read: Result<Artifact>) -> Content {
+    match read {
         Ok(artifact) => Content::Model(Box::new(artifact)),
         Err(Error::UnknownFormat { first_bytes, .. }) => Content::Other { first_bytes },
         Err(error) => {

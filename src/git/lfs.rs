@@ -162,6 +162,14 @@ pub(super) fn present_in(store: &Path, pointer: &Pointer) -> Option<PathBuf> {
     (meta.is_file() && meta.len() == pointer.size).then_some(path)
 }
 
+/// [`present_in`], the object opened for reading: one open and one stat, where looking first
+/// and opening after would stat twice (thousands of objects in one `git diff` feel it).
+pub(super) fn open_present(store: &Path, pointer: &Pointer) -> Option<(PathBuf, std::fs::File)> {
+    let path = store.join(pointer.relative_object_path());
+    let (file, meta) = crate::fsutil::open_regular(&path).ok()?;
+    (meta.len() == pointer.size).then_some((path, file))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

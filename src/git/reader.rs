@@ -605,10 +605,11 @@ fn local_file(store: Option<&Path>, file: &Path) -> ModelSide {
 }
 
 fn local_pointer(store: Option<&Path>, pointer: Pointer) -> ModelSide {
-    match store.and_then(|store| lfs::present_in(store, &pointer)) {
-        Some(object) => {
+    match store.and_then(|store| lfs::open_present(store, &pointer)) {
+        Some((object, file)) => {
+            let content = crate::read::classify_opened(&object, &file, pointer.size);
             let (size, sha) = (pointer.size, pointer.oid.clone());
-            from_path(&object, size, Some(sha), Some(pointer))
+            from_content(&object, content, size, Some(sha), Some(pointer))
         }
         None => ModelSide::Absent {
             pointer,
@@ -789,7 +790,17 @@ fn from_bytes(path: &Path, bytes: &[u8], lfs: Option<Pointer>) -> ModelSide {
 /// Parses a file on disk (header only). `sha256` is known for LFS objects; otherwise it is
 /// computed only when the file turns out not to be a model.
 fn from_path(path: &Path, size: u64, sha256: Option<String>, lfs: Option<Pointer>) -> ModelSide {
-    let content = crate::read::classify_file(path);
+    from_content(path, crate::read::classify_file(path), size, sha256, lfs)
+}
+
+/// The side of the file at `path`, whose header reads as `content`.
+fn from_content(
+    path: &Path,
+    content: Content,
+    size: u64,
+    sha256: Option<String>,
+    lfs: Option<Pointer>,
+) -> ModelSide {
     let (size, sha256) = match &content {
         Content::Model(artifact) if lfs.is_none() => (artifact.layout.file_size, None),
         Content::Model(_) | Content::Invalid { .. } => (size, None),
