@@ -269,6 +269,79 @@ pub(crate) fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metad
     open_checked(path, false)
 }
 
+/// A directory held open, so the files below it are opened by a short walk from it
+/// (`openat`) instead of a walk of their whole path from the root each time.
+pub(crate) struct OpenDir {
+    path: std::path::PathBuf,
+    #[cfg(target_os = "linux")]
+    dir: Option<File>,
+}
+
+impl OpenDir {
+    /// `path` held open if it is a directory; otherwise files below it are opened by path.
+    pub(crate) fn new(path: std::path::PathBuf) -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let dir = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(&path)
+                .ok();
+            OpenDir { path, dir }
+        }
+        #[cfg(not(target_os = "linux"))]
+        OpenDir { path }
+    }
+
+    /// [`open_regular`] of `relative`, below this directory; also gives its full path.
+    pub(crate) fn open_regular(
+        &self,
+        relative: &Path,
+    ) -> std::io::Result<(std::path::PathBuf, File, std::fs::Metadata)> {
+        let path = self.path.join(relative);
+        #[cfg(target_os = "linux")]
+        if let Some(dir) = &self.dir {
+            let (file, meta) = open_regular_at(dir, relative)?;
+            return Ok((path, file, meta));
+        }
+        let (file, meta) = open_regular(&path)?;
+        Ok((path, file, meta))
+    }
+}
+
+/// [`open_regular`] of `relative` below the open directory `dir`.
+#[cfg(target_os = "linux")]
+fn open_regular_at(dir: &File, relative: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::{AsRawFd, FromRawFd};
+    let name = std::ffi::CString::new(relative.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("a NUL byte in a path"))?;
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: openat on a directory descriptor `dir` holds open, with a NUL-terminated name.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let meta = file.metadata()?;
+    regular_only(&meta)?;
+    Ok((file, meta))
+}
+
+fn regular_only(meta: &std::fs::Metadata) -> std::io::Result<()> {
+    if meta.is_dir() {
+        return Err(std::io::Error::other("is a directory, expected a file"));
+    }
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "is not a regular file (a device, FIFO or socket), expected a file",
+        ));
+    }
+    Ok(())
+}
+
 fn open_checked(path: &Path, nofollow: bool) -> std::io::Result<(File, std::fs::Metadata)> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
@@ -285,14 +358,7 @@ fn open_checked(path: &Path, nofollow: bool) -> std::io::Result<(File, std::fs::
     let _ = nofollow;
     let file = options.open(path)?;
     let meta = file.metadata()?;
-    if meta.is_dir() {
-        return Err(std::io::Error::other("is a directory, expected a file"));
-    }
-    if !meta.is_file() {
-        return Err(std::io::Error::other(
-            "is not a regular file (a device, FIFO or socket), expected a file",
-        ));
-    }
+    regular_only(&meta)?;
     // Linux ignores O_NONBLOCK on regular files, so the flag costs nothing there; elsewhere it is
     // cleared (two more system calls per file, which git diff of many files would feel).
     #[cfg(all(unix, not(target_os = "linux")))]
@@ -356,6 +422,36 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    /// Files below a held directory open as by their path: a regular file with its full path,
+    /// a FIFO refused without waiting for a writer, a directory refused, a missing one an error;
+    /// a directory that is not there leaves every open to its path, which fails the same way.
+    #[test]
+    fn files_below_a_held_directory_open_as_by_their_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ab/cd")).unwrap();
+        std::fs::write(dir.path().join("ab/cd/object"), b"bytes").unwrap();
+        let fifo = std::ffi::CString::new(dir.path().join("ab/fifo").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let held = OpenDir::new(dir.path().to_owned());
+        let (path, file, meta) = held.open_regular(Path::new("ab/cd/object")).unwrap();
+        assert_eq!(path, dir.path().join("ab/cd/object"));
+        assert_eq!(meta.len(), 5);
+        assert_eq!(std::io::read_to_string(file).unwrap(), "bytes");
+        let fifo = held.open_regular(Path::new("ab/fifo")).unwrap_err();
+        assert!(fifo.to_string().contains("not a regular file"), "{fifo}");
+        let directory = held.open_regular(Path::new("ab/cd")).unwrap_err();
+        assert!(
+            directory.to_string().contains("is a directory"),
+            "{directory}"
+        );
+        let missing = held.open_regular(Path::new("ab/none")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        let absent = OpenDir::new(dir.path().join("not-there"));
+        let missing = absent.open_regular(Path::new("ab/cd/object")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn new_files_are_readable_and_replaced_files_keep_their_mode() {

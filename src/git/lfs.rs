@@ -162,12 +162,21 @@ pub(super) fn present_in(store: &Path, pointer: &Pointer) -> Option<PathBuf> {
     (meta.is_file() && meta.len() == pointer.size).then_some(path)
 }
 
-/// [`present_in`], the object opened for reading: one open and one stat, where looking first
-/// and opening after would stat twice (thousands of objects in one `git diff` feel it).
-pub(super) fn open_present(store: &Path, pointer: &Pointer) -> Option<(PathBuf, std::fs::File)> {
-    let path = store.join(pointer.relative_object_path());
-    let (file, meta) = crate::fsutil::open_regular(&path).ok()?;
-    (meta.len() == pointer.size).then_some((path, file))
+/// A repository's LFS object store, held open: `git diff` of thousands of LFS files opens as
+/// many objects, and the kernel's walk of each deep absolute path was a tenth of its time.
+pub(super) struct ObjectStore(crate::fsutil::OpenDir);
+
+impl ObjectStore {
+    pub(super) fn new(repo: &gix::Repository) -> Self {
+        ObjectStore(crate::fsutil::OpenDir::new(storage_dir(repo)))
+    }
+
+    /// [`present_in`], the object opened for reading: one open and one stat, where looking
+    /// first and opening after would stat twice.
+    pub(super) fn open_present(&self, pointer: &Pointer) -> Option<(PathBuf, std::fs::File)> {
+        let (path, file, meta) = self.0.open_regular(&pointer.relative_object_path()).ok()?;
+        (meta.len() == pointer.size).then_some((path, file))
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::changes::FileChange;
 use super::config::GitConfig;
 use super::error::GitError;
-use super::lfs::{self, Pointer};
+use super::lfs::{self, ObjectStore, Pointer};
 use super::lfs_server::Server;
 use super::objects::{blob_bytes, open_repo};
 use super::side::{ModelSide, RemoteMiss};
@@ -93,8 +93,8 @@ impl<'r> SideReader<'r> {
     }
 
     /// The LFS object store of the repository, if there is one.
-    fn store(&self) -> Option<PathBuf> {
-        self.repo().map(lfs::storage_dir)
+    fn store(&self) -> Option<ObjectStore> {
+        self.repo().map(ObjectStore::new)
     }
 
     pub(crate) fn repo(&self) -> Option<&gix::Repository> {
@@ -113,7 +113,7 @@ impl<'r> SideReader<'r> {
 
     /// The side of a blob's bytes: an LFS pointer is followed, anything else parsed.
     pub(crate) fn blob_bytes(&self, bytes: &[u8], name: &str) -> ModelSide {
-        let mut side = local_blob(self.store().as_deref(), bytes, name);
+        let mut side = local_blob(self.store().as_ref(), bytes, name);
         self.complete(vec![(name.to_owned(), &mut side)]);
         side
     }
@@ -127,7 +127,7 @@ impl<'r> SideReader<'r> {
     /// [`Self::file`] for a file that stands for `name` in messages (a driver's temporary
     /// copy of a repository path).
     pub(crate) fn file_as(&self, file: &Path, name: &str) -> ModelSide {
-        let mut side = local_file(self.store().as_deref(), file);
+        let mut side = local_file(self.store().as_ref(), file);
         self.complete(vec![(name.to_owned(), &mut side)]);
         side
     }
@@ -147,7 +147,7 @@ impl<'r> SideReader<'r> {
         budget: u64,
     ) -> Result<Vec<(Option<ModelSide>, Option<ModelSide>)>, GitError> {
         let repo = self.repo().expect("changes are read from a repository");
-        let store = lfs::storage_dir(repo);
+        let store = ObjectStore::new(repo);
         // Blobs are read here (gix's handle stays on this thread), a bounded batch at a time;
         // their headers are parsed on all cores, in order.
         let mut sides = Vec::with_capacity(changes.len().min(BATCH_SIDES));
@@ -514,7 +514,7 @@ impl Unparsed {
     }
 
     /// The side, with LFS objects looked up in the store `store`.
-    fn parse(self, store: &Path) -> Option<ModelSide> {
+    fn parse(self, store: &ObjectStore) -> Option<ModelSide> {
         match self {
             Unparsed::Done(side) => side,
             Unparsed::Blob { bytes, name } => Some(local_blob(Some(store), &bytes, &name)),
@@ -568,7 +568,7 @@ fn unparsed_side(
 
 /// A blob's side from what is on this machine.
 /// `store`: the repository's LFS object store, if there is a repository.
-fn local_blob(store: Option<&Path>, bytes: &[u8], name: &str) -> ModelSide {
+fn local_blob(store: Option<&ObjectStore>, bytes: &[u8], name: &str) -> ModelSide {
     if let Some(pointer) = Pointer::parse(bytes) {
         return local_pointer(store, pointer);
     }
@@ -576,7 +576,7 @@ fn local_blob(store: Option<&Path>, bytes: &[u8], name: &str) -> ModelSide {
 }
 
 /// A file's side from what is on this machine.
-fn local_file(store: Option<&Path>, file: &Path) -> ModelSide {
+fn local_file(store: Option<&ObjectStore>, file: &Path) -> ModelSide {
     let meta = match std::fs::metadata(file) {
         Ok(meta) => meta,
         Err(e) => {
@@ -604,8 +604,8 @@ fn local_file(store: Option<&Path>, file: &Path) -> ModelSide {
     from_path(file, meta.len(), None, None)
 }
 
-fn local_pointer(store: Option<&Path>, pointer: Pointer) -> ModelSide {
-    match store.and_then(|store| lfs::open_present(store, &pointer)) {
+fn local_pointer(store: Option<&ObjectStore>, pointer: Pointer) -> ModelSide {
+    match store.and_then(|store| store.open_present(&pointer)) {
         Some((object, file)) => {
             let content = crate::read::classify_opened(&object, &file, pointer.size);
             let (size, sha) = (pointer.size, pointer.oid.clone());
@@ -619,7 +619,7 @@ fn local_pointer(store: Option<&Path>, pointer: Pointer) -> ModelSide {
 }
 
 /// A pointer file's object: in the reader's repository, else in the one holding the file.
-fn local_pointer_near(store: Option<&Path>, pointer: Pointer, file: &Path) -> ModelSide {
+fn local_pointer_near(store: Option<&ObjectStore>, pointer: Pointer, file: &Path) -> ModelSide {
     let side = local_pointer(store, pointer);
     let ModelSide::Absent { pointer, .. } = &side else {
         return side;
