@@ -312,7 +312,10 @@ impl Evaluation<'_, '_> {
             let Some(bound) = bound else { continue };
             let expected = format!("a .wdelta whose {what} is at most {}", bound.value);
             let found = match &parsed {
-                Err(why) => Some(format!("an unreadable .wdelta ({})", shown_message(why))),
+                Err(why) => Some(format!(
+                    "an unreadable .wdelta ({})",
+                    shown_message(&why.to_string())
+                )),
                 Ok(AnyWdelta::Lossless(_)) => None,
                 Ok(AnyWdelta::Lossy(file)) => {
                     let strategy = file.header.strategy.name();

@@ -311,7 +311,14 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
     /// does not parse (the checksum is verified).
     pub(crate) fn wdelta(
         &mut self,
-    ) -> Result<Option<std::result::Result<crate::formats::wdelta::AnyWdelta, String>>> {
+    ) -> Result<
+        Option<
+            std::result::Result<
+                crate::formats::wdelta::AnyWdelta,
+                crate::formats::wdelta::WdeltaError,
+            >,
+        >,
+    > {
         use crate::formats::wdelta::{AnyWdelta, is_wdelta, is_wdelta_path};
         if matches!(self.subject.origin, Origin::Model(_)) {
             return Ok(None);
@@ -327,7 +334,7 @@ impl<'s, 'r> SubjectReader<'s, 'r> {
         if !named && !is_wdelta(bytes) {
             return Ok(None);
         }
-        Ok(Some(AnyWdelta::parse(bytes).map_err(|e| e.to_string())))
+        Ok(Some(AnyWdelta::parse(bytes)))
     }
 
     /// The LFS object of `pointer`: the local object, else its header from the LFS server
