@@ -266,10 +266,7 @@ pub(crate) fn auto_encode(
             }
             sub_split::<2>(&ft_scales, base.map(|_| base_scales.as_slice()), scales);
         }
-        (Codec::Auto2, t) => block_split::<2>(t, ft, base, out),
-        (Codec::Auto4, t) => block_split::<4>(t, ft, base, out),
-        (Codec::Auto8, t) => block_split::<8>(t, ft, base, out),
-        _ => unreachable!("auto_encode is only called with an auto codec"),
+        (c, t) => transpose(c, t, Buf::Read(ft), base, Buf::Write(out)),
     }
 }
 
@@ -316,10 +313,7 @@ pub(crate) fn auto_decode(
                 }
             }
         }
-        (Codec::Auto2, t) => block_join::<2>(t, planes, base, out),
-        (Codec::Auto4, t) => block_join::<4>(t, planes, base, out),
-        (Codec::Auto8, t) => block_join::<8>(t, planes, base, out),
-        _ => unreachable!("auto_decode is only called with an auto codec"),
+        (c, t) => transpose(c, t, Buf::Write(out), base, Buf::Read(planes)),
     }
 }
 
@@ -327,114 +321,183 @@ pub(crate) fn auto_decode(
 /// bytes rather than one byte every `n` (twice as fast as [`sub_split`] on bf16).
 const BLOCK: usize = 256;
 
-/// The transform of one element (`f` the fine-tune's, `b` the base's, both within the mask).
-fn forward_sub<const S: usize>(f: u64, b: u64) -> u64 {
-    let m = mask::<S>();
-    let d = f.wrapping_sub(b) & m;
-    ((d << 1) & m) ^ ((d >> (8 * S - 1)) & 1).wrapping_neg() & m
+/// An element of an `auto` codec as the unsigned integer of its width, so that the element
+/// loops work on 16, 32 or 64-bit lanes (a bf16 plane's loop then fills a vector register
+/// with 16 elements, not 4 as on `u64`).
+trait Word: Copy + Default {
+    const BYTES: usize;
+    fn load(bytes: &[u8]) -> Self;
+    fn store(self, out: &mut [u8]);
+    /// Byte `k` (little-endian).
+    fn byte(self, k: usize) -> u8;
+    /// `self` with byte `k` ORed in.
+    fn or_byte(self, k: usize, b: u8) -> Self;
+    /// (fine-tune - base), zigzagged: 0, -1, 1, -2, ... become 0, 1, 2, 3, ...
+    fn forward_sub(f: Self, b: Self) -> Self;
+    /// fine-tune XOR base, the top (sign) bit rotated to bit 0.
+    fn forward_rotate(f: Self, b: Self) -> Self;
+    /// The inverses: the fine-tune's element from the coded one `z` and the base's `b`.
+    fn backward_sub(z: Self, b: Self) -> Self;
+    fn backward_rotate(z: Self, b: Self) -> Self;
 }
 
-fn forward_rotate<const S: usize>(f: u64, b: u64) -> u64 {
-    let x = f ^ b;
-    ((x << 1) | (x >> (8 * S - 1))) & mask::<S>()
+macro_rules! word {
+    ($u:ty, $i:ty) => {
+        impl Word for $u {
+            const BYTES: usize = std::mem::size_of::<$u>();
+            #[inline(always)]
+            fn load(bytes: &[u8]) -> $u {
+                <$u>::from_le_bytes(bytes.try_into().expect("one element"))
+            }
+            #[inline(always)]
+            fn store(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+            #[inline(always)]
+            fn byte(self, k: usize) -> u8 {
+                (self >> (8 * k)) as u8
+            }
+            #[inline(always)]
+            fn or_byte(self, k: usize, b: u8) -> $u {
+                self | <$u>::from(b) << (8 * k)
+            }
+            #[inline(always)]
+            fn forward_sub(f: $u, b: $u) -> $u {
+                let d = f.wrapping_sub(b);
+                (d << 1) ^ ((d as $i) >> (<$u>::BITS - 1)) as $u
+            }
+            #[inline(always)]
+            fn forward_rotate(f: $u, b: $u) -> $u {
+                (f ^ b).rotate_left(1)
+            }
+            #[inline(always)]
+            fn backward_sub(z: $u, b: $u) -> $u {
+                b.wrapping_add((z >> 1) ^ (z & 1).wrapping_neg())
+            }
+            #[inline(always)]
+            fn backward_rotate(z: $u, b: $u) -> $u {
+                z.rotate_right(1) ^ b
+            }
+        }
+    };
+}
+word!(u16, i16);
+word!(u32, i32);
+word!(u64, i64);
+
+/// Plane k holds byte k of every transformed element: from the fine-tune's `elements`
+/// ([`Buf::Read`]) into `planes` ([`Buf::Write`]) for `create`, the other way for `apply`.
+/// `base` is the base's elements (zeros when None). Compiled for AVX2 too, which runs when the
+/// CPU has it: the same integer operations, so the same bytes.
+fn transpose(codec: Codec, t: Transform, elements: Buf, base: Option<&[u8]>, planes: Buf) {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn with_avx2(c: Codec, t: Transform, e: Buf, b: Option<&[u8]>, p: Buf) {
+        by_width(c, t, e, b, p);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        unsafe { with_avx2(codec, t, elements, base, planes) };
+        return;
+    }
+    by_width(codec, t, elements, base, planes);
 }
 
-/// The inverses: the fine-tune's element from the coded one `z` and the base's `b`.
-fn backward_sub<const S: usize>(z: u64, b: u64) -> u64 {
-    let m = mask::<S>();
-    b.wrapping_add((z >> 1) ^ (z & 1).wrapping_neg() & m) & m
+/// One side of [`transpose`] is read, the other written.
+enum Buf<'a> {
+    Read(&'a [u8]),
+    Write(&'a mut [u8]),
 }
 
-fn backward_rotate<const S: usize>(z: u64, b: u64) -> u64 {
-    ((z >> 1) | ((z & 1) << (8 * S - 1))) ^ b
-}
-
-/// Plane k holds byte k of every transformed element.
-fn block_split<const S: usize>(t: Transform, ft: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
-    // One loop per transform, so that the element loop has no branch.
-    match t {
-        Transform::Sub => split_by::<S>(ft, base, out, forward_sub::<S>),
-        Transform::XorRotate => split_by::<S>(ft, base, out, forward_rotate::<S>),
+#[inline(always)]
+fn by_width(c: Codec, t: Transform, e: Buf, b: Option<&[u8]>, p: Buf) {
+    match c {
+        Codec::Auto2 => by_transform::<u16>(t, e, b, p),
+        Codec::Auto4 => by_transform::<u32>(t, e, b, p),
+        Codec::Auto8 => by_transform::<u64>(t, e, b, p),
+        _ => unreachable!("only the auto codecs of 2, 4 and 8 bytes transpose elements"),
     }
 }
 
-fn split_by<const S: usize>(
-    ft: &[u8],
-    base: Option<&[u8]>,
-    out: &mut [u8],
-    forward: impl Fn(u64, u64) -> u64,
-) {
-    let n = ft.len() / S;
-    let mut z = [0u64; BLOCK];
-    let mut i = 0;
-    while i < n {
+/// One loop per transform and direction, so that the element loop has no branch.
+#[inline(always)]
+fn by_transform<W: Word>(t: Transform, e: Buf, b: Option<&[u8]>, p: Buf) {
+    match (e, p, t) {
+        (Buf::Read(ft), Buf::Write(out), Transform::Sub) => split_by(ft, b, out, W::forward_sub),
+        (Buf::Read(ft), Buf::Write(out), Transform::XorRotate) => {
+            split_by(ft, b, out, W::forward_rotate);
+        }
+        (Buf::Write(out), Buf::Read(planes), Transform::Sub) => {
+            join_by(planes, b, out, W::backward_sub);
+        }
+        (Buf::Write(out), Buf::Read(planes), Transform::XorRotate) => {
+            join_by(planes, b, out, W::backward_rotate);
+        }
+        _ => unreachable!("the elements are read to make planes, written from them"),
+    }
+}
+
+/// Calls `each(i, len, base)` for every block of `len` elements from element `i` of `n`, with
+/// the base's elements of the block (zeros without a base).
+#[inline(always)]
+fn for_blocks<W: Word>(n: usize, base: Option<&[u8]>, mut each: impl FnMut(usize, usize, &[W])) {
+    let s = W::BYTES;
+    let mut b = [W::default(); BLOCK];
+    for i in (0..n).step_by(BLOCK) {
         let len = BLOCK.min(n - i);
-        let f = ft[i * S..(i + len) * S].chunks_exact(S);
         match base {
-            Some(b) => {
-                let b = b[i * S..(i + len) * S].chunks_exact(S);
-                for ((z, f), b) in z.iter_mut().zip(f).zip(b) {
-                    *z = forward(element::<S>(f, 0), element::<S>(b, 0));
+            Some(base) => {
+                for (b, x) in b.iter_mut().zip(base[i * s..(i + len) * s].chunks_exact(s)) {
+                    *b = W::load(x);
                 }
             }
-            None => {
-                for (z, f) in z.iter_mut().zip(f) {
-                    *z = forward(element::<S>(f, 0), 0);
-                }
-            }
+            None => b[..len].fill(W::default()),
         }
-        for k in 0..S {
-            let plane = &mut out[k * n + i..k * n + i + len];
-            for (o, z) in plane.iter_mut().zip(&z) {
-                *o = (z >> (8 * k)) as u8;
-            }
-        }
-        i += len;
+        each(i, len, &b[..len]);
     }
 }
 
-/// The inverse of [`block_split`].
-fn block_join<const S: usize>(t: Transform, planes: &[u8], base: Option<&[u8]>, out: &mut [u8]) {
-    match t {
-        Transform::Sub => join_by::<S>(planes, base, out, backward_sub::<S>),
-        Transform::XorRotate => join_by::<S>(planes, base, out, backward_rotate::<S>),
-    }
+#[inline(always)]
+fn split_by<W: Word>(ft: &[u8], base: Option<&[u8]>, out: &mut [u8], forward: impl Fn(W, W) -> W) {
+    let s = W::BYTES;
+    let n = ft.len() / s;
+    let mut z = [W::default(); BLOCK];
+    for_blocks(n, base, |i, len, b: &[W]| {
+        let f = ft[i * s..(i + len) * s].chunks_exact(s);
+        for ((z, f), b) in z.iter_mut().zip(f).zip(b) {
+            *z = forward(W::load(f), *b);
+        }
+        for k in 0..s {
+            for (o, z) in out[k * n + i..k * n + i + len].iter_mut().zip(&z) {
+                *o = z.byte(k);
+            }
+        }
+    });
 }
 
-fn join_by<const S: usize>(
+#[inline(always)]
+fn join_by<W: Word>(
     planes: &[u8],
     base: Option<&[u8]>,
     out: &mut [u8],
-    backward: impl Fn(u64, u64) -> u64,
+    backward: impl Fn(W, W) -> W,
 ) {
-    let n = out.len() / S;
-    let mut z = [0u64; BLOCK];
-    let mut i = 0;
-    while i < n {
-        let len = BLOCK.min(n - i);
-        z[..len].fill(0);
-        for k in 0..S {
-            let plane = &planes[k * n + i..k * n + i + len];
-            for (z, p) in z.iter_mut().zip(plane) {
-                *z |= u64::from(*p) << (8 * k);
+    let s = W::BYTES;
+    let n = out.len() / s;
+    let mut z = [W::default(); BLOCK];
+    for_blocks(n, base, |i, len, b: &[W]| {
+        z[..len].fill(W::default());
+        for k in 0..s {
+            for (z, p) in z.iter_mut().zip(&planes[k * n + i..k * n + i + len]) {
+                *z = z.or_byte(k, *p);
             }
         }
-        let o = out[i * S..(i + len) * S].chunks_exact_mut(S);
-        match base {
-            Some(b) => {
-                let b = b[i * S..(i + len) * S].chunks_exact(S);
-                for ((o, z), b) in o.zip(&z).zip(b) {
-                    o.copy_from_slice(&backward(*z, element::<S>(b, 0)).to_le_bytes()[..S]);
-                }
-            }
-            None => {
-                for (o, z) in o.zip(&z) {
-                    o.copy_from_slice(&backward(*z, 0).to_le_bytes()[..S]);
-                }
-            }
+        let o = out[i * s..(i + len) * s].chunks_exact_mut(s);
+        for ((o, z), b) in o.zip(&z).zip(b) {
+            backward(*z, *b).store(o);
         }
-        i += len;
-    }
+    });
 }
 
 /// [`bit_transpose`] of `src` into `dst` (cleared first).
