@@ -150,21 +150,26 @@ impl BufferPool {
     /// A buffer of `len` bytes whose contents are left over from its last use (the caller
     /// overwrites them).
     pub(crate) fn take(&self, len: usize) -> Vec<u8> {
-        let mut b = self.take_empty();
+        // Not cleared first: `sized` zeroes only what the buffer grows by, not a whole chunk
+        // the caller is about to overwrite.
+        let mut b = self.pop();
         sized(&mut b, len);
         b
     }
 
     /// An empty buffer, with the capacity of its last use.
     pub(crate) fn take_empty(&self) -> Vec<u8> {
-        let mut b = self
-            .free
+        let mut b = self.pop();
+        b.clear();
+        b
+    }
+
+    fn pop(&self) -> Vec<u8> {
+        self.free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop()
-            .unwrap_or_default();
-        b.clear();
-        b
+            .unwrap_or_default()
     }
 
     /// Gives a buffer back for a later [`BufferPool::take`].

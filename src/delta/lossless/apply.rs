@@ -45,7 +45,8 @@ thread_local! {
 /// Checks the SHA-256 trailer of the file, reading it once front to back.
 pub(crate) fn verify_checksum(path: &Path, file: &File, len: u64) -> Result<()> {
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; (8 << 20).min(len as usize).max(1)];
+    // Small enough to stay in the core's cache between the read and the hash.
+    let mut buf = vec![0u8; (256 << 10).min(len as usize).max(1)];
     let body = len - 32;
     let mut at = 0u64;
     while at < body {
@@ -203,16 +204,18 @@ fn rebuild(
                                 },
                             })
                     })?;
+                    // Written here, at its place, by the worker: the in-order consumer only
+                    // hashes, so the copies into the page cache run on every core.
+                    out_file
+                        .write_all_at(&bytes, k.out_offset)
+                        .map_err(|e| Error::io(target, e))?;
                     Ok(bytes)
                 },
-                |i, bytes| {
+                |_, bytes| {
                     hasher.update(&bytes);
                     bar.inc(bytes.len() as u64);
-                    let written = out_file
-                        .write_all_at(&bytes, chunks[i].out_offset)
-                        .map_err(|e| Error::io(target, e).into());
                     pool.give(bytes);
-                    written
+                    Ok(())
                 },
             )?;
             let actual = crate::digest::hex(&hasher.clone().finalize());

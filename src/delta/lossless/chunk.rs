@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::planes::{self, Transform};
 use crate::delta::error::DeltaError;
+use crate::delta::pipeline::sized;
 use crate::formats::wdelta::lossless::{Codec, LosslessContainer, version_of};
 use zstd::zstd_safe::zstd_sys;
 
@@ -416,8 +417,8 @@ impl ChunkDecoder {
         let transform = Transform::from_byte(t)
             .filter(|t| codec != Codec::AutoQ8_0 || *t == Transform::Sub)
             .ok_or(ChunkError::BadTransform(t))?;
-        self.planes.clear();
-        self.planes.resize(out.len(), 0);
+        // Every byte of the planes is written below (a raw copy, a frame, or the bit planes).
+        sized(&mut self.planes, out.len());
         let (lens, count) = planes::auto_plane_lens(codec, out.len());
         let mut at = 0;
         for (k, len) in lens[..count].iter().enumerate() {

@@ -229,7 +229,6 @@ pub(crate) fn create_lossless(
     };
     let bar = run.bar(model_bytes, "compressing");
     let mut frame_lens = Vec::with_capacity(jobs.len());
-    let mut hashers: Vec<Sha256> = header.files.iter().map(|_| Sha256::new()).collect();
     let mut checksum = Sha256::new();
     // The fine-tuned chunks and their frames go from the workers to the writer and back.
     let pool = BufferPool::default();
@@ -241,35 +240,64 @@ pub(crate) fn create_lossless(
                 .map_err(|e| DeltaError::from(Error::io(out, e)))
         };
         put(&mut w, &lossless_preamble(), &mut checksum)?;
-        ordered_parallel::<_, DeltaError>(
-            jobs.len(),
-            run.threads(),
-            |i| {
-                let job = &jobs[i];
-                let segment = &header.files[job.file].segments[job.segment];
-                let mut ft_bytes = pool.take(job.len as usize);
-                read_source(job.file, job.out_offset, &mut ft_bytes)?;
-                let mut frame = pool.take_empty();
-                WORKER.with_borrow_mut(|worker| -> Result<()> {
-                    let base_bytes =
-                        base_chunk(base, segment, job.segment_offset, job.len, &mut worker.base)?;
-                    kept(&mut worker.encoder, ChunkEncoder::new)
-                        .and_then(|e| e.encode(segment.codec, base_bytes, &ft_bytes, &mut frame))
-                        .map_err(|e| Error::io(out, e))?;
-                    Ok(())
-                })?;
-                Ok((ft_bytes, frame))
-            },
-            |i, (ft_bytes, frame)| {
-                hashers[jobs[i].file].update(&ft_bytes);
-                bar.inc(ft_bytes.len() as u64);
-                frame_lens.push(frame.len() as u64);
-                let written = put(&mut w, &frame, &mut checksum);
-                pool.give(ft_bytes);
-                pool.give(frame);
-                written
-            },
-        )?;
+        // The fine-tuned chunks are hashed in order on a thread of their own, beside the
+        // writer (which checksums and writes the frames) and the workers: a bounded queue,
+        // so that at most a few chunks more than the window are held.
+        let (to_hasher, queued) =
+            std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(run.threads().max(1));
+        let files = header.files.len();
+        let pool = &pool;
+        let hashers = std::thread::scope(|scope| {
+            let hasher = scope.spawn(move || {
+                let mut hashers: Vec<Sha256> = (0..files).map(|_| Sha256::new()).collect();
+                for (file, bytes) in queued {
+                    hashers[file].update(&bytes);
+                    pool.give(bytes);
+                }
+                hashers
+            });
+            let coded = ordered_parallel::<_, DeltaError>(
+                jobs.len(),
+                run.threads(),
+                |i| {
+                    let job = &jobs[i];
+                    let segment = &header.files[job.file].segments[job.segment];
+                    let mut ft_bytes = pool.take(job.len as usize);
+                    read_source(job.file, job.out_offset, &mut ft_bytes)?;
+                    let mut frame = pool.take_empty();
+                    WORKER.with_borrow_mut(|worker| -> Result<()> {
+                        let base_bytes = base_chunk(
+                            base,
+                            segment,
+                            job.segment_offset,
+                            job.len,
+                            &mut worker.base,
+                        )?;
+                        kept(&mut worker.encoder, ChunkEncoder::new)
+                            .and_then(|e| {
+                                e.encode(segment.codec, base_bytes, &ft_bytes, &mut frame)
+                            })
+                            .map_err(|e| Error::io(out, e))?;
+                        Ok(())
+                    })?;
+                    Ok((ft_bytes, frame))
+                },
+                |i, (ft_bytes, frame)| {
+                    bar.inc(ft_bytes.len() as u64);
+                    frame_lens.push(frame.len() as u64);
+                    let written = put(&mut w, &frame, &mut checksum);
+                    pool.give(frame);
+                    // The hasher is gone only if it panicked, which `join` below reports.
+                    let _ = to_hasher.send((jobs[i].file, ft_bytes));
+                    written
+                },
+            );
+            drop(to_hasher);
+            let hashers = hasher
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            coded.map(|()| hashers)
+        })?;
         for (f, h) in header.files.iter_mut().zip(&hashers) {
             f.sha256 = crate::digest::hex(&h.clone().finalize());
         }

@@ -4,6 +4,7 @@
 //! on bytes, so decoding gives back any bit pattern exactly: NaN payloads, signed zeros,
 //! subnormals. Without a base the base is taken as zeros.
 
+use crate::delta::pipeline::sized;
 use crate::formats::wdelta::lossless::Codec;
 
 /// Q8_0 block: a float16 scale, then 32 int8 quants.
@@ -234,8 +235,8 @@ pub(crate) fn auto_encode(
     out: &mut Vec<u8>,
 ) {
     debug_assert!(base.is_none_or(|b| b.len() == ft.len()));
-    out.clear();
-    out.resize(ft.len(), 0);
+    // Every byte is written below: not zeroed first.
+    sized(out, ft.len());
     match (codec, transform) {
         (Codec::AutoQ8_0, _) => {
             let n = ft.len() / Q8_0_BLOCK;
@@ -502,9 +503,8 @@ fn join_by<W: Word>(
 
 /// [`bit_transpose`] of `src` into `dst` (cleared first).
 pub(crate) fn bit_transpose_into(src: &[u8], dst: &mut Vec<u8>) {
-    dst.clear();
-    dst.extend_from_slice(src);
     let blocks = src.len() / 8;
+    sized(dst, src.len())[blocks * 8..].copy_from_slice(&src[blocks * 8..]);
     for (j, c) in src.chunks_exact(8).enumerate() {
         let x = transpose8(u64::from_le_bytes(c.try_into().expect("8 bytes"))).to_le_bytes();
         for k in 0..8 {
