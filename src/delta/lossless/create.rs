@@ -116,20 +116,31 @@ fn plan_shard(base: &Model, ft: &Model, shard: usize, size: u64) -> Vec<Segment>
 
 /// The base's bytes under a chunk of `segment` (`len` bytes from `offset` into it) read into
 /// `buf`; None for a segment not stored against the base.
-pub(super) fn base_chunk<'b>(
+fn base_chunk<'b>(
     base: &Model,
     segment: &Segment,
     offset: u64,
     len: u64,
     buf: &'b mut Vec<u8>,
 ) -> Result<Option<&'b [u8]>> {
+    let b = sized(buf, len as usize);
+    Ok(read_base_into(base, segment, offset, b)?.then_some(b))
+}
+
+/// Reads the base's bytes under a chunk of `segment` (from `offset` into it) into `out`;
+/// false, leaving `out` as it is, for a segment not stored against the base.
+pub(super) fn read_base_into(
+    base: &Model,
+    segment: &Segment,
+    offset: u64,
+    out: &mut [u8],
+) -> Result<bool> {
     match (&segment.kind, &segment.tensor) {
         (SegmentKind::Delta, Some(name)) => {
-            let b = sized(buf, len as usize);
-            base.read_raw_into(&base.tensors[name], offset as usize, b)?;
-            Ok(Some(b))
+            base.read_raw_into(&base.tensors[name], offset as usize, out)?;
+            Ok(true)
         }
-        _ => Ok(None),
+        _ => Ok(false),
     }
 }
 

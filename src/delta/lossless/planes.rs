@@ -241,14 +241,10 @@ pub(crate) fn auto_encode(
         (Codec::AutoQ8_0, _) => {
             let n = ft.len() / Q8_0_BLOCK;
             let (scales, quants) = out.split_at_mut(n * Q8_0_SCALE);
-            let mut ft_scales = Vec::with_capacity(n * Q8_0_SCALE);
-            let mut base_scales = Vec::with_capacity(base.map_or(0, |_| n * Q8_0_SCALE));
+            let ft_scales = q8_0_scales(ft);
+            let base_scales = base.map(q8_0_scales);
             for i in 0..n {
                 let at = i * Q8_0_BLOCK;
-                ft_scales.extend_from_slice(&ft[at..at + Q8_0_SCALE]);
-                if let Some(b) = base {
-                    base_scales.extend_from_slice(&b[at..at + Q8_0_SCALE]);
-                }
                 let q = &mut quants[i * 32..i * 32 + 32];
                 let f = &ft[at + Q8_0_SCALE..at + Q8_0_BLOCK];
                 match base {
@@ -265,19 +261,29 @@ pub(crate) fn auto_encode(
                     }
                 }
             }
-            sub_split::<2>(&ft_scales, base.map(|_| base_scales.as_slice()), scales);
+            sub_split::<2>(&ft_scales, base_scales.as_deref(), scales);
         }
-        (c, t) => transpose(c, t, Buf::Read(ft), base, Buf::Write(out)),
+        (c, t) => transpose(c, t, Job::Split { ft, base, out }),
     }
 }
 
-/// Inverts [`auto_encode`]: the fine-tuned bytes from `planes` and `base` into `out` (the
-/// planes' length).
+/// The float16 scales of q8_0 blocks, in order.
+fn q8_0_scales(blocks: &[u8]) -> Vec<u8> {
+    blocks
+        .chunks_exact(Q8_0_BLOCK)
+        .flat_map(|b| &b[..Q8_0_SCALE])
+        .copied()
+        .collect()
+}
+
+/// Inverts [`auto_encode`] in place: `out` holds the base's bytes when `against_base` (else
+/// the base is zeros and `out`'s bytes are not read) and is given the fine-tune's from
+/// `planes` (the same length).
 pub(crate) fn auto_decode(
     codec: Codec,
     transform: Transform,
     planes: &[u8],
-    base: Option<&[u8]>,
+    against_base: bool,
     out: &mut [u8],
 ) {
     debug_assert_eq!(planes.len(), out.len());
@@ -285,36 +291,30 @@ pub(crate) fn auto_decode(
         (Codec::AutoQ8_0, _) => {
             let n = out.len() / Q8_0_BLOCK;
             let (scales, quants) = planes.split_at(n * Q8_0_SCALE);
-            let mut base_scales = Vec::with_capacity(base.map_or(0, |_| n * Q8_0_SCALE));
-            if let Some(b) = base {
-                for i in 0..n {
-                    let at = i * Q8_0_BLOCK;
-                    base_scales.extend_from_slice(&b[at..at + Q8_0_SCALE]);
-                }
-            }
+            let base_scales = against_base.then(|| q8_0_scales(out));
             let mut ft_scales = vec![0u8; n * Q8_0_SCALE];
-            sub_join::<2>(scales, base.map(|_| base_scales.as_slice()), &mut ft_scales);
-            for i in 0..n {
-                let at = i * Q8_0_BLOCK;
-                out[at..at + Q8_0_SCALE].copy_from_slice(&ft_scales[i * 2..i * 2 + 2]);
-                let q = &quants[i * 32..i * 32 + 32];
-                let o = &mut out[at + Q8_0_SCALE..at + Q8_0_BLOCK];
-                match base {
-                    Some(b) => {
-                        let b = &b[at + Q8_0_SCALE..at + Q8_0_BLOCK];
-                        for ((o, q), b) in o.iter_mut().zip(q).zip(b) {
-                            *o = unzigzag8(*q).wrapping_add(*b);
-                        }
-                    }
-                    None => {
-                        for (o, q) in o.iter_mut().zip(q) {
-                            *o = unzigzag8(*q);
-                        }
-                    }
+            sub_join::<2>(scales, base_scales.as_deref(), &mut ft_scales);
+            let keep = if against_base { 0xff } else { 0 };
+            for ((o, q), s) in out
+                .chunks_exact_mut(Q8_0_BLOCK)
+                .zip(quants.chunks_exact(32))
+                .zip(ft_scales.chunks_exact(Q8_0_SCALE))
+            {
+                o[..Q8_0_SCALE].copy_from_slice(s);
+                for (o, q) in o[Q8_0_SCALE..].iter_mut().zip(q) {
+                    *o = unzigzag8(*q).wrapping_add(*o & keep);
                 }
             }
         }
-        (c, t) => transpose(c, t, Buf::Write(out), base, Buf::Read(planes)),
+        (c, t) => transpose(
+            c,
+            t,
+            Job::Join {
+                planes,
+                against_base,
+                out,
+            },
+        ),
     }
 }
 
@@ -325,10 +325,12 @@ const BLOCK: usize = 256;
 /// An element of an `auto` codec as the unsigned integer of its width, so that the element
 /// loops work on 16, 32 or 64-bit lanes (a bf16 plane's loop then fills a vector register
 /// with 16 elements, not 4 as on `u64`).
-trait Word: Copy + Default {
+trait Word: Copy + Default + std::ops::BitAnd<Output = Self> {
     const BYTES: usize;
     fn load(bytes: &[u8]) -> Self;
     fn store(self, out: &mut [u8]);
+    /// All ones if `yes`, else zero.
+    fn ones(yes: bool) -> Self;
     /// Byte `k` (little-endian).
     fn byte(self, k: usize) -> u8;
     /// `self` with byte `k` ORed in.
@@ -353,6 +355,10 @@ macro_rules! word {
             #[inline(always)]
             fn store(self, out: &mut [u8]) {
                 out.copy_from_slice(&self.to_le_bytes());
+            }
+            #[inline(always)]
+            fn ones(yes: bool) -> $u {
+                if yes { <$u>::MAX } else { 0 }
             }
             #[inline(always)]
             fn byte(self, k: usize) -> u8 {
@@ -386,76 +392,79 @@ word!(u16, i16);
 word!(u32, i32);
 word!(u64, i64);
 
-/// Plane k holds byte k of every transformed element: from the fine-tune's `elements`
-/// ([`Buf::Read`]) into `planes` ([`Buf::Write`]) for `create`, the other way for `apply`.
-/// `base` is the base's elements (zeros when None). Compiled for AVX2 too, which runs when the
-/// CPU has it: the same integer operations, so the same bytes.
-fn transpose(codec: Codec, t: Transform, elements: Buf, base: Option<&[u8]>, planes: Buf) {
+/// What [`transpose`] does: plane k holds byte k of every transformed element.
+enum Job<'a> {
+    /// The planes of the fine-tune's elements `ft` against `base` (zeros when None), for
+    /// `create`.
+    Split {
+        ft: &'a [u8],
+        base: Option<&'a [u8]>,
+        out: &'a mut [u8],
+    },
+    /// The fine-tune's elements from `planes`, in place over the base's in `out` (see
+    /// [`auto_decode`]), for `apply`.
+    Join {
+        planes: &'a [u8],
+        against_base: bool,
+        out: &'a mut [u8],
+    },
+}
+
+/// Runs `job`, compiled for AVX2 too, which runs when the CPU has it: the same integer
+/// operations, so the same bytes.
+fn transpose(codec: Codec, t: Transform, job: Job) {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn with_avx2(c: Codec, t: Transform, e: Buf, b: Option<&[u8]>, p: Buf) {
-        by_width(c, t, e, b, p);
+    fn with_avx2(codec: Codec, t: Transform, job: Job) {
+        by_width(codec, t, job);
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
-        unsafe { with_avx2(codec, t, elements, base, planes) };
+        unsafe { with_avx2(codec, t, job) };
         return;
     }
-    by_width(codec, t, elements, base, planes);
-}
-
-/// One side of [`transpose`] is read, the other written.
-enum Buf<'a> {
-    Read(&'a [u8]),
-    Write(&'a mut [u8]),
+    by_width(codec, t, job);
 }
 
 #[inline(always)]
-fn by_width(c: Codec, t: Transform, e: Buf, b: Option<&[u8]>, p: Buf) {
-    match c {
-        Codec::Auto2 => by_transform::<u16>(t, e, b, p),
-        Codec::Auto4 => by_transform::<u32>(t, e, b, p),
-        Codec::Auto8 => by_transform::<u64>(t, e, b, p),
+fn by_width(codec: Codec, t: Transform, job: Job) {
+    match codec {
+        Codec::Auto2 => by_transform::<u16>(t, job),
+        Codec::Auto4 => by_transform::<u32>(t, job),
+        Codec::Auto8 => by_transform::<u64>(t, job),
         _ => unreachable!("only the auto codecs of 2, 4 and 8 bytes transpose elements"),
     }
 }
 
 /// One loop per transform and direction, so that the element loop has no branch.
 #[inline(always)]
-fn by_transform<W: Word>(t: Transform, e: Buf, b: Option<&[u8]>, p: Buf) {
-    match (e, p, t) {
-        (Buf::Read(ft), Buf::Write(out), Transform::Sub) => split_by(ft, b, out, W::forward_sub),
-        (Buf::Read(ft), Buf::Write(out), Transform::XorRotate) => {
-            split_by(ft, b, out, W::forward_rotate);
+fn by_transform<W: Word>(t: Transform, job: Job) {
+    match (job, t) {
+        (Job::Split { ft, base, out }, Transform::Sub) => split_by(ft, base, out, W::forward_sub),
+        (Job::Split { ft, base, out }, Transform::XorRotate) => {
+            split_by(ft, base, out, W::forward_rotate);
         }
-        (Buf::Write(out), Buf::Read(planes), Transform::Sub) => {
-            join_by(planes, b, out, W::backward_sub);
+        (
+            Job::Join {
+                planes,
+                against_base,
+                out,
+            },
+            Transform::Sub,
+        ) => {
+            join_by(planes, against_base, out, W::backward_sub);
         }
-        (Buf::Write(out), Buf::Read(planes), Transform::XorRotate) => {
-            join_by(planes, b, out, W::backward_rotate);
+        (
+            Job::Join {
+                planes,
+                against_base,
+                out,
+            },
+            Transform::XorRotate,
+        ) => {
+            join_by(planes, against_base, out, W::backward_rotate);
         }
-        _ => unreachable!("the elements are read to make planes, written from them"),
-    }
-}
-
-/// Calls `each(i, len, base)` for every block of `len` elements from element `i` of `n`, with
-/// the base's elements of the block (zeros without a base).
-#[inline(always)]
-fn for_blocks<W: Word>(n: usize, base: Option<&[u8]>, mut each: impl FnMut(usize, usize, &[W])) {
-    let s = W::BYTES;
-    let mut b = [W::default(); BLOCK];
-    for i in (0..n).step_by(BLOCK) {
-        let len = BLOCK.min(n - i);
-        match base {
-            Some(base) => {
-                for (b, x) in b.iter_mut().zip(base[i * s..(i + len) * s].chunks_exact(s)) {
-                    *b = W::load(x);
-                }
-            }
-            None => b[..len].fill(W::default()),
-        }
-        each(i, len, &b[..len]);
     }
 }
 
@@ -464,41 +473,55 @@ fn split_by<W: Word>(ft: &[u8], base: Option<&[u8]>, out: &mut [u8], forward: im
     let s = W::BYTES;
     let n = ft.len() / s;
     let mut z = [W::default(); BLOCK];
-    for_blocks(n, base, |i, len, b: &[W]| {
+    for i in (0..n).step_by(BLOCK) {
+        let len = BLOCK.min(n - i);
         let f = ft[i * s..(i + len) * s].chunks_exact(s);
-        for ((z, f), b) in z.iter_mut().zip(f).zip(b) {
-            *z = forward(W::load(f), *b);
+        match base {
+            Some(b) => {
+                let b = b[i * s..(i + len) * s].chunks_exact(s);
+                for ((z, f), b) in z.iter_mut().zip(f).zip(b) {
+                    *z = forward(W::load(f), W::load(b));
+                }
+            }
+            None => {
+                for (z, f) in z.iter_mut().zip(f) {
+                    *z = forward(W::load(f), W::default());
+                }
+            }
         }
         for k in 0..s {
             for (o, z) in out[k * n + i..k * n + i + len].iter_mut().zip(&z) {
                 *o = z.byte(k);
             }
         }
-    });
+    }
 }
 
+/// The inverse of [`split_by`], in place over the base's elements in `out` (zeros unless
+/// `against_base`).
 #[inline(always)]
 fn join_by<W: Word>(
     planes: &[u8],
-    base: Option<&[u8]>,
+    against_base: bool,
     out: &mut [u8],
     backward: impl Fn(W, W) -> W,
 ) {
     let s = W::BYTES;
     let n = out.len() / s;
+    let keep = W::ones(against_base);
     let mut z = [W::default(); BLOCK];
-    for_blocks(n, base, |i, len, b: &[W]| {
+    for i in (0..n).step_by(BLOCK) {
+        let len = BLOCK.min(n - i);
         z[..len].fill(W::default());
         for k in 0..s {
             for (z, p) in z.iter_mut().zip(&planes[k * n + i..k * n + i + len]) {
                 *z = z.or_byte(k, *p);
             }
         }
-        let o = out[i * s..(i + len) * s].chunks_exact_mut(s);
-        for ((o, z), b) in o.zip(&z).zip(b) {
-            backward(*z, *b).store(o);
+        for (o, z) in out[i * s..(i + len) * s].chunks_exact_mut(s).zip(&z) {
+            backward(*z, W::load(o) & keep).store(o);
         }
-    });
+    }
 }
 
 /// [`bit_transpose`] of `src` into `dst` (cleared first).
@@ -705,8 +728,8 @@ mod tests {
                 for b in [None, Some(base.as_slice())] {
                     let mut planes = Vec::new();
                     auto_encode(codec, t, &ft, b, &mut planes);
-                    let mut back = vec![0u8; len];
-                    auto_decode(codec, t, &planes, b, &mut back);
+                    let mut back = b.map_or_else(|| vec![0xa5u8; len], <[u8]>::to_vec);
+                    auto_decode(codec, t, &planes, b.is_some(), &mut back);
                     assert_eq!(back, ft, "{codec:?} {t:?} base {}", b.is_some());
                 }
             }
