@@ -121,7 +121,7 @@ fn in_order<'scope, R: Send + 'scope, E: Send + 'scope>(
 /// it must grow into is fresh, in 2 MiB pages: one fault each instead of 512.
 pub(crate) fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     if buf.capacity() < len {
-        *buf = crate::hugepages::vec_with_capacity(len);
+        *buf = crate::hugepages::zeroed_bytes(len);
     }
     buf.resize(len, 0);
     buf

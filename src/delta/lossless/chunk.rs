@@ -338,6 +338,8 @@ fn check(code: usize) -> std::io::Result<usize> {
     Ok(code)
 }
 
+type Error = ChunkError;
+
 /// Turns frames back into chunks, reusing its zstd context and plane buffer: one per worker
 /// thread.
 pub(crate) struct ChunkDecoder {
@@ -394,7 +396,9 @@ impl ChunkDecoder {
             return Err(ChunkError::LengthMismatch);
         }
         if codec.is_auto() {
-            return self.decode_auto(codec, frame, against_base, out);
+            let transform = self.unframe(codec, frame, out.len())?;
+            planes::auto_decode(codec, transform, &self.planes, against_base, out);
+            return Ok(());
         }
         // The codecs before `auto` (read only, from older files) decode from a base apart.
         let base = against_base.then(|| out.to_vec());
@@ -415,20 +419,16 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    fn decode_auto(
-        &mut self,
-        codec: Codec,
-        frame: &[u8],
-        against_base: bool,
-        out: &mut [u8],
-    ) -> Result<(), ChunkError> {
+    /// The planes of an `auto` frame of a `len`-byte chunk into `self.planes`, and its
+    /// transform.
+    fn unframe(&mut self, codec: Codec, frame: &[u8], len: usize) -> Result<Transform, Error> {
         let (&t, mut rest) = frame.split_first().ok_or(ChunkError::Truncated(0))?;
         let transform = Transform::from_byte(t)
             .filter(|t| codec != Codec::AutoQ8_0 || *t == Transform::Sub)
             .ok_or(ChunkError::BadTransform(t))?;
         // Every byte of the planes is written below (a raw copy, a frame, or the bit planes).
-        sized(&mut self.planes, out.len());
-        let (lens, count) = planes::auto_plane_lens(codec, out.len());
+        sized(&mut self.planes, len);
+        let (lens, count) = planes::auto_plane_lens(codec, len);
         let mut at = 0;
         for (k, len) in lens[..count].iter().enumerate() {
             let plane = &mut self.planes[at..at + len];
@@ -474,8 +474,7 @@ impl ChunkDecoder {
         if !rest.is_empty() {
             return Err(ChunkError::Trailing(rest.len()));
         }
-        planes::auto_decode(codec, transform, &self.planes, against_base, out);
-        Ok(())
+        Ok(transform)
     }
 }
 
