@@ -144,6 +144,33 @@ pub(super) fn read_base_into(
     }
 }
 
+/// The writer starts the write-back of every this many bytes flushed, so that the `fsync`
+/// before the rename waits for the last few only (it took 15-20 ms for the 35 MB delta of the
+/// f32 pair when all of it was left to it).
+const WRITEBACK_STEP: u64 = 4 << 20;
+
+/// Starts writing `from..to` of `file` back to the disk, without waiting: a hint (the `fsync`
+/// that follows is what makes the file durable), so its failure is ignored.
+fn start_writeback(file: &File, from: u64, to: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let (Ok(from), Ok(len)) = (
+            libc::off64_t::try_from(from),
+            libc::off64_t::try_from(to - from),
+        ) else {
+            return;
+        };
+        // SAFETY: a plain syscall on an open descriptor; SYNC_FILE_RANGE_WRITE only queues
+        // the range's dirty pages for writing.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, from, to);
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned())
@@ -250,7 +277,10 @@ pub(crate) fn create_lossless(
             w.write_all(bytes)
                 .map_err(|e| DeltaError::from(Error::io(out, e)))
         };
-        put(&mut w, &lossless_preamble(), &mut checksum)?;
+        let preamble = lossless_preamble();
+        put(&mut w, &preamble, &mut checksum)?;
+        // Bytes given to the writer, and those the kernel was told to write back.
+        let (mut handed, mut kicked) = (preamble.len() as u64, 0u64);
         // The fine-tuned chunks are hashed in order on a thread of their own, beside the
         // writer (which checksums and writes the frames) and the workers: a bounded queue,
         // so that at most a few chunks more than the window are held.
@@ -297,6 +327,12 @@ pub(crate) fn create_lossless(
                     bar.inc(ft_bytes.len() as u64);
                     frame_lens.push(frame.len() as u64);
                     let written = put(&mut w, &frame, &mut checksum);
+                    handed += frame.len() as u64;
+                    let flushed = handed - w.buffer().len() as u64;
+                    if flushed >= kicked + WRITEBACK_STEP {
+                        start_writeback(file, kicked, flushed);
+                        kicked = flushed;
+                    }
                     pool.give(frame);
                     // The hasher is gone only if it panicked, which `join` below reports.
                     let _ = to_hasher.send((jobs[i].file, ft_bytes));
