@@ -284,8 +284,7 @@ pub(crate) fn create_lossless(
         // The fine-tuned chunks are hashed in order on a thread of their own, beside the
         // writer (which checksums and writes the frames) and the workers: a bounded queue,
         // so that at most a few chunks more than the window are held.
-        let (to_hasher, queued) =
-            std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(run.threads().max(1));
+        let (to_hasher, queued) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(1);
         let files = header.files.len();
         let pool = &pool;
         let hashers = std::thread::scope(|scope| {

@@ -269,11 +269,11 @@ pub(crate) fn auto_encode(
 
 /// The float16 scales of q8_0 blocks, in order.
 fn q8_0_scales(blocks: &[u8]) -> Vec<u8> {
-    blocks
-        .chunks_exact(Q8_0_BLOCK)
-        .flat_map(|b| &b[..Q8_0_SCALE])
-        .copied()
-        .collect()
+    let mut scales = Vec::with_capacity(blocks.len() / Q8_0_BLOCK * Q8_0_SCALE);
+    for b in blocks.chunks_exact(Q8_0_BLOCK) {
+        scales.extend_from_slice(&b[..Q8_0_SCALE]);
+    }
+    scales
 }
 
 /// Inverts [`auto_encode`] in place: `out` holds the base's bytes when `against_base` (else
