@@ -121,11 +121,17 @@ fn in_order<'scope, R: Send + 'scope, E: Send + 'scope>(
 /// it must grow into is fresh, in 2 MiB pages: one fault each instead of 512.
 pub(crate) fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     if buf.capacity() < len {
-        *buf = crate::hugepages::zeroed_bytes(len);
+        // Made as large as a whole chunk at once (address space: pages never touched are
+        // never mapped), so that chunks growing from one tensor to the next do not each take
+        // fresh memory, which the kernel zeroes.
+        *buf = crate::hugepages::zeroed_bytes(len.max(GROW_TO));
     }
     buf.resize(len, 0);
     buf
 }
+
+/// The smallest buffer [`sized`] grows to: the lossless strategy's chunk.
+const GROW_TO: usize = 4 << 20;
 
 /// What `slot` holds, made by `make` the first time (a worker's codec, kept between items).
 pub(crate) fn kept<T>(
