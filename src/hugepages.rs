@@ -23,6 +23,19 @@ pub(crate) fn vec_with_capacity<T>(len: usize) -> Vec<T> {
     buf
 }
 
+/// `len` zero bytes, advised as [`vec_with_capacity`]: from `calloc`, which takes a large
+/// block as fresh pages from the kernel (zero already) instead of writing zeros over it, so the
+/// first write to each page is its only touch.
+pub(crate) fn zeroed_bytes(len: usize) -> Vec<u8> {
+    if len < MIN_BYTES {
+        return vec![0; len];
+    }
+    let mut buf = vec![0; len.saturating_add(HUGE_PAGE)];
+    advise(&buf);
+    buf.truncate(len);
+    buf
+}
+
 #[cfg(target_os = "linux")]
 fn advise<T>(buf: &Vec<T>) {
     let start = buf.as_ptr() as usize;
@@ -57,6 +70,8 @@ mod tests {
             let mut bytes: Vec<u8> = vec_with_capacity(len);
             bytes.resize(len, 7);
             assert!(bytes.iter().all(|&b| b == 7));
+            let zeros = zeroed_bytes(len);
+            assert!(zeros.len() == len && zeros.iter().all(|&b| b == 0));
         }
     }
 }

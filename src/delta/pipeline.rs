@@ -121,11 +121,17 @@ fn in_order<'scope, R: Send + 'scope, E: Send + 'scope>(
 /// it must grow into is fresh, in 2 MiB pages: one fault each instead of 512.
 pub(crate) fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     if buf.capacity() < len {
-        *buf = crate::hugepages::vec_with_capacity(len);
+        // Made as large as a whole chunk at once (address space: pages never touched are
+        // never mapped), so that chunks growing from one tensor to the next do not each take
+        // fresh memory, which the kernel zeroes.
+        *buf = crate::hugepages::zeroed_bytes(len.max(GROW_TO));
     }
     buf.resize(len, 0);
     buf
 }
+
+/// The smallest buffer [`sized`] grows to: the lossless strategy's chunk.
+const GROW_TO: usize = 4 << 20;
 
 /// What `slot` holds, made by `make` the first time (a worker's codec, kept between items).
 pub(crate) fn kept<T>(
@@ -150,21 +156,26 @@ impl BufferPool {
     /// A buffer of `len` bytes whose contents are left over from its last use (the caller
     /// overwrites them).
     pub(crate) fn take(&self, len: usize) -> Vec<u8> {
-        let mut b = self.take_empty();
+        // Not cleared first: `sized` zeroes only what the buffer grows by, not a whole chunk
+        // the caller is about to overwrite.
+        let mut b = self.pop();
         sized(&mut b, len);
         b
     }
 
     /// An empty buffer, with the capacity of its last use.
     pub(crate) fn take_empty(&self) -> Vec<u8> {
-        let mut b = self
-            .free
+        let mut b = self.pop();
+        b.clear();
+        b
+    }
+
+    fn pop(&self) -> Vec<u8> {
+        self.free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop()
-            .unwrap_or_default();
-        b.clear();
-        b
+            .unwrap_or_default()
     }
 
     /// Gives a buffer back for a later [`BufferPool::take`].

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use sha2::{Digest, Sha256};
 
 use super::chunk::{ChunkDecoder, open_container};
-use super::create::base_chunk;
+use super::create::read_base_into;
 use crate::delta::error::DeltaError;
 use crate::delta::model::Model;
 use crate::delta::open::fits_base;
@@ -30,12 +30,12 @@ pub(crate) struct LosslessApplied {
 }
 
 /// What a worker thread keeps from one chunk to the next: its decoder (zstd context, plane
-/// buffer) and the buffers the frame and the base's bytes are read into.
+/// buffer) and the buffer the frame is read into. (The base's bytes are read into the chunk's
+/// own buffer, which is rebuilt over them.)
 #[derive(Default)]
 struct Worker {
     decoder: Option<ChunkDecoder>,
     frame: Vec<u8>,
-    base: Vec<u8>,
 }
 
 thread_local! {
@@ -45,7 +45,8 @@ thread_local! {
 /// Checks the SHA-256 trailer of the file, reading it once front to back.
 pub(crate) fn verify_checksum(path: &Path, file: &File, len: u64) -> Result<()> {
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; (8 << 20).min(len as usize).max(1)];
+    // Small enough to stay in the core's cache between the read and the hash.
+    let mut buf = vec![0u8; (256 << 10).min(len as usize).max(1)];
     let body = len - 32;
     let mut at = 0u64;
     while at < body {
@@ -189,11 +190,11 @@ fn rebuild(
                         let frame = sized(&mut worker.frame, k.frame_len as usize);
                         file.read_exact_at(frame, k.frame_offset)
                             .map_err(|e| Error::io(delta, e))?;
-                        let base_bytes =
-                            base_chunk(base, segment, k.segment_offset, k.len, &mut worker.base)?;
+                        let against_base =
+                            read_base_into(base, segment, k.segment_offset, &mut bytes)?;
                         kept(&mut worker.decoder, ChunkDecoder::new)
                             .map_err(|e| Error::io(delta, e))?
-                            .decode(segment.codec, frame, base_bytes, &mut bytes)
+                            .decode_onto(segment.codec, frame, against_base, &mut bytes)
                             .map_err(|e| DeltaError::Lossless {
                                 path: delta.to_path_buf(),
                                 source: LosslessError::Frame {
@@ -203,16 +204,18 @@ fn rebuild(
                                 },
                             })
                     })?;
+                    // Written here, at its place, by the worker: the in-order consumer only
+                    // hashes, so the copies into the page cache run on every core.
+                    out_file
+                        .write_all_at(&bytes, k.out_offset)
+                        .map_err(|e| Error::io(target, e))?;
                     Ok(bytes)
                 },
-                |i, bytes| {
+                |_, bytes| {
                     hasher.update(&bytes);
                     bar.inc(bytes.len() as u64);
-                    let written = out_file
-                        .write_all_at(&bytes, chunks[i].out_offset)
-                        .map_err(|e| Error::io(target, e).into());
                     pool.give(bytes);
-                    written
+                    Ok(())
                 },
             )?;
             let actual = crate::digest::hex(&hasher.clone().finalize());

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::planes::{self, Transform};
 use crate::delta::error::DeltaError;
+use crate::delta::pipeline::sized;
 use crate::formats::wdelta::lossless::{Codec, LosslessContainer, version_of};
 use zstd::zstd_safe::zstd_sys;
 
@@ -158,31 +159,15 @@ impl ChunkEncoder {
         if base == Some(ft) {
             return Ok(());
         }
-        if codec.is_auto() {
-            return self.encode_auto(codec, base, ft, out);
+        if !codec.is_auto() {
+            // The codecs before `auto`: one zstd frame of the planes (kept for the tests that
+            // pin what older files hold).
+            planes::encode(codec, ft, base, &mut self.planes);
+            self.set_level(zstd_level(codec))?;
+            out.reserve(zstd::zstd_safe::compress_bound(self.planes.len()));
+            self.zstd.compress_to_buffer(&self.planes, out)?;
+            return Ok(());
         }
-        planes::encode(codec, ft, base, &mut self.planes);
-        self.set_level(zstd_level(codec))?;
-        out.reserve(zstd::zstd_safe::compress_bound(self.planes.len()));
-        self.zstd.compress_to_buffer(&self.planes, out)?;
-        Ok(())
-    }
-
-    fn set_level(&mut self, level: i32) -> std::io::Result<()> {
-        if level != self.level {
-            self.zstd.set_compression_level(level)?;
-            self.level = level;
-        }
-        Ok(())
-    }
-
-    fn encode_auto(
-        &mut self,
-        codec: Codec,
-        base: Option<&[u8]>,
-        ft: &[u8],
-        out: &mut Vec<u8>,
-    ) -> std::io::Result<()> {
         self.set_level(ZSTD_LEVEL)?;
         let transform = Transform::for_chunk(codec, base);
         planes::auto_encode(codec, transform, ft, base, &mut self.planes);
@@ -197,6 +182,14 @@ impl ChunkEncoder {
             self.put_plane(plane, out)?;
         }
         self.planes = planes;
+        Ok(())
+    }
+
+    fn set_level(&mut self, level: i32) -> std::io::Result<()> {
+        if level != self.level {
+            self.zstd.set_compression_level(level)?;
+            self.level = level;
+        }
         Ok(())
     }
 
@@ -345,6 +338,8 @@ fn check(code: usize) -> std::io::Result<usize> {
     Ok(code)
 }
 
+type Error = ChunkError;
+
 /// Turns frames back into chunks, reusing its zstd context and plane buffer: one per worker
 /// thread.
 pub(crate) struct ChunkDecoder {
@@ -372,23 +367,42 @@ impl ChunkDecoder {
         base: Option<&[u8]>,
         out: &mut [u8],
     ) -> Result<(), ChunkError> {
-        if frame.is_empty() {
-            match base {
-                Some(b) if b.len() == out.len() => {
-                    out.copy_from_slice(b);
-                    return Ok(());
-                }
-                _ => return Err(ChunkError::NoBase),
-            }
+        match base {
+            Some(b) if b.len() == out.len() => out.copy_from_slice(b),
+            Some(_) if frame.is_empty() => return Err(ChunkError::NoBase),
+            Some(_) => return Err(ChunkError::LengthMismatch),
+            None => {}
         }
-        if base.is_some_and(|b| b.len() != out.len())
-            || !(out.len() as u64).is_multiple_of(codec.unit())
-        {
+        self.decode_onto(codec, frame, base.is_some(), out)
+    }
+
+    /// [`ChunkDecoder::decode`] in place: `out` holds the base's bytes when `against_base`
+    /// (read into it, saving a buffer and, for a chunk equal to the base, a copy).
+    pub(crate) fn decode_onto(
+        &mut self,
+        codec: Codec,
+        frame: &[u8],
+        against_base: bool,
+        out: &mut [u8],
+    ) -> Result<(), ChunkError> {
+        if frame.is_empty() {
+            return if against_base {
+                Ok(())
+            } else {
+                Err(ChunkError::NoBase)
+            };
+        }
+        if !(out.len() as u64).is_multiple_of(codec.unit()) {
             return Err(ChunkError::LengthMismatch);
         }
         if codec.is_auto() {
-            return self.decode_auto(codec, frame, base, out);
+            let transform = self.unframe(codec, frame, out.len())?;
+            planes::auto_decode(codec, transform, &self.planes, against_base, out);
+            return Ok(());
         }
+        // The codecs before `auto` (read only, from older files) decode from a base apart.
+        let base = against_base.then(|| out.to_vec());
+        let base = base.as_deref();
         self.planes.clear();
         self.planes.reserve(out.len());
         let decoded = self
@@ -405,20 +419,16 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    fn decode_auto(
-        &mut self,
-        codec: Codec,
-        frame: &[u8],
-        base: Option<&[u8]>,
-        out: &mut [u8],
-    ) -> Result<(), ChunkError> {
+    /// The planes of an `auto` frame of a `len`-byte chunk into `self.planes`, and its
+    /// transform.
+    fn unframe(&mut self, codec: Codec, frame: &[u8], len: usize) -> Result<Transform, Error> {
         let (&t, mut rest) = frame.split_first().ok_or(ChunkError::Truncated(0))?;
         let transform = Transform::from_byte(t)
             .filter(|t| codec != Codec::AutoQ8_0 || *t == Transform::Sub)
             .ok_or(ChunkError::BadTransform(t))?;
-        self.planes.clear();
-        self.planes.resize(out.len(), 0);
-        let (lens, count) = planes::auto_plane_lens(codec, out.len());
+        // Every byte of the planes is written below (a raw copy, a frame, or the bit planes).
+        sized(&mut self.planes, len);
+        let (lens, count) = planes::auto_plane_lens(codec, len);
         let mut at = 0;
         for (k, len) in lens[..count].iter().enumerate() {
             let plane = &mut self.planes[at..at + len];
@@ -464,8 +474,7 @@ impl ChunkDecoder {
         if !rest.is_empty() {
             return Err(ChunkError::Trailing(rest.len()));
         }
-        planes::auto_decode(codec, transform, &self.planes, base, out);
-        Ok(())
+        Ok(transform)
     }
 }
 

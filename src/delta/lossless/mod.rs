@@ -8,8 +8,12 @@
 //!
 //! Both directions stream: chunks of at most 4 MiB are read with positioned reads, coded on
 //! the worker threads and consumed in order (so the bytes do not depend on `--threads`), and
-//! outputs are written to a temporary file renamed into place. `apply` checks the delta's
-//! checksum, the base's parent hash, and each rebuilt file's SHA-256 before the rename.
+//! outputs are written to a temporary file renamed into place. `create` hashes the fine-tune
+//! on a thread of its own while the writer checksums and writes the frames; `apply`'s workers
+//! rebuild each chunk over the base's bytes and write it at its place, while the fine-tune's
+//! SHA-256 is taken in order and the delta's checksum on a thread of its own. `apply` checks
+//! the delta's checksum, the base's parent hash, and each rebuilt file's SHA-256 before the
+//! rename.
 
 mod apply;
 mod chunk;
