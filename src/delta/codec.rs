@@ -302,6 +302,16 @@ impl MinMax {
         reached
     }
 
+    /// Takes in another's lanes.
+    fn merge(&mut self, other: &MinMax) {
+        for j in 0..8 {
+            let (l, h) = (other.lo[j], other.hi[j]);
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= other.nan[j];
+        }
+    }
+
     fn finish(&self) -> (f32, f32, bool) {
         let lo = self
             .lo
@@ -485,6 +495,375 @@ fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<O
         f16_array("zero_point", std::iter::once(p.zero_point)),
         array("packed", ArrayDtype::Uint8, packed.len(), packed),
     ]
+}
+
+// ---- int4 over a large tensor in blocks ------------------------------------------------------
+//
+// A large tensor is not held whole: its delta is computed block by block, twice. The first pass
+// collects the outlier candidates (as [`top_k_by_sample`] does, against a guess from a sample
+// read beforehand) and the min/max of the values below the guess; the outliers and the
+// quantization range are then settled from the candidates; the second pass quantizes and packs
+// each block. The arrays are byte for byte those of [`encode`] over the whole delta.
+
+/// Whether int4 over `n` values with this outlier fraction can be encoded in blocks: the
+/// sampled guess applies (else the whole tensor is selected over, as [`encode`] does).
+pub(super) fn int4_blocks_apply(n: usize, outlier_fraction: f64) -> bool {
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    k < n && n >= 4 * TOP_K_SAMPLES && k <= n / 32
+}
+
+/// The positions of the values sampled from a tensor of `n` values.
+pub(super) fn int4_sample_positions(n: usize) -> impl Iterator<Item = usize> {
+    let step = n / TOP_K_SAMPLES;
+    (0..TOP_K_SAMPLES).map(move |i| i * step)
+}
+
+/// The key the outlier candidates must reach, guessed from the values at
+/// [`int4_sample_positions`] (as [`top_k_by_sample`] guesses it).
+pub(super) fn int4_guess(sample: &[f32], n: usize, outlier_fraction: f64) -> u32 {
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    let mut keys: Vec<u32> = sample.iter().map(|&v| magnitude_key(v)).collect();
+    let expected = k as f64 / n as f64 * TOP_K_SAMPLES as f64;
+    let rank = ((2.0 * expected) as usize + 16).min(TOP_K_SAMPLES - 1);
+    let (_, &mut lower, _) = keys.select_nth_unstable_by(rank, |a, b| b.cmp(a));
+    lower
+}
+
+/// The first pass over one block: the values reaching the guess (index, key, value) and the
+/// min/max of the others.
+pub(super) struct Int4Scan {
+    candidates: Vec<usize>,
+    keys: Vec<u32>,
+    values: Vec<f32>,
+    rest: MinMax,
+}
+
+/// Scans the block of the delta starting at element `start` (a multiple of 8).
+pub(super) fn int4_scan(block: &[f32], start: usize, lower: u32) -> Int4Scan {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { int4_scan_avx2(block, start, lower) };
+    }
+    int4_scan_body(block, start, lower)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn int4_scan_avx2(block: &[f32], start: usize, lower: u32) -> Int4Scan {
+    int4_scan_body(block, start, lower)
+}
+
+#[inline(always)]
+fn int4_scan_body(block: &[f32], start: usize, lower: u32) -> Int4Scan {
+    let mut s = Int4Scan {
+        candidates: Vec::new(),
+        keys: Vec::new(),
+        values: Vec::new(),
+        rest: MinMax::new(),
+    };
+    let mut collect = |i: usize, v: f32| {
+        let c = magnitude_key(v);
+        if c >= lower {
+            s.candidates.push(start + i);
+            s.keys.push(c);
+            s.values.push(v);
+        }
+    };
+    let mut blocks = block.chunks_exact(8);
+    for (b, eight) in (&mut blocks).enumerate() {
+        let eight: &[f32; 8] = eight.try_into().expect("8 values");
+        if s.rest.update_below(eight, lower) {
+            for (j, &v) in eight.iter().enumerate() {
+                collect(b * 8 + j, v);
+            }
+        }
+    }
+    let tail = block.len() - blocks.remainder().len();
+    for (i, &v) in blocks.remainder().iter().enumerate() {
+        if magnitude_key(v) < lower {
+            s.rest.update(&[v]);
+        } else {
+            collect(tail + i, v);
+        }
+    }
+    s
+}
+
+/// What the first pass settles: the outliers (ascending) and their delta values, and the
+/// quantization parameters.
+pub(super) struct Int4Settled {
+    pub(super) outliers: Vec<usize>,
+    outlier_values: Vec<f32>,
+    params: Int4Params,
+    version: u32,
+}
+
+/// The outliers from the blocks' candidates (in block order), as [`top_k_by_sample`] selects
+/// them, and the min/max of the other values (`None` in its fields when it must be found again:
+/// a zero bound, whose sign the order of [`MinMax`]'s lanes decides). None when fewer than `k`
+/// values reached the guess.
+pub(super) fn int4_select(
+    scans: Vec<Int4Scan>,
+    n: usize,
+    outlier_fraction: f64,
+) -> Option<(Vec<usize>, Vec<f32>, Option<(f32, f32, bool)>)> {
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    let total: usize = scans.iter().map(|s| s.candidates.len()).sum();
+    if total < k {
+        return None;
+    }
+    let mut rest = MinMax::new();
+    let mut order: Vec<u32> = Vec::with_capacity(total);
+    for s in &scans {
+        order.extend_from_slice(&s.keys);
+        rest.merge(&s.rest);
+    }
+    let (_, &mut threshold, _) = order.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+    let above = order.iter().filter(|&&c| c > threshold).count();
+    let mut ties = k - above;
+    let mut kept = Vec::with_capacity(k);
+    let mut kept_values = Vec::with_capacity(k);
+    for s in &scans {
+        for ((&i, &c), &v) in s.candidates.iter().zip(&s.keys).zip(&s.values) {
+            if c > threshold || (c == threshold && ties > 0) {
+                if c == threshold {
+                    ties -= 1;
+                }
+                kept.push(i);
+                kept_values.push(v);
+            } else {
+                rest.update(&[v]);
+            }
+        }
+    }
+    let (lo, hi, nan) = rest.finish();
+    let bounds = (nan || (lo != 0.0 && hi != 0.0)).then_some((lo, hi, nan));
+    Some((kept, kept_values, bounds))
+}
+
+/// The min/max of the non-outliers with the lanes [`encode`]'s own pass gives them (each run
+/// between outliers starts at lane 0), fed block by block: what decides the sign of a zero bound.
+pub(super) struct Int4ExactBounds {
+    mm: MinMax,
+    /// Offset in the current run between outliers.
+    run: usize,
+    next: usize,
+}
+
+impl Int4ExactBounds {
+    pub(super) fn new() -> Self {
+        Int4ExactBounds {
+            mm: MinMax::new(),
+            run: 0,
+            next: 0,
+        }
+    }
+
+    /// Adds the block starting at element `start` (blocks come in order).
+    pub(super) fn add(&mut self, block: &[f32], start: usize, outliers: &[usize]) {
+        for (i, &x) in block.iter().enumerate() {
+            if self.next < outliers.len() && outliers[self.next] == start + i {
+                self.next += 1;
+                self.run = 0;
+                continue;
+            }
+            let j = self.run % 8;
+            let mm = &mut self.mm;
+            mm.lo[j] = if x < mm.lo[j] { x } else { mm.lo[j] };
+            mm.hi[j] = if x > mm.hi[j] { x } else { mm.hi[j] };
+            mm.nan[j] |= x.is_nan();
+            self.run += 1;
+        }
+    }
+
+    pub(super) fn finish(&self) -> (f32, f32, bool) {
+        self.mm.finish()
+    }
+}
+
+/// The outliers by radix selection over the whole delta, fed block by block in three passes
+/// (when the sampled guess was too high): [`top_k_radix`]'s passes, streamed.
+pub(super) struct Int4Radix {
+    k: usize,
+    hist: Vec<u64>,
+    pass: u8,
+    above: u64,
+    bucket: u32,
+    threshold: u32,
+    ties: u64,
+    pub(super) outliers: Vec<usize>,
+    pub(super) outlier_values: Vec<f32>,
+}
+
+impl Int4Radix {
+    pub(super) fn new(n: usize, outlier_fraction: f64) -> Self {
+        Int4Radix {
+            k: int4_outliers(n as u64, outlier_fraction) as usize,
+            hist: vec![0; 1 << 16],
+            pass: 0,
+            above: 0,
+            bucket: 0,
+            threshold: 0,
+            ties: 0,
+            outliers: Vec::new(),
+            outlier_values: Vec::new(),
+        }
+    }
+
+    /// Adds the next block of the current pass.
+    pub(super) fn add(&mut self, block: &[f32], start: usize) {
+        match self.pass {
+            0 => block
+                .iter()
+                .for_each(|&v| self.hist[(magnitude_key(v) >> 16) as usize] += 1),
+            1 => block.iter().for_each(|&v| {
+                let kk = magnitude_key(v);
+                if kk >> 16 == self.bucket {
+                    self.hist[(kk & 0xffff) as usize] += 1;
+                }
+            }),
+            _ => {
+                for (i, &v) in block.iter().enumerate() {
+                    let kk = magnitude_key(v);
+                    if kk > self.threshold || (kk == self.threshold && self.ties > 0) {
+                        if kk == self.threshold {
+                            self.ties -= 1;
+                        }
+                        self.outliers.push(start + i);
+                        self.outlier_values.push(v);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a pass; true when another is needed.
+    pub(super) fn end_pass(&mut self) -> bool {
+        let k = self.k as u64;
+        match self.pass {
+            0 => {
+                for b in (0..1usize << 16).rev() {
+                    if self.above + self.hist[b] >= k {
+                        self.bucket = b as u32;
+                        break;
+                    }
+                    self.above += self.hist[b];
+                }
+                self.hist.iter_mut().for_each(|h| *h = 0);
+            }
+            1 => {
+                for lo in (0..1usize << 16).rev() {
+                    if self.above + self.hist[lo] >= k {
+                        self.threshold = (self.bucket << 16) | lo as u32;
+                        self.ties = k - self.above;
+                        break;
+                    }
+                    self.above += self.hist[lo];
+                }
+            }
+            _ => return false,
+        }
+        self.pass += 1;
+        true
+    }
+}
+
+impl Int4Settled {
+    /// From the outliers and the min/max of the other values (as [`encode`] settles them).
+    pub(super) fn new(
+        outliers: Vec<usize>,
+        outlier_values: Vec<f32>,
+        (lo, hi, nan): (f32, f32, bool),
+        version: u32,
+    ) -> Self {
+        let (min, max) = if nan {
+            (f64::NAN, f64::NAN)
+        } else {
+            (f64::from(lo), f64::from(hi))
+        };
+        Int4Settled {
+            outliers,
+            outlier_values,
+            params: int4_params(min, max),
+            version,
+        }
+    }
+
+    /// The arrays before `packed` (outlier indices and values, scale, zero point), for a
+    /// tensor of `n` values.
+    pub(super) fn head_arrays(&self, n: usize) -> Vec<OwnedArray> {
+        let wide = self.version < 2 || n > i32::MAX as usize;
+        vec![
+            indices_array("outlier_idx", &self.outliers, wide),
+            f16_array(
+                "outlier_vals",
+                self.outlier_values.iter().map(|&v| f16::from_f32(v)),
+            ),
+            f16_array("scale", std::iter::once(self.params.scale)),
+            f16_array("zero_point", std::iter::once(self.params.zero_point)),
+        ]
+    }
+
+    /// The nibble of the first value of the block starting at `start` in `packed`.
+    pub(super) fn first_nibble(&self, start: usize) -> usize {
+        if self.version >= 2 {
+            start
+        } else {
+            nibble_of(&self.outliers, start)
+        }
+    }
+
+    /// Quantizes and packs the block of the delta starting at `start`. The bytes are those of
+    /// `packed` from byte `first_nibble / 2` on; an odd first nibble has a zero high nibble
+    /// before it, and an odd last one a zero low nibble after it (to be OR-ed with the
+    /// neighbours' bytes).
+    pub(super) fn pack(&self, block: &[f32], start: usize) -> Vec<u8> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.pack_avx2(block, start) };
+        }
+        self.pack_body(block, start)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn pack_avx2(&self, block: &[f32], start: usize) -> Vec<u8> {
+        self.pack_body(block, start)
+    }
+
+    #[inline(always)]
+    fn pack_body(&self, block: &[f32], start: usize) -> Vec<u8> {
+        let p = &self.params;
+        let end = start + block.len();
+        let first = self.outliers.partition_point(|&o| o < start);
+        let last = self.outliers.partition_point(|&o| o < end);
+        let inner = &self.outliers[first..last];
+        let mut w = NibblePacker::with_capacity(block.len() + 1);
+        if self.first_nibble(start) % 2 == 1 {
+            w.push(0);
+        }
+        let (offset, range) = if self.version >= 2 {
+            v2_quant_params(p.scale, p.zero_point)
+        } else {
+            (p.min32, p.range32)
+        };
+        let mut from = start;
+        for &o in inner.iter().chain(std::iter::once(&end)) {
+            let seg = &block[from - start..o - start];
+            if p.flat {
+                w.zeros(seg.len());
+            } else {
+                w.quantize(seg, offset, range);
+            }
+            if o < end && self.version >= 2 {
+                w.push(0);
+            }
+            from = o + 1;
+        }
+        w.finish()
+    }
 }
 
 /// Version 2 quantizes against what decoding uses: zero point float32(zp) and a range of

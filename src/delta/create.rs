@@ -115,6 +115,12 @@ pub(crate) fn create(
                 |i| {
                     let name = names[i];
                     let tf = &ft.tensors[name.as_str()];
+                    if measure && super::int4_blocks::applies(base, name, enc) {
+                        // Large: in blocks over the workers, memory bounded by the block size.
+                        let (arrays, sums) =
+                            super::int4_blocks::encode_measured(base, ft, name, enc)?;
+                        return Ok((tf.len as u64, arrays, Some(sums)));
+                    }
                     let n = tf.n_elements();
                     // The delta buffer is reused across tensors: fresh gigabyte allocations
                     // cost a page fault per 4 KiB.
@@ -243,7 +249,7 @@ fn subtract_from_finetuned(
 }
 
 /// `d` = `f` − (`prev` or `d`), equal bits giving 0; compiled for AVX2 too (chosen at run time).
-fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
+pub(super) fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.

@@ -21,6 +21,7 @@ mod base_hash;
 mod codec;
 mod create;
 mod error;
+mod int4_blocks;
 mod lossless;
 mod model;
 mod open;

@@ -319,24 +319,82 @@ pub(crate) fn rebuild_as_applied(
 /// sums vectorize and their bits do not depend on how the tensor is cut into chunks.
 const LOSS_LANES: usize = 8;
 
-/// One tensor's sums of squares (float64) behind [`UpdateLoss`]: ‖rebuilt − ft‖², ‖ft‖² and
-/// ‖ft − base‖², over the elements where all three are finite. Each is summed in
-/// [`LOSS_LANES`] lanes in element order, the lanes added in order at the end.
+/// Elements per block of [`LossSums`]: each block is summed in lanes from zero and added to
+/// the tensor's sums at its end, so that blocks summed apart (by different workers) give the
+/// same bits as the tensor summed in one go.
+pub(super) const LOSS_BLOCK: usize = 1 << 20;
+
+/// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖², in [`LOSS_LANES`] lanes each.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LossSums {
+struct Lanes {
     err2: [f64; LOSS_LANES],
     ft2: [f64; LOSS_LANES],
     upd2: [f64; LOSS_LANES],
+}
+
+impl Lanes {
+    fn add(&mut self, other: &Lanes) {
+        for j in 0..LOSS_LANES {
+            self.err2[j] += other.err2[j];
+            self.ft2[j] += other.ft2[j];
+            self.upd2[j] += other.upd2[j];
+        }
+    }
+}
+
+/// One tensor's sums of squares (float64) behind [`UpdateLoss`]: ‖rebuilt − ft‖², ‖ft‖² and
+/// ‖ft − base‖², over the elements where all three are finite. Each is summed in
+/// [`LOSS_LANES`] lanes in element order within blocks of [`LOSS_BLOCK`] elements, the blocks'
+/// lanes added in order, the lanes added in order at the end.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LossSums {
+    /// The whole blocks so far.
+    done: Lanes,
+    /// The block being summed.
+    block: Lanes,
     /// Elements added so far (the lane of the next one).
     seen: usize,
 }
 
 impl LossSums {
+    /// Sums of a tensor's elements from `start` (a multiple of [`LOSS_BLOCK`]) on, to be added
+    /// to the sums before them with [`LossSums::absorb`].
+    pub(super) fn starting_at(start: usize) -> LossSums {
+        debug_assert!(start.is_multiple_of(LOSS_BLOCK));
+        LossSums {
+            seen: start,
+            ..LossSums::default()
+        }
+    }
+
+    /// Adds the sums of the elements that follow these ([`LossSums::starting_at`] the end of
+    /// these, which is the end of a block).
+    pub(super) fn absorb(&mut self, next: &LossSums) {
+        debug_assert!(self.seen.is_multiple_of(LOSS_BLOCK));
+        self.done.add(&next.done);
+        self.block.add(&next.block);
+        self.seen = next.seen;
+    }
+
     /// Adds the next elements of the tensor.
     #[inline(always)]
     pub(crate) fn add(&mut self, rebuilt: &[f32], ft: &[f32], base: &[f32]) {
         let n = rebuilt.len().min(ft.len()).min(base.len());
         let (mut r, mut f, mut b) = (&rebuilt[..n], &ft[..n], &base[..n]);
+        while !r.is_empty() {
+            let take = r.len().min(LOSS_BLOCK - self.seen % LOSS_BLOCK);
+            self.add_in_block(&r[..take], &f[..take], &b[..take]);
+            (r, f, b) = (&r[take..], &f[take..], &b[take..]);
+            if self.seen.is_multiple_of(LOSS_BLOCK) {
+                self.done.add(&self.block);
+                self.block = Lanes::default();
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn add_in_block(&mut self, r: &[f32], f: &[f32], b: &[f32]) {
+        let (mut r, mut f, mut b) = (r, f, b);
         // Up to the next lane 0 one at a time, then whole rows of lanes.
         while !r.is_empty() && !self.seen.is_multiple_of(LOSS_LANES) {
             self.lane(self.seen % LOSS_LANES, r[0], f[0], b[0]);
@@ -367,15 +425,18 @@ impl LossSums {
         // zero instead of branching keeps the loop vectorized (the sums start at +0).
         let finite = r.is_finite() & f.is_finite() & b.is_finite();
         let keep = |x: f64| if finite { x } else { 0.0 };
-        self.err2[j] += keep((r - f) * (r - f));
-        self.ft2[j] += keep(f * f);
-        self.upd2[j] += keep((f - b) * (f - b));
+        let s = &mut self.block;
+        s.err2[j] += keep((r - f) * (r - f));
+        s.ft2[j] += keep(f * f);
+        s.upd2[j] += keep((f - b) * (f - b));
     }
 
     /// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖².
     fn totals(&self) -> [f64; 3] {
+        let mut all = self.done;
+        all.add(&self.block);
         let sum = |lanes: &[f64; LOSS_LANES]| lanes.iter().fold(0.0, |a, x| a + x);
-        [sum(&self.err2), sum(&self.ft2), sum(&self.upd2)]
+        [sum(&all.err2), sum(&all.ft2), sum(&all.upd2)]
     }
 }
 
@@ -405,7 +466,7 @@ pub(crate) fn tensor_loss_sums(
 
 /// One chunk of [`tensor_loss_sums`], compiled twice: for the baseline CPU and, chosen at run
 /// time, for AVX2 (the float64 lanes fit its registers; no FMA, so the same bits).
-fn loss_chunk(
+pub(super) fn loss_chunk(
     elem: Elem,
     b: &[f32],
     d: &[f32],
