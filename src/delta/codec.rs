@@ -538,30 +538,36 @@ pub(super) struct Int4Scan {
     rest: MinMax,
 }
 
-/// Scans the block of the delta starting at element `start` (a multiple of 8).
-pub(super) fn int4_scan(block: &[f32], start: usize, lower: u32) -> Int4Scan {
+impl Int4Scan {
+    pub(super) fn new() -> Self {
+        Int4Scan {
+            candidates: Vec::new(),
+            keys: Vec::new(),
+            values: Vec::new(),
+            rest: MinMax::new(),
+        }
+    }
+}
+
+/// Scans the piece of the delta starting at element `start` (a multiple of 8) into `s`
+/// (pieces come in order).
+pub(super) fn int4_scan(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
-        return unsafe { int4_scan_avx2(block, start, lower) };
+        return unsafe { int4_scan_avx2(s, piece, start, lower) };
     }
-    int4_scan_body(block, start, lower)
+    int4_scan_body(s, piece, start, lower)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn int4_scan_avx2(block: &[f32], start: usize, lower: u32) -> Int4Scan {
-    int4_scan_body(block, start, lower)
+unsafe fn int4_scan_avx2(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) {
+    int4_scan_body(s, piece, start, lower)
 }
 
 #[inline(always)]
-fn int4_scan_body(block: &[f32], start: usize, lower: u32) -> Int4Scan {
-    let mut s = Int4Scan {
-        candidates: Vec::new(),
-        keys: Vec::new(),
-        values: Vec::new(),
-        rest: MinMax::new(),
-    };
+fn int4_scan_body(s: &mut Int4Scan, block: &[f32], start: usize, lower: u32) {
     let mut collect = |i: usize, v: f32| {
         let c = magnitude_key(v);
         if c >= lower {
@@ -587,7 +593,6 @@ fn int4_scan_body(block: &[f32], start: usize, lower: u32) -> Int4Scan {
             collect(tail + i, v);
         }
     }
-    s
 }
 
 /// What the first pass settles: the outliers (ascending) and their delta values, and the
@@ -814,36 +819,41 @@ impl Int4Settled {
         }
     }
 
-    /// Quantizes and packs the block of the delta starting at `start`. The bytes are those of
-    /// `packed` from byte `first_nibble / 2` on; an odd first nibble has a zero high nibble
-    /// before it, and an odd last one a zero low nibble after it (to be OR-ed with the
-    /// neighbours' bytes).
-    pub(super) fn pack(&self, block: &[f32], start: usize) -> Vec<u8> {
+    /// Quantizes and packs the piece of the delta starting at `start` onto `out`, which holds
+    /// `packed`'s bytes up to this piece (from any byte on; empty at the start of a block). An
+    /// odd first nibble with `out` empty has a zero high nibble before it, and an odd last
+    /// one a zero low nibble after it (to be OR-ed with the neighbours' bytes).
+    pub(super) fn pack_append(&self, piece: &[f32], start: usize, out: &mut Vec<u8>) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { self.pack_avx2(block, start) };
+            return unsafe { self.pack_avx2(piece, start, out) };
         }
-        self.pack_body(block, start)
+        self.pack_body(piece, start, out)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn pack_avx2(&self, block: &[f32], start: usize) -> Vec<u8> {
-        self.pack_body(block, start)
+    unsafe fn pack_avx2(&self, piece: &[f32], start: usize, out: &mut Vec<u8>) {
+        self.pack_body(piece, start, out)
     }
 
     #[inline(always)]
-    fn pack_body(&self, block: &[f32], start: usize) -> Vec<u8> {
+    fn pack_body(&self, block: &[f32], start: usize, out: &mut Vec<u8>) {
         let p = &self.params;
         let end = start + block.len();
         let first = self.outliers.partition_point(|&o| o < start);
         let last = self.outliers.partition_point(|&o| o < end);
         let inner = &self.outliers[first..last];
-        let mut w = NibblePacker::with_capacity(block.len() + 1);
+        let mut w = NibblePacker {
+            out: std::mem::take(out),
+            pending: None,
+        };
         if self.first_nibble(start) % 2 == 1 {
-            w.push(0);
+            // The high nibble before, waiting for this piece's first.
+            w.pending = Some(w.out.pop().unwrap_or(0));
         }
+        w.out.reserve(block.len().div_ceil(2) + 1);
         let (offset, range) = if self.version >= 2 {
             v2_quant_params(p.scale, p.zero_point)
         } else {
@@ -862,7 +872,7 @@ impl Int4Settled {
             }
             from = o + 1;
         }
-        w.finish()
+        *out = w.finish();
     }
 }
 

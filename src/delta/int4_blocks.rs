@@ -64,9 +64,11 @@ pub(super) fn encode_measured(
     let scans = starts
         .par_iter()
         .map(|&s| {
-            with_delta(base, ft, name, block_of(s), |d, _, _, _| {
-                codec::int4_scan(d, s, lower)
-            })
+            let mut scan = codec::Int4Scan::new();
+            with_delta(base, ft, name, block_of(s), |d, _, _, _, at| {
+                codec::int4_scan(&mut scan, d, at, lower);
+            })?;
+            Ok(scan)
         })
         .collect::<Result<Vec<_>>>()?;
     let (outliers, values, bounds) = match codec::int4_select(scans, n, enc.outlier_fraction) {
@@ -76,7 +78,9 @@ pub(super) fn encode_measured(
             let mut radix = codec::Int4Radix::new(n, enc.outlier_fraction);
             loop {
                 for &s in &starts {
-                    with_delta(base, ft, name, block_of(s), |d, _, _, _| radix.add(d, s))?;
+                    with_delta(base, ft, name, block_of(s), |d, _, _, _, at| {
+                        radix.add(d, at)
+                    })?;
                 }
                 if !radix.end_pass() {
                     break;
@@ -90,8 +94,8 @@ pub(super) fn encode_measured(
         None => {
             let mut exact = codec::Int4ExactBounds::new();
             for &s in &starts {
-                with_delta(base, ft, name, block_of(s), |d, _, _, _| {
-                    exact.add(d, s, &outliers)
+                with_delta(base, ft, name, block_of(s), |d, _, _, _, at| {
+                    exact.add(d, at, &outliers);
                 })?;
             }
             exact.finish()
@@ -116,15 +120,18 @@ pub(super) fn encode_measured(
     let blocks = starts
         .par_iter()
         .map(|&s| {
-            with_delta(base, ft, name, block_of(s), |d, b, f, r| {
-                let bytes = settled.pack(d, s);
+            let mut bytes = Vec::with_capacity(BLOCK / 2 + 1);
+            let mut sums = LossSums::starting_at(s);
+            let mut raw = Vec::new();
+            let from = settled.first_nibble(s) / 2;
+            with_delta(base, ft, name, block_of(s), |d, b, f, r, at| {
+                settled.pack_append(d, at, &mut bytes);
                 // What `apply` rebuilds from these bytes, against the fine-tune.
-                decoder.decode(s, &bytes, settled.first_nibble(s) / 2, d);
-                let mut sums = LossSums::starting_at(s);
-                let mut raw = Vec::new();
+                let window = settled.first_nibble(at) / 2;
+                decoder.decode(at, &bytes[window - from..], window, d);
                 loss_chunk(elem, b, d, r, f, &mut raw, &mut sums);
-                (bytes, sums)
-            })
+            })?;
+            Ok((bytes, sums))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut packed: Vec<u8> = Vec::with_capacity(n.div_ceil(2));
@@ -171,27 +178,32 @@ fn read_pair(
     ft.read_f32_into(name, tf, at, f)
 }
 
-/// Calls `work(delta, base, fine-tune, scratch)` with the values of elements `range` of tensor
-/// `name`, in this worker's buffers.
-fn with_delta<T>(
+/// Elements read and worked on per step: the buffers of a step stay in the core's cache
+/// between the passes over them.
+const PIECE: usize = 1 << 15;
+
+/// Calls `work(delta, base, fine-tune, scratch, start)` with the values of elements `range` of
+/// tensor `name`, piece by piece from `start`, in this worker's buffers.
+fn with_delta(
     base: &Model,
     ft: &Model,
     name: &str,
     range: std::ops::Range<usize>,
-    work: impl FnOnce(&mut [f32], &[f32], &[f32], &mut [f32]) -> T,
-) -> Result<T> {
-    let len = range.len();
+    mut work: impl FnMut(&mut [f32], &[f32], &[f32], &mut [f32], usize),
+) -> Result<()> {
     BUFFERS.with(|cell| {
         let mut bufs = cell.borrow_mut();
         for v in bufs.iter_mut() {
-            if v.len() < len {
-                v.resize(len, 0.0);
-            }
+            v.resize(PIECE, 0.0);
         }
         let [b, f, d, r] = &mut *bufs;
-        let (b, f, d, r) = (&mut b[..len], &mut f[..len], &mut d[..len], &mut r[..len]);
-        read_pair(base, ft, name, range.start, b, f)?;
-        super::create::subtract_chunk(Some(b), f, d);
-        Ok(work(d, b, f, r))
+        for at in range.clone().step_by(PIECE) {
+            let len = PIECE.min(range.end - at);
+            let (b, f, d, r) = (&mut b[..len], &mut f[..len], &mut d[..len], &mut r[..len]);
+            read_pair(base, ft, name, at, b, f)?;
+            super::create::subtract_chunk(Some(b), f, d);
+            work(d, b, f, r, at);
+        }
+        Ok(())
     })
 }
