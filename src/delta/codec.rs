@@ -876,6 +876,18 @@ impl Int4Settled {
     }
 }
 
+/// Appends a block's packed bytes ([`Int4Settled::pack_append`] from an empty buffer) to the
+/// bytes of the blocks before it; `odd` when the block's first nibble is odd (its first byte
+/// shares the last one's).
+pub(super) fn int4_join(packed: &mut Vec<u8>, bytes: &[u8], odd: bool) {
+    let mut bytes = bytes;
+    if odd && let (Some(last), Some((&first, rest))) = (packed.last_mut(), bytes.split_first()) {
+        *last |= first;
+        bytes = rest;
+    }
+    packed.extend_from_slice(bytes);
+}
+
 /// Version 2 quantizes against what decoding uses: zero point float32(zp) and a range of
 /// float32(float64(scale) * 15).
 fn v2_quant_params(scale: f16, zero_point: f16) -> (f32, f32) {
@@ -1517,6 +1529,131 @@ mod tests {
             top_k_by_sample(&striped, 3000, None).is_none(),
             "a wrong guess falls back"
         );
+    }
+
+    /// int4 over blocks of `block` values worked on in pieces of `piece`, as
+    /// `int4_blocks::encode_measured` drives it over a file.
+    fn encode_in_blocks(x: &[f32], block: usize, piece: usize, version: u32) -> Vec<OwnedArray> {
+        let (n, f) = (x.len(), 0.01);
+        assert!(int4_blocks_apply(n, f));
+        let sample: Vec<f32> = int4_sample_positions(n).map(|p| x[p]).collect();
+        let lower = int4_guess(&sample, n, f);
+        let pieces = |s: usize| {
+            let end = (s + block).min(n);
+            (s..end)
+                .step_by(piece)
+                .map(move |a| (a, &x[a..(a + piece).min(end)]))
+        };
+        let scans = (0..n)
+            .step_by(block)
+            .map(|s| {
+                let mut scan = Int4Scan::new();
+                pieces(s).for_each(|(a, p)| int4_scan(&mut scan, p, a, lower));
+                scan
+            })
+            .collect();
+        let (outliers, values, bounds) = int4_select(scans, n, f).unwrap_or_else(|| {
+            let mut radix = Int4Radix::new(n, f);
+            while {
+                (0..n)
+                    .step_by(piece)
+                    .for_each(|a| radix.add(&x[a..(a + piece).min(n)], a));
+                radix.end_pass()
+            } {}
+            (radix.outliers, radix.outlier_values, None)
+        });
+        let bounds = bounds.unwrap_or_else(|| {
+            let mut exact = Int4ExactBounds::new();
+            (0..n)
+                .step_by(piece)
+                .for_each(|a| exact.add(&x[a..(a + piece).min(n)], a, &outliers));
+            exact.finish()
+        });
+        let settled = Int4Settled::new(outliers, values, bounds, version);
+        let mut arrays = settled.head_arrays(n);
+        let entry = entry_for(
+            &[n as u64],
+            &EncodeOptions {
+                version,
+                ..EncodeOptions::default()
+            },
+            None,
+        );
+        let mut fields = refs_of(&arrays).fields;
+        fields.push(crate::formats::wdelta::ArrayRef {
+            dtype: ArrayDtype::Uint8,
+            data: &[],
+        });
+        let decoder = RangeDecoder::new(&entry, &TensorArrays { fields });
+        let mut packed = Vec::new();
+        let mut decoded = vec![0f32; n];
+        for s in (0..n).step_by(block) {
+            let mut bytes = Vec::new();
+            let from = settled.first_nibble(s) / 2;
+            for (a, p) in pieces(s) {
+                settled.pack_append(p, a, &mut bytes);
+                let w = settled.first_nibble(a) / 2;
+                decoder.decode(a, &bytes[w - from..], w, &mut decoded[a..a + p.len()]);
+            }
+            int4_join(&mut packed, &bytes, settled.first_nibble(s) % 2 == 1);
+        }
+        arrays.push(array("packed", ArrayDtype::Uint8, packed.len(), packed));
+        // The pieces decode as the whole file decodes.
+        let mut whole = vec![0f32; n];
+        decode(&entry, &refs_of(&arrays), &mut whole);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&decoded), bits(&whole));
+        arrays
+    }
+
+    #[test]
+    fn int4_in_blocks_is_int4_of_the_whole() {
+        let n = 100_003usize;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let noise: Vec<f32> = (0..n)
+            .map(|_| ((next() % 20_001) as f32 - 10_000.0) * 1e-6)
+            .collect();
+        // The guess fails: the radix passes select.
+        let striped: Vec<f32> = (0..n)
+            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
+            .collect();
+        let mut special = noise.clone();
+        for i in (0..n).step_by(997) {
+            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
+        }
+        // Zero bounds, whose sign the lanes' order decides; a frozen tensor.
+        let non_negative: Vec<f32> = noise.iter().map(|v| v.abs()).collect();
+        let (mut zeros_a, mut zeros_b) = (non_negative.clone(), non_negative);
+        (zeros_a[77], zeros_a[78]) = (-0.0, 0.0);
+        (zeros_b[9000], zeros_b[9001], zeros_b[9005]) = (0.0, -0.0, 0.0);
+        let mut frozen = vec![0f32; n];
+        frozen[40_000] = -0.0;
+        for x in [&noise, &striped, &special, &zeros_a, &zeros_b, &frozen] {
+            for version in [1, 2] {
+                let opts = EncodeOptions {
+                    version,
+                    ..EncodeOptions::default()
+                };
+                let whole = encode(x, &[n as u64], &opts);
+                for (block, piece) in [(8192, 1024), (8192, 1000), (16_384, 333)] {
+                    let blocks = encode_in_blocks(x, block, piece, version);
+                    for (a, b) in whole.iter().zip(&blocks) {
+                        assert_eq!(a.field, b.field);
+                        assert!(
+                            a.data == b.data,
+                            "{} differs (v{version}, {block}/{piece})",
+                            a.field
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

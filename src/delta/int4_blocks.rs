@@ -137,15 +137,7 @@ pub(super) fn encode_measured(
     let mut packed: Vec<u8> = Vec::with_capacity(n.div_ceil(2));
     let mut sums = LossSums::default();
     for (&s, (bytes, block_sums)) in starts.iter().zip(blocks) {
-        let mut bytes = &bytes[..];
-        if settled.first_nibble(s) % 2 == 1
-            && let (Some(last), Some((&first, rest))) = (packed.last_mut(), bytes.split_first())
-        {
-            // The byte this block shares with the one before.
-            *last |= first;
-            bytes = rest;
-        }
-        packed.extend_from_slice(bytes);
+        codec::int4_join(&mut packed, &bytes, settled.first_nibble(s) % 2 == 1);
         sums.absorb(&block_sums);
     }
     arrays.push(OwnedArray {

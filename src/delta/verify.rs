@@ -540,3 +540,39 @@ impl LossTally {
         self.loss
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_sums_do_not_depend_on_the_cut() {
+        // Two and a half blocks: summed in one go, in odd chunks, and block by block apart
+        // (as create's workers sum a large tensor) give the same bits.
+        let n = 2 * LOSS_BLOCK + LOSS_BLOCK / 2 + 3;
+        let wave = |k: f32| (0..n).map(move |i| ((i as f32) * k).sin() * 0.01);
+        let (r, f, b): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+            wave(0.37).collect(),
+            wave(0.41).collect(),
+            wave(0.43).collect(),
+        );
+        let mut whole = LossSums::default();
+        whole.add(&r, &f, &b);
+        let mut chunked = LossSums::default();
+        for at in (0..n).step_by(65_537) {
+            let end = (at + 65_537).min(n);
+            chunked.add(&r[at..end], &f[at..end], &b[at..end]);
+        }
+        let mut apart = LossSums::default();
+        for at in (0..n).step_by(LOSS_BLOCK) {
+            let end = (at + LOSS_BLOCK).min(n);
+            let mut block = LossSums::starting_at(at);
+            block.add(&r[at..end], &f[at..end], &b[at..end]);
+            apart.absorb(&block);
+        }
+        let bits = |s: &LossSums| s.totals().map(f64::to_bits);
+        assert_eq!(bits(&whole), bits(&chunked));
+        assert_eq!(bits(&whole), bits(&apart));
+        assert!(whole.totals()[0] > 0.0);
+    }
+}
