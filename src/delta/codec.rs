@@ -408,22 +408,9 @@ impl NibblePacker {
     }
 }
 
-/// int4's passes over the delta (top-k, min/max, quantization) compiled twice: for the
-/// baseline CPU and, chosen at run time, for AVX2 (twice the lanes per instruction on these
-/// memory-bound passes). Rust never contracts to FMA, so both give the same bytes.
-fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { encode_int4_avx2(delta, outlier_fraction, version) };
-    }
-    encode_int4_body(delta, outlier_fraction, version)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn encode_int4_avx2(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
-    encode_int4_body(delta, outlier_fraction, version)
+avx2_twin! {
+    /// int4's passes over the delta (top-k, min/max, quantization), compiled for AVX2 too.
+    fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> = encode_int4_body;
 }
 
 #[inline(always)]
@@ -549,21 +536,10 @@ impl Int4Scan {
     }
 }
 
-/// Scans the piece of the delta starting at element `start` (a multiple of 8) into `s`
-/// (pieces come in order).
-pub(super) fn int4_scan(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { int4_scan_avx2(s, piece, start, lower) };
-    }
-    int4_scan_body(s, piece, start, lower)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn int4_scan_avx2(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) {
-    int4_scan_body(s, piece, start, lower)
+avx2_twin! {
+    /// Scans the piece of the delta starting at element `start` (a multiple of 8) into `s`
+    /// (pieces come in order).
+    pub(super) fn int4_scan(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) = int4_scan_body;
 }
 
 #[inline(always)]
@@ -604,6 +580,10 @@ pub(super) struct Int4Settled {
     version: u32,
 }
 
+/// The outliers (ascending), their delta values, and the min/max of the other values (see
+/// [`int4_select`]).
+pub(super) type Int4Selected = (Vec<usize>, Vec<f32>, Option<(f32, f32, bool)>);
+
 /// The outliers from the blocks' candidates (in block order), as [`top_k_by_sample`] selects
 /// them, and the min/max of the other values (`None` in its fields when it must be found again:
 /// a zero bound, whose sign the order of [`MinMax`]'s lanes decides). None when fewer than `k`
@@ -612,7 +592,7 @@ pub(super) fn int4_select(
     scans: Vec<Int4Scan>,
     n: usize,
     outlier_fraction: f64,
-) -> Option<(Vec<usize>, Vec<f32>, Option<(f32, f32, bool)>)> {
+) -> Option<Int4Selected> {
     let k = int4_outliers(n as u64, outlier_fraction) as usize;
     let total: usize = scans.iter().map(|s| s.candidates.len()).sum();
     if total < k {
@@ -824,56 +804,50 @@ impl Int4Settled {
     /// odd first nibble with `out` empty has a zero high nibble before it, and an odd last
     /// one a zero low nibble after it (to be OR-ed with the neighbours' bytes).
     pub(super) fn pack_append(&self, piece: &[f32], start: usize, out: &mut Vec<u8>) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { self.pack_avx2(piece, start, out) };
-        }
-        self.pack_body(piece, start, out)
+        int4_pack(self, piece, start, out);
     }
+}
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn pack_avx2(&self, piece: &[f32], start: usize, out: &mut Vec<u8>) {
-        self.pack_body(piece, start, out)
+avx2_twin! {
+    /// [`Int4Settled::pack_append`], compiled for AVX2 too.
+    fn int4_pack(settled: &Int4Settled, piece: &[f32], start: usize, out: &mut Vec<u8>) = int4_pack_body;
+}
+
+#[inline(always)]
+fn int4_pack_body(settled: &Int4Settled, block: &[f32], start: usize, out: &mut Vec<u8>) {
+    let p = &settled.params;
+    let end = start + block.len();
+    let first = settled.outliers.partition_point(|&o| o < start);
+    let last = settled.outliers.partition_point(|&o| o < end);
+    let inner = &settled.outliers[first..last];
+    let mut w = NibblePacker {
+        out: std::mem::take(out),
+        pending: None,
+    };
+    if settled.first_nibble(start) % 2 == 1 {
+        // The high nibble before, waiting for this piece's first.
+        w.pending = Some(w.out.pop().unwrap_or(0));
     }
-
-    #[inline(always)]
-    fn pack_body(&self, block: &[f32], start: usize, out: &mut Vec<u8>) {
-        let p = &self.params;
-        let end = start + block.len();
-        let first = self.outliers.partition_point(|&o| o < start);
-        let last = self.outliers.partition_point(|&o| o < end);
-        let inner = &self.outliers[first..last];
-        let mut w = NibblePacker {
-            out: std::mem::take(out),
-            pending: None,
-        };
-        if self.first_nibble(start) % 2 == 1 {
-            // The high nibble before, waiting for this piece's first.
-            w.pending = Some(w.out.pop().unwrap_or(0));
-        }
-        w.out.reserve(block.len().div_ceil(2) + 1);
-        let (offset, range) = if self.version >= 2 {
-            v2_quant_params(p.scale, p.zero_point)
+    w.out.reserve(block.len().div_ceil(2) + 1);
+    let (offset, range) = if settled.version >= 2 {
+        v2_quant_params(p.scale, p.zero_point)
+    } else {
+        (p.min32, p.range32)
+    };
+    let mut from = start;
+    for &o in inner.iter().chain(std::iter::once(&end)) {
+        let seg = &block[from - start..o - start];
+        if p.flat {
+            w.zeros(seg.len());
         } else {
-            (p.min32, p.range32)
-        };
-        let mut from = start;
-        for &o in inner.iter().chain(std::iter::once(&end)) {
-            let seg = &block[from - start..o - start];
-            if p.flat {
-                w.zeros(seg.len());
-            } else {
-                w.quantize(seg, offset, range);
-            }
-            if o < end && self.version >= 2 {
-                w.push(0);
-            }
-            from = o + 1;
+            w.quantize(seg, offset, range);
         }
-        *out = w.finish();
+        if o < end && settled.version >= 2 {
+            w.push(0);
+        }
+        from = o + 1;
     }
+    *out = w.finish();
 }
 
 /// Appends a block's packed bytes ([`Int4Settled::pack_append`] from an empty buffer) to the
@@ -1447,6 +1421,30 @@ mod tests {
         }
     }
 
+    /// Deltas of `n` values: noise, the noise with large values on the sample's stride only
+    /// (the sample overrates them, the guess fails), and the noise with NaNs, infinities and
+    /// negative zeros.
+    fn test_deltas(n: usize, seed: u64) -> [Vec<f32>; 3] {
+        let mut state = seed;
+        let noise: Vec<f32> = (0..n)
+            .map(|_| {
+                // xorshift64
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state % 20_001) as f32 - 10_000.0) * 1e-6
+            })
+            .collect();
+        let striped = (0..n)
+            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
+            .collect();
+        let mut special = noise.clone();
+        for i in (0..n).step_by(997) {
+            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
+        }
+        [noise, striped, special]
+    }
+
     #[test]
     fn top_k_breaks_ties_by_index() {
         let x = [1.0, -3.0, 3.0, 0.5, 3.0, f32::NAN];
@@ -1462,24 +1460,8 @@ mod tests {
         // Noise, large values on the sample's stride only (the sample overrates them, the guess
         // fails and the radix selection answers), plateaus of ties, NaNs and infinities.
         let n = 100_003usize;
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let noise: Vec<f32> = (0..n)
-            .map(|_| ((next() % 20_001) as f32 - 10_000.0) * 1e-6)
-            .collect();
-        let striped: Vec<f32> = (0..n)
-            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
-            .collect();
+        let [noise, striped, special] = test_deltas(n, 0x2545_f491_4f6c_dd1d);
         let plateaus: Vec<f32> = (0..n).map(|i| ((i * 7919) % 5) as f32).collect();
-        let mut special = noise.clone();
-        for i in (0..n).step_by(997) {
-            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
-        }
         for x in [&noise, &striped, &plateaus, &special] {
             for k in [1, 10, 1000, n / 100, 3000, n / 20] {
                 let radix = top_k_radix(x, k);
@@ -1609,24 +1591,8 @@ mod tests {
     #[test]
     fn int4_in_blocks_is_int4_of_the_whole() {
         let n = 100_003usize;
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let noise: Vec<f32> = (0..n)
-            .map(|_| ((next() % 20_001) as f32 - 10_000.0) * 1e-6)
-            .collect();
-        // The guess fails: the radix passes select.
-        let striped: Vec<f32> = (0..n)
-            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
-            .collect();
-        let mut special = noise.clone();
-        for i in (0..n).step_by(997) {
-            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
-        }
+        // With the striped values the guess fails: the radix passes select.
+        let [noise, striped, special] = test_deltas(n, 0x9e37_79b9_7f4a_7c15);
         // Zero bounds, whose sign the lanes' order decides; a frozen tensor.
         let non_negative: Vec<f32> = noise.iter().map(|v| v.abs()).collect();
         let (mut zeros_a, mut zeros_b) = (non_negative.clone(), non_negative);

@@ -79,7 +79,7 @@ pub(super) fn encode_measured(
             loop {
                 for &s in &starts {
                     with_delta(base, ft, name, block_of(s), |d, _, _, _, at| {
-                        radix.add(d, at)
+                        radix.add(d, at);
                     })?;
                 }
                 if !radix.end_pass() {

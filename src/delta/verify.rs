@@ -146,17 +146,16 @@ pub fn reconstruction_error(
     finetuned: &Model,
     run: &RunOptions,
 ) -> Result<ErrorStats> {
-    check_against_base(delta, base)?;
-    let names: Vec<&String> = base.tensors.keys().collect();
     let mut stats = ErrorStats::default();
     let mut sum_err2 = 0f64;
     let mut sum_d2 = 0f64;
     let mut count = 0f64;
-    ordered_parallel::<_, DeltaError>(
-        names.len(),
-        run.threads(),
-        |i| {
-            let (b, f, d) = three_sides(base, delta, finetuned, names[i])?;
+    each_tensor(
+        base,
+        delta,
+        run,
+        |name| {
+            let (b, f, d) = three_sides(base, delta, finetuned, name)?;
             let mut s = (0f64, 0f64, 0f64, 0f64);
             for ((b, f), d) in b.iter().zip(&f).zip(&d) {
                 let truth = f64::from(*f - *b);
@@ -174,7 +173,6 @@ pub fn reconstruction_error(
             stats.max_abs_delta = stats.max_abs_delta.max(s.2);
             sum_d2 += s.3;
             count += n as f64;
-            Ok(())
         },
     )?;
     if count > 0.0 {
@@ -182,6 +180,28 @@ pub fn reconstruction_error(
         stats.rms_delta = (sum_d2 / count).sqrt();
     }
     Ok(stats)
+}
+
+/// Checks `delta` against `base`, then runs `measure` on every tensor in parallel and hands
+/// the results to `gather` in name order.
+fn each_tensor<R: Send>(
+    base: &Model,
+    delta: &OpenDelta,
+    run: &RunOptions,
+    measure: impl Fn(&str) -> Result<R> + Sync,
+    mut gather: impl FnMut(&str, R),
+) -> Result<()> {
+    check_against_base(delta, base)?;
+    let names: Vec<&String> = base.tensors.keys().collect();
+    ordered_parallel::<_, DeltaError>(
+        names.len(),
+        run.threads(),
+        |i| measure(names[i]),
+        |i, r| {
+            gather(names[i], r);
+            Ok(())
+        },
+    )
 }
 
 /// float32 values as little-endian bytes without copying on little-endian machines.
@@ -272,21 +292,16 @@ pub(crate) fn update_loss(
     finetuned: &Model,
     run: &RunOptions,
 ) -> Result<UpdateLoss> {
-    check_against_base(delta, base)?;
-    let names: Vec<&String> = base.tensors.keys().collect();
     let mut tally = LossTally::default();
-    ordered_parallel::<_, DeltaError>(
-        names.len(),
-        run.threads(),
-        |i| {
-            let name = names[i].as_str();
+    each_tensor(
+        base,
+        delta,
+        run,
+        |name| {
             let b = base.load_f32(name, &base.tensors[name])?;
             tensor_loss_sums(base, finetuned, name, &b, &mut delta.decoder(name)?)
         },
-        |i, s| {
-            tally.push(names[i], s);
-            Ok(())
-        },
+        |name, s| tally.push(name, s),
     )?;
     Ok(tally.finish())
 }
@@ -464,52 +479,21 @@ pub(crate) fn tensor_loss_sums(
     Ok(sums)
 }
 
-/// One chunk of [`tensor_loss_sums`], compiled twice: for the baseline CPU and, chosen at run
-/// time, for AVX2 (the float64 lanes fit its registers; no FMA, so the same bits).
-pub(super) fn loss_chunk(
-    elem: Elem,
-    b: &[f32],
-    d: &[f32],
-    r: &mut [f32],
-    f: &[f32],
-    raw: &mut Vec<u8>,
-    sums: &mut LossSums,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        unsafe { loss_chunk_avx2(elem, b, d, r, f, raw, sums) };
-        return;
+avx2_twin! {
+    /// One chunk of [`tensor_loss_sums`] (base `b`, decoded delta `d`, fine-tune `f`; `r` and
+    /// `raw` are scratch), compiled for AVX2 too (the float64 lanes fit its registers).
+    pub(super) fn loss_chunk(
+        elem: Elem,
+        b: &[f32],
+        d: &[f32],
+        r: &mut [f32],
+        f: &[f32],
+        raw: &mut Vec<u8>,
+        sums: &mut LossSums,
+    ) {
+        rebuild_as_applied(elem, b, d, r, raw);
+        sums.add(r, f, b);
     }
-    loss_chunk_body(elem, b, d, r, f, raw, sums);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn loss_chunk_avx2(
-    elem: Elem,
-    b: &[f32],
-    d: &[f32],
-    r: &mut [f32],
-    f: &[f32],
-    raw: &mut Vec<u8>,
-    sums: &mut LossSums,
-) {
-    loss_chunk_body(elem, b, d, r, f, raw, sums);
-}
-
-#[inline(always)]
-fn loss_chunk_body(
-    elem: Elem,
-    b: &[f32],
-    d: &[f32],
-    r: &mut [f32],
-    f: &[f32],
-    raw: &mut Vec<u8>,
-    sums: &mut LossSums,
-) {
-    rebuild_as_applied(elem, b, d, r, raw);
-    sums.add(r, f, b);
 }
 
 /// Gathers [`LossSums`] tensor by tensor, in name order, into an [`UpdateLoss`].
