@@ -169,6 +169,35 @@ fn pack_signs(delta: &[f32]) -> Vec<u8> {
         .collect()
 }
 
+avx2_twin! {
+    /// `d` = `f` − (`prev` or `d`), equal bits giving 0 (NaN − NaN would poison quantized's
+    /// row scale and int4's range); compiled for AVX2 too.
+    pub(super) fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) = subtract_chunk_body;
+}
+
+#[inline(always)]
+fn subtract_chunk_body(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
+    let diff = |f: f32, p: f32| {
+        if f.to_bits() == p.to_bits() {
+            0.0
+        } else {
+            f - p
+        }
+    };
+    match prev {
+        Some(p) => {
+            for ((d, &f), &p) in d.iter_mut().zip(f).zip(p) {
+                *d = diff(f, p);
+            }
+        }
+        None => {
+            for (d, &f) in d.iter_mut().zip(f) {
+                *d = diff(f, *d);
+            }
+        }
+    }
+}
+
 /// numpy's pairwise summation of float32 (`@TYPE@_pairwise_sum`, blocks of 128, 8 lanes).
 pub(super) fn pairwise_sum(a: &[f32]) -> f32 {
     let n = a.len();

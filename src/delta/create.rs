@@ -254,37 +254,9 @@ fn subtract_from_finetuned(
         let f = &mut buf[..chunk.len()];
         ft.read_f32_into(name, tf, start, f)?;
         let p = prev.map(|p| &p[start..start + chunk.len()]);
-        subtract_chunk(p, f, chunk);
+        codec::subtract_chunk(p, f, chunk);
     }
     Ok(())
-}
-
-avx2_twin! {
-    /// `d` = `f` − (`prev` or `d`), equal bits giving 0; compiled for AVX2 too.
-    pub(super) fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) = subtract_chunk_body;
-}
-
-#[inline(always)]
-fn subtract_chunk_body(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
-    let diff = |f: f32, p: f32| {
-        if f.to_bits() == p.to_bits() {
-            0.0
-        } else {
-            f - p
-        }
-    };
-    match prev {
-        Some(p) => {
-            for ((d, &f), &p) in d.iter_mut().zip(f).zip(p) {
-                *d = diff(f, p);
-            }
-        }
-        None => {
-            for (d, &f) in d.iter_mut().zip(f) {
-                *d = diff(f, *d);
-            }
-        }
-    }
 }
 
 /// A decoder of the arrays just encoded for a tensor of `shape`, as `apply` decodes them.

@@ -56,7 +56,7 @@ pub(super) fn encode_measured(
         .map(|p| {
             let (mut b, mut f, mut d) = ([0f32], [0f32], [0f32]);
             read_pair(base, ft, name, p, &mut b, &mut f)?;
-            super::create::subtract_chunk(Some(&b), &f, &mut d);
+            codec::subtract_chunk(Some(&b), &f, &mut d);
             Ok(d[0])
         })
         .collect::<Result<Vec<f32>>>()?;
@@ -193,7 +193,7 @@ fn with_delta(
             let len = PIECE.min(range.end - at);
             let (b, f, d, r) = (&mut b[..len], &mut f[..len], &mut d[..len], &mut r[..len]);
             read_pair(base, ft, name, at, b, f)?;
-            super::create::subtract_chunk(Some(b), f, d);
+            codec::subtract_chunk(Some(b), f, d);
             work(d, b, f, r, at);
         }
         Ok(())
