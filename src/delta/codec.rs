@@ -528,14 +528,17 @@ pub(super) fn int4_blocks_apply(n: usize, outlier_fraction: f64) -> bool {
     k < n && n >= 4 * TOP_K_SAMPLES && k <= n / 32
 }
 
-/// The positions of the values sampled from a tensor of `n` values.
-pub(super) fn int4_sample_positions(n: usize) -> impl Iterator<Item = usize> {
-    let step = n / TOP_K_SAMPLES;
-    (0..TOP_K_SAMPLES).map(move |i| i * step)
+/// Runs of values sampled from a tensor of `n` values to guess the outliers' key: 64 runs of
+/// 64 spread evenly (a few reads, where single values would be a read each). Any guess gives
+/// the same outliers; a good one saves passes.
+pub(super) fn int4_sample_runs(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    const RUNS: usize = 64;
+    let (len, step) = (TOP_K_SAMPLES / RUNS, n / RUNS);
+    (0..RUNS).map(move |r| r * step..r * step + len)
 }
 
-/// The key the outlier candidates must reach, guessed from the values at
-/// [`int4_sample_positions`] (as [`top_k_by_sample`] guesses it).
+/// The key the outlier candidates must reach, guessed from the values of
+/// [`int4_sample_runs`] (as [`top_k_by_sample`] guesses it from its sample).
 pub(super) fn int4_guess(sample: &[f32], n: usize, outlier_fraction: f64) -> u32 {
     let k = int4_outliers(n as u64, outlier_fraction) as usize;
     let mut keys: Vec<u32> = sample.iter().map(|&v| magnitude_key(v)).collect();
@@ -1547,7 +1550,7 @@ mod tests {
     fn encode_in_blocks(x: &[f32], block: usize, piece: usize, version: u32) -> Vec<OwnedArray> {
         let (n, f) = (x.len(), 0.01);
         assert!(int4_blocks_apply(n, f));
-        let sample: Vec<f32> = int4_sample_positions(n).map(|p| x[p]).collect();
+        let sample: Vec<f32> = int4_sample_runs(n).flat_map(|r| x[r].to_vec()).collect();
         let lower = int4_guess(&sample, n, f);
         let pieces = |s: usize| {
             let end = (s + block).min(n);

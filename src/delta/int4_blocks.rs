@@ -51,15 +51,15 @@ pub(super) fn encode_measured(
     let n = base.tensors[name].n_elements();
     let starts: Vec<usize> = (0..n).step_by(BLOCK).collect();
     let block_of = |s: usize| s..(s + BLOCK).min(n);
-    // The guess of the outliers' key, from values sampled across the tensor.
-    let sample = codec::int4_sample_positions(n)
-        .map(|p| {
-            let (mut b, mut f, mut d) = ([0f32], [0f32], [0f32]);
-            read_pair(base, ft, name, p, &mut b, &mut f)?;
-            codec::subtract_chunk(Some(&b), &f, &mut d);
-            Ok(d[0])
-        })
-        .collect::<Result<Vec<f32>>>()?;
+    // The guess of the outliers' key, from runs of values sampled across the tensor.
+    let mut sample = Vec::new();
+    for run in codec::int4_sample_runs(n) {
+        let len = run.len();
+        let (mut b, mut f, mut d) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+        read_pair(base, ft, name, run.start, &mut b, &mut f)?;
+        codec::subtract_chunk(Some(&b), &f, &mut d);
+        sample.extend_from_slice(&d);
+    }
     let lower = codec::int4_guess(&sample, n, enc.outlier_fraction);
     let scans = starts
         .par_iter()
