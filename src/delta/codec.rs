@@ -169,6 +169,35 @@ fn pack_signs(delta: &[f32]) -> Vec<u8> {
         .collect()
 }
 
+avx2_twin! {
+    /// `d` = `f` − (`prev` or `d`), equal bits giving 0 (NaN − NaN would poison quantized's
+    /// row scale and int4's range); compiled for AVX2 too.
+    pub(super) fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) = subtract_chunk_body;
+}
+
+#[inline(always)]
+fn subtract_chunk_body(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
+    let diff = |f: f32, p: f32| {
+        if f.to_bits() == p.to_bits() {
+            0.0
+        } else {
+            f - p
+        }
+    };
+    match prev {
+        Some(p) => {
+            for ((d, &f), &p) in d.iter_mut().zip(f).zip(p) {
+                *d = diff(f, p);
+            }
+        }
+        None => {
+            for (d, &f) in d.iter_mut().zip(f) {
+                *d = diff(f, *d);
+            }
+        }
+    }
+}
+
 /// numpy's pairwise summation of float32 (`@TYPE@_pairwise_sum`, blocks of 128, 8 lanes).
 pub(super) fn pairwise_sum(a: &[f32]) -> f32 {
     let n = a.len();
@@ -302,6 +331,16 @@ impl MinMax {
         reached
     }
 
+    /// Takes in another's lanes.
+    fn merge(&mut self, other: &MinMax) {
+        for j in 0..8 {
+            let (l, h) = (other.lo[j], other.hi[j]);
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= other.nan[j];
+        }
+    }
+
     fn finish(&self) -> (f32, f32, bool) {
         let lo = self
             .lo
@@ -398,22 +437,9 @@ impl NibblePacker {
     }
 }
 
-/// int4's passes over the delta (top-k, min/max, quantization) compiled twice: for the
-/// baseline CPU and, chosen at run time, for AVX2 (twice the lanes per instruction on these
-/// memory-bound passes). Rust never contracts to FMA, so both give the same bytes.
-fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { encode_int4_avx2(delta, outlier_fraction, version) };
-    }
-    encode_int4_body(delta, outlier_fraction, version)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn encode_int4_avx2(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
-    encode_int4_body(delta, outlier_fraction, version)
+avx2_twin! {
+    /// int4's passes over the delta (top-k, min/max, quantization), compiled for AVX2 too.
+    fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> = encode_int4_body;
 }
 
 #[inline(always)]
@@ -485,6 +511,387 @@ fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<O
         f16_array("zero_point", std::iter::once(p.zero_point)),
         array("packed", ArrayDtype::Uint8, packed.len(), packed),
     ]
+}
+
+// ---- int4 over a large tensor in blocks ------------------------------------------------------
+//
+// A large tensor is not held whole: its delta is computed block by block, twice. The first pass
+// collects the outlier candidates (as [`top_k_by_sample`] does, against a guess from a sample
+// read beforehand) and the min/max of the values below the guess; the outliers and the
+// quantization range are then settled from the candidates; the second pass quantizes and packs
+// each block. The arrays are byte for byte those of [`encode`] over the whole delta.
+
+/// Whether int4 over `n` values with this outlier fraction can be encoded in blocks: the
+/// sampled guess applies (else the whole tensor is selected over, as [`encode`] does).
+pub(super) fn int4_blocks_apply(n: usize, outlier_fraction: f64) -> bool {
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    k < n && n >= 4 * TOP_K_SAMPLES && k <= n / 32
+}
+
+/// Runs of values sampled from a tensor of `n` values to guess the outliers' key: 64 runs of
+/// 64 spread evenly (a few reads, where single values would be a read each). Any guess gives
+/// the same outliers; a good one saves passes.
+pub(super) fn int4_sample_runs(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    const RUNS: usize = 64;
+    let (len, step) = (TOP_K_SAMPLES / RUNS, n / RUNS);
+    (0..RUNS).map(move |r| r * step..r * step + len)
+}
+
+/// The key the outlier candidates must reach, guessed from the values of
+/// [`int4_sample_runs`] (as [`top_k_by_sample`] guesses it from its sample).
+pub(super) fn int4_guess(sample: &[f32], n: usize, outlier_fraction: f64) -> u32 {
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    let mut keys: Vec<u32> = sample.iter().map(|&v| magnitude_key(v)).collect();
+    let expected = k as f64 / n as f64 * TOP_K_SAMPLES as f64;
+    let rank = ((2.0 * expected) as usize + 16).min(TOP_K_SAMPLES - 1);
+    let (_, &mut lower, _) = keys.select_nth_unstable_by(rank, |a, b| b.cmp(a));
+    lower
+}
+
+/// The first pass over one block: the values reaching the guess (index, key, value) and the
+/// min/max of the others.
+pub(super) struct Int4Scan {
+    candidates: Vec<usize>,
+    keys: Vec<u32>,
+    values: Vec<f32>,
+    rest: MinMax,
+}
+
+impl Int4Scan {
+    pub(super) fn new() -> Self {
+        Int4Scan {
+            candidates: Vec::new(),
+            keys: Vec::new(),
+            values: Vec::new(),
+            rest: MinMax::new(),
+        }
+    }
+}
+
+avx2_twin! {
+    /// Scans the piece of the delta starting at element `start` (a multiple of 8) into `s`
+    /// (pieces come in order).
+    pub(super) fn int4_scan(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) = int4_scan_body;
+}
+
+#[inline(always)]
+fn int4_scan_body(s: &mut Int4Scan, block: &[f32], start: usize, lower: u32) {
+    let mut collect = |i: usize, v: f32| {
+        let c = magnitude_key(v);
+        if c >= lower {
+            s.candidates.push(start + i);
+            s.keys.push(c);
+            s.values.push(v);
+        }
+    };
+    let mut blocks = block.chunks_exact(8);
+    for (b, eight) in (&mut blocks).enumerate() {
+        let eight: &[f32; 8] = eight.try_into().expect("8 values");
+        if s.rest.update_below(eight, lower) {
+            for (j, &v) in eight.iter().enumerate() {
+                collect(b * 8 + j, v);
+            }
+        }
+    }
+    let tail = block.len() - blocks.remainder().len();
+    for (i, &v) in blocks.remainder().iter().enumerate() {
+        if magnitude_key(v) < lower {
+            s.rest.update(&[v]);
+        } else {
+            collect(tail + i, v);
+        }
+    }
+}
+
+/// What the first pass settles: the outliers (ascending) and their delta values, and the
+/// quantization parameters.
+pub(super) struct Int4Settled {
+    pub(super) outliers: Vec<usize>,
+    outlier_values: Vec<f32>,
+    params: Int4Params,
+    version: u32,
+}
+
+/// The outliers (ascending), their delta values, and the min/max of the other values (see
+/// [`int4_select`]).
+pub(super) type Int4Selected = (Vec<usize>, Vec<f32>, Option<(f32, f32, bool)>);
+
+/// The outliers from the blocks' candidates (in block order), as [`top_k_by_sample`] selects
+/// them, and the min/max of the other values (`None` in its fields when it must be found again:
+/// a zero bound, whose sign the order of [`MinMax`]'s lanes decides). None when fewer than `k`
+/// values reached the guess.
+pub(super) fn int4_select(
+    scans: Vec<Int4Scan>,
+    n: usize,
+    outlier_fraction: f64,
+) -> Option<Int4Selected> {
+    let k = int4_outliers(n as u64, outlier_fraction) as usize;
+    let total: usize = scans.iter().map(|s| s.candidates.len()).sum();
+    if total < k {
+        return None;
+    }
+    let mut rest = MinMax::new();
+    let mut order: Vec<u32> = Vec::with_capacity(total);
+    for s in &scans {
+        order.extend_from_slice(&s.keys);
+        rest.merge(&s.rest);
+    }
+    let (_, &mut threshold, _) = order.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+    let above = order.iter().filter(|&&c| c > threshold).count();
+    let mut ties = k - above;
+    let mut kept = Vec::with_capacity(k);
+    let mut kept_values = Vec::with_capacity(k);
+    for s in &scans {
+        for ((&i, &c), &v) in s.candidates.iter().zip(&s.keys).zip(&s.values) {
+            if c > threshold || (c == threshold && ties > 0) {
+                if c == threshold {
+                    ties -= 1;
+                }
+                kept.push(i);
+                kept_values.push(v);
+            } else {
+                rest.update(&[v]);
+            }
+        }
+    }
+    let (lo, hi, nan) = rest.finish();
+    let bounds = (nan || (lo != 0.0 && hi != 0.0)).then_some((lo, hi, nan));
+    Some((kept, kept_values, bounds))
+}
+
+/// The min/max of the non-outliers with the lanes [`encode`]'s own pass gives them (each run
+/// between outliers starts at lane 0), fed block by block: what decides the sign of a zero bound.
+pub(super) struct Int4ExactBounds {
+    mm: MinMax,
+    /// Offset in the current run between outliers.
+    run: usize,
+    next: usize,
+}
+
+impl Int4ExactBounds {
+    pub(super) fn new() -> Self {
+        Int4ExactBounds {
+            mm: MinMax::new(),
+            run: 0,
+            next: 0,
+        }
+    }
+
+    /// Adds the block starting at element `start` (blocks come in order).
+    pub(super) fn add(&mut self, block: &[f32], start: usize, outliers: &[usize]) {
+        for (i, &x) in block.iter().enumerate() {
+            if self.next < outliers.len() && outliers[self.next] == start + i {
+                self.next += 1;
+                self.run = 0;
+                continue;
+            }
+            let j = self.run % 8;
+            let mm = &mut self.mm;
+            mm.lo[j] = if x < mm.lo[j] { x } else { mm.lo[j] };
+            mm.hi[j] = if x > mm.hi[j] { x } else { mm.hi[j] };
+            mm.nan[j] |= x.is_nan();
+            self.run += 1;
+        }
+    }
+
+    pub(super) fn finish(&self) -> (f32, f32, bool) {
+        self.mm.finish()
+    }
+}
+
+/// The outliers by radix selection over the whole delta, fed block by block in three passes
+/// (when the sampled guess was too high): [`top_k_radix`]'s passes, streamed.
+pub(super) struct Int4Radix {
+    k: usize,
+    hist: Vec<u64>,
+    pass: u8,
+    above: u64,
+    bucket: u32,
+    threshold: u32,
+    ties: u64,
+    pub(super) outliers: Vec<usize>,
+    pub(super) outlier_values: Vec<f32>,
+}
+
+impl Int4Radix {
+    pub(super) fn new(n: usize, outlier_fraction: f64) -> Self {
+        Int4Radix {
+            k: int4_outliers(n as u64, outlier_fraction) as usize,
+            hist: vec![0; 1 << 16],
+            pass: 0,
+            above: 0,
+            bucket: 0,
+            threshold: 0,
+            ties: 0,
+            outliers: Vec::new(),
+            outlier_values: Vec::new(),
+        }
+    }
+
+    /// Adds the next block of the current pass.
+    pub(super) fn add(&mut self, block: &[f32], start: usize) {
+        match self.pass {
+            0 => block
+                .iter()
+                .for_each(|&v| self.hist[(magnitude_key(v) >> 16) as usize] += 1),
+            1 => block.iter().for_each(|&v| {
+                let kk = magnitude_key(v);
+                if kk >> 16 == self.bucket {
+                    self.hist[(kk & 0xffff) as usize] += 1;
+                }
+            }),
+            _ => {
+                for (i, &v) in block.iter().enumerate() {
+                    let kk = magnitude_key(v);
+                    if kk > self.threshold || (kk == self.threshold && self.ties > 0) {
+                        if kk == self.threshold {
+                            self.ties -= 1;
+                        }
+                        self.outliers.push(start + i);
+                        self.outlier_values.push(v);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a pass; true when another is needed.
+    pub(super) fn end_pass(&mut self) -> bool {
+        let k = self.k as u64;
+        match self.pass {
+            0 => {
+                for b in (0..1usize << 16).rev() {
+                    if self.above + self.hist[b] >= k {
+                        self.bucket = b as u32;
+                        break;
+                    }
+                    self.above += self.hist[b];
+                }
+                self.hist.iter_mut().for_each(|h| *h = 0);
+            }
+            1 => {
+                for lo in (0..1usize << 16).rev() {
+                    if self.above + self.hist[lo] >= k {
+                        self.threshold = (self.bucket << 16) | lo as u32;
+                        self.ties = k - self.above;
+                        break;
+                    }
+                    self.above += self.hist[lo];
+                }
+            }
+            _ => return false,
+        }
+        self.pass += 1;
+        true
+    }
+}
+
+impl Int4Settled {
+    /// From the outliers and the min/max of the other values (as [`encode`] settles them).
+    pub(super) fn new(
+        outliers: Vec<usize>,
+        outlier_values: Vec<f32>,
+        (lo, hi, nan): (f32, f32, bool),
+        version: u32,
+    ) -> Self {
+        let (min, max) = if nan {
+            (f64::NAN, f64::NAN)
+        } else {
+            (f64::from(lo), f64::from(hi))
+        };
+        Int4Settled {
+            outliers,
+            outlier_values,
+            params: int4_params(min, max),
+            version,
+        }
+    }
+
+    /// The arrays before `packed` (outlier indices and values, scale, zero point), for a
+    /// tensor of `n` values.
+    pub(super) fn head_arrays(&self, n: usize) -> Vec<OwnedArray> {
+        let wide = self.version < 2 || n > i32::MAX as usize;
+        vec![
+            indices_array("outlier_idx", &self.outliers, wide),
+            f16_array(
+                "outlier_vals",
+                self.outlier_values.iter().map(|&v| f16::from_f32(v)),
+            ),
+            f16_array("scale", std::iter::once(self.params.scale)),
+            f16_array("zero_point", std::iter::once(self.params.zero_point)),
+        ]
+    }
+
+    /// The nibble of the first value of the block starting at `start` in `packed`.
+    pub(super) fn first_nibble(&self, start: usize) -> usize {
+        if self.version >= 2 {
+            start
+        } else {
+            nibble_of(&self.outliers, start)
+        }
+    }
+
+    /// Quantizes and packs the piece of the delta starting at `start` onto `out`, which holds
+    /// `packed`'s bytes up to this piece (from any byte on; empty at the start of a block). An
+    /// odd first nibble with `out` empty has a zero high nibble before it, and an odd last
+    /// one a zero low nibble after it (to be OR-ed with the neighbours' bytes).
+    pub(super) fn pack_append(&self, piece: &[f32], start: usize, out: &mut Vec<u8>) {
+        int4_pack(self, piece, start, out);
+    }
+}
+
+avx2_twin! {
+    /// [`Int4Settled::pack_append`], compiled for AVX2 too.
+    fn int4_pack(settled: &Int4Settled, piece: &[f32], start: usize, out: &mut Vec<u8>) = int4_pack_body;
+}
+
+#[inline(always)]
+fn int4_pack_body(settled: &Int4Settled, block: &[f32], start: usize, out: &mut Vec<u8>) {
+    let p = &settled.params;
+    let end = start + block.len();
+    let first = settled.outliers.partition_point(|&o| o < start);
+    let last = settled.outliers.partition_point(|&o| o < end);
+    let inner = &settled.outliers[first..last];
+    let mut w = NibblePacker {
+        out: std::mem::take(out),
+        pending: None,
+    };
+    if settled.first_nibble(start) % 2 == 1 {
+        // The high nibble before, waiting for this piece's first.
+        w.pending = Some(w.out.pop().unwrap_or(0));
+    }
+    w.out.reserve(block.len().div_ceil(2) + 1);
+    let (offset, range) = if settled.version >= 2 {
+        v2_quant_params(p.scale, p.zero_point)
+    } else {
+        (p.min32, p.range32)
+    };
+    let mut from = start;
+    for &o in inner.iter().chain(std::iter::once(&end)) {
+        let seg = &block[from - start..o - start];
+        if p.flat {
+            w.zeros(seg.len());
+        } else {
+            w.quantize(seg, offset, range);
+        }
+        if o < end && settled.version >= 2 {
+            w.push(0);
+        }
+        from = o + 1;
+    }
+    *out = w.finish();
+}
+
+/// Appends a block's packed bytes ([`Int4Settled::pack_append`] from an empty buffer) to the
+/// bytes of the blocks before it; `odd` when the block's first nibble is odd (its first byte
+/// shares the last one's).
+pub(super) fn int4_join(packed: &mut Vec<u8>, bytes: &[u8], odd: bool) {
+    let mut bytes = bytes;
+    if odd && let (Some(last), Some((&first, rest))) = (packed.last_mut(), bytes.split_first()) {
+        *last |= first;
+        bytes = rest;
+    }
+    packed.extend_from_slice(bytes);
 }
 
 /// Version 2 quantizes against what decoding uses: zero point float32(zp) and a range of
@@ -1046,6 +1453,30 @@ mod tests {
         }
     }
 
+    /// Deltas of `n` values: noise, the noise with large values on the sample's stride only
+    /// (the sample overrates them, the guess fails), and the noise with NaNs, infinities and
+    /// negative zeros.
+    fn test_deltas(n: usize, seed: u64) -> [Vec<f32>; 3] {
+        let mut state = seed;
+        let noise: Vec<f32> = (0..n)
+            .map(|_| {
+                // xorshift64
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state % 20_001) as f32 - 10_000.0) * 1e-6
+            })
+            .collect();
+        let striped = (0..n)
+            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
+            .collect();
+        let mut special = noise.clone();
+        for i in (0..n).step_by(997) {
+            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
+        }
+        [noise, striped, special]
+    }
+
     #[test]
     fn top_k_breaks_ties_by_index() {
         let x = [1.0, -3.0, 3.0, 0.5, 3.0, f32::NAN];
@@ -1061,24 +1492,8 @@ mod tests {
         // Noise, large values on the sample's stride only (the sample overrates them, the guess
         // fails and the radix selection answers), plateaus of ties, NaNs and infinities.
         let n = 100_003usize;
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let noise: Vec<f32> = (0..n)
-            .map(|_| ((next() % 20_001) as f32 - 10_000.0) * 1e-6)
-            .collect();
-        let striped: Vec<f32> = (0..n)
-            .map(|i| if i % 48 == 0 { 5.0 } else { noise[i] })
-            .collect();
+        let [noise, striped, special] = test_deltas(n, 0x2545_f491_4f6c_dd1d);
         let plateaus: Vec<f32> = (0..n).map(|i| ((i * 7919) % 5) as f32).collect();
-        let mut special = noise.clone();
-        for i in (0..n).step_by(997) {
-            special[i] = [f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0][i % 4];
-        }
         for x in [&noise, &striped, &plateaus, &special] {
             for k in [1, 10, 1000, n / 100, 3000, n / 20] {
                 let radix = top_k_radix(x, k);
@@ -1128,6 +1543,115 @@ mod tests {
             top_k_by_sample(&striped, 3000, None).is_none(),
             "a wrong guess falls back"
         );
+    }
+
+    /// int4 over blocks of `block` values worked on in pieces of `piece`, as
+    /// `int4_blocks::encode_measured` drives it over a file.
+    fn encode_in_blocks(x: &[f32], block: usize, piece: usize, version: u32) -> Vec<OwnedArray> {
+        let (n, f) = (x.len(), 0.01);
+        assert!(int4_blocks_apply(n, f));
+        let sample: Vec<f32> = int4_sample_runs(n).flat_map(|r| x[r].to_vec()).collect();
+        let lower = int4_guess(&sample, n, f);
+        let pieces = |s: usize| {
+            let end = (s + block).min(n);
+            (s..end)
+                .step_by(piece)
+                .map(move |a| (a, &x[a..(a + piece).min(end)]))
+        };
+        let scans = (0..n)
+            .step_by(block)
+            .map(|s| {
+                let mut scan = Int4Scan::new();
+                pieces(s).for_each(|(a, p)| int4_scan(&mut scan, p, a, lower));
+                scan
+            })
+            .collect();
+        let (outliers, values, bounds) = int4_select(scans, n, f).unwrap_or_else(|| {
+            let mut radix = Int4Radix::new(n, f);
+            while {
+                (0..n)
+                    .step_by(piece)
+                    .for_each(|a| radix.add(&x[a..(a + piece).min(n)], a));
+                radix.end_pass()
+            } {}
+            (radix.outliers, radix.outlier_values, None)
+        });
+        let bounds = bounds.unwrap_or_else(|| {
+            let mut exact = Int4ExactBounds::new();
+            (0..n)
+                .step_by(piece)
+                .for_each(|a| exact.add(&x[a..(a + piece).min(n)], a, &outliers));
+            exact.finish()
+        });
+        let settled = Int4Settled::new(outliers, values, bounds, version);
+        let mut arrays = settled.head_arrays(n);
+        let entry = entry_for(
+            &[n as u64],
+            &EncodeOptions {
+                version,
+                ..EncodeOptions::default()
+            },
+            None,
+        );
+        let mut fields = refs_of(&arrays).fields;
+        fields.push(crate::formats::wdelta::ArrayRef {
+            dtype: ArrayDtype::Uint8,
+            data: &[],
+        });
+        let decoder = RangeDecoder::new(&entry, &TensorArrays { fields });
+        let mut packed = Vec::new();
+        let mut decoded = vec![0f32; n];
+        for s in (0..n).step_by(block) {
+            let mut bytes = Vec::new();
+            let from = settled.first_nibble(s) / 2;
+            for (a, p) in pieces(s) {
+                settled.pack_append(p, a, &mut bytes);
+                let w = settled.first_nibble(a) / 2;
+                decoder.decode(a, &bytes[w - from..], w, &mut decoded[a..a + p.len()]);
+            }
+            int4_join(&mut packed, &bytes, settled.first_nibble(s) % 2 == 1);
+        }
+        arrays.push(array("packed", ArrayDtype::Uint8, packed.len(), packed));
+        // The pieces decode as the whole file decodes.
+        let mut whole = vec![0f32; n];
+        decode(&entry, &refs_of(&arrays), &mut whole);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&decoded), bits(&whole));
+        arrays
+    }
+
+    #[test]
+    fn int4_in_blocks_is_int4_of_the_whole() {
+        let n = 100_003usize;
+        // With the striped values the guess fails: the radix passes select.
+        let [noise, striped, special] = test_deltas(n, 0x9e37_79b9_7f4a_7c15);
+        // Zero bounds, whose sign the lanes' order decides; a frozen tensor.
+        let non_negative: Vec<f32> = noise.iter().map(|v| v.abs()).collect();
+        let (mut zeros_a, mut zeros_b) = (non_negative.clone(), non_negative);
+        (zeros_a[77], zeros_a[78]) = (-0.0, 0.0);
+        (zeros_b[9000], zeros_b[9001], zeros_b[9005]) = (0.0, -0.0, 0.0);
+        let mut frozen = vec![0f32; n];
+        frozen[40_000] = -0.0;
+        for x in [&noise, &striped, &special, &zeros_a, &zeros_b, &frozen] {
+            for version in [1, 2] {
+                let opts = EncodeOptions {
+                    version,
+                    ..EncodeOptions::default()
+                };
+                let whole = encode(x, &[n as u64], &opts);
+                for (block, piece) in [(8192, 1024), (8192, 1000), (16_384, 333)] {
+                    let blocks = encode_in_blocks(x, block, piece, version);
+                    for (a, b) in whole.iter().zip(&blocks) {
+                        assert_eq!(a.field, b.field);
+                        assert!(
+                            a.data == b.data,
+                            "{} differs (v{version}, {block}/{piece})",
+                            a.field
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -28,6 +28,9 @@ thread_local! {
     static BASE_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Fine-tune bytes encoded between two starts of the delta's writeback.
+const WRITEBACK_EVERY: u64 = 64 << 20;
+
 /// What `create` wrote.
 #[derive(Debug, Clone)]
 pub(crate) struct Created {
@@ -101,6 +104,8 @@ pub(crate) fn create(
         crate::fsutil::write_atomically_with::<DeltaError>(out, true, |file| {
             let mut buffered = BufWriter::with_capacity(1 << 20, file);
             let w = &mut buffered;
+            // Bytes of records given to the writer since its pages were last sent to disk.
+            let mut unsent = 0u64;
             let mut parent = known.clone();
             let mut late = LateWriter {
                 out: Some(w),
@@ -115,6 +120,12 @@ pub(crate) fn create(
                 |i| {
                     let name = names[i];
                     let tf = &ft.tensors[name.as_str()];
+                    if measure && super::int4_blocks::applies(base, name, enc) {
+                        // Large: in blocks over the workers, memory bounded by the block size.
+                        let (arrays, sums) =
+                            super::int4_blocks::encode_measured(base, ft, name, enc)?;
+                        return Ok((tf.len as u64, arrays, Some(sums)));
+                    }
                     let n = tf.n_elements();
                     // The delta buffer is reused across tensors: fresh gigabyte allocations
                     // cost a page fault per 4 KiB.
@@ -176,6 +187,12 @@ pub(crate) fn create(
                         Some(_) => None,
                     };
                     late.flush(header.as_ref(), enc.version, &names, out)?;
+                    // The final fsync then waits for the last pages only.
+                    unsent += len;
+                    if late.writer.is_some() && unsent >= WRITEBACK_EVERY {
+                        crate::fsutil::start_writeback(file);
+                        unsent = 0;
+                    }
                     bar.inc(len);
                     Ok(())
                 },
@@ -237,49 +254,9 @@ fn subtract_from_finetuned(
         let f = &mut buf[..chunk.len()];
         ft.read_f32_into(name, tf, start, f)?;
         let p = prev.map(|p| &p[start..start + chunk.len()]);
-        subtract_chunk(p, f, chunk);
+        codec::subtract_chunk(p, f, chunk);
     }
     Ok(())
-}
-
-/// `d` = `f` − (`prev` or `d`), equal bits giving 0; compiled for AVX2 too (chosen at run time).
-fn subtract_chunk(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        unsafe { subtract_chunk_avx2(prev, f, d) };
-        return;
-    }
-    subtract_chunk_body(prev, f, d);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn subtract_chunk_avx2(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
-    subtract_chunk_body(prev, f, d);
-}
-
-#[inline(always)]
-fn subtract_chunk_body(prev: Option<&[f32]>, f: &[f32], d: &mut [f32]) {
-    let diff = |f: f32, p: f32| {
-        if f.to_bits() == p.to_bits() {
-            0.0
-        } else {
-            f - p
-        }
-    };
-    match prev {
-        Some(p) => {
-            for ((d, &f), &p) in d.iter_mut().zip(f).zip(p) {
-                *d = diff(f, p);
-            }
-        }
-        None => {
-            for (d, &f) in d.iter_mut().zip(f) {
-                *d = diff(f, *d);
-            }
-        }
-    }
 }
 
 /// A decoder of the arrays just encoded for a tensor of `shape`, as `apply` decodes them.

@@ -146,17 +146,16 @@ pub fn reconstruction_error(
     finetuned: &Model,
     run: &RunOptions,
 ) -> Result<ErrorStats> {
-    check_against_base(delta, base)?;
-    let names: Vec<&String> = base.tensors.keys().collect();
     let mut stats = ErrorStats::default();
     let mut sum_err2 = 0f64;
     let mut sum_d2 = 0f64;
     let mut count = 0f64;
-    ordered_parallel::<_, DeltaError>(
-        names.len(),
-        run.threads(),
-        |i| {
-            let (b, f, d) = three_sides(base, delta, finetuned, names[i])?;
+    each_tensor(
+        base,
+        delta,
+        run,
+        |name| {
+            let (b, f, d) = three_sides(base, delta, finetuned, name)?;
             let mut s = (0f64, 0f64, 0f64, 0f64);
             for ((b, f), d) in b.iter().zip(&f).zip(&d) {
                 let truth = f64::from(*f - *b);
@@ -174,7 +173,6 @@ pub fn reconstruction_error(
             stats.max_abs_delta = stats.max_abs_delta.max(s.2);
             sum_d2 += s.3;
             count += n as f64;
-            Ok(())
         },
     )?;
     if count > 0.0 {
@@ -182,6 +180,28 @@ pub fn reconstruction_error(
         stats.rms_delta = (sum_d2 / count).sqrt();
     }
     Ok(stats)
+}
+
+/// Checks `delta` against `base`, then runs `measure` on every tensor in parallel and hands
+/// the results to `gather` in name order.
+fn each_tensor<R: Send>(
+    base: &Model,
+    delta: &OpenDelta,
+    run: &RunOptions,
+    measure: impl Fn(&str) -> Result<R> + Sync,
+    mut gather: impl FnMut(&str, R),
+) -> Result<()> {
+    check_against_base(delta, base)?;
+    let names: Vec<&String> = base.tensors.keys().collect();
+    ordered_parallel::<_, DeltaError>(
+        names.len(),
+        run.threads(),
+        |i| measure(names[i]),
+        |i, r| {
+            gather(names[i], r);
+            Ok(())
+        },
+    )
 }
 
 /// float32 values as little-endian bytes without copying on little-endian machines.
@@ -272,21 +292,16 @@ pub(crate) fn update_loss(
     finetuned: &Model,
     run: &RunOptions,
 ) -> Result<UpdateLoss> {
-    check_against_base(delta, base)?;
-    let names: Vec<&String> = base.tensors.keys().collect();
     let mut tally = LossTally::default();
-    ordered_parallel::<_, DeltaError>(
-        names.len(),
-        run.threads(),
-        |i| {
-            let name = names[i].as_str();
+    each_tensor(
+        base,
+        delta,
+        run,
+        |name| {
             let b = base.load_f32(name, &base.tensors[name])?;
             tensor_loss_sums(base, finetuned, name, &b, &mut delta.decoder(name)?)
         },
-        |i, s| {
-            tally.push(names[i], s);
-            Ok(())
-        },
+        |name, s| tally.push(name, s),
     )?;
     Ok(tally.finish())
 }
@@ -319,24 +334,82 @@ pub(crate) fn rebuild_as_applied(
 /// sums vectorize and their bits do not depend on how the tensor is cut into chunks.
 const LOSS_LANES: usize = 8;
 
-/// One tensor's sums of squares (float64) behind [`UpdateLoss`]: ‖rebuilt − ft‖², ‖ft‖² and
-/// ‖ft − base‖², over the elements where all three are finite. Each is summed in
-/// [`LOSS_LANES`] lanes in element order, the lanes added in order at the end.
+/// Elements per block of [`LossSums`]: each block is summed in lanes from zero and added to
+/// the tensor's sums at its end, so that blocks summed apart (by different workers) give the
+/// same bits as the tensor summed in one go.
+pub(super) const LOSS_BLOCK: usize = 1 << 20;
+
+/// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖², in [`LOSS_LANES`] lanes each.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LossSums {
+struct Lanes {
     err2: [f64; LOSS_LANES],
     ft2: [f64; LOSS_LANES],
     upd2: [f64; LOSS_LANES],
+}
+
+impl Lanes {
+    fn add(&mut self, other: &Lanes) {
+        for j in 0..LOSS_LANES {
+            self.err2[j] += other.err2[j];
+            self.ft2[j] += other.ft2[j];
+            self.upd2[j] += other.upd2[j];
+        }
+    }
+}
+
+/// One tensor's sums of squares (float64) behind [`UpdateLoss`]: ‖rebuilt − ft‖², ‖ft‖² and
+/// ‖ft − base‖², over the elements where all three are finite. Each is summed in
+/// [`LOSS_LANES`] lanes in element order within blocks of [`LOSS_BLOCK`] elements, the blocks'
+/// lanes added in order, the lanes added in order at the end.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LossSums {
+    /// The whole blocks so far.
+    done: Lanes,
+    /// The block being summed.
+    block: Lanes,
     /// Elements added so far (the lane of the next one).
     seen: usize,
 }
 
 impl LossSums {
+    /// Sums of a tensor's elements from `start` (a multiple of [`LOSS_BLOCK`]) on, to be added
+    /// to the sums before them with [`LossSums::absorb`].
+    pub(super) fn starting_at(start: usize) -> LossSums {
+        debug_assert!(start.is_multiple_of(LOSS_BLOCK));
+        LossSums {
+            seen: start,
+            ..LossSums::default()
+        }
+    }
+
+    /// Adds the sums of the elements that follow these ([`LossSums::starting_at`] the end of
+    /// these, which is the end of a block).
+    pub(super) fn absorb(&mut self, next: &LossSums) {
+        debug_assert!(self.seen.is_multiple_of(LOSS_BLOCK));
+        self.done.add(&next.done);
+        self.block.add(&next.block);
+        self.seen = next.seen;
+    }
+
     /// Adds the next elements of the tensor.
     #[inline(always)]
     pub(crate) fn add(&mut self, rebuilt: &[f32], ft: &[f32], base: &[f32]) {
         let n = rebuilt.len().min(ft.len()).min(base.len());
         let (mut r, mut f, mut b) = (&rebuilt[..n], &ft[..n], &base[..n]);
+        while !r.is_empty() {
+            let take = r.len().min(LOSS_BLOCK - self.seen % LOSS_BLOCK);
+            self.add_in_block(&r[..take], &f[..take], &b[..take]);
+            (r, f, b) = (&r[take..], &f[take..], &b[take..]);
+            if self.seen.is_multiple_of(LOSS_BLOCK) {
+                self.done.add(&self.block);
+                self.block = Lanes::default();
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn add_in_block(&mut self, r: &[f32], f: &[f32], b: &[f32]) {
+        let (mut r, mut f, mut b) = (r, f, b);
         // Up to the next lane 0 one at a time, then whole rows of lanes.
         while !r.is_empty() && !self.seen.is_multiple_of(LOSS_LANES) {
             self.lane(self.seen % LOSS_LANES, r[0], f[0], b[0]);
@@ -367,15 +440,18 @@ impl LossSums {
         // zero instead of branching keeps the loop vectorized (the sums start at +0).
         let finite = r.is_finite() & f.is_finite() & b.is_finite();
         let keep = |x: f64| if finite { x } else { 0.0 };
-        self.err2[j] += keep((r - f) * (r - f));
-        self.ft2[j] += keep(f * f);
-        self.upd2[j] += keep((f - b) * (f - b));
+        let s = &mut self.block;
+        s.err2[j] += keep((r - f) * (r - f));
+        s.ft2[j] += keep(f * f);
+        s.upd2[j] += keep((f - b) * (f - b));
     }
 
     /// ‖rebuilt − ft‖², ‖ft‖² and ‖ft − base‖².
     fn totals(&self) -> [f64; 3] {
+        let mut all = self.done;
+        all.add(&self.block);
         let sum = |lanes: &[f64; LOSS_LANES]| lanes.iter().fold(0.0, |a, x| a + x);
-        [sum(&self.err2), sum(&self.ft2), sum(&self.upd2)]
+        [sum(&all.err2), sum(&all.ft2), sum(&all.upd2)]
     }
 }
 
@@ -403,52 +479,21 @@ pub(crate) fn tensor_loss_sums(
     Ok(sums)
 }
 
-/// One chunk of [`tensor_loss_sums`], compiled twice: for the baseline CPU and, chosen at run
-/// time, for AVX2 (the float64 lanes fit its registers; no FMA, so the same bits).
-fn loss_chunk(
-    elem: Elem,
-    b: &[f32],
-    d: &[f32],
-    r: &mut [f32],
-    f: &[f32],
-    raw: &mut Vec<u8>,
-    sums: &mut LossSums,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        unsafe { loss_chunk_avx2(elem, b, d, r, f, raw, sums) };
-        return;
+avx2_twin! {
+    /// One chunk of [`tensor_loss_sums`] (base `b`, decoded delta `d`, fine-tune `f`; `r` and
+    /// `raw` are scratch), compiled for AVX2 too (the float64 lanes fit its registers).
+    pub(super) fn loss_chunk(
+        elem: Elem,
+        b: &[f32],
+        d: &[f32],
+        r: &mut [f32],
+        f: &[f32],
+        raw: &mut Vec<u8>,
+        sums: &mut LossSums,
+    ) {
+        rebuild_as_applied(elem, b, d, r, raw);
+        sums.add(r, f, b);
     }
-    loss_chunk_body(elem, b, d, r, f, raw, sums);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn loss_chunk_avx2(
-    elem: Elem,
-    b: &[f32],
-    d: &[f32],
-    r: &mut [f32],
-    f: &[f32],
-    raw: &mut Vec<u8>,
-    sums: &mut LossSums,
-) {
-    loss_chunk_body(elem, b, d, r, f, raw, sums);
-}
-
-#[inline(always)]
-fn loss_chunk_body(
-    elem: Elem,
-    b: &[f32],
-    d: &[f32],
-    r: &mut [f32],
-    f: &[f32],
-    raw: &mut Vec<u8>,
-    sums: &mut LossSums,
-) {
-    rebuild_as_applied(elem, b, d, r, raw);
-    sums.add(r, f, b);
 }
 
 /// Gathers [`LossSums`] tensor by tensor, in name order, into an [`UpdateLoss`].
@@ -477,5 +522,41 @@ impl LossTally {
         self.loss.rel_l2 = ratio(err2.sqrt(), ft2.sqrt());
         self.loss.update_lost = ratio(err2.sqrt(), upd2.sqrt());
         self.loss
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_sums_do_not_depend_on_the_cut() {
+        // Two and a half blocks: summed in one go, in odd chunks, and block by block apart
+        // (as create's workers sum a large tensor) give the same bits.
+        let n = 2 * LOSS_BLOCK + LOSS_BLOCK / 2 + 3;
+        let wave = |k: f32| (0..n).map(move |i| ((i as f32) * k).sin() * 0.01);
+        let (r, f, b): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+            wave(0.37).collect(),
+            wave(0.41).collect(),
+            wave(0.43).collect(),
+        );
+        let mut whole = LossSums::default();
+        whole.add(&r, &f, &b);
+        let mut chunked = LossSums::default();
+        for at in (0..n).step_by(65_537) {
+            let end = (at + 65_537).min(n);
+            chunked.add(&r[at..end], &f[at..end], &b[at..end]);
+        }
+        let mut apart = LossSums::default();
+        for at in (0..n).step_by(LOSS_BLOCK) {
+            let end = (at + LOSS_BLOCK).min(n);
+            let mut block = LossSums::starting_at(at);
+            block.add(&r[at..end], &f[at..end], &b[at..end]);
+            apart.absorb(&block);
+        }
+        let bits = |s: &LossSums| s.totals().map(f64::to_bits);
+        assert_eq!(bits(&whole), bits(&chunked));
+        assert_eq!(bits(&whole), bits(&apart));
+        assert!(whole.totals()[0] > 0.0);
     }
 }
