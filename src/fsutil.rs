@@ -214,14 +214,29 @@ pub(crate) fn reserve(file: &File, path: &Path, len: u64) -> Result<()> {
     Ok(())
 }
 
-/// Starts writing `file`'s dirty pages to disk without waiting, so that an `fsync` at the end
-/// waits for the last pages only. Advisory: a failure is left to that `fsync` to report.
-pub(crate) fn start_writeback(file: &File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: sync_file_range on an open descriptor; offset 0 and length 0 mean the whole file.
-    unsafe {
-        libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+/// Starts writing bytes `from..to` of `file` (`to` None: to its end) back to the disk without
+/// waiting, so that an `fsync` at the end waits for the last pages only. A hint: its failure is
+/// left to that `fsync` to report.
+pub(crate) fn start_writeback(file: &File, from: u64, to: Option<u64>) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // A length of 0 asks for everything from `from` on.
+        let len = to.map_or(Some(0), |to| to.checked_sub(from));
+        let (Ok(from), Some(Ok(len))) = (
+            libc::off64_t::try_from(from),
+            len.map(libc::off64_t::try_from),
+        ) else {
+            return;
+        };
+        // SAFETY: a plain syscall on an open descriptor; SYNC_FILE_RANGE_WRITE only queues the
+        // range's dirty pages for writing.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE);
+        }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, from, to);
 }
 
 /// Writes `bytes` to `path` atomically.

@@ -190,7 +190,7 @@ pub(crate) fn create(
                     // The final fsync then waits for the last pages only.
                     unsent += len;
                     if late.writer.is_some() && unsent >= WRITEBACK_EVERY {
-                        crate::fsutil::start_writeback(file);
+                        crate::fsutil::start_writeback(file, 0, None);
                         unsent = 0;
                     }
                     bar.inc(len);

@@ -149,28 +149,6 @@ pub(super) fn read_base_into(
 /// f32 pair when all of it was left to it).
 const WRITEBACK_STEP: u64 = 4 << 20;
 
-/// Starts writing `from..to` of `file` back to the disk, without waiting: a hint (the `fsync`
-/// that follows is what makes the file durable), so its failure is ignored.
-fn start_writeback(file: &File, from: u64, to: u64) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let (Ok(from), Ok(len)) = (
-            libc::off64_t::try_from(from),
-            libc::off64_t::try_from(to - from),
-        ) else {
-            return;
-        };
-        // SAFETY: a plain syscall on an open descriptor; SYNC_FILE_RANGE_WRITE only queues
-        // the range's dirty pages for writing.
-        unsafe {
-            libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (file, from, to);
-}
-
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned())
@@ -329,7 +307,7 @@ pub(crate) fn create_lossless(
                     handed += frame.len() as u64;
                     let flushed = handed - w.buffer().len() as u64;
                     if flushed >= kicked + WRITEBACK_STEP {
-                        start_writeback(file, kicked, flushed);
+                        crate::fsutil::start_writeback(file, kicked, Some(flushed));
                         kicked = flushed;
                     }
                     pool.give(frame);
