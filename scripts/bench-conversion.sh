@@ -8,7 +8,7 @@
 # The pair: a random 162M-parameter Llama written by transformers (f32 safetensors, 650 MB)
 # and the q8_0 and f16 GGUFs llama.cpp's convert_hf_to_gguf.py makes of it
 # (scripts/bench_conversion_gen.py), built once under bench-work/conversion/ with the fixture
-# venv (FIXTURE_PYTHON, default /work/fixture-venv/bin/python: torch, transformers) and the
+# venv (FIXTURE_PYTHON: torch, transformers) and the
 # llama.cpp tree vendored in the llama-cpp-python sdist (LLAMA_CPP_DIR). Target: <= 3x cat.
 # Records the ratios in bench-work/results/conversion.json (scripts/bench_result.py).
 set -euo pipefail
@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 
 RUNS="${RUNS:-10}"
 WORK=bench-work/conversion
-FIXTURE_PYTHON="${FIXTURE_PYTHON:-/work/fixture-venv/bin/python}"
-LLAMA_CPP_DIR="${LLAMA_CPP_DIR:-/work/dl/llama_cpp_python-0.3.36/vendor/llama.cpp}"
+FIXTURE_PYTHON="${FIXTURE_PYTHON:?set FIXTURE_PYTHON to a venv python with scripts/requirements-fixtures.txt}"
+LLAMA_CPP_DIR="${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to the llama.cpp tree of the llama-cpp-python sdist}"
 mkdir -p "$WORK"
 command -v hyperfine >/dev/null || { echo "hyperfine is needed (apt-get install hyperfine)" >&2; exit 2; }
 

@@ -4,7 +4,7 @@ llama.cpp's own convert_hf_to_gguf.py and llama-quantize make of them.
 
 Usage (in the fixture venv, scripts/requirements-fixtures.txt; never the test venv):
 
-    /work/fixture-venv/bin/python scripts/make_conversion_fixtures.py \\
+    fixture-venv/bin/python scripts/make_conversion_fixtures.py \\
         LLAMA_CPP_DIR [LLAMA_QUANTIZE] tests/fixtures/conversions
 
 LLAMA_CPP_DIR is the llama.cpp tree vendored in the llama-cpp-python sdist

@@ -5,7 +5,7 @@ of it (f32, f16, q8_0), plus deliberately corrupted copies of some f32 conversio
 
 Usage (in the fixture venv, scripts/requirements-fixtures.txt; never the test venv):
 
-    /work/fixture-venv/bin/python scripts/make_conversion_zoo.py LLAMA_CPP_DIR tests/fixtures/conversions/zoo
+    fixture-venv/bin/python scripts/make_conversion_zoo.py LLAMA_CPP_DIR tests/fixtures/conversions/zoo
 
 LLAMA_CPP_DIR is the llama.cpp tree vendored in the llama-cpp-python sdist (as for
 scripts/make_conversion_fixtures.py). OUTDIR is emptied first; OUTDIR/manifest.json records the

@@ -4,7 +4,7 @@ benchmark (scripts/bench-lossless.sh).
 
 Usage (in the fixture venv, scripts/requirements-fixtures.txt; never the test venv):
 
-    /work/fixture-venv/bin/python scripts/make_finetune_pairs.py LLAMA_CPP_DIR OUTDIR [--size tiny|bench] [--scale S]
+    fixture-venv/bin/python scripts/make_finetune_pairs.py LLAMA_CPP_DIR OUTDIR [--size tiny|bench] [--scale S]
 
 `--size tiny` (the default) writes the small pairs committed in tests/fixtures/finetune/;
 `--size bench` writes larger ones for the benchmark (about 20-90 MB per model, `--scale`

@@ -3,7 +3,7 @@
 
 Usage (in the fixture venv, scripts/requirements-fixtures.txt):
 
-    /work/fixture-venv/bin/python scripts/make_malicious_pickles.py tests/fixtures/pytorch/malicious
+    fixture-venv/bin/python scripts/make_malicious_pickles.py tests/fixtures/pytorch/malicious
 
 Every file creates `weight-inspect-canary` in the current directory when Python unpickles it
 (checked here, in a throw-away directory, with pickle.load or torch.load(weights_only=False)):

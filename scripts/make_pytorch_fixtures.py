@@ -4,7 +4,7 @@
 Usage (in a venv with the versions pinned in scripts/requirements-fixtures.txt; never the
 test venv, which has no torch):
 
-    /work/fixture-venv/bin/python scripts/make_pytorch_fixtures.py tests/fixtures/pytorch
+    fixture-venv/bin/python scripts/make_pytorch_fixtures.py tests/fixtures/pytorch
 
 Writes every file below into OUTDIR (emptied first), checks each one, and writes
 OUTDIR/manifest.json, the reference the Rust reader is tested against. Tensor values come from

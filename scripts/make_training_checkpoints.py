@@ -3,7 +3,7 @@
 
 Usage (in the fixture venv, scripts/requirements-fixtures.txt; never the test venv):
 
-    /work/fixture-venv/bin/python scripts/make_training_checkpoints.py tests/fixtures/pytorch/training
+    fixture-venv/bin/python scripts/make_training_checkpoints.py tests/fixtures/pytorch/training
     ... make_training_checkpoints.py OUTDIR --only numpy_protocol_2   (one part, the rest kept)
 
 Writes into OUTDIR (emptied first):
