@@ -67,14 +67,15 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    /// A window of `2 × threads` items of `item_bytes` (a full chunk), in bytes: smaller items
-    /// fill it with more of them, up to `16 × threads`, so that the memory held stays that of
-    /// the plain window while a thread is never left without work behind one large item.
+    /// A window of `threads + 1` items of `item_bytes` (a full chunk), in bytes: smaller items
+    /// fill it with more of them, up to `16 × threads`, so that a thread is not left without
+    /// work behind one large item. (Twice the threads in bytes held more fresh buffers: 60 %
+    /// more page faults on the f32 pair, for no more use of the cores.)
     pub(crate) fn of_bytes(threads: usize, item_bytes: u64) -> Window {
         let threads = threads.max(1);
         Window {
             items: 16 * threads,
-            weight: 2 * threads as u64 * item_bytes,
+            weight: (threads as u64 + 1) * item_bytes,
         }
     }
 }
