@@ -14,9 +14,7 @@ use crate::delta::error::DeltaError;
 use crate::delta::model::Model;
 use crate::delta::open::fits_base;
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{
-    BufferPool, RunOptions, Window, kept, ordered_parallel_weighted, sized,
-};
+use crate::delta::pipeline::{BufferPool, RunOptions, kept, ordered_parallel, sized};
 use crate::delta::verify::wrong_parent_of;
 use crate::error::Error;
 use crate::escape::shown;
@@ -181,13 +179,9 @@ fn rebuild(
         let mut hasher = Sha256::new();
         crate::fsutil::write_atomically_with::<DeltaError>(target, sync, |out_file| {
             crate::fsutil::reserve(out_file, target, f.size)?;
-            // Chunks weighed by their bytes (see `create`): small tensors' chunks do not
-            // hold a worker back behind a large one.
-            ordered_parallel_weighted::<_, DeltaError>(
+            ordered_parallel::<_, DeltaError>(
                 chunks.len(),
                 run.threads(),
-                Window::of_bytes(run.threads(), c.header.chunk_bytes),
-                |i| chunks[i].len,
                 |i| {
                     let k = &chunks[i];
                     let segment = &f.segments[k.segment as usize];
