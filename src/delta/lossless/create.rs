@@ -13,7 +13,9 @@ use super::planes;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
-use crate::delta::pipeline::{BufferPool, RunOptions, kept, ordered_parallel, sized};
+use crate::delta::pipeline::{
+    BufferPool, RunOptions, Window, kept, ordered_parallel_weighted, sized,
+};
 use crate::error::Error;
 use crate::formats::wdelta::lossless::{
     Codec, LOSSLESS_STRATEGY, LosslessFile, LosslessHeader, Segment, SegmentKind,
@@ -274,15 +276,20 @@ pub(crate) fn create_lossless(
                 }
                 hashers
             });
-            let coded = ordered_parallel::<_, DeltaError>(
+            // Jobs weighed by their bytes: a tensor's chunks are up to 4 MiB, but most of a
+            // model's tensors (biases, norms) are a few KiB, and a window of a few jobs left
+            // one worker idle behind the other's large chunk.
+            let coded = ordered_parallel_weighted::<_, DeltaError>(
                 jobs.len(),
                 run.threads(),
+                Window::of_bytes(run.threads(), CHUNK_BYTES),
+                |i| jobs[i].len,
                 |i| {
                     let job = &jobs[i];
                     let segment = &header.files[job.file].segments[job.segment];
                     let mut ft_bytes = pool.take(job.len as usize);
                     read_source(job.file, job.out_offset, &mut ft_bytes)?;
-                    let mut frame = pool.take_empty();
+                    let mut frame = pool.take_empty(job.len as usize);
                     WORKER.with_borrow_mut(|worker| -> Result<()> {
                         let base_bytes = base_chunk(
                             base,
