@@ -15,6 +15,21 @@ const SHAPES: &str = "64x48,33,1,3x5x7,7x9,scalar";
 const SHAPES_INT4: &str = "64x48,33,3x5x7,7x9,2";
 
 /// (strategy, extra reference args, extra CLI args)
+/// Every tensor of `theirs` decodes to the same float bits from `mine` (`what` names the case).
+fn decode_bit_for_bit_alike(theirs: &OpenDelta, mine: &OpenDelta, what: &str) {
+    for (name, e) in &theirs.file.header.tensors {
+        let n = e.n_elements().unwrap() as usize;
+        let bits = |delta: &OpenDelta| -> Vec<u32> {
+            let values = delta.decode(name, n).unwrap();
+            values.iter().map(|v| v.to_bits()).collect()
+        };
+        assert!(
+            bits(theirs) == bits(mine),
+            "{what}: {name} decodes differently"
+        );
+    }
+}
+
 fn variants() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
     vec![
         ("sparse", vec![], vec![]),
@@ -177,14 +192,7 @@ fn encoder_matches_the_reference_without_ties() {
         ok(&run(&args));
         let a = OpenDelta::open(&theirs_wd).unwrap();
         let b = OpenDelta::open(&mine_wd).unwrap();
-        for (name, e) in &a.file.header.tensors {
-            let n = e.n_elements().unwrap() as usize;
-            let x = a.decode(name, n).unwrap();
-            let y = b.decode(name, n).unwrap();
-            let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
-            let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
-            assert_eq!(xb, yb, "{strategy} {cli_args:?}: {name}");
-        }
+        decode_bit_for_bit_alike(&a, &b, &format!("{strategy} {cli_args:?}"));
         // The same header but for the fine-tune's metadata and the loss figures, which only
         // this writer records.
         let mut ours = b.file.header.clone();
@@ -396,13 +404,6 @@ fn a_tensor_encoded_in_blocks_matches_the_reference() {
         );
         let a = OpenDelta::open(&theirs_wd).unwrap();
         let b = OpenDelta::open(&dir.join("mine1.wdelta")).unwrap();
-        for (name, e) in &a.file.header.tensors {
-            let n = e.n_elements().unwrap() as usize;
-            let x = a.decode(name, n).unwrap();
-            let y = b.decode(name, n).unwrap();
-            let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
-            let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
-            assert!(xb == yb, "{dtype}: {name} decodes differently");
-        }
+        decode_bit_for_bit_alike(&a, &b, dtype);
     }
 }
