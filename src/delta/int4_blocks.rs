@@ -54,11 +54,9 @@ pub(super) fn encode_measured(
     // The guess of the outliers' key, from runs of values sampled across the tensor.
     let mut sample = Vec::new();
     for run in codec::int4_sample_runs(n) {
-        let len = run.len();
-        let (mut b, mut f, mut d) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
-        read_pair(base, ft, name, run.start, &mut b, &mut f)?;
-        codec::subtract_chunk(Some(&b), &f, &mut d);
-        sample.extend_from_slice(&d);
+        with_delta(base, ft, name, run, |d, _, _, _, _| {
+            sample.extend_from_slice(d)
+        })?;
     }
     let lower = codec::int4_guess(&sample, n, enc.outlier_fraction);
     let scans = starts
