@@ -15,10 +15,21 @@ use crate::error::{Error, Result};
 static TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static SIGNALS: Once = Once::new();
 
-/// While it lives, `path` is removed if SIGINT, SIGTERM or SIGHUP stops the process.
+/// While it lives, `path` is removed if SIGINT, SIGTERM or SIGHUP stops the process, or a
+/// fault in a memory map of a truncated input ([`crate::mapped`]).
 #[derive(Debug)]
 pub(crate) struct RemoveOnSignal {
     path: PathBuf,
+    _on_fault: crate::mapped::RemoveOnFault,
+}
+
+impl RemoveOnSignal {
+    fn new(path: &Path) -> RemoveOnSignal {
+        RemoveOnSignal {
+            path: path.to_path_buf(),
+            _on_fault: crate::mapped::RemoveOnFault::new(path),
+        }
+    }
 }
 
 impl Drop for RemoveOnSignal {
@@ -100,9 +111,7 @@ where
     // Dropped in this order: the temporary file (removed unless persisted), then its
     // registration, so there is no moment when it exists unregistered.
     let guarded = Guarded {
-        _registration: RemoveOnSignal {
-            path: tmp.path().to_path_buf(),
-        },
+        _registration: RemoveOnSignal::new(tmp.path()),
         tmp: Some(tmp),
     };
     let tmp = guarded.tmp.as_ref().expect("set above");
@@ -159,9 +168,7 @@ impl TempCopy {
             .map_err(|e| Error::io(&dir, e))?;
         temps.push(tmp.path().to_path_buf());
         drop(temps);
-        let registration = RemoveOnSignal {
-            path: tmp.path().to_path_buf(),
-        };
+        let registration = RemoveOnSignal::new(tmp.path());
         let written = tmp.write_all(bytes).and_then(|()| tmp.flush());
         let copy = TempCopy {
             guarded: Guarded {

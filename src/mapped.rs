@@ -7,8 +7,12 @@
 //! missing, exit status 2 — instead of a signal. A fault anywhere else keeps the default
 //! action.
 //!
-//! The handler only reads atomics, formats into a stack buffer and calls `stat`, `write` and
-//! `_exit`: all async-signal-safe.
+//! Before it exits, the handler removes the temporary files registered here
+//! ([`RemoveOnFault`]: every output being written, see [`crate::fsutil`]), so a file truncated
+//! under a map leaves no half-written output behind either.
+//!
+//! The handler only reads atomics, formats into a stack buffer and calls `stat`, `unlink`,
+//! `write` and `_exit`: all async-signal-safe.
 
 use std::ffi::CString;
 use std::path::Path;
@@ -43,9 +47,74 @@ const FREE: Slot = Slot {
 static MAPS: [Slot; SLOTS] = [FREE; SLOTS];
 static HANDLER: Once = Once::new();
 
+/// Temporary files registered at once at the most (outputs being written); one beyond them
+/// is still removed on an ordinary error or signal, only not on a fault in a map.
+const TEMP_SLOTS: usize = 64;
+#[allow(clippy::declare_interior_mutable_const)] // the initializer of each slot
+const NO_TEMP: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// NUL-terminated paths of temporary files, owned by their [`RemoveOnFault`].
+static TEMPS: [AtomicPtr<u8>; TEMP_SLOTS] = [NO_TEMP; TEMP_SLOTS];
+
+/// While it lives, the temporary file at its path is removed if a fault in a map ends the
+/// process.
+pub(crate) struct RemoveOnFault {
+    slot: Option<usize>,
+    path: CString,
+}
+
+impl RemoveOnFault {
+    pub(crate) fn new(path: &Path) -> RemoveOnFault {
+        use std::os::unix::ffi::OsStrExt;
+        let path = CString::new(path.as_os_str().as_bytes()).unwrap_or_default();
+        let ptr = path.as_ptr() as *mut u8;
+        let slot = (0..TEMP_SLOTS).find(|&i| {
+            TEMPS[i]
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    ptr,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        });
+        RemoveOnFault { slot, path }
+    }
+}
+
+impl Drop for RemoveOnFault {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            // The path's bytes are freed after this, once the slot no longer points at them.
+            TEMPS[i].store(std::ptr::null_mut(), Ordering::Release);
+        }
+    }
+}
+
+impl std::fmt::Debug for RemoveOnFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoveOnFault")
+            .field("slot", &self.slot)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// Removes the registered temporary files (from the SIGBUS handler: `unlink` only).
+fn remove_temps() {
+    for t in &TEMPS {
+        let path = t.load(Ordering::Acquire);
+        if !path.is_null() {
+            // SAFETY: a NUL-terminated path owned by a live RemoveOnFault; unlink is
+            // async-signal-safe, and a file already renamed into place is not found.
+            unsafe { libc::unlink(path as *const libc::c_char) };
+        }
+    }
+}
+
 /// A read-only map of a whole file, guarded as the module says.
 pub(crate) struct GuardedMap {
     map: memmap2::Mmap,
+    path: std::path::PathBuf,
     slot: usize,
     _path: CString,
     _shown: Box<[u8]>,
@@ -84,10 +153,16 @@ impl GuardedMap {
         s.len.store(map.len(), Ordering::Release);
         Ok(GuardedMap {
             map,
+            path: path.to_path_buf(),
             slot,
             _path: c_path,
             _shown: shown,
         })
+    }
+
+    /// The path the file was opened from.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Advises the kernel how the map will be read.
@@ -95,13 +170,18 @@ impl GuardedMap {
         let _ = self.map.advise(advice);
     }
 
-    /// Drops this process's view of `len` bytes at `offset` (page-aligned): the page cache
-    /// keeps them, the next access reads them again.
+    /// Drops this process's view of the pages wholly inside the `len` bytes at `offset`: they
+    /// leave its resident set, the page cache keeps them, the next access reads them again.
     pub(crate) fn release(&self, offset: usize, len: usize) {
+        const PAGE: usize = 4096;
+        let (start, end) = (offset.div_ceil(PAGE) * PAGE, (offset + len) / PAGE * PAGE);
+        if end <= start {
+            return;
+        }
         // SAFETY: DontNeed on a read-only file mapping only drops this process's pages.
         let _ = unsafe {
             self.map
-                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
         };
     }
 }
@@ -182,6 +262,7 @@ fn report(s: &Slot, offset: usize, len: usize) -> ! {
         line.push(b" bytes");
     }
     line.push(b")\n");
+    remove_temps();
     // SAFETY: write and _exit are async-signal-safe.
     unsafe {
         libc::write(2, line.buf.as_ptr().cast(), line.len);
@@ -256,5 +337,22 @@ mod tests {
         let index = map.slot;
         drop(map);
         assert_eq!(MAPS[index].len.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn a_temporary_file_is_registered_while_its_registration_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".out.tmp");
+        std::fs::write(&path, b"half").unwrap();
+        let registered = RemoveOnFault::new(&path);
+        let slot = registered.slot.expect("a free slot");
+        assert_eq!(
+            TEMPS[slot].load(Ordering::Acquire).cast_const(),
+            registered.path.as_ptr().cast::<u8>()
+        );
+        remove_temps();
+        assert!(!path.exists(), "removed as the fault handler removes it");
+        drop(registered);
+        assert!(TEMPS[slot].load(Ordering::Acquire).is_null());
     }
 }

@@ -307,6 +307,87 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
     }
 }
 
+/// `delta create --strategy lossless` of `ft` against `base` into `outdir`, returned once its
+/// temporary output exists (None if it finished first).
+fn lossless_create_until_temp_exists(base: &Path, ft: &Path, outdir: &Path) -> Option<Child> {
+    let mut child = Command::new(bin())
+        .args(["delta", "create", "--strategy", "lossless", "--base"])
+        .args([
+            s(base),
+            s(ft),
+            "-o",
+            s(&outdir.join("d.wdelta")),
+            "--threads",
+            "1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if !temps_in(outdir).is_empty() {
+            return Some(child);
+        }
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    None
+}
+
+/// The lossless strategy reads both models through memory maps: a file cut short under them
+/// is an error naming it (not SIGBUS), and so is a file written in place during the run, whose
+/// bytes would no longer be those hashed; neither leaves a temporary file or an output.
+#[cfg(unix)]
+#[test]
+fn an_input_cut_or_written_during_lossless_create_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (base, _) = big_setup(d, "4096x4096,4096x4096");
+    let ft = d.join("ft1.safetensors");
+    let outdir = d.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    for (which, original) in [("ft", &ft), ("base", &base)] {
+        for cut in [true, false] {
+            let victim = d.join(format!("victim-{which}-{cut}.safetensors"));
+            std::fs::copy(original, &victim).unwrap();
+            let (base_in, ft_in) = if which == "ft" {
+                (&base, &victim)
+            } else {
+                (&victim, &ft)
+            };
+            let child = lossless_create_until_temp_exists(base_in, ft_in, &outdir)
+                .expect("create finished before the file could be changed");
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&victim)
+                .unwrap();
+            if cut {
+                f.set_len(1024).unwrap();
+            } else {
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&[0x5a; 4096], 100 << 20).unwrap();
+            }
+            drop(f);
+            let out = child.wait_with_output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{which} cut={cut}: {:?} {err}",
+                out.status
+            );
+            common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
+            assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
+            assert!(!outdir.join("d.wdelta").exists());
+        }
+    }
+}
+
 /// A BERT-like pair: float weights that change, an int64 `position_ids` that does not, an
 /// int64 counter that changes by a little, in `dir` as base.safetensors and ft.safetensors.
 /// (The counter has two elements: deltatensors cannot encode one element with int4.)

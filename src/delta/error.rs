@@ -130,6 +130,14 @@ pub enum DeltaError {
         end: u64,
         now: Option<u64>,
     },
+    /// A model file was written while a delta was made from it (its size or times changed):
+    /// the delta would not hold the bytes its hashes name.
+    #[error(
+        "{}: the file changed while it was read (it was written during the run); nothing was \
+         written",
+        shown_path(.path)
+    )]
+    InputChanged { path: PathBuf },
     #[error(
         "{}: tensor {} has dtype {dtype}; deltas are computed over float (f64, f32, f16, \
          bf16), integer and bool tensors only",

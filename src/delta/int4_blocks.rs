@@ -55,7 +55,7 @@ pub(super) fn encode_measured(
     let mut sample = Vec::new();
     for run in codec::int4_sample_runs(n) {
         with_delta(base, ft, name, run, |d, _, _, _, _| {
-            sample.extend_from_slice(d)
+            sample.extend_from_slice(d);
         })?;
     }
     let lower = codec::int4_guess(&sample, n, enc.outlier_fraction);

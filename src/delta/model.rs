@@ -438,6 +438,19 @@ impl Model {
         Ok((&s.path, len))
     }
 
+    /// A read-only map of data file `shard`, guarded against the file shrinking underneath it
+    /// ([`crate::mapped`]); None for an empty file, which has nothing to map.
+    pub(crate) fn map_shard(&self, shard: usize) -> Result<Option<crate::mapped::GuardedMap>> {
+        let s = &self.shards[shard];
+        let len = s.file.metadata().map_err(|e| Error::io(&s.path, e))?.len();
+        if len == 0 {
+            return Ok(None);
+        }
+        crate::mapped::GuardedMap::map(&s.file, &s.path)
+            .map(Some)
+            .map_err(|e| Error::io(&s.path, e).into())
+    }
+
     /// Reads bytes at `offset` of data file `shard` into `buf` (an early end is
     /// [`DeltaError::InputShrank`]).
     pub(crate) fn read_shard_at(&self, shard: usize, offset: u64, buf: &mut [u8]) -> Result<()> {

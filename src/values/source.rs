@@ -94,13 +94,8 @@ impl ModelBytes {
         let Storage::Mapped(map) = &self.storage else {
             return;
         };
-        const PAGE: usize = 4096;
         // Bytes held elsewhere (a numpy array decoded from the pickle's text) have no pages here.
-        let Some((start, end)) = self.offsets_of(range) else {
-            return;
-        };
-        let (start, end) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
-        if end > start {
+        if let Some((start, end)) = self.offsets_of(range) {
             map.release(start, end - start);
         }
     }
