@@ -28,9 +28,9 @@ const SETTLED: Duration = Duration::from_secs(1);
 /// First line of an entry: the layout of what follows.
 const ENTRY_VERSION: &str = "weight-inspect base hash 1";
 
-/// What the kernel says of each file of a model, as a line per file.
+/// What the kernel says of each file of a model, as a line per file: a write changes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamps {
+pub(crate) struct Stamps {
     lines: String,
     /// The latest modification or change time among the files.
     newest: (i64, i64),
@@ -39,10 +39,17 @@ struct Stamps {
 impl Stamps {
     /// The stamps of `model`'s files, through the handles it reads from (so a file renamed
     /// over one of its paths meanwhile does not count).
-    fn of(model: &Model) -> Option<Stamps> {
+    pub(crate) fn of(model: &Model) -> Option<Stamps> {
+        Stamps::of_files(model.file_metadata())
+    }
+
+    /// The stamps of the files whose metadata `metas` are (None if one is unreadable).
+    pub(crate) fn of_files(
+        metas: impl Iterator<Item = std::io::Result<std::fs::Metadata>>,
+    ) -> Option<Stamps> {
         let mut lines = String::new();
         let mut newest = (i64::MIN, 0);
-        for meta in model.file_metadata() {
+        for meta in metas {
             let m = meta.ok()?;
             lines.push_str(&format!(
                 "{} {} {} {}.{:09} {}.{:09}\n",

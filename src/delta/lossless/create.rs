@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::chunk::{CHUNK_BYTES, ChunkEncoder, ZSTD_LEVEL};
 use super::planes;
+use crate::delta::base_hash::Stamps;
 use crate::delta::error::DeltaError;
 use crate::delta::model::{Model, TensorSource};
 use crate::delta::outputs::refuse_output_among_inputs;
@@ -137,56 +138,46 @@ const HASH_STEP: usize = 1 << 20;
 /// The data files of the fine-tune and of the base, read in place through guarded maps (no
 /// copy from the page cache, and no buffers for the kernel to fault in and zero: 25-30 % of
 /// the CPU time of `create` on a fully trained pair when chunks were read into buffers), with
-/// what each file was when the run began.
+/// what each model's files were when the run began.
 struct MappedInputs {
     finetuned: Vec<Option<GuardedMap>>,
     base: Vec<Option<GuardedMap>>,
-    stamps: Vec<(PathBuf, Option<Stamp>)>,
-}
-
-/// What says a file was written: its size, modification and change times.
-type Stamp = (u64, i64, i64, i64, i64);
-
-fn stamp(meta: std::io::Result<std::fs::Metadata>) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
-    meta.ok().map(|m| {
-        (
-            m.len(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec(),
-        )
-    })
+    /// Each model (the index of a sharded fine-tune apart) and its files' stamps.
+    stamps: Vec<(PathBuf, Option<Stamps>)>,
 }
 
 impl MappedInputs {
-    fn open(base: &Model, ft: &Model, sources: &[Source]) -> Result<MappedInputs> {
-        let mut stamps = Vec::new();
-        for model in [ft, base] {
-            for (shard, meta) in model.file_metadata().enumerate() {
-                stamps.push((model.shard_file(shard)?.0.to_path_buf(), stamp(meta)));
-            }
-        }
+    /// Maps the data files (reads them into buffers instead when `map` is false).
+    fn open(base: &Model, ft: &Model, sources: &[Source], map: bool) -> MappedInputs {
+        let mut stamps = vec![
+            (ft.path.clone(), Stamps::of(ft)),
+            (base.path.clone(), Stamps::of(base)),
+        ];
         for source in sources {
             if let Source::Other(path, f) = source {
-                stamps.push((path.clone(), stamp(f.metadata())));
+                stamps.push((
+                    path.clone(),
+                    Stamps::of_files(std::iter::once(f.metadata())),
+                ));
             }
         }
-        let map_all = |m: &Model| {
+        // A file that cannot be mapped (more files than the maps' registry holds, no address
+        // space) is read into buffers instead.
+        let map_all = |m: &Model| -> Vec<Option<GuardedMap>> {
             (0..m.shard_count())
-                .map(|s| m.map_shard(s))
-                .collect::<Result<Vec<_>>>()
+                .map(|s| map.then(|| m.map_shard(s).ok().flatten()).flatten())
+                .collect()
         };
-        Ok(MappedInputs {
-            finetuned: map_all(ft)?,
-            base: map_all(base)?,
+        MappedInputs {
+            finetuned: map_all(ft),
+            base: map_all(base),
             stamps,
-        })
+        }
     }
 
     /// `len` bytes at `at` of a fine-tuned file, in place; None for a file not mapped (the
-    /// index of a sharded model), which is read into a buffer.
+    /// index of a sharded model, a file that could not be mapped), which is read into a
+    /// buffer.
     fn finetuned(&self, source: &Source, at: u64, len: u64) -> Result<Option<&[u8]>> {
         let Source::Shard(shard) = source else {
             return Ok(None);
@@ -197,8 +188,8 @@ impl MappedInputs {
         }
     }
 
-    /// The base's bytes under `len` bytes at `offset` of `segment`; None for a segment not
-    /// stored against the base.
+    /// The base's bytes under `len` bytes at `offset` of `segment`, in place; None for a
+    /// segment not stored against the base, or a base file not mapped (read into a buffer).
     fn base(
         &self,
         base: &Model,
@@ -212,7 +203,6 @@ impl MappedInputs {
         let t = &base.tensors[name];
         match &self.base[t.shard] {
             Some(map) => in_map(map, t.offset as u64 + offset, len).map(Some),
-            // A tensor of bytes in an empty file: the plan stores it whole, not against it.
             None => Ok(None),
         }
     }
@@ -234,11 +224,17 @@ impl MappedInputs {
         }
     }
 
-    /// An error naming the first file whose size or times are not what they were when the
-    /// run began.
-    fn check_unchanged(&self) -> Result<()> {
-        for (path, before) in &self.stamps {
-            if stamp(std::fs::metadata(path)) != *before {
+    /// An error naming the first model whose files' sizes or times are not what they were
+    /// when the run began.
+    fn check_unchanged(&self, ft: &Model, base: &Model, sources: &[Source]) -> Result<()> {
+        let mut now = vec![Stamps::of(ft), Stamps::of(base)];
+        for source in sources {
+            if let Source::Other(_, f) = source {
+                now.push(Stamps::of_files(std::iter::once(f.metadata())));
+            }
+        }
+        for ((path, before), now) in self.stamps.iter().zip(now) {
+            if before.is_none() || *before != now {
                 return Err(DeltaError::InputChanged { path: path.clone() });
             }
         }
@@ -275,6 +271,18 @@ pub(crate) fn create_lossless(
     ft: &Model,
     out: &Path,
     run: &RunOptions,
+) -> Result<LosslessCreated> {
+    write_lossless(base, ft, out, run, true)
+}
+
+/// [`create_lossless`], reading the data files through maps when `map` is set, else into
+/// buffers (as for a file that cannot be mapped): the same bytes either way.
+fn write_lossless(
+    base: &Model,
+    ft: &Model,
+    out: &Path,
+    run: &RunOptions,
+    map: bool,
 ) -> Result<LosslessCreated> {
     refuse_output_among_inputs(out, base, std::iter::empty(), Some(ft))?;
     let mut sources = Vec::new();
@@ -358,7 +366,7 @@ pub(crate) fn create_lossless(
             }),
         }
     };
-    let inputs = MappedInputs::open(base, ft, &sources)?;
+    let inputs = MappedInputs::open(base, ft, &sources, map);
     let bar = run.bar(model_bytes, "compressing");
     let mut frame_lens = Vec::with_capacity(jobs.len());
     let mut checksum = Sha256::new();
@@ -418,7 +426,16 @@ pub(crate) fn create_lossless(
                         }
                     };
                     let ft_chunk = mapped.or(read.as_deref()).unwrap_or_default();
-                    let base_chunk = inputs.base(base, segment, job.segment_offset, job.len)?;
+                    let mapped_base = inputs.base(base, segment, job.segment_offset, job.len)?;
+                    let read_base = match (mapped_base, &segment.kind) {
+                        (None, SegmentKind::Delta) => {
+                            let mut b = pool.take(job.len as usize);
+                            read_base_into(base, segment, job.segment_offset, &mut b)?;
+                            Some(b)
+                        }
+                        _ => None,
+                    };
+                    let base_chunk = mapped_base.or(read_base.as_deref());
                     let mut frame = pool.take_empty(job.len as usize);
                     WORKER
                         .with_borrow_mut(|worker| {
@@ -430,10 +447,10 @@ pub(crate) fn create_lossless(
                     // Done with: out of the resident set, so that memory does not follow the
                     // model's size (the hasher reads the fine-tune through its own buffer).
                     inputs.release(&sources[job.file], job.out_offset, ft_chunk);
-                    if let Some(b) = base_chunk {
+                    if let Some(b) = mapped_base {
                         inputs.release_base(base, segment, job.segment_offset, b);
                     }
-                    if let Some(b) = read {
+                    for b in [read, read_base].into_iter().flatten() {
                         pool.give(b);
                     }
                     Ok(frame)
@@ -459,7 +476,7 @@ pub(crate) fn create_lossless(
         })?;
         // The bytes coded and hashed are those of the files as they were when the run began
         // (a write in place during the run would have made the delta disagree with its hashes).
-        inputs.check_unchanged()?;
+        inputs.check_unchanged(ft, base, &sources)?;
         for (f, h) in header.files.iter_mut().zip(hashes) {
             f.sha256 = h;
         }
@@ -497,4 +514,93 @@ pub(crate) fn create_lossless(
         file_bytes,
         model_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safetensors file of `tensors` (name, dtype, bytes) in `dir`.
+    fn safetensors(dir: &Path, name: &str, tensors: &[(&str, &str, Vec<u8>)]) -> PathBuf {
+        let mut header = serde_json::Map::new();
+        let mut data = Vec::new();
+        for (tensor, dtype, bytes) in tensors {
+            let width = if *dtype == "F32" { 4 } else { 2 };
+            header.insert(
+                tensor.to_string(),
+                serde_json::json!({"dtype": dtype, "shape": [bytes.len() / width],
+                    "data_offsets": [data.len(), data.len() + bytes.len()]}),
+            );
+            data.extend_from_slice(bytes);
+        }
+        let header = serde_json::to_vec(&header).unwrap();
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(&header);
+        file.extend_from_slice(&data);
+        let path = dir.join(name);
+        std::fs::write(&path, file).unwrap();
+        path
+    }
+
+    /// Bytes of a pseudo-random walk (a fine-tune's small steps when added to `bytes`).
+    fn noise(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed;
+        (0..len)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 59) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_delta_whether_the_files_are_mapped_or_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Larger than a chunk, so that a tensor's chunks are released one by one.
+        let big: Vec<u8> = noise(CHUNK_BYTES as usize + 4096, 1);
+        let small: Vec<u8> = noise(3000, 2);
+        let step = |b: &[u8], seed| -> Vec<u8> {
+            b.iter()
+                .zip(noise(b.len(), seed))
+                .map(|(x, n)| x ^ (n & 3))
+                .collect()
+        };
+        let base = safetensors(
+            d,
+            "base.safetensors",
+            &[
+                ("big", "F32", big.clone()),
+                ("small", "BF16", small.clone()),
+            ],
+        );
+        let ft = safetensors(
+            d,
+            "ft.safetensors",
+            &[
+                ("big", "F32", step(&big, 3)),
+                ("new", "F32", noise(400, 4)),
+                ("small", "BF16", small.clone()),
+            ],
+        );
+        let (base, ft) = (Model::open(&base).unwrap(), Model::open(&ft).unwrap());
+        let run = RunOptions {
+            threads: 2,
+            ..RunOptions::default()
+        };
+        let (mapped, read) = (d.join("mapped.wdelta"), d.join("read.wdelta"));
+        let made = write_lossless(&base, &ft, &mapped, &run, true).unwrap();
+        write_lossless(&base, &ft, &read, &run, false).unwrap();
+        assert_eq!(
+            (made.changed, made.unchanged, made.whole),
+            (1, 1, 1),
+            "big changed, small unchanged, new stored whole"
+        );
+        assert_eq!(
+            std::fs::read(&mapped).unwrap(),
+            std::fs::read(&read).unwrap()
+        );
+    }
 }
