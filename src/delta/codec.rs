@@ -154,7 +154,7 @@ fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
 }
 
 /// MSB-first bits, 1 for x >= 0 (also for -0.0 and NaN, as `np.sign` then `signs == 0 -> 1`).
-fn pack_signs(delta: &[f32]) -> Vec<u8> {
+pub(super) fn pack_signs(delta: &[f32]) -> Vec<u8> {
     delta
         .chunks(8)
         .map(|c| {
@@ -928,7 +928,7 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
 
 /// The order of magnitudes: |x|'s bit pattern (NaN above infinity).
 #[inline]
-fn magnitude_key(v: f32) -> u32 {
+pub(super) fn magnitude_key(v: f32) -> u32 {
     v.to_bits() & 0x7fff_ffff
 }
 
@@ -1546,7 +1546,7 @@ mod tests {
     }
 
     /// int4 over blocks of `block` values worked on in pieces of `piece`, as
-    /// `int4_blocks::encode_measured` drives it over a file.
+    /// `int4_blocks::encode` drives it over a file.
     fn encode_in_blocks(x: &[f32], block: usize, piece: usize, version: u32) -> Vec<OwnedArray> {
         let (n, f) = (x.len(), 0.01);
         assert!(int4_blocks_apply(n, f));
