@@ -476,7 +476,13 @@ fn records_are_the_whole_encoding(
         let whole_delta: Vec<f32> = f
             .iter()
             .zip(&p)
-            .map(|(&f, &p)| if f.to_bits() == p.to_bits() { 0.0 } else { f - p })
+            .map(|(&f, &p)| {
+                if f.to_bits() == p.to_bits() {
+                    0.0
+                } else {
+                    f - p
+                }
+            })
             .collect();
         let whole = encode(&whole_delta, &t.shape, opts);
         let arrays = d.file.arrays(d.bytes(), name).unwrap();
@@ -501,19 +507,31 @@ fn sparse_quantized_and_chained_int4_in_blocks_are_the_whole_tensor_encoding() {
     let ft1 = Model::open(&ft1_path).unwrap();
     let base_values = |name: &str| base.load_f32(name, &base.tensors[name]).unwrap();
     for (strategy, extra, opts) in [
-        ("sparse", vec![], EncodeOptions {
-            strategy: Strategy::Sparse,
-            ..EncodeOptions::default()
-        }),
-        ("sparse", vec!["--sparsity", "0.3"], EncodeOptions {
-            strategy: Strategy::Sparse,
-            sparsity: 0.3,
-            ..EncodeOptions::default()
-        }),
-        ("quantized", vec![], EncodeOptions {
-            strategy: Strategy::Quantized,
-            ..EncodeOptions::default()
-        }),
+        (
+            "sparse",
+            vec![],
+            EncodeOptions {
+                strategy: Strategy::Sparse,
+                ..EncodeOptions::default()
+            },
+        ),
+        (
+            "sparse",
+            vec!["--sparsity", "0.3"],
+            EncodeOptions {
+                strategy: Strategy::Sparse,
+                sparsity: 0.3,
+                ..EncodeOptions::default()
+            },
+        ),
+        (
+            "quantized",
+            vec![],
+            EncodeOptions {
+                strategy: Strategy::Quantized,
+                ..EncodeOptions::default()
+            },
+        ),
     ] {
         let files: Vec<Vec<u8>> = ["1", "3"]
             .iter()
@@ -526,7 +544,10 @@ fn sparse_quantized_and_chained_int4_in_blocks_are_the_whole_tensor_encoding() {
             })
             .collect();
         let what = format!("{strategy} {extra:?}");
-        assert!(files[0] == files[1], "{what}: the file depends on --threads");
+        assert!(
+            files[0] == files[1],
+            "{what}: the file depends on --threads"
+        );
         let wd = dir.join(format!("{strategy}1.wdelta"));
         records_are_the_whole_encoding(&wd, &base_values, &ft1, &opts, &what);
     }
