@@ -78,7 +78,11 @@ pub enum DeltaError {
         shown_path(.0)
     )]
     NoShards(PathBuf),
-    #[error("{}: a {format} file; delta works on safetensors models", shown_path(.path))]
+    #[error(
+        "{}: a {format} file; the lossy strategies (int4, sparse, quantized) take safetensors \
+         models, `--strategy lossless` stores safetensors, GGUF and PyTorch models",
+        shown_path(.path)
+    )]
     NotSafetensors { path: PathBuf, format: &'static str },
     #[error(
         "{}: a {format} file; the lossless strategy stores safetensors, GGUF and PyTorch models",
