@@ -67,7 +67,7 @@ pub(crate) fn verify_lineage(
         |i| {
             let name = names[i];
             let t = &base.tensors[name.as_str()];
-            if t.n_elements() >= super::blocks::BLOCKED_MIN {
+            if t.n_elements() >= STREAMED_MIN {
                 // Large: streamed by the consumer, chunk by chunk (see `hash_streamed`).
                 return Ok((t.len as u64, None));
             }
@@ -116,6 +116,10 @@ pub(crate) fn verify_lineage(
         link_hashes,
     })
 }
+
+/// Tensors of at least this many elements are hashed by [`verify_lineage`]'s consumer chunk by
+/// chunk (the threshold of `create`'s blocks).
+const STREAMED_MIN: usize = 1 << 22;
 
 /// Adds tensor `name`'s stages through `links` to their `hashers` (as [`verify_lineage`]'s
 /// workers compute them whole: base + each delta, zeros added too), chunk by chunk, so that a
