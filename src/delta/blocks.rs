@@ -146,7 +146,8 @@ impl<'a> Inputs<'a> {
 }
 
 /// Blocks worked on at once by the workers before their results are joined: the results of
-/// the blocks are not all held beside the joined arrays.
+/// the blocks are not all held beside the joined arrays, and the workers seldom wait for a
+/// join (groups of 2 x threads blocks made int4's create about 40 % slower on 2 cores).
 pub(super) fn group_len() -> usize {
-    2 * rayon::current_num_threads().max(1)
+    (2 * rayon::current_num_threads()).max(32)
 }
