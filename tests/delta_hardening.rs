@@ -673,9 +673,9 @@ for step in (1, 2):
 }
 
 /// The memory of create (each strategy, against a base and a chain), apply (a sparse delta,
-/// a chain) and verify follows neither the model nor its largest tensor: on a tensor of
-/// 256 MiB of float32, each peaks below half of it (a worker holding the tensor's float32
-/// delta, and its base values, was 2 to 4 times it).
+/// a chain, which verifies the lineage) and restore follows neither the model nor its largest
+/// tensor: on a tensor of 256 MiB of float32, each peaks below half of it (a worker holding
+/// the tensor's float32 delta, and its base values, was 2 to 4 times it).
 #[test]
 fn memory_does_not_follow_the_largest_tensor() {
     const MIB: u64 = 1 << 20;
@@ -735,6 +735,9 @@ fn memory_does_not_follow_the_largest_tensor() {
         vec!["delta", "apply", "--base", &base, &sparse, "-o", &out],
         vec![
             "delta", "apply", "--base", &base, "--chain", &sparse, &chained, "-o", &out,
+        ],
+        vec![
+            "delta", "restore", &quantized, "--parent", &base, "-o", &out,
         ],
     ];
     for mut args in commands {
