@@ -91,6 +91,15 @@ impl<'a> Inputs<'a> {
         self.links.is_empty()
     }
 
+    /// The error of passes over these inputs that read different values.
+    pub(super) fn changed(&self) -> DeltaError {
+        DeltaError::InputsChanged {
+            base: self.base.shard_path(self.base_t).to_path_buf(),
+            finetuned: self.ft.shard_path(self.ft_t).to_path_buf(),
+            tensor: self.name.to_owned(),
+        }
+    }
+
     /// The base tensor's element type.
     pub(super) fn elem(&self) -> Result<Elem> {
         self.base.elem(self.name, self.base_t)

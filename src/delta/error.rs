@@ -121,6 +121,19 @@ pub enum DeltaError {
         present: u64,
         declared: u64,
     },
+    /// Two of `create`'s passes over a large tensor's inputs read different values.
+    #[error(
+        "{} or {}: tensor {} read differently by two passes over it: a file changed while it \
+         was read; nothing was written",
+        shown_path(.base),
+        shown_path(.finetuned),
+        shown(.tensor)
+    )]
+    InputsChanged {
+        base: PathBuf,
+        finetuned: PathBuf,
+        tensor: String,
+    },
     /// A model file ended early while it was read: it was truncated or replaced during the run.
     #[error(
         "{}: the file changed while it was read: bytes {offset}..{end} are gone (the file \

@@ -67,8 +67,11 @@ pub(super) fn encode(
             .into_iter()
             .flatten()
             .collect();
-        let mut keys: Vec<u32> = candidates.iter().map(|&(_, key)| key).collect();
         let need = need as usize;
+        if candidates.len() < need {
+            return Err(inputs.changed());
+        }
+        let mut keys: Vec<u32> = candidates.iter().map(|&(_, key)| key).collect();
         let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
         let mut ties = need - candidates.iter().filter(|c| c.1 > threshold).count();
         let mut kept = Vec::with_capacity(need);
@@ -156,7 +159,10 @@ pub(super) fn encode(
         }
     }
     let kept = (values.len() / 4) as u64;
-    debug_assert_eq!(kept, k);
+    if kept != k {
+        // The counts of the first passes do not hold for the last one.
+        return Err(inputs.changed());
+    }
     let arrays = vec![
         OwnedArray {
             field: "indices",
