@@ -8,6 +8,8 @@ use common::delta::{create, ok, pair, s, same_tensors_and_dtypes};
 use common::{run, run_python, stderr};
 use weight_inspect::deltas::Model;
 use weight_inspect::deltas::OpenDelta;
+use weight_inspect::deltas::{EncodeOptions, encode};
+use weight_inspect::readers::wdelta::Strategy;
 
 /// Shapes covering 2-D, 3-D, odd 1-D, a single element and a scalar.
 const SHAPES: &str = "64x48,33,1,3x5x7,7x9,scalar";
@@ -406,4 +408,182 @@ fn a_tensor_encoded_in_blocks_matches_the_reference() {
         let b = OpenDelta::open(&dir.join("mine1.wdelta")).unwrap();
         decode_bit_for_bit_alike(&a, &b, dtype);
     }
+}
+
+/// Writes DIR/base.safetensors, DIR/ft1.safetensors and DIR/ft2.safetensors (ft1 then a step
+/// more) with tensors over the 2^22 elements from which create works in blocks of 2^20, whose
+/// deltas reach every path of the blocked selections: noise with NaN and unchanged values,
+/// a few repeated magnitudes (ties cut at the threshold), few changes (a threshold of zero), a
+/// long 1-D tensor and rows longer than a block (quantized sums those in halves).
+fn blocked_pair(dir: &std::path::Path) {
+    const SCRIPT: &str = r#"
+import sys
+import numpy as np
+from safetensors.numpy import save_file
+out = sys.argv[1]
+rng = np.random.default_rng(29)
+n2 = (2048, 2049)
+base = {
+    "a.noise": rng.standard_normal(n2, dtype=np.float32),
+    "b.ties": rng.standard_normal(n2, dtype=np.float32),
+    "c.few": rng.standard_normal(n2, dtype=np.float32),
+    "d.vec": rng.standard_normal(4194313, dtype=np.float32),
+    "e.long_rows": rng.standard_normal((2, 1, 2200011), dtype=np.float32),
+    "f.small": rng.standard_normal((7, 9), dtype=np.float32),
+}
+save_file(base, f"{out}/base.safetensors")
+prev = base
+for step in (1, 2):
+    ft = {}
+    for name, b in prev.items():
+        d = rng.standard_normal(b.shape, dtype=np.float32) * np.float32(1e-3)
+        if name == "b.ties":
+            d = rng.choice(np.array([0, 1e-3, -1e-3, 2e-3, -2e-3], np.float32), b.shape)
+        if name == "c.few":
+            d = np.where(rng.random(b.shape) < 0.05, d, np.float32(0))
+        f = (b + d).astype(np.float32)
+        flat = f.reshape(-1)
+        flat[::1001] = b.reshape(-1)[::1001]
+        if name == "a.noise":
+            flat[[5, 3_000_000, 4_000_000]] = np.nan
+        ft[name] = f
+    save_file(ft, f"{out}/ft{step}.safetensors")
+    prev = ft
+"#;
+    let out = std::process::Command::new(common::python())
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Every tensor's arrays in `delta` are those [`encode`] gives over the whole delta of
+/// `ft` against `prev` (per tensor: its values before, as float32).
+fn records_are_the_whole_encoding(
+    delta: &std::path::Path,
+    prev: &dyn Fn(&str) -> Vec<f32>,
+    ft: &Model,
+    opts: &EncodeOptions,
+    what: &str,
+) {
+    let d = OpenDelta::open(delta).unwrap();
+    for (name, t) in &ft.tensors {
+        let p = prev(name);
+        let f = ft.load_f32(name, t).unwrap();
+        // As create subtracts: equal bits are no change.
+        let whole_delta: Vec<f32> = f
+            .iter()
+            .zip(&p)
+            .map(|(&f, &p)| {
+                if f.to_bits() == p.to_bits() {
+                    0.0
+                } else {
+                    f - p
+                }
+            })
+            .collect();
+        let whole = encode(&whole_delta, &t.shape, opts);
+        let arrays = d.file.arrays(d.bytes(), name).unwrap();
+        assert_eq!(arrays.fields.len(), whole.len(), "{what}: {name}");
+        for (a, w) in arrays.fields.iter().zip(&whole) {
+            assert!(
+                a.data == &w.data[..],
+                "{what}: {name}.{} differs from the whole tensor's encoding",
+                w.field
+            );
+        }
+    }
+}
+
+#[test]
+fn sparse_quantized_and_chained_int4_in_blocks_are_the_whole_tensor_encoding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    blocked_pair(dir);
+    let (base_path, ft1_path) = (dir.join("base.safetensors"), dir.join("ft1.safetensors"));
+    let base = Model::open(&base_path).unwrap();
+    let ft1 = Model::open(&ft1_path).unwrap();
+    let base_values = |name: &str| base.load_f32(name, &base.tensors[name]).unwrap();
+    for (strategy, extra, opts) in [
+        (
+            "sparse",
+            vec![],
+            EncodeOptions {
+                strategy: Strategy::Sparse,
+                ..EncodeOptions::default()
+            },
+        ),
+        (
+            "sparse",
+            vec!["--sparsity", "0.3"],
+            EncodeOptions {
+                strategy: Strategy::Sparse,
+                sparsity: 0.3,
+                ..EncodeOptions::default()
+            },
+        ),
+        (
+            "quantized",
+            vec![],
+            EncodeOptions {
+                strategy: Strategy::Quantized,
+                ..EncodeOptions::default()
+            },
+        ),
+    ] {
+        let files: Vec<Vec<u8>> = ["1", "3"]
+            .iter()
+            .map(|threads| {
+                let wd = dir.join(format!("{strategy}{threads}.wdelta"));
+                let mut args = vec!["--strategy", strategy, "--threads", threads];
+                args.extend_from_slice(&extra);
+                ok(&create(&base_path, &ft1_path, &wd, &args));
+                std::fs::read(&wd).unwrap()
+            })
+            .collect();
+        let what = format!("{strategy} {extra:?}");
+        assert!(
+            files[0] == files[1],
+            "{what}: the file depends on --threads"
+        );
+        let wd = dir.join(format!("{strategy}1.wdelta"));
+        records_are_the_whole_encoding(&wd, &base_values, &ft1, &opts, &what);
+    }
+    // int4 (format version 2) against a chain: the sparse delta of ft1, then ft2.
+    let link = dir.join("sparse1.wdelta");
+    let chained = dir.join("chained.wdelta");
+    let ft2 = Model::open(&dir.join("ft2.safetensors")).unwrap();
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&base_path),
+        s(&dir.join("ft2.safetensors")),
+        "--chain",
+        s(&link),
+        "-o",
+        s(&chained),
+        "--format-version",
+        "2",
+        "--threads",
+        "2",
+    ]));
+    let l = OpenDelta::open(&link).unwrap();
+    let rebuilt = |name: &str| -> Vec<f32> {
+        let mut v = base_values(name);
+        let d = l.decode(name, v.len()).unwrap();
+        for (a, b) in v.iter_mut().zip(&d) {
+            if *b != 0.0 {
+                *a += *b;
+            }
+        }
+        v
+    };
+    let opts = EncodeOptions {
+        version: 2,
+        ..EncodeOptions::default()
+    };
+    records_are_the_whole_encoding(&chained, &rebuilt, &ft2, &opts, "int4 v2 --chain");
 }

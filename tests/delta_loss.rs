@@ -12,8 +12,9 @@ use std::process::Command;
 use common::delta::{ok, s};
 use common::{python, run, stdout};
 
-/// A pair written by the safetensors package: two tensors updated by small noise, one
-/// unchanged holding -0.0, +0.0 and a NaN with a payload.
+/// A pair written by the safetensors package: three tensors updated by small noise (one, `x`,
+/// over the 2^22 elements from which create works in blocks), one unchanged holding -0.0,
+/// +0.0 and a NaN with a payload.
 fn pair(dir: &Path) {
     let script = r#"
 import sys, numpy as np
@@ -22,10 +23,12 @@ d = sys.argv[1]
 rng = np.random.default_rng(5)
 b = {"w": rng.standard_normal((64, 48)).astype(np.float32),
      "v": rng.standard_normal(33).astype(np.float32),
+     "x": rng.standard_normal((2048, 2049)).astype(np.float32),
      "z": np.array([0x80000000, 0, 0x7fc00123, 0x3f800000], dtype=np.uint32).view(np.float32)}
 f = {k: v.copy() for k, v in b.items()}
 f["w"] += (rng.standard_normal((64, 48)) * 1e-2).astype(np.float32)
 f["v"] += (rng.standard_normal(33) * 1e-2).astype(np.float32)
+f["x"] += (rng.standard_normal((2048, 2049)) * 1e-2).astype(np.float32)
 save_file(b, d + "/base.safetensors", metadata={"format": "pt", "step": "0"})
 save_file(f, d + "/ft.safetensors", metadata={"format": "pt", "step": "300"})
 "#;
@@ -199,7 +202,7 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
         );
         assert_eq!(
             String::from_utf8_lossy(&read.stdout).trim(),
-            format!("{strategy} ['v', 'w', 'z']")
+            format!("{strategy} ['v', 'w', 'x', 'z']")
         );
 
         // verify --against measures the same per tensor.

@@ -147,6 +147,26 @@ fn gguf_quantized_and_float_tensors_come_back_byte_identical() {
 }
 
 #[test]
+fn a_lossy_strategy_on_gguf_is_refused_naming_the_lossless_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make("gguf", dir, &["--types", "f32,q8_0"]);
+    let (base, ft) = (dir.join("base.gguf"), dir.join("ft.gguf"));
+    let out = dir.join("d.wdelta");
+    for strategy in ["int4", "sparse", "quantized"] {
+        let refused = common::delta::create(&base, &ft, &out, &["--strategy", strategy]);
+        assert_eq!(code(&refused), 2, "{strategy}: {}", stderr(&refused));
+        let err = stderr(&refused);
+        assert!(
+            err.contains("base.gguf: a gguf file; the lossy strategies (int4, sparse, quantized) take safetensors models, `--strategy lossless` stores safetensors, GGUF and PyTorch models"),
+            "{strategy}: {err}"
+        );
+        assert!(!out.exists(), "{strategy}: an output was written");
+    }
+    ok(&create(&base, &ft, &out, &[]));
+}
+
+#[test]
 fn split_gguf_comes_back_part_for_part() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use super::apply::{Applied, OutDtype, apply, plan_output};
-use super::codec::RangeDecoder;
+use super::codec::{self, RangeDecoder};
 use super::error::DeltaError;
 use super::model::{Elem, Model};
 use super::open::check_header_against_base;
@@ -33,7 +33,8 @@ const PIECE_ELEMS: usize = 1 << 20;
 /// One tensor's delta, shared by the pieces of the tensor.
 struct TensorDelta {
     records: TensorRecords,
-    decoder: RangeDecoder,
+    /// None for sparse, decoded from its records as they are (`codec::decode_sparse_range`).
+    decoder: Option<RangeDecoder>,
     strategy: Strategy,
 }
 
@@ -255,12 +256,15 @@ fn read_inputs(
                 })
                 .collect(),
         };
-        let decoder = RangeDecoder::new(&entry, &arrays);
+        // A sparse tensor's indices and values are used as they are in the records (12 bytes a
+        // kept value, not again decoded beside them).
+        let sparse = entry.strategy() == Strategy::Sparse;
+        let decoder = (!sparse).then(|| RangeDecoder::new(&entry, &arrays));
         let tail = records.tail;
         let mut records = records;
         // The decoder holds the small arrays decoded; the records' bytes are needed only when
-        // they hold the range field (it came before the others).
-        if tail.is_some() || RangeDecoder::range_field(entry.strategy()).is_none() {
+        // they hold the range field (it came before the others), or a sparse tensor's arrays.
+        if tail.is_some() || (!sparse && RangeDecoder::range_field(entry.strategy()).is_none()) {
             records.bytes = Vec::new();
         }
         let delta = Arc::new(TensorDelta {
@@ -281,8 +285,8 @@ fn read_inputs(
             let mut window = take.recv().expect("buffers come back");
             let mut window_from = 0;
             window.clear();
-            if tail.is_some() {
-                let (from, to) = delta.decoder.range_bytes(start, start + len);
+            if let (Some(_), Some(decoder)) = (tail, &delta.decoder) {
+                let (from, to) = decoder.range_bytes(start, start + len);
                 window_from = from;
                 if from < taken {
                     window.push(last_byte);
@@ -355,9 +359,16 @@ impl Work {
                 None => &[],
             },
         };
-        delta
-            .decoder
-            .decode(piece.start, window, piece.window_from, &mut self.deltas);
+        match &delta.decoder {
+            Some(decoder) => {
+                decoder.decode(piece.start, window, piece.window_from, &mut self.deltas);
+            }
+            None => {
+                let dtype = delta.records.slots[0].as_ref().expect("validated").dtype;
+                let (indices, values) = (delta.records.data(0), delta.records.data(1));
+                codec::decode_sparse_range(dtype, indices, values, piece.start, &mut self.deltas);
+            }
+        }
         let base_at = piece.start * base_elem.size();
         self.bytes.resize(len * out_elem.size(), 0);
         if base_elem == Elem::F32 && out_elem == Elem::F32 {

@@ -154,7 +154,7 @@ fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
 }
 
 /// MSB-first bits, 1 for x >= 0 (also for -0.0 and NaN, as `np.sign` then `signs == 0 -> 1`).
-fn pack_signs(delta: &[f32]) -> Vec<u8> {
+pub(super) fn pack_signs(delta: &[f32]) -> Vec<u8> {
     delta
         .chunks(8)
         .map(|c| {
@@ -928,7 +928,7 @@ pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
 
 /// The order of magnitudes: |x|'s bit pattern (NaN above infinity).
 #[inline]
-fn magnitude_key(v: f32) -> u32 {
+pub(super) fn magnitude_key(v: f32) -> u32 {
     v.to_bits() & 0x7fff_ffff
 }
 
@@ -1366,6 +1366,52 @@ impl RangeDecoder {
     }
 }
 
+/// Writes elements `start..start + out.len()` of a sparse delta into `out`, read from its raw
+/// `indices` (of `index_dtype`, validated: ascending, in range) and `values` records as they
+/// are in the file: the tensor's kept values are not held a second time, decoded. Decodes the
+/// same values as [`RangeDecoder`].
+pub(super) fn decode_sparse_range(
+    index_dtype: ArrayDtype,
+    indices: &[u8],
+    values: &[u8],
+    start: usize,
+    out: &mut [f32],
+) {
+    let width = if index_dtype == ArrayDtype::Int32 {
+        4
+    } else {
+        8
+    };
+    let index = |j: usize| -> usize {
+        let c = &indices[j * width..(j + 1) * width];
+        if width == 4 {
+            i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize
+        } else {
+            i64::from_le_bytes(c.try_into().expect("8 bytes")) as usize
+        }
+    };
+    let kept = indices.len() / width;
+    // The first kept index at or after `start`, by bisection over the raw records.
+    let (mut lo, mut hi) = (0, kept);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if index(mid) < start {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    out.fill(0.0);
+    let end = start + out.len();
+    for j in lo..kept {
+        let i = index(j);
+        if i >= end {
+            break;
+        }
+        out[i - start] = f32_le(&values[j * 4..]);
+    }
+}
+
 /// Layout 1: the nibble of element `p` (or of the first non-outlier after it) is `p` less the
 /// outliers before it.
 fn nibble_of(outliers: &[usize], p: usize) -> usize {
@@ -1546,7 +1592,7 @@ mod tests {
     }
 
     /// int4 over blocks of `block` values worked on in pieces of `piece`, as
-    /// `int4_blocks::encode_measured` drives it over a file.
+    /// `int4_blocks::encode` drives it over a file.
     fn encode_in_blocks(x: &[f32], block: usize, piece: usize, version: u32) -> Vec<OwnedArray> {
         let (n, f) = (x.len(), 0.01);
         assert!(int4_blocks_apply(n, f));
@@ -1664,6 +1710,55 @@ mod tests {
         assert_eq!(f16_from_f64(lo + ulp / 2.0), f16::from_f32(1.0));
         assert_eq!(f16_from_f64(0.1).to_bits(), 0x2e66);
         assert_eq!(f16_from_f64(-1e9), f16::NEG_INFINITY);
+    }
+
+    #[test]
+    fn sparse_ranges_from_the_raw_records_match_whole_decoding() {
+        let n = 10_007usize;
+        let delta: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 997) as f32 * 1e-5 - 5e-3)
+            .collect();
+        for (sparsity, wide) in [(0.9, true), (0.5, false), (0.999, true)] {
+            let opts = EncodeOptions {
+                strategy: Strategy::Sparse,
+                sparsity,
+                ..EncodeOptions::default()
+            };
+            let arrays = encode(&delta, &[n as u64], &opts);
+            let entry = entry_for(&[n as u64], &opts, None);
+            let mut whole = vec![0f32; n];
+            decode(&entry, &refs_of(&arrays), &mut whole);
+            // Int32 indices as version 1 files from elsewhere may hold them.
+            let (dtype, indices) = if wide {
+                (ArrayDtype::Int64, arrays[0].data.clone())
+            } else {
+                let narrow = arrays[0]
+                    .data
+                    .chunks_exact(8)
+                    .flat_map(|c| (i64::from_le_bytes(c.try_into().unwrap()) as i32).to_le_bytes())
+                    .collect();
+                (ArrayDtype::Int32, narrow)
+            };
+            for piece in [1usize, 7, 1000, 4096, n] {
+                let mut got = vec![f32::NAN; n];
+                for start in (0..n).step_by(piece) {
+                    let end = (start + piece).min(n);
+                    decode_sparse_range(
+                        dtype,
+                        &indices,
+                        &arrays[1].data,
+                        start,
+                        &mut got[start..end],
+                    );
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&whole),
+                    "sparsity {sparsity}, pieces of {piece}"
+                );
+            }
+        }
     }
 
     #[test]

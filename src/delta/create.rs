@@ -15,8 +15,8 @@ use super::reconstruct::{IntReconstructor, reconstruct_into};
 use super::verify::{LossSums, LossTally, UpdateLoss, tensor_loss_sums, verify_lineage};
 use crate::error::Error;
 use crate::formats::wdelta::{
-    ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, TensorArrays, WdeltaWriter,
-    header_json, header_json_in_room, widest_loss,
+    ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, Strategy, TensorArrays,
+    WdeltaWriter, header_json, header_json_in_room, widest_loss,
 };
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -120,11 +120,15 @@ pub(crate) fn create(
                 |i| {
                     let name = names[i];
                     let tf = &ft.tensors[name.as_str()];
-                    if measure && super::int4_blocks::applies(base, name, enc) {
+                    if super::blocks::applies(base, name, enc) {
                         // Large: in blocks over the workers, memory bounded by the block size.
-                        let (arrays, sums) =
-                            super::int4_blocks::encode_measured(base, ft, name, enc)?;
-                        return Ok((tf.len as u64, arrays, Some(sums)));
+                        let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
+                        let (arrays, sums) = match enc.strategy {
+                            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc)?,
+                            Strategy::Sparse => super::sparse_blocks::encode(&inputs, enc)?,
+                            Strategy::Quantized => super::quantized_blocks::encode(&inputs, enc)?,
+                        };
+                        return Ok((tf.len as u64, arrays, sums));
                     }
                     let n = tf.n_elements();
                     // The delta buffer is reused across tensors: fresh gigabyte allocations

@@ -78,7 +78,11 @@ pub enum DeltaError {
         shown_path(.0)
     )]
     NoShards(PathBuf),
-    #[error("{}: a {format} file; delta works on safetensors models", shown_path(.path))]
+    #[error(
+        "{}: a {format} file; the lossy strategies (int4, sparse, quantized) take safetensors \
+         models, `--strategy lossless` stores safetensors, GGUF and PyTorch models",
+        shown_path(.path)
+    )]
     NotSafetensors { path: PathBuf, format: &'static str },
     #[error(
         "{}: a {format} file; the lossless strategy stores safetensors, GGUF and PyTorch models",
@@ -116,6 +120,19 @@ pub enum DeltaError {
         path: PathBuf,
         present: u64,
         declared: u64,
+    },
+    /// Two of `create`'s passes over a large tensor's inputs read different values.
+    #[error(
+        "{} or {}: tensor {} read differently by two passes over it: a file changed while it \
+         was read; nothing was written",
+        shown_path(.base),
+        shown_path(.finetuned),
+        shown(.tensor)
+    )]
+    InputsChanged {
+        base: PathBuf,
+        finetuned: PathBuf,
+        tensor: String,
     },
     /// A model file ended early while it was read: it was truncated or replaced during the run.
     #[error(

@@ -13,8 +13,8 @@
 //! an output that is an input; `base_hash.rs` remembers a base's hash between runs. `store.rs`
 //! keeps commits' weights as deltas in a git repository. `lossless/` is the byte-exact strategy
 //! (format version 3) over safetensors, GGUF and PyTorch files. Every failure is a
-//! [`DeltaError`]. `int4_blocks.rs` encodes a large tensor's int4 delta in blocks over the
-//! workers.
+//! [`DeltaError`]. `blocks.rs` cuts a large tensor into blocks over the workers, in which
+//! `int4_blocks.rs`, `sparse_blocks.rs` and `quantized_blocks.rs` encode its delta.
 
 /// Defines `fn $name(args) -> ret` that calls `$body(args)` compiled for AVX2 when the CPU has
 /// it (chosen at run time), else compiled for the baseline CPU: the memory-bound passes over
@@ -51,6 +51,7 @@ macro_rules! avx2_twin {
 mod apply;
 mod apply_stream;
 mod base_hash;
+mod blocks;
 mod codec;
 mod create;
 mod error;
@@ -60,8 +61,10 @@ mod model;
 mod open;
 mod outputs;
 mod pipeline;
+mod quantized_blocks;
 mod reconstruct;
 mod safetensors_out;
+mod sparse_blocks;
 mod store;
 mod stream;
 mod verify;

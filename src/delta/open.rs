@@ -136,6 +136,15 @@ impl OpenDelta {
         Ok(codec::Decoder::new(entry, &arrays))
     }
 
+    /// A decoder of any range of one tensor's delta, and the bytes of its range field (empty
+    /// when the strategy has none).
+    pub(super) fn range_decoder(&self, name: &str) -> Result<(codec::RangeDecoder, &[u8])> {
+        let (entry, arrays) = self.tensor(name)?;
+        let field = codec::RangeDecoder::range_field(entry.strategy())
+            .map_or(&[][..], |i| arrays.fields[i].data);
+        Ok((codec::RangeDecoder::new(entry, &arrays), field))
+    }
+
     /// One tensor's header entry and its array records.
     fn tensor(&self, name: &str) -> Result<(&TensorEntry, TensorArrays<'_>)> {
         let entry =

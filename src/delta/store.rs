@@ -371,22 +371,35 @@ pub(crate) fn restore(
     sync: bool,
     run: &RunOptions,
 ) -> Result<String> {
-    let d = OpenDelta::open(delta)?;
-    let mut finder = Finder::new(delta, run);
-    let mut lineage = match parent {
-        Some(path) => resolve(path, &mut finder, run)?,
-        None => {
-            let hash = d.parent_hash().to_string();
-            finder
-                .find(&hash, run)?
-                .ok_or_else(|| not_found(delta, &hash, &finder))?
-        }
+    // The parent's hash from the header alone: a delta on plain weights is then applied
+    // streaming (`apply_file`, which verifies the checksum and the parent), never held whole.
+    // A file whose header does not parse is opened whole, which names what is wrong.
+    let hash = match super::stream::DeltaStream::open(delta) {
+        Ok(stream) => stream.header.parent_hash,
+        Err(_) => OpenDelta::open(delta)?.parent_hash().to_string(),
     };
-    lineage.links.push(d);
+    let mut finder = Finder::new(delta, run);
+    let found = match parent {
+        Some(path) => Some(resolve(path, &mut finder, run)?),
+        None => finder.find(&hash, run)?,
+    };
+    let Some(mut lineage) = found else {
+        // A damaged file is reported as such before its parent is said to be missing.
+        OpenDelta::open(delta)?;
+        return Err(not_found(delta, &hash, &finder));
+    };
     finder.progress.finish();
-    let r = apply(&lineage.base, &lineage.links, out, dtype, sync, run)?;
+    let r = if lineage.links.is_empty() {
+        super::apply_stream::apply_file(&lineage.base, delta, out, dtype, sync, run)?
+    } else {
+        lineage.links.push(OpenDelta::open(delta)?);
+        apply(&lineage.base, &lineage.links, out, dtype, sync, run)?
+    };
     let mut chain = vec![finder.label(&lineage.base.path)];
     chain.extend(lineage.links.iter().map(|l| finder.label(&l.path)));
+    if lineage.links.last().is_none_or(|l| l.path != delta) {
+        chain.push(finder.label(delta));
+    }
     let chain: Vec<_> = chain.iter().map(|label| shown(label)).collect();
     Ok(format!(
         "wrote {}: {} tensors, {} bytes\nlineage: {}\n",

@@ -67,6 +67,10 @@ pub(crate) fn verify_lineage(
         |i| {
             let name = names[i];
             let t = &base.tensors[name.as_str()];
+            if t.n_elements() >= STREAMED_MIN {
+                // Large: streamed by the consumer, chunk by chunk (see `hash_streamed`).
+                return Ok((t.len as u64, None));
+            }
             // The stages go to the consumer, which hashes them in name order.
             let mut v = base.load_f32(name, t)?;
             let mut out = Vec::with_capacity(links.len());
@@ -77,12 +81,17 @@ pub(crate) fn verify_lineage(
                 }
                 out.push(v.clone());
             }
-            Ok((t.len as u64, out))
+            Ok((t.len as u64, Some(out)))
         },
         |i, (len, stages)| {
-            for (h, v) in hashers.iter_mut().zip(&stages) {
-                h.update(names[i].as_bytes());
-                h.update(f32_bytes(v));
+            match stages {
+                Some(stages) => {
+                    for (h, v) in hashers.iter_mut().zip(&stages) {
+                        h.update(names[i].as_bytes());
+                        h.update(f32_bytes(v));
+                    }
+                }
+                None => hash_streamed(base, links, names[i], &mut hashers)?,
             }
             bar.inc(len);
             Ok(())
@@ -106,6 +115,47 @@ pub(crate) fn verify_lineage(
         base_hash,
         link_hashes,
     })
+}
+
+/// Tensors of at least this many elements are hashed by [`verify_lineage`]'s consumer chunk by
+/// chunk (the threshold of `create`'s blocks).
+const STREAMED_MIN: usize = 1 << 22;
+
+/// Adds tensor `name`'s stages through `links` to their `hashers` (as [`verify_lineage`]'s
+/// workers compute them whole: base + each delta, zeros added too), chunk by chunk, so that a
+/// large tensor is never held.
+fn hash_streamed(
+    base: &Model,
+    links: &[OpenDelta],
+    name: &str,
+    hashers: &mut [Sha256],
+) -> Result<()> {
+    let t = &base.tensors[name];
+    let n = t.n_elements();
+    let mut decoders = links
+        .iter()
+        .map(|l| l.decoder(name))
+        .collect::<Result<Vec<_>>>()?;
+    for h in hashers.iter_mut() {
+        h.update(name.as_bytes());
+    }
+    let len = CHUNK_ELEMS.min(n);
+    let (mut v, mut d) = (vec![0f32; len], vec![0f32; len]);
+    let mut at = 0;
+    while at < n {
+        let len = CHUNK_ELEMS.min(n - at);
+        let (v, d) = (&mut v[..len], &mut d[..len]);
+        base.read_f32_into(name, t, at, v)?;
+        for (h, decoder) in hashers.iter_mut().zip(&mut decoders) {
+            decoder.fill(d);
+            for (a, b) in v.iter_mut().zip(d.iter()) {
+                *a += *b;
+            }
+            h.update(f32_bytes(v));
+        }
+        at += len;
+    }
+    Ok(())
 }
 
 /// The error of a delta whose parent hash is not `actual`, the hash of `parent` (named for the
