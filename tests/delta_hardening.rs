@@ -835,8 +835,8 @@ fn memory_does_not_follow_the_largest_tensor() {
 }
 
 /// Sparse at a low sparsity, where a tensor's records are large (12 bytes a kept value: 240
-/// MB for the 256 MiB tensor at sparsity 0.7): `apply` streams them, its memory below half the
-/// tensor.
+/// MB for the 256 MiB tensor at sparsity 0.7): `create` spools them and `apply` streams them,
+/// the memory of each below half the tensor (both held them whole: 364 and 264 MB).
 #[test]
 fn memory_does_not_follow_a_sparse_tensors_kept_values() {
     const MIB: u64 = 1 << 20;
@@ -865,8 +865,13 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
         "--threads",
         "2",
     ];
-    let (code, _, err, _) = run_measured(&create);
+    let (code, _, err, rss) = run_measured(&create);
     assert_eq!(code, Some(0), "{err}");
+    assert!(
+        rss < 128 * MIB,
+        "delta create: peak RSS {} MiB, not below half the 256 MiB tensor",
+        rss / MIB
+    );
     let records = std::fs::metadata(&sparse).unwrap().len();
     assert!(records > 200 * MIB, "{} MiB of records", records / MIB);
     let apply = [
@@ -886,5 +891,21 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
         rss < 128 * MIB,
         "delta apply: peak RSS {} MiB, not below half the 256 MiB tensor",
         rss / MIB
+    );
+    // The spools were unlinked temporary files: nothing else is left beside the outputs.
+    let mut left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "base.safetensors",
+            "ft1.safetensors",
+            "ft2.safetensors",
+            "out.safetensors",
+            "sparse.wdelta"
+        ]
     );
 }
