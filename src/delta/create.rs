@@ -130,16 +130,12 @@ pub(crate) fn create(
                         // Large: in blocks over the workers, memory bounded by the block size.
                         let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
                         let (arrays, sums) = match enc.strategy {
-                            Strategy::Int4 => {
-                                let (a, sums) = super::int4_blocks::encode(&inputs, enc)?;
-                                (held(a), sums)
-                            }
+                            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc, spool_dir)?,
                             Strategy::Sparse => {
                                 super::sparse_blocks::encode(&inputs, enc, spool_dir)?
                             }
                             Strategy::Quantized => {
-                                let (a, sums) = super::quantized_blocks::encode(&inputs, enc)?;
-                                (held(a), sums)
+                                super::quantized_blocks::encode(&inputs, enc, spool_dir)?
                             }
                         };
                         return Ok((tf.len as u64, arrays, sums));
