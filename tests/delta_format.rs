@@ -355,45 +355,49 @@ fn streamed_sparse_records_larger_than_held_match_and_are_checked() {
     left.sort();
     assert!(left.is_empty(), "left beside the output: {left:?}");
     let n: i64 = 2200 * 1000;
-    let kept = indices.data_len / 8;
-    let at = |j: usize| indices.data_offset + 8 * j;
-    let index =
-        |bytes: &[u8], j: usize| i64::from_le_bytes(bytes[at(j)..at(j) + 8].try_into().unwrap());
     let out = d.join("never.safetensors");
-    let mut cases = Vec::new();
-    // Late in the tensor, so that pieces were already written when it is met.
-    let mut repeated = good.clone();
-    let j = kept * 3 / 4;
-    let earlier = index(&good, j - 1).to_le_bytes();
-    repeated[at(j)..at(j) + 8].copy_from_slice(&earlier);
-    cases.push((repeated, j, "strictly ascending"));
-    let mut outside = good.clone();
-    outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
-    cases.push((outside, kept - 1, "outside 0..2200000"));
-    for (mut bad, position, problem) in cases {
-        for unsealed in [false, true] {
-            if !unsealed {
-                reseal(&mut bad);
-            } else {
-                let last = bad.len() - 1;
-                bad[last] ^= 1;
+    // With the indices spooled (first) and read from the delta (second).
+    let swapped_bytes = std::fs::read(&swapped).unwrap();
+    for (order, file) in [("indices first", &good), ("values first", &swapped_bytes)] {
+        let parsed = WdeltaFile::parse(file).unwrap();
+        let indices = parsed.records.values().next().unwrap().clone();
+        let kept = indices.data_len / 8;
+        let at = |j: usize| indices.data_offset + 8 * j;
+        let index = |j: usize| i64::from_le_bytes(file[at(j)..at(j) + 8].try_into().unwrap());
+        let mut cases = Vec::new();
+        // Late in the tensor, so that pieces were already written when it is met.
+        let mut repeated = file.clone();
+        let j = kept * 3 / 4;
+        repeated[at(j)..at(j) + 8].copy_from_slice(&index(j - 1).to_le_bytes());
+        cases.push((repeated, j, "strictly ascending"));
+        let mut outside = file.clone();
+        outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
+        cases.push((outside, kept - 1, "outside 0..2200000"));
+        for (mut bad, position, problem) in cases {
+            for unsealed in [false, true] {
+                if !unsealed {
+                    reseal(&mut bad);
+                } else {
+                    let last = bad.len() - 1;
+                    bad[last] ^= 1;
+                }
+                let corrupt = d.join("corrupt.wdelta");
+                std::fs::write(&corrupt, &bad).unwrap();
+                let r = apply(&base, &corrupt, &out);
+                let err = stderr(&r);
+                assert_eq!(r.status.code(), Some(2), "{order}, {problem}: {err}");
+                if unsealed {
+                    assert!(err.contains("checksum mismatch"), "{order}: {err}");
+                } else {
+                    assert!(
+                        err.contains(problem)
+                            && err.contains("indices")
+                            && err.contains(&position.to_string()),
+                        "{order}, {problem} at {position}: {err}"
+                    );
+                }
+                assert!(!out.exists(), "{order}, {problem}: an output was written");
             }
-            let corrupt = d.join("corrupt.wdelta");
-            std::fs::write(&corrupt, &bad).unwrap();
-            let r = apply(&base, &corrupt, &out);
-            assert_eq!(r.status.code(), Some(2), "{problem}: {}", stderr(&r));
-            let err = stderr(&r);
-            if unsealed {
-                assert!(err.contains("checksum mismatch"), "{err}");
-            } else {
-                assert!(
-                    err.contains(problem)
-                        && err.contains("indices")
-                        && err.contains(&position.to_string()),
-                    "{problem} at {position}: {err}"
-                );
-            }
-            assert!(!out.exists(), "{problem}: an output was written");
         }
     }
 }
