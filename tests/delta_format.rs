@@ -290,6 +290,118 @@ fn streamed_apply_matches_the_whole_file_reading_and_rejects_every_corruption() 
     }
 }
 
+/// The file with each sparse tensor's two records swapped (values before indices), tensors
+/// still in name order (resealed): valid, and still streamed.
+fn sparse_records_swapped(good: &[u8]) -> Vec<u8> {
+    let parsed = WdeltaFile::parse(good).unwrap();
+    let recs: Vec<_> = parsed.records.values().cloned().collect();
+    let records_start = 15 + parsed.header_len;
+    let mut out = good[..records_start].to_vec();
+    for pair in recs.chunks(2) {
+        for r in pair.iter().rev() {
+            out.extend_from_slice(&good[r.record_offset..r.record_offset + r.record_len]);
+        }
+    }
+    out.extend_from_slice(&[0; 32]);
+    reseal(&mut out);
+    out
+}
+
+/// A sparse tensor whose records are larger than `apply` holds (a few MiB) is streamed: its
+/// first record spooled to a temporary file, its second read from the delta, both in order
+/// piece by piece. The output is the whole-file reading's, whichever record comes first, and
+/// an index out of order or out of range is named as the format's reader names it, with no
+/// output.
+#[test]
+fn streamed_sparse_records_larger_than_held_match_and_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // 2.2M elements at sparsity 0.5: 8.8 MB of int64 indices.
+    pair(d, "2200x1000,7x9", "f32", 7, 1);
+    let base = d.join("base.safetensors");
+    let ft = d.join("ft1.safetensors");
+    let wd = d.join("sparse.wdelta");
+    ok(&create(
+        &base,
+        &ft,
+        &wd,
+        &["--strategy", "sparse", "--sparsity", "0.5"],
+    ));
+    let good = std::fs::read(&wd).unwrap();
+    let parsed = WdeltaFile::parse(&good).unwrap();
+    let indices = parsed.records.values().next().unwrap().clone();
+    assert!(indices.data_len > 8 << 20, "{} bytes", indices.data_len);
+    let whole = d.join("whole.safetensors");
+    let reversed = d.join("reversed.wdelta");
+    std::fs::write(&reversed, records_reversed(&good)).unwrap();
+    ok(&apply(&base, &reversed, &whole));
+    let whole = std::fs::read(&whole).unwrap();
+    let swapped = d.join("swapped.wdelta");
+    std::fs::write(&swapped, sparse_records_swapped(&good)).unwrap();
+    for (what, delta) in [("indices first", &wd), ("values first", &swapped)] {
+        let streamed = d.join("streamed.safetensors");
+        ok(&apply(&base, delta, &streamed));
+        assert!(
+            std::fs::read(&streamed).unwrap() == whole,
+            "{what}: streamed and whole-file apply differ"
+        );
+    }
+    // The spool is unlinked: nothing is left beside the output.
+    let mut left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.ends_with(".safetensors") && !n.ends_with(".wdelta"))
+        .collect();
+    left.sort();
+    assert!(left.is_empty(), "left beside the output: {left:?}");
+    let n: i64 = 2200 * 1000;
+    let out = d.join("never.safetensors");
+    // With the indices spooled (first) and read from the delta (second).
+    let swapped_bytes = std::fs::read(&swapped).unwrap();
+    for (order, file) in [("indices first", &good), ("values first", &swapped_bytes)] {
+        let parsed = WdeltaFile::parse(file).unwrap();
+        let indices = parsed.records.values().next().unwrap().clone();
+        let kept = indices.data_len / 8;
+        let at = |j: usize| indices.data_offset + 8 * j;
+        let index = |j: usize| i64::from_le_bytes(file[at(j)..at(j) + 8].try_into().unwrap());
+        let mut cases = Vec::new();
+        // Late in the tensor, so that pieces were already written when it is met.
+        let mut repeated = file.clone();
+        let j = kept * 3 / 4;
+        repeated[at(j)..at(j) + 8].copy_from_slice(&index(j - 1).to_le_bytes());
+        cases.push((repeated, j, "strictly ascending"));
+        let mut outside = file.clone();
+        outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
+        cases.push((outside, kept - 1, "outside 0..2200000"));
+        for (mut bad, position, problem) in cases {
+            for unsealed in [false, true] {
+                if !unsealed {
+                    reseal(&mut bad);
+                } else {
+                    let last = bad.len() - 1;
+                    bad[last] ^= 1;
+                }
+                let corrupt = d.join("corrupt.wdelta");
+                std::fs::write(&corrupt, &bad).unwrap();
+                let r = apply(&base, &corrupt, &out);
+                let err = stderr(&r);
+                assert_eq!(r.status.code(), Some(2), "{order}, {problem}: {err}");
+                if unsealed {
+                    assert!(err.contains("checksum mismatch"), "{order}: {err}");
+                } else {
+                    assert!(
+                        err.contains(problem)
+                            && err.contains("indices")
+                            && err.contains(&position.to_string()),
+                        "{order}, {problem} at {position}: {err}"
+                    );
+                }
+                assert!(!out.exists(), "{order}, {problem}: an output was written");
+            }
+        }
+    }
+}
+
 #[test]
 fn wrong_base_is_rejected_with_both_hashes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -833,3 +833,79 @@ fn memory_does_not_follow_the_largest_tensor() {
         );
     }
 }
+
+/// Sparse at a low sparsity, where a tensor's records are large (12 bytes a kept value: 240
+/// MB for the 256 MiB tensor at sparsity 0.7): `create` spools them and `apply` streams them,
+/// the memory of each below half the tensor (both held them whole: 364 and 264 MB).
+#[test]
+fn memory_does_not_follow_a_sparse_tensors_kept_values() {
+    const MIB: u64 = 1 << 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    one_large_tensor(dir);
+    let path = |name: &str| s(&dir.join(name)).to_owned();
+    let (base, ft1, sparse, out) = (
+        path("base.safetensors"),
+        path("ft1.safetensors"),
+        path("sparse.wdelta"),
+        path("out.safetensors"),
+    );
+    let create = [
+        "delta",
+        "create",
+        "--base",
+        &base,
+        &ft1,
+        "-o",
+        &sparse,
+        "--strategy",
+        "sparse",
+        "--sparsity",
+        "0.7",
+        "--threads",
+        "2",
+    ];
+    let (code, _, err, rss) = run_measured(&create);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        rss < 128 * MIB,
+        "delta create: peak RSS {} MiB, not below half the 256 MiB tensor",
+        rss / MIB
+    );
+    let records = std::fs::metadata(&sparse).unwrap().len();
+    assert!(records > 200 * MIB, "{} MiB of records", records / MIB);
+    let apply = [
+        "delta",
+        "apply",
+        "--base",
+        &base,
+        &sparse,
+        "-o",
+        &out,
+        "--threads",
+        "2",
+    ];
+    let (code, _, err, rss) = run_measured(&apply);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        rss < 128 * MIB,
+        "delta apply: peak RSS {} MiB, not below half the 256 MiB tensor",
+        rss / MIB
+    );
+    // The spools were unlinked temporary files: nothing else is left beside the outputs.
+    let mut left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "base.safetensors",
+            "ft1.safetensors",
+            "ft2.safetensors",
+            "out.safetensors",
+            "sparse.wdelta"
+        ]
+    );
+}

@@ -46,6 +46,9 @@ struct Piece {
     /// Bytes `window_from..` of the range field when it is streamed (else the field is held).
     window: Vec<u8>,
     window_from: usize,
+    /// A streamed sparse tensor's kept values in the piece: the window holds their indices,
+    /// then their values, as they are in the file.
+    sparse_kept: usize,
     delta: Arc<TensorDelta>,
 }
 
@@ -84,6 +87,12 @@ pub(crate) fn apply_streamed(
         Err(Stop::Failed(e)) => return Err(*e),
     };
     check_header_against_base(delta_path, &stream.header, base)?;
+    // Beside the output, where there is room for it (the output's temporary file goes there).
+    let out_dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    stream.spool_large_sparse_in(out_dir);
     base.check_elems()?;
     let expected = stream.header.parent_hash.clone();
     let remembered = super::base_hash::remembered(base, run);
@@ -240,9 +249,9 @@ fn read_inputs(
                 }));
             }
         };
-        if let Err(e) = validate_tensor(name, &entry, &records.slots, |r| {
-            &records.bytes[r.data_offset..r.data_offset + r.data_len]
-        }) {
+        // A streamed array is not held: its indices (if it has them) are checked as they are
+        // read.
+        if let Err(e) = validate_tensor(name, &entry, &records.slots, |r| records.held(r)) {
             return Err(stream.structure_error(e));
         }
         let arrays = TensorArrays {
@@ -262,6 +271,15 @@ fn read_inputs(
         let decoder = (!sparse).then(|| RangeDecoder::new(&entry, &arrays));
         let tail = records.tail;
         let mut records = records;
+        let mut sparse_cursor = match records.spooled.take() {
+            Some(spooled) if sparse && tail.is_some() => Some(SparseCursor::new(
+                spooled,
+                &records,
+                name,
+                base.tensors[name.as_str()].n_elements(),
+            )),
+            _ => None,
+        };
         // The decoder holds the small arrays decoded; the records' bytes are needed only when
         // they hold the range field (it came before the others), or a sparse tensor's arrays.
         if tail.is_some() || (!sparse && RangeDecoder::range_field(entry.strategy()).is_none()) {
@@ -284,8 +302,11 @@ fn read_inputs(
             let len = PIECE_ELEMS.min(n - start);
             let mut window = take.recv().expect("buffers come back");
             let mut window_from = 0;
+            let mut sparse_kept = 0;
             window.clear();
-            if let (Some(_), Some(decoder)) = (tail, &delta.decoder) {
+            if let Some(cursor) = &mut sparse_cursor {
+                sparse_kept = cursor.piece(stream, start + len, &mut window)?;
+            } else if let (Some(_), Some(decoder)) = (tail, &delta.decoder) {
                 let (from, to) = decoder.range_bytes(start, start + len);
                 window_from = from;
                 if from < taken {
@@ -306,6 +327,7 @@ fn read_inputs(
                 len,
                 window,
                 window_from,
+                sparse_kept,
                 delta: Arc::clone(&delta),
             })
             .map_err(|_| Stop::from(worker_gone()))?;
@@ -316,6 +338,148 @@ fn read_inputs(
         }
     }
     Ok(())
+}
+
+/// A sparse tensor too large to hold, read in order: its first record from the spool, its
+/// second from the stream (the tail). Its indices are checked as the format's reader checks
+/// them, with the same errors, as they are read.
+struct SparseCursor {
+    spool: std::io::BufReader<std::fs::File>,
+    spool_path: std::path::PathBuf,
+    /// Whether the spool holds the indices (else the values).
+    spool_has_indices: bool,
+    width: usize,
+    tensor: String,
+    n: usize,
+    /// Indices not yet read from their source.
+    unread: usize,
+    /// Indices read, in their bytes, from `at` on not yet used.
+    buf: Vec<u8>,
+    at: usize,
+    /// Indices handed so far, and the last one.
+    handed: usize,
+    prev: i64,
+}
+
+/// Bytes of an index of `dtype` (validated: int32 or int64).
+fn index_width(dtype: crate::formats::wdelta::ArrayDtype) -> usize {
+    if dtype == crate::formats::wdelta::ArrayDtype::Int32 {
+        4
+    } else {
+        8
+    }
+}
+
+/// Indices read from their source per step.
+const INDEX_STEP: usize = 1 << 16;
+
+impl SparseCursor {
+    fn new(
+        spooled: super::stream::Spooled,
+        records: &TensorRecords,
+        tensor: &str,
+        n: usize,
+    ) -> SparseCursor {
+        let index = records.slots[0].as_ref().expect("validated");
+        let width = index_width(index.dtype);
+        let mut file = spooled.file;
+        // Read back from its start.
+        let _ = std::io::Seek::rewind(&mut file);
+        SparseCursor {
+            spool: std::io::BufReader::with_capacity(1 << 20, file),
+            spool_path: spooled.path,
+            spool_has_indices: spooled.slot == 0,
+            width,
+            tensor: tensor.to_string(),
+            n,
+            unread: index.len(),
+            buf: Vec::new(),
+            at: 0,
+            handed: 0,
+            prev: -1,
+        }
+    }
+
+    /// Fills `out` from the spool, or from the stream's tail.
+    fn read(
+        &mut self,
+        stream: &mut DeltaStream,
+        from_spool: bool,
+        out: &mut [u8],
+    ) -> Result<(), Stop> {
+        if from_spool {
+            std::io::Read::read_exact(&mut self.spool, out)
+                .map_err(|e| Stop::from(Error::io(&self.spool_path, e)))
+        } else {
+            stream.take_tail(out)
+        }
+    }
+
+    /// The next index, checked, without taking it; None after the last.
+    fn peek(&mut self, stream: &mut DeltaStream) -> Result<Option<usize>, Stop> {
+        if self.at == self.buf.len() {
+            if self.unread == 0 {
+                return Ok(None);
+            }
+            let step = self.unread.min(INDEX_STEP);
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.resize(step * self.width, 0);
+            self.read(stream, self.spool_has_indices, &mut buf)?;
+            self.buf = buf;
+            self.at = 0;
+            self.unread -= step;
+        }
+        let bytes = &self.buf[self.at..self.at + self.width];
+        let value = match self.width {
+            4 => i64::from(i32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
+            _ => i64::from_le_bytes(bytes.try_into().expect("8 bytes")),
+        };
+        let problem = if value < 0 || value as u64 >= self.n as u64 {
+            Some(format!("outside 0..{}", self.n))
+        } else if value <= self.prev {
+            Some(format!(
+                "not above the previous index {} (indices must be strictly ascending)",
+                self.prev
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(stream.structure_error(WdeltaError::BadIndex {
+                tensor: self.tensor.clone(),
+                field: "indices".into(),
+                position: self.handed,
+                value,
+                problem,
+            }));
+        }
+        Ok(Some(value as usize))
+    }
+
+    /// Puts into `window` the indices below `end` not handed yet, then as many values;
+    /// returns their number. Strictly ascending, they are fewer than a piece's elements.
+    fn piece(
+        &mut self,
+        stream: &mut DeltaStream,
+        end: usize,
+        window: &mut Vec<u8>,
+    ) -> Result<usize, Stop> {
+        let mut kept = 0;
+        while let Some(index) = self.peek(stream)? {
+            if index >= end {
+                break;
+            }
+            window.extend_from_slice(&self.buf[self.at..self.at + self.width]);
+            self.at += self.width;
+            self.prev = index as i64;
+            self.handed += 1;
+            kept += 1;
+        }
+        let have = window.len();
+        window.resize(have + 4 * kept, 0);
+        self.read(stream, !self.spool_has_indices, &mut window[have..])?;
+        Ok(kept)
+    }
 }
 
 fn worker_gone() -> DeltaError {
@@ -365,7 +529,13 @@ impl Work {
             }
             None => {
                 let dtype = delta.records.slots[0].as_ref().expect("validated").dtype;
-                let (indices, values) = (delta.records.data(0), delta.records.data(1));
+                let (indices, values) = match delta.records.tail {
+                    // Streamed: the piece's indices, then its values.
+                    Some(_) => piece
+                        .window
+                        .split_at(piece.sparse_kept * index_width(dtype)),
+                    None => (delta.records.data(0), delta.records.data(1)),
+                };
                 codec::decode_sparse_range(dtype, indices, values, piece.start, &mut self.deltas);
             }
         }

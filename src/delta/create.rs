@@ -12,6 +12,7 @@ use super::open::OpenDelta;
 use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
 use super::reconstruct::{IntReconstructor, reconstruct_into};
+use super::spool::{Array, held};
 use super::verify::{LossSums, LossTally, UpdateLoss, tensor_loss_sums, verify_lineage};
 use crate::error::Error;
 use crate::formats::wdelta::{
@@ -93,6 +94,11 @@ pub(crate) fn create(
             .collect(),
     };
     let names: Vec<&String> = base.tensors.keys().collect();
+    // Beside the output, where there is room for it (the output's temporary file goes there).
+    let spool_dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let bar = run.bar(ft.data_bytes(), "creating");
     let mut file_bytes = 0;
     let mut loss = None;
@@ -124,9 +130,13 @@ pub(crate) fn create(
                         // Large: in blocks over the workers, memory bounded by the block size.
                         let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
                         let (arrays, sums) = match enc.strategy {
-                            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc)?,
-                            Strategy::Sparse => super::sparse_blocks::encode(&inputs, enc)?,
-                            Strategy::Quantized => super::quantized_blocks::encode(&inputs, enc)?,
+                            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc, spool_dir)?,
+                            Strategy::Sparse => {
+                                super::sparse_blocks::encode(&inputs, enc, spool_dir)?
+                            }
+                            Strategy::Quantized => {
+                                super::quantized_blocks::encode(&inputs, enc, spool_dir)?
+                            }
                         };
                         return Ok((tf.len as u64, arrays, sums));
                     }
@@ -169,9 +179,9 @@ pub(crate) fn create(
                         }
                         None => None,
                     };
-                    Ok((tf.len as u64, arrays, sums))
+                    Ok((tf.len as u64, held(arrays), sums))
                 },
-                |i, (len, arrays, sums): (u64, Vec<OwnedArray>, Option<LossSums>)| {
+                |i, (len, arrays, sums): (u64, Vec<Array>, Option<LossSums>)| {
                     if let Some(sums) = sums {
                         tally.push(names[i], sums);
                     }
@@ -379,7 +389,7 @@ struct LateWriter<W: std::io::Write> {
     writer: Option<WdeltaWriter<W>>,
     /// Whether the writer computes the checksum (not when the header is rewritten after).
     hashed: bool,
-    pending: Vec<(usize, Vec<OwnedArray>)>,
+    pending: Vec<(usize, Vec<Array>)>,
 }
 
 impl<W: std::io::Write> LateWriter<W> {
@@ -405,7 +415,7 @@ impl<W: std::io::Write> LateWriter<W> {
         if let Some(wr) = &mut self.writer {
             for (i, arrays) in self.pending.drain(..) {
                 for a in &arrays {
-                    wr.record(names[i], a).map_err(|e| Error::io(out, e))?;
+                    a.write(wr, names[i], out)?;
                 }
             }
         }

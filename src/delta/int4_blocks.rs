@@ -4,13 +4,16 @@
 //! those of [`codec::encode`] over the whole delta (`codec`'s block functions say how), and
 //! the loss sums those of [`super::verify::tensor_loss_sums`].
 
+use std::path::Path;
+
 use rayon::prelude::*;
 
 use super::blocks::{BLOCK, Inputs, group_len};
 use super::codec::{self, EncodeOptions, Int4Settled, RangeDecoder};
 use super::error::DeltaError;
+use super::spool::{Array, Spool, held};
 use super::verify::{LossSums, loss_chunk};
-use crate::formats::wdelta::{ArrayDtype, ArrayRef, OwnedArray, TensorArrays};
+use crate::formats::wdelta::{ArrayDtype, ArrayRef, TensorArrays};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -18,7 +21,8 @@ type Result<T, E = DeltaError> = std::result::Result<T, E>;
 pub(super) fn encode(
     inputs: &Inputs<'_>,
     enc: &EncodeOptions,
-) -> Result<(Vec<OwnedArray>, Option<LossSums>)> {
+    spool_dir: &Path,
+) -> Result<(Vec<Array>, Option<LossSums>)> {
     let n = inputs.len();
     let (starts, block_of) = inputs.blocks();
     // The guess of the outliers' key, from runs of values sampled across the tensor.
@@ -66,7 +70,7 @@ pub(super) fn encode(
         }
     };
     let settled = Int4Settled::new(outliers, values, bounds, enc.version);
-    let mut arrays = settled.head_arrays(n);
+    let arrays = settled.head_arrays(n);
     let entry = codec::entry_for(&inputs.base.tensors[inputs.name].shape, enc, None);
     let mut fields: Vec<ArrayRef<'_>> = arrays
         .iter()
@@ -82,7 +86,10 @@ pub(super) fn encode(
     let decoder = RangeDecoder::new(&entry, &TensorArrays { fields });
     let measured = inputs.measured();
     let elem = inputs.elem()?;
-    let mut packed: Vec<u8> = Vec::with_capacity(n.div_ceil(2));
+    // Joined group by group, then spooled but for the last byte (the next block's first
+    // nibble may go in it).
+    let mut packed: Vec<u8> = Vec::new();
+    let mut spool = Spool::new(spool_dir);
     let mut sums = LossSums::default();
     for group in starts.chunks(group_len()) {
         let blocks = group
@@ -108,12 +115,18 @@ pub(super) fn encode(
             codec::int4_join(&mut packed, &bytes, settled.first_nibble(s) % 2 == 1);
             sums.absorb(&block_sums);
         }
+        if let Some(done) = packed.len().checked_sub(1) {
+            spool.push(&packed[..done])?;
+            packed.drain(..done);
+        }
     }
-    arrays.push(OwnedArray {
+    spool.push(&packed)?;
+    let mut arrays = held(arrays);
+    arrays.push(Array::Spooled {
         field: "packed",
         dtype: ArrayDtype::Uint8,
-        shape: vec![packed.len() as u64],
-        data: packed,
+        shape: vec![spool.len()],
+        data: spool,
     });
     Ok((arrays, measured.then_some(sums)))
 }

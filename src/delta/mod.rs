@@ -14,7 +14,8 @@
 //! keeps commits' weights as deltas in a git repository. `lossless/` is the byte-exact strategy
 //! (format version 3) over safetensors, GGUF and PyTorch files. Every failure is a
 //! [`DeltaError`]. `blocks.rs` cuts a large tensor into blocks over the workers, in which
-//! `int4_blocks.rs`, `sparse_blocks.rs` and `quantized_blocks.rs` encode its delta.
+//! `int4_blocks.rs`, `sparse_blocks.rs` and `quantized_blocks.rs` encode its delta; `spool.rs`
+//! keeps records larger than a few MiB in a temporary file until they are written.
 
 /// Defines `fn $name(args) -> ret` that calls `$body(args)` compiled for AVX2 when the CPU has
 /// it (chosen at run time), else compiled for the baseline CPU: the memory-bound passes over
@@ -65,6 +66,7 @@ mod quantized_blocks;
 mod reconstruct;
 mod safetensors_out;
 mod sparse_blocks;
+mod spool;
 mod store;
 mod stream;
 mod verify;

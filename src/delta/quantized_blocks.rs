@@ -4,12 +4,15 @@
 //! (against a plain base) measures the loss. The arrays are byte for byte those of
 //! [`codec::encode`] over the whole delta.
 
+use std::path::Path;
+
 use half::f16;
 use rayon::prelude::*;
 
 use super::blocks::{BLOCK, Inputs, group_len};
 use super::codec::{self, EncodeOptions, RangeDecoder};
 use super::error::DeltaError;
+use super::spool::{Array, Spool};
 use super::verify::{LossSums, loss_chunk};
 use crate::formats::wdelta::{
     ArrayDtype, ArrayRef, OwnedArray, TensorArrays, quantized_cols, quantized_rows,
@@ -26,13 +29,13 @@ thread_local! {
 pub(super) fn encode(
     inputs: &Inputs<'_>,
     enc: &EncodeOptions,
-) -> Result<(Vec<OwnedArray>, Option<LossSums>)> {
+    spool_dir: &Path,
+) -> Result<(Vec<Array>, Option<LossSums>)> {
     let shape = &inputs.base.tensors[inputs.name].shape;
     let (rows, cols) = (
         quantized_rows(shape) as usize,
         quantized_cols(shape) as usize,
     );
-    let n = inputs.len();
     let scales = row_scales(inputs, rows, cols)?;
     let scales: Vec<u8> = scales
         .iter()
@@ -57,7 +60,7 @@ pub(super) fn encode(
     let measured = inputs.measured();
     let elem = inputs.elem()?;
     let (starts, block_of) = inputs.blocks();
-    let mut packed: Vec<u8> = Vec::with_capacity(n.div_ceil(8));
+    let mut packed = Spool::new(spool_dir);
     let mut sums = LossSums::default();
     for group in starts.chunks(group_len()) {
         let blocks = group
@@ -79,21 +82,21 @@ pub(super) fn encode(
             })
             .collect::<Result<Vec<_>>>()?;
         for (bytes, block_sums) in blocks {
-            packed.extend_from_slice(&bytes);
+            packed.push(&bytes)?;
             sums.absorb(&block_sums);
         }
     }
     let arrays = vec![
-        OwnedArray {
+        Array::Held(OwnedArray {
             field: "scales",
             dtype: ArrayDtype::Float16,
             shape: vec![rows as u64],
             data: scales,
-        },
-        OwnedArray {
+        }),
+        Array::Spooled {
             field: "packed_signs",
             dtype: ArrayDtype::Uint8,
-            shape: vec![packed.len() as u64],
+            shape: vec![packed.len()],
             data: packed,
         },
     ];

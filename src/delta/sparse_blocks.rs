@@ -8,13 +8,16 @@
 //! threshold go to the lowest indices, as [`codec::encode`] keeps them: the arrays are byte for
 //! byte the same.
 
+use std::path::Path;
+
 use rayon::prelude::*;
 
 use super::blocks::{Inputs, group_len};
 use super::codec::{self, EncodeOptions, magnitude_key};
 use super::error::DeltaError;
+use super::spool::{Array, Spool};
 use super::verify::{LossSums, loss_chunk};
-use crate::formats::wdelta::{ArrayDtype, OwnedArray};
+use crate::formats::wdelta::ArrayDtype;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -23,6 +26,9 @@ const BUCKETS: usize = 1 << 16;
 /// The threshold's bucket is collected when it holds at most this many values (16 bytes each
 /// held), else selected in it by counting.
 const MAX_CANDIDATES: u64 = 1 << 20;
+
+/// Bytes of records the last pass holds at once, at the tensor's average density.
+const RECORDS_HELD: usize = 32 << 20;
 
 /// Which values of a block are kept.
 enum Rule {
@@ -40,7 +46,8 @@ enum Rule {
 pub(super) fn encode(
     inputs: &Inputs<'_>,
     enc: &EncodeOptions,
-) -> Result<(Vec<OwnedArray>, Option<LossSums>)> {
+    spool_dir: &Path,
+) -> Result<(Vec<Array>, Option<LossSums>)> {
     let n = inputs.len();
     let k = codec::sparse_k(n as u64, enc.sparsity);
     let (starts, block_of) = inputs.blocks();
@@ -123,11 +130,19 @@ pub(super) fn encode(
     };
     let measured = inputs.measured();
     let elem = inputs.elem()?;
-    let mut indices: Vec<u8> = Vec::with_capacity(k as usize * 8);
-    let mut values: Vec<u8> = Vec::with_capacity(k as usize * 4);
+    // The records go to spools group by group: beyond a few MiB, not held.
+    let mut indices = Spool::new(spool_dir);
+    let mut values = Spool::new(spool_dir);
     let mut sums = LossSums::default();
     let all_starts: Vec<(usize, usize)> = starts.iter().copied().enumerate().collect();
-    for group in all_starts.chunks(group_len()) {
+    // A group's records are held until they go to the spools: as many blocks as keep about
+    // RECORDS_HELD bytes at the tensor's density (at least two a worker).
+    let per_block = (12 * k as usize).div_ceil(starts.len().max(1)).max(1);
+    let group = (RECORDS_HELD / per_block).clamp(
+        2 * rayon::current_num_threads(),
+        group_len().max(2 * rayon::current_num_threads()),
+    );
+    for group in all_starts.chunks(group) {
         let blocks = group
             .par_iter()
             .map(|&(block, s)| {
@@ -153,24 +168,24 @@ pub(super) fn encode(
             })
             .collect::<Result<Vec<_>>>()?;
         for (idx, vals, block_sums) in blocks {
-            indices.extend_from_slice(&idx);
-            values.extend_from_slice(&vals);
+            indices.push(&idx)?;
+            values.push(&vals)?;
             sums.absorb(&block_sums);
         }
     }
-    let kept = (values.len() / 4) as u64;
+    let kept = values.len() / 4;
     if kept != k {
         // The counts of the first passes do not hold for the last one.
         return Err(inputs.changed());
     }
     let arrays = vec![
-        OwnedArray {
+        Array::Spooled {
             field: "indices",
             dtype: ArrayDtype::Int64,
             shape: vec![kept],
             data: indices,
         },
-        OwnedArray {
+        Array::Spooled {
             field: "values",
             dtype: ArrayDtype::Float32,
             shape: vec![kept],

@@ -71,19 +71,41 @@ pub(crate) struct TensorRecords {
     pub(crate) bytes: Vec<u8>,
     /// The slot of the record whose data follows in the file, and its length.
     pub(crate) tail: Option<(usize, usize)>,
+    /// A large sparse tensor's first record, copied (as read and hashed) to a temporary file
+    /// instead of memory; its second record is then the tail.
+    pub(crate) spooled: Option<Spooled>,
+}
+
+/// A record's data in an unlinked temporary file, from its start.
+pub(crate) struct Spooled {
+    pub(crate) slot: usize,
+    pub(crate) file: File,
+    pub(crate) path: PathBuf,
 }
 
 impl TensorRecords {
     /// The data of the record in `slot` (empty for the tail, which is not held).
     pub(crate) fn data(&self, slot: usize) -> &[u8] {
+        let streamed = self.tail.is_some_and(|(t, _)| t == slot)
+            || self.spooled.as_ref().is_some_and(|s| s.slot == slot);
         match &self.slots[slot] {
-            Some(r) if self.tail.is_none_or(|(t, _)| t != slot) => {
-                &self.bytes[r.data_offset..r.data_offset + r.data_len]
-            }
+            Some(r) if !streamed => &self.bytes[r.data_offset..r.data_offset + r.data_len],
             _ => &[],
         }
     }
+
+    /// The data of `record`, one of this tensor's (empty when it is not held).
+    pub(crate) fn held(&self, record: &Record) -> &[u8] {
+        let slot = self.slots.iter().position(|r| {
+            r.as_ref()
+                .is_some_and(|r| r.record_offset == record.record_offset)
+        });
+        slot.map_or(&[], |slot| self.data(slot))
+    }
 }
+
+/// A sparse tensor's first record is spooled beyond this many bytes.
+const SPOOL_BYTES: usize = 4 << 20;
 
 /// A `.wdelta` being read front to back.
 pub(crate) struct DeltaStream {
@@ -104,6 +126,8 @@ pub(crate) struct DeltaStream {
     tail_left: usize,
     /// The position of the last tensor returned.
     last: Option<usize>,
+    /// Where a large sparse tensor's first record is spooled (None: it is held).
+    spool_dir: Option<PathBuf>,
 }
 
 impl DeltaStream {
@@ -130,6 +154,7 @@ impl DeltaStream {
             pending: None,
             tail_left: 0,
             last: None,
+            spool_dir: None,
         };
         // The magic and the length are checked before anything else, as the format's reader
         // does; later rules wait for the checksum.
@@ -174,6 +199,14 @@ impl DeltaStream {
             Err(e) => return Err(s.structure_error(e)),
         }
         Ok(s)
+    }
+
+    /// From now on, a sparse tensor whose first record is larger than a few MiB has that
+    /// record copied to an unlinked temporary file in `dir` and its second left in the file
+    /// as the tail: both are then read in order, range by range, and memory does not follow
+    /// the tensor's kept values.
+    pub(crate) fn spool_large_sparse_in(&mut self, dir: &Path) {
+        self.spool_dir = Some(dir.to_path_buf());
     }
 
     /// The records of the next tensor, or None after the last. Any tail of the tensor before
@@ -226,6 +259,7 @@ impl DeltaStream {
                 slots: vec![None; strategy.fields().len()],
                 bytes: Vec::new(),
                 tail: None,
+                spooled: None,
             });
             if g.slots[slot].is_some() {
                 return Err(self.structure_error(WdeltaError::DuplicateRecord {
@@ -235,12 +269,17 @@ impl DeltaStream {
                 }));
             }
             let data_len = frame.byte_count as usize;
-            let is_tail = RangeDecoder::range_field(strategy) == Some(slot)
-                && g.slots
-                    .iter()
-                    .enumerate()
-                    .all(|(i, r)| i == slot || r.is_some());
-            let data_offset = if is_tail { 0 } else { g.bytes.len() };
+            let others_in = g
+                .slots
+                .iter()
+                .enumerate()
+                .all(|(i, r)| i == slot || r.is_some());
+            let sparse = strategy == format::Strategy::Sparse;
+            let is_tail = (RangeDecoder::range_field(strategy) == Some(slot) && others_in)
+                || (sparse && g.spooled.is_some() && others_in);
+            let first = g.slots.iter().all(Option::is_none);
+            let spool = sparse && first && data_len > SPOOL_BYTES && self.spool_dir.is_some();
+            let data_offset = if is_tail || spool { 0 } else { g.bytes.len() };
             g.slots[slot] = Some(Record {
                 dtype: frame.dtype,
                 shape: frame.shape,
@@ -255,6 +294,10 @@ impl DeltaStream {
                 self.tail_left = data_len;
                 break;
             }
+            if spool {
+                g.spooled = Some(self.spool(slot, data_len)?);
+                continue;
+            }
             // Reserved fallibly: a record's length was checked against the file, not memory.
             g.bytes
                 .try_reserve(data_len)
@@ -264,6 +307,27 @@ impl DeltaStream {
             self.take_into(&mut g.bytes[start..])?;
         }
         Ok(group)
+    }
+
+    /// Copies the next `len` bytes (a record's data) to a new unlinked temporary file.
+    fn spool(&mut self, slot: usize, len: usize) -> Result<Spooled, Stop> {
+        use std::io::Write;
+        let dir = self.spool_dir.clone().expect("spooling was asked for");
+        let failed = |e| Stop::from(Error::io(&dir, e));
+        let mut file = tempfile::tempfile_in(&dir).map_err(failed)?;
+        let mut chunk = vec![0u8; len.min(READ_BUF)];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            self.take_into(&mut chunk[..n])?;
+            file.write_all(&chunk[..n]).map_err(failed)?;
+            left -= n;
+        }
+        Ok(Spooled {
+            slot,
+            file,
+            path: dir.join("(a temporary file)"),
+        })
     }
 
     /// Takes the next `out.len()` bytes of the current tail.

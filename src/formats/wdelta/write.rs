@@ -146,16 +146,27 @@ fn json_f64(v: f64) -> String {
 
 /// Bytes of one record's framing before its data.
 pub(super) fn record_prefix(tensor: &str, array: &OwnedArray) -> Vec<u8> {
+    framing(
+        tensor,
+        array.field,
+        array.dtype,
+        &array.shape,
+        array.data.len() as u64,
+    )
+}
+
+/// A record's framing for `data_len` bytes of data.
+fn framing(tensor: &str, field: &str, dtype: ArrayDtype, shape: &[u64], data_len: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + tensor.len());
-    for s in [tensor, array.field, array.dtype.name()] {
+    for s in [tensor, field, dtype.name()] {
         out.extend_from_slice(&(s.len() as u32).to_le_bytes());
         out.extend_from_slice(s.as_bytes());
     }
-    out.extend_from_slice(&(array.shape.len() as u32).to_le_bytes());
-    for d in &array.shape {
+    out.extend_from_slice(&(shape.len() as u32).to_le_bytes());
+    for d in shape {
         out.extend_from_slice(&d.to_le_bytes());
     }
-    out.extend_from_slice(&(array.data.len() as u64).to_le_bytes());
+    out.extend_from_slice(&data_len.to_le_bytes());
     out
 }
 
@@ -216,6 +227,24 @@ impl<W: Write> WdeltaWriter<W> {
     pub(crate) fn record(&mut self, tensor: &str, array: &OwnedArray) -> std::io::Result<()> {
         self.put(&record_prefix(tensor, array))?;
         self.put(&array.data)
+    }
+
+    /// A record whose data is given after it, in pieces, by [`WdeltaWriter::record_data`]
+    /// (`data_len` bytes in all): the same bytes as [`WdeltaWriter::record`].
+    pub(crate) fn record_framing(
+        &mut self,
+        tensor: &str,
+        field: &str,
+        dtype: ArrayDtype,
+        shape: &[u64],
+        data_len: u64,
+    ) -> std::io::Result<()> {
+        self.put(&framing(tensor, field, dtype, shape, data_len))
+    }
+
+    /// A piece of the data of the record [`WdeltaWriter::record_framing`] began.
+    pub(crate) fn record_data(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.put(bytes)
     }
 
     /// Appends the checksum; returns the total file length.
