@@ -9,7 +9,8 @@ use super::codec::{self, EncodeOptions, RangeDecoder};
 use super::error::DeltaError;
 use super::model::{Elem, Model, TensorSource};
 use super::open::OpenDelta;
-use super::verify::LOSS_BLOCK;
+use super::spool::Array;
+use super::verify::{LOSS_BLOCK, LossSums};
 use crate::formats::wdelta::Strategy;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -153,6 +154,10 @@ impl<'a> Inputs<'a> {
         })
     }
 }
+
+/// What the blocked encoders (int4, sparse, quantized) make of a tensor: its arrays, held or
+/// spooled, and, against a plain base, its loss sums.
+pub(super) type Encoded = Result<(Vec<Array>, Option<LossSums>)>;
 
 /// Blocks worked on at once by the workers before their results are joined: the results of
 /// the blocks are not all held beside the joined arrays, and the workers seldom wait for a

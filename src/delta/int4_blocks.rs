@@ -8,7 +8,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::blocks::{BLOCK, Inputs, group_len};
+use super::blocks::{BLOCK, Encoded, Inputs, group_len};
 use super::codec::{self, EncodeOptions, Int4Settled, RangeDecoder};
 use super::error::DeltaError;
 use super::spool::{Array, Spool, held};
@@ -18,11 +18,7 @@ use crate::formats::wdelta::{ArrayDtype, ArrayRef, TensorArrays};
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// The int4 arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: &Path,
-) -> Result<(Vec<Array>, Option<LossSums>)> {
+pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
     let n = inputs.len();
     let (starts, block_of) = inputs.blocks();
     // The guess of the outliers' key, from runs of values sampled across the tensor.

@@ -9,7 +9,7 @@ use std::path::Path;
 use half::f16;
 use rayon::prelude::*;
 
-use super::blocks::{BLOCK, Inputs, group_len};
+use super::blocks::{BLOCK, Encoded, Inputs, group_len};
 use super::codec::{self, EncodeOptions, RangeDecoder};
 use super::error::DeltaError;
 use super::spool::{Array, Spool};
@@ -26,11 +26,7 @@ thread_local! {
 }
 
 /// The quantized arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: &Path,
-) -> Result<(Vec<Array>, Option<LossSums>)> {
+pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
     let shape = &inputs.base.tensors[inputs.name].shape;
     let (rows, cols) = (
         quantized_rows(shape) as usize,

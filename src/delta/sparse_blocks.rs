@@ -12,7 +12,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::blocks::{Inputs, group_len};
+use super::blocks::{Encoded, Inputs, group_len};
 use super::codec::{self, EncodeOptions, magnitude_key};
 use super::error::DeltaError;
 use super::spool::{Array, Spool};
@@ -43,11 +43,7 @@ enum Rule {
 }
 
 /// The sparse arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: &Path,
-) -> Result<(Vec<Array>, Option<LossSums>)> {
+pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
     let n = inputs.len();
     let k = codec::sparse_k(n as u64, enc.sparsity);
     let (starts, block_of) = inputs.blocks();
