@@ -179,22 +179,11 @@ fn big_setup(dir: &Path, shapes: &str) -> (PathBuf, PathBuf) {
     (base, wd)
 }
 
-/// Starts `delta apply` into `outdir/model.safetensors` and waits until its temporary file
+/// Starts weight-inspect with `args` (writing into `outdir`) and waits until its temporary file
 /// exists (None if it finished first).
-fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Option<Child> {
-    let out_path = outdir.join("model.safetensors");
+fn until_temp_exists(args: &[&str], outdir: &Path) -> Option<Child> {
     let mut child = Command::new(bin())
-        .args([
-            "delta",
-            "apply",
-            "--base",
-            s(base),
-            s(wd),
-            "-o",
-            s(&out_path),
-            "--threads",
-            "1",
-        ])
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -212,6 +201,22 @@ fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Option<Chil
     child.kill().unwrap();
     child.wait().unwrap();
     None
+}
+
+/// Starts `delta apply` into `outdir/model.safetensors` and waits until its temporary file
+/// exists (None if it finished first).
+fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Option<Child> {
+    let out_path = outdir.join("model.safetensors");
+    let args = [
+        "delta",
+        "apply",
+        "--base",
+        s(base),
+        s(wd),
+        "-o",
+        s(&out_path),
+    ];
+    until_temp_exists(&[&args[..], &["--threads", "1"]].concat(), outdir)
 }
 
 #[cfg(unix)]
@@ -310,33 +315,20 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
 /// `delta create --strategy lossless` of `ft` against `base` into `outdir`, returned once its
 /// temporary output exists (None if it finished first).
 fn lossless_create_until_temp_exists(base: &Path, ft: &Path, outdir: &Path) -> Option<Child> {
-    let mut child = Command::new(bin())
-        .args(["delta", "create", "--strategy", "lossless", "--base"])
-        .args([
-            s(base),
-            s(ft),
-            "-o",
-            s(&outdir.join("d.wdelta")),
-            "--threads",
-            "1",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        if !temps_in(outdir).is_empty() {
-            return Some(child);
-        }
-        if child.try_wait().unwrap().is_some() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    None
+    let out_path = outdir.join("d.wdelta");
+    let args = [
+        "delta",
+        "create",
+        "--strategy",
+        "lossless",
+        "--base",
+        s(base),
+        s(ft),
+    ];
+    until_temp_exists(
+        &[&args[..], &["-o", s(&out_path), "--threads", "1"]].concat(),
+        outdir,
+    )
 }
 
 /// The lossless strategy reads both models through memory maps: a file cut short under them
@@ -744,13 +736,7 @@ for step in (1, 2):
         v += rng.standard_normal(v.shape, dtype=np.float32) * np.float32(1e-3)
     save_file(m, f"{out}/ft{step}.safetensors")
 "#;
-    let out = Command::new(common::python())
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    common::run_python_source(SCRIPT, &[s(dir)]);
 }
 
 /// The memory of create (each strategy, against a base and a chain), apply (a sparse delta,

@@ -450,13 +450,7 @@ for step in (1, 2):
     save_file(ft, f"{out}/ft{step}.safetensors")
     prev = ft
 "#;
-    let out = std::process::Command::new(common::python())
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    common::run_python_source(SCRIPT, &[s(dir)]);
 }
 
 /// Every tensor's arrays in `delta` are those [`encode`] gives over the whole delta of

@@ -57,6 +57,23 @@ pub fn run_python(script: &str, args: &[&str]) -> Output {
     out
 }
 
+/// Runs Python `source` (`python -c`) with `args` in the test venv; panics with its stderr on
+/// failure.
+pub fn run_python_source(source: &str, args: &[&str]) -> Output {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(source)
+        .args(args)
+        .output()
+        .expect("failed to start python");
+    assert!(
+        out.status.success(),
+        "python -c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs weight-inspect with `args` in `dir` (or the current dir) and returns its output.
 pub fn run_in(dir: Option<&Path>, args: &[&str]) -> Output {
     let mut cmd = Command::new(bin());
