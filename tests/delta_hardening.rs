@@ -316,19 +316,11 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
 /// temporary output exists (None if it finished first).
 fn lossless_create_until_temp_exists(base: &Path, ft: &Path, outdir: &Path) -> Option<Child> {
     let out_path = outdir.join("d.wdelta");
-    let args = [
-        "delta",
-        "create",
-        "--strategy",
-        "lossless",
-        "--base",
-        s(base),
-        s(ft),
-    ];
-    until_temp_exists(
-        &[&args[..], &["-o", s(&out_path), "--threads", "1"]].concat(),
-        outdir,
-    )
+    let mut args: Vec<&str> = "delta create --strategy lossless --threads 1 -o"
+        .split(' ')
+        .collect();
+    args.extend([s(&out_path), "--base", s(base), s(ft)]);
+    until_temp_exists(&args, outdir)
 }
 
 /// The lossless strategy reads both models through memory maps: a file cut short under them
