@@ -297,19 +297,27 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
                 .unwrap()
                 .set_len(1024)
                 .unwrap();
-            let out = child.wait_with_output().unwrap();
-            let err = stderr(&out);
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{which} round {round}: {:?} {err}",
-                out.status
-            );
-            common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
-            assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
-            assert!(!outdir.join("model.safetensors").exists());
+            let context = format!("{which} round {round}");
+            refused_cleanly(child, &victim, &outdir.join("model.safetensors"), &context);
         }
     }
+}
+
+/// `child`, whose input `victim` was changed under it, ends with exit 2 and an error naming
+/// `victim`, leaving neither a temporary file beside `output` nor `output` itself.
+fn refused_cleanly(child: Child, victim: &Path, output: &Path, context: &str) {
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{context}: {:?} {err}",
+        out.status
+    );
+    common::assert_contains(&err, &[s(victim), "changed while it was read"]);
+    let dir = output.parent().unwrap();
+    assert!(temps_in(dir).is_empty(), "left {:?}", temps_in(dir));
+    assert!(!output.exists());
 }
 
 /// `delta create --strategy lossless` of `ft` against `base` into `outdir`, returned once its
@@ -357,17 +365,8 @@ fn an_input_cut_or_written_during_lossless_create_is_an_error() {
                 f.write_all_at(&[0x5a; 4096], 100 << 20).unwrap();
             }
             drop(f);
-            let out = child.wait_with_output().unwrap();
-            let err = stderr(&out);
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{which} cut={cut}: {:?} {err}",
-                out.status
-            );
-            common::assert_contains(&err, &[s(&victim), "changed while it was read"]);
-            assert!(temps_in(&outdir).is_empty(), "left {:?}", temps_in(&outdir));
-            assert!(!outdir.join("d.wdelta").exists());
+            let context = format!("{which} cut={cut}");
+            refused_cleanly(child, &victim, &outdir.join("d.wdelta"), &context);
         }
     }
 }
