@@ -80,6 +80,14 @@ fn install_signal_thread() {
     drop(spawned);
 }
 
+/// The directory `path`'s file is in: its parent, or `.` for a bare file name.
+pub(crate) fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Writes `path` atomically: `fill` writes the content into a temporary file beside it (by
 /// offsets, from several threads if it likes), which gets the permissions of the file it
 /// replaces (0644 for a new file), is flushed to disk when `sync` is set, and is renamed over
@@ -93,10 +101,7 @@ pub(crate) fn write_atomically_with<E>(
 where
     E: From<Error>,
 {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = dir_of(path);
     // The registry is locked while the temporary file is created and registered, so a signal
     // in between waits for the registration and removes the file.
     SIGNALS.call_once(install_signal_thread);

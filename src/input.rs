@@ -104,10 +104,7 @@ impl Opener<'_> {
         let dir = if path.is_dir() {
             path
         } else {
-            match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            }
+            crate::fsutil::dir_of(path)
         };
         let multi = path.is_dir()
             || path.file_name().and_then(|f| f.to_str()).is_some_and(|f| {

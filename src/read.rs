@@ -441,10 +441,7 @@ pub(crate) fn open_model_path(path: &Path) -> Result<Artifact> {
     let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
         return read_file(path);
     };
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let parent = crate::fsutil::dir_of(path);
     if sharded::index::is_index_name(file) {
         let dir = FsDirectory::new(parent);
         let names = sharded::Directory::file_names(&dir)?;

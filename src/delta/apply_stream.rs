@@ -88,10 +88,7 @@ pub(crate) fn apply_streamed(
     };
     check_header_against_base(delta_path, &stream.header, base)?;
     // Beside the output, where there is room for it (the output's temporary file goes there).
-    let out_dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let out_dir = crate::fsutil::dir_of(out);
     stream.spool_large_sparse_in(out_dir);
     base.check_elems()?;
     let expected = stream.header.parent_hash.clone();
@@ -361,15 +358,6 @@ struct SparseCursor {
     prev: i64,
 }
 
-/// Bytes of an index of `dtype` (validated: int32 or int64).
-fn index_width(dtype: crate::formats::wdelta::ArrayDtype) -> usize {
-    if dtype == crate::formats::wdelta::ArrayDtype::Int32 {
-        4
-    } else {
-        8
-    }
-}
-
 /// Indices read from their source per step.
 const INDEX_STEP: usize = 1 << 16;
 
@@ -381,7 +369,7 @@ impl SparseCursor {
         n: usize,
     ) -> SparseCursor {
         let index = records.slots[0].as_ref().expect("validated");
-        let width = index_width(index.dtype);
+        let width = index.dtype.size() as usize;
         let mut file = spooled.file;
         // Read back from its start.
         let _ = std::io::Seek::rewind(&mut file);
@@ -533,7 +521,7 @@ impl Work {
                     // Streamed: the piece's indices, then its values.
                     Some(_) => piece
                         .window
-                        .split_at(piece.sparse_kept * index_width(dtype)),
+                        .split_at(piece.sparse_kept * dtype.size() as usize),
                     None => (delta.records.data(0), delta.records.data(1)),
                 };
                 codec::decode_sparse_range(dtype, indices, values, piece.start, &mut self.deltas);

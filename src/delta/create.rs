@@ -95,10 +95,7 @@ pub(crate) fn create(
     };
     let names: Vec<&String> = base.tensors.keys().collect();
     // Beside the output, where there is room for it (the output's temporary file goes there).
-    let spool_dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let spool_dir = crate::fsutil::dir_of(out);
     let bar = run.bar(ft.data_bytes(), "creating");
     let mut file_bytes = 0;
     let mut loss = None;

@@ -83,9 +83,6 @@ fn resolve(path: &Path) -> Option<PathBuf> {
         return Some(p);
     }
     let name = path.file_name()?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let parent = crate::fsutil::dir_of(path);
     std::fs::canonicalize(parent).ok().map(|p| p.join(name))
 }

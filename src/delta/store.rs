@@ -227,10 +227,7 @@ fn blob_to_file(
 /// The repository around `near` and the model files (`*.safetensors`, `*.wdelta`) its HEAD and
 /// HEAD's history track, newest first, one per distinct blob. None outside a repository.
 fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>)> {
-    let dir = match near.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = crate::fsutil::dir_of(near).to_path_buf();
     let repo = crate::git::open_repo(&dir).ok()?;
     let is_candidate =
         |path: &str| Format::from_path(path) == Some(Format::Safetensors) || is_wdelta_name(path);
