@@ -6,13 +6,14 @@
 //! only some of the values at the threshold are kept — counts them per block), and a last pass
 //! collects the kept values and (against a plain base) measures the loss. Ties at the
 //! threshold go to the lowest indices, as [`codec::encode`] keeps them: the arrays are byte for
-//! byte the same.
+//! byte the same. int4 selects its outliers with the same passes ([`top_k`]), which then also
+//! give the min/max of the values not kept and how many each block keeps.
 
 use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::blocks::{Encoded, Inputs, group_len};
+use super::blocks::{BLOCK, Encoded, Inputs, group_len};
 use super::codec::{self, EncodeOptions, magnitude_key};
 use super::error::DeltaError;
 use super::spool::{Array, Spool};
@@ -27,11 +28,24 @@ const BUCKETS: usize = 1 << 16;
 /// held), else selected in it by counting.
 const MAX_CANDIDATES: u64 = 1 << 20;
 
+#[cfg(test)]
+thread_local! {
+    /// A smaller [`MAX_CANDIDATES`], for the tests of counting in the threshold's bucket.
+    pub(super) static CANDIDATES_CAP: std::cell::Cell<u64> = const { std::cell::Cell::new(MAX_CANDIDATES) };
+}
+
+fn max_candidates() -> u64 {
+    #[cfg(test)]
+    return CANDIDATES_CAP.get().min(MAX_CANDIDATES);
+    #[cfg(not(test))]
+    MAX_CANDIDATES
+}
+
 /// Bytes of records the last pass holds at once, at the tensor's average density.
 const RECORDS_HELD: usize = 32 << 20;
 
 /// Which values of a block are kept.
-enum Rule {
+pub(super) enum Rule {
     /// Keys whose high bits are above `bucket`, and the elements `kept` (ascending) of it.
     Bucket { bucket: u32, kept: Vec<usize> },
     /// Keys above `threshold`, and of those equal to it the first `budget[block]` of each
@@ -47,83 +61,7 @@ pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path)
     let n = inputs.len();
     let k = codec::sparse_k(n as u64, enc.sparsity);
     let (starts, block_of) = inputs.blocks();
-    let high = histogram(inputs, &starts, &block_of, |key| Some((key >> 16) as usize))?;
-    let (bucket, above) = select(&high, k);
-    let need = k - above;
-    let rule = if high[bucket] <= MAX_CANDIDATES {
-        let bucket = bucket as u32;
-        let candidates: Vec<(usize, u32)> = starts
-            .par_iter()
-            .map(|&s| {
-                let mut found = Vec::new();
-                inputs.with_delta(block_of(s), |d, _, _, _, at| {
-                    for (i, &x) in d.iter().enumerate() {
-                        let key = magnitude_key(x);
-                        if key >> 16 == bucket {
-                            found.push((at + i, key));
-                        }
-                    }
-                })?;
-                Ok(found)
-            })
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
-        let need = need as usize;
-        if candidates.len() < need {
-            return Err(inputs.changed());
-        }
-        let mut keys: Vec<u32> = candidates.iter().map(|&(_, key)| key).collect();
-        let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
-        let mut ties = need - candidates.iter().filter(|c| c.1 > threshold).count();
-        let mut kept = Vec::with_capacity(need);
-        for &(i, key) in &candidates {
-            if key > threshold || (key == threshold && ties > 0) {
-                if key == threshold {
-                    ties -= 1;
-                }
-                kept.push(i);
-            }
-        }
-        Rule::Bucket { bucket, kept }
-    } else {
-        let b = bucket as u32;
-        let low = histogram(inputs, &starts, &block_of, |key| {
-            (key >> 16 == b).then_some((key & 0xffff) as usize)
-        })?;
-        let (lo, above_in_bucket) = select(&low, need);
-        let threshold = (b << 16) | lo as u32;
-        let ties = need - above_in_bucket;
-        let budget = if ties == low[lo] {
-            None
-        } else {
-            // Only the first `ties` values at the threshold are kept: how many each block has.
-            let counts = starts
-                .par_iter()
-                .map(|&s| {
-                    let mut count = 0u64;
-                    inputs.with_delta(block_of(s), |d, _, _, _, _| {
-                        count +=
-                            d.iter().filter(|&&x| magnitude_key(x) == threshold).count() as u64;
-                    })?;
-                    Ok(count)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let mut left = ties;
-            Some(
-                counts
-                    .into_iter()
-                    .map(|c| {
-                        let take = c.min(left);
-                        left -= take;
-                        take
-                    })
-                    .collect(),
-            )
-        };
-        Rule::Threshold { threshold, budget }
-    };
+    let TopK { rule, .. } = top_k(inputs, &starts, k, false)?;
     let measured = inputs.measured();
     let elem = inputs.elem()?;
     // The records go to spools group by group: beyond a few MiB, not held.
@@ -191,35 +129,305 @@ pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path)
     Ok((arrays, measured.then_some(sums)))
 }
 
-/// Counts of `slot(key)` over the delta's keys, block by block over the workers.
-fn histogram(
-    inputs: &Inputs<'_>,
+/// A tensor's delta read block by block (a block's start, then its pieces in order), by any
+/// number of workers at once.
+pub(super) trait BlockSource: Sync {
+    /// Calls `each(piece, at)` over the block starting at `start`, piece by piece.
+    fn block(&self, start: usize, each: &mut dyn FnMut(&[f32], usize)) -> Result<()>;
+    /// The error of passes that read different values.
+    fn changed(&self) -> DeltaError;
+}
+
+impl BlockSource for Inputs<'_> {
+    fn block(&self, start: usize, each: &mut dyn FnMut(&[f32], usize)) -> Result<()> {
+        let end = (start + BLOCK).min(self.len());
+        self.with_delta(start..end, |d, _, _, _, at| each(d, at))
+    }
+
+    fn changed(&self) -> DeltaError {
+        Inputs::changed(self)
+    }
+}
+
+/// The `k` largest magnitudes of a tensor read in blocks, ties to the lowest indices.
+pub(super) struct TopK {
+    pub(super) rule: Rule,
+    /// With the rest: how many values each block keeps.
+    pub(super) kept: Vec<u64>,
+    /// With the rest: the min, max and NaN of the values not kept.
+    pub(super) rest: Rest,
+}
+
+/// Min, max and whether a NaN was seen over some values, as `<` and `>` fold them (a zero
+/// bound's sign is left to whoever needs it).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rest {
+    pub(super) lo: f32,
+    pub(super) hi: f32,
+    pub(super) nan: bool,
+    /// Whether any value was seen.
+    pub(super) any: bool,
+}
+
+impl Rest {
+    const EMPTY: Rest = Rest {
+        lo: f32::INFINITY,
+        hi: f32::NEG_INFINITY,
+        nan: false,
+        any: false,
+    };
+
+    #[inline]
+    fn add(&mut self, x: f32) {
+        self.lo = if x < self.lo { x } else { self.lo };
+        self.hi = if x > self.hi { x } else { self.hi };
+        self.nan |= x.is_nan();
+        self.any = true;
+    }
+
+    fn merge(&mut self, o: &Rest) {
+        self.lo = if o.lo < self.lo { o.lo } else { self.lo };
+        self.hi = if o.hi > self.hi { o.hi } else { self.hi };
+        self.nan |= o.nan;
+        self.any |= o.any;
+    }
+}
+
+/// Counts of keys per slot and, when asked, the [`Rest`] of each slot's values.
+struct Hist {
+    count: Vec<u64>,
+    rest: Vec<Rest>,
+}
+
+impl Hist {
+    fn new(with_rest: bool) -> Hist {
+        Hist {
+            count: vec![0; BUCKETS],
+            rest: if with_rest {
+                vec![Rest::EMPTY; BUCKETS]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn merge(mut self, o: Hist) -> Hist {
+        self.count
+            .iter_mut()
+            .zip(&o.count)
+            .for_each(|(a, b)| *a += b);
+        self.rest
+            .iter_mut()
+            .zip(&o.rest)
+            .for_each(|(a, b)| a.merge(b));
+        self
+    }
+
+    /// The [`Rest`] of the slots below `slot`.
+    fn rest_below(&self, slot: usize) -> Rest {
+        let mut rest = Rest::EMPTY;
+        self.rest[..slot].iter().for_each(|r| rest.merge(r));
+        rest
+    }
+}
+
+/// Selects the `k` largest magnitudes of `src` (block starts `starts`) by radix selection on
+/// their keys, as [`codec::encode`] keeps them. `with_rest` (int4) also gives how many values
+/// each block keeps and the [`Rest`] of the others. Holds a few histograms, and at most
+/// [`MAX_CANDIDATES`] values of the threshold's bucket.
+pub(super) fn top_k(
+    src: &impl BlockSource,
     starts: &[usize],
-    block_of: &(impl Fn(usize) -> std::ops::Range<usize> + Sync),
+    k: u64,
+    with_rest: bool,
+) -> Result<TopK> {
+    let high = histogram(src, starts, with_rest, |key| Some((key >> 16) as usize))?;
+    let (bucket, above) = select(&high.count, k);
+    let need = k - above;
+    let mut rest = if with_rest {
+        high.rest_below(bucket)
+    } else {
+        Rest::EMPTY
+    };
+    if high.count[bucket] <= max_candidates() {
+        let b = bucket as u32;
+        let blocks: Vec<(Vec<Candidate>, u64)> = starts
+            .par_iter()
+            .map(|&s| {
+                let (mut found, mut higher) = (Vec::new(), 0u64);
+                src.block(s, &mut |d, at| {
+                    for (i, &x) in d.iter().enumerate() {
+                        let key = magnitude_key(x);
+                        if key >> 16 == b {
+                            found.push((at + i, key, x));
+                        }
+                        higher += u64::from(key >> 16 > b);
+                    }
+                })?;
+                Ok((found, higher))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let need = need as usize;
+        let total: usize = blocks.iter().map(|b| b.0.len()).sum();
+        if total < need {
+            return Err(src.changed());
+        }
+        let mut keys: Vec<u32> = blocks
+            .iter()
+            .flat_map(|b| b.0.iter().map(|&(_, key, _)| key))
+            .collect();
+        let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
+        drop(keys);
+        let above_threshold: usize = blocks
+            .iter()
+            .map(|b| b.0.iter().filter(|c| c.1 > threshold).count())
+            .sum();
+        let mut ties = need - above_threshold;
+        let mut kept = Vec::with_capacity(need);
+        let mut kept_per_block = Vec::with_capacity(blocks.len());
+        for (found, higher) in &blocks {
+            let before = kept.len();
+            for &(i, key, x) in found {
+                if key > threshold || (key == threshold && ties > 0) {
+                    if key == threshold {
+                        ties -= 1;
+                    }
+                    kept.push(i);
+                } else if with_rest {
+                    rest.add(x);
+                }
+            }
+            kept_per_block.push(higher + (kept.len() - before) as u64);
+        }
+        return Ok(TopK {
+            rule: Rule::Bucket { bucket: b, kept },
+            kept: kept_per_block,
+            rest,
+        });
+    }
+    let b = bucket as u32;
+    let low = histogram(src, starts, with_rest, |key| {
+        (key >> 16 == b).then_some((key & 0xffff) as usize)
+    })?;
+    let (lo, above_in_bucket) = select(&low.count, need);
+    let threshold = (b << 16) | lo as u32;
+    let ties = need - above_in_bucket;
+    if with_rest {
+        rest.merge(&low.rest_below(lo));
+    }
+    if ties == low.count[lo] && !with_rest {
+        return Ok(TopK {
+            rule: Rule::Threshold {
+                threshold,
+                budget: None,
+            },
+            kept: Vec::new(),
+            rest,
+        });
+    }
+    // Per block: its values above the threshold and at it, and the rank among the block's
+    // values at the threshold of its last positive and last negative one.
+    let counts = starts
+        .par_iter()
+        .map(|&s| {
+            let mut c = TieCount::default();
+            src.block(s, &mut |d, _| {
+                for &x in d {
+                    let key = magnitude_key(x);
+                    if key == threshold {
+                        if x.is_sign_negative() {
+                            c.last_negative = Some(c.at);
+                        } else {
+                            c.last_positive = Some(c.at);
+                        }
+                        c.at += 1;
+                    } else {
+                        c.above += u64::from(key > threshold);
+                    }
+                }
+            })?;
+            Ok(c)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if counts.iter().map(|c| c.at).sum::<u64>() != low.count[lo] {
+        return Err(src.changed());
+    }
+    // Only the first `ties` values at the threshold are kept (in index order).
+    let mut left = ties;
+    let mut seen = 0u64;
+    let mut budget = Vec::with_capacity(counts.len());
+    let mut kept = Vec::with_capacity(counts.len());
+    let at_threshold = f32::from_bits(threshold);
+    for c in &counts {
+        let take = c.at.min(left);
+        left -= take;
+        budget.push(take);
+        kept.push(c.above + take);
+        // A value at the threshold left out: its rank over the tensor is `ties` or more.
+        if c.last_positive.is_some_and(|r| seen + r >= ties) {
+            rest.add(at_threshold);
+        }
+        if c.last_negative.is_some_and(|r| seen + r >= ties) {
+            rest.add(-at_threshold);
+        }
+        seen += c.at;
+    }
+    Ok(TopK {
+        rule: Rule::Threshold {
+            threshold,
+            budget: (ties != low.count[lo]).then_some(budget),
+        },
+        kept,
+        rest,
+    })
+}
+
+/// A value of the threshold's bucket: its index, key and value.
+type Candidate = (usize, u32, f32);
+
+/// One block's values relative to the threshold (see [`top_k`]).
+#[derive(Default)]
+struct TieCount {
+    above: u64,
+    /// Values at the threshold seen so far.
+    at: u64,
+    last_positive: Option<u64>,
+    last_negative: Option<u64>,
+}
+
+/// Counts (and, `with_rest`, the [`Rest`]) of `slot(key)` over the delta's keys, block by
+/// block over the workers.
+fn histogram(
+    src: &impl BlockSource,
+    starts: &[usize],
+    with_rest: bool,
     slot: impl Fn(u32) -> Option<usize> + Sync,
-) -> Result<Vec<u64>> {
+) -> Result<Hist> {
     starts
         .par_iter()
         .try_fold(
-            || vec![0u64; BUCKETS],
+            || Hist::new(with_rest),
             |mut hist, &s| {
-                inputs.with_delta(block_of(s), |d, _, _, _, _| {
-                    for &x in d.iter() {
-                        if let Some(b) = slot(magnitude_key(x)) {
-                            hist[b] += 1;
+                src.block(s, &mut |d, _| {
+                    if with_rest {
+                        for &x in d {
+                            if let Some(b) = slot(magnitude_key(x)) {
+                                hist.count[b] += 1;
+                                hist.rest[b].add(x);
+                            }
+                        }
+                    } else {
+                        for &x in d {
+                            if let Some(b) = slot(magnitude_key(x)) {
+                                hist.count[b] += 1;
+                            }
                         }
                     }
                 })?;
                 Ok(hist)
             },
         )
-        .try_reduce(
-            || vec![0u64; BUCKETS],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
-                Ok(a)
-            },
-        )
+        .try_reduce(|| Hist::new(with_rest), |a, b| Ok(a.merge(b)))
 }
 
 /// The slot the `k`-th largest key falls in (from the top) and how many keys are above it.
@@ -235,7 +443,7 @@ fn select(hist: &[u64], k: u64) -> (usize, u64) {
 }
 
 /// Walks one block's elements in order, saying which are kept.
-struct Keeper<'r> {
+pub(super) struct Keeper<'r> {
     rule: &'r Rule,
     /// Rule::Bucket: the next kept element of the bucket.
     next: usize,
@@ -244,7 +452,7 @@ struct Keeper<'r> {
 }
 
 impl<'r> Keeper<'r> {
-    fn new(rule: &'r Rule, block: usize, start: usize) -> Keeper<'r> {
+    pub(super) fn new(rule: &'r Rule, block: usize, start: usize) -> Keeper<'r> {
         match rule {
             Rule::Bucket { kept, .. } => Keeper {
                 rule,
@@ -260,7 +468,7 @@ impl<'r> Keeper<'r> {
     }
 
     #[inline]
-    fn keeps(&mut self, i: usize, x: f32) -> bool {
+    pub(super) fn keeps(&mut self, i: usize, x: f32) -> bool {
         let key = magnitude_key(x);
         match self.rule {
             Rule::Bucket { bucket, kept } => {
