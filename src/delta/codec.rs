@@ -1106,6 +1106,75 @@ impl RangeDecoder {
         }
     }
 
+    /// [`RangeDecoder::range_bytes`] of an int4 tensor whose outliers are not in the decoder
+    /// (read beside it in order): `before_start` and `before_end` outliers are below `start`
+    /// and `end`.
+    pub(super) fn int4_range_bytes(
+        &self,
+        start: usize,
+        end: usize,
+        before_start: usize,
+        before_end: usize,
+    ) -> (usize, usize) {
+        let all = matches!(
+            self.kind,
+            RangeKind::Int4 {
+                all_positions: true,
+                ..
+            }
+        );
+        let (a, b) = if all {
+            (start, end)
+        } else {
+            (start - before_start, end - before_end)
+        };
+        (a / 2, b.div_ceil(2))
+    }
+
+    /// [`RangeDecoder::decode`] of an int4 tensor whose outliers are not in the decoder:
+    /// `outliers` (ascending) and `vals` those of the range, `before` below `start`. The
+    /// outliers' records as they are in the file: `dtype` indices, float16 values.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_int4_with(
+        &self,
+        start: usize,
+        window: &[u8],
+        window_from: usize,
+        (dtype, indices, values): (ArrayDtype, &[u8], &[u8]),
+        before: usize,
+        scratch: &mut (Vec<usize>, Vec<f32>),
+        out: &mut [f32],
+    ) {
+        let RangeKind::Int4 {
+            pairs,
+            all_positions,
+            ..
+        } = &self.kind
+        else {
+            unreachable!("an int4 tensor's decoder")
+        };
+        let (outliers, vals) = scratch;
+        outliers.clear();
+        outliers.extend(index_iter(dtype, indices).map(|i| i as usize));
+        vals.clear();
+        vals.extend(values.chunks_exact(2).map(|c| f16_le(c).to_f32()));
+        let nibble = if *all_positions {
+            start
+        } else {
+            start - before
+        };
+        int4_decode_range(
+            pairs,
+            *all_positions,
+            outliers,
+            vals,
+            start,
+            nibble - 2 * window_from,
+            window,
+            out,
+        );
+    }
+
     /// Writes elements `start..start + out.len()` into `out`; `window` holds the range field's
     /// bytes from `window_from` on, at least those [`RangeDecoder::range_bytes`] names.
     pub(super) fn decode(&self, start: usize, window: &[u8], window_from: usize, out: &mut [f32]) {
