@@ -1512,6 +1512,15 @@ mod tests {
             Ok(())
         }
 
+        fn range(
+            &self,
+            range: std::ops::Range<usize>,
+            each: &mut dyn FnMut(&[f32], usize),
+        ) -> Result<(), crate::delta::error::DeltaError> {
+            each(&self.x[range.clone()], range.start);
+            Ok(())
+        }
+
         fn changed(&self) -> crate::delta::error::DeltaError {
             unreachable!("the values do not change")
         }
@@ -1621,9 +1630,11 @@ mod tests {
                         ..EncodeOptions::default()
                     };
                     let whole = encode(x, &[n as u64], &opts);
-                    // The threshold's bucket collected, or counted (a small cap).
-                    for cap in [u64::MAX, 64] {
+                    // The threshold's bucket collected by the first pass (a band guessed
+                    // around it) or the second, or counted (a small cap).
+                    for (cap, band) in [(u64::MAX, true), (u64::MAX, false), (64, true)] {
                         crate::delta::sparse_blocks::CANDIDATES_CAP.set(cap);
+                        crate::delta::int4_blocks::BAND_GUESS.set(band);
                         for (block, piece) in [(8192, 1024), (16_384, 333)] {
                             let blocks = encode_in_blocks(x, block, piece, &opts);
                             for (a, b) in whole.iter().zip(&blocks) {
@@ -1631,7 +1642,7 @@ mod tests {
                                 assert!(
                                     a.dtype == b.dtype && a.shape == b.shape && a.data == b.data,
                                     "{} differs (v{version}, {outlier_fraction}, cap {cap}, \
-                                     {block}/{piece})",
+                                     band {band}, {block}/{piece})",
                                     a.field
                                 );
                             }

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::blocks::{BLOCK, Encoded, Inputs, group_len};
 use super::codec::{self, EncodeOptions, Int4ExactBounds, Int4Settled};
 use super::error::DeltaError;
-use super::sparse_blocks::{BlockSource, Keeper, TopK, top_k};
+use super::sparse_blocks::{self, BlockSource, Keeper, TopK, top_k};
 use super::spool::{Array, Spool, held};
 use super::verify::{LossSums, loss_chunk};
 use crate::formats::wdelta::ArrayDtype;
@@ -82,7 +82,7 @@ pub(super) fn settle(
     enc: &EncodeOptions,
 ) -> Result<(TopK, Int4Settled)> {
     let k = codec::int4_outliers(n as u64, enc.outlier_fraction);
-    let top = top_k(src, starts, k, true)?;
+    let top = top_k(src, starts, k, true, band_guess(src, n, k)?)?;
     let rest = top.rest;
     let bounds = if !rest.any {
         None
@@ -99,6 +99,51 @@ pub(super) fn settle(
         Some(exact.finish())
     };
     Ok((top, Int4Settled::new(bounds, enc.version)))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Whether the band is guessed (the tests select without it too).
+    pub(super) static BAND_GUESS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Values sampled to guess the threshold's bucket: runs of 64 spread evenly (a few reads,
+/// where single values would be a read each).
+const SAMPLES: usize = 1 << 14;
+
+/// The buckets of the keys (their high 16 bits) that hold the `k`-th largest of `n` with a wide
+/// margin, guessed from a sample; None when the band would hold too many values to save a pass.
+fn band_guess(src: &impl BlockSource, n: usize, k: u64) -> Result<Option<(u32, u32)>> {
+    const RUN: usize = 64;
+    #[cfg(test)]
+    if !BAND_GUESS.get() {
+        return Ok(None);
+    }
+    if n < 4 * SAMPLES {
+        return Ok(None);
+    }
+    let runs = SAMPLES / RUN;
+    let step = n / runs;
+    let mut keys = Vec::with_capacity(SAMPLES);
+    for r in 0..runs {
+        src.range(r * step..r * step + RUN, &mut |d, _| {
+            keys.extend(d.iter().map(|&x| codec::magnitude_key(x)));
+        })?;
+    }
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    // The threshold's expected rank in the sample, and 4 standard deviations and 2 more
+    // either side.
+    let p = k as f64 / n as f64;
+    let rank = p * SAMPLES as f64;
+    let margin = 4.0 * (rank * (1.0 - p)).sqrt() + 2.0;
+    let top = (rank - margin).max(0.0) as usize;
+    let bottom = ((rank + margin) as usize).min(SAMPLES - 1);
+    // The band's share of the tensor, at most: its values are held.
+    let share = (bottom - top + 1) as f64 / SAMPLES as f64;
+    if share * n as f64 > sparse_blocks::MAX_CANDIDATES as f64 {
+        return Ok(None);
+    }
+    Ok(Some((keys[bottom] >> 16, keys[top] >> 16)))
 }
 
 /// How many outliers are before each block.

@@ -26,7 +26,7 @@ const BUCKETS: usize = 1 << 16;
 
 /// The threshold's bucket is collected when it holds at most this many values (16 bytes each
 /// held), else selected in it by counting.
-const MAX_CANDIDATES: u64 = 1 << 20;
+pub(super) const MAX_CANDIDATES: u64 = 1 << 20;
 
 #[cfg(test)]
 thread_local! {
@@ -61,7 +61,7 @@ pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path)
     let n = inputs.len();
     let k = codec::sparse_k(n as u64, enc.sparsity);
     let (starts, block_of) = inputs.blocks();
-    let TopK { rule, .. } = top_k(inputs, &starts, k, false)?;
+    let TopK { rule, .. } = top_k(inputs, &starts, k, false, None)?;
     let measured = inputs.measured();
     let elem = inputs.elem()?;
     // The records go to spools group by group: beyond a few MiB, not held.
@@ -134,6 +134,12 @@ pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path)
 pub(super) trait BlockSource: Sync {
     /// Calls `each(piece, at)` over the block starting at `start`, piece by piece.
     fn block(&self, start: usize, each: &mut dyn FnMut(&[f32], usize)) -> Result<()>;
+    /// Calls `each(piece, at)` over the elements `range`, piece by piece.
+    fn range(
+        &self,
+        range: std::ops::Range<usize>,
+        each: &mut dyn FnMut(&[f32], usize),
+    ) -> Result<()>;
     /// The error of passes that read different values.
     fn changed(&self) -> DeltaError;
 }
@@ -142,6 +148,14 @@ impl BlockSource for Inputs<'_> {
     fn block(&self, start: usize, each: &mut dyn FnMut(&[f32], usize)) -> Result<()> {
         let end = (start + BLOCK).min(self.len());
         self.with_delta(start..end, |d, _, _, _, at| each(d, at))
+    }
+
+    fn range(
+        &self,
+        range: std::ops::Range<usize>,
+        each: &mut dyn FnMut(&[f32], usize),
+    ) -> Result<()> {
+        self.with_delta(range, |d, _, _, _, at| each(d, at))
     }
 
     fn changed(&self) -> DeltaError {
@@ -234,14 +248,18 @@ impl Hist {
 /// Selects the `k` largest magnitudes of `src` (block starts `starts`) by radix selection on
 /// their keys, as [`codec::encode`] keeps them. `with_rest` (int4) also gives how many values
 /// each block keeps and the [`Rest`] of the others. Holds a few histograms, and at most
-/// [`MAX_CANDIDATES`] values of the threshold's bucket.
+/// [`MAX_CANDIDATES`] values of the threshold's bucket. A `band` of buckets guessed to hold
+/// the threshold's has its values collected by the first pass (while they are at most
+/// [`MAX_CANDIDATES`]): when the guess holds, the second pass is not needed. Any band gives
+/// the same result.
 pub(super) fn top_k(
     src: &impl BlockSource,
     starts: &[usize],
     k: u64,
     with_rest: bool,
+    band: Option<(u32, u32)>,
 ) -> Result<TopK> {
-    let high = histogram(src, starts, with_rest, |key| Some((key >> 16) as usize))?;
+    let (high, banded) = first_pass(src, starts, with_rest, band)?;
     let (bucket, above) = select(&high.count, k);
     let need = k - above;
     let mut rest = if with_rest {
@@ -251,22 +269,34 @@ pub(super) fn top_k(
     };
     if high.count[bucket] <= max_candidates() {
         let b = bucket as u32;
-        let blocks: Vec<(Vec<Candidate>, u64)> = starts
-            .par_iter()
-            .map(|&s| {
-                let (mut found, mut higher) = (Vec::new(), 0u64);
-                src.block(s, &mut |d, at| {
-                    for (i, &x) in d.iter().enumerate() {
-                        let key = magnitude_key(x);
-                        if key >> 16 == b {
-                            found.push((at + i, key, x));
+        let in_band = |(lo, hi): (u32, u32)| lo <= b && b <= hi;
+        let blocks: Vec<(Vec<Candidate>, u64)> = match (banded, band) {
+            // The band's values of each block, and how many were above it.
+            (Some(banded), Some(band)) if in_band(band) => banded
+                .into_iter()
+                .map(|(found, above_band)| {
+                    let higher = found.iter().filter(|c| c.1 >> 16 > b).count() as u64;
+                    let found = found.into_iter().filter(|c| c.1 >> 16 == b).collect();
+                    (found, above_band + higher)
+                })
+                .collect(),
+            _ => starts
+                .par_iter()
+                .map(|&s| {
+                    let (mut found, mut higher) = (Vec::new(), 0u64);
+                    src.block(s, &mut |d, at| {
+                        for (i, &x) in d.iter().enumerate() {
+                            let key = magnitude_key(x);
+                            if key >> 16 == b {
+                                found.push((at + i, key, x));
+                            }
+                            higher += u64::from(key >> 16 > b);
                         }
-                        higher += u64::from(key >> 16 > b);
-                    }
-                })?;
-                Ok((found, higher))
-            })
-            .collect::<Result<Vec<_>>>()?;
+                    })?;
+                    Ok((found, higher))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
         let need = need as usize;
         let total: usize = blocks.iter().map(|b| b.0.len()).sum();
         if total < need {
@@ -393,6 +423,71 @@ struct TieCount {
     at: u64,
     last_positive: Option<u64>,
     last_negative: Option<u64>,
+}
+
+/// A block's values in the band (in order) and how many were above it.
+type Banded = (Vec<Candidate>, u64);
+
+/// The first pass: the counts (and, `with_rest`, the [`Rest`]) of the keys' high 16 bits, and
+/// each block's [`Banded`] values (None when there were more than [`MAX_CANDIDATES`]).
+fn first_pass(
+    src: &impl BlockSource,
+    starts: &[usize],
+    with_rest: bool,
+    band: Option<(u32, u32)>,
+) -> Result<(Hist, Option<Vec<Banded>>)> {
+    let Some((lo, hi)) = band else {
+        let hist = histogram(src, starts, with_rest, |key| Some((key >> 16) as usize))?;
+        return Ok((hist, None));
+    };
+    let collected = std::sync::atomic::AtomicU64::new(0);
+    let cap = max_candidates();
+    let over = || collected.load(std::sync::atomic::Ordering::Relaxed) > cap;
+    let (hist, mut blocks) = starts
+        .par_iter()
+        .enumerate()
+        .try_fold(
+            || (Hist::new(with_rest), Vec::new()),
+            |(mut hist, mut blocks), (block, &s)| {
+                let (mut found, mut above_band) = (Vec::new(), 0u64);
+                let collect = !over();
+                src.block(s, &mut |d, at| {
+                    for (i, &x) in d.iter().enumerate() {
+                        let key = magnitude_key(x);
+                        let b = (key >> 16) as usize;
+                        hist.count[b] += 1;
+                        if with_rest {
+                            hist.rest[b].add(x);
+                        }
+                        if collect && (lo..=hi).contains(&(b as u32)) {
+                            found.push((at + i, key, x));
+                        }
+                        above_band += u64::from(b as u32 > hi);
+                    }
+                })?;
+                if collect {
+                    let len = found.len() as u64;
+                    collected.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+                    blocks.push((block, found, above_band));
+                }
+                Ok::<_, DeltaError>((hist, blocks))
+            },
+        )
+        .try_reduce(
+            || (Hist::new(with_rest), Vec::new()),
+            |(a, mut x), (b, y)| {
+                x.extend(y);
+                Ok((a.merge(b), x))
+            },
+        )?;
+    if over() || blocks.len() != starts.len() {
+        return Ok((hist, None));
+    }
+    blocks.sort_unstable_by_key(|b| b.0);
+    Ok((
+        hist,
+        Some(blocks.into_iter().map(|(_, f, a)| (f, a)).collect()),
+    ))
 }
 
 /// Counts (and, `with_rest`, the [`Rest`]) of `slot(key)` over the delta's keys, block by
