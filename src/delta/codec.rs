@@ -1610,7 +1610,17 @@ mod tests {
             sparse_signs[i] = if i % 2 == 0 { -1.5 } else { 1.5 };
             sparse_signs[i + 1] = -0.0;
         }
+        // Exactly the outliers of fraction 0.01 far above the others: the values left are
+        // below the threshold's bucket (in the band of the first pass, or below it).
+        let mut gap = noise.clone();
+        for i in 0..1000 {
+            gap[i * 100 + 7] = if i % 2 == 0 { 5.0 } else { -5.0 } + i as f32 * 1e-5;
+        }
+        // One-signed: the values' min is far below the threshold's bucket.
+        let positive: Vec<f32> = noise.iter().map(|v| v.abs() + 1e-3).collect();
         let tensors = [
+            &gap,
+            &positive,
             &noise,
             &striped,
             &special,

@@ -207,40 +207,58 @@ impl Rest {
     }
 }
 
-/// Counts of keys per slot and, when asked, the [`Rest`] of each slot's values.
-struct Hist {
-    count: Vec<u64>,
-    rest: Vec<Rest>,
+/// [`Rest`] over 8 lanes, so that the loop over a piece vectorizes.
+#[derive(Clone, Copy)]
+struct Lanes {
+    lo: [f32; 8],
+    hi: [f32; 8],
+    nan: [bool; 8],
 }
 
-impl Hist {
-    fn new(with_rest: bool) -> Hist {
-        Hist {
-            count: vec![0; BUCKETS],
-            rest: if with_rest {
-                vec![Rest::EMPTY; BUCKETS]
+impl Lanes {
+    const EMPTY: Lanes = Lanes {
+        lo: [f32::INFINITY; 8],
+        hi: [f32::NEG_INFINITY; 8],
+        nan: [false; 8],
+    };
+
+    /// Adds the values of `d` whose key is below `limit`.
+    // Lane-wise indexing is what lets the compiler keep 8 independent lanes.
+    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
+    fn add_below(&mut self, d: &[f32], limit: u32) {
+        let mut add = |j: usize, x: f32| {
+            let below = magnitude_key(x) < limit;
+            let (l, h) = if below {
+                (x, x)
             } else {
-                Vec::new()
-            },
+                (f32::INFINITY, f32::NEG_INFINITY)
+            };
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= below & x.is_nan();
+        };
+        let mut chunks = d.chunks_exact(8);
+        for c in &mut chunks {
+            for j in 0..8 {
+                add(j, c[j]);
+            }
+        }
+        for (j, &x) in chunks.remainder().iter().enumerate() {
+            add(j, x);
         }
     }
 
-    fn merge(mut self, o: Hist) -> Hist {
-        self.count
-            .iter_mut()
-            .zip(&o.count)
-            .for_each(|(a, b)| *a += b);
-        self.rest
-            .iter_mut()
-            .zip(&o.rest)
-            .for_each(|(a, b)| a.merge(b));
-        self
-    }
-
-    /// The [`Rest`] of the slots below `slot`.
-    fn rest_below(&self, slot: usize) -> Rest {
+    fn rest(&self) -> Rest {
         let mut rest = Rest::EMPTY;
-        self.rest[..slot].iter().for_each(|r| rest.merge(r));
+        for j in 0..8 {
+            rest.merge(&Rest {
+                lo: self.lo[j],
+                hi: self.hi[j],
+                nan: self.nan[j],
+                any: self.nan[j] || self.lo[j] <= self.hi[j],
+            });
+        }
         rest
     }
 }
@@ -260,42 +278,62 @@ pub(super) fn top_k(
     band: Option<(u32, u32)>,
 ) -> Result<TopK> {
     let (high, banded) = first_pass(src, starts, with_rest, band)?;
-    let (bucket, above) = select(&high.count, k);
+    let (bucket, above) = select(&high, k);
     let need = k - above;
-    let mut rest = if with_rest {
-        high.rest_below(bucket)
-    } else {
-        Rest::EMPTY
-    };
-    if high.count[bucket] <= max_candidates() {
-        let b = bucket as u32;
+    let b = bucket as u32;
+    if high[bucket] <= max_candidates() {
+        let mut rest = Rest::EMPTY;
         let in_band = |(lo, hi): (u32, u32)| lo <= b && b <= hi;
         let blocks: Vec<(Vec<Candidate>, u64)> = match (banded, band) {
-            // The band's values of each block, and how many were above it.
-            (Some(banded), Some(band)) if in_band(band) => banded
-                .into_iter()
-                .map(|(found, above_band)| {
-                    let higher = found.iter().filter(|c| c.1 >> 16 > b).count() as u64;
-                    let found = found.into_iter().filter(|c| c.1 >> 16 == b).collect();
-                    (found, above_band + higher)
-                })
-                .collect(),
-            _ => starts
-                .par_iter()
-                .map(|&s| {
-                    let (mut found, mut higher) = (Vec::new(), 0u64);
-                    src.block(s, &mut |d, at| {
-                        for (i, &x) in d.iter().enumerate() {
-                            let key = magnitude_key(x);
-                            if key >> 16 == b {
-                                found.push((at + i, key, x));
+            // The band's values of each block, and how many were above it; the values below
+            // the band are not outliers.
+            (Some((banded, below)), Some(band)) if in_band(band) => {
+                rest = below;
+                banded
+                    .into_iter()
+                    .map(|(found, above_band)| {
+                        let mut higher = above_band;
+                        let mut kept = Vec::new();
+                        for c in found {
+                            match (c.1 >> 16).cmp(&b) {
+                                std::cmp::Ordering::Greater => higher += 1,
+                                std::cmp::Ordering::Equal => kept.push(c),
+                                std::cmp::Ordering::Less => rest.add(c.2),
                             }
-                            higher += u64::from(key >> 16 > b);
                         }
-                    })?;
-                    Ok((found, higher))
-                })
-                .collect::<Result<Vec<_>>>()?,
+                        (kept, higher)
+                    })
+                    .collect()
+            }
+            _ => {
+                let blocks = starts
+                    .par_iter()
+                    .map(|&s| {
+                        let (mut found, mut higher) = (Vec::new(), 0u64);
+                        let mut lanes = Lanes::EMPTY;
+                        src.block(s, &mut |d, at| {
+                            for (i, &x) in d.iter().enumerate() {
+                                let key = magnitude_key(x);
+                                if key >> 16 == b {
+                                    found.push((at + i, key, x));
+                                }
+                                higher += u64::from(key >> 16 > b);
+                            }
+                            if with_rest {
+                                lanes.add_below(d, b << 16);
+                            }
+                        })?;
+                        Ok((found, higher, lanes.rest()))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                blocks
+                    .into_iter()
+                    .map(|(found, higher, below)| {
+                        rest.merge(&below);
+                        (found, higher)
+                    })
+                    .collect()
+            }
         };
         let need = need as usize;
         let total: usize = blocks.iter().map(|b| b.0.len()).sum();
@@ -335,32 +373,29 @@ pub(super) fn top_k(
             rest,
         });
     }
-    let b = bucket as u32;
-    let low = histogram(src, starts, with_rest, |key| {
+    let low = histogram(src, starts, |key| {
         (key >> 16 == b).then_some((key & 0xffff) as usize)
     })?;
-    let (lo, above_in_bucket) = select(&low.count, need);
+    let (lo, above_in_bucket) = select(&low, need);
     let threshold = (b << 16) | lo as u32;
     let ties = need - above_in_bucket;
-    if with_rest {
-        rest.merge(&low.rest_below(lo));
-    }
-    if ties == low.count[lo] && !with_rest {
+    if ties == low[lo] && !with_rest {
         return Ok(TopK {
             rule: Rule::Threshold {
                 threshold,
                 budget: None,
             },
             kept: Vec::new(),
-            rest,
+            rest: Rest::EMPTY,
         });
     }
-    // Per block: its values above the threshold and at it, and the rank among the block's
-    // values at the threshold of its last positive and last negative one.
+    // Per block: its values above the threshold and at it, the rank among the block's values
+    // at the threshold of its last positive and last negative one, and the values below it.
     let counts = starts
         .par_iter()
         .map(|&s| {
             let mut c = TieCount::default();
+            let mut lanes = Lanes::EMPTY;
             src.block(s, &mut |d, _| {
                 for &x in d {
                     let key = magnitude_key(x);
@@ -375,11 +410,14 @@ pub(super) fn top_k(
                         c.above += u64::from(key > threshold);
                     }
                 }
+                if with_rest {
+                    lanes.add_below(d, threshold);
+                }
             })?;
-            Ok(c)
+            Ok((c, lanes.rest()))
         })
         .collect::<Result<Vec<_>>>()?;
-    if counts.iter().map(|c| c.at).sum::<u64>() != low.count[lo] {
+    if counts.iter().map(|c| c.0.at).sum::<u64>() != low[lo] {
         return Err(src.changed());
     }
     // Only the first `ties` values at the threshold are kept (in index order).
@@ -387,12 +425,14 @@ pub(super) fn top_k(
     let mut seen = 0u64;
     let mut budget = Vec::with_capacity(counts.len());
     let mut kept = Vec::with_capacity(counts.len());
+    let mut rest = Rest::EMPTY;
     let at_threshold = f32::from_bits(threshold);
-    for c in &counts {
+    for (c, below) in &counts {
         let take = c.at.min(left);
         left -= take;
         budget.push(take);
         kept.push(c.above + take);
+        rest.merge(below);
         // A value at the threshold left out: its rank over the tensor is `ties` or more.
         if c.last_positive.is_some_and(|r| seen + r >= ties) {
             rest.add(at_threshold);
@@ -405,7 +445,7 @@ pub(super) fn top_k(
     Ok(TopK {
         rule: Rule::Threshold {
             threshold,
-            budget: (ties != low.count[lo]).then_some(budget),
+            budget: (ties != low[lo]).then_some(budget),
         },
         kept,
         rest,
@@ -428,41 +468,46 @@ struct TieCount {
 /// A block's values in the band (in order) and how many were above it.
 type Banded = (Vec<Candidate>, u64);
 
-/// The first pass: the counts (and, `with_rest`, the [`Rest`]) of the keys' high 16 bits, and
-/// each block's [`Banded`] values (None when there were more than [`MAX_CANDIDATES`]).
+/// What the first pass gives of a band: each block's values in it, and the [`Rest`] of those
+/// below it.
+type BandPass = (Vec<Banded>, Rest);
+
+/// The first pass: the counts of the keys' high 16 bits and, with a band, each block's
+/// [`Banded`] values and (`with_rest`) the [`Rest`] of the values below the band (None when
+/// the band held more than [`MAX_CANDIDATES`]).
 fn first_pass(
     src: &impl BlockSource,
     starts: &[usize],
     with_rest: bool,
     band: Option<(u32, u32)>,
-) -> Result<(Hist, Option<Vec<Banded>>)> {
+) -> Result<(Vec<u64>, Option<BandPass>)> {
     let Some((lo, hi)) = band else {
-        let hist = histogram(src, starts, with_rest, |key| Some((key >> 16) as usize))?;
+        let hist = histogram(src, starts, |key| Some((key >> 16) as usize))?;
         return Ok((hist, None));
     };
     let collected = std::sync::atomic::AtomicU64::new(0);
     let cap = max_candidates();
     let over = || collected.load(std::sync::atomic::Ordering::Relaxed) > cap;
-    let (hist, mut blocks) = starts
+    let (hist, mut blocks, lanes) = starts
         .par_iter()
         .enumerate()
         .try_fold(
-            || (Hist::new(with_rest), Vec::new()),
-            |(mut hist, mut blocks), (block, &s)| {
+            || (vec![0u64; BUCKETS], Vec::new(), Lanes::EMPTY),
+            |(mut hist, mut blocks, mut lanes), (block, &s)| {
                 let (mut found, mut above_band) = (Vec::new(), 0u64);
                 let collect = !over();
                 src.block(s, &mut |d, at| {
                     for (i, &x) in d.iter().enumerate() {
                         let key = magnitude_key(x);
-                        let b = (key >> 16) as usize;
-                        hist.count[b] += 1;
-                        if with_rest {
-                            hist.rest[b].add(x);
-                        }
-                        if collect && (lo..=hi).contains(&(b as u32)) {
+                        let b = key >> 16;
+                        hist[b as usize] += 1;
+                        if collect && lo <= b && b <= hi {
                             found.push((at + i, key, x));
                         }
-                        above_band += u64::from(b as u32 > hi);
+                        above_band += u64::from(b > hi);
+                    }
+                    if with_rest {
+                        lanes.add_below(d, lo << 16);
                     }
                 })?;
                 if collect {
@@ -470,59 +515,55 @@ fn first_pass(
                     collected.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
                     blocks.push((block, found, above_band));
                 }
-                Ok::<_, DeltaError>((hist, blocks))
+                Ok::<_, DeltaError>((hist, blocks, lanes))
             },
         )
+        .map(|r| r.map(|(h, b, l)| (h, b, l.rest())))
         .try_reduce(
-            || (Hist::new(with_rest), Vec::new()),
-            |(a, mut x), (b, y)| {
+            || (vec![0u64; BUCKETS], Vec::new(), Rest::EMPTY),
+            |(mut a, mut x, mut r), (b, y, s)| {
+                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
                 x.extend(y);
-                Ok((a.merge(b), x))
+                r.merge(&s);
+                Ok((a, x, r))
             },
         )?;
     if over() || blocks.len() != starts.len() {
         return Ok((hist, None));
     }
     blocks.sort_unstable_by_key(|b| b.0);
-    Ok((
-        hist,
-        Some(blocks.into_iter().map(|(_, f, a)| (f, a)).collect()),
-    ))
+    let banded = blocks.into_iter().map(|(_, f, a)| (f, a)).collect();
+    Ok((hist, Some((banded, lanes))))
 }
 
-/// Counts (and, `with_rest`, the [`Rest`]) of `slot(key)` over the delta's keys, block by
-/// block over the workers.
+/// Counts of `slot(key)` over the delta's keys, block by block over the workers.
 fn histogram(
     src: &impl BlockSource,
     starts: &[usize],
-    with_rest: bool,
     slot: impl Fn(u32) -> Option<usize> + Sync,
-) -> Result<Hist> {
+) -> Result<Vec<u64>> {
     starts
         .par_iter()
         .try_fold(
-            || Hist::new(with_rest),
+            || vec![0u64; BUCKETS],
             |mut hist, &s| {
                 src.block(s, &mut |d, _| {
-                    if with_rest {
-                        for &x in d {
-                            if let Some(b) = slot(magnitude_key(x)) {
-                                hist.count[b] += 1;
-                                hist.rest[b].add(x);
-                            }
-                        }
-                    } else {
-                        for &x in d {
-                            if let Some(b) = slot(magnitude_key(x)) {
-                                hist.count[b] += 1;
-                            }
+                    for &x in d {
+                        if let Some(b) = slot(magnitude_key(x)) {
+                            hist[b] += 1;
                         }
                     }
                 })?;
                 Ok(hist)
             },
         )
-        .try_reduce(|| Hist::new(with_rest), |a, b| Ok(a.merge(b)))
+        .try_reduce(
+            || vec![0u64; BUCKETS],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+                Ok(a)
+            },
+        )
 }
 
 /// The slot the `k`-th largest key falls in (from the top) and how many keys are above it.
