@@ -1618,7 +1618,18 @@ mod tests {
         }
         // One-signed: the values' min is far below the threshold's bucket.
         let positive: Vec<f32> = noise.iter().map(|v| v.abs() + 1e-3).collect();
+        // The runs the band is guessed from (`int4_blocks::band_guess`) above the others, or
+        // zero: the threshold is below or above the band.
+        let (mut misled_high, mut misled_low) = (noise.clone(), noise.clone());
+        for r in 0..256 {
+            for j in r * (n / 256)..r * (n / 256) + 64 {
+                misled_high[j] = 5.0 + j as f32 * 1e-6;
+                misled_low[j] = 0.0;
+            }
+        }
         let tensors = [
+            &misled_high,
+            &misled_low,
             &gap,
             &positive,
             &noise,

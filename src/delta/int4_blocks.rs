@@ -210,28 +210,42 @@ impl<'a> BlockPacker<'a> {
         }
     }
 
+    /// Keeps element `i` of value `x` as an outlier if it is one.
+    #[inline]
+    fn consider(&mut self, i: usize, x: f32) {
+        if !self.keeper.keeps(i, x) {
+            return;
+        }
+        self.inner.push(i);
+        let v = f16::from_f32(x);
+        self.vals.push(v.to_f32());
+        if self.wide {
+            self.out.idx.extend_from_slice(&(i as i64).to_le_bytes());
+        } else {
+            self.out.idx.extend_from_slice(&(i as i32).to_le_bytes());
+        }
+        self.out.vals.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+
     /// Packs the next piece, starting at element `at`, and its outliers; with `decode`, then
     /// writes into `d` what `apply` rebuilds from these bytes.
     pub(super) fn piece(&mut self, d: &mut [f32], at: usize, decode: bool) {
         let nibble = self.settled.first_nibble(at, self.seen);
         self.inner.clear();
         self.vals.clear();
-        for (i, &x) in d.iter().enumerate() {
-            if self.keeper.keeps(at + i, x) {
-                self.inner.push(at + i);
-                let v = f16::from_f32(x);
-                self.vals.push(v.to_f32());
-                if self.wide {
-                    self.out
-                        .idx
-                        .extend_from_slice(&((at + i) as i64).to_le_bytes());
-                } else {
-                    self.out
-                        .idx
-                        .extend_from_slice(&((at + i) as i32).to_le_bytes());
+        // Most values are below any kept one: eight at a time.
+        let lowest = self.keeper.lowest_kept_key();
+        let mut from = 0;
+        for eight in d.chunks(8) {
+            let reached = eight
+                .iter()
+                .fold(false, |r, &x| r | (codec::magnitude_key(x) >= lowest));
+            if reached {
+                for (j, &x) in eight.iter().enumerate() {
+                    self.consider(at + from + j, x);
                 }
-                self.out.vals.extend_from_slice(&v.to_bits().to_le_bytes());
             }
+            from += eight.len();
         }
         self.seen += self.inner.len();
         self.settled

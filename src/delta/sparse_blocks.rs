@@ -249,6 +249,27 @@ impl Lanes {
         }
     }
 
+    /// [`Lanes::add_below`] over eight values; true when some value reached `limit`.
+    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
+    fn add_below_8(&mut self, d: &[f32; 8], limit: u32) -> bool {
+        let mut reached = false;
+        for j in 0..8 {
+            let x = d[j];
+            let below = magnitude_key(x) < limit;
+            reached |= !below;
+            let (l, h) = if below {
+                (x, x)
+            } else {
+                (f32::INFINITY, f32::NEG_INFINITY)
+            };
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= below & x.is_nan();
+        }
+        reached
+    }
+
     fn rest(&self) -> Rest {
         let mut rest = Rest::EMPTY;
         for j in 0..8 {
@@ -277,7 +298,12 @@ pub(super) fn top_k(
     with_rest: bool,
     band: Option<(u32, u32)>,
 ) -> Result<TopK> {
-    let (high, banded) = first_pass(src, starts, with_rest, band)?;
+    let (mut high, mut banded) = first_pass(src, starts, with_rest, band)?;
+    if band.is_some() && high.iter().sum::<u64>() < k {
+        // The threshold is below the band, whose pass counted only what is at or above it.
+        high = histogram(src, starts, |key| Some((key >> 16) as usize))?;
+        banded = None;
+    }
     let (bucket, above) = select(&high, k);
     let need = k - above;
     let b = bucket as u32;
@@ -472,9 +498,9 @@ type Banded = (Vec<Candidate>, u64);
 /// below it.
 type BandPass = (Vec<Banded>, Rest);
 
-/// The first pass: the counts of the keys' high 16 bits and, with a band, each block's
-/// [`Banded`] values and (`with_rest`) the [`Rest`] of the values below the band (None when
-/// the band held more than [`MAX_CANDIDATES`]).
+/// The first pass: the counts of the keys' high 16 bits (with a band, of those at or above
+/// it only) and, with a band, each block's [`Banded`] values and (`with_rest`) the [`Rest`] of
+/// the values below the band (None when the band held more than [`MAX_CANDIDATES`]).
 fn first_pass(
     src: &impl BlockSource,
     starts: &[usize],
@@ -488,6 +514,7 @@ fn first_pass(
     let collected = std::sync::atomic::AtomicU64::new(0);
     let cap = max_candidates();
     let over = || collected.load(std::sync::atomic::Ordering::Relaxed) > cap;
+    let limit = lo << 16;
     let (hist, mut blocks, lanes) = starts
         .par_iter()
         .enumerate()
@@ -496,18 +523,43 @@ fn first_pass(
             |(mut hist, mut blocks, mut lanes), (block, &s)| {
                 let (mut found, mut above_band) = (Vec::new(), 0u64);
                 let collect = !over();
-                src.block(s, &mut |d, at| {
-                    for (i, &x) in d.iter().enumerate() {
-                        let key = magnitude_key(x);
-                        let b = key >> 16;
+                // A value at or above the band: counted, and collected when in it.
+                let mut take = |i: usize, x: f32| {
+                    let key = magnitude_key(x);
+                    let b = key >> 16;
+                    if b >= lo {
                         hist[b as usize] += 1;
-                        if collect && lo <= b && b <= hi {
-                            found.push((at + i, key, x));
+                        if b > hi {
+                            above_band += 1;
+                        } else if collect {
+                            found.push((i, key, x));
                         }
-                        above_band += u64::from(b > hi);
                     }
+                };
+                src.block(s, &mut |d, at| {
+                    // Most values are below the band: eight at a time.
+                    let mut chunks = d.chunks_exact(8);
+                    for (c, eight) in (&mut chunks).enumerate() {
+                        let eight: &[f32; 8] = eight.try_into().expect("8 values");
+                        let reached = if with_rest {
+                            lanes.add_below_8(eight, limit)
+                        } else {
+                            eight
+                                .iter()
+                                .fold(false, |r, &x| r | (magnitude_key(x) >= limit))
+                        };
+                        if reached {
+                            for (j, &x) in eight.iter().enumerate() {
+                                take(at + c * 8 + j, x);
+                            }
+                        }
+                    }
+                    let tail = d.len() - chunks.remainder().len();
                     if with_rest {
-                        lanes.add_below(d, lo << 16);
+                        lanes.add_below(chunks.remainder(), limit);
+                    }
+                    for (j, &x) in chunks.remainder().iter().enumerate() {
+                        take(at + tail + j, x);
                     }
                 })?;
                 if collect {
@@ -600,6 +652,14 @@ impl<'r> Keeper<'r> {
                 next: 0,
                 budget: budget.as_ref().map_or(u64::MAX, |b| b[block]),
             },
+        }
+    }
+
+    /// No value whose key is below this one is kept.
+    pub(super) fn lowest_kept_key(&self) -> u32 {
+        match self.rule {
+            Rule::Bucket { bucket, .. } => bucket << 16,
+            Rule::Threshold { threshold, .. } => *threshold,
         }
     }
 
