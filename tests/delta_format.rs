@@ -737,12 +737,18 @@ fn streamed_int4_outliers_larger_than_held_match_and_are_checked() {
     let reversed = d.join("reversed.wdelta");
     std::fs::write(&reversed, records_reversed(&good)).unwrap();
     ok(&apply(&base, &reversed, &whole));
-    let streamed = d.join("streamed.safetensors");
-    ok(&apply(&base, &wd, &streamed));
-    assert!(
-        std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
-        "streamed and whole-file apply differ"
-    );
+    // As written, and with each tensor's `packed` before its scale and zero point (a valid
+    // order whose spooled outliers apply reads whole instead).
+    let packed_third = d.join("packed_third.wdelta");
+    std::fs::write(&packed_third, int4_packed_third(&good)).unwrap();
+    for (what, delta) in [("as written", &wd), ("packed third", &packed_third)] {
+        let streamed = d.join("streamed.safetensors");
+        ok(&apply(&base, delta, &streamed));
+        assert!(
+            std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
+            "{what}: streamed and whole-file apply differ"
+        );
+    }
     let mut left: Vec<_> = std::fs::read_dir(d)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -778,4 +784,22 @@ fn streamed_int4_outliers_larger_than_held_match_and_are_checked() {
         );
         assert!(!out.exists(), "{problem}: an output was written");
     }
+}
+
+/// The file with each int4 tensor's records in the order outlier indices, outlier values,
+/// packed, scale, zero point (resealed): valid, tensors still in name order.
+fn int4_packed_third(good: &[u8]) -> Vec<u8> {
+    let parsed = WdeltaFile::parse(good).unwrap();
+    let recs: Vec<_> = parsed.records.values().cloned().collect();
+    let records_start = 15 + parsed.header_len;
+    let mut out = good[..records_start].to_vec();
+    for five in recs.chunks(5) {
+        for i in [0, 1, 4, 2, 3] {
+            let r = &five[i];
+            out.extend_from_slice(&good[r.record_offset..r.record_offset + r.record_len]);
+        }
+    }
+    out.extend_from_slice(&[0; 32]);
+    reseal(&mut out);
+    out
 }

@@ -890,7 +890,8 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
 /// int4 with a large outlier fraction, whose outliers alone pass the bound (0.2 of the 64M
 /// elements: 13.4M outliers, 134 MB of records, 295 MB as `apply` held them decoded beside
 /// them): `create` selects them by counting and spools them, `apply` streams them, the memory
-/// of each below half the 256 MiB tensor (main encoded this tensor whole: 1.4 GB).
+/// of each below half the 256 MiB tensor (they took 797 and 298 MB when `create` encoded such
+/// a fraction whole and `apply` held the outliers).
 #[test]
 fn memory_does_not_follow_an_int4_tensors_outliers() {
     const MIB: u64 = 1 << 20;

@@ -282,6 +282,10 @@ fn read_inputs(
             Strategy::Int4 if tail.is_some() && spooled.len() == 2 => {
                 Some(RecordCursor::int4(spooled, &records, name, n))
             }
+            // Records spooled in an order the cursors do not read (an int4 tensor's `packed`
+            // before its scale, or its outlier values after them): the whole-file reader
+            // applies the file.
+            _ if !spooled.is_empty() => return Err(Stop::NotStreamable),
             _ => None,
         };
         // The decoder holds the small arrays decoded; the records' bytes are needed only when

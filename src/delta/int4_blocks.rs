@@ -1,7 +1,8 @@
 //! int4 `create` of a large tensor in blocks (see `blocks.rs`). The outliers are the `k`
 //! largest magnitudes, selected by radix counting as sparse selects its kept values
 //! ([`sparse_blocks::top_k`], which also gives the min/max of the other values and how many
-//! outliers each block has); a last pass finds each block's outliers again as it reads it,
+//! outliers each block has; a band of buckets guessed from a sample usually saves its second
+//! pass); a last pass finds each block's outliers again as it reads it,
 //! quantizes and packs the others and (against a plain base) measures the loss with the values
 //! it just read. The outliers' records and `packed` go to spools as they are produced, so what
 //! is held does not follow the tensor, whatever the outlier fraction. The arrays are byte for
