@@ -237,18 +237,28 @@ fn streamed_apply_matches_the_whole_file_reading_and_rejects_every_corruption() 
     pair(d, "1100x1000,33,1,3x5x7,7x9,17", "f32", 5, 1);
     let base = d.join("base.safetensors");
     let ft = d.join("ft1.safetensors");
-    for (strategy, version) in [
-        ("int4", "1"),
-        ("int4", "2"),
-        ("quantized", "1"),
-        ("sparse", "2"),
+    // int4 at outlier fraction 0.5: 550k outliers, whose records `apply` spools and streams.
+    for (strategy, version, fraction) in [
+        ("int4", "1", "0.01"),
+        ("int4", "2", "0.01"),
+        ("int4", "1", "0.5"),
+        ("int4", "2", "0.5"),
+        ("quantized", "1", "0.01"),
+        ("sparse", "2", "0.01"),
     ] {
         let wd = d.join(format!("{strategy}{version}.wdelta"));
         ok(&create(
             &base,
             &ft,
             &wd,
-            &["--strategy", strategy, "--format-version", version],
+            &[
+                "--strategy",
+                strategy,
+                "--format-version",
+                version,
+                "--outlier-fraction",
+                fraction,
+            ],
         ));
         let streamed = d.join("streamed.safetensors");
         ok(&apply(&base, &wd, &streamed));
@@ -259,7 +269,7 @@ fn streamed_apply_matches_the_whole_file_reading_and_rejects_every_corruption() 
         ok(&apply(&base, &reversed, &whole));
         assert!(
             std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
-            "{strategy} v{version}: streamed and whole-file apply differ"
+            "{strategy} v{version} {fraction}: streamed and whole-file apply differ"
         );
         // A flipped byte anywhere after the magic (header, framing, outliers, packed data,
         // checksum): a checksum mismatch, and no output.
@@ -698,4 +708,98 @@ fn killing_apply_mid_write_leaves_no_output() {
         "an interrupted apply left {}",
         out_path.display()
     );
+}
+
+/// An int4 tensor whose outliers' records are larger than `apply` holds (a few MiB) is
+/// streamed: its outlier indices and values spooled to temporary files, read back in order
+/// piece by piece beside `packed`. The output is the whole-file reading's, and an outlier
+/// index out of order or out of range is named as the format's reader names it, with no output.
+#[test]
+fn streamed_int4_outliers_larger_than_held_match_and_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // 2.2M elements at outlier fraction 0.5: 8.8 MB of int64 indices (format version 1).
+    pair(d, "2200x1000,7x9", "f32", 7, 1);
+    let base = d.join("base.safetensors");
+    let ft = d.join("ft1.safetensors");
+    let wd = d.join("int4.wdelta");
+    ok(&create(
+        &base,
+        &ft,
+        &wd,
+        &["--strategy", "int4", "--outlier-fraction", "0.5"],
+    ));
+    let good = std::fs::read(&wd).unwrap();
+    let parsed = WdeltaFile::parse(&good).unwrap();
+    let indices = parsed.records.values().next().unwrap().clone();
+    assert!(indices.data_len > 8 << 20, "{} bytes", indices.data_len);
+    let whole = d.join("whole.safetensors");
+    let reversed = d.join("reversed.wdelta");
+    std::fs::write(&reversed, records_reversed(&good)).unwrap();
+    ok(&apply(&base, &reversed, &whole));
+    // As written, and with each tensor's `packed` before its scale and zero point (a valid
+    // order whose spooled outliers apply reads whole instead).
+    let packed_third = d.join("packed_third.wdelta");
+    std::fs::write(&packed_third, int4_packed_third(&good)).unwrap();
+    for (what, delta) in [("as written", &wd), ("packed third", &packed_third)] {
+        let streamed = d.join("streamed.safetensors");
+        ok(&apply(&base, delta, &streamed));
+        assert!(
+            std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
+            "{what}: streamed and whole-file apply differ"
+        );
+    }
+    let mut left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.ends_with(".safetensors") && !n.ends_with(".wdelta"))
+        .collect();
+    left.sort();
+    assert!(left.is_empty(), "left beside the output: {left:?}");
+    let n: i64 = 2200 * 1000;
+    let out = d.join("never.safetensors");
+    let kept = indices.data_len / 8;
+    let at = |j: usize| indices.data_offset + 8 * j;
+    let index = |j: usize| i64::from_le_bytes(good[at(j)..at(j) + 8].try_into().unwrap());
+    let mut cases = Vec::new();
+    let mut repeated = good.clone();
+    let j = kept * 3 / 4;
+    repeated[at(j)..at(j) + 8].copy_from_slice(&index(j - 1).to_le_bytes());
+    cases.push((repeated, j, "strictly ascending"));
+    let mut outside = good.clone();
+    outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
+    cases.push((outside, kept - 1, "outside 0..2200000"));
+    for (mut bad, position, problem) in cases {
+        reseal(&mut bad);
+        let corrupt = d.join("corrupt.wdelta");
+        std::fs::write(&corrupt, &bad).unwrap();
+        let r = apply(&base, &corrupt, &out);
+        let err = stderr(&r);
+        assert_eq!(r.status.code(), Some(2), "{problem}: {err}");
+        assert!(
+            err.contains(problem)
+                && err.contains("outlier_idx")
+                && err.contains(&position.to_string()),
+            "{problem} at {position}: {err}"
+        );
+        assert!(!out.exists(), "{problem}: an output was written");
+    }
+}
+
+/// The file with each int4 tensor's records in the order outlier indices, outlier values,
+/// packed, scale, zero point (resealed): valid, tensors still in name order.
+fn int4_packed_third(good: &[u8]) -> Vec<u8> {
+    let parsed = WdeltaFile::parse(good).unwrap();
+    let recs: Vec<_> = parsed.records.values().cloned().collect();
+    let records_start = 15 + parsed.header_len;
+    let mut out = good[..records_start].to_vec();
+    for five in recs.chunks(5) {
+        for i in [0, 1, 4, 2, 3] {
+            let r = &five[i];
+            out.extend_from_slice(&good[r.record_offset..r.record_offset + r.record_len]);
+        }
+    }
+    out.extend_from_slice(&[0; 32]);
+    reseal(&mut out);
+    out
 }

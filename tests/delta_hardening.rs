@@ -886,3 +886,65 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
         ]
     );
 }
+
+/// int4 with a large outlier fraction, whose outliers alone pass the bound (0.2 of the 64M
+/// elements: 13.4M outliers, 134 MB of records, 295 MB as `apply` held them decoded beside
+/// them): `create` selects them by counting and spools them, `apply` streams them, the memory
+/// of each below half the 256 MiB tensor (they took 797 and 298 MB when `create` encoded such
+/// a fraction whole and `apply` held the outliers).
+#[test]
+fn memory_does_not_follow_an_int4_tensors_outliers() {
+    const MIB: u64 = 1 << 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    one_large_tensor(dir);
+    let path = |name: &str| s(&dir.join(name)).to_owned();
+    let (base, ft1, int4, out) = (
+        path("base.safetensors"),
+        path("ft1.safetensors"),
+        path("int4.wdelta"),
+        path("out.safetensors"),
+    );
+    let create = [
+        "delta",
+        "create",
+        "--base",
+        &base,
+        &ft1,
+        "-o",
+        &int4,
+        "--strategy",
+        "int4",
+        "--outlier-fraction",
+        "0.2",
+        "--threads",
+        "2",
+    ];
+    let (code, _, err, rss) = run_measured(&create);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        rss < 128 * MIB,
+        "delta create: peak RSS {} MiB, not below half the 256 MiB tensor",
+        rss / MIB
+    );
+    let records = std::fs::metadata(&int4).unwrap().len();
+    assert!(records > 128 * MIB, "{} MiB of records", records / MIB);
+    let apply = [
+        "delta",
+        "apply",
+        "--base",
+        &base,
+        &int4,
+        "-o",
+        &out,
+        "--threads",
+        "2",
+    ];
+    let (code, _, err, rss) = run_measured(&apply);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        rss < 128 * MIB,
+        "delta apply: peak RSS {} MiB, not below half the 256 MiB tensor",
+        rss / MIB
+    );
+}

@@ -526,6 +526,25 @@ fn sparse_quantized_and_chained_int4_in_blocks_are_the_whole_tensor_encoding() {
                 ..EncodeOptions::default()
             },
         ),
+        // int4's outliers by radix counting, at any fraction (above 1/32 too).
+        ("int4", vec![], EncodeOptions::default()),
+        (
+            "int4",
+            vec!["--outlier-fraction", "0.001"],
+            EncodeOptions {
+                outlier_fraction: 0.001,
+                ..EncodeOptions::default()
+            },
+        ),
+        (
+            "int4",
+            vec!["--outlier-fraction", "0.2", "--format-version", "2"],
+            EncodeOptions {
+                outlier_fraction: 0.2,
+                version: 2,
+                ..EncodeOptions::default()
+            },
+        ),
     ] {
         let files: Vec<Vec<u8>> = ["1", "3"]
             .iter()

@@ -36,6 +36,8 @@ struct TensorDelta {
     /// None for sparse, decoded from its records as they are (`codec::decode_sparse_range`).
     decoder: Option<RangeDecoder>,
     strategy: Strategy,
+    /// An int4 tensor whose outliers come with each piece (not in the decoder).
+    outliers_streamed: bool,
 }
 
 /// A range of one tensor and the range field's bytes it needs.
@@ -46,9 +48,12 @@ struct Piece {
     /// Bytes `window_from..` of the range field when it is streamed (else the field is held).
     window: Vec<u8>,
     window_from: usize,
-    /// A streamed sparse tensor's kept values in the piece: the window holds their indices,
-    /// then their values, as they are in the file.
-    sparse_kept: usize,
+    /// A streamed sparse tensor's kept values (int4's outliers) in the piece: the window
+    /// holds their indices, then their values, as they are in the file (then int4's `packed`
+    /// bytes).
+    kept: usize,
+    /// A streamed int4 tensor: its outliers before the piece.
+    outliers_before: usize,
     delta: Arc<TensorDelta>,
 }
 
@@ -89,7 +94,7 @@ pub(crate) fn apply_streamed(
     check_header_against_base(delta_path, &stream.header, base)?;
     // Beside the output, where there is room for it (the output's temporary file goes there).
     let out_dir = crate::fsutil::dir_of(out);
-    stream.spool_large_sparse_in(out_dir);
+    stream.spool_large_records_in(out_dir);
     base.check_elems()?;
     let expected = stream.header.parent_hash.clone();
     let remembered = super::base_hash::remembered(base, run);
@@ -268,13 +273,19 @@ fn read_inputs(
         let decoder = (!sparse).then(|| RangeDecoder::new(&entry, &arrays));
         let tail = records.tail;
         let mut records = records;
-        let mut sparse_cursor = match records.spooled.take() {
-            Some(spooled) if sparse && tail.is_some() => Some(SparseCursor::new(
-                spooled,
-                &records,
-                name,
-                base.tensors[name.as_str()].n_elements(),
-            )),
+        let n = base.tensors[name.as_str()].n_elements();
+        let spooled = std::mem::take(&mut records.spooled);
+        let mut cursor = match entry.strategy() {
+            Strategy::Sparse if tail.is_some() && spooled.len() == 1 => {
+                Some(RecordCursor::sparse(spooled, &records, name, n))
+            }
+            Strategy::Int4 if tail.is_some() && spooled.len() == 2 => {
+                Some(RecordCursor::int4(spooled, &records, name, n))
+            }
+            // Records spooled in an order the cursors do not read (an int4 tensor's `packed`
+            // before its scale, or its outlier values after them): the whole-file reader
+            // applies the file.
+            _ if !spooled.is_empty() => return Err(Stop::NotStreamable),
             _ => None,
         };
         // The decoder holds the small arrays decoded; the records' bytes are needed only when
@@ -286,8 +297,8 @@ fn read_inputs(
             records,
             decoder,
             strategy: entry.strategy(),
+            outliers_streamed: !sparse && cursor.is_some(),
         });
-        let n = base.tensors[name.as_str()].n_elements();
         // The range field is read in order; neighbouring pieces may share a byte.
         let mut taken = 0usize;
         let mut last_byte = 0u8;
@@ -299,13 +310,23 @@ fn read_inputs(
             let len = PIECE_ELEMS.min(n - start);
             let mut window = take.recv().expect("buffers come back");
             let mut window_from = 0;
-            let mut sparse_kept = 0;
+            let (mut kept, mut outliers_before) = (0, 0);
             window.clear();
-            if let Some(cursor) = &mut sparse_cursor {
-                sparse_kept = cursor.piece(stream, start + len, &mut window)?;
-            } else if let (Some(_), Some(decoder)) = (tail, &delta.decoder) {
-                let (from, to) = decoder.range_bytes(start, start + len);
+            if let Some(cursor) = &mut cursor {
+                outliers_before = cursor.handed;
+                kept = cursor.piece(stream, start + len, &mut window)?;
+            }
+            if let (Some(_), Some(decoder)) = (tail, &delta.decoder) {
+                let (from, to) = match &cursor {
+                    // The outliers are not in the decoder: the cursor counted them.
+                    Some(c) => {
+                        decoder.int4_range_bytes(start, start + len, outliers_before, c.handed)
+                    }
+                    None => decoder.range_bytes(start, start + len),
+                };
                 window_from = from;
+                // After the outliers' records, if the piece has them.
+                let prefix = window.len();
                 if from < taken {
                     window.push(last_byte);
                 }
@@ -314,8 +335,8 @@ fn read_inputs(
                 window.resize(have + (to - taken), 0);
                 stream.take_tail(&mut window[have..])?;
                 taken = to;
-                if let Some(&b) = window.last() {
-                    last_byte = b;
+                if window.len() > prefix {
+                    last_byte = window[window.len() - 1];
                 }
             }
             send.send(Piece {
@@ -324,7 +345,8 @@ fn read_inputs(
                 len,
                 window,
                 window_from,
-                sparse_kept,
+                kept,
+                outliers_before,
                 delta: Arc::clone(&delta),
             })
             .map_err(|_| Stop::from(worker_gone()))?;
@@ -337,16 +359,18 @@ fn read_inputs(
     Ok(())
 }
 
-/// A sparse tensor too large to hold, read in order: its first record from the spool, its
-/// second from the stream (the tail). Its indices are checked as the format's reader checks
+/// A tensor's indexed records too large to hold, read in order: a sparse tensor's first record
+/// from a spool and its second from the stream (the tail), or an int4 tensor's outlier
+/// indices and values from two spools. The indices are checked as the format's reader checks
 /// them, with the same errors, as they are read.
-struct SparseCursor {
-    spool: std::io::BufReader<std::fs::File>,
-    spool_path: std::path::PathBuf,
-    /// Whether the spool holds the indices (else the values).
-    spool_has_indices: bool,
+struct RecordCursor {
+    indices: Source,
+    values: Source,
+    /// Bytes of an index and of a value.
     width: usize,
+    value_width: usize,
     tensor: String,
+    field: &'static str,
     n: usize,
     /// Indices not yet read from their source.
     unread: usize,
@@ -358,48 +382,97 @@ struct SparseCursor {
     prev: i64,
 }
 
-/// Indices read from their source per step.
-const INDEX_STEP: usize = 1 << 16;
+/// Where a cursor reads a record from.
+enum Source {
+    Spool {
+        file: std::io::BufReader<std::fs::File>,
+        path: std::path::PathBuf,
+    },
+    Tail,
+}
 
-impl SparseCursor {
-    fn new(
-        spooled: super::stream::Spooled,
-        records: &TensorRecords,
-        tensor: &str,
-        n: usize,
-    ) -> SparseCursor {
-        let index = records.slots[0].as_ref().expect("validated");
-        let width = index.dtype.size() as usize;
+impl Source {
+    fn spool(spooled: super::stream::Spooled) -> Source {
         let mut file = spooled.file;
         // Read back from its start.
         let _ = std::io::Seek::rewind(&mut file);
-        SparseCursor {
-            spool: std::io::BufReader::with_capacity(1 << 20, file),
-            spool_path: spooled.path,
-            spool_has_indices: spooled.slot == 0,
-            width,
+        Source::Spool {
+            file: std::io::BufReader::with_capacity(1 << 20, file),
+            path: spooled.path,
+        }
+    }
+
+    /// Fills `out` from the spool, or from the stream's tail.
+    fn read(&mut self, stream: &mut DeltaStream, out: &mut [u8]) -> Result<(), Stop> {
+        match self {
+            Source::Spool { file, path } => {
+                std::io::Read::read_exact(file, out).map_err(|e| Stop::from(Error::io(&*path, e)))
+            }
+            Source::Tail => stream.take_tail(out),
+        }
+    }
+}
+
+/// Indices read from their source per step.
+const INDEX_STEP: usize = 1 << 16;
+
+impl RecordCursor {
+    /// A sparse tensor: one record spooled, the other the tail.
+    fn sparse(
+        mut spooled: Vec<super::stream::Spooled>,
+        records: &TensorRecords,
+        tensor: &str,
+        n: usize,
+    ) -> RecordCursor {
+        let spool = spooled.pop().expect("one spooled record");
+        let (indices, values) = if spool.slot == 0 {
+            (Source::spool(spool), Source::Tail)
+        } else {
+            (Source::Tail, Source::spool(spool))
+        };
+        RecordCursor::new(indices, values, 4, records, tensor, "indices", n)
+    }
+
+    /// An int4 tensor: its outlier indices and values spooled.
+    fn int4(
+        spooled: Vec<super::stream::Spooled>,
+        records: &TensorRecords,
+        tensor: &str,
+        n: usize,
+    ) -> RecordCursor {
+        let mut spooled = spooled;
+        spooled.sort_by_key(|s| s.slot);
+        let mut spooled = spooled.into_iter();
+        let (indices, values) = (
+            Source::spool(spooled.next().expect("two")),
+            Source::spool(spooled.next().expect("two")),
+        );
+        RecordCursor::new(indices, values, 2, records, tensor, "outlier_idx", n)
+    }
+
+    fn new(
+        indices: Source,
+        values: Source,
+        value_width: usize,
+        records: &TensorRecords,
+        tensor: &str,
+        field: &'static str,
+        n: usize,
+    ) -> RecordCursor {
+        let index = records.slots[0].as_ref().expect("validated");
+        RecordCursor {
+            indices,
+            values,
+            width: index.dtype.size() as usize,
+            value_width,
             tensor: tensor.to_string(),
+            field,
             n,
             unread: index.len(),
             buf: Vec::new(),
             at: 0,
             handed: 0,
             prev: -1,
-        }
-    }
-
-    /// Fills `out` from the spool, or from the stream's tail.
-    fn read(
-        &mut self,
-        stream: &mut DeltaStream,
-        from_spool: bool,
-        out: &mut [u8],
-    ) -> Result<(), Stop> {
-        if from_spool {
-            std::io::Read::read_exact(&mut self.spool, out)
-                .map_err(|e| Stop::from(Error::io(&self.spool_path, e)))
-        } else {
-            stream.take_tail(out)
         }
     }
 
@@ -412,7 +485,7 @@ impl SparseCursor {
             let step = self.unread.min(INDEX_STEP);
             let mut buf = std::mem::take(&mut self.buf);
             buf.resize(step * self.width, 0);
-            self.read(stream, self.spool_has_indices, &mut buf)?;
+            self.indices.read(stream, &mut buf)?;
             self.buf = buf;
             self.at = 0;
             self.unread -= step;
@@ -435,7 +508,7 @@ impl SparseCursor {
         if let Some(problem) = problem {
             return Err(stream.structure_error(WdeltaError::BadIndex {
                 tensor: self.tensor.clone(),
-                field: "indices".into(),
+                field: self.field.into(),
                 position: self.handed,
                 value,
                 problem,
@@ -464,8 +537,8 @@ impl SparseCursor {
             kept += 1;
         }
         let have = window.len();
-        window.resize(have + 4 * kept, 0);
-        self.read(stream, !self.spool_has_indices, &mut window[have..])?;
+        window.resize(have + self.value_width * kept, 0);
+        self.values.read(stream, &mut window[have..])?;
         Ok(kept)
     }
 }
@@ -486,6 +559,7 @@ struct Work {
     deltas: Vec<f32>,
     ints: Vec<i128>,
     bytes: Vec<u8>,
+    outliers: (Vec<usize>, Vec<f32>),
 }
 
 impl Work {
@@ -512,6 +586,21 @@ impl Work {
             },
         };
         match &delta.decoder {
+            Some(decoder) if delta.outliers_streamed => {
+                // The piece's outlier indices and values, then its `packed` bytes.
+                let dtype = delta.records.slots[0].as_ref().expect("validated").dtype;
+                let (indices, rest) = piece.window.split_at(piece.kept * dtype.size() as usize);
+                let (values, packed) = rest.split_at(piece.kept * 2);
+                decoder.decode_int4_with(
+                    piece.start,
+                    packed,
+                    piece.window_from,
+                    (dtype, indices, values),
+                    piece.outliers_before,
+                    &mut self.outliers,
+                    &mut self.deltas,
+                );
+            }
             Some(decoder) => {
                 decoder.decode(piece.start, window, piece.window_from, &mut self.deltas);
             }
@@ -519,9 +608,7 @@ impl Work {
                 let dtype = delta.records.slots[0].as_ref().expect("validated").dtype;
                 let (indices, values) = match delta.records.tail {
                     // Streamed: the piece's indices, then its values.
-                    Some(_) => piece
-                        .window
-                        .split_at(piece.sparse_kept * dtype.size() as usize),
+                    Some(_) => piece.window.split_at(piece.kept * dtype.size() as usize),
                     None => (delta.records.data(0), delta.records.data(1)),
                 };
                 codec::decode_sparse_range(dtype, indices, values, piece.start, &mut self.deltas);

@@ -331,16 +331,6 @@ impl MinMax {
         reached
     }
 
-    /// Takes in another's lanes.
-    fn merge(&mut self, other: &MinMax) {
-        for j in 0..8 {
-            let (l, h) = (other.lo[j], other.hi[j]);
-            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
-            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
-            self.nan[j] |= other.nan[j];
-        }
-    }
-
     fn finish(&self) -> (f32, f32, bool) {
         let lo = self
             .lo
@@ -515,157 +505,25 @@ fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<O
 
 // ---- int4 over a large tensor in blocks ------------------------------------------------------
 //
-// A large tensor is not held whole: its delta is computed block by block, twice. The first pass
-// collects the outlier candidates (as [`top_k_by_sample`] does, against a guess from a sample
-// read beforehand) and the min/max of the values below the guess; the outliers and the
-// quantization range are then settled from the candidates; the second pass quantizes and packs
-// each block. The arrays are byte for byte those of [`encode`] over the whole delta.
+// A large tensor is not held whole: its delta is computed block by block, in several passes.
+// The outliers are selected by radix counting (`sparse_blocks::top_k`, which also gives the
+// min/max of the other values and how many outliers each block has), then each block is
+// quantized and packed, its outliers found again as it is read. The arrays are byte for byte
+// those of [`encode`] over the whole delta.
 
-/// Whether int4 over `n` values with this outlier fraction can be encoded in blocks: the
-/// sampled guess applies (else the whole tensor is selected over, as [`encode`] does).
-pub(super) fn int4_blocks_apply(n: usize, outlier_fraction: f64) -> bool {
-    let k = int4_outliers(n as u64, outlier_fraction) as usize;
-    k < n && n >= 4 * TOP_K_SAMPLES && k <= n / 32
-}
-
-/// Runs of values sampled from a tensor of `n` values to guess the outliers' key: 64 runs of
-/// 64 spread evenly (a few reads, where single values would be a read each). Any guess gives
-/// the same outliers; a good one saves passes.
-pub(super) fn int4_sample_runs(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
-    const RUNS: usize = 64;
-    let (len, step) = (TOP_K_SAMPLES / RUNS, n / RUNS);
-    (0..RUNS).map(move |r| r * step..r * step + len)
-}
-
-/// The key the outlier candidates must reach, guessed from the values of
-/// [`int4_sample_runs`] (as [`top_k_by_sample`] guesses it from its sample).
-pub(super) fn int4_guess(sample: &[f32], n: usize, outlier_fraction: f64) -> u32 {
-    let k = int4_outliers(n as u64, outlier_fraction) as usize;
-    let mut keys: Vec<u32> = sample.iter().map(|&v| magnitude_key(v)).collect();
-    let expected = k as f64 / n as f64 * TOP_K_SAMPLES as f64;
-    let rank = ((2.0 * expected) as usize + 16).min(TOP_K_SAMPLES - 1);
-    let (_, &mut lower, _) = keys.select_nth_unstable_by(rank, |a, b| b.cmp(a));
-    lower
-}
-
-/// The first pass over one block: the values reaching the guess (index, key, value) and the
-/// min/max of the others.
-pub(super) struct Int4Scan {
-    candidates: Vec<usize>,
-    keys: Vec<u32>,
-    values: Vec<f32>,
-    rest: MinMax,
-}
-
-impl Int4Scan {
-    pub(super) fn new() -> Self {
-        Int4Scan {
-            candidates: Vec::new(),
-            keys: Vec::new(),
-            values: Vec::new(),
-            rest: MinMax::new(),
-        }
-    }
-}
-
-avx2_twin! {
-    /// Scans the piece of the delta starting at element `start` (a multiple of 8) into `s`
-    /// (pieces come in order).
-    pub(super) fn int4_scan(s: &mut Int4Scan, piece: &[f32], start: usize, lower: u32) = int4_scan_body;
-}
-
-#[inline(always)]
-fn int4_scan_body(s: &mut Int4Scan, block: &[f32], start: usize, lower: u32) {
-    let mut collect = |i: usize, v: f32| {
-        let c = magnitude_key(v);
-        if c >= lower {
-            s.candidates.push(start + i);
-            s.keys.push(c);
-            s.values.push(v);
-        }
-    };
-    let mut blocks = block.chunks_exact(8);
-    for (b, eight) in (&mut blocks).enumerate() {
-        let eight: &[f32; 8] = eight.try_into().expect("8 values");
-        if s.rest.update_below(eight, lower) {
-            for (j, &v) in eight.iter().enumerate() {
-                collect(b * 8 + j, v);
-            }
-        }
-    }
-    let tail = block.len() - blocks.remainder().len();
-    for (i, &v) in blocks.remainder().iter().enumerate() {
-        if magnitude_key(v) < lower {
-            s.rest.update(&[v]);
-        } else {
-            collect(tail + i, v);
-        }
-    }
-}
-
-/// What the first pass settles: the outliers (ascending) and their delta values, and the
-/// quantization parameters.
-pub(super) struct Int4Settled {
-    pub(super) outliers: Vec<usize>,
-    outlier_values: Vec<f32>,
-    params: Int4Params,
-    version: u32,
-}
-
-/// The outliers (ascending), their delta values, and the min/max of the other values (see
-/// [`int4_select`]).
-pub(super) type Int4Selected = (Vec<usize>, Vec<f32>, Option<(f32, f32, bool)>);
-
-/// The outliers from the blocks' candidates (in block order), as [`top_k_by_sample`] selects
-/// them, and the min/max of the other values (`None` in its fields when it must be found again:
-/// a zero bound, whose sign the order of [`MinMax`]'s lanes decides). None when fewer than `k`
-/// values reached the guess.
-pub(super) fn int4_select(
-    scans: Vec<Int4Scan>,
-    n: usize,
-    outlier_fraction: f64,
-) -> Option<Int4Selected> {
-    let k = int4_outliers(n as u64, outlier_fraction) as usize;
-    let total: usize = scans.iter().map(|s| s.candidates.len()).sum();
-    if total < k {
-        return None;
-    }
-    let mut rest = MinMax::new();
-    let mut order: Vec<u32> = Vec::with_capacity(total);
-    for s in &scans {
-        order.extend_from_slice(&s.keys);
-        rest.merge(&s.rest);
-    }
-    let (_, &mut threshold, _) = order.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
-    let above = order.iter().filter(|&&c| c > threshold).count();
-    let mut ties = k - above;
-    let mut kept = Vec::with_capacity(k);
-    let mut kept_values = Vec::with_capacity(k);
-    for s in &scans {
-        for ((&i, &c), &v) in s.candidates.iter().zip(&s.keys).zip(&s.values) {
-            if c > threshold || (c == threshold && ties > 0) {
-                if c == threshold {
-                    ties -= 1;
-                }
-                kept.push(i);
-                kept_values.push(v);
-            } else {
-                rest.update(&[v]);
-            }
-        }
-    }
-    let (lo, hi, nan) = rest.finish();
-    let bounds = (nan || (lo != 0.0 && hi != 0.0)).then_some((lo, hi, nan));
-    Some((kept, kept_values, bounds))
+/// Whether int4 over `n` values with this outlier fraction can be encoded in blocks: with any
+/// fraction (the selection holds nothing that grows with the tensor).
+pub(super) fn int4_blocks_apply(_n: usize, _outlier_fraction: f64) -> bool {
+    true
 }
 
 /// The min/max of the non-outliers with the lanes [`encode`]'s own pass gives them (each run
-/// between outliers starts at lane 0), fed block by block: what decides the sign of a zero bound.
+/// between outliers starts at lane 0), fed piece by piece in order: what decides the sign of a
+/// zero bound.
 pub(super) struct Int4ExactBounds {
     mm: MinMax,
     /// Offset in the current run between outliers.
     run: usize,
-    next: usize,
 }
 
 impl Int4ExactBounds {
@@ -673,15 +531,19 @@ impl Int4ExactBounds {
         Int4ExactBounds {
             mm: MinMax::new(),
             run: 0,
-            next: 0,
         }
     }
 
-    /// Adds the block starting at element `start` (blocks come in order).
-    pub(super) fn add(&mut self, block: &[f32], start: usize, outliers: &[usize]) {
-        for (i, &x) in block.iter().enumerate() {
-            if self.next < outliers.len() && outliers[self.next] == start + i {
-                self.next += 1;
+    /// Adds the piece starting at element `start` (pieces come in order); `outlier(i, x)`
+    /// says whether element `i`, of value `x`, is an outlier (asked in order, once each).
+    pub(super) fn add(
+        &mut self,
+        piece: &[f32],
+        start: usize,
+        mut outlier: impl FnMut(usize, f32) -> bool,
+    ) {
+        for (i, &x) in piece.iter().enumerate() {
+            if outlier(start + i, x) {
                 self.run = 0;
                 continue;
             }
@@ -699,164 +561,104 @@ impl Int4ExactBounds {
     }
 }
 
-/// The outliers by radix selection over the whole delta, fed block by block in three passes
-/// (when the sampled guess was too high): [`top_k_radix`]'s passes, streamed.
-pub(super) struct Int4Radix {
-    k: usize,
-    hist: Vec<u64>,
-    pass: u8,
-    above: u64,
-    bucket: u32,
-    threshold: u32,
-    ties: u64,
-    pub(super) outliers: Vec<usize>,
-    pub(super) outlier_values: Vec<f32>,
-}
-
-impl Int4Radix {
-    pub(super) fn new(n: usize, outlier_fraction: f64) -> Self {
-        Int4Radix {
-            k: int4_outliers(n as u64, outlier_fraction) as usize,
-            hist: vec![0; 1 << 16],
-            pass: 0,
-            above: 0,
-            bucket: 0,
-            threshold: 0,
-            ties: 0,
-            outliers: Vec::new(),
-            outlier_values: Vec::new(),
-        }
-    }
-
-    /// Adds the next block of the current pass.
-    pub(super) fn add(&mut self, block: &[f32], start: usize) {
-        match self.pass {
-            0 => block
-                .iter()
-                .for_each(|&v| self.hist[(magnitude_key(v) >> 16) as usize] += 1),
-            1 => block.iter().for_each(|&v| {
-                let kk = magnitude_key(v);
-                if kk >> 16 == self.bucket {
-                    self.hist[(kk & 0xffff) as usize] += 1;
-                }
-            }),
-            _ => {
-                for (i, &v) in block.iter().enumerate() {
-                    let kk = magnitude_key(v);
-                    if kk > self.threshold || (kk == self.threshold && self.ties > 0) {
-                        if kk == self.threshold {
-                            self.ties -= 1;
-                        }
-                        self.outliers.push(start + i);
-                        self.outlier_values.push(v);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Ends a pass; true when another is needed.
-    pub(super) fn end_pass(&mut self) -> bool {
-        let k = self.k as u64;
-        match self.pass {
-            0 => {
-                for b in (0..1usize << 16).rev() {
-                    if self.above + self.hist[b] >= k {
-                        self.bucket = b as u32;
-                        break;
-                    }
-                    self.above += self.hist[b];
-                }
-                self.hist.iter_mut().for_each(|h| *h = 0);
-            }
-            1 => {
-                for lo in (0..1usize << 16).rev() {
-                    if self.above + self.hist[lo] >= k {
-                        self.threshold = (self.bucket << 16) | lo as u32;
-                        self.ties = k - self.above;
-                        break;
-                    }
-                    self.above += self.hist[lo];
-                }
-            }
-            _ => return false,
-        }
-        self.pass += 1;
-        true
-    }
+/// What the selection settles: the quantization parameters.
+pub(super) struct Int4Settled {
+    params: Int4Params,
+    version: u32,
 }
 
 impl Int4Settled {
-    /// From the outliers and the min/max of the other values (as [`encode`] settles them).
-    pub(super) fn new(
-        outliers: Vec<usize>,
-        outlier_values: Vec<f32>,
-        (lo, hi, nan): (f32, f32, bool),
-        version: u32,
-    ) -> Self {
-        let (min, max) = if nan {
-            (f64::NAN, f64::NAN)
-        } else {
-            (f64::from(lo), f64::from(hi))
+    /// From the min/max of the non-outliers (None when every value is an outlier), as
+    /// [`encode`] settles them.
+    pub(super) fn new(bounds: Option<(f32, f32, bool)>, version: u32) -> Self {
+        let (min, max) = match bounds {
+            None => (0.0, 0.0),
+            Some((_, _, true)) => (f64::NAN, f64::NAN),
+            Some((lo, hi, false)) => (f64::from(lo), f64::from(hi)),
         };
         Int4Settled {
-            outliers,
-            outlier_values,
             params: int4_params(min, max),
             version,
         }
     }
 
-    /// The arrays before `packed` (outlier indices and values, scale, zero point), for a
-    /// tensor of `n` values.
-    pub(super) fn head_arrays(&self, n: usize) -> Vec<OwnedArray> {
-        let wide = self.version < 2 || n > i32::MAX as usize;
+    /// The `scale` and `zero_point` arrays.
+    pub(super) fn params_arrays(&self) -> Vec<OwnedArray> {
         vec![
-            indices_array("outlier_idx", &self.outliers, wide),
-            f16_array(
-                "outlier_vals",
-                self.outlier_values.iter().map(|&v| f16::from_f32(v)),
-            ),
             f16_array("scale", std::iter::once(self.params.scale)),
             f16_array("zero_point", std::iter::once(self.params.zero_point)),
         ]
     }
 
-    /// The nibble of the first value of the block starting at `start` in `packed`.
-    pub(super) fn first_nibble(&self, start: usize) -> usize {
+    /// Whether the outlier indices are stored as int64, for a tensor of `n` values.
+    pub(super) fn wide(&self, n: usize) -> bool {
+        self.version < 2 || n > i32::MAX as usize
+    }
+
+    /// The nibble of element `start` in `packed` (of the first non-outlier from it on, in
+    /// layout 1), `before` outliers being below it.
+    pub(super) fn first_nibble(&self, start: usize, before: usize) -> usize {
         if self.version >= 2 {
             start
         } else {
-            nibble_of(&self.outliers, start)
+            start - before
         }
     }
 
     /// Quantizes and packs the piece of the delta starting at `start` onto `out`, which holds
-    /// `packed`'s bytes up to this piece (from any byte on; empty at the start of a block). An
-    /// odd first nibble with `out` empty has a zero high nibble before it, and an odd last
-    /// one a zero low nibble after it (to be OR-ed with the neighbours' bytes).
-    pub(super) fn pack_append(&self, piece: &[f32], start: usize, out: &mut Vec<u8>) {
-        int4_pack(self, piece, start, out);
+    /// `packed`'s bytes up to this piece (from any byte on; empty at the start of a block);
+    /// `first_nibble` is the piece's ([`Int4Settled::first_nibble`]) and `outliers` the
+    /// piece's outliers (ascending). An odd first nibble with `out` empty has a zero high
+    /// nibble before it, and an odd last one a zero low nibble after it (to be OR-ed with the
+    /// neighbours' bytes).
+    pub(super) fn pack_append(
+        &self,
+        piece: &[f32],
+        start: usize,
+        first_nibble: usize,
+        outliers: &[usize],
+        out: &mut Vec<u8>,
+    ) {
+        int4_pack(self, piece, start, first_nibble, outliers, out);
+    }
+
+    /// The dequantized value of each byte's two nibbles, high first (as the file decodes).
+    pub(super) fn pairs(&self) -> Box<[[f32; 2]; 256]> {
+        let lut = dequant_table(self.params.scale, self.params.zero_point);
+        let mut pairs = Box::new([[0f32; 2]; 256]);
+        for (b, p) in pairs.iter_mut().enumerate() {
+            *p = [lut[b >> 4], lut[b & 0x0f]];
+        }
+        pairs
+    }
+
+    /// Whether `packed` holds every position (layout 2).
+    pub(super) fn all_positions(&self) -> bool {
+        self.version >= 2
     }
 }
 
 avx2_twin! {
     /// [`Int4Settled::pack_append`], compiled for AVX2 too.
-    fn int4_pack(settled: &Int4Settled, piece: &[f32], start: usize, out: &mut Vec<u8>) = int4_pack_body;
+    fn int4_pack(settled: &Int4Settled, piece: &[f32], start: usize, first_nibble: usize, outliers: &[usize], out: &mut Vec<u8>) = int4_pack_body;
 }
 
 #[inline(always)]
-fn int4_pack_body(settled: &Int4Settled, block: &[f32], start: usize, out: &mut Vec<u8>) {
+fn int4_pack_body(
+    settled: &Int4Settled,
+    block: &[f32],
+    start: usize,
+    first_nibble: usize,
+    inner: &[usize],
+    out: &mut Vec<u8>,
+) {
     let p = &settled.params;
     let end = start + block.len();
-    let first = settled.outliers.partition_point(|&o| o < start);
-    let last = settled.outliers.partition_point(|&o| o < end);
-    let inner = &settled.outliers[first..last];
     let mut w = NibblePacker {
         out: std::mem::take(out),
         pending: None,
     };
-    if settled.first_nibble(start) % 2 == 1 {
+    if first_nibble % 2 == 1 {
         // The high nibble before, waiting for this piece's first.
         w.pending = Some(w.out.pop().unwrap_or(0));
     }
@@ -1304,6 +1106,75 @@ impl RangeDecoder {
         }
     }
 
+    /// [`RangeDecoder::range_bytes`] of an int4 tensor whose outliers are not in the decoder
+    /// (read beside it in order): `before_start` and `before_end` outliers are below `start`
+    /// and `end`.
+    pub(super) fn int4_range_bytes(
+        &self,
+        start: usize,
+        end: usize,
+        before_start: usize,
+        before_end: usize,
+    ) -> (usize, usize) {
+        let all = matches!(
+            self.kind,
+            RangeKind::Int4 {
+                all_positions: true,
+                ..
+            }
+        );
+        let (a, b) = if all {
+            (start, end)
+        } else {
+            (start - before_start, end - before_end)
+        };
+        (a / 2, b.div_ceil(2))
+    }
+
+    /// [`RangeDecoder::decode`] of an int4 tensor whose outliers are not in the decoder:
+    /// `outliers` (ascending) and `vals` those of the range, `before` below `start`. The
+    /// outliers' records as they are in the file: `dtype` indices, float16 values.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_int4_with(
+        &self,
+        start: usize,
+        window: &[u8],
+        window_from: usize,
+        (dtype, indices, values): (ArrayDtype, &[u8], &[u8]),
+        before: usize,
+        scratch: &mut (Vec<usize>, Vec<f32>),
+        out: &mut [f32],
+    ) {
+        let RangeKind::Int4 {
+            pairs,
+            all_positions,
+            ..
+        } = &self.kind
+        else {
+            unreachable!("an int4 tensor's decoder")
+        };
+        let (outliers, vals) = scratch;
+        outliers.clear();
+        outliers.extend(index_iter(dtype, indices).map(|i| i as usize));
+        vals.clear();
+        vals.extend(values.chunks_exact(2).map(|c| f16_le(c).to_f32()));
+        let nibble = if *all_positions {
+            start
+        } else {
+            start - before
+        };
+        int4_decode_range(
+            pairs,
+            *all_positions,
+            outliers,
+            vals,
+            start,
+            nibble - 2 * window_from,
+            window,
+            out,
+        );
+    }
+
     /// Writes elements `start..start + out.len()` into `out`; `window` holds the range field's
     /// bytes from `window_from` on, at least those [`RangeDecoder::range_bytes`] names.
     pub(super) fn decode(&self, start: usize, window: &[u8], window_from: usize, out: &mut [f32]) {
@@ -1335,32 +1206,62 @@ impl RangeDecoder {
                 vals,
                 all_positions,
             } => {
-                let mut next = outliers.partition_point(|&o| o < start);
-                if *all_positions {
-                    unpack_pairs(pairs, window, start - 2 * window_from, out);
-                    while next < outliers.len() && outliers[next] < end {
-                        out[outliers[next] - start] = vals[next];
-                        next += 1;
-                    }
-                } else {
-                    let mut nibble = start - next - 2 * window_from;
-                    let mut i = start;
-                    while i < end {
-                        let stop = if next < outliers.len() {
-                            outliers[next].min(end)
-                        } else {
-                            end
-                        };
-                        unpack_pairs(pairs, window, nibble, &mut out[i - start..stop - start]);
-                        nibble += stop - i;
-                        i = stop;
-                        if i < end {
-                            out[i - start] = vals[next];
-                            next += 1;
-                            i += 1;
-                        }
-                    }
-                }
+                let next = outliers.partition_point(|&o| o < start);
+                let nibble = if *all_positions { start } else { start - next };
+                int4_decode_range(
+                    pairs,
+                    *all_positions,
+                    &outliers[next..],
+                    &vals[next..],
+                    start,
+                    nibble - 2 * window_from,
+                    window,
+                    out,
+                );
+            }
+        }
+    }
+}
+
+/// Writes elements `start..start + out.len()` of an int4 delta into `out`: `outliers` and
+/// `vals` from the first outlier at or after `start` on (any after the range are not read),
+/// `window` the bytes of `packed` from the one holding nibble `nibble`, the first element's
+/// (of the first non-outlier from it on, in layout 1) on.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn int4_decode_range(
+    pairs: &[[f32; 2]; 256],
+    all_positions: bool,
+    outliers: &[usize],
+    vals: &[f32],
+    start: usize,
+    nibble: usize,
+    window: &[u8],
+    out: &mut [f32],
+) {
+    let end = start + out.len();
+    let mut next = 0;
+    if all_positions {
+        unpack_pairs(pairs, window, nibble, out);
+        while next < outliers.len() && outliers[next] < end {
+            out[outliers[next] - start] = vals[next];
+            next += 1;
+        }
+    } else {
+        let mut nibble = nibble;
+        let mut i = start;
+        while i < end {
+            let stop = if next < outliers.len() {
+                outliers[next].min(end)
+            } else {
+                end
+            };
+            unpack_pairs(pairs, window, nibble, &mut out[i - start..stop - start]);
+            nibble += stop - i;
+            i = stop;
+            if i < end {
+                out[i - start] = vals[next];
+                next += 1;
+                i += 1;
             }
         }
     }
@@ -1591,74 +1492,94 @@ mod tests {
         );
     }
 
+    /// A delta held in memory, read in blocks of `block` values, pieces of `piece`.
+    struct InMemory<'a> {
+        x: &'a [f32],
+        block: usize,
+        piece: usize,
+    }
+
+    impl crate::delta::sparse_blocks::BlockSource for InMemory<'_> {
+        fn block(
+            &self,
+            start: usize,
+            each: &mut dyn FnMut(&[f32], usize),
+        ) -> Result<(), crate::delta::error::DeltaError> {
+            let end = (start + self.block).min(self.x.len());
+            for a in (start..end).step_by(self.piece) {
+                each(&self.x[a..(a + self.piece).min(end)], a);
+            }
+            Ok(())
+        }
+
+        fn range(
+            &self,
+            range: std::ops::Range<usize>,
+            each: &mut dyn FnMut(&[f32], usize),
+        ) -> Result<(), crate::delta::error::DeltaError> {
+            each(&self.x[range.clone()], range.start);
+            Ok(())
+        }
+
+        fn changed(&self) -> crate::delta::error::DeltaError {
+            unreachable!("the values do not change")
+        }
+    }
+
     /// int4 over blocks of `block` values worked on in pieces of `piece`, as
     /// `int4_blocks::encode` drives it over a file.
-    fn encode_in_blocks(x: &[f32], block: usize, piece: usize, version: u32) -> Vec<OwnedArray> {
-        let (n, f) = (x.len(), 0.01);
-        assert!(int4_blocks_apply(n, f));
-        let sample: Vec<f32> = int4_sample_runs(n).flat_map(|r| x[r].to_vec()).collect();
-        let lower = int4_guess(&sample, n, f);
-        let pieces = |s: usize| {
-            let end = (s + block).min(n);
-            (s..end)
-                .step_by(piece)
-                .map(move |a| (a, &x[a..(a + piece).min(end)]))
-        };
-        let scans = (0..n)
-            .step_by(block)
-            .map(|s| {
-                let mut scan = Int4Scan::new();
-                pieces(s).for_each(|(a, p)| int4_scan(&mut scan, p, a, lower));
-                scan
+    fn encode_in_blocks(
+        x: &[f32],
+        block: usize,
+        piece: usize,
+        opts: &EncodeOptions,
+    ) -> Vec<OwnedArray> {
+        use crate::delta::int4_blocks::{BlockPacker, settle};
+        let n = x.len();
+        assert!(int4_blocks_apply(n, opts.outlier_fraction));
+        let src = InMemory { x, block, piece };
+        let starts: Vec<usize> = (0..n).step_by(block).collect();
+        let (top, settled) = settle(&src, &starts, n, opts).expect("in memory");
+        let before: Vec<usize> = top
+            .kept
+            .iter()
+            .scan(0, |seen, &k| {
+                *seen += k as usize;
+                Some(*seen - k as usize)
             })
             .collect();
-        let (outliers, values, bounds) = int4_select(scans, n, f).unwrap_or_else(|| {
-            let mut radix = Int4Radix::new(n, f);
-            while {
-                (0..n)
-                    .step_by(piece)
-                    .for_each(|a| radix.add(&x[a..(a + piece).min(n)], a));
-                radix.end_pass()
-            } {}
-            (radix.outliers, radix.outlier_values, None)
-        });
-        let bounds = bounds.unwrap_or_else(|| {
-            let mut exact = Int4ExactBounds::new();
-            (0..n)
-                .step_by(piece)
-                .for_each(|a| exact.add(&x[a..(a + piece).min(n)], a, &outliers));
-            exact.finish()
-        });
-        let settled = Int4Settled::new(outliers, values, bounds, version);
-        let mut arrays = settled.head_arrays(n);
-        let entry = entry_for(
-            &[n as u64],
-            &EncodeOptions {
-                version,
-                ..EncodeOptions::default()
-            },
-            None,
-        );
-        let mut fields = refs_of(&arrays).fields;
-        fields.push(crate::formats::wdelta::ArrayRef {
-            dtype: ArrayDtype::Uint8,
-            data: &[],
-        });
-        let decoder = RangeDecoder::new(&entry, &TensorArrays { fields });
-        let mut packed = Vec::new();
-        let mut decoded = vec![0f32; n];
-        for s in (0..n).step_by(block) {
-            let mut bytes = Vec::new();
-            let from = settled.first_nibble(s) / 2;
-            for (a, p) in pieces(s) {
-                settled.pack_append(p, a, &mut bytes);
-                let w = settled.first_nibble(a) / 2;
-                decoder.decode(a, &bytes[w - from..], w, &mut decoded[a..a + p.len()]);
+        let (pairs, wide) = (settled.pairs(), settled.wide(n));
+        let (mut idx, mut vals, mut packed) = (Vec::new(), Vec::new(), Vec::new());
+        let mut decoded = x.to_vec();
+        for (b, &s) in starts.iter().enumerate() {
+            let mut packer = BlockPacker::new(&top, &settled, &pairs, wide, b, s, &before);
+            let end = (s + block).min(n);
+            for a in (s..end).step_by(piece) {
+                packer.piece(&mut decoded[a..(a + piece).min(end)], a, true);
             }
-            int4_join(&mut packed, &bytes, settled.first_nibble(s) % 2 == 1);
+            idx.extend_from_slice(&packer.out.idx);
+            vals.extend_from_slice(&packer.out.vals);
+            let odd = settled.first_nibble(s, before[b]) % 2 == 1;
+            int4_join(&mut packed, &packer.out.packed, odd);
         }
+        let count = vals.len() / 2;
+        let mut arrays = vec![
+            array(
+                "outlier_idx",
+                if wide {
+                    ArrayDtype::Int64
+                } else {
+                    ArrayDtype::Int32
+                },
+                count,
+                idx,
+            ),
+            array("outlier_vals", ArrayDtype::Float16, count, vals),
+        ];
+        arrays.extend(settled.params_arrays());
         arrays.push(array("packed", ArrayDtype::Uint8, packed.len(), packed));
         // The pieces decode as the whole file decodes.
+        let entry = entry_for(&[n as u64], opts, None);
         let mut whole = vec![0f32; n];
         decode(&entry, &refs_of(&arrays), &mut whole);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -1669,7 +1590,6 @@ mod tests {
     #[test]
     fn int4_in_blocks_is_int4_of_the_whole() {
         let n = 100_003usize;
-        // With the striped values the guess fails: the radix passes select.
         let [noise, striped, special] = test_deltas(n, 0x9e37_79b9_7f4a_7c15);
         // Zero bounds, whose sign the lanes' order decides; a frozen tensor.
         let non_negative: Vec<f32> = noise.iter().map(|v| v.abs()).collect();
@@ -1678,22 +1598,76 @@ mod tests {
         (zeros_b[9000], zeros_b[9001], zeros_b[9005]) = (0.0, -0.0, 0.0);
         let mut frozen = vec![0f32; n];
         frozen[40_000] = -0.0;
-        for x in [&noise, &striped, &special, &zeros_a, &zeros_b, &frozen] {
+        // Few distinct magnitudes of both signs: many ties at the threshold, some kept.
+        let tied: Vec<f32> = noise.iter().map(|v| (v * 2e3).round() * 5e-4).collect();
+        // NaNs beyond the outliers' count, and a sign-mixed threshold of zeros.
+        let mut nans = noise.clone();
+        for i in (0..n).step_by(3) {
+            nans[i] = if i % 2 == 0 { f32::NAN } else { -f32::NAN };
+        }
+        let mut sparse_signs = vec![0f32; n];
+        for i in (0..n).step_by(101) {
+            sparse_signs[i] = if i % 2 == 0 { -1.5 } else { 1.5 };
+            sparse_signs[i + 1] = -0.0;
+        }
+        // Exactly the outliers of fraction 0.01 far above the others: the values left are
+        // below the threshold's bucket (in the band of the first pass, or below it).
+        let mut gap = noise.clone();
+        for i in 0..1000 {
+            gap[i * 100 + 7] = if i % 2 == 0 { 5.0 } else { -5.0 } + i as f32 * 1e-5;
+        }
+        // One-signed: the values' min is far below the threshold's bucket.
+        let positive: Vec<f32> = noise.iter().map(|v| v.abs() + 1e-3).collect();
+        // The runs the band is guessed from (`int4_blocks::band_guess`) above the others, or
+        // zero: the threshold is below or above the band.
+        let (mut misled_high, mut misled_low) = (noise.clone(), noise.clone());
+        for r in 0..256 {
+            for j in r * (n / 256)..r * (n / 256) + 64 {
+                misled_high[j] = 5.0 + j as f32 * 1e-6;
+                misled_low[j] = 0.0;
+            }
+        }
+        let tensors = [
+            &misled_high,
+            &misled_low,
+            &gap,
+            &positive,
+            &noise,
+            &striped,
+            &special,
+            &zeros_a,
+            &zeros_b,
+            &frozen,
+            &tied,
+            &nans,
+            &sparse_signs,
+        ];
+        for x in tensors {
             for version in [1, 2] {
-                let opts = EncodeOptions {
-                    version,
-                    ..EncodeOptions::default()
-                };
-                let whole = encode(x, &[n as u64], &opts);
-                for (block, piece) in [(8192, 1024), (8192, 1000), (16_384, 333)] {
-                    let blocks = encode_in_blocks(x, block, piece, version);
-                    for (a, b) in whole.iter().zip(&blocks) {
-                        assert_eq!(a.field, b.field);
-                        assert!(
-                            a.data == b.data,
-                            "{} differs (v{version}, {block}/{piece})",
-                            a.field
-                        );
+                for outlier_fraction in [0.01, 0.001, 0.05, 0.2, 1.0] {
+                    let opts = EncodeOptions {
+                        version,
+                        outlier_fraction,
+                        ..EncodeOptions::default()
+                    };
+                    let whole = encode(x, &[n as u64], &opts);
+                    // The threshold's bucket collected by the first pass (a band guessed
+                    // around it) or the second, or counted (a small cap).
+                    for (cap, band) in [(u64::MAX, true), (u64::MAX, false), (64, true)] {
+                        crate::delta::sparse_blocks::CANDIDATES_CAP.set(cap);
+                        crate::delta::int4_blocks::BAND_GUESS.set(band);
+                        for (block, piece) in [(8192, 1024), (16_384, 333)] {
+                            let blocks = encode_in_blocks(x, block, piece, &opts);
+                            for (a, b) in whole.iter().zip(&blocks) {
+                                assert_eq!(a.field, b.field);
+                                assert!(
+                                    a.dtype == b.dtype && a.shape == b.shape && a.data == b.data,
+                                    "{} differs (v{version}, {outlier_fraction}, cap {cap}, \
+                                     band {band}, {block}/{piece})",
+                                    a.field
+                                );
+                            }
+                        }
                     }
                 }
             }

@@ -6,13 +6,14 @@
 //! only some of the values at the threshold are kept — counts them per block), and a last pass
 //! collects the kept values and (against a plain base) measures the loss. Ties at the
 //! threshold go to the lowest indices, as [`codec::encode`] keeps them: the arrays are byte for
-//! byte the same.
+//! byte the same. int4 selects its outliers with the same passes ([`top_k`]), which then also
+//! give the min/max of the values not kept and how many each block keeps.
 
 use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::blocks::{Encoded, Inputs, group_len};
+use super::blocks::{BLOCK, Encoded, Inputs, group_len};
 use super::codec::{self, EncodeOptions, magnitude_key};
 use super::error::DeltaError;
 use super::spool::{Array, Spool};
@@ -25,13 +26,26 @@ const BUCKETS: usize = 1 << 16;
 
 /// The threshold's bucket is collected when it holds at most this many values (16 bytes each
 /// held), else selected in it by counting.
-const MAX_CANDIDATES: u64 = 1 << 20;
+pub(super) const MAX_CANDIDATES: u64 = 1 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// A smaller [`MAX_CANDIDATES`], for the tests of counting in the threshold's bucket.
+    pub(super) static CANDIDATES_CAP: std::cell::Cell<u64> = const { std::cell::Cell::new(MAX_CANDIDATES) };
+}
+
+fn max_candidates() -> u64 {
+    #[cfg(test)]
+    return CANDIDATES_CAP.get().min(MAX_CANDIDATES);
+    #[cfg(not(test))]
+    MAX_CANDIDATES
+}
 
 /// Bytes of records the last pass holds at once, at the tensor's average density.
 const RECORDS_HELD: usize = 32 << 20;
 
 /// Which values of a block are kept.
-enum Rule {
+pub(super) enum Rule {
     /// Keys whose high bits are above `bucket`, and the elements `kept` (ascending) of it.
     Bucket { bucket: u32, kept: Vec<usize> },
     /// Keys above `threshold`, and of those equal to it the first `budget[block]` of each
@@ -47,83 +61,7 @@ pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path)
     let n = inputs.len();
     let k = codec::sparse_k(n as u64, enc.sparsity);
     let (starts, block_of) = inputs.blocks();
-    let high = histogram(inputs, &starts, &block_of, |key| Some((key >> 16) as usize))?;
-    let (bucket, above) = select(&high, k);
-    let need = k - above;
-    let rule = if high[bucket] <= MAX_CANDIDATES {
-        let bucket = bucket as u32;
-        let candidates: Vec<(usize, u32)> = starts
-            .par_iter()
-            .map(|&s| {
-                let mut found = Vec::new();
-                inputs.with_delta(block_of(s), |d, _, _, _, at| {
-                    for (i, &x) in d.iter().enumerate() {
-                        let key = magnitude_key(x);
-                        if key >> 16 == bucket {
-                            found.push((at + i, key));
-                        }
-                    }
-                })?;
-                Ok(found)
-            })
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
-        let need = need as usize;
-        if candidates.len() < need {
-            return Err(inputs.changed());
-        }
-        let mut keys: Vec<u32> = candidates.iter().map(|&(_, key)| key).collect();
-        let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
-        let mut ties = need - candidates.iter().filter(|c| c.1 > threshold).count();
-        let mut kept = Vec::with_capacity(need);
-        for &(i, key) in &candidates {
-            if key > threshold || (key == threshold && ties > 0) {
-                if key == threshold {
-                    ties -= 1;
-                }
-                kept.push(i);
-            }
-        }
-        Rule::Bucket { bucket, kept }
-    } else {
-        let b = bucket as u32;
-        let low = histogram(inputs, &starts, &block_of, |key| {
-            (key >> 16 == b).then_some((key & 0xffff) as usize)
-        })?;
-        let (lo, above_in_bucket) = select(&low, need);
-        let threshold = (b << 16) | lo as u32;
-        let ties = need - above_in_bucket;
-        let budget = if ties == low[lo] {
-            None
-        } else {
-            // Only the first `ties` values at the threshold are kept: how many each block has.
-            let counts = starts
-                .par_iter()
-                .map(|&s| {
-                    let mut count = 0u64;
-                    inputs.with_delta(block_of(s), |d, _, _, _, _| {
-                        count +=
-                            d.iter().filter(|&&x| magnitude_key(x) == threshold).count() as u64;
-                    })?;
-                    Ok(count)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let mut left = ties;
-            Some(
-                counts
-                    .into_iter()
-                    .map(|c| {
-                        let take = c.min(left);
-                        left -= take;
-                        take
-                    })
-                    .collect(),
-            )
-        };
-        Rule::Threshold { threshold, budget }
-    };
+    let TopK { rule, .. } = top_k(inputs, &starts, k, false, None)?;
     let measured = inputs.measured();
     let elem = inputs.elem()?;
     // The records go to spools group by group: beyond a few MiB, not held.
@@ -191,11 +129,469 @@ pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path)
     Ok((arrays, measured.then_some(sums)))
 }
 
+/// A tensor's delta read block by block (a block's start, then its pieces in order), by any
+/// number of workers at once.
+pub(super) trait BlockSource: Sync {
+    /// Calls `each(piece, at)` over the block starting at `start`, piece by piece.
+    fn block(&self, start: usize, each: &mut dyn FnMut(&[f32], usize)) -> Result<()>;
+    /// Calls `each(piece, at)` over the elements `range`, piece by piece.
+    fn range(
+        &self,
+        range: std::ops::Range<usize>,
+        each: &mut dyn FnMut(&[f32], usize),
+    ) -> Result<()>;
+    /// The error of passes that read different values.
+    fn changed(&self) -> DeltaError;
+}
+
+impl BlockSource for Inputs<'_> {
+    fn block(&self, start: usize, each: &mut dyn FnMut(&[f32], usize)) -> Result<()> {
+        let end = (start + BLOCK).min(self.len());
+        self.with_delta(start..end, |d, _, _, _, at| each(d, at))
+    }
+
+    fn range(
+        &self,
+        range: std::ops::Range<usize>,
+        each: &mut dyn FnMut(&[f32], usize),
+    ) -> Result<()> {
+        self.with_delta(range, |d, _, _, _, at| each(d, at))
+    }
+
+    fn changed(&self) -> DeltaError {
+        Inputs::changed(self)
+    }
+}
+
+/// The `k` largest magnitudes of a tensor read in blocks, ties to the lowest indices.
+pub(super) struct TopK {
+    pub(super) rule: Rule,
+    /// With the rest: how many values each block keeps.
+    pub(super) kept: Vec<u64>,
+    /// With the rest: the min, max and NaN of the values not kept.
+    pub(super) rest: Rest,
+}
+
+/// Min, max and whether a NaN was seen over some values, as `<` and `>` fold them (a zero
+/// bound's sign is left to whoever needs it).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rest {
+    pub(super) lo: f32,
+    pub(super) hi: f32,
+    pub(super) nan: bool,
+    /// Whether any value was seen.
+    pub(super) any: bool,
+}
+
+impl Rest {
+    const EMPTY: Rest = Rest {
+        lo: f32::INFINITY,
+        hi: f32::NEG_INFINITY,
+        nan: false,
+        any: false,
+    };
+
+    #[inline]
+    fn add(&mut self, x: f32) {
+        self.lo = if x < self.lo { x } else { self.lo };
+        self.hi = if x > self.hi { x } else { self.hi };
+        self.nan |= x.is_nan();
+        self.any = true;
+    }
+
+    fn merge(&mut self, o: &Rest) {
+        self.lo = if o.lo < self.lo { o.lo } else { self.lo };
+        self.hi = if o.hi > self.hi { o.hi } else { self.hi };
+        self.nan |= o.nan;
+        self.any |= o.any;
+    }
+}
+
+/// [`Rest`] over 8 lanes, so that the loop over a piece vectorizes.
+#[derive(Clone, Copy)]
+struct Lanes {
+    lo: [f32; 8],
+    hi: [f32; 8],
+    nan: [bool; 8],
+}
+
+impl Lanes {
+    const EMPTY: Lanes = Lanes {
+        lo: [f32::INFINITY; 8],
+        hi: [f32::NEG_INFINITY; 8],
+        nan: [false; 8],
+    };
+
+    /// Adds the values of `d` whose key is below `limit`.
+    // Lane-wise indexing is what lets the compiler keep 8 independent lanes.
+    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
+    fn add_below(&mut self, d: &[f32], limit: u32) {
+        let mut add = |j: usize, x: f32| {
+            let below = magnitude_key(x) < limit;
+            let (l, h) = if below {
+                (x, x)
+            } else {
+                (f32::INFINITY, f32::NEG_INFINITY)
+            };
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= below & x.is_nan();
+        };
+        let mut chunks = d.chunks_exact(8);
+        for c in &mut chunks {
+            for j in 0..8 {
+                add(j, c[j]);
+            }
+        }
+        for (j, &x) in chunks.remainder().iter().enumerate() {
+            add(j, x);
+        }
+    }
+
+    /// [`Lanes::add_below`] over eight values; true when some value reached `limit`.
+    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
+    fn add_below_8(&mut self, d: &[f32; 8], limit: u32) -> bool {
+        let mut reached = false;
+        for j in 0..8 {
+            let x = d[j];
+            let below = magnitude_key(x) < limit;
+            reached |= !below;
+            let (l, h) = if below {
+                (x, x)
+            } else {
+                (f32::INFINITY, f32::NEG_INFINITY)
+            };
+            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
+            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
+            self.nan[j] |= below & x.is_nan();
+        }
+        reached
+    }
+
+    fn rest(&self) -> Rest {
+        let mut rest = Rest::EMPTY;
+        for j in 0..8 {
+            rest.merge(&Rest {
+                lo: self.lo[j],
+                hi: self.hi[j],
+                nan: self.nan[j],
+                any: self.nan[j] || self.lo[j] <= self.hi[j],
+            });
+        }
+        rest
+    }
+}
+
+/// Selects the `k` largest magnitudes of `src` (block starts `starts`) by radix selection on
+/// their keys, as [`codec::encode`] keeps them. `with_rest` (int4) also gives how many values
+/// each block keeps and the [`Rest`] of the others. Holds a few histograms, and at most
+/// [`MAX_CANDIDATES`] values of the threshold's bucket. A `band` of buckets guessed to hold
+/// the threshold's has its values collected by the first pass (while they are at most
+/// [`MAX_CANDIDATES`]): when the guess holds, the second pass is not needed. Any band gives
+/// the same result.
+pub(super) fn top_k(
+    src: &impl BlockSource,
+    starts: &[usize],
+    k: u64,
+    with_rest: bool,
+    band: Option<(u32, u32)>,
+) -> Result<TopK> {
+    let (mut high, mut banded) = first_pass(src, starts, with_rest, band)?;
+    if band.is_some() && high.iter().sum::<u64>() < k {
+        // The threshold is below the band, whose pass counted only what is at or above it.
+        high = histogram(src, starts, |key| Some((key >> 16) as usize))?;
+        banded = None;
+    }
+    let (bucket, above) = select(&high, k);
+    let need = k - above;
+    let b = bucket as u32;
+    if high[bucket] <= max_candidates() {
+        let mut rest = Rest::EMPTY;
+        let in_band = |(lo, hi): (u32, u32)| lo <= b && b <= hi;
+        let blocks: Vec<(Vec<Candidate>, u64)> = match (banded, band) {
+            // The band's values of each block, and how many were above it; the values below
+            // the band are not outliers.
+            (Some((banded, below)), Some(band)) if in_band(band) => {
+                rest = below;
+                banded
+                    .into_iter()
+                    .map(|(found, above_band)| {
+                        let mut higher = above_band;
+                        let mut kept = Vec::new();
+                        for c in found {
+                            match (c.1 >> 16).cmp(&b) {
+                                std::cmp::Ordering::Greater => higher += 1,
+                                std::cmp::Ordering::Equal => kept.push(c),
+                                std::cmp::Ordering::Less => rest.add(c.2),
+                            }
+                        }
+                        (kept, higher)
+                    })
+                    .collect()
+            }
+            _ => {
+                let blocks = starts
+                    .par_iter()
+                    .map(|&s| {
+                        let (mut found, mut higher) = (Vec::new(), 0u64);
+                        let mut lanes = Lanes::EMPTY;
+                        src.block(s, &mut |d, at| {
+                            for (i, &x) in d.iter().enumerate() {
+                                let key = magnitude_key(x);
+                                if key >> 16 == b {
+                                    found.push((at + i, key, x));
+                                }
+                                higher += u64::from(key >> 16 > b);
+                            }
+                            if with_rest {
+                                lanes.add_below(d, b << 16);
+                            }
+                        })?;
+                        Ok((found, higher, lanes.rest()))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                blocks
+                    .into_iter()
+                    .map(|(found, higher, below)| {
+                        rest.merge(&below);
+                        (found, higher)
+                    })
+                    .collect()
+            }
+        };
+        let need = need as usize;
+        let total: usize = blocks.iter().map(|b| b.0.len()).sum();
+        if total < need {
+            return Err(src.changed());
+        }
+        let mut keys: Vec<u32> = blocks
+            .iter()
+            .flat_map(|b| b.0.iter().map(|&(_, key, _)| key))
+            .collect();
+        let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
+        drop(keys);
+        let above_threshold: usize = blocks
+            .iter()
+            .map(|b| b.0.iter().filter(|c| c.1 > threshold).count())
+            .sum();
+        let mut ties = need - above_threshold;
+        let mut kept = Vec::with_capacity(need);
+        let mut kept_per_block = Vec::with_capacity(blocks.len());
+        for (found, higher) in &blocks {
+            let before = kept.len();
+            for &(i, key, x) in found {
+                if key > threshold || (key == threshold && ties > 0) {
+                    if key == threshold {
+                        ties -= 1;
+                    }
+                    kept.push(i);
+                } else if with_rest {
+                    rest.add(x);
+                }
+            }
+            kept_per_block.push(higher + (kept.len() - before) as u64);
+        }
+        return Ok(TopK {
+            rule: Rule::Bucket { bucket: b, kept },
+            kept: kept_per_block,
+            rest,
+        });
+    }
+    let low = histogram(src, starts, |key| {
+        (key >> 16 == b).then_some((key & 0xffff) as usize)
+    })?;
+    let (lo, above_in_bucket) = select(&low, need);
+    let threshold = (b << 16) | lo as u32;
+    let ties = need - above_in_bucket;
+    if ties == low[lo] && !with_rest {
+        return Ok(TopK {
+            rule: Rule::Threshold {
+                threshold,
+                budget: None,
+            },
+            kept: Vec::new(),
+            rest: Rest::EMPTY,
+        });
+    }
+    // Per block: its values above the threshold and at it, the rank among the block's values
+    // at the threshold of its last positive and last negative one, and the values below it.
+    let counts = starts
+        .par_iter()
+        .map(|&s| {
+            let mut c = TieCount::default();
+            let mut lanes = Lanes::EMPTY;
+            src.block(s, &mut |d, _| {
+                for &x in d {
+                    let key = magnitude_key(x);
+                    if key == threshold {
+                        if x.is_sign_negative() {
+                            c.last_negative = Some(c.at);
+                        } else {
+                            c.last_positive = Some(c.at);
+                        }
+                        c.at += 1;
+                    } else {
+                        c.above += u64::from(key > threshold);
+                    }
+                }
+                if with_rest {
+                    lanes.add_below(d, threshold);
+                }
+            })?;
+            Ok((c, lanes.rest()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if counts.iter().map(|c| c.0.at).sum::<u64>() != low[lo] {
+        return Err(src.changed());
+    }
+    // Only the first `ties` values at the threshold are kept (in index order).
+    let mut left = ties;
+    let mut seen = 0u64;
+    let mut budget = Vec::with_capacity(counts.len());
+    let mut kept = Vec::with_capacity(counts.len());
+    let mut rest = Rest::EMPTY;
+    let at_threshold = f32::from_bits(threshold);
+    for (c, below) in &counts {
+        let take = c.at.min(left);
+        left -= take;
+        budget.push(take);
+        kept.push(c.above + take);
+        rest.merge(below);
+        // A value at the threshold left out: its rank over the tensor is `ties` or more.
+        if c.last_positive.is_some_and(|r| seen + r >= ties) {
+            rest.add(at_threshold);
+        }
+        if c.last_negative.is_some_and(|r| seen + r >= ties) {
+            rest.add(-at_threshold);
+        }
+        seen += c.at;
+    }
+    Ok(TopK {
+        rule: Rule::Threshold {
+            threshold,
+            budget: (ties != low[lo]).then_some(budget),
+        },
+        kept,
+        rest,
+    })
+}
+
+/// A value of the threshold's bucket: its index, key and value.
+type Candidate = (usize, u32, f32);
+
+/// One block's values relative to the threshold (see [`top_k`]).
+#[derive(Default)]
+struct TieCount {
+    above: u64,
+    /// Values at the threshold seen so far.
+    at: u64,
+    last_positive: Option<u64>,
+    last_negative: Option<u64>,
+}
+
+/// A block's values in the band (in order) and how many were above it.
+type Banded = (Vec<Candidate>, u64);
+
+/// What the first pass gives of a band: each block's values in it, and the [`Rest`] of those
+/// below it.
+type BandPass = (Vec<Banded>, Rest);
+
+/// The first pass: the counts of the keys' high 16 bits (with a band, of those at or above
+/// it only) and, with a band, each block's [`Banded`] values and (`with_rest`) the [`Rest`] of
+/// the values below the band (None when the band held more than [`MAX_CANDIDATES`]).
+fn first_pass(
+    src: &impl BlockSource,
+    starts: &[usize],
+    with_rest: bool,
+    band: Option<(u32, u32)>,
+) -> Result<(Vec<u64>, Option<BandPass>)> {
+    let Some((lo, hi)) = band else {
+        let hist = histogram(src, starts, |key| Some((key >> 16) as usize))?;
+        return Ok((hist, None));
+    };
+    let collected = std::sync::atomic::AtomicU64::new(0);
+    let cap = max_candidates();
+    let over = || collected.load(std::sync::atomic::Ordering::Relaxed) > cap;
+    let limit = lo << 16;
+    let (hist, mut blocks, lanes) = starts
+        .par_iter()
+        .enumerate()
+        .try_fold(
+            || (vec![0u64; BUCKETS], Vec::new(), Lanes::EMPTY),
+            |(mut hist, mut blocks, mut lanes), (block, &s)| {
+                let (mut found, mut above_band) = (Vec::new(), 0u64);
+                let collect = !over();
+                // A value at or above the band: counted, and collected when in it.
+                let mut take = |i: usize, x: f32| {
+                    let key = magnitude_key(x);
+                    let b = key >> 16;
+                    if b >= lo {
+                        hist[b as usize] += 1;
+                        if b > hi {
+                            above_band += 1;
+                        } else if collect {
+                            found.push((i, key, x));
+                        }
+                    }
+                };
+                src.block(s, &mut |d, at| {
+                    // Most values are below the band: eight at a time.
+                    let mut chunks = d.chunks_exact(8);
+                    for (c, eight) in (&mut chunks).enumerate() {
+                        let eight: &[f32; 8] = eight.try_into().expect("8 values");
+                        let reached = if with_rest {
+                            lanes.add_below_8(eight, limit)
+                        } else {
+                            eight
+                                .iter()
+                                .fold(false, |r, &x| r | (magnitude_key(x) >= limit))
+                        };
+                        if reached {
+                            for (j, &x) in eight.iter().enumerate() {
+                                take(at + c * 8 + j, x);
+                            }
+                        }
+                    }
+                    let tail = d.len() - chunks.remainder().len();
+                    if with_rest {
+                        lanes.add_below(chunks.remainder(), limit);
+                    }
+                    for (j, &x) in chunks.remainder().iter().enumerate() {
+                        take(at + tail + j, x);
+                    }
+                })?;
+                if collect {
+                    let len = found.len() as u64;
+                    collected.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+                    blocks.push((block, found, above_band));
+                }
+                Ok::<_, DeltaError>((hist, blocks, lanes))
+            },
+        )
+        .map(|r| r.map(|(h, b, l)| (h, b, l.rest())))
+        .try_reduce(
+            || (vec![0u64; BUCKETS], Vec::new(), Rest::EMPTY),
+            |(mut a, mut x, mut r), (b, y, s)| {
+                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+                x.extend(y);
+                r.merge(&s);
+                Ok((a, x, r))
+            },
+        )?;
+    if over() || blocks.len() != starts.len() {
+        return Ok((hist, None));
+    }
+    blocks.sort_unstable_by_key(|b| b.0);
+    let banded = blocks.into_iter().map(|(_, f, a)| (f, a)).collect();
+    Ok((hist, Some((banded, lanes))))
+}
+
 /// Counts of `slot(key)` over the delta's keys, block by block over the workers.
 fn histogram(
-    inputs: &Inputs<'_>,
+    src: &impl BlockSource,
     starts: &[usize],
-    block_of: &(impl Fn(usize) -> std::ops::Range<usize> + Sync),
     slot: impl Fn(u32) -> Option<usize> + Sync,
 ) -> Result<Vec<u64>> {
     starts
@@ -203,8 +599,8 @@ fn histogram(
         .try_fold(
             || vec![0u64; BUCKETS],
             |mut hist, &s| {
-                inputs.with_delta(block_of(s), |d, _, _, _, _| {
-                    for &x in d.iter() {
+                src.block(s, &mut |d, _| {
+                    for &x in d {
                         if let Some(b) = slot(magnitude_key(x)) {
                             hist[b] += 1;
                         }
@@ -235,7 +631,7 @@ fn select(hist: &[u64], k: u64) -> (usize, u64) {
 }
 
 /// Walks one block's elements in order, saying which are kept.
-struct Keeper<'r> {
+pub(super) struct Keeper<'r> {
     rule: &'r Rule,
     /// Rule::Bucket: the next kept element of the bucket.
     next: usize,
@@ -244,7 +640,7 @@ struct Keeper<'r> {
 }
 
 impl<'r> Keeper<'r> {
-    fn new(rule: &'r Rule, block: usize, start: usize) -> Keeper<'r> {
+    pub(super) fn new(rule: &'r Rule, block: usize, start: usize) -> Keeper<'r> {
         match rule {
             Rule::Bucket { kept, .. } => Keeper {
                 rule,
@@ -259,8 +655,16 @@ impl<'r> Keeper<'r> {
         }
     }
 
+    /// No value whose key is below this one is kept.
+    pub(super) fn lowest_kept_key(&self) -> u32 {
+        match self.rule {
+            Rule::Bucket { bucket, .. } => bucket << 16,
+            Rule::Threshold { threshold, .. } => *threshold,
+        }
+    }
+
     #[inline]
-    fn keeps(&mut self, i: usize, x: f32) -> bool {
+    pub(super) fn keeps(&mut self, i: usize, x: f32) -> bool {
         let key = magnitude_key(x);
         match self.rule {
             Rule::Bucket { bucket, kept } => {

@@ -71,9 +71,10 @@ pub(crate) struct TensorRecords {
     pub(crate) bytes: Vec<u8>,
     /// The slot of the record whose data follows in the file, and its length.
     pub(crate) tail: Option<(usize, usize)>,
-    /// A large sparse tensor's first record, copied (as read and hashed) to a temporary file
-    /// instead of memory; its second record is then the tail.
-    pub(crate) spooled: Option<Spooled>,
+    /// Records copied (as read and hashed) to temporary files instead of memory: a large
+    /// sparse tensor's first (its second is then the tail), a large int4 tensor's first two
+    /// (its outliers' indices and values).
+    pub(crate) spooled: Vec<Spooled>,
 }
 
 /// A record's data in an unlinked temporary file, from its start.
@@ -87,7 +88,7 @@ impl TensorRecords {
     /// The data of the record in `slot` (empty for the tail, which is not held).
     pub(crate) fn data(&self, slot: usize) -> &[u8] {
         let streamed = self.tail.is_some_and(|(t, _)| t == slot)
-            || self.spooled.as_ref().is_some_and(|s| s.slot == slot);
+            || self.spooled.iter().any(|s| s.slot == slot);
         match &self.slots[slot] {
             Some(r) if !streamed => &self.bytes[r.data_offset..r.data_offset + r.data_len],
             _ => &[],
@@ -104,7 +105,8 @@ impl TensorRecords {
     }
 }
 
-/// A sparse tensor's first record is spooled beyond this many bytes.
+/// A sparse tensor's first record (an int4 tensor's outlier indices, and then its values) is
+/// spooled beyond this many bytes.
 const SPOOL_BYTES: usize = 4 << 20;
 
 /// A `.wdelta` being read front to back.
@@ -126,7 +128,7 @@ pub(crate) struct DeltaStream {
     tail_left: usize,
     /// The position of the last tensor returned.
     last: Option<usize>,
-    /// Where a large sparse tensor's first record is spooled (None: it is held).
+    /// Where a large tensor's first records are spooled (None: they are held).
     spool_dir: Option<PathBuf>,
 }
 
@@ -203,9 +205,10 @@ impl DeltaStream {
 
     /// From now on, a sparse tensor whose first record is larger than a few MiB has that
     /// record copied to an unlinked temporary file in `dir` and its second left in the file
-    /// as the tail: both are then read in order, range by range, and memory does not follow
-    /// the tensor's kept values.
-    pub(crate) fn spool_large_sparse_in(&mut self, dir: &Path) {
+    /// as the tail, and an int4 tensor whose first record (the outliers' indices) is that
+    /// large has it and the outliers' values copied to such files: they are then read in
+    /// order, range by range, and memory does not follow the tensor's kept values.
+    pub(crate) fn spool_large_records_in(&mut self, dir: &Path) {
         self.spool_dir = Some(dir.to_path_buf());
     }
 
@@ -259,7 +262,7 @@ impl DeltaStream {
                 slots: vec![None; strategy.fields().len()],
                 bytes: Vec::new(),
                 tail: None,
-                spooled: None,
+                spooled: Vec::new(),
             });
             if g.slots[slot].is_some() {
                 return Err(self.structure_error(WdeltaError::DuplicateRecord {
@@ -276,9 +279,18 @@ impl DeltaStream {
                 .all(|(i, r)| i == slot || r.is_some());
             let sparse = strategy == format::Strategy::Sparse;
             let is_tail = (RangeDecoder::range_field(strategy) == Some(slot) && others_in)
-                || (sparse && g.spooled.is_some() && others_in);
+                || (sparse && !g.spooled.is_empty() && others_in);
             let first = g.slots.iter().all(Option::is_none);
-            let spool = sparse && first && data_len > SPOOL_BYTES && self.spool_dir.is_some();
+            let int4 = strategy == format::Strategy::Int4;
+            // An int4 tensor's outlier values follow its spooled indices.
+            let after_indices = int4
+                && slot == 1
+                && g.spooled.len() == 1
+                && g.spooled[0].slot == 0
+                && g.slots.iter().filter(|r| r.is_some()).count() == 1;
+            let spool = self.spool_dir.is_some()
+                && (((sparse || (int4 && slot == 0)) && first && data_len > SPOOL_BYTES)
+                    || after_indices);
             let data_offset = if is_tail || spool { 0 } else { g.bytes.len() };
             g.slots[slot] = Some(Record {
                 dtype: frame.dtype,
@@ -295,7 +307,8 @@ impl DeltaStream {
                 break;
             }
             if spool {
-                g.spooled = Some(self.spool(slot, data_len)?);
+                let spooled = self.spool(slot, data_len)?;
+                g.spooled.push(spooled);
                 continue;
             }
             // Reserved fallibly: a record's length was checked against the file, not memory.
