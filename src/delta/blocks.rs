@@ -8,7 +8,7 @@
 use super::codec::{self, EncodeOptions, RangeDecoder};
 use super::error::DeltaError;
 use super::model::{Elem, Model, TensorSource};
-use super::open::OpenDelta;
+use super::open::{OpenDelta, TensorPages};
 use super::spool::Array;
 use super::verify::{LOSS_BLOCK, LossSums};
 use crate::formats::wdelta::Strategy;
@@ -49,9 +49,11 @@ pub(super) struct Inputs<'a> {
     pub(super) name: &'a str,
     base_t: &'a TensorSource,
     ft_t: &'a TensorSource,
-    /// Each link of the chain: its decoder and the bytes of its range field (whole, as the
-    /// link is held in memory).
+    /// Each link of the chain: its decoder and the bytes of its range field.
     links: Vec<(RangeDecoder, &'a [u8])>,
+    /// Each link's pages of the tensor's records: those of a block are released when a pass
+    /// is done with it, all of them when the inputs are dropped.
+    pages: Vec<TensorPages<'a>>,
 }
 
 impl<'a> Inputs<'a> {
@@ -68,6 +70,8 @@ impl<'a> Inputs<'a> {
                 model: ft.path.clone(),
                 tensor: name.to_owned(),
             })?;
+        let base_t = &base.tensors[name];
+        let pages = super::reconstruct::pages_of(links, name, base_t.n_elements());
         let links = links
             .iter()
             .map(|l| l.range_decoder(name))
@@ -76,9 +80,10 @@ impl<'a> Inputs<'a> {
             base,
             ft,
             name,
-            base_t: &base.tensors[name],
+            base_t,
             ft_t,
             links,
+            pages,
         })
     }
 
@@ -150,8 +155,12 @@ impl<'a> Inputs<'a> {
                 codec::subtract_chunk(Some(p), f, d);
                 work(d, p, f, r, at);
             }
-            Ok(())
-        })
+            Ok::<_, DeltaError>(())
+        })?;
+        for pages in &self.pages {
+            pages.done_with(range.clone());
+        }
+        Ok(())
     }
 }
 

@@ -236,6 +236,10 @@ pub(crate) fn create(
                 total
             };
             parent_hash = parent.unwrap_or_default();
+            // The chain's bytes were read again after their checksums were verified.
+            for l in links {
+                l.check_unchanged()?;
+            }
             Ok(())
         })
     })?;

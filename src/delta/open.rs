@@ -1,25 +1,46 @@
-//! Opening a `.wdelta` file: read into memory, checksum verified (now, or alongside the work of
-//! `apply`), structure validated by the format's reader; and checking that it fits a base.
+//! Opening a `.wdelta` file: mapped (or read into memory when it cannot be), checksum verified
+//! (now, or alongside the work of `apply`), structure validated by the format's reader; and
+//! checking that it fits a base.
 //!
-//! The file is read with positioned reads, not memory-mapped: a mapped file truncated during
-//! the run kills the process with SIGBUS (no message, temporary output left behind), while a
-//! short read is an error naming the file. Holding the bytes costs memory the size of the
-//! delta (about an eighth of float32 weights with int4), which the work then no longer reads
-//! from disk.
+//! The file is mapped through [`GuardedMap`], so a lineage's links are not held whole: the
+//! checksum is verified reading the map front to back, the pages behind released as it goes,
+//! and the work releases a tensor's record pages once it is done with them (and, for a large
+//! tensor, those behind its decoder as it advances). A file truncated during the run is then
+//! the map's named error (its SIGBUS handler removes the outputs being written). Since the
+//! bytes are read again after their checksum was verified, a file written in place during the
+//! run is caught by its stamps (device, inode, size, modification and change times, through the
+//! handle it was mapped from): [`OpenDelta::check_unchanged`], which every command runs before
+//! an output is renamed into place or a verdict is printed. A file that cannot be mapped is
+//! read whole with positioned reads, as before (a short read is an error naming the file).
 
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::base_hash::Stamps;
 use super::codec;
 use super::error::DeltaError;
 use super::model::Model;
 use crate::error::Error;
 use crate::escape::shown;
 use crate::formats::wdelta::{self as format, TensorArrays, TensorEntry, WdeltaError, WdeltaFile};
+use crate::mapped::GuardedMap;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+/// The bytes of an open delta.
+enum Bytes {
+    /// Mapped; the stamps of the file as it was opened, and the handle it was mapped from.
+    Mapped {
+        map: GuardedMap,
+        file: std::fs::File,
+        stamps: Option<Stamps>,
+    },
+    /// Read whole (a file that cannot be mapped, or bytes given).
+    Held(Vec<u8>),
+}
 
 /// A `.wdelta` file, checksum verified and validated, with its bytes.
 pub struct OpenDelta {
@@ -27,7 +48,7 @@ pub struct OpenDelta {
     pub path: PathBuf,
     /// Its header and the index of its records.
     pub file: WdeltaFile,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     /// Opened with [`OpenDelta::open_deferred`]: the checksum is still to be verified.
     pub checksum_pending: bool,
 }
@@ -40,6 +61,14 @@ impl std::fmt::Debug for OpenDelta {
             .finish()
     }
 }
+
+/// Bytes hashed per step of the checksum; a mapped file's pages are released behind each.
+const CHECKSUM_STEP: usize = 1 << 20;
+
+/// A decoder reading a tensor's records front to back keeps this many bytes behind the point
+/// its progress corresponds to (an array read in proportion to the elements only on average,
+/// such as outlier indices, may be a little behind it).
+const KEPT_BEHIND: usize = 64 << 10;
 
 impl OpenDelta {
     /// Reads and validates the `.wdelta` at `path`, its checksum verified.
@@ -56,65 +85,71 @@ impl OpenDelta {
     }
 
     fn open_with(path: &Path, defer: bool) -> Result<OpenDelta> {
-        let bytes = read_whole(path)?;
-        if bytes.is_empty() || !defer {
-            return Self::from_bytes(path, bytes);
+        // A FIFO as the base is refused, not waited on.
+        let (file, meta) = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e))?;
+        if meta.len() > 0
+            && let Ok(map) = GuardedMap::map(&file, path)
+        {
+            // Taken before a byte is read: a write from here on moves them.
+            let stamps = Stamps::of_files(std::iter::once(Ok(meta)));
+            let bytes = Bytes::Mapped { map, file, stamps };
+            return Self::validated(path, bytes, defer);
         }
-        let parsed = match WdeltaFile::parse_verified(&bytes) {
-            Ok(p) => p,
-            Err(e) => {
-                format::verify_checksum(&bytes).map_err(|c| DeltaError::format(path, c))?;
-                return Err(DeltaError::format(path, e));
+        let bytes = read_whole(path, &file, meta.len())?;
+        Self::validated(path, Bytes::Held(bytes), defer)
+    }
+
+    fn validated(path: &Path, bytes: Bytes, defer: bool) -> Result<OpenDelta> {
+        let all = bytes.as_slice();
+        let checked = if all.is_empty() || !defer {
+            verify_and_parse(path, &bytes)
+        } else {
+            match WdeltaFile::parse_verified(all) {
+                Ok(p) => Ok(p),
+                Err(e) => verify_checksum_of(path, &bytes).and(Err(DeltaError::format(path, e))),
             }
         };
+        let len = all.len();
+        // The parse read the header, the records' framing and the index arrays.
+        bytes.release(0, len);
         Ok(OpenDelta {
             path: path.to_path_buf(),
-            file: parsed,
+            file: checked?,
             bytes,
-            checksum_pending: defer,
+            checksum_pending: defer && len > 0,
         })
     }
 
     /// Verifies the SHA-256 trailer.
     pub fn verify_checksum(&self) -> Result<()> {
-        let bytes = self.bytes();
-        let (body, stored) = bytes.split_at(bytes.len() - format::CHECKSUM_LEN);
-        let actual = Sha256::digest(body);
-        if actual.as_slice() != stored {
-            return Err(DeltaError::format(
-                &self.path,
-                WdeltaError::ChecksumMismatch {
-                    stored: crate::digest::hex(stored),
-                    actual: crate::digest::hex(&actual),
-                },
-            ));
-        }
-        Ok(())
+        verify_checksum_of(&self.path, &self.bytes)
     }
 
     /// Validates `bytes`, read from `path`, its checksum verified.
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<OpenDelta> {
-        let parsed = Self::verify_and_parse(path, &bytes)?;
-        Ok(OpenDelta {
-            path: path.to_path_buf(),
-            file: parsed,
-            bytes,
-            checksum_pending: false,
-        })
+        Self::validated(path, Bytes::Held(bytes), false)
     }
 
-    fn verify_and_parse(path: &Path, bytes: &[u8]) -> Result<WdeltaFile> {
-        if !format::is_wdelta(bytes) || bytes.len() < format::PREAMBLE_LEN + format::CHECKSUM_LEN {
-            // Let the parser phrase the error (bad magic, too short).
-            return WdeltaFile::parse(bytes).map_err(|e| DeltaError::format(path, e));
-        }
-        format::verify_checksum(bytes).map_err(|e| DeltaError::format(path, e))?;
-        WdeltaFile::parse_verified(bytes).map_err(|e| DeltaError::format(path, e))
-    }
-
-    /// The file's bytes.
+    /// The file's bytes (a mapped file's are read from disk again where they were released).
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        self.bytes.as_slice()
+    }
+
+    /// Err ([`DeltaError::InputChanged`]) when the mapped file no longer has the stamps it had
+    /// when opened: it was written during the run, so bytes read after its checksum was
+    /// verified may not be those it covered. Every command checks this before it renames an
+    /// output into place or prints a verdict. A file read whole is held as it was verified.
+    pub(crate) fn check_unchanged(&self) -> Result<()> {
+        let Bytes::Mapped { file, stamps, .. } = &self.bytes else {
+            return Ok(());
+        };
+        let now = Stamps::of_files(std::iter::once(file.metadata()));
+        if stamps.is_none() || now != *stamps {
+            return Err(DeltaError::InputChanged {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// The structural hash of the base the delta applies to.
@@ -122,11 +157,13 @@ impl OpenDelta {
         &self.file.header.parent_hash
     }
 
-    /// Decodes one tensor's delta (`n` = its element count, checked against the base).
+    /// Decodes one tensor's delta (`n` = its element count, checked against the base); its
+    /// records' pages are released after.
     pub fn decode(&self, name: &str, n: usize) -> Result<Vec<f32>> {
         let (entry, arrays) = self.tensor(name)?;
         let mut out = vec![0f32; n];
         codec::decode(entry, &arrays, &mut out);
+        self.release_tensor(name);
         Ok(out)
     }
 
@@ -162,14 +199,155 @@ impl OpenDelta {
             .map_err(|e| DeltaError::format(&self.path, e))?;
         Ok((entry, arrays))
     }
+
+    /// The byte ranges of tensor `name`'s records (none when it has none).
+    fn records_of(&self, name: &str) -> impl Iterator<Item = Range<usize>> + '_ {
+        let position = self.file.header.tensors.position(name);
+        position
+            .into_iter()
+            .flat_map(|p| self.file.records.of_tensor(p).iter().flatten())
+            .map(|r| r.data_offset..r.data_offset + r.data_len)
+    }
+
+    /// Releases the pages of tensor `name`'s records: the work on it is done (a later read
+    /// takes them from disk again). Nothing for a file read whole.
+    pub(crate) fn release_tensor(&self, name: &str) {
+        if matches!(self.bytes, Bytes::Held(_)) {
+            return;
+        }
+        for r in self.records_of(name) {
+            self.bytes.release(r.start, r.len());
+        }
+    }
+
+    /// The pages of tensor `name`'s records (`n` elements), released behind the work as it
+    /// advances and all of them when dropped.
+    pub(crate) fn pages_of<'a>(&'a self, name: &'a str, n: usize) -> TensorPages<'a> {
+        let fields = match self.bytes {
+            Bytes::Held(_) => Vec::new(),
+            Bytes::Mapped { .. } => self.records_of(name).map(|r| (r, 0)).collect(),
+        };
+        TensorPages {
+            delta: self,
+            name,
+            n,
+            fields,
+        }
+    }
+}
+
+/// The pages of one tensor's records in a mapped delta, released as the work on the tensor
+/// advances (see [`OpenDelta::pages_of`]). Releasing only costs a read from the page cache if
+/// a page is wanted again, so the pages are released in proportion to the elements done.
+pub(crate) struct TensorPages<'a> {
+    delta: &'a OpenDelta,
+    name: &'a str,
+    n: usize,
+    /// Each record's data, and how far from its start its pages were released.
+    fields: Vec<(Range<usize>, usize)>,
+}
+
+impl TensorPages<'_> {
+    /// The bytes of `field` that elements `0..elems` correspond to, in proportion.
+    fn share(&self, field: &Range<usize>, elems: usize) -> usize {
+        let part = (field.len() as u128 * elems.min(self.n) as u128) / self.n.max(1) as u128;
+        part as usize
+    }
+
+    /// The work read the tensor front to back up to element `done`: releases the pages behind.
+    pub(crate) fn done_through(&mut self, done: usize) {
+        for i in 0..self.fields.len() {
+            let (field, released) = self.fields[i].clone();
+            let upto = self.share(&field, done).saturating_sub(KEPT_BEHIND);
+            // On page boundaries from the first, so that no page is left between two steps.
+            let upto = upto.saturating_sub((field.start + upto) % PAGE);
+            if upto > released {
+                self.delta
+                    .bytes
+                    .release(field.start + released, upto - released);
+                self.fields[i].1 = upto;
+            }
+        }
+    }
+
+    /// The work is done with elements `range` (read in any order, with others still at work):
+    /// releases the pages wholly inside their share of each record.
+    pub(crate) fn done_with(&self, range: Range<usize>) {
+        for (field, _) in &self.fields {
+            let (from, to) = (self.share(field, range.start), self.share(field, range.end));
+            self.delta.bytes.release(field.start + from, to - from);
+        }
+    }
+}
+
+impl Drop for TensorPages<'_> {
+    fn drop(&mut self) {
+        if !self.fields.is_empty() {
+            self.delta.release_tensor(self.name);
+        }
+    }
+}
+
+/// Bytes of a page, as [`GuardedMap::release`] rounds.
+const PAGE: usize = 4096;
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped { map, .. } => map,
+            Bytes::Held(bytes) => bytes,
+        }
+    }
+
+    /// Releases the pages wholly inside `len` bytes at `offset` of a mapped file.
+    fn release(&self, offset: usize, len: usize) {
+        if let Bytes::Mapped { map, .. } = self {
+            map.release(offset, len);
+        }
+    }
+}
+
+/// Validates the `.wdelta` `bytes` from `path`, its checksum verified first.
+fn verify_and_parse(path: &Path, bytes: &Bytes) -> Result<WdeltaFile> {
+    let all = bytes.as_slice();
+    if !format::is_wdelta(all) || all.len() < format::PREAMBLE_LEN + format::CHECKSUM_LEN {
+        // Let the parser phrase the error (bad magic, too short).
+        return WdeltaFile::parse(all).map_err(|e| DeltaError::format(path, e));
+    }
+    verify_checksum_of(path, bytes)?;
+    WdeltaFile::parse_verified(all).map_err(|e| DeltaError::format(path, e))
+}
+
+/// Verifies the SHA-256 trailer of `bytes`, read front to back, a mapped file's pages
+/// released behind each step.
+fn verify_checksum_of(path: &Path, bytes: &Bytes) -> Result<()> {
+    let all = bytes.as_slice();
+    if !format::is_wdelta(all) || all.len() < format::PREAMBLE_LEN + format::CHECKSUM_LEN {
+        // The format phrases what is wrong with the preamble.
+        return format::verify_checksum(all).map_err(|e| DeltaError::format(path, e));
+    }
+    let (body, stored) = all.split_at(all.len() - format::CHECKSUM_LEN);
+    let mut hasher = Sha256::new();
+    for (i, step) in body.chunks(CHECKSUM_STEP).enumerate() {
+        hasher.update(step);
+        bytes.release(i * CHECKSUM_STEP, step.len());
+    }
+    let actual = hasher.finalize();
+    if actual.as_slice() != stored {
+        return Err(DeltaError::format(
+            path,
+            WdeltaError::ChecksumMismatch {
+                stored: crate::digest::hex(stored),
+                actual: crate::digest::hex(&actual),
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// The whole file, read with positioned reads: a file that ends before the length it had when
 /// opened is [`DeltaError::InputShrank`]; memory for it is reserved fallibly.
-fn read_whole(path: &Path) -> Result<Vec<u8>> {
-    // A FIFO as the base is refused, not waited on.
-    let (file, meta) = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e))?;
-    let len = meta.len();
+fn read_whole(path: &Path, file: &std::fs::File, len: u64) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let size = usize::try_from(len).map_err(|_| too_large(path, len))?;
     bytes

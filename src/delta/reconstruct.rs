@@ -4,7 +4,7 @@
 use super::codec;
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model, TensorSource};
-use super::open::OpenDelta;
+use super::open::{OpenDelta, TensorPages};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -14,6 +14,8 @@ pub(crate) struct Reconstructor<'a> {
     name: &'a str,
     t: &'a TensorSource,
     decoders: Vec<codec::Decoder<'a>>,
+    /// Each link's pages of the tensor's records, released behind the decoders.
+    pages: Vec<TensorPages<'a>>,
     pos: usize,
     buf: Vec<f32>,
 }
@@ -30,6 +32,7 @@ impl<'a> Reconstructor<'a> {
             name,
             t,
             decoders,
+            pages: pages_of(links, name, t.n_elements()),
             pos: 0,
             buf: Vec::new(),
         })
@@ -49,6 +52,9 @@ impl<'a> Reconstructor<'a> {
             }
         }
         self.pos += out.len();
+        for p in &mut self.pages {
+            p.done_through(self.pos);
+        }
         Ok(())
     }
 }
@@ -63,6 +69,8 @@ pub(crate) struct IntReconstructor<'a> {
     t: &'a TensorSource,
     elem: Elem,
     decoders: Vec<codec::Decoder<'a>>,
+    /// Each link's pages of the tensor's records, released behind the decoders.
+    pages: Vec<TensorPages<'a>>,
     pos: usize,
     buf: Vec<f32>,
 }
@@ -81,6 +89,7 @@ impl<'a> IntReconstructor<'a> {
             t,
             elem,
             decoders,
+            pages: pages_of(links, name, t.n_elements()),
             pos: 0,
             buf: Vec::new(),
         })
@@ -96,12 +105,20 @@ impl<'a> IntReconstructor<'a> {
         }
         check_int_range(self.elem, self.name, self.pos, out, &self.buf)?;
         self.pos += out.len();
+        for p in &mut self.pages {
+            p.done_through(self.pos);
+        }
         Ok(())
     }
 
     pub(crate) fn elem(&self) -> Elem {
         self.elem
     }
+}
+
+/// Each link's pages of tensor `name`'s records (`n` elements).
+pub(crate) fn pages_of<'a>(links: &'a [OpenDelta], name: &'a str, n: usize) -> Vec<TensorPages<'a>> {
+    links.iter().map(|l| l.pages_of(name, n)).collect()
 }
 
 /// Adds each delta, rounded half to even, to the integers `vals` (elements `pos..` of tensor
