@@ -5,8 +5,9 @@
 //! through a chain of deltas — and the fine-tune, read piece by piece), so the memory held is
 //! a few pieces per worker and the records, whatever the tensor's size.
 
-use super::codec::{self, EncodeOptions, RangeDecoder};
+use super::codec::{self, EncodeOptions};
 use super::error::DeltaError;
+use super::link_decoder::RangeDecoder;
 use super::model::{Elem, Model, TensorSource};
 use super::open::{OpenDelta, TensorPages};
 use super::spool::Array;
@@ -49,8 +50,8 @@ pub(super) struct Inputs<'a> {
     pub(super) name: &'a str,
     base_t: &'a TensorSource,
     ft_t: &'a TensorSource,
-    /// Each link of the chain: its decoder and the bytes of its range field.
-    links: Vec<(RangeDecoder, &'a [u8])>,
+    /// Each link of the chain's decoder.
+    links: Vec<RangeDecoder<'a>>,
     /// Each link's pages of the tensor's records: those of a block are released when a pass
     /// is done with it, all of them when the inputs are dropped.
     pages: Vec<TensorPages<'a>>,
@@ -123,8 +124,8 @@ impl<'a> Inputs<'a> {
     /// same length is used for the chain's deltas) and of the fine-tune into `f`.
     fn read(&self, at: usize, p: &mut [f32], f: &mut [f32], scratch: &mut [f32]) -> Result<()> {
         self.base.read_f32_into(self.name, self.base_t, at, p)?;
-        for (decoder, range) in &self.links {
-            decoder.decode(at, range, 0, scratch);
+        for decoder in &self.links {
+            decoder.decode(at, scratch);
             // As `Reconstructor`: a zero delta leaves the base's bits as they are.
             for (a, &d) in p.iter_mut().zip(scratch.iter()) {
                 if d != 0.0 {

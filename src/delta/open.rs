@@ -22,10 +22,13 @@ use sha2::{Digest, Sha256};
 use super::base_hash::Stamps;
 use super::codec;
 use super::error::DeltaError;
+use super::link_decoder::{RangeDecoder, SparseInPlace, StreamDecoder};
 use super::model::Model;
 use crate::error::Error;
 use crate::escape::shown;
-use crate::formats::wdelta::{self as format, TensorArrays, TensorEntry, WdeltaError, WdeltaFile};
+use crate::formats::wdelta::{
+    self as format, Strategy, TensorArrays, TensorEntry, WdeltaError, WdeltaFile,
+};
 use crate::mapped::GuardedMap;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -104,7 +107,7 @@ impl OpenDelta {
         let checked = if all.is_empty() || !defer {
             verify_and_parse(path, &bytes)
         } else {
-            match WdeltaFile::parse_verified(all) {
+            match parse_releasing(&bytes) {
                 Ok(p) => Ok(p),
                 Err(e) => verify_checksum_of(path, &bytes).and(Err(DeltaError::format(path, e))),
             }
@@ -173,13 +176,33 @@ impl OpenDelta {
         Ok(codec::Decoder::new(entry, &arrays))
     }
 
-    /// A decoder of any range of one tensor's delta, and the bytes of its range field (empty
-    /// when the strategy has none).
-    pub(super) fn range_decoder(&self, name: &str) -> Result<(codec::RangeDecoder, &[u8])> {
+    /// A decoder of one tensor's delta front to back, reading a sparse tensor's arrays in
+    /// place.
+    pub(crate) fn stream_decoder(&self, name: &str) -> Result<StreamDecoder<'_>> {
         let (entry, arrays) = self.tensor(name)?;
-        let field = codec::RangeDecoder::range_field(entry.strategy())
-            .map_or(&[][..], |i| arrays.fields[i].data);
-        Ok((codec::RangeDecoder::new(entry, &arrays), field))
+        Ok(match entry.strategy() {
+            Strategy::Sparse => StreamDecoder::Sparse {
+                arrays: SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]),
+                next: 0,
+                pos: 0,
+            },
+            _ => StreamDecoder::Codec(codec::Decoder::new(entry, &arrays)),
+        })
+    }
+
+    /// A decoder of any range of one tensor's delta, reading a sparse tensor's arrays in place.
+    pub(super) fn range_decoder(&self, name: &str) -> Result<RangeDecoder<'_>> {
+        let (entry, arrays) = self.tensor(name)?;
+        Ok(match entry.strategy() {
+            Strategy::Sparse => {
+                RangeDecoder::Sparse(SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]))
+            }
+            strategy => {
+                let field = codec::RangeDecoder::range_field(strategy)
+                    .map_or(&[][..], |i| arrays.fields[i].data);
+                RangeDecoder::Codec(codec::RangeDecoder::new(entry, &arrays), field)
+            }
+        })
     }
 
     /// One tensor's header entry and its array records.
@@ -315,7 +338,36 @@ fn verify_and_parse(path: &Path, bytes: &Bytes) -> Result<WdeltaFile> {
         return WdeltaFile::parse(all).map_err(|e| DeltaError::format(path, e));
     }
     verify_checksum_of(path, bytes)?;
-    WdeltaFile::parse_verified(all).map_err(|e| DeltaError::format(path, e))
+    parse_releasing(bytes).map_err(|e| DeltaError::format(path, e))
+}
+
+/// A mapped file at least this large is parsed with its pages released meanwhile.
+const RELEASED_WHILE_PARSED: usize = 16 << 20;
+
+/// How often the pages of a file being parsed are released.
+const RELEASE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// [`WdeltaFile::parse_verified`] of `bytes`. The format's validation reads every index array
+/// (sparse `indices`: two thirds of such a file) in one call; for a large mapped file a second
+/// thread releases the map's pages every few milliseconds while it runs, so that they do not
+/// all stay resident (a page released under the parser is read again from the page cache).
+fn parse_releasing(bytes: &Bytes) -> Result<WdeltaFile, WdeltaError> {
+    let all = bytes.as_slice();
+    if matches!(bytes, Bytes::Held(_)) || all.len() < RELEASED_WHILE_PARSED {
+        return WdeltaFile::parse_verified(all);
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(RELEASE_EVERY);
+                bytes.release(0, all.len());
+            }
+        });
+        let parsed = WdeltaFile::parse_verified(all);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        parsed
+    })
 }
 
 /// Verifies the SHA-256 trailer of `bytes`, read front to back, a mapped file's pages

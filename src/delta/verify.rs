@@ -139,7 +139,7 @@ fn hash_streamed(
     let n = t.n_elements();
     let mut decoders = links
         .iter()
-        .map(|l| l.decoder(name))
+        .map(|l| l.stream_decoder(name))
         .collect::<Result<Vec<_>>>()?;
     let mut pages = super::reconstruct::pages_of(links, name, n);
     for h in hashers.iter_mut() {
