@@ -163,7 +163,7 @@ impl OpenDelta {
     /// Decodes one tensor's delta (`n` = its element count, checked against the base); its
     /// records' pages are released after.
     pub fn decode(&self, name: &str, n: usize) -> Result<Vec<f32>> {
-        let (entry, arrays) = self.tensor(name)?;
+        let (entry, arrays) = self.tensor(name, false)?;
         let mut out = vec![0f32; n];
         codec::decode(entry, &arrays, &mut out);
         self.release_tensor(name);
@@ -172,14 +172,14 @@ impl OpenDelta {
 
     /// A streaming decoder of one tensor's delta.
     pub fn decoder(&self, name: &str) -> Result<codec::Decoder<'_>> {
-        let (entry, arrays) = self.tensor(name)?;
+        let (entry, arrays) = self.tensor(name, false)?;
         Ok(codec::Decoder::new(entry, &arrays))
     }
 
     /// A decoder of one tensor's delta front to back, reading a sparse tensor's arrays in
     /// place.
     pub(crate) fn stream_decoder(&self, name: &str) -> Result<StreamDecoder<'_>> {
-        let (entry, arrays) = self.tensor(name)?;
+        let (entry, arrays) = self.tensor(name, true)?;
         Ok(match entry.strategy() {
             Strategy::Sparse => StreamDecoder::Sparse {
                 arrays: SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]),
@@ -192,7 +192,7 @@ impl OpenDelta {
 
     /// A decoder of any range of one tensor's delta, reading a sparse tensor's arrays in place.
     pub(super) fn range_decoder(&self, name: &str) -> Result<RangeDecoder<'_>> {
-        let (entry, arrays) = self.tensor(name)?;
+        let (entry, arrays) = self.tensor(name, true)?;
         Ok(match entry.strategy() {
             Strategy::Sparse => {
                 RangeDecoder::Sparse(SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]))
@@ -205,8 +205,9 @@ impl OpenDelta {
         })
     }
 
-    /// One tensor's header entry and its array records.
-    fn tensor(&self, name: &str) -> Result<(&TensorEntry, TensorArrays<'_>)> {
+    /// One tensor's header entry and its array records, for the codec's decoders or (when
+    /// `in_place`) the decoders of [`super::link_decoder`].
+    fn tensor(&self, name: &str, in_place: bool) -> Result<(&TensorEntry, TensorArrays<'_>)> {
         let entry =
             self.file
                 .header
@@ -220,6 +221,20 @@ impl OpenDelta {
             .file
             .arrays(self.bytes(), name)
             .map_err(|e| DeltaError::format(&self.path, e))?;
+        // The codec's decoders take a sparse tensor's indices and int4's outlier indices as
+        // validated: read again from a mapped file written in place since, they could make
+        // them panic. Checked again as they are about to be taken (the sparse decoders here
+        // read them in place, and need not be).
+        if matches!(self.bytes, Bytes::Mapped { .. })
+            && !(in_place && entry.strategy() == Strategy::Sparse)
+            && let Some(position) = self.file.header.tensors.position(name)
+        {
+            let slots = self.file.records.of_tensor(position);
+            format::validate_tensor(name, entry, slots, |r| self.file.data(self.bytes(), r))
+                .map_err(|_| DeltaError::InputChanged {
+                    path: self.path.clone(),
+                })?;
+        }
         Ok((entry, arrays))
     }
 
