@@ -88,7 +88,7 @@ impl OpenDelta {
     }
 
     fn open_with(path: &Path, defer: bool) -> Result<OpenDelta> {
-        // A FIFO as the base is refused, not waited on.
+        // A FIFO is refused, not waited on.
         let (file, meta) = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e))?;
         if meta.len() > 0
             && let Ok(map) = GuardedMap::map(&file, path)
@@ -133,7 +133,7 @@ impl OpenDelta {
         Self::validated(path, Bytes::Held(bytes), false)
     }
 
-    /// The file's bytes (a mapped file's are read from disk again where they were released).
+    /// The file's bytes (a mapped file's released pages are read again from the page cache).
     pub fn bytes(&self) -> &[u8] {
         self.bytes.as_slice()
     }
