@@ -948,3 +948,161 @@ fn memory_does_not_follow_an_int4_tensors_outliers() {
         rss / MIB
     );
 }
+
+/// A lineage whose links are larger than the bound (two sparse links at sparsity 0.7 of the
+/// 256 MiB tensor, 242 MB each): `create --chain`, `verify --chain`, `apply --chain` and
+/// `delta restore` through the stored links each peak below half the tensor. Each held every
+/// link whole, and the codec's decoders a sparse tensor's indices and values beside it (526,
+/// 796 and 797 MB for the first three).
+#[test]
+fn memory_does_not_follow_a_lineages_links() {
+    const MIB: u64 = 1 << 20;
+    let repo = common::git::Repo::with_lfs(&["*.safetensors", "*.wdelta"]);
+    let dir = repo.dir.as_path();
+    one_large_tensor(dir);
+    let path = |name: &str| s(&dir.join(name)).to_owned();
+    let (base, ft1, ft2) = (
+        path("base.safetensors"),
+        path("ft1.safetensors"),
+        path("ft2.safetensors"),
+    );
+    let (link1, link2) = (path("link1.wdelta"), path("link2.wdelta"));
+    let (applied, restored) = (path("applied.safetensors"), path("restored.safetensors"));
+    let sparse = [
+        "--strategy",
+        "sparse",
+        "--sparsity",
+        "0.7",
+        "--threads",
+        "2",
+    ];
+    let create1 = [
+        &["delta", "create", "--base", &base, &ft1, "-o", &link1],
+        &sparse[..],
+    ];
+    ok(&run(&create1.concat()));
+    let create2 = [
+        &[
+            "delta", "create", "--base", &base, &ft2, "-o", &link2, "--chain", &link1,
+        ][..],
+        &sparse[..],
+    ];
+    let commands: Vec<Vec<&str>> = vec![
+        create2.concat(),
+        vec![
+            "delta",
+            "verify",
+            "--base",
+            &base,
+            "--chain",
+            &link1,
+            &link2,
+            "--threads",
+            "2",
+        ],
+        vec![
+            "delta",
+            "apply",
+            "--base",
+            &base,
+            "--chain",
+            &link1,
+            &link2,
+            "-o",
+            &applied,
+            "--threads",
+            "2",
+        ],
+    ];
+    let measured = |args: &[&str]| {
+        let (code, _, err, rss) = run_measured(args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(
+            rss < 128 * MIB,
+            "{}: peak RSS {} MiB, not below half the 256 MiB tensor",
+            args[..2].join(" "),
+            rss / MIB
+        );
+    };
+    for args in &commands {
+        measured(args);
+    }
+    for link in [&link1, &link2] {
+        let len = std::fs::metadata(link).unwrap().len();
+        assert!(len > 200 * MIB, "{link}: {} MiB", len / MIB);
+    }
+    // Stored: the base and the first link committed, the second restored through them.
+    repo.git(&["add", ".gitattributes", "base.safetensors", "link1.wdelta"]);
+    repo.git(&["commit", "-q", "-m", "base and link 1"]);
+    measured(&[
+        "delta",
+        "restore",
+        &link2,
+        "-o",
+        &restored,
+        "--threads",
+        "2",
+    ]);
+    assert!(
+        std::fs::read(&restored).unwrap() == std::fs::read(&applied).unwrap(),
+        "restore gives back what apply --chain rebuilt"
+    );
+}
+
+/// `apply --chain` maps its links and reads them again after their checksums were verified: a
+/// link cut short during the run is an error naming it (not SIGBUS), and so is one written in
+/// place, whose stamps moved; neither leaves a temporary file or an output.
+#[cfg(unix)]
+#[test]
+fn a_link_cut_or_written_during_apply_chain_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (base, link1) = big_setup(d, "4096x4096,4096x4096");
+    let link2 = d.join("link2.wdelta");
+    let ft = d.join("ft1.safetensors");
+    let chained = ["--strategy", "int4", "--chain", s(&link1)];
+    ok(&create(&base, &ft, &link2, &chained));
+    let outdir = d.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    let output = outdir.join("model.safetensors");
+    for (which, original) in [(1, &link1), (2, &link2)] {
+        for cut in [true, false] {
+            let victim = d.join(format!("victim-{which}-{cut}.wdelta"));
+            std::fs::copy(original, &victim).unwrap();
+            let chain = if which == 1 {
+                [&victim, &link2]
+            } else {
+                [&link1, &victim]
+            };
+            let args = [
+                "delta",
+                "apply",
+                "--base",
+                s(&base),
+                "--chain",
+                s(chain[0]),
+                s(chain[1]),
+                "-o",
+                s(&output),
+                "--threads",
+                "1",
+            ];
+            let child = until_temp_exists(&args, &outdir)
+                .expect("apply finished before the link could be changed");
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&victim)
+                .unwrap();
+            let len = f.metadata().unwrap().len();
+            if cut {
+                f.set_len(1024).unwrap();
+            } else {
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&[0x5a; 4096], len / 2).unwrap();
+            }
+            drop(f);
+            let context = format!("link {which} cut={cut}");
+            refused_cleanly(child, &victim, &output, &context);
+        }
+    }
+}

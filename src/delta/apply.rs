@@ -209,6 +209,10 @@ pub(crate) fn apply(
                     ));
                 }
             }
+            // The links' bytes were read after their checksums were verified.
+            for l in links {
+                l.check_unchanged()?;
+            }
             Ok(())
         })
     })?;

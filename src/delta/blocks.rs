@@ -5,13 +5,13 @@
 //! through a chain of deltas — and the fine-tune, read piece by piece), so the memory held is
 //! a few pieces per worker and the records, whatever the tensor's size.
 
-use super::codec::{self, EncodeOptions, RangeDecoder};
+use super::codec;
 use super::error::DeltaError;
+use super::link_decoder::RangeDecoder;
 use super::model::{Elem, Model, TensorSource};
-use super::open::OpenDelta;
+use super::open::{OpenDelta, TensorPages};
 use super::spool::Array;
 use super::verify::{LOSS_BLOCK, LossSums};
-use crate::formats::wdelta::Strategy;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -33,13 +33,10 @@ thread_local! {
 }
 
 /// Whether tensor `name` is encoded in blocks: a float tensor of at least [`BLOCKED_MIN`]
-/// elements (for int4, one whose outliers the sampled guess can find).
-pub(super) fn applies(base: &Model, name: &str, enc: &EncodeOptions) -> bool {
+/// elements, with every strategy and option (what the passes hold does not grow with it).
+pub(super) fn applies(base: &Model, name: &str) -> bool {
     let t = &base.tensors[name];
-    let n = t.n_elements();
-    t.elem.is_some_and(Elem::is_float)
-        && n >= BLOCKED_MIN
-        && (enc.strategy != Strategy::Int4 || codec::int4_blocks_apply(n, enc.outlier_fraction))
+    t.elem.is_some_and(Elem::is_float) && t.n_elements() >= BLOCKED_MIN
 }
 
 /// The inputs of one tensor's delta, readable at any range.
@@ -49,9 +46,11 @@ pub(super) struct Inputs<'a> {
     pub(super) name: &'a str,
     base_t: &'a TensorSource,
     ft_t: &'a TensorSource,
-    /// Each link of the chain: its decoder and the bytes of its range field (whole, as the
-    /// link is held in memory).
-    links: Vec<(RangeDecoder, &'a [u8])>,
+    /// Each link of the chain's decoder.
+    links: Vec<RangeDecoder<'a>>,
+    /// Each link's pages of the tensor's records: those of a block are released when a pass
+    /// is done with it, all of them when the inputs are dropped.
+    pages: Vec<TensorPages<'a>>,
 }
 
 impl<'a> Inputs<'a> {
@@ -68,6 +67,8 @@ impl<'a> Inputs<'a> {
                 model: ft.path.clone(),
                 tensor: name.to_owned(),
             })?;
+        let base_t = &base.tensors[name];
+        let pages = super::reconstruct::pages_of(links, name, base_t.n_elements());
         let links = links
             .iter()
             .map(|l| l.range_decoder(name))
@@ -76,9 +77,10 @@ impl<'a> Inputs<'a> {
             base,
             ft,
             name,
-            base_t: &base.tensors[name],
+            base_t,
             ft_t,
             links,
+            pages,
         })
     }
 
@@ -118,8 +120,8 @@ impl<'a> Inputs<'a> {
     /// same length is used for the chain's deltas) and of the fine-tune into `f`.
     fn read(&self, at: usize, p: &mut [f32], f: &mut [f32], scratch: &mut [f32]) -> Result<()> {
         self.base.read_f32_into(self.name, self.base_t, at, p)?;
-        for (decoder, range) in &self.links {
-            decoder.decode(at, range, 0, scratch);
+        for decoder in &self.links {
+            decoder.decode(at, scratch);
             // As `Reconstructor`: a zero delta leaves the base's bits as they are.
             for (a, &d) in p.iter_mut().zip(scratch.iter()) {
                 if d != 0.0 {
@@ -150,8 +152,12 @@ impl<'a> Inputs<'a> {
                 codec::subtract_chunk(Some(p), f, d);
                 work(d, p, f, r, at);
             }
-            Ok(())
-        })
+            Ok::<_, DeltaError>(())
+        })?;
+        for pages in &self.pages {
+            pages.done_with(range.clone());
+        }
+        Ok(())
     }
 }
 

@@ -511,12 +511,6 @@ fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<O
 // quantized and packed, its outliers found again as it is read. The arrays are byte for byte
 // those of [`encode`] over the whole delta.
 
-/// Whether int4 over `n` values with this outlier fraction can be encoded in blocks: with any
-/// fraction (the selection holds nothing that grows with the tensor).
-pub(super) fn int4_blocks_apply(_n: usize, _outlier_fraction: f64) -> bool {
-    true
-}
-
 /// The min/max of the non-outliers with the lanes [`encode`]'s own pass gives them (each run
 /// between outliers starts at lane 0), fed piece by piece in order: what decides the sign of a
 /// zero bound.
@@ -1536,7 +1530,6 @@ mod tests {
     ) -> Vec<OwnedArray> {
         use crate::delta::int4_blocks::{BlockPacker, settle};
         let n = x.len();
-        assert!(int4_blocks_apply(n, opts.outlier_fraction));
         let src = InMemory { x, block, piece };
         let starts: Vec<usize> = (0..n).step_by(block).collect();
         let (top, settled) = settle(&src, &starts, n, opts).expect("in memory");

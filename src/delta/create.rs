@@ -123,7 +123,7 @@ pub(crate) fn create(
                 |i| {
                     let name = names[i];
                     let tf = &ft.tensors[name.as_str()];
-                    if super::blocks::applies(base, name, enc) {
+                    if super::blocks::applies(base, name) {
                         // Large: in blocks over the workers, memory bounded by the block size.
                         let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
                         let (arrays, sums) = match enc.strategy {
@@ -236,6 +236,10 @@ pub(crate) fn create(
                 total
             };
             parent_hash = parent.unwrap_or_default();
+            // The chain's bytes were read again after their checksums were verified.
+            for l in links {
+                l.check_unchanged()?;
+            }
             Ok(())
         })
     })?;

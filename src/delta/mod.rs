@@ -57,6 +57,7 @@ mod codec;
 mod create;
 mod error;
 mod int4_blocks;
+mod link_decoder;
 mod lossless;
 mod model;
 mod open;

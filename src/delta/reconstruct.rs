@@ -1,10 +1,10 @@
 //! Reconstruction, chunk by chunk: float32 base values plus each link's decoded delta, as the
 //! reference reconstructs (`base + delta`). Used by `create` (against a chain) and `apply`.
 
-use super::codec;
 use super::error::DeltaError;
+use super::link_decoder::StreamDecoder;
 use super::model::{CHUNK_ELEMS, Elem, Model, TensorSource};
-use super::open::OpenDelta;
+use super::open::{OpenDelta, TensorPages};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -13,7 +13,9 @@ pub(crate) struct Reconstructor<'a> {
     base: &'a Model,
     name: &'a str,
     t: &'a TensorSource,
-    decoders: Vec<codec::Decoder<'a>>,
+    decoders: Vec<StreamDecoder<'a>>,
+    /// Each link's pages of the tensor's records, released behind the decoders.
+    pages: Vec<TensorPages<'a>>,
     pos: usize,
     buf: Vec<f32>,
 }
@@ -23,13 +25,14 @@ impl<'a> Reconstructor<'a> {
         let t = &base.tensors[name];
         let decoders = links
             .iter()
-            .map(|l| l.decoder(name))
+            .map(|l| l.stream_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(Reconstructor {
             base,
             name,
             t,
             decoders,
+            pages: pages_of(links, name, t.n_elements()),
             pos: 0,
             buf: Vec::new(),
         })
@@ -49,6 +52,9 @@ impl<'a> Reconstructor<'a> {
             }
         }
         self.pos += out.len();
+        for p in &mut self.pages {
+            p.done_through(self.pos);
+        }
         Ok(())
     }
 }
@@ -62,7 +68,9 @@ pub(crate) struct IntReconstructor<'a> {
     name: &'a str,
     t: &'a TensorSource,
     elem: Elem,
-    decoders: Vec<codec::Decoder<'a>>,
+    decoders: Vec<StreamDecoder<'a>>,
+    /// Each link's pages of the tensor's records, released behind the decoders.
+    pages: Vec<TensorPages<'a>>,
     pos: usize,
     buf: Vec<f32>,
 }
@@ -73,7 +81,7 @@ impl<'a> IntReconstructor<'a> {
         let elem = base.elem(name, t)?;
         let decoders = links
             .iter()
-            .map(|l| l.decoder(name))
+            .map(|l| l.stream_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(IntReconstructor {
             base,
@@ -81,6 +89,7 @@ impl<'a> IntReconstructor<'a> {
             t,
             elem,
             decoders,
+            pages: pages_of(links, name, t.n_elements()),
             pos: 0,
             buf: Vec::new(),
         })
@@ -96,12 +105,24 @@ impl<'a> IntReconstructor<'a> {
         }
         check_int_range(self.elem, self.name, self.pos, out, &self.buf)?;
         self.pos += out.len();
+        for p in &mut self.pages {
+            p.done_through(self.pos);
+        }
         Ok(())
     }
 
     pub(crate) fn elem(&self) -> Elem {
         self.elem
     }
+}
+
+/// Each link's pages of tensor `name`'s records (`n` elements).
+pub(crate) fn pages_of<'a>(
+    links: &'a [OpenDelta],
+    name: &'a str,
+    n: usize,
+) -> Vec<TensorPages<'a>> {
+    links.iter().map(|l| l.pages_of(name, n)).collect()
 }
 
 /// Adds each delta, rounded half to even, to the integers `vals` (elements `pos..` of tensor

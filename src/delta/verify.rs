@@ -52,6 +52,7 @@ pub(crate) fn verify_lineage(
         ));
     }
     if links.len() == 1 && !hash_last {
+        first.check_unchanged()?;
         return Ok(Verified {
             base_hash,
             link_hashes: Vec::new(),
@@ -102,6 +103,10 @@ pub(crate) fn verify_lineage(
         .into_iter()
         .map(|h| crate::digest::hex(&h.finalize()))
         .collect();
+    // The links' bytes were read again after their checksums were verified.
+    for l in links {
+        l.check_unchanged()?;
+    }
     for j in 1..links.len() {
         if links[j].parent_hash() != link_hashes[j - 1] {
             return Err(wrong_parent(
@@ -134,8 +139,9 @@ fn hash_streamed(
     let n = t.n_elements();
     let mut decoders = links
         .iter()
-        .map(|l| l.decoder(name))
+        .map(|l| l.stream_decoder(name))
         .collect::<Result<Vec<_>>>()?;
+    let mut pages = super::reconstruct::pages_of(links, name, n);
     for h in hashers.iter_mut() {
         h.update(name.as_bytes());
     }
@@ -154,6 +160,9 @@ fn hash_streamed(
             h.update(f32_bytes(v));
         }
         at += len;
+        for p in &mut pages {
+            p.done_through(at);
+        }
     }
     Ok(())
 }
@@ -225,6 +234,7 @@ pub fn reconstruction_error(
             count += n as f64;
         },
     )?;
+    delta.check_unchanged()?;
     if count > 0.0 {
         stats.rms_error = (sum_err2 / count).sqrt();
         stats.rms_delta = (sum_d2 / count).sqrt();
@@ -349,10 +359,12 @@ pub(crate) fn update_loss(
         run,
         |name| {
             let b = base.load_f32(name, &base.tensors[name])?;
+            let _pages = delta.pages_of(name, b.len());
             tensor_loss_sums(base, finetuned, name, &b, &mut delta.decoder(name)?)
         },
         |name, s| tally.push(name, s),
     )?;
+    delta.check_unchanged()?;
     Ok(tally.finish())
 }
 
