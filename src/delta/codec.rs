@@ -878,6 +878,13 @@ pub fn decode(entry: &TensorEntry, arrays: &TensorArrays<'_>, out: &mut [f32]) {
     Decoder::new(entry, arrays).fill(out);
 }
 
+/// Whether `idx` is what the format's reader accepts of indices into `n` values: strictly
+/// ascending, each below `n`. Asked of a decoder's own copy, so bytes of a mapped file written
+/// after they were validated cannot make the decoder index out of bounds.
+fn indices_fit(idx: &[usize], n: usize) -> bool {
+    idx.windows(2).all(|w| w[0] < w[1]) && idx.last().is_none_or(|&last| last < n)
+}
+
 /// Streaming decoder: [`Decoder::fill`] writes the next values of the delta, so a tensor can be
 /// decoded chunk by chunk without holding it whole.
 pub struct Decoder<'a> {
@@ -939,6 +946,16 @@ impl<'a> Decoder<'a> {
             },
         };
         Decoder { kind, pos: 0 }
+    }
+
+    /// Whether its copy of the tensor's indices (sparse's, int4's outliers') still holds what
+    /// validation found, for a tensor of `n` values.
+    pub(super) fn indices_fit(&self, n: usize) -> bool {
+        match &self.kind {
+            DecoderKind::Sparse { idx, .. } => indices_fit(idx, n),
+            DecoderKind::Int4 { outliers, .. } => indices_fit(outliers, n),
+            DecoderKind::Quantized { .. } => true,
+        }
     }
 
     /// Writes the next `out.len()` values.
@@ -1077,6 +1094,16 @@ impl RangeDecoder {
             }
         };
         RangeDecoder { kind }
+    }
+
+    /// Whether its copy of the tensor's indices still holds what validation found, for a
+    /// tensor of `n` values (see [`Decoder::indices_fit`]).
+    pub(super) fn indices_fit(&self, n: usize) -> bool {
+        match &self.kind {
+            RangeKind::Sparse { idx, .. } => indices_fit(idx, n),
+            RangeKind::Int4 { outliers, .. } => indices_fit(outliers, n),
+            RangeKind::Quantized { .. } => true,
+        }
     }
 
     /// The bytes `from..to` of the range field that elements `start..end` need (consecutive
@@ -1391,6 +1418,44 @@ mod tests {
                     data: &a.data,
                 })
                 .collect(),
+        }
+    }
+
+    /// A decoder's copy of its indices is checked as the file's reader checks them: a mapped
+    /// file written after validation must not make a decoder index out of bounds.
+    #[test]
+    fn a_decoders_indices_are_checked_on_its_copy() {
+        let n = 1000usize;
+        let delta: Vec<f32> = (0..n).map(|i| ((i * 7919) % 997) as f32 * 1e-5).collect();
+        for strategy in [Strategy::Sparse, Strategy::Int4] {
+            let opts = EncodeOptions {
+                strategy,
+                outlier_fraction: 0.02,
+                ..Default::default()
+            };
+            let shape = [n as u64];
+            let entry = entry_for(&shape, &opts, Some("float32"));
+            let mut arrays = encode(&delta, &shape, &opts);
+            let refs = refs_of(&arrays);
+            assert!(Decoder::new(&entry, &refs).indices_fit(n), "{strategy:?}");
+            assert!(
+                RangeDecoder::new(&entry, &refs).indices_fit(n),
+                "{strategy:?}"
+            );
+            assert!(
+                !Decoder::new(&entry, &refs).indices_fit(n - 500),
+                "{strategy:?}"
+            );
+            // The first two indices swapped: no longer strictly ascending.
+            let width = arrays[0].dtype.size() as usize;
+            let (a, b) = arrays[0].data.split_at_mut(width);
+            a.swap_with_slice(&mut b[..width]);
+            let refs = refs_of(&arrays);
+            assert!(!Decoder::new(&entry, &refs).indices_fit(n), "{strategy:?}");
+            assert!(
+                !RangeDecoder::new(&entry, &refs).indices_fit(n),
+                "{strategy:?}"
+            );
         }
     }
 

@@ -163,36 +163,55 @@ impl OpenDelta {
     /// Decodes one tensor's delta (`n` = its element count, checked against the base); its
     /// records' pages are released after.
     pub fn decode(&self, name: &str, n: usize) -> Result<Vec<f32>> {
-        let (entry, arrays) = self.tensor(name, false)?;
+        let mut decoder = self.decoder(name)?;
         let mut out = vec![0f32; n];
-        codec::decode(entry, &arrays, &mut out);
+        decoder.fill(&mut out);
         self.release_tensor(name);
         Ok(out)
     }
 
     /// A streaming decoder of one tensor's delta.
     pub fn decoder(&self, name: &str) -> Result<codec::Decoder<'_>> {
-        let (entry, arrays) = self.tensor(name, false)?;
-        Ok(codec::Decoder::new(entry, &arrays))
+        let (entry, arrays) = self.tensor(name)?;
+        let decoder = codec::Decoder::new(entry, &arrays);
+        self.fits(decoder.indices_fit(elements(entry)))?;
+        Ok(decoder)
+    }
+
+    /// Err ([`DeltaError::InputChanged`]) unless a codec decoder's copy of a tensor's indices
+    /// still holds what validation found: a mapped file written in place after it was
+    /// validated could otherwise make the decoder index out of bounds. (The decoders of
+    /// [`super::link_decoder`] read them in place, and skip an index out of range.)
+    fn fits(&self, indices_fit: bool) -> Result<()> {
+        if indices_fit {
+            return Ok(());
+        }
+        Err(DeltaError::InputChanged {
+            path: self.path.clone(),
+        })
     }
 
     /// A decoder of one tensor's delta front to back, reading a sparse tensor's arrays in
     /// place.
     pub(crate) fn stream_decoder(&self, name: &str) -> Result<StreamDecoder<'_>> {
-        let (entry, arrays) = self.tensor(name, true)?;
+        let (entry, arrays) = self.tensor(name)?;
         Ok(match entry.strategy() {
             Strategy::Sparse => StreamDecoder::Sparse {
                 arrays: SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]),
                 next: 0,
                 pos: 0,
             },
-            _ => StreamDecoder::Codec(codec::Decoder::new(entry, &arrays)),
+            _ => {
+                let decoder = codec::Decoder::new(entry, &arrays);
+                self.fits(decoder.indices_fit(elements(entry)))?;
+                StreamDecoder::Codec(decoder)
+            }
         })
     }
 
     /// A decoder of any range of one tensor's delta, reading a sparse tensor's arrays in place.
     pub(super) fn range_decoder(&self, name: &str) -> Result<RangeDecoder<'_>> {
-        let (entry, arrays) = self.tensor(name, true)?;
+        let (entry, arrays) = self.tensor(name)?;
         Ok(match entry.strategy() {
             Strategy::Sparse => {
                 RangeDecoder::Sparse(SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]))
@@ -200,14 +219,15 @@ impl OpenDelta {
             strategy => {
                 let field = codec::RangeDecoder::range_field(strategy)
                     .map_or(&[][..], |i| arrays.fields[i].data);
-                RangeDecoder::Codec(codec::RangeDecoder::new(entry, &arrays), field)
+                let decoder = codec::RangeDecoder::new(entry, &arrays);
+                self.fits(decoder.indices_fit(elements(entry)))?;
+                RangeDecoder::Codec(decoder, field)
             }
         })
     }
 
-    /// One tensor's header entry and its array records, for the codec's decoders or (when
-    /// `in_place`) the decoders of [`super::link_decoder`].
-    fn tensor(&self, name: &str, in_place: bool) -> Result<(&TensorEntry, TensorArrays<'_>)> {
+    /// One tensor's header entry and its array records.
+    fn tensor(&self, name: &str) -> Result<(&TensorEntry, TensorArrays<'_>)> {
         let entry =
             self.file
                 .header
@@ -221,20 +241,6 @@ impl OpenDelta {
             .file
             .arrays(self.bytes(), name)
             .map_err(|e| DeltaError::format(&self.path, e))?;
-        // The codec's decoders take a sparse tensor's indices and int4's outlier indices as
-        // validated: read again from a mapped file written in place since, they could make
-        // them panic. Checked again as they are about to be taken (the sparse decoders here
-        // read them in place, and need not be).
-        if matches!(self.bytes, Bytes::Mapped { .. })
-            && !(in_place && entry.strategy() == Strategy::Sparse)
-            && let Some(position) = self.file.header.tensors.position(name)
-        {
-            let slots = self.file.records.of_tensor(position);
-            format::validate_tensor(name, entry, slots, |r| self.file.data(self.bytes(), r))
-                .map_err(|_| DeltaError::InputChanged {
-                    path: self.path.clone(),
-                })?;
-        }
         Ok((entry, arrays))
     }
 
@@ -356,32 +362,12 @@ fn verify_and_parse(path: &Path, bytes: &Bytes) -> Result<WdeltaFile> {
     parse_releasing(bytes).map_err(|e| DeltaError::format(path, e))
 }
 
-/// A mapped file at least this large is parsed with its pages released meanwhile.
-const RELEASED_WHILE_PARSED: usize = 16 << 20;
-
-/// How often the pages of a file being parsed are released.
-const RELEASE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
-
 /// [`WdeltaFile::parse_verified`] of `bytes`. The format's validation reads every index array
-/// (sparse `indices`: two thirds of such a file) in one call; for a large mapped file a second
-/// thread releases the map's pages every few milliseconds while it runs, so that they do not
-/// all stay resident (a page released under the parser is read again from the page cache).
+/// (sparse `indices`: two thirds of such a file); a mapped file's pages are released behind it
+/// as it goes, so that they do not all stay resident.
 fn parse_releasing(bytes: &Bytes) -> Result<WdeltaFile, WdeltaError> {
-    let all = bytes.as_slice();
-    if matches!(bytes, Bytes::Held(_)) || all.len() < RELEASED_WHILE_PARSED {
-        return WdeltaFile::parse_verified(all);
-    }
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(RELEASE_EVERY);
-                bytes.release(0, all.len());
-            }
-        });
-        let parsed = WdeltaFile::parse_verified(all);
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        parsed
+    WdeltaFile::parse_verified_reading(bytes.as_slice(), |done| {
+        bytes.release(done.start, done.len());
     })
 }
 
@@ -418,6 +404,14 @@ fn verify_checksum_of(path: &Path, bytes: &Bytes) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The elements of a validated tensor entry (whose shape's product fits in 64 bits).
+fn elements(entry: &TensorEntry) -> usize {
+    entry
+        .n_elements()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(usize::MAX)
 }
 
 /// The whole file, read with positioned reads: a file that ends before the length it had when

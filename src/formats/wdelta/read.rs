@@ -3,6 +3,8 @@
 //! so records may come in any order. Nothing is allocated from a count read in the file: lengths
 //! are checked against the bytes that are actually there first.
 
+use std::ops::Range;
+
 use super::error::WdeltaError;
 use super::header::{max_tensors, parse_header};
 use super::types::{
@@ -39,6 +41,16 @@ impl WdeltaFile {
 
     /// Like [`WdeltaFile::parse`] for bytes whose checksum the caller has already verified.
     pub fn parse_verified(bytes: &[u8]) -> Result<WdeltaFile, WdeltaError> {
+        Self::parse_verified_reading(bytes, |_| {})
+    }
+
+    /// [`WdeltaFile::parse_verified`], telling `read` each range of `bytes` whose validation is
+    /// done (index arrays, read in pieces of [`INDEX_STEP`] bytes): a caller reading a mapped
+    /// file releases their pages there, so that a large file is not all resident at once.
+    pub fn parse_verified_reading(
+        bytes: &[u8],
+        mut read: impl FnMut(Range<usize>),
+    ) -> Result<WdeltaFile, WdeltaError> {
         check_preamble(bytes)?;
         let version = read_version(bytes)?;
         let body_end = bytes.len() - CHECKSUM_LEN;
@@ -67,7 +79,7 @@ impl WdeltaFile {
             records,
             file_len: bytes.len(),
         };
-        file.validate(bytes)?;
+        file.validate(bytes, &mut read)?;
         Ok(file)
     }
 
@@ -153,23 +165,21 @@ impl WdeltaFile {
 
     /// Every record is referenced by the header (checked as they are indexed); each tensor's
     /// arrays follow its strategy's rules.
-    fn validate(&self, bytes: &[u8]) -> Result<(), WdeltaError> {
-        for (position, (name, entry)) in self.header.tensors.iter().enumerate() {
-            self.validate_tensor(bytes, position, name, entry)?;
-        }
-        Ok(())
-    }
-
-    fn validate_tensor(
+    fn validate(
         &self,
         bytes: &[u8],
-        position: usize,
-        name: &str,
-        entry: &TensorEntry,
+        read: &mut impl FnMut(Range<usize>),
     ) -> Result<(), WdeltaError> {
-        validate_tensor(name, entry, self.records_at(position), |r| {
-            self.data(bytes, r)
-        })
+        for (position, (name, entry)) in self.header.tensors.iter().enumerate() {
+            validate_tensor_reading(
+                name,
+                entry,
+                self.records_at(position),
+                |r| self.data(bytes, r),
+                |r, done| read(r.data_offset + done.start..r.data_offset + done.end),
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -184,6 +194,21 @@ pub(crate) fn validate_tensor<'a>(
     slots: &[Option<Record>],
     data: impl Fn(&Record) -> &'a [u8],
 ) -> Result<(), WdeltaError> {
+    validate_tensor_reading(name, entry, slots, data, |_, _| {})
+}
+
+/// Bytes of an index array checked between two calls of [`validate_tensor_reading`]'s `read`.
+const INDEX_STEP: usize = 4 << 20;
+
+/// [`validate_tensor`], telling `read` each range of a record's data it is done reading
+/// (pieces of [`INDEX_STEP`] bytes of an index array).
+fn validate_tensor_reading<'a>(
+    name: &str,
+    entry: &TensorEntry,
+    slots: &[Option<Record>],
+    data: impl Fn(&Record) -> &'a [u8],
+    mut read: impl FnMut(&Record, Range<usize>),
+) -> Result<(), WdeltaError> {
     let n = entry.n_elements().ok_or_else(|| WdeltaError::HeaderField {
         key: format!("tensors.{name}.shape"),
         expected: "dimensions whose product fits in 64 bits".into(),
@@ -196,7 +221,9 @@ pub(crate) fn validate_tensor<'a>(
     match entry.params {
         Params::Sparse { .. } => {
             let idx = validate_sparse(&arrays, n)?;
-            check_indices(name, "indices", idx.dtype, data(idx), n)
+            check_indices(name, "indices", idx.dtype, data(idx), n, |done| {
+                read(idx, done);
+            })
         }
         Params::Quantized { n_elements, n_cols } => {
             validate_quantized(&arrays, entry, n, n_elements, n_cols)
@@ -208,7 +235,9 @@ pub(crate) fn validate_tensor<'a>(
             ..
         } => {
             let idx = validate_int4(&arrays, n, n_elements, n_outliers, layout)?;
-            check_indices(name, "outlier_idx", idx.dtype, data(idx), n)
+            check_indices(name, "outlier_idx", idx.dtype, data(idx), n, |done| {
+                read(idx, done);
+            })
         }
     }
 }
@@ -365,13 +394,15 @@ fn validate_int4<'a>(
     Ok(idx)
 }
 
-/// Indices must be strictly ascending and below `n`: decoding relies on it.
+/// Indices must be strictly ascending and below `n`: decoding relies on it. `read` is told
+/// each piece of `data` checked.
 fn check_indices(
     tensor: &str,
     field: &str,
     dtype: ArrayDtype,
     data: &[u8],
     n: u64,
+    mut read: impl FnMut(Range<usize>),
 ) -> Result<(), WdeltaError> {
     let mut prev: i64 = -1;
     let bad = |position: usize, value: i64, problem: String| WdeltaError::BadIndex {
@@ -381,18 +412,27 @@ fn check_indices(
         value,
         problem,
     };
-    for (position, value) in index_iter(dtype, data).enumerate() {
-        if value < 0 || value as u64 >= n {
-            return Err(bad(position, value, format!("outside 0..{n}")));
+    // INDEX_STEP is a multiple of either width, so the positions run on across pieces.
+    let mut position = 0;
+    for (step, piece) in data.chunks(INDEX_STEP).enumerate() {
+        for value in index_iter(dtype, piece) {
+            if value < 0 || value as u64 >= n {
+                return Err(bad(position, value, format!("outside 0..{n}")));
+            }
+            if value <= prev {
+                return Err(bad(
+                    position,
+                    value,
+                    format!(
+                        "not above the previous index {prev} (indices must be strictly ascending)"
+                    ),
+                ));
+            }
+            prev = value;
+            position += 1;
         }
-        if value <= prev {
-            return Err(bad(
-                position,
-                value,
-                format!("not above the previous index {prev} (indices must be strictly ascending)"),
-            ));
-        }
-        prev = value;
+        let from = step * INDEX_STEP;
+        read(from..from + piece.len());
     }
     Ok(())
 }
