@@ -397,25 +397,23 @@ impl NibblePacker {
             self.push(quantize(x, offset, range));
             seg = rest;
         }
-        // Blocks of 64 values: quantized in a plain loop over contiguous floats (which the
-        // compiler vectorizes; a pair-at-a-time loop did not), then packed.
-        let blocks = seg.chunks_exact(64);
-        let tail = blocks.remainder();
+        // Runs of up to 64 values: quantized in a plain loop over contiguous floats (which the
+        // compiler vectorizes; a pair-at-a-time loop did not), then packed into an array
+        // appended whole (an iterator's `extend` is not always inlined into the AVX2 copy).
         let mut q = [0u8; 64];
-        for block in blocks {
-            for (q, &x) in q.iter_mut().zip(block) {
+        let mut packed = [0u8; 32];
+        for run in seg.chunks(64) {
+            for (q, &x) in q.iter_mut().zip(run) {
                 *q = quantize(x, offset, range);
             }
-            self.out
-                .extend(q.chunks_exact(2).map(|p| (p[0] << 4) | p[1]));
-        }
-        let pairs = tail.chunks_exact(2);
-        let rest = pairs.remainder();
-        self.out.extend(
-            pairs.map(|c| (quantize(c[0], offset, range) << 4) | quantize(c[1], offset, range)),
-        );
-        if let [x] = rest {
-            self.push(quantize(*x, offset, range));
+            let pairs = run.len() / 2;
+            for (b, p) in packed.iter_mut().zip(q[..2 * pairs].chunks_exact(2)) {
+                *b = (p[0] << 4) | p[1];
+            }
+            self.out.extend_from_slice(&packed[..pairs]);
+            if run.len() % 2 == 1 {
+                self.push(q[run.len() - 1]);
+            }
         }
     }
 

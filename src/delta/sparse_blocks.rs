@@ -536,29 +536,22 @@ fn first_pass(
                         }
                     }
                 };
+                let mut reached = Vec::new();
                 src.block(s, &mut |d, at| {
-                    // Most values are below the band: eight at a time.
-                    let mut chunks = d.chunks_exact(8);
-                    for (c, eight) in (&mut chunks).enumerate() {
-                        let eight: &[f32; 8] = eight.try_into().expect("8 values");
-                        let reached = if with_rest {
-                            lanes.add_below_8(eight, limit)
-                        } else {
-                            eight
-                                .iter()
-                                .fold(false, |r, &x| r | (magnitude_key(x) >= limit))
-                        };
-                        if reached {
-                            for (j, &x) in eight.iter().enumerate() {
-                                take(at + c * 8 + j, x);
-                            }
+                    // Most values are below the band: eight at a time, in a pass compiled for
+                    // AVX2, then those eights that reached it one by one.
+                    scan_eights(d, limit, with_rest, &mut lanes, &mut reached);
+                    for &c in &reached {
+                        let c = c as usize * 8;
+                        for (j, &x) in d[c..c + 8].iter().enumerate() {
+                            take(at + c + j, x);
                         }
                     }
-                    let tail = d.len() - chunks.remainder().len();
+                    let tail = d.len() - d.len() % 8;
                     if with_rest {
-                        lanes.add_below(chunks.remainder(), limit);
+                        lanes.add_below(&d[tail..], limit);
                     }
-                    for (j, &x) in chunks.remainder().iter().enumerate() {
+                    for (j, &x) in d[tail..].iter().enumerate() {
                         take(at + tail + j, x);
                     }
                 })?;
@@ -586,6 +579,28 @@ fn first_pass(
     blocks.sort_unstable_by_key(|b| b.0);
     let banded = blocks.into_iter().map(|(_, f, a)| (f, a)).collect();
     Ok((hist, Some((banded, lanes))))
+}
+
+avx2_twin! {
+    /// The first pass's scan of a piece, eight values at a time (the tail of fewer is the
+    /// caller's): with `with_rest`, the values below `limit` go to `lanes`; `reached` is set to
+    /// the eights (their index in the piece / 8) where some value's key reached `limit`.
+    fn scan_eights(d: &[f32], limit: u32, with_rest: bool, lanes: &mut Lanes, reached: &mut Vec<u32>) {
+        reached.clear();
+        for (c, eight) in d.chunks_exact(8).enumerate() {
+            let eight: &[f32; 8] = eight.try_into().expect("8 values");
+            let hit = if with_rest {
+                lanes.add_below_8(eight, limit)
+            } else {
+                eight
+                    .iter()
+                    .fold(false, |r, &x| r | (magnitude_key(x) >= limit))
+            };
+            if hit {
+                reached.push(c as u32);
+            }
+        }
+    }
 }
 
 /// Counts of `slot(key)` over the delta's keys, block by block over the workers.
