@@ -1094,16 +1094,6 @@ impl RangeDecoder {
         RangeDecoder { kind }
     }
 
-    /// Whether its copy of the tensor's indices still holds what validation found, for a
-    /// tensor of `n` values (see [`Decoder::indices_fit`]).
-    pub(super) fn indices_fit(&self, n: usize) -> bool {
-        match &self.kind {
-            RangeKind::Sparse { idx, .. } => indices_fit(idx, n),
-            RangeKind::Int4 { outliers, .. } => indices_fit(outliers, n),
-            RangeKind::Quantized { .. } => true,
-        }
-    }
-
     /// The bytes `from..to` of the range field that elements `start..end` need (consecutive
     /// ranges share at most one byte).
     pub(super) fn range_bytes(&self, start: usize, end: usize) -> (usize, usize) {
@@ -1437,10 +1427,6 @@ mod tests {
             let refs = refs_of(&arrays);
             assert!(Decoder::new(&entry, &refs).indices_fit(n), "{strategy:?}");
             assert!(
-                RangeDecoder::new(&entry, &refs).indices_fit(n),
-                "{strategy:?}"
-            );
-            assert!(
                 !Decoder::new(&entry, &refs).indices_fit(n - 500),
                 "{strategy:?}"
             );
@@ -1450,10 +1436,6 @@ mod tests {
             a.swap_with_slice(&mut b[..width]);
             let refs = refs_of(&arrays);
             assert!(!Decoder::new(&entry, &refs).indices_fit(n), "{strategy:?}");
-            assert!(
-                !RangeDecoder::new(&entry, &refs).indices_fit(n),
-                "{strategy:?}"
-            );
         }
     }
 

@@ -1,20 +1,23 @@
-//! Decoders of a lineage's links that read a sparse tensor's records where they lie in the
-//! (mapped) file: the codec's decoders collect its indices (and the range decoder its values)
-//! into memory, 8 to 12 bytes a kept value — as much as the link itself at a low sparsity. The
-//! values decoded are the codec's, bit for bit (each kept value put at its index, zeros
-//! elsewhere); the other strategies go through the codec's decoders.
+//! Decoders of a lineage's links that read a sparse tensor's records, and an int4 tensor's
+//! outliers, where they lie in the (mapped) file: the codec's decoders collect them into
+//! memory, 8 to 12 bytes a kept value or outlier — as much as the link itself at a low
+//! sparsity, and 0.12 bytes an element of a large int4 tensor. The values decoded are the
+//! codec's, bit for bit; quantized tensors (whose small arrays are a scale per row) go through
+//! the codec's decoders.
 
 use super::codec;
-use crate::formats::wdelta::{ArrayDtype, ArrayRef};
+use crate::formats::wdelta::{ArrayDtype, ArrayRef, Strategy, TensorArrays, TensorEntry};
 
-/// A sparse tensor's arrays, read in place: indices validated in range and strictly ascending
-/// when the file was opened.
+/// A sparse tensor's arrays (or an int4 tensor's outliers), read in place: indices validated
+/// in range and strictly ascending when the file was opened.
 #[derive(Clone, Copy)]
 pub(crate) struct SparseInPlace<'a> {
     indices: &'a [u8],
     /// Bytes of an index (int32 or int64).
     width: usize,
     values: &'a [u8],
+    /// Bytes of a value (float32 for sparse, float16 for int4's outliers).
+    value_width: usize,
 }
 
 impl<'a> SparseInPlace<'a> {
@@ -28,12 +31,33 @@ impl<'a> SparseInPlace<'a> {
             indices: indices.data,
             width,
             values: values.data,
+            value_width: values.dtype.size() as usize,
         }
     }
 
     /// Kept values.
     fn len(&self) -> usize {
-        (self.indices.len() / self.width).min(self.values.len() / 4)
+        (self.indices.len() / self.width).min(self.values.len() / self.value_width)
+    }
+
+    fn index_dtype(&self) -> ArrayDtype {
+        if self.width == 4 {
+            ArrayDtype::Int32
+        } else {
+            ArrayDtype::Int64
+        }
+    }
+
+    /// Whether kept values `a..b` have strictly ascending indices within `start..end`, as
+    /// validation found them (a file written in place since may say otherwise).
+    fn fit(&self, a: usize, b: usize, start: usize, end: usize) -> bool {
+        let mut prev = None;
+        (a..b).all(|k| {
+            let i = self.index(k);
+            let fits = (start..end).contains(&i) && prev.is_none_or(|p| p < i);
+            prev = Some(i);
+            fits
+        })
     }
 
     /// The index of kept value `k`.
@@ -86,9 +110,75 @@ impl<'a> SparseInPlace<'a> {
     }
 }
 
+/// An int4 tensor's decoder with its outliers read in place: the codec's range decoder built
+/// without them, the outliers, and `packed`.
+pub(crate) struct Int4InPlace<'a> {
+    decoder: codec::RangeDecoder,
+    outliers: SparseInPlace<'a>,
+    packed: &'a [u8],
+}
+
+impl<'a> Int4InPlace<'a> {
+    /// From an int4 tensor's arrays (validated): the codec's range decoder is built with the
+    /// outliers' arrays left empty, and reads them from here.
+    pub(crate) fn new(entry: &TensorEntry, arrays: &TensorArrays<'a>) -> Int4InPlace<'a> {
+        let f = &arrays.fields;
+        let without_outliers = TensorArrays {
+            fields: f
+                .iter()
+                .enumerate()
+                .map(|(slot, a)| ArrayRef {
+                    dtype: a.dtype,
+                    data: if slot < 2 { &[] } else { a.data },
+                })
+                .collect(),
+        };
+        let packed =
+            codec::RangeDecoder::range_field(Strategy::Int4).map_or(&[][..], |i| f[i].data);
+        Int4InPlace {
+            decoder: codec::RangeDecoder::new(entry, &without_outliers),
+            outliers: SparseInPlace::new(&f[0], &f[1]),
+            packed,
+        }
+    }
+
+    /// Writes elements `start..start + out.len()` into `out`. Should the file have been written
+    /// in place since its indices were validated (the stamps then report it), what is written is
+    /// zeros, never a panic.
+    fn decode(&self, start: usize, out: &mut [f32]) {
+        let end = start + out.len();
+        let o = &self.outliers;
+        let (a, b) = (o.first_at(start), o.first_at(end));
+        let (from, to) = self.decoder.int4_range_bytes(start, end, a, b);
+        if !o.fit(a, b, start, end) || to > self.packed.len() || from > to {
+            out.fill(0.0);
+            return;
+        }
+        let records = (
+            o.index_dtype(),
+            &o.indices[a * o.width..b * o.width],
+            &o.values[a * o.value_width..b * o.value_width],
+        );
+        self.decoder.decode_int4_with(
+            start,
+            &self.packed[from..to],
+            from,
+            records,
+            a,
+            &mut (Vec::new(), Vec::new()),
+            out,
+        );
+    }
+}
+
 /// A link's decoder of one tensor, front to back.
 pub(crate) enum StreamDecoder<'a> {
     Codec(codec::Decoder<'a>),
+    Int4 {
+        decoder: Int4InPlace<'a>,
+        /// The position of the next value.
+        pos: usize,
+    },
     Sparse {
         arrays: SparseInPlace<'a>,
         /// The next kept value.
@@ -103,6 +193,10 @@ impl StreamDecoder<'_> {
     pub(crate) fn fill(&mut self, out: &mut [f32]) {
         match self {
             StreamDecoder::Codec(d) => d.fill(out),
+            StreamDecoder::Int4 { decoder, pos } => {
+                decoder.decode(*pos, out);
+                *pos += out.len();
+            }
             StreamDecoder::Sparse { arrays, next, pos } => {
                 *next = arrays.fill_from(*next, *pos, out);
                 *pos += out.len();
@@ -115,6 +209,7 @@ impl StreamDecoder<'_> {
 pub(super) enum RangeDecoder<'a> {
     /// The codec's decoder and the bytes of its range field (empty when it has none).
     Codec(codec::RangeDecoder, &'a [u8]),
+    Int4(Int4InPlace<'a>),
     Sparse(SparseInPlace<'a>),
 }
 
@@ -123,6 +218,7 @@ impl RangeDecoder<'_> {
     pub(super) fn decode(&self, start: usize, out: &mut [f32]) {
         match self {
             RangeDecoder::Codec(d, field) => d.decode(start, field, 0, out),
+            RangeDecoder::Int4(d) => d.decode(start, out),
             RangeDecoder::Sparse(arrays) => {
                 arrays.fill_from(arrays.first_at(start), start, out);
             }
@@ -136,6 +232,79 @@ mod tests {
 
     fn bytes_of<T: Copy>(v: &[T], le: impl Fn(T) -> Vec<u8>) -> Vec<u8> {
         v.iter().flat_map(|&x| le(x)).collect()
+    }
+
+    /// An int4 tensor's outliers read in place decode as the codec's decoders, layouts 1 and 2,
+    /// front to back and at any range, at any cut.
+    #[test]
+    fn int4_in_place_decodes_as_the_codec() {
+        use codec::{EncodeOptions, encode, entry_for};
+        let n = 3001;
+        let delta: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 997) as f32 * 1e-4 - 0.05 + if i % 97 == 5 { 3.0 } else { 0.0 })
+            .collect();
+        for version in [1, 2] {
+            let opts = EncodeOptions {
+                strategy: Strategy::Int4,
+                version,
+                outlier_fraction: 0.03,
+                ..Default::default()
+            };
+            let shape = [n as u64];
+            let entry = entry_for(&shape, &opts, Some("float32"));
+            let owned = encode(&delta, &shape, &opts);
+            let arrays = TensorArrays {
+                fields: owned
+                    .iter()
+                    .map(|a| ArrayRef {
+                        dtype: a.dtype,
+                        data: &a.data,
+                    })
+                    .collect(),
+            };
+            let mut whole = vec![0f32; n];
+            codec::Decoder::new(&entry, &arrays).fill(&mut whole);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for cut in [1, 2, 7, 64, 333, n] {
+                let mut d = StreamDecoder::Int4 {
+                    decoder: Int4InPlace::new(&entry, &arrays),
+                    pos: 0,
+                };
+                let mut got = vec![f32::NAN; n];
+                for chunk in got.chunks_mut(cut) {
+                    d.fill(chunk);
+                }
+                assert_eq!(bits(&got), bits(&whole), "v{version} cut {cut}");
+                let r = RangeDecoder::Int4(Int4InPlace::new(&entry, &arrays));
+                for start in (0..n).step_by(cut.max(41)) {
+                    let len = cut.min(n - start);
+                    let mut out = vec![f32::NAN; len];
+                    r.decode(start, &mut out);
+                    assert_eq!(
+                        bits(&out),
+                        bits(&whole[start..start + len]),
+                        "v{version} at {start}"
+                    );
+                }
+            }
+            // Indices no longer ascending (a file written in place): zeros, no panic.
+            let mut bad = owned.clone();
+            let width = bad[0].dtype.size() as usize;
+            let (a, b) = bad[0].data.split_at_mut(width);
+            a.swap_with_slice(&mut b[..width]);
+            let arrays = TensorArrays {
+                fields: bad
+                    .iter()
+                    .map(|a| ArrayRef {
+                        dtype: a.dtype,
+                        data: &a.data,
+                    })
+                    .collect(),
+            };
+            let mut out = vec![f32::NAN; n];
+            RangeDecoder::Int4(Int4InPlace::new(&entry, &arrays)).decode(0, &mut out);
+            assert!(out.iter().all(|&x| x == 0.0));
+        }
     }
 
     /// The codec's decoders and these give the same bits, int32 and int64 indices, any cut.

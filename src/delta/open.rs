@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use super::base_hash::Stamps;
 use super::codec;
 use super::error::DeltaError;
-use super::link_decoder::{RangeDecoder, SparseInPlace, StreamDecoder};
+use super::link_decoder::{Int4InPlace, RangeDecoder, SparseInPlace, StreamDecoder};
 use super::model::Model;
 use crate::error::Error;
 use crate::escape::shown;
@@ -201,11 +201,11 @@ impl OpenDelta {
                 next: 0,
                 pos: 0,
             },
-            _ => {
-                let decoder = codec::Decoder::new(entry, &arrays);
-                self.fits(decoder.indices_fit(elements(entry)))?;
-                StreamDecoder::Codec(decoder)
-            }
+            Strategy::Int4 => StreamDecoder::Int4 {
+                decoder: Int4InPlace::new(entry, &arrays),
+                pos: 0,
+            },
+            Strategy::Quantized => StreamDecoder::Codec(codec::Decoder::new(entry, &arrays)),
         })
     }
 
@@ -216,12 +216,11 @@ impl OpenDelta {
             Strategy::Sparse => {
                 RangeDecoder::Sparse(SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]))
             }
+            Strategy::Int4 => RangeDecoder::Int4(Int4InPlace::new(entry, &arrays)),
             strategy => {
                 let field = codec::RangeDecoder::range_field(strategy)
                     .map_or(&[][..], |i| arrays.fields[i].data);
-                let decoder = codec::RangeDecoder::new(entry, &arrays);
-                self.fits(decoder.indices_fit(elements(entry)))?;
-                RangeDecoder::Codec(decoder, field)
+                RangeDecoder::Codec(codec::RangeDecoder::new(entry, &arrays), field)
             }
         })
     }
