@@ -797,6 +797,17 @@ fn memory_does_not_follow_the_largest_tensor() {
         vec![
             "delta", "restore", &quantized, "--parent", &base, "-o", &out,
         ],
+        // What the delta loses, measured with the base read chunk by chunk beside the
+        // fine-tune (it was loaded whole: the 256 MiB tensor).
+        vec![
+            "delta",
+            "verify",
+            "--base",
+            &base,
+            &quantized,
+            "--against",
+            &ft1,
+        ],
     ];
     for mut args in commands {
         args.extend(["--threads", "2"]);

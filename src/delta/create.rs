@@ -13,7 +13,9 @@ use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
 use super::reconstruct::{IntReconstructor, reconstruct_into};
 use super::spool::{Array, held};
-use super::verify::{LossSums, LossTally, UpdateLoss, tensor_loss_sums, verify_lineage};
+use super::verify::{
+    BaseValues, LossSums, LossTally, UpdateLoss, tensor_loss_sums, verify_lineage,
+};
 use crate::error::Error;
 use crate::formats::wdelta::{
     ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, Strategy, TensorArrays,
@@ -170,7 +172,13 @@ pub(crate) fn create(
                     let sums = match kept {
                         Some(b) => {
                             let mut decoder = decoder_of(&t.shape, enc, &arrays);
-                            let sums = tensor_loss_sums(base, ft, name, &b[..n], &mut decoder);
+                            let sums = tensor_loss_sums(
+                                base,
+                                ft,
+                                name,
+                                BaseValues::Held(&b[..n]),
+                                &mut decoder,
+                            );
                             BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
                             Some(sums?)
                         }

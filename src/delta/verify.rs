@@ -214,17 +214,30 @@ pub fn reconstruction_error(
         delta,
         run,
         |name| {
-            let (b, f, d) = three_sides(base, delta, finetuned, name)?;
+            // The three sides chunk by chunk, in order (the sums as over the whole tensor).
+            let (tb, tf) = (&base.tensors[name], ft_tensor(finetuned, name)?);
+            let n = tb.n_elements();
+            let _pages = delta.pages_of(name, n);
+            let mut decoder = delta.decoder(name)?;
+            let len = CHUNK_ELEMS.min(n);
+            let (mut b, mut f, mut d) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
             let mut s = (0f64, 0f64, 0f64, 0f64);
-            for ((b, f), d) in b.iter().zip(&f).zip(&d) {
-                let truth = f64::from(*f - *b);
-                let err = f64::from((*b + *d) - *f);
-                s.0 = s.0.max(err.abs());
-                s.1 += err * err;
-                s.2 = s.2.max(truth.abs());
-                s.3 += truth * truth;
+            for at in (0..n).step_by(CHUNK_ELEMS) {
+                let len = CHUNK_ELEMS.min(n - at);
+                let (b, f, d) = (&mut b[..len], &mut f[..len], &mut d[..len]);
+                base.read_f32_into(name, tb, at, b)?;
+                finetuned.read_f32_into(name, tf, at, f)?;
+                decoder.fill(d);
+                for ((b, f), d) in b.iter().zip(&*f).zip(&*d) {
+                    let truth = f64::from(*f - *b);
+                    let err = f64::from((*b + *d) - *f);
+                    s.0 = s.0.max(err.abs());
+                    s.1 += err * err;
+                    s.2 = s.2.max(truth.abs());
+                    s.3 += truth * truth;
+                }
             }
-            Ok((s, b.len()))
+            Ok((s, n))
         },
         |_, (s, n)| {
             stats.max_abs_error = stats.max_abs_error.max(s.0);
@@ -319,19 +332,6 @@ impl UpdateLoss {
     }
 }
 
-/// Tensor `name` as float32 three ways: the base's, the fine-tune's and the delta decoded.
-fn three_sides(
-    base: &Model,
-    delta: &OpenDelta,
-    finetuned: &Model,
-    name: &str,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
-    let b = base.load_f32(name, &base.tensors[name])?;
-    let f = finetuned.load_f32(name, ft_tensor(finetuned, name)?)?;
-    let d = delta.decode(name, b.len())?;
-    Ok((b, f, d))
-}
-
 /// Tensor `name` of the fine-tuned model, or an error naming the model.
 fn ft_tensor<'m>(finetuned: &'m Model, name: &str) -> Result<&'m super::model::TensorSource> {
     finetuned
@@ -358,9 +358,12 @@ pub(crate) fn update_loss(
         delta,
         run,
         |name| {
-            let b = base.load_f32(name, &base.tensors[name])?;
-            let _pages = delta.pages_of(name, b.len());
-            tensor_loss_sums(base, finetuned, name, &b, &mut delta.decoder(name)?)
+            // The base read chunk by chunk beside the fine-tune: nothing held follows the
+            // tensor.
+            let n = base.tensors[name].n_elements();
+            let _pages = delta.pages_of(name, n);
+            let b = BaseValues::Read(n);
+            tensor_loss_sums(base, finetuned, name, b, &mut delta.decoder(name)?)
         },
         |name, s| tally.push(name, s),
     )?;
@@ -517,26 +520,57 @@ impl LossSums {
     }
 }
 
+/// A tensor's base values for [`tensor_loss_sums`]: held, or read chunk by chunk.
+pub(crate) enum BaseValues<'a> {
+    Held(&'a [f32]),
+    /// Read from the base, the tensor's element count.
+    Read(usize),
+}
+
 /// One tensor's [`LossSums`]: `delta` (the decoded delta, chunk by chunk) added to the base
 /// values `b` as `apply` adds them, against the fine-tuned values read chunk by chunk.
 pub(crate) fn tensor_loss_sums(
     base: &Model,
     ft: &Model,
     name: &str,
-    b: &[f32],
+    b: BaseValues<'_>,
     delta: &mut codec::Decoder<'_>,
 ) -> Result<LossSums> {
-    let elem = base.elem(name, &base.tensors[name])?;
+    let tb = &base.tensors[name];
+    let elem = base.elem(name, tb)?;
     let tf = ft_tensor(ft, name)?;
-    let len = CHUNK_ELEMS.min(b.len());
+    let n = match b {
+        BaseValues::Held(b) => b.len(),
+        BaseValues::Read(n) => n,
+    };
+    let len = CHUNK_ELEMS.min(n);
     let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+    let mut read = match b {
+        BaseValues::Held(_) => Vec::new(),
+        BaseValues::Read(_) => vec![0f32; len],
+    };
     let mut raw = Vec::new();
     let mut sums = LossSums::default();
-    for (ci, b) in b.chunks(CHUNK_ELEMS).enumerate() {
-        let n = b.len();
-        ft.read_f32_into(name, tf, ci * CHUNK_ELEMS, &mut f[..n])?;
-        delta.fill(&mut d[..n]);
-        loss_chunk(elem, b, &d[..n], &mut r[..n], &f[..n], &mut raw, &mut sums);
+    for at in (0..n).step_by(CHUNK_ELEMS) {
+        let len = CHUNK_ELEMS.min(n - at);
+        let b = match b {
+            BaseValues::Held(b) => &b[at..at + len],
+            BaseValues::Read(_) => {
+                base.read_f32_into(name, tb, at, &mut read[..len])?;
+                &read[..len]
+            }
+        };
+        ft.read_f32_into(name, tf, at, &mut f[..len])?;
+        delta.fill(&mut d[..len]);
+        loss_chunk(
+            elem,
+            b,
+            &d[..len],
+            &mut r[..len],
+            &f[..len],
+            &mut raw,
+            &mut sums,
+        );
     }
     Ok(sums)
 }
