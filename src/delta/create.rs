@@ -172,13 +172,10 @@ pub(crate) fn create(
                     let sums = match kept {
                         Some(b) => {
                             let mut decoder = decoder_of(&t.shape, enc, &arrays);
-                            let sums = tensor_loss_sums(
-                                base,
-                                ft,
-                                name,
-                                BaseValues::Held(&b[..n]),
-                                &mut decoder,
-                            );
+                            let sums =
+                                tensor_loss_sums(base, ft, name, BaseValues::Held(&b[..n]), |d| {
+                                    decoder.fill(d);
+                                });
                             BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
                             Some(sums?)
                         }

@@ -5,7 +5,6 @@ use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
-use super::codec;
 use super::error::DeltaError;
 use super::model::{CHUNK_ELEMS, Elem, Model};
 use super::open::{OpenDelta, check_against_base};
@@ -217,8 +216,8 @@ pub fn reconstruction_error(
             // The three sides chunk by chunk, in order (the sums as over the whole tensor).
             let (tb, tf) = (&base.tensors[name], ft_tensor(finetuned, name)?);
             let n = tb.n_elements();
-            let _pages = delta.pages_of(name, n);
-            let mut decoder = delta.decoder(name)?;
+            let mut pages = delta.pages_of(name, n);
+            let mut decoder = delta.stream_decoder(name)?;
             let len = CHUNK_ELEMS.min(n);
             let (mut b, mut f, mut d) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
             let mut s = (0f64, 0f64, 0f64, 0f64);
@@ -228,6 +227,7 @@ pub fn reconstruction_error(
                 base.read_f32_into(name, tb, at, b)?;
                 finetuned.read_f32_into(name, tf, at, f)?;
                 decoder.fill(d);
+                pages.done_through(at + len);
                 for ((b, f), d) in b.iter().zip(&*f).zip(&*d) {
                     let truth = f64::from(*f - *b);
                     let err = f64::from((*b + *d) - *f);
@@ -361,9 +361,15 @@ pub(crate) fn update_loss(
             // The base read chunk by chunk beside the fine-tune: nothing held follows the
             // tensor.
             let n = base.tensors[name].n_elements();
-            let _pages = delta.pages_of(name, n);
+            let mut pages = delta.pages_of(name, n);
             let b = BaseValues::Read(n);
-            tensor_loss_sums(base, finetuned, name, b, &mut delta.decoder(name)?)
+            let mut decoder = delta.stream_decoder(name)?;
+            let mut done = 0;
+            tensor_loss_sums(base, finetuned, name, b, |d| {
+                decoder.fill(d);
+                done += d.len();
+                pages.done_through(done);
+            })
         },
         |name, s| tally.push(name, s),
     )?;
@@ -534,7 +540,7 @@ pub(crate) fn tensor_loss_sums(
     ft: &Model,
     name: &str,
     b: BaseValues<'_>,
-    delta: &mut codec::Decoder<'_>,
+    mut delta: impl FnMut(&mut [f32]),
 ) -> Result<LossSums> {
     let tb = &base.tensors[name];
     let elem = base.elem(name, tb)?;
@@ -561,7 +567,7 @@ pub(crate) fn tensor_loss_sums(
             }
         };
         ft.read_f32_into(name, tf, at, &mut f[..len])?;
-        delta.fill(&mut d[..len]);
+        delta(&mut d[..len]);
         loss_chunk(
             elem,
             b,
