@@ -317,6 +317,39 @@ fn sparse_records_swapped(good: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Nothing but models and deltas in `d`: the spools were unlinked temporary files.
+fn nothing_left_beside_the_models(d: &std::path::Path) {
+    let mut left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.ends_with(".safetensors") && !n.ends_with(".wdelta"))
+        .collect();
+    left.sort();
+    assert!(left.is_empty(), "left beside the output: {left:?}");
+}
+
+/// `file` with its int64 index array at `offset` (`len` bytes, into `n` elements) made invalid
+/// two ways: an index late in the tensor repeated (pieces were already written when it is
+/// met), and the last one out of range; each with its position and the reader's words.
+fn bad_indices(
+    file: &[u8],
+    (offset, len): (usize, usize),
+    n: i64,
+) -> Vec<(Vec<u8>, usize, &'static str)> {
+    let kept = len / 8;
+    let at = |j: usize| offset + 8 * j;
+    let index = |j: usize| i64::from_le_bytes(file[at(j)..at(j) + 8].try_into().unwrap());
+    let mut repeated = file.to_vec();
+    let j = kept * 3 / 4;
+    repeated[at(j)..at(j) + 8].copy_from_slice(&index(j - 1).to_le_bytes());
+    let mut outside = file.to_vec();
+    outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
+    vec![
+        (repeated, j, "strictly ascending"),
+        (outside, kept - 1, "outside 0..2200000"),
+    ]
+}
+
 /// A sparse tensor whose records are larger than `apply` holds (a few MiB) is streamed: its
 /// first record spooled to a temporary file, its second read from the delta, both in order
 /// piece by piece. The output is the whole-file reading's, whichever record comes first, and
@@ -357,13 +390,7 @@ fn streamed_sparse_records_larger_than_held_match_and_are_checked() {
         );
     }
     // The spool is unlinked: nothing is left beside the output.
-    let mut left: Vec<_> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.ends_with(".safetensors") && !n.ends_with(".wdelta"))
-        .collect();
-    left.sort();
-    assert!(left.is_empty(), "left beside the output: {left:?}");
+    nothing_left_beside_the_models(d);
     let n: i64 = 2200 * 1000;
     let out = d.join("never.safetensors");
     // With the indices spooled (first) and read from the delta (second).
@@ -371,19 +398,9 @@ fn streamed_sparse_records_larger_than_held_match_and_are_checked() {
     for (order, file) in [("indices first", &good), ("values first", &swapped_bytes)] {
         let parsed = WdeltaFile::parse(file).unwrap();
         let indices = parsed.records.values().next().unwrap().clone();
-        let kept = indices.data_len / 8;
-        let at = |j: usize| indices.data_offset + 8 * j;
-        let index = |j: usize| i64::from_le_bytes(file[at(j)..at(j) + 8].try_into().unwrap());
-        let mut cases = Vec::new();
-        // Late in the tensor, so that pieces were already written when it is met.
-        let mut repeated = file.clone();
-        let j = kept * 3 / 4;
-        repeated[at(j)..at(j) + 8].copy_from_slice(&index(j - 1).to_le_bytes());
-        cases.push((repeated, j, "strictly ascending"));
-        let mut outside = file.clone();
-        outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
-        cases.push((outside, kept - 1, "outside 0..2200000"));
-        for (mut bad, position, problem) in cases {
+        for (mut bad, position, problem) in
+            bad_indices(file, (indices.data_offset, indices.data_len), n)
+        {
             for unsealed in [false, true] {
                 if !unsealed {
                     reseal(&mut bad);
@@ -749,27 +766,12 @@ fn streamed_int4_outliers_larger_than_held_match_and_are_checked() {
             "{what}: streamed and whole-file apply differ"
         );
     }
-    let mut left: Vec<_> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.ends_with(".safetensors") && !n.ends_with(".wdelta"))
-        .collect();
-    left.sort();
-    assert!(left.is_empty(), "left beside the output: {left:?}");
+    nothing_left_beside_the_models(d);
     let n: i64 = 2200 * 1000;
     let out = d.join("never.safetensors");
-    let kept = indices.data_len / 8;
-    let at = |j: usize| indices.data_offset + 8 * j;
-    let index = |j: usize| i64::from_le_bytes(good[at(j)..at(j) + 8].try_into().unwrap());
-    let mut cases = Vec::new();
-    let mut repeated = good.clone();
-    let j = kept * 3 / 4;
-    repeated[at(j)..at(j) + 8].copy_from_slice(&index(j - 1).to_le_bytes());
-    cases.push((repeated, j, "strictly ascending"));
-    let mut outside = good.clone();
-    outside[at(kept - 1)..at(kept)].copy_from_slice(&n.to_le_bytes());
-    cases.push((outside, kept - 1, "outside 0..2200000"));
-    for (mut bad, position, problem) in cases {
+    for (mut bad, position, problem) in
+        bad_indices(&good, (indices.data_offset, indices.data_len), n)
+    {
         reseal(&mut bad);
         let corrupt = d.join("corrupt.wdelta");
         std::fs::write(&corrupt, &bad).unwrap();

@@ -730,13 +730,27 @@ for step in (1, 2):
     common::run_python_source(SCRIPT, &[s(dir)]);
 }
 
+/// Runs weight-inspect with `args` and `--threads 2`: it must succeed, its peak RSS below
+/// half the 256 MiB tensor of [`one_large_tensor`].
+fn runs_below_half_the_tensor(args: &[&str]) {
+    const MIB: u64 = 1 << 20;
+    let args = [args, &["--threads", "2"]].concat();
+    let (code, _, err, rss) = run_measured(&args);
+    assert_eq!(code, Some(0), "{args:?}: {err}");
+    assert!(
+        rss < 128 * MIB,
+        "{}: peak RSS {} MiB, not below half the 256 MiB tensor",
+        args[..2].join(" "),
+        rss / MIB
+    );
+}
+
 /// The memory of create (each strategy, against a base and a chain), apply (a sparse delta,
 /// a chain, which verifies the lineage) and restore follows neither the model nor its largest
 /// tensor: on a tensor of 256 MiB of float32, each peaks below half of it (a worker holding
 /// the tensor's float32 delta, and its base values, was 2 to 4 times it).
 #[test]
 fn memory_does_not_follow_the_largest_tensor() {
-    const MIB: u64 = 1 << 20;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     one_large_tensor(dir);
@@ -809,16 +823,8 @@ fn memory_does_not_follow_the_largest_tensor() {
             &ft1,
         ],
     ];
-    for mut args in commands {
-        args.extend(["--threads", "2"]);
-        let (code, _, err, rss) = run_measured(&args);
-        assert_eq!(code, Some(0), "{args:?}: {err}");
-        assert!(
-            rss < 128 * MIB,
-            "{}: peak RSS {} MiB, not below half the 256 MiB tensor",
-            args[..2].join(" "),
-            rss / MIB
-        );
+    for args in commands {
+        runs_below_half_the_tensor(&args);
     }
 }
 
@@ -850,36 +856,11 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
         "sparse",
         "--sparsity",
         "0.7",
-        "--threads",
-        "2",
     ];
-    let (code, _, err, rss) = run_measured(&create);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        rss < 128 * MIB,
-        "delta create: peak RSS {} MiB, not below half the 256 MiB tensor",
-        rss / MIB
-    );
+    runs_below_half_the_tensor(&create);
     let records = std::fs::metadata(&sparse).unwrap().len();
     assert!(records > 200 * MIB, "{} MiB of records", records / MIB);
-    let apply = [
-        "delta",
-        "apply",
-        "--base",
-        &base,
-        &sparse,
-        "-o",
-        &out,
-        "--threads",
-        "2",
-    ];
-    let (code, _, err, rss) = run_measured(&apply);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        rss < 128 * MIB,
-        "delta apply: peak RSS {} MiB, not below half the 256 MiB tensor",
-        rss / MIB
-    );
+    runs_below_half_the_tensor(&["delta", "apply", "--base", &base, &sparse, "-o", &out]);
     // The spools were unlinked temporary files: nothing else is left beside the outputs.
     let mut left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -928,36 +909,11 @@ fn memory_does_not_follow_an_int4_tensors_outliers() {
         "int4",
         "--outlier-fraction",
         "0.2",
-        "--threads",
-        "2",
     ];
-    let (code, _, err, rss) = run_measured(&create);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        rss < 128 * MIB,
-        "delta create: peak RSS {} MiB, not below half the 256 MiB tensor",
-        rss / MIB
-    );
+    runs_below_half_the_tensor(&create);
     let records = std::fs::metadata(&int4).unwrap().len();
     assert!(records > 128 * MIB, "{} MiB of records", records / MIB);
-    let apply = [
-        "delta",
-        "apply",
-        "--base",
-        &base,
-        &int4,
-        "-o",
-        &out,
-        "--threads",
-        "2",
-    ];
-    let (code, _, err, rss) = run_measured(&apply);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        rss < 128 * MIB,
-        "delta apply: peak RSS {} MiB, not below half the 256 MiB tensor",
-        rss / MIB
-    );
+    runs_below_half_the_tensor(&["delta", "apply", "--base", &base, &int4, "-o", &out]);
 }
 
 /// A lineage whose links are larger than the bound (two sparse links at sparsity 0.7 of the
@@ -979,14 +935,7 @@ fn memory_does_not_follow_a_lineages_links() {
     );
     let (link1, link2) = (path("link1.wdelta"), path("link2.wdelta"));
     let (applied, restored) = (path("applied.safetensors"), path("restored.safetensors"));
-    let sparse = [
-        "--strategy",
-        "sparse",
-        "--sparsity",
-        "0.7",
-        "--threads",
-        "2",
-    ];
+    let sparse = ["--strategy", "sparse", "--sparsity", "0.7"];
     let create1 = [
         &["delta", "create", "--base", &base, &ft1, "-o", &link1],
         &sparse[..],
@@ -1001,42 +950,14 @@ fn memory_does_not_follow_a_lineages_links() {
     let commands: Vec<Vec<&str>> = vec![
         create2.concat(),
         vec![
-            "delta",
-            "verify",
-            "--base",
-            &base,
-            "--chain",
-            &link1,
-            &link2,
-            "--threads",
-            "2",
+            "delta", "verify", "--base", &base, "--chain", &link1, &link2,
         ],
         vec![
-            "delta",
-            "apply",
-            "--base",
-            &base,
-            "--chain",
-            &link1,
-            &link2,
-            "-o",
-            &applied,
-            "--threads",
-            "2",
+            "delta", "apply", "--base", &base, "--chain", &link1, &link2, "-o", &applied,
         ],
     ];
-    let measured = |args: &[&str]| {
-        let (code, _, err, rss) = run_measured(args);
-        assert_eq!(code, Some(0), "{args:?}: {err}");
-        assert!(
-            rss < 128 * MIB,
-            "{}: peak RSS {} MiB, not below half the 256 MiB tensor",
-            args[..2].join(" "),
-            rss / MIB
-        );
-    };
     for args in &commands {
-        measured(args);
+        runs_below_half_the_tensor(args);
     }
     for link in [&link1, &link2] {
         let len = std::fs::metadata(link).unwrap().len();
@@ -1045,15 +966,7 @@ fn memory_does_not_follow_a_lineages_links() {
     // Stored: the base and the first link committed, the second restored through them.
     repo.git(&["add", ".gitattributes", "base.safetensors", "link1.wdelta"]);
     repo.git(&["commit", "-q", "-m", "base and link 1"]);
-    measured(&[
-        "delta",
-        "restore",
-        &link2,
-        "-o",
-        &restored,
-        "--threads",
-        "2",
-    ]);
+    runs_below_half_the_tensor(&["delta", "restore", &link2, "-o", &restored]);
     assert!(
         std::fs::read(&restored).unwrap() == std::fs::read(&applied).unwrap(),
         "restore gives back what apply --chain rebuilt"

@@ -274,19 +274,22 @@ fn quantize(x: f32, offset: f32, range: f32) -> u8 {
 }
 
 /// min, max and whether a NaN was seen, over 8 lanes so that the loop vectorizes.
-struct MinMax {
+#[derive(Clone, Copy)]
+pub(super) struct MinMax {
     lo: [f32; 8],
     hi: [f32; 8],
     nan: [bool; 8],
 }
 
 impl MinMax {
+    pub(super) const EMPTY: MinMax = MinMax {
+        lo: [f32::INFINITY; 8],
+        hi: [f32::NEG_INFINITY; 8],
+        nan: [false; 8],
+    };
+
     fn new() -> Self {
-        MinMax {
-            lo: [f32::INFINITY; 8],
-            hi: [f32::NEG_INFINITY; 8],
-            nan: [false; 8],
-        }
+        Self::EMPTY
     }
 
     // Lane-wise indexing is what lets the compiler keep 8 independent min/max lanes.
@@ -313,7 +316,7 @@ impl MinMax {
     /// true when some value reached it.
     #[allow(clippy::needless_range_loop)]
     #[inline(always)]
-    fn update_below(&mut self, block: &[f32; 8], lower: u32) -> bool {
+    pub(super) fn update_below(&mut self, block: &[f32; 8], lower: u32) -> bool {
         let mut reached = false;
         for j in 0..8 {
             let x = block[j];
@@ -329,6 +332,28 @@ impl MinMax {
             self.nan[j] |= below & x.is_nan();
         }
         reached
+    }
+
+    /// [`MinMax::update_below`] over any number of values (value `j` of a last run of fewer
+    /// than eight goes to lane `j`).
+    #[inline(always)]
+    pub(super) fn update_below_all(&mut self, d: &[f32], lower: u32) {
+        let mut chunks = d.chunks_exact(8);
+        for c in &mut chunks {
+            self.update_below(c.try_into().expect("8 values"), lower);
+        }
+        for (j, &x) in chunks.remainder().iter().enumerate() {
+            if magnitude_key(x) < lower {
+                self.lo[j] = if x < self.lo[j] { x } else { self.lo[j] };
+                self.hi[j] = if x > self.hi[j] { x } else { self.hi[j] };
+                self.nan[j] |= x.is_nan();
+            }
+        }
+    }
+
+    /// Each lane's min, max and whether it saw a NaN.
+    pub(super) fn lanes(&self) -> impl Iterator<Item = (f32, f32, bool)> + '_ {
+        (0..8).map(|j| (self.lo[j], self.hi[j], self.nan[j]))
     }
 
     fn finish(&self) -> (f32, f32, bool) {

@@ -14,7 +14,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use super::blocks::{BLOCK, Encoded, Inputs, group_len};
-use super::codec::{self, EncodeOptions, magnitude_key};
+use super::codec::{self, EncodeOptions, MinMax, magnitude_key};
 use super::error::DeltaError;
 use super::spool::{Array, Spool};
 use super::verify::{LossSums, loss_chunk};
@@ -207,81 +207,18 @@ impl Rest {
     }
 }
 
-/// [`Rest`] over 8 lanes, so that the loop over a piece vectorizes.
-#[derive(Clone, Copy)]
-struct Lanes {
-    lo: [f32; 8],
-    hi: [f32; 8],
-    nan: [bool; 8],
-}
-
-impl Lanes {
-    const EMPTY: Lanes = Lanes {
-        lo: [f32::INFINITY; 8],
-        hi: [f32::NEG_INFINITY; 8],
-        nan: [false; 8],
-    };
-
-    /// Adds the values of `d` whose key is below `limit`.
-    // Lane-wise indexing is what lets the compiler keep 8 independent lanes.
-    #[allow(clippy::needless_range_loop)]
-    #[inline(always)]
-    fn add_below(&mut self, d: &[f32], limit: u32) {
-        let mut add = |j: usize, x: f32| {
-            let below = magnitude_key(x) < limit;
-            let (l, h) = if below {
-                (x, x)
-            } else {
-                (f32::INFINITY, f32::NEG_INFINITY)
-            };
-            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
-            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
-            self.nan[j] |= below & x.is_nan();
-        };
-        let mut chunks = d.chunks_exact(8);
-        for c in &mut chunks {
-            for j in 0..8 {
-                add(j, c[j]);
-            }
-        }
-        for (j, &x) in chunks.remainder().iter().enumerate() {
-            add(j, x);
-        }
+/// What the lanes of `lanes` saw, as one [`Rest`].
+fn rest_of(lanes: &MinMax) -> Rest {
+    let mut rest = Rest::EMPTY;
+    for (lo, hi, nan) in lanes.lanes() {
+        rest.merge(&Rest {
+            lo,
+            hi,
+            nan,
+            any: nan || lo <= hi,
+        });
     }
-
-    /// [`Lanes::add_below`] over eight values; true when some value reached `limit`.
-    #[allow(clippy::needless_range_loop)]
-    #[inline(always)]
-    fn add_below_8(&mut self, d: &[f32; 8], limit: u32) -> bool {
-        let mut reached = false;
-        for j in 0..8 {
-            let x = d[j];
-            let below = magnitude_key(x) < limit;
-            reached |= !below;
-            let (l, h) = if below {
-                (x, x)
-            } else {
-                (f32::INFINITY, f32::NEG_INFINITY)
-            };
-            self.lo[j] = if l < self.lo[j] { l } else { self.lo[j] };
-            self.hi[j] = if h > self.hi[j] { h } else { self.hi[j] };
-            self.nan[j] |= below & x.is_nan();
-        }
-        reached
-    }
-
-    fn rest(&self) -> Rest {
-        let mut rest = Rest::EMPTY;
-        for j in 0..8 {
-            rest.merge(&Rest {
-                lo: self.lo[j],
-                hi: self.hi[j],
-                nan: self.nan[j],
-                any: self.nan[j] || self.lo[j] <= self.hi[j],
-            });
-        }
-        rest
-    }
+    rest
 }
 
 /// Selects the `k` largest magnitudes of `src` (block starts `starts`) by radix selection on
@@ -336,7 +273,7 @@ pub(super) fn top_k(
                     .par_iter()
                     .map(|&s| {
                         let (mut found, mut higher) = (Vec::new(), 0u64);
-                        let mut lanes = Lanes::EMPTY;
+                        let mut lanes = MinMax::EMPTY;
                         src.block(s, &mut |d, at| {
                             for (i, &x) in d.iter().enumerate() {
                                 let key = magnitude_key(x);
@@ -346,10 +283,10 @@ pub(super) fn top_k(
                                 higher += u64::from(key >> 16 > b);
                             }
                             if with_rest {
-                                lanes.add_below(d, b << 16);
+                                lanes.update_below_all(d, b << 16);
                             }
                         })?;
-                        Ok((found, higher, lanes.rest()))
+                        Ok((found, higher, rest_of(&lanes)))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 blocks
@@ -421,7 +358,7 @@ pub(super) fn top_k(
         .par_iter()
         .map(|&s| {
             let mut c = TieCount::default();
-            let mut lanes = Lanes::EMPTY;
+            let mut lanes = MinMax::EMPTY;
             src.block(s, &mut |d, _| {
                 for &x in d {
                     let key = magnitude_key(x);
@@ -437,10 +374,10 @@ pub(super) fn top_k(
                     }
                 }
                 if with_rest {
-                    lanes.add_below(d, threshold);
+                    lanes.update_below_all(d, threshold);
                 }
             })?;
-            Ok((c, lanes.rest()))
+            Ok((c, rest_of(&lanes)))
         })
         .collect::<Result<Vec<_>>>()?;
     if counts.iter().map(|c| c.0.at).sum::<u64>() != low[lo] {
@@ -519,7 +456,7 @@ fn first_pass(
         .par_iter()
         .enumerate()
         .try_fold(
-            || (vec![0u64; BUCKETS], Vec::new(), Lanes::EMPTY),
+            || (vec![0u64; BUCKETS], Vec::new(), MinMax::EMPTY),
             |(mut hist, mut blocks, mut lanes), (block, &s)| {
                 let (mut found, mut above_band) = (Vec::new(), 0u64);
                 let collect = !over();
@@ -549,7 +486,7 @@ fn first_pass(
                     }
                     let tail = d.len() - d.len() % 8;
                     if with_rest {
-                        lanes.add_below(&d[tail..], limit);
+                        lanes.update_below_all(&d[tail..], limit);
                     }
                     for (j, &x) in d[tail..].iter().enumerate() {
                         take(at + tail + j, x);
@@ -563,7 +500,7 @@ fn first_pass(
                 Ok::<_, DeltaError>((hist, blocks, lanes))
             },
         )
-        .map(|r| r.map(|(h, b, l)| (h, b, l.rest())))
+        .map(|r| r.map(|(h, b, l)| (h, b, rest_of(&l))))
         .try_reduce(
             || (vec![0u64; BUCKETS], Vec::new(), Rest::EMPTY),
             |(mut a, mut x, mut r), (b, y, s)| {
@@ -585,12 +522,12 @@ avx2_twin! {
     /// The first pass's scan of a piece, eight values at a time (the tail of fewer is the
     /// caller's): with `with_rest`, the values below `limit` go to `lanes`; `reached` is set to
     /// the eights (their index in the piece / 8) where some value's key reached `limit`.
-    fn scan_eights(d: &[f32], limit: u32, with_rest: bool, lanes: &mut Lanes, reached: &mut Vec<u32>) {
+    fn scan_eights(d: &[f32], limit: u32, with_rest: bool, lanes: &mut MinMax, reached: &mut Vec<u32>) {
         reached.clear();
         for (c, eight) in d.chunks_exact(8).enumerate() {
             let eight: &[f32; 8] = eight.try_into().expect("8 values");
             let hit = if with_rest {
-                lanes.add_below_8(eight, limit)
+                lanes.update_below(eight, limit)
             } else {
                 eight
                     .iter()
