@@ -328,16 +328,55 @@ fn nothing_left_beside_the_models(d: &std::path::Path) {
     assert!(left.is_empty(), "left beside the output: {left:?}");
 }
 
-/// `file` with its int64 index array at `offset` (`len` bytes, into `n` elements) made invalid
-/// two ways: an index late in the tensor repeated (pieces were already written when it is
-/// met), and the last one out of range; each with its position and the reader's words.
-fn bad_indices(
-    file: &[u8],
-    (offset, len): (usize, usize),
-    n: i64,
-) -> Vec<(Vec<u8>, usize, &'static str)> {
-    let kept = len / 8;
-    let at = |j: usize| offset + 8 * j;
+/// The setup of the streamed-records tests: a pair whose 2.2M-element tensor, under
+/// `strategy`, has a first record (int64 indices) over 8 MiB; the delta as written and as
+/// `reordered` (another valid order of the records) applies as the whole-file reading does (a
+/// delta whose records are all reversed), leaving nothing beside the models. Gives the base
+/// and the delta's bytes.
+fn streamed_as_whole(
+    d: &std::path::Path,
+    strategy: &[&str],
+    reordering: &str,
+    reordered: fn(&[u8]) -> Vec<u8>,
+) -> (std::path::PathBuf, Vec<u8>) {
+    pair(d, "2200x1000,7x9", "f32", 7, 1);
+    let base = d.join("base.safetensors");
+    let wd = d.join("streamed.wdelta");
+    ok(&create(&base, &d.join("ft1.safetensors"), &wd, strategy));
+    let good = std::fs::read(&wd).unwrap();
+    let parsed = WdeltaFile::parse(&good).unwrap();
+    let indices = parsed.records.values().next().unwrap().clone();
+    assert!(indices.data_len > 8 << 20, "{} bytes", indices.data_len);
+    let whole = d.join("whole.safetensors");
+    let reversed = d.join("reversed.wdelta");
+    std::fs::write(&reversed, records_reversed(&good)).unwrap();
+    ok(&apply(&base, &reversed, &whole));
+    let whole = std::fs::read(&whole).unwrap();
+    let other = d.join("reordered.wdelta");
+    std::fs::write(&other, reordered(&good)).unwrap();
+    for (what, delta) in [("as written", &wd), (reordering, &other)] {
+        let streamed = d.join("streamed.safetensors");
+        ok(&apply(&base, delta, &streamed));
+        assert!(
+            std::fs::read(&streamed).unwrap() == whole,
+            "{what}: streamed and whole-file apply differ"
+        );
+    }
+    // The spools were unlinked temporary files.
+    nothing_left_beside_the_models(d);
+    (base, good)
+}
+
+/// `file` (the delta of [`streamed_as_whole`]) with its first record's int64 indices (into the
+/// 2.2M elements) made invalid two ways: an index late in the tensor repeated (pieces were
+/// already written when it is met), and the last one out of range; each with its position and
+/// the reader's words.
+fn bad_indices(file: &[u8]) -> Vec<(Vec<u8>, usize, &'static str)> {
+    let n: i64 = 2200 * 1000;
+    let parsed = WdeltaFile::parse(file).unwrap();
+    let indices = parsed.records.values().next().unwrap().clone();
+    let kept = indices.data_len / 8;
+    let at = |j: usize| indices.data_offset + 8 * j;
     let index = |j: usize| i64::from_le_bytes(file[at(j)..at(j) + 8].try_into().unwrap());
     let mut repeated = file.to_vec();
     let j = kept * 3 / 4;
@@ -350,6 +389,28 @@ fn bad_indices(
     ]
 }
 
+/// `apply` of the delta `bad` against `base` exits 2, its error holding each of `expected`'s
+/// words (the problem, the field, the position), and writes no output.
+fn refused_with_no_output(
+    d: &std::path::Path,
+    base: &std::path::Path,
+    bad: &[u8],
+    (problem, field, position): (&str, &str, String),
+    context: &str,
+) {
+    let corrupt = d.join("corrupt.wdelta");
+    let out = d.join("never.safetensors");
+    std::fs::write(&corrupt, bad).unwrap();
+    let r = apply(base, &corrupt, &out);
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(2), "{context}, {problem}: {err}");
+    assert!(
+        err.contains(problem) && err.contains(field) && err.contains(&position),
+        "{context}, {problem} {field} at {position}: {err}"
+    );
+    assert!(!out.exists(), "{context}, {problem}: an output was written");
+}
+
 /// A sparse tensor whose records are larger than `apply` holds (a few MiB) is streamed: its
 /// first record spooled to a temporary file, its second read from the delta, both in order
 /// piece by piece. The output is the whole-file reading's, whichever record comes first, and
@@ -360,47 +421,12 @@ fn streamed_sparse_records_larger_than_held_match_and_are_checked() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // 2.2M elements at sparsity 0.5: 8.8 MB of int64 indices.
-    pair(d, "2200x1000,7x9", "f32", 7, 1);
-    let base = d.join("base.safetensors");
-    let ft = d.join("ft1.safetensors");
-    let wd = d.join("sparse.wdelta");
-    ok(&create(
-        &base,
-        &ft,
-        &wd,
-        &["--strategy", "sparse", "--sparsity", "0.5"],
-    ));
-    let good = std::fs::read(&wd).unwrap();
-    let parsed = WdeltaFile::parse(&good).unwrap();
-    let indices = parsed.records.values().next().unwrap().clone();
-    assert!(indices.data_len > 8 << 20, "{} bytes", indices.data_len);
-    let whole = d.join("whole.safetensors");
-    let reversed = d.join("reversed.wdelta");
-    std::fs::write(&reversed, records_reversed(&good)).unwrap();
-    ok(&apply(&base, &reversed, &whole));
-    let whole = std::fs::read(&whole).unwrap();
-    let swapped = d.join("swapped.wdelta");
-    std::fs::write(&swapped, sparse_records_swapped(&good)).unwrap();
-    for (what, delta) in [("indices first", &wd), ("values first", &swapped)] {
-        let streamed = d.join("streamed.safetensors");
-        ok(&apply(&base, delta, &streamed));
-        assert!(
-            std::fs::read(&streamed).unwrap() == whole,
-            "{what}: streamed and whole-file apply differ"
-        );
-    }
-    // The spool is unlinked: nothing is left beside the output.
-    nothing_left_beside_the_models(d);
-    let n: i64 = 2200 * 1000;
-    let out = d.join("never.safetensors");
+    let strategy = ["--strategy", "sparse", "--sparsity", "0.5"];
+    let (base, good) = streamed_as_whole(d, &strategy, "values first", sparse_records_swapped);
     // With the indices spooled (first) and read from the delta (second).
-    let swapped_bytes = std::fs::read(&swapped).unwrap();
-    for (order, file) in [("indices first", &good), ("values first", &swapped_bytes)] {
-        let parsed = WdeltaFile::parse(file).unwrap();
-        let indices = parsed.records.values().next().unwrap().clone();
-        for (mut bad, position, problem) in
-            bad_indices(file, (indices.data_offset, indices.data_len), n)
-        {
+    let swapped = sparse_records_swapped(&good);
+    for (order, file) in [("indices first", &good), ("values first", &swapped)] {
+        for (mut bad, position, problem) in bad_indices(file) {
             for unsealed in [false, true] {
                 if !unsealed {
                     reseal(&mut bad);
@@ -408,22 +434,12 @@ fn streamed_sparse_records_larger_than_held_match_and_are_checked() {
                     let last = bad.len() - 1;
                     bad[last] ^= 1;
                 }
-                let corrupt = d.join("corrupt.wdelta");
-                std::fs::write(&corrupt, &bad).unwrap();
-                let r = apply(&base, &corrupt, &out);
-                let err = stderr(&r);
-                assert_eq!(r.status.code(), Some(2), "{order}, {problem}: {err}");
-                if unsealed {
-                    assert!(err.contains("checksum mismatch"), "{order}: {err}");
+                let expected = if unsealed {
+                    ("checksum mismatch", "", String::new())
                 } else {
-                    assert!(
-                        err.contains(problem)
-                            && err.contains("indices")
-                            && err.contains(&position.to_string()),
-                        "{order}, {problem} at {position}: {err}"
-                    );
-                }
-                assert!(!out.exists(), "{order}, {problem}: an output was written");
+                    (problem, "indices", position.to_string())
+                };
+                refused_with_no_output(d, &base, &bad, expected, order);
             }
         }
     }
@@ -736,55 +752,14 @@ fn streamed_int4_outliers_larger_than_held_match_and_are_checked() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // 2.2M elements at outlier fraction 0.5: 8.8 MB of int64 indices (format version 1).
-    pair(d, "2200x1000,7x9", "f32", 7, 1);
-    let base = d.join("base.safetensors");
-    let ft = d.join("ft1.safetensors");
-    let wd = d.join("int4.wdelta");
-    ok(&create(
-        &base,
-        &ft,
-        &wd,
-        &["--strategy", "int4", "--outlier-fraction", "0.5"],
-    ));
-    let good = std::fs::read(&wd).unwrap();
-    let parsed = WdeltaFile::parse(&good).unwrap();
-    let indices = parsed.records.values().next().unwrap().clone();
-    assert!(indices.data_len > 8 << 20, "{} bytes", indices.data_len);
-    let whole = d.join("whole.safetensors");
-    let reversed = d.join("reversed.wdelta");
-    std::fs::write(&reversed, records_reversed(&good)).unwrap();
-    ok(&apply(&base, &reversed, &whole));
+    let strategy = ["--strategy", "int4", "--outlier-fraction", "0.5"];
     // As written, and with each tensor's `packed` before its scale and zero point (a valid
     // order whose spooled outliers apply reads whole instead).
-    let packed_third = d.join("packed_third.wdelta");
-    std::fs::write(&packed_third, int4_packed_third(&good)).unwrap();
-    for (what, delta) in [("as written", &wd), ("packed third", &packed_third)] {
-        let streamed = d.join("streamed.safetensors");
-        ok(&apply(&base, delta, &streamed));
-        assert!(
-            std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
-            "{what}: streamed and whole-file apply differ"
-        );
-    }
-    nothing_left_beside_the_models(d);
-    let n: i64 = 2200 * 1000;
-    let out = d.join("never.safetensors");
-    for (mut bad, position, problem) in
-        bad_indices(&good, (indices.data_offset, indices.data_len), n)
-    {
+    let (base, good) = streamed_as_whole(d, &strategy, "packed third", int4_packed_third);
+    for (mut bad, position, problem) in bad_indices(&good) {
         reseal(&mut bad);
-        let corrupt = d.join("corrupt.wdelta");
-        std::fs::write(&corrupt, &bad).unwrap();
-        let r = apply(&base, &corrupt, &out);
-        let err = stderr(&r);
-        assert_eq!(r.status.code(), Some(2), "{problem}: {err}");
-        assert!(
-            err.contains(problem)
-                && err.contains("outlier_idx")
-                && err.contains(&position.to_string()),
-            "{problem} at {position}: {err}"
-        );
-        assert!(!out.exists(), "{problem}: an output was written");
+        let expected = (problem, "outlier_idx", position.to_string());
+        refused_with_no_output(d, &base, &bad, expected, "as written");
     }
 }
 

@@ -833,36 +833,10 @@ fn memory_does_not_follow_the_largest_tensor() {
 /// the memory of each below half the tensor (both held them whole: 364 and 264 MB).
 #[test]
 fn memory_does_not_follow_a_sparse_tensors_kept_values() {
-    const MIB: u64 = 1 << 20;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    one_large_tensor(dir);
-    let path = |name: &str| s(&dir.join(name)).to_owned();
-    let (base, ft1, sparse, out) = (
-        path("base.safetensors"),
-        path("ft1.safetensors"),
-        path("sparse.wdelta"),
-        path("out.safetensors"),
-    );
-    let create = [
-        "delta",
-        "create",
-        "--base",
-        &base,
-        &ft1,
-        "-o",
-        &sparse,
-        "--strategy",
-        "sparse",
-        "--sparsity",
-        "0.7",
-    ];
-    runs_below_half_the_tensor(&create);
-    let records = std::fs::metadata(&sparse).unwrap().len();
-    assert!(records > 200 * MIB, "{} MiB of records", records / MIB);
-    runs_below_half_the_tensor(&["delta", "apply", "--base", &base, &sparse, "-o", &out]);
+    let options = ["--strategy", "sparse", "--sparsity", "0.7"];
+    let tmp = large_records_created_and_applied(&options, 200);
     // The spools were unlinked temporary files: nothing else is left beside the outputs.
-    let mut left: Vec<_> = std::fs::read_dir(dir)
+    let mut left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -871,10 +845,10 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
         left,
         [
             "base.safetensors",
+            "delta.wdelta",
             "ft1.safetensors",
             "ft2.safetensors",
-            "out.safetensors",
-            "sparse.wdelta"
+            "out.safetensors"
         ]
     );
 }
@@ -886,34 +860,38 @@ fn memory_does_not_follow_a_sparse_tensors_kept_values() {
 /// a fraction whole and `apply` held the outliers).
 #[test]
 fn memory_does_not_follow_an_int4_tensors_outliers() {
+    let options = ["--strategy", "int4", "--outlier-fraction", "0.2"];
+    large_records_created_and_applied(&options, 128);
+}
+
+/// `create` with `options` on the tensor of [`one_large_tensor`], whose records must pass
+/// `records_mib` MiB, then `apply` of that delta, each below half the tensor. Gives the
+/// directory (base, fine-tunes, `delta.wdelta`, `out.safetensors`).
+fn large_records_created_and_applied(options: &[&str], records_mib: u64) -> tempfile::TempDir {
     const MIB: u64 = 1 << 20;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     one_large_tensor(dir);
     let path = |name: &str| s(&dir.join(name)).to_owned();
-    let (base, ft1, int4, out) = (
+    let (base, ft1, delta, out) = (
         path("base.safetensors"),
         path("ft1.safetensors"),
-        path("int4.wdelta"),
+        path("delta.wdelta"),
         path("out.safetensors"),
     );
     let create = [
-        "delta",
-        "create",
-        "--base",
-        &base,
-        &ft1,
-        "-o",
-        &int4,
-        "--strategy",
-        "int4",
-        "--outlier-fraction",
-        "0.2",
+        &["delta", "create", "--base", &base, &ft1, "-o", &delta][..],
+        options,
     ];
-    runs_below_half_the_tensor(&create);
-    let records = std::fs::metadata(&int4).unwrap().len();
-    assert!(records > 128 * MIB, "{} MiB of records", records / MIB);
-    runs_below_half_the_tensor(&["delta", "apply", "--base", &base, &int4, "-o", &out]);
+    runs_below_half_the_tensor(&create.concat());
+    let records = std::fs::metadata(&delta).unwrap().len();
+    assert!(
+        records > records_mib * MIB,
+        "{} MiB of records",
+        records / MIB
+    );
+    runs_below_half_the_tensor(&["delta", "apply", "--base", &base, &delta, "-o", &out]);
+    tmp
 }
 
 /// A lineage whose links are larger than the bound (two sparse links at sparsity 0.7 of the

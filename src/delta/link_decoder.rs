@@ -234,6 +234,19 @@ mod tests {
         v.iter().flat_map(|&x| le(x)).collect()
     }
 
+    /// The arrays an encoder wrote, as a decoder reads them.
+    fn arrays_of(owned: &[crate::formats::wdelta::OwnedArray]) -> TensorArrays<'_> {
+        TensorArrays {
+            fields: owned
+                .iter()
+                .map(|a| ArrayRef {
+                    dtype: a.dtype,
+                    data: &a.data,
+                })
+                .collect(),
+        }
+    }
+
     /// An int4 tensor's outliers read in place decode as the codec's decoders, layouts 1 and 2,
     /// front to back and at any range, at any cut.
     #[test]
@@ -253,15 +266,7 @@ mod tests {
             let shape = [n as u64];
             let entry = entry_for(&shape, &opts, Some("float32"));
             let owned = encode(&delta, &shape, &opts);
-            let arrays = TensorArrays {
-                fields: owned
-                    .iter()
-                    .map(|a| ArrayRef {
-                        dtype: a.dtype,
-                        data: &a.data,
-                    })
-                    .collect(),
-            };
+            let arrays = arrays_of(&owned);
             let mut whole = vec![0f32; n];
             codec::Decoder::new(&entry, &arrays).fill(&mut whole);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -292,15 +297,7 @@ mod tests {
             let width = bad[0].dtype.size() as usize;
             let (a, b) = bad[0].data.split_at_mut(width);
             a.swap_with_slice(&mut b[..width]);
-            let arrays = TensorArrays {
-                fields: bad
-                    .iter()
-                    .map(|a| ArrayRef {
-                        dtype: a.dtype,
-                        data: &a.data,
-                    })
-                    .collect(),
-            };
+            let arrays = arrays_of(&bad);
             let mut out = vec![f32::NAN; n];
             RangeDecoder::Int4(Int4InPlace::new(&entry, &arrays)).decode(0, &mut out);
             assert!(out.iter().all(|&x| x == 0.0));
