@@ -134,6 +134,8 @@ def main():
     models["lora"] = {"recipe": "peft LoRA r 4 alpha 8 on query, value; 6 AdamW steps",
                       "losses": steps(lora, 6, 41)}
     lora.save_pretrained(out / "lora", safe_serialization=True)
+    # peft's README.md is an empty model card template: not needed.
+    (out / "lora" / "README.md").unlink(missing_ok=True)
     cfg_path = out / "lora" / "adapter_config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["base_model_name_or_path"] = "base"

@@ -370,9 +370,9 @@ impl Opener<'_> {
     pub(crate) fn model_files(
         &self,
         spec: &str,
-        artifact: &Artifact,
+        artifact: Option<&Artifact>,
     ) -> Result<Vec<crate::bom::ModelFile>, InputError> {
-        let names = part_names(artifact);
+        let names = artifact.map(part_names).unwrap_or_default();
         match Input::parse(spec) {
             Input::File(path) => {
                 let (dir, shown_dir) = if path.is_dir() {
@@ -442,7 +442,7 @@ impl Opener<'_> {
             }
             Input::Url(url) => Ok(vec![crate::bom::ModelFile {
                 path: crate::remote::shown_url(&url).clone(),
-                size: artifact.layout.file_size,
+                size: artifact.map_or(0, |a| a.layout.file_size),
                 sha256: None,
                 from_lfs_pointer: false,
             }]),

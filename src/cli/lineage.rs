@@ -61,6 +61,13 @@ pub(crate) struct BomArgs {
     pub headers: Vec<String>,
 }
 
+fn note_line(note: &str) {
+    eprintln!(
+        "weight-inspect: note: {}",
+        crate::escape::terminal_safe(note)
+    );
+}
+
 fn rfc3339(text: &str) -> std::result::Result<String, String> {
     let re = regex::Regex::new(
         r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$",
@@ -199,15 +206,26 @@ fn bom_model(opener: &Opener<'_>, spec: &str) -> Result<BomModel> {
             wdelta: Some((strategy, parent)),
         });
     }
-    // Headers only: a BOM never needs the weights (the relation to --base may).
-    let (artifact, note) = opener.model(spec)?;
-    if let Some(note) = note {
-        eprintln!(
-            "weight-inspect: note: {}",
-            crate::escape::terminal_safe(&note)
-        );
-    }
-    let files = opener.model_files(spec, &artifact)?;
+    // Headers only: a BOM never needs the weights (the relation to --base may). A file whose
+    // header cannot be read here (an absent LFS object, offline) is still described by its
+    // pointer: its oid and size.
+    let artifact = match opener.model(spec) {
+        Ok((artifact, note)) => {
+            if let Some(note) = note {
+                note_line(&note);
+            }
+            Some(artifact)
+        }
+        Err(InputError::NoModel { message, .. }) => {
+            note_line(&format!(
+                "{}: {message}; described by its LFS pointer alone",
+                crate::escape::shown(spec)
+            ));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let files = opener.model_files(spec, artifact.as_ref())?;
     let config = opener
         .beside(spec, "config.json")
         .and_then(|b| serde_json::from_slice(&b).ok());
@@ -215,7 +233,7 @@ fn bom_model(opener: &Opener<'_>, spec: &str) -> Result<BomModel> {
         .beside(spec, "README.md")
         .and_then(|b| card_license(&b));
     Ok(BomModel {
-        opened: Some(Opened {
+        opened: artifact.map(|artifact| Opened {
             name: spec.to_owned(),
             artifact,
             files: None,
@@ -268,7 +286,7 @@ pub(super) fn bom(args: BomArgs, remote: &RemoteOptions) -> Result<Exit> {
         .iter()
         .map(|b| {
             let base = open(&opener, b)?;
-            let files = opener.model_files(b, &base.artifact)?;
+            let files = opener.model_files(b, Some(&base.artifact))?;
             Ok((base, files))
         })
         .collect::<Result<Vec<_>>>()?;

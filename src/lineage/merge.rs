@@ -220,7 +220,9 @@ mod tests {
 
     #[test]
     fn least_squares_recovers_the_weights_of_a_sum() {
-        let a: Vec<f64> = (0..1000).map(|i| f64::from((i * 37) % 101) - 50.0).collect();
+        let a: Vec<f64> = (0..1000)
+            .map(|i| f64::from((i * 37) % 101) - 50.0)
+            .collect();
         let b: Vec<f64> = (0..1000).map(|i| f64::from((i * 53) % 97) - 48.0).collect();
         let y: Vec<f64> = a.iter().zip(&b).map(|(a, b)| 0.3 * a + 0.7 * b).collect();
         let w = least_squares(&y, &[a.clone(), b]).unwrap();
