@@ -315,3 +315,57 @@ fn resized(
     };
     Ok(Judged::new(relation, confidence, DecidedBy::Values))
 }
+
+/// The relation a value diff already made shows (`git diff --values`, `ci --values`): the
+/// headers first, then the diff's figures; nothing more is read. Rows added or removed are
+/// named without comparing the shared rows.
+pub(crate) fn from_value_diff(
+    old: &crate::artifact::Artifact,
+    new: &crate::artifact::Artifact,
+    diff: &crate::values::ValueDiff,
+) -> Judged {
+    if adapter::is_adapter(new) {
+        return match adapter::fit(new, old, None) {
+            Ok(found) => {
+                let share = found.fitted as f64 / found.pairs.max(1) as f64;
+                Judged::new(Relation::Adapter(found), share, DecidedBy::Headers)
+            }
+            Err(why) => Judged::new(Relation::Unrelated(why), 1.0, DecidedBy::Headers),
+        };
+    }
+    let structure = headers::compare(new, old);
+    if let headers::Structure::Unrelated(why) = structure {
+        return Judged::new(Relation::Unrelated(why), 1.0, DecidedBy::Headers);
+    }
+    let (mut relation, confidence) = classify::classify(diff, old, new, false);
+    if let Relation::Identical(identical) = &mut relation {
+        identical.metadata_changed = crate::diff::StructuralDiff::between(old, new)
+            .metadata
+            .len();
+    }
+    if let (
+        headers::Structure::Resized {
+            rows,
+            layers_added,
+            layers_removed,
+        },
+        false,
+    ) = (structure, matches!(relation, Relation::Unrelated(_)))
+    {
+        let grown = rows.iter().any(|r| r.rows > r.parent_rows) || !layers_added.is_empty();
+        let resized = Resized {
+            shared_tensors: diff.tensors.len(),
+            shared_moved: diff.changed_count(),
+            values_moved: diff.changed_count() > 0,
+            rows,
+            layers_added,
+            layers_removed,
+        };
+        relation = if grown {
+            Relation::Extended(resized)
+        } else {
+            Relation::Pruned(resized)
+        };
+    }
+    Judged::new(relation, confidence, DecidedBy::Values)
+}

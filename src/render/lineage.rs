@@ -347,6 +347,12 @@ fn judged_json<'a>(judged: &Judged, parent: &str, candidate: Option<&'a str>) ->
     }
 }
 
+/// One relation as JSON (`relation`, `base_model_relation`, confidence, summary, evidence),
+/// for the reports that carry it beside their own (`git diff --values --json`, `ci`).
+pub(crate) fn relation_json(judged: &Judged, parent: &str) -> serde_json::Value {
+    serde_json::to_value(judged_json(judged, parent, None)).unwrap_or_default()
+}
+
 #[derive(Serialize)]
 struct RelateJson<'a> {
     schema: u32,

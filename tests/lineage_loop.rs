@@ -1,0 +1,88 @@
+//! The relation in the loop: `git diff --values` and `ci --values` say how a replaced model
+//! relates to the one before it (a fine-tune, or an unrelated model swapped in).
+
+mod common;
+
+use common::git::Repo;
+use common::{code, repo_root, stderr, stdout};
+use serde_json::Value;
+
+/// model/model.safetensors in LFS: the base, then its fine-tune, then a model trained apart.
+fn history() -> Repo {
+    let repo = Repo::with_lfs(&["*.safetensors"]);
+    std::fs::create_dir_all(repo.path("model")).unwrap();
+    for (name, message) in [
+        ("base", "base"),
+        ("ft-a", "fine-tune"),
+        ("independent", "swap"),
+    ] {
+        let from = repo_root().join("tests/fixtures/lineage").join(name);
+        std::fs::copy(
+            from.join("model.safetensors"),
+            repo.path("model/model.safetensors"),
+        )
+        .unwrap();
+        repo.commit_all(message);
+    }
+    repo
+}
+
+#[test]
+fn git_diff_values_names_the_relation() {
+    let repo = history();
+    let out = repo.wi(&["git", "diff", "--values", "HEAD~2", "HEAD~1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("relation: fine-tune of the old side: 42 of 42 tensors moved"),
+        "{text}"
+    );
+    let out = repo.wi(&["git", "diff", "--values", "--json", "HEAD~1", "HEAD"]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let relation = &doc["files"][0]["relation"];
+    assert_eq!(relation["relation"], "unrelated", "{doc:#}");
+    assert!(relation["base_model_relation"].is_null());
+    assert_eq!(relation["evidence"]["by"], "values");
+    let out = repo.wi(&["git", "diff", "--values", "--json", "HEAD~2", "HEAD~1"]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        doc["files"][0]["relation"]["base_model_relation"],
+        "finetune"
+    );
+}
+
+#[test]
+fn the_ci_summary_says_how_the_new_model_relates_to_the_base() {
+    let repo = history();
+    let out = repo.wi(&[
+        "ci",
+        "--base",
+        "HEAD~2",
+        "--head",
+        "HEAD~1",
+        "--values",
+        "--summary",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = stdout(&out);
+    assert!(
+        summary.contains("fine-tune of the base: 42 of 42 tensors moved"),
+        "{summary}"
+    );
+    let out = repo.wi(&[
+        "ci",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--values",
+        "--summary",
+        "-",
+    ]);
+    let summary = stdout(&out);
+    assert!(
+        summary.contains("unrelated to the base: values uncorrelated"),
+        "{summary}"
+    );
+}
