@@ -86,3 +86,56 @@ fn the_ci_summary_says_how_the_new_model_relates_to_the_base() {
         "{summary}"
     );
 }
+
+/// The Action's `bom` input: run.sh writes the JSON report, bom.sh the BOM of the changed
+/// model with its base version as an ancestor, and names it in the step outputs.
+#[test]
+fn the_action_writes_the_bom_of_the_changed_models() {
+    let repo = history();
+    let temp = repo.path("..");
+    let outputs = temp.join("outputs.txt");
+    let mut cmd = repo.command("bash");
+    cmd.arg(repo_root().join("scripts/action/run.sh"))
+        .env("WI_BIN", common::bin())
+        .env("WI_BASE", "HEAD~2")
+        .env("WI_HEAD", "HEAD~1")
+        .env("GITHUB_OUTPUT", &outputs)
+        .env("RUNNER_TEMP", &temp);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = std::fs::read_to_string(&outputs)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("report=").map(str::to_owned))
+        .expect("report output");
+    let mut cmd = repo.command("bash");
+    cmd.arg(repo_root().join("scripts/action/bom.sh"))
+        .env("WI_BIN", common::bin())
+        .env("WI_BASE", "HEAD~2")
+        .env("WI_HEAD", "HEAD~1")
+        .env("WI_BOM", "model-bom.cdx.json")
+        .env("WI_REPORT", &report)
+        .env("GITHUB_OUTPUT", &outputs);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written = std::fs::read_to_string(&outputs).unwrap();
+    let bom_path = written
+        .lines()
+        .find_map(|l| l.strip_prefix("bom="))
+        .expect("bom output");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(bom_path).unwrap()).unwrap();
+    let model = &doc["components"][0];
+    assert_eq!(model["name"], "model.safetensors");
+    assert_eq!(
+        model["hashes"][0]["content"],
+        repo.lfs_oid("HEAD~1", "model/model.safetensors")
+    );
+    let ancestor = &model["pedigree"]["ancestors"][0];
+    let relation = ancestor["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "weight-inspect:relation")
+        .unwrap();
+    assert_eq!(relation["value"], "fine-tune");
+}
