@@ -139,3 +139,53 @@ fn the_action_writes_the_bom_of_the_changed_models() {
         .unwrap();
     assert_eq!(relation["value"], "fine-tune");
 }
+
+/// `relation = ["quantized"]` with `reference`: a folder of quantizations of one model, where
+/// a swapped-in unrelated model fails the check and names what it is.
+#[test]
+fn a_policy_requires_a_relation_to_the_reference() {
+    let repo = Repo::new();
+    let fixtures = repo_root().join("tests/fixtures/lineage");
+    for (from, to) in [
+        ("base/model.safetensors", "base/model.safetensors"),
+        ("f16/model.safetensors", "quants/f16.safetensors"),
+    ] {
+        std::fs::create_dir_all(repo.path(to).parent().unwrap()).unwrap();
+        std::fs::copy(fixtures.join(from), repo.path(to)).unwrap();
+    }
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"quants/*.safetensors\"]\nreference = \"../base/model.safetensors\"\nrelation = [\"quantized\"]\n",
+    );
+    let out = repo.wi(&["check", "quants/f16.safetensors"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    std::fs::copy(
+        fixtures.join("independent/model.safetensors"),
+        repo.path("quants/swapped.safetensors"),
+    )
+    .unwrap();
+    let out = repo.wi(&["check", "--format", "json", "quants/swapped.safetensors"]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let v = &doc["violations"][0];
+    assert_eq!(v["rule"], "relation", "{doc:#}");
+    assert!(
+        v["found"]
+            .as_str()
+            .unwrap()
+            .contains("unrelated to base/model.safetensors"),
+        "{doc:#}"
+    );
+    // An unknown relation is refused when the policy is read.
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"quants/*.safetensors\"]\nreference = \"../base/model.safetensors\"\nrelation = [\"quantised\"]\n",
+    );
+    let out = repo.wi(&["check", "quants/f16.safetensors"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("unknown relation"),
+        "{}",
+        stderr(&out)
+    );
+}

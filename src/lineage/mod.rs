@@ -24,6 +24,32 @@ pub(crate) use thresholds::{
     CONFIDENCE_HIGH, CONFIDENCE_MEDIUM, FINETUNE_MIN_RELATED, MERGE_MIN_WEIGHT,
 };
 
+/// Every name a policy's `relation` key may give: the relations, and the Hub's
+/// `base_model_relation` spellings (`quantized` matches a cast, a re-quantization and a
+/// conversion that changed dtypes).
+pub(crate) const RELATION_NAMES: [&str; 13] = [
+    "identical",
+    "cast",
+    "re-quantized",
+    "conversion",
+    "fine-tune",
+    "merge",
+    "adapter",
+    "extended",
+    "pruned",
+    "unrelated",
+    "undecided",
+    "quantized",
+    "finetune",
+];
+
+/// Whether `judged` is one of `allowed` (relation names or Hub spellings).
+pub(crate) fn allows(allowed: &[String], judged: &Judged) -> bool {
+    allowed.iter().any(|a| {
+        a == judged.relation.name() || Some(a.as_str()) == judged.relation.base_model_relation()
+    })
+}
+
 /// One relation with its confidence (0 to 1) and what decided it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Judged {
