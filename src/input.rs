@@ -361,3 +361,202 @@ pub(crate) struct LocalFile {
     pub path: PathBuf,
     _temp: Option<crate::fsutil::TempCopy>,
 }
+
+impl Opener<'_> {
+    /// The files of the model `spec` names (`artifact`, as opened), each with its size and
+    /// SHA-256: a Git LFS pointer's oid where the file (or blob) is a pointer, so that no
+    /// object is read or downloaded; else the SHA-256 of its bytes. A URL's file is not
+    /// hashed (nothing but its header is downloaded).
+    pub(crate) fn model_files(
+        &self,
+        spec: &str,
+        artifact: Option<&Artifact>,
+    ) -> Result<Vec<crate::bom::ModelFile>, InputError> {
+        let names = artifact.map(part_names).unwrap_or_default();
+        match Input::parse(spec) {
+            Input::File(path) => {
+                let (dir, shown_dir) = if path.is_dir() {
+                    (path.clone(), spec.trim_end_matches('/').to_owned())
+                } else if names.is_empty() {
+                    return Ok(vec![local_file_digest(&path, spec.to_owned())?]);
+                } else {
+                    let dir = crate::fsutil::dir_of(&path).to_path_buf();
+                    let shown = match spec.rsplit_once('/') {
+                        Some((d, _)) => d.to_owned(),
+                        None => String::new(),
+                    };
+                    (dir, shown)
+                };
+                if names.is_empty() {
+                    // A directory of one model file.
+                    let listing = crate::read::FsDirectory::new(&dir);
+                    let files = crate::sharded::Directory::file_names(&listing)
+                        .map_err(crate::error::Error::from)?;
+                    if let [crate::sharded::Candidate::Single(file)] =
+                        crate::sharded::candidates(&files).as_slice()
+                    {
+                        return Ok(vec![local_file_digest(
+                            &dir.join(file),
+                            joined(&shown_dir, file),
+                        )?]);
+                    }
+                }
+                names
+                    .iter()
+                    .map(|name| local_file_digest(&dir.join(name), joined(&shown_dir, name)))
+                    .collect()
+            }
+            Input::Revision(rev_path) => {
+                let cwd = std::env::current_dir().map_err(|e| crate::error::Error::io(".", e))?;
+                let repo = crate::git::open_repo(&cwd)?;
+                let path = rev_path.repo_path(&repo, &cwd);
+                let tree = !rev_path.is_index()
+                    && matches!(
+                        crate::git::tree_entry(&repo, &rev_path.rev, &path)?,
+                        Some(crate::git::Entry::Dir)
+                    );
+                if names.is_empty() && !tree {
+                    let id = rev_path.blob(&repo, &cwd)?;
+                    return Ok(vec![blob_digest(&repo, id, rev_path.spec.clone())?]);
+                }
+                let dir = if tree {
+                    path.trim_end_matches('/').to_owned()
+                } else {
+                    path.rsplit_once('/')
+                        .map_or(String::new(), |(d, _)| d.to_owned())
+                };
+                let shown_dir = format!("{}:{dir}", rev_path.rev);
+                let mut out = Vec::new();
+                for name in &names {
+                    let part = RevPath::parse(&format!("{}:{}", rev_path.rev, joined(&dir, name)))
+                        .expect("has a colon");
+                    let id = part.blob(&repo, &cwd)?;
+                    let shown = if dir.is_empty() {
+                        format!("{}:{name}", rev_path.rev)
+                    } else {
+                        joined(&shown_dir, name)
+                    };
+                    out.push(blob_digest(&repo, id, shown)?);
+                }
+                Ok(out)
+            }
+            Input::Url(url) => Ok(vec![crate::bom::ModelFile {
+                path: crate::remote::shown_url(&url).clone(),
+                size: artifact.map_or(0, |a| a.layout.file_size),
+                sha256: None,
+                from_lfs_pointer: false,
+            }]),
+        }
+    }
+
+    /// A small file (at most 1 MiB) named `name` beside the model `spec` names — config.json,
+    /// README.md — in the work tree or in the revision; None when there is none.
+    pub(crate) fn beside(&self, spec: &str, name: &str) -> Option<Vec<u8>> {
+        const MAX: u64 = 1 << 20;
+        match Input::parse(spec) {
+            Input::File(path) => {
+                let dir = if path.is_dir() {
+                    path.as_path()
+                } else {
+                    crate::fsutil::dir_of(&path)
+                };
+                let file = dir.join(name);
+                let meta = std::fs::metadata(&file).ok()?;
+                (meta.is_file() && meta.len() <= MAX)
+                    .then(|| std::fs::read(&file).ok())
+                    .flatten()
+                    .filter(|bytes| crate::git::Pointer::parse(bytes).is_none())
+            }
+            Input::Revision(rev_path) if !rev_path.is_index() => {
+                let cwd = std::env::current_dir().ok()?;
+                let repo = crate::git::open_repo(&cwd).ok()?;
+                let path = rev_path.repo_path(&repo, &cwd);
+                let dir = match crate::git::tree_entry(&repo, &rev_path.rev, &path).ok()? {
+                    Some(crate::git::Entry::Dir) => path.trim_end_matches('/').to_owned(),
+                    _ => path
+                        .rsplit_once('/')
+                        .map_or(String::new(), |(d, _)| d.to_owned()),
+                };
+                let entry = crate::git::tree_entry(&repo, &rev_path.rev, &joined(&dir, name));
+                let id = entry.ok()??.file()?;
+                let bytes = crate::git::blob_bytes(&repo, id).ok()?;
+                (bytes.len() as u64 <= MAX && crate::git::Pointer::parse(&bytes).is_none())
+                    .then_some(bytes)
+            }
+            _ => None,
+        }
+    }
+}
+
+use crate::git::RevPath;
+
+/// The files of a multi-file model: the index (if any), then the parts; empty for one file.
+fn part_names(artifact: &Artifact) -> Vec<String> {
+    let Some(files) = &artifact.layout.files else {
+        return Vec::new();
+    };
+    files
+        .index
+        .iter()
+        .cloned()
+        .chain(files.parts.iter().map(|p| p.file.clone()))
+        .collect()
+}
+
+fn joined(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// A local file's digest: its LFS pointer's oid, or the SHA-256 of its bytes.
+fn local_file_digest(path: &Path, shown: String) -> Result<crate::bom::ModelFile, InputError> {
+    if let Some(pointer) = read_pointer_file(path) {
+        return Ok(crate::bom::ModelFile {
+            path: shown,
+            size: pointer.size,
+            sha256: Some(pointer.oid),
+            from_lfs_pointer: true,
+        });
+    }
+    let size = std::fs::metadata(path)
+        .map_err(|e| crate::error::Error::io(path, e))?
+        .len();
+    let sha256 = crate::digest::sha256_file(path).map_err(|e| crate::error::Error::io(path, e))?;
+    Ok(crate::bom::ModelFile {
+        path: shown,
+        size,
+        sha256: Some(sha256),
+        from_lfs_pointer: false,
+    })
+}
+
+/// A blob's digest: its LFS pointer's oid, or the SHA-256 of its bytes.
+fn blob_digest(
+    repo: &gix::Repository,
+    id: gix::ObjectId,
+    shown: String,
+) -> Result<crate::bom::ModelFile, InputError> {
+    // A pointer is a small blob: its size is read from the object's header first, so a
+    // large blob is read only to be hashed.
+    let small = repo
+        .find_header(id)
+        .is_ok_and(|h| h.size() <= crate::git::MAX_POINTER_SIZE as u64);
+    let bytes = crate::git::blob_bytes(repo, id)?;
+    if small && let Some(pointer) = crate::git::Pointer::parse(&bytes) {
+        return Ok(crate::bom::ModelFile {
+            path: shown,
+            size: pointer.size,
+            sha256: Some(pointer.oid),
+            from_lfs_pointer: true,
+        });
+    }
+    Ok(crate::bom::ModelFile {
+        path: shown,
+        size: bytes.len() as u64,
+        sha256: Some(crate::digest::sha256_hex(&bytes)),
+        from_lfs_pointer: false,
+    })
+}

@@ -7,6 +7,7 @@
 //! private: what the binary, the tests and the fuzz targets use is re-exported here.
 
 mod artifact;
+mod bom;
 mod ci;
 mod cli;
 mod conversion;
@@ -22,6 +23,7 @@ mod git;
 mod hugepages;
 mod identity;
 mod input;
+mod lineage;
 mod mapped;
 mod output;
 mod policy;

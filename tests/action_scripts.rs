@@ -755,6 +755,7 @@ fn the_action_runs_on_a_shallow_pull_request_checkout() {
             "report": report_path.display().to_string(),
             "sarif": "out/weight-inspect.sarif",
             "html": work.join("out/weight-inspect.html").display().to_string(),
+            "bom": "",
             "base": remote.c4,
         }),
         "{all}"

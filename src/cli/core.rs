@@ -256,7 +256,7 @@ fn noted<T>((value, note): (T, Option<String>)) -> T {
     value
 }
 
-fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
+pub(super) fn headers(args: &[String]) -> Result<Vec<(String, String)>> {
     Ok(args
         .iter()
         .map(|h| parse_header(h))

@@ -8,6 +8,7 @@ mod cwd;
 mod delta;
 mod error;
 mod git;
+mod lineage;
 mod policy;
 
 use std::io::Write;
@@ -66,6 +67,12 @@ pub(crate) enum Command {
     Ci(ci::CiArgs),
     /// Compressed weight deltas (.wdelta): create, apply, inspect, verify, store, restore.
     Delta(delta::DeltaArgs),
+    /// How a model was made from candidate parents: identical, cast, re-quantized, conversion,
+    /// fine-tune, merge, adapter, extended, pruned or unrelated (exit 0 related, 1 not).
+    Relate(lineage::RelateArgs),
+    /// A CycloneDX 1.6 ML-BOM of models: files' SHA-256, structural hash, parameters, model
+    /// card and the models they were made from.
+    Bom(lineage::BomArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
 }
@@ -106,6 +113,8 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
         Command::Hook(args) => policy::hook(args),
         Command::Ci(args) => ci::run(args, remote),
         Command::Delta(args) => delta::run(args, remote),
+        Command::Relate(args) => lineage::relate(args, color, remote),
+        Command::Bom(args) => lineage::bom(args, remote),
         Command::Completions(args) => completions::completions(args, Cli::command()),
     }
 }

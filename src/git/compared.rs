@@ -149,6 +149,9 @@ pub(crate) struct FileJson<'a> {
     /// With a reference: the conversion report, or `{"skipped": why}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     conversion: Option<serde_json::Value>,
+    /// With values: how the new side relates to the old (`relate`'s relation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relation: Option<serde_json::Value>,
 }
 
 impl ComparedFile {
@@ -260,6 +263,9 @@ impl ComparedFile {
                 },
                 Err(why) => serde_json::json!({ "skipped": why.to_string() }),
             }),
+            relation: self
+                .relation()
+                .map(|r| crate::render::lineage::relation_json(&r, "the old side")),
             conversion: self.conversion.as_ref().map(|(reference, c)| match c {
                 Ok(c) => crate::render::conversion::json_value(c, reference, self.change.path()),
                 Err(why) => {
@@ -329,6 +335,13 @@ impl ComparedFile {
                 (None, None) => {}
             }
         }
+        if let Some(relation) = self.relation() {
+            let _ = writeln!(
+                out,
+                "relation: {}",
+                crate::render::lineage::sentence(&relation, "the old side")
+            );
+        }
         if let Some(values) = &self.values {
             out.push_str(&crate::render::values::text_or_skipped(
                 values.as_ref().map_err(|e| e as &dyn std::fmt::Display),
@@ -352,11 +365,33 @@ impl ComparedFile {
         out
     }
 
+    /// How the new side relates to the old, from the value diff already made (None without
+    /// values, or when a side is not a model).
+    pub(crate) fn relation(&self) -> Option<crate::lineage::Judged> {
+        let Some(Ok(values)) = &self.values else {
+            return None;
+        };
+        Some(crate::lineage::from_value_diff(
+            artifact(&self.old)?,
+            artifact(&self.new)?,
+            values,
+        ))
+    }
+
     /// The "weights" cell: how many tensors' values changed and the largest rel_l2, or why the
     /// values were not compared; None without values.
     pub(crate) fn weights(&self) -> Option<String> {
         let values = self.values.as_ref().map(|v| match v {
-            Ok(values) => crate::render::values::summary(values),
+            Ok(values) => {
+                let summary = crate::render::values::summary(values);
+                match self.relation() {
+                    Some(r) => format!(
+                        "{summary}; {}",
+                        crate::render::lineage::sentence(&r, "the base")
+                    ),
+                    None => summary,
+                }
+            }
             Err(_) => "not compared (see details)".to_owned(),
         });
         let conversion = self.conversion.as_ref().map(|(reference, c)| match c {

@@ -166,6 +166,12 @@ fn text_of(file: &ComparedFile, color: bool) -> String {
         blobs_differ,
     );
     let mut text = with_model_files(rendered, file.model.as_ref());
+    if let Some(relation) = file.relation() {
+        text.push_str(&format!(
+            "relation: {}\n",
+            crate::render::lineage::sentence(&relation, "the old side")
+        ));
+    }
     if let Some(values) = &file.values {
         text.push_str(&crate::render::values::text_or_skipped(
             values.as_ref().map_err(|e| e as &dyn std::fmt::Display),

@@ -280,6 +280,18 @@ impl Evaluation<'_, '_> {
                 self.push(v);
             }
         }
+        if let Some(rule) = eff.relation {
+            let subject = self.reader.subject();
+            let expected = format!(
+                "a {} of {}",
+                rule.value.allowed.join(" or "),
+                shown(&super::relation::reference_of(&subject.path, rule.value))
+            );
+            if let Some(found) = super::relation::check(subject, artifact, rule.value)? {
+                let v = Violation::new(self.path(), "relation", &rule, expected, found);
+                self.push(v);
+            }
+        }
         self.stamp_hash(&content);
         Ok(())
     }
@@ -521,6 +533,7 @@ fn first_structural_rule<'a>(eff: &Effective<'a>) -> &'a Rule {
         eff.max_tensors.map(|s| s.rule),
         eff.max_parameters.map(|s| s.rule),
         eff.conversion.map(|s| s.rule),
+        eff.relation.map(|s| s.rule),
     ];
     candidates
         .into_iter()

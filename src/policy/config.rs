@@ -134,6 +134,16 @@ pub struct Settings {
     pub max_update_loss: Option<f64>,
     /// A `.wdelta` file's reconstruction error (‖rebuilt − ft‖ / ‖ft‖, over the whole model).
     pub max_delta_rel_l2: Option<f64>,
+    /// `relation` with `reference`: how the file must relate to the reference model
+    /// (`relate`'s relations or the Hub's spellings).
+    pub relation: Option<RelationRule>,
+}
+
+/// `relation` + `reference`: the relations a file may have to the reference beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelationRule {
+    pub reference: String,
+    pub allowed: Vec<String>,
 }
 
 /// `reference` and `max_rel_l2`: a GGUF compared with the model it was converted from.
@@ -180,6 +190,7 @@ pub struct Effective<'a> {
     pub complete: Option<Sourced<'a, bool>>,
     pub max_update_loss: Option<Sourced<'a, f64>>,
     pub max_delta_rel_l2: Option<Sourced<'a, f64>>,
+    pub relation: Option<Sourced<'a, RelationRule>>,
     /// The last rule that matches the path: where a default (`complete`) is reported from.
     pub last_rule: Option<&'a Rule>,
 }
@@ -196,6 +207,7 @@ impl Effective<'_> {
             || self.max_tensors.is_some()
             || self.max_parameters.is_some()
             || self.conversion.is_some()
+            || self.relation.is_some()
     }
 
     /// Whether incomplete model files are violations: unless a rule says `complete = false`.
@@ -219,6 +231,7 @@ impl Effective<'_> {
             (self.max_tensors.is_some(), "max_tensors"),
             (self.max_parameters.is_some(), "max_parameters"),
             (self.conversion.is_some(), "max_rel_l2"),
+            (self.relation.is_some(), "relation"),
         ] {
             if set {
                 keys.push(name);
@@ -345,7 +358,8 @@ impl Policy {
                 conversion,
                 complete,
                 max_update_loss,
-                max_delta_rel_l2
+                max_delta_rel_l2,
+                relation
             );
         }
         matched.then_some(eff)
@@ -403,6 +417,8 @@ struct RawRule {
     max_update_loss: Option<toml::Spanned<f64>>,
     #[serde(default)]
     max_delta_rel_l2: Option<toml::Spanned<f64>>,
+    #[serde(default)]
+    relation: Option<toml::Spanned<Vec<String>>>,
 }
 
 impl RawRule {
@@ -432,6 +448,13 @@ impl RawRule {
             complete: self.complete,
             max_update_loss: self.max_update_loss.as_ref().map(|b| *b.get_ref()),
             max_delta_rel_l2: self.max_delta_rel_l2.as_ref().map(|b| *b.get_ref()),
+            relation: match (&self.reference, &self.relation) {
+                (Some(reference), Some(allowed)) => Some(RelationRule {
+                    reference: reference.get_ref().clone(),
+                    allowed: allowed.get_ref().clone(),
+                }),
+                _ => None,
+            },
         }
     }
 
@@ -458,8 +481,12 @@ impl RawRule {
     /// `reference` and `max_rel_l2` come together; the bound is a finite non-negative number
     /// and the reference a relative path.
     fn check_conversion(&self, path: &Path, text: &str) -> Result<(), PolicyError> {
+        if let Some(relation) = &self.relation {
+            self.check_relation(path, text, relation)?;
+        }
         match (&self.reference, &self.max_rel_l2) {
             (None, None) => Ok(()),
+            (Some(r), None) if self.relation.is_some() => check_reference(path, text, r),
             (Some(r), None) => Err(invalid(
                 path,
                 text,
@@ -486,25 +513,63 @@ impl RawRule {
                         format!("`max_rel_l2` must be a number at least 0, found {bound}"),
                     ));
                 }
-                let reference = r.get_ref();
-                if reference.is_empty()
-                    || reference.starts_with('/')
-                    || reference.split('/').any(|c| c.is_empty() || c == ".")
-                {
-                    return Err(invalid(
-                        path,
-                        text,
-                        r.span().start,
-                        format!(
-                            "`reference` must be a path relative to the GGUF's directory, found \
-                             {reference:?}"
-                        ),
-                    ));
-                }
-                Ok(())
+                check_reference(path, text, r)
             }
         }
     }
+
+    /// `relation` names known relations and comes with `reference`.
+    fn check_relation(
+        &self,
+        path: &Path,
+        text: &str,
+        relation: &toml::Spanned<Vec<String>>,
+    ) -> Result<(), PolicyError> {
+        if self.reference.is_none() {
+            return Err(invalid(
+                path,
+                text,
+                relation.span().start,
+                "`relation` needs `reference` in the same rule (the model the file must be \
+                 made from, relative to its directory)"
+                    .into(),
+            ));
+        }
+        for name in relation.get_ref() {
+            if !crate::lineage::RELATION_NAMES.contains(&name.as_str()) {
+                return Err(invalid(
+                    path,
+                    text,
+                    relation.span().start,
+                    format!(
+                        "`relation`: unknown relation {name:?} (expected one of {})",
+                        crate::lineage::RELATION_NAMES.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `reference` is a path relative to the file's directory.
+fn check_reference(path: &Path, text: &str, r: &toml::Spanned<String>) -> Result<(), PolicyError> {
+    let reference = r.get_ref();
+    if reference.is_empty()
+        || reference.starts_with('/')
+        || reference.split('/').any(|c| c.is_empty() || c == ".")
+    {
+        return Err(invalid(
+            path,
+            text,
+            r.span().start,
+            format!(
+                "`reference` must be a path relative to the GGUF's directory, found \
+                 {reference:?}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn glob_set(

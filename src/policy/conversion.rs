@@ -137,7 +137,7 @@ fn violations(
 }
 
 /// `reference` relative to the directory of `path` (repository-relative, `/`-separated).
-fn beside(path: &str, reference: &str) -> String {
+pub(super) fn beside(path: &str, reference: &str) -> String {
     let mut parts: Vec<&str> = path.split('/').collect();
     parts.pop();
     for part in reference.split('/') {
@@ -154,7 +154,7 @@ fn beside(path: &str, reference: &str) -> String {
 
 /// Every byte of the judged GGUF: the work-tree file, the blob, or their LFS object in the
 /// local store (weights are never downloaded).
-fn subject_bytes(subject: &Subject<'_>) -> Result<ModelBytes> {
+pub(super) fn subject_bytes(subject: &Subject<'_>) -> Result<ModelBytes> {
     match &subject.origin {
         Origin::Worktree { repo, file, .. } => worktree_bytes(*repo, &subject.path, file),
         Origin::Blob { repo, id, .. } => blob_bytes(repo, &subject.path, *id),
@@ -166,7 +166,7 @@ fn subject_bytes(subject: &Subject<'_>) -> Result<ModelBytes> {
 /// The reference's bytes from the same place as the subject's; None when it has no such file.
 /// `reference` is repository-relative, `relative` as the policy gives it (to the GGUF's
 /// directory).
-fn reference_bytes(
+pub(super) fn reference_bytes(
     subject: &Subject<'_>,
     reference: &str,
     relative: &str,

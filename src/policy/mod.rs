@@ -18,6 +18,7 @@ mod error;
 mod explain;
 mod hook;
 mod pin;
+mod relation;
 mod report;
 mod sarif;
 mod source;

@@ -8,6 +8,7 @@ pub(crate) mod enums;
 pub(crate) mod github;
 pub(crate) mod html;
 pub(crate) mod json;
+pub(crate) mod lineage;
 pub(crate) mod order;
 mod palette;
 pub(crate) mod report;

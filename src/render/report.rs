@@ -163,3 +163,20 @@ fn ending_in_newline(mut text: String) -> String {
     }
     text
 }
+
+/// `relate`: how a model was made from its candidate parents.
+pub(crate) struct Relate<'a> {
+    /// The model and the candidates as the command line named them.
+    pub model: &'a str,
+    pub candidates: &'a [&'a str],
+    pub verdict: &'a crate::lineage::Verdict,
+}
+
+impl Report for Relate<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        super::lineage::text(self.model, self.candidates, self.verdict, palette)
+    }
+    fn json(&self) -> String {
+        super::lineage::json(self.model, self.candidates, self.verdict)
+    }
+}
