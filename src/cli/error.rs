@@ -28,6 +28,8 @@ pub(super) enum ErrorKind {
     Delta(#[from] crate::delta::DeltaError),
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),
+    #[error(transparent)]
+    Signing(#[from] crate::signing::SigningError),
 }
 
 pub(super) type Result<T, E = Error> = std::result::Result<T, E>;

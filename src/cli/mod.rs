@@ -9,6 +9,7 @@ mod delta;
 mod error;
 mod git;
 mod policy;
+mod signing;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -66,6 +67,11 @@ pub(crate) enum Command {
     Ci(ci::CiArgs),
     /// Compressed weight deltas (.wdelta): create, apply, inspect, verify, store, restore.
     Delta(delta::DeltaArgs),
+    /// Verify an OpenSSF model signature (model_signing's model.sig), offline (exit 0
+    /// verified, 1 not verified, 2 unreadable).
+    Verify(signing::VerifyArgs),
+    /// Sign a model directory with a key or a certificate (an OpenSSF model signature).
+    Sign(signing::SignArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
 }
@@ -106,6 +112,8 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
         Command::Hook(args) => policy::hook(args),
         Command::Ci(args) => ci::run(args, remote),
         Command::Delta(args) => delta::run(args, remote),
+        Command::Verify(args) => signing::verify(args, color),
+        Command::Sign(args) => signing::sign(args, color),
         Command::Completions(args) => completions::completions(args, Cli::command()),
     }
 }
