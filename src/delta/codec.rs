@@ -1849,11 +1849,43 @@ mod tests {
         }
     }
 
+    /// 10 rows of 100 whose magnitudes are all distinct (so top-k has one answer) and grow by
+    /// row (so a row's scale is its own), signs mixed.
+    fn distinct_deltas() -> Vec<f32> {
+        (0..1000usize)
+            .map(|i| {
+                let magnitude = ((i * 7919) % 1000 + 1) as f64 * 1e-5 + (i / 100) as f64 * 1e-2;
+                let sign = if (i * 31) % 3 == 0 { -1.0 } else { 1.0 };
+                (sign * magnitude) as f32
+            })
+            .collect()
+    }
+
+    /// The positions of the `k` largest magnitudes by a full sort (ties would make the answer
+    /// ambiguous; [`distinct_deltas`] has none).
+    fn top_k_by_sorting(delta: &[f32], k: usize) -> Vec<bool> {
+        let mut order: Vec<usize> = (0..delta.len()).collect();
+        order.sort_by(|&a, &b| delta[b].abs().total_cmp(&delta[a].abs()));
+        let mut kept = vec![false; delta.len()];
+        for &i in &order[..k] {
+            kept[i] = true;
+        }
+        kept
+    }
+
+    /// Each strategy decodes what its definition (docs/wdelta.md, "Strategies") says, checked
+    /// against values computed here in float64 from the delta alone: sparse the top-k values
+    /// exactly and zeros elsewhere; quantized each row's mean magnitude (to float16's
+    /// precision) with the delta's sign; int4 the outliers as float16 and the rest within half
+    /// a quantization step of the delta, from a scale and zero point that are float16 of the
+    /// non-outliers' range / 15 and minimum. A decoder returning zeros, or one dropping a term
+    /// of a sum, fails every strategy.
     #[test]
     fn roundtrips_are_close() {
-        let delta: Vec<f32> = (0..1000)
-            .map(|i| ((i * 7919) % 997) as f32 * 1e-5 - 5e-3)
-            .collect();
+        let delta = distinct_deltas();
+        let shape = [10u64, 100];
+        let (rows, cols) = (10, 100);
+        let mut checked = 0;
         for version in [1, 2] {
             for strategy in [Strategy::Sparse, Strategy::Quantized, Strategy::Int4] {
                 let opts = EncodeOptions {
@@ -1861,19 +1893,78 @@ mod tests {
                     version,
                     ..Default::default()
                 };
-                let shape = [10u64, 100];
                 let entry = entry_for(&shape, &opts, Some("float32"));
                 let arrays = encode(&delta, &shape, &opts);
                 let refs = refs_of(&arrays);
-                let mut out = vec![0f32; delta.len()];
+                let mut out = vec![f32::NAN; delta.len()];
                 decode(&entry, &refs, &mut out);
-                let max_err = delta
-                    .iter()
-                    .zip(&out)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0f32, f32::max);
-                assert!(max_err <= 5.1e-3, "{strategy:?} v{version}: {max_err}");
+                let context = format!("{strategy:?} v{version}");
+                match strategy {
+                    Strategy::Sparse => {
+                        // k = floor(n (1 - sparsity)) in float64: 99, as 1 - 0.9 is just
+                        // below 0.1.
+                        let k = (1000.0 * (1.0 - opts.sparsity)).floor() as usize;
+                        assert_eq!(k, 99);
+                        let kept = top_k_by_sorting(&delta, k);
+                        for (i, (&d, &o)) in delta.iter().zip(&out).enumerate() {
+                            let want = if kept[i] { d } else { 0.0 };
+                            assert_eq!(o.to_bits(), want.to_bits(), "{context}: element {i}");
+                        }
+                    }
+                    Strategy::Quantized => {
+                        for r in 0..rows {
+                            let row = &delta[r * cols..(r + 1) * cols];
+                            let mean =
+                                row.iter().map(|&x| f64::from(x.abs())).sum::<f64>() / cols as f64;
+                            // float16 rounds to within 2^-11 of the value; float32's pairwise
+                            // sum adds far less.
+                            let tolerance = mean * 2f64.powi(-11) * 1.001;
+                            for (c, &d) in row.iter().enumerate() {
+                                let o = out[r * cols + c];
+                                assert_eq!(o > 0.0, d >= 0.0, "{context}: sign at {r},{c}");
+                                let off = (f64::from(o.abs()) - mean).abs();
+                                assert!(
+                                    off <= tolerance,
+                                    "{context}: row {r} decodes |{o}|, its mean |delta| is {mean}"
+                                );
+                            }
+                        }
+                    }
+                    Strategy::Int4 => {
+                        // m = floor(n f) in float64: 10 outliers.
+                        let m = (1000.0 * opts.outlier_fraction).floor() as usize;
+                        assert_eq!(m, 10);
+                        let outlier = top_k_by_sorting(&delta, m);
+                        let rest = || delta.iter().zip(&outlier).filter(|(_, o)| !**o);
+                        let min = rest().map(|(&x, _)| f64::from(x)).fold(f64::MAX, f64::min);
+                        let max = rest().map(|(&x, _)| f64::from(x)).fold(f64::MIN, f64::max);
+                        let scale = f16::from_f64((max - min) / 15.0);
+                        let zero_point = f16::from_f64(min);
+                        assert_eq!(f16_le(&arrays[2].data), scale, "{context}: scale");
+                        assert_eq!(f16_le(&arrays[3].data), zero_point, "{context}: zero point");
+                        // Half a step, and what rounding the scale and zero point to float16
+                        // moves the grid (at most 2^-11 of each, the scale 15 times over, and
+                        // of the half step itself).
+                        let step = scale.to_f64();
+                        let grid = (min.abs() + 16.0 * step) * 2f64.powi(-11);
+                        let bound = step / 2.0 + grid;
+                        for (i, (&d, &o)) in delta.iter().zip(&out).enumerate() {
+                            if outlier[i] {
+                                let want = f16::from_f64(f64::from(d)).to_f32();
+                                assert_eq!(o, want, "{context}: outlier {i}");
+                            } else {
+                                let off = (f64::from(o) - f64::from(d)).abs();
+                                assert!(
+                                    off <= bound,
+                                    "{context}: element {i} decodes {o} for {d}, off by {off} > {bound}"
+                                );
+                            }
+                        }
+                    }
+                }
+                checked += 1;
             }
         }
+        assert_eq!(checked, 6, "two versions of three strategies");
     }
 }
