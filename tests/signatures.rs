@@ -796,3 +796,176 @@ fn model_transparency_test_models_verify() {
         "the thirteen signed test models of v0.2.0 to v1.1.0"
     );
 }
+
+/// Sigstore keyless, offline, against a Sigstore instance of the test's own
+/// (`tests/common/fake_sigstore.py`): the certificate chains to the trusted root at the log's
+/// integrated time, the signed entry timestamp and the inclusion proof's checkpoint are the
+/// log's, and the identity and issuer are the ones asked for; any other fails.
+#[test]
+fn keyless_signatures_verify_against_a_trusted_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model = model_dir(dir);
+    let script = common::repo_root().join("tests/common/fake_sigstore.py");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(common::python())
+            .arg(&script)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_success("fake_sigstore.py", &out);
+    };
+    run(&[
+        "certs",
+        p(dir),
+        "signer@example.com",
+        "https://issuer.example",
+    ]);
+    let cert_sig = dir.join("cert.sig");
+    let out = wi(
+        dir,
+        &[
+            "sign",
+            p(&model),
+            "--private-key",
+            p(&dir.join("leaf.key")),
+            "--signing-certificate",
+            p(&dir.join("leaf.pem")),
+            "--signature",
+            p(&cert_sig),
+        ],
+    );
+    assert_success("sign", &out);
+    let sig = model.join("model.sig");
+    run(&["bundle", p(dir), p(&cert_sig), p(&sig)]);
+    let root = dir.join("trusted_root.json");
+    let verify = |identity: &str, issuer: &str, trust: &[&str]| {
+        let mut args = vec![
+            "verify",
+            p(&model),
+            "--identity",
+            identity,
+            "--identity-provider",
+            issuer,
+        ];
+        args.extend_from_slice(trust);
+        wi(dir, &args)
+    };
+    let out = verify(
+        "signer@example.com",
+        "https://issuer.example",
+        &["--trust-root", p(&root)],
+    );
+    assert_success("keyless verify", &out);
+    assert_contains(
+        &stdout(&out),
+        &[
+            "signer: signer@example.com via https://issuer.example, logged at",
+            "in https://log.test.invalid (entry 7, inclusion proof checked)",
+        ],
+    );
+    let config = dir.join("trust_config.json");
+    assert_success(
+        "--trust-config",
+        &verify(
+            "signer@example.com",
+            "https://issuer.example",
+            &["--trust-config", p(&config)],
+        ),
+    );
+    for (identity, issuer, trust, why) in [
+        (
+            "other@example.com",
+            "https://issuer.example",
+            p(&root),
+            "signed by signer@example.com, not other@example.com",
+        ),
+        (
+            "signer@example.com",
+            "https://other.example",
+            p(&root),
+            "identity issued by \"https://issuer.example\"",
+        ),
+    ] {
+        let out = verify(identity, issuer, &["--trust-root", trust]);
+        assert_eq!(code(&out), 1, "{}", combined(&out));
+        assert_contains(&stdout(&out), &[why]);
+    }
+    // The public-good root does not know this log.
+    let out = verify("signer@example.com", "https://issuer.example", &[]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["is not in the embedded Sigstore public-good trusted root"],
+    );
+    // An integrated time the log did not sign.
+    let mut bundle: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&sig).unwrap()).unwrap();
+    let entry = &mut bundle["verificationMaterial"]["tlogEntries"][0];
+    let t: u64 = entry["integratedTime"].as_str().unwrap().parse().unwrap();
+    entry["integratedTime"] = (t - 60).to_string().into();
+    std::fs::write(&sig, serde_json::to_vec(&bundle).unwrap()).unwrap();
+    let out = verify(
+        "signer@example.com",
+        "https://issuer.example",
+        &["--trust-root", p(&root)],
+    );
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["the signed entry timestamp is not log https://log.test.invalid's signature"],
+    );
+}
+
+/// `git diff` of a `model.sig` through the textconv: one line a resource, so a re-signed model
+/// shows the file whose digest changed; `inspect` shows the same bundle.
+#[test]
+fn git_diff_of_a_signature_is_a_manifest_diff() {
+    let repo = common::git::Repo::new();
+    let (key, _) = key_pair(repo.tmp.path(), "k", "prime256v1");
+    repo.write(".gitattributes", "model.sig diff=oms\n");
+    repo.git(&["config", "diff.oms.textconv", "weight-inspect textconv"]);
+    repo.write("model/a.bin", "one");
+    repo.write("model/b.bin", "two");
+    assert_success(
+        "sign",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    repo.commit_all("signed");
+    repo.write("model/b.bin", "three");
+    repo.write("model/c.bin", "four");
+    assert_success(
+        "sign",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    let diff = repo.ok(&["diff", "--", "model/model.sig"]);
+    use sha2::Digest;
+    let line = |digest_of: &str, name: &str| {
+        format!("{}  {name}", hex::encode(sha2::Sha256::digest(digest_of)))
+    };
+    assert_contains(
+        &diff,
+        &[
+            &format!("-    {}", line("two", "b.bin")),
+            &format!("+    {}", line("three", "b.bin")),
+            &format!("+    {}", line("four", "c.bin")),
+            "-  resources: 2",
+            "+  resources: 3",
+        ],
+    );
+    common::assert_lacks(&diff, &[&format!("-    {}", line("one", "a.bin"))]);
+    let out = repo.wi(&["inspect", "model/model.sig"]);
+    assert_success("inspect", &out);
+    assert_contains(
+        &stdout(&out),
+        &[
+            "OMS model signature model/model.sig",
+            "signer: key ",
+            "serialization: files, sha256",
+        ],
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&repo.wi(&["inspect", "model/model.sig", "--json"]).stdout).unwrap();
+    assert_eq!(json["schema"], 1);
+    assert_eq!(json["resources"].as_array().unwrap().len(), 3);
+}

@@ -233,3 +233,14 @@ fn looks_like_signature(path: &std::path::Path) -> bool {
         .and_then(|f| f.take(4096).read_to_end(&mut head))
         .is_ok_and(|_| crate::formats::oms::looks_like_bundle(&head))
 }
+
+/// The textconv of an OMS signature (`model.sig`): its manifest in lines, one resource with its
+/// digest a line, so `git diff` shows the signer, the serialization, and the files added,
+/// removed or whose digest changed. None for any other file (a GPG `.sig` is left to git).
+pub(super) fn textconv_signature(file: &std::path::Path) -> Option<String> {
+    if !file.is_file() || !looks_like_signature(file) {
+        return None;
+    }
+    let signature = signing::read_signature_file(file).ok()?;
+    Some(signing::describe_bundle(&signature, "", true))
+}

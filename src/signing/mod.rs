@@ -19,7 +19,7 @@ mod x509;
 
 pub(crate) use error::SigningError;
 pub(crate) use keys::PrivateKey;
-pub(crate) use report::{BundleReport, SignReport, VerifyReport};
+pub(crate) use report::{BundleReport, SignReport, VerifyReport, describe as describe_bundle};
 pub(crate) use sign::{SignRequest, certificate_material, sign};
 pub(crate) use trust::Trust;
 pub(crate) use verify::{ListOptions, VerifyRequest, read_signature_file, verify};

@@ -282,7 +282,11 @@ impl Report for BundleReport<'_> {
 pub(crate) fn describe(sig: &Signature, name: &str, with_digests: bool) -> String {
     let m = &sig.manifest;
     let mut out = String::new();
-    let _ = writeln!(out, "OMS model signature {name}");
+    if name.is_empty() {
+        let _ = writeln!(out, "OMS model signature");
+    } else {
+        let _ = writeln!(out, "OMS model signature {name}");
+    }
     let _ = writeln!(out, "  predicate: {}", m.predicate_type);
     let _ = writeln!(out, "  model: {}", shown(&m.model_name));
     let _ = writeln!(
