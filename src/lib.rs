@@ -32,6 +32,7 @@ mod read;
 mod remote;
 mod render;
 mod sharded;
+mod signing;
 mod table;
 mod values;
 
@@ -49,6 +50,14 @@ pub mod readers {
     /// PyTorch checkpoints, read without running them (docs/pytorch.md).
     pub mod pytorch {
         pub use crate::formats::pytorch::{fuzzing, parse, parse_prefix, sniff};
+    }
+    /// OpenSSF model signatures: the Sigstore bundle and its in-toto statement
+    /// (docs/signatures.md).
+    pub mod oms {
+        pub use crate::formats::oms::{
+            Bundle, Envelope, HashAlgorithm, InclusionProof, MAX_BUNDLE_BYTES, Manifest, Material,
+            Method, OmsError, Resource, ResourceKey, Serialization, Signature, TlogEntry, parse,
+        };
     }
     /// `.wdelta` files (docs/wdelta.md).
     pub mod wdelta {

@@ -106,6 +106,9 @@ pub(super) fn inspect(
     remote: &RemoteOptions,
 ) -> Result<Exit> {
     let output = Output::new(Format::json_if(args.json), color);
+    if let Some(exit) = super::signing::inspect_signature(&args.file, output)? {
+        return Ok(exit);
+    }
     let Some(artifact) = model_or_delta(&args.file, &args.headers, remote, output)? else {
         return Ok(Exit::Clean);
     };

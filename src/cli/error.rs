@@ -30,6 +30,8 @@ pub(super) enum ErrorKind {
     Remote(#[from] crate::remote::RemoteError),
     #[error(transparent)]
     Lineage(#[from] crate::lineage::LineageError),
+    #[error(transparent)]
+    Signing(#[from] crate::signing::SigningError),
 }
 
 pub(super) type Result<T, E = Error> = std::result::Result<T, E>;

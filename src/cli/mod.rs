@@ -10,6 +10,7 @@ mod error;
 mod git;
 mod lineage;
 mod policy;
+mod signing;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -73,6 +74,11 @@ pub(crate) enum Command {
     /// A CycloneDX 1.6 ML-BOM of models: files' SHA-256, structural hash, parameters, model
     /// card and the models they were made from.
     Bom(lineage::BomArgs),
+    /// Verify an OpenSSF model signature (model_signing's model.sig), offline (exit 0
+    /// verified, 1 not verified, 2 unreadable).
+    Verify(signing::VerifyArgs),
+    /// Sign a model directory with a key or a certificate (an OpenSSF model signature).
+    Sign(signing::SignArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
 }
@@ -115,6 +121,8 @@ fn run(command: Command, color: ColorChoice, remote: &RemoteOptions) -> Result<E
         Command::Delta(args) => delta::run(args, remote),
         Command::Relate(args) => lineage::relate(args, color, remote),
         Command::Bom(args) => lineage::bom(args, remote),
+        Command::Verify(args) => signing::verify(args, color),
+        Command::Sign(args) => signing::sign(args, color),
         Command::Completions(args) => completions::completions(args, Cli::command()),
     }
 }

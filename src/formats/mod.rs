@@ -4,6 +4,7 @@
 
 pub(crate) mod gguf;
 pub(crate) mod limits;
+pub(crate) mod oms;
 pub(crate) mod pytorch;
 pub(crate) mod safetensors;
 pub(crate) mod wdelta;

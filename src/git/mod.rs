@@ -16,6 +16,7 @@ mod error;
 mod install;
 mod lfs;
 mod lfs_server;
+mod listing;
 mod models;
 mod objects;
 mod process;
@@ -37,6 +38,7 @@ pub(crate) use error::GitError;
 pub(crate) use install::{Mode, Scope, install as install_drivers, uninstall as uninstall_drivers};
 pub use lfs::Pointer;
 pub(crate) use lfs::{MAX_POINTER_SIZE, present_object};
+pub(crate) use listing::{TreeFile, blob_pointer, tree_files, unchanged_lfs_files};
 pub(crate) use models::{Snapshot, open_at, open_directory, open_in};
 pub(crate) use objects::{
     Entry, blob_bytes, index_entry, index_mode_entry, link_target, object_error, open_repo,

@@ -11,6 +11,7 @@ pub mod delta;
 pub mod git;
 pub mod lfs_server;
 pub mod models;
+pub mod signing;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
