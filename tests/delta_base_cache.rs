@@ -96,6 +96,7 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
         );
     };
     same_output();
+    common::delta::rebuilt_as_defined(&base, &out_hashed, &[&wd]);
 
     // Trusted indeed: a remembered hash that is not the delta's parent refuses the base, and
     // says how to hash it anew; nothing is written.

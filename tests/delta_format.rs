@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::delta::{create, ok, pair, s};
+use common::delta::{create, encoded_as_defined, ok, pair, rebuilt_as_defined, s};
 use common::{bin, run, run_python, stderr, stdout};
 use weight_inspect::deltas::Model;
 use weight_inspect::deltas::{self as codec, EncodeOptions};
@@ -271,6 +271,8 @@ fn streamed_apply_matches_the_whole_file_reading_and_rejects_every_corruption() 
             std::fs::read(&streamed).unwrap() == std::fs::read(&whole).unwrap(),
             "{strategy} v{version} {fraction}: streamed and whole-file apply differ"
         );
+        // Both readings are the reference's reconstruction.
+        rebuilt_as_defined(&base, &whole, &[&wd]);
         // A flipped byte anywhere after the magic (header, framing, outliers, packed data,
         // checksum): a checksum mismatch, and no output.
         let out = d.join("never.safetensors");
@@ -351,6 +353,7 @@ fn streamed_as_whole(
     let reversed = d.join("reversed.wdelta");
     std::fs::write(&reversed, records_reversed(&good)).unwrap();
     ok(&apply(&base, &reversed, &whole));
+    rebuilt_as_defined(&base, &whole, &[&wd]);
     let whole = std::fs::read(&whole).unwrap();
     let other = d.join("reordered.wdelta");
     std::fs::write(&other, reordered(&good)).unwrap();
@@ -569,6 +572,10 @@ fn outputs_do_not_depend_on_the_thread_count() {
                     "{strategy} v{version}: outputs differ by thread count"
                 );
             }
+            // The same, and right: the records as defined, the rebuilt model the reference's.
+            let one = |ext: &str| d.join(format!("{strategy}{version}-1.{ext}"));
+            encoded_as_defined(&base, &[], &ft, &one("wdelta"));
+            rebuilt_as_defined(&base, &one("safetensors"), &[&one("wdelta")]);
         }
     }
 }
@@ -638,6 +645,7 @@ fn sharded_directories_work_like_single_files() {
         "-o",
         s(&o2),
     ]));
+    rebuilt_as_defined(&base, &o1, &[&a]);
     let m1 = Model::open(&o1).unwrap();
     let m2 = Model::open(&o2).unwrap();
     for (name, t) in &m1.tensors {

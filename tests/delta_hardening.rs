@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use common::delta::{create, ok, pair, s};
+use common::delta::{create, encoded_as_defined, ok, pair, rebuilt_as_defined, s};
 use common::{bin, code, run, stderr};
 
 /// A small pair (base, fine-tuned) and a delta between them, in `dir`.
@@ -731,11 +731,11 @@ for step in (1, 2):
 }
 
 /// Runs weight-inspect with `args` and `--threads 2`: it must succeed, its peak RSS below
-/// half the 256 MiB tensor of [`one_large_tensor`].
-fn runs_below_half_the_tensor(args: &[&str]) {
+/// half the 256 MiB tensor of [`one_large_tensor`]. Gives the start of its stdout.
+fn runs_below_half_the_tensor(args: &[&str]) -> String {
     const MIB: u64 = 1 << 20;
     let args = [args, &["--threads", "2"]].concat();
-    let (code, _, err, rss) = run_measured(&args);
+    let (code, out, err, rss) = run_measured(&args);
     assert_eq!(code, Some(0), "{args:?}: {err}");
     assert!(
         rss < 128 * MIB,
@@ -743,17 +743,21 @@ fn runs_below_half_the_tensor(args: &[&str]) {
         args[..2].join(" "),
         rss / MIB
     );
+    out
 }
 
 /// The memory of create (each strategy, against a base and a chain), apply (a sparse delta,
 /// a chain, which verifies the lineage) and restore follows neither the model nor its largest
 /// tensor: on a tensor of 256 MiB of float32, each peaks below half of it (a worker holding
-/// the tensor's float32 delta, and its base values, was 2 to 4 times it).
+/// the tensor's float32 delta, and its base values, was 2 to 4 times it). What each wrote is
+/// what it should be: every delta's records as its strategy defines them, every rebuilt model
+/// bit for bit the reference's reconstruction, the figures of `verify --against` numpy's.
 #[test]
 fn memory_does_not_follow_the_largest_tensor() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     one_large_tensor(dir);
+    let file = |name: &str| dir.join(name);
     let path = |name: &str| s(&dir.join(name)).to_owned();
     let (base, ft1, ft2) = (
         path("base.safetensors"),
@@ -765,7 +769,11 @@ fn memory_does_not_follow_the_largest_tensor() {
         path("quantized.wdelta"),
         path("chained.wdelta"),
     );
-    let out = path("out.safetensors");
+    let (applied, applied_chain, restored) = (
+        path("applied.safetensors"),
+        path("applied-chain.safetensors"),
+        path("restored.safetensors"),
+    );
     let commands: Vec<Vec<&str>> = vec![
         vec![
             "delta",
@@ -804,28 +812,120 @@ fn memory_does_not_follow_the_largest_tensor() {
             "--strategy",
             "int4",
         ],
-        vec!["delta", "apply", "--base", &base, &sparse, "-o", &out],
-        vec![
-            "delta", "apply", "--base", &base, "--chain", &sparse, &chained, "-o", &out,
-        ],
-        vec![
-            "delta", "restore", &quantized, "--parent", &base, "-o", &out,
-        ],
-        // What the delta loses, measured with the base read chunk by chunk beside the
-        // fine-tune (it was loaded whole: the 256 MiB tensor).
+        vec!["delta", "apply", "--base", &base, &sparse, "-o", &applied],
         vec![
             "delta",
-            "verify",
+            "apply",
             "--base",
             &base,
-            &quantized,
-            "--against",
-            &ft1,
+            "--chain",
+            &sparse,
+            &chained,
+            "-o",
+            &applied_chain,
+        ],
+        vec![
+            "delta", "restore", &quantized, "--parent", &base, "-o", &restored,
         ],
     ];
     for args in commands {
         runs_below_half_the_tensor(&args);
     }
+    // What the delta loses, measured with the base read chunk by chunk beside the fine-tune
+    // (it was loaded whole: the 256 MiB tensor).
+    let verify = [
+        "delta",
+        "verify",
+        "--base",
+        &base,
+        &quantized,
+        "--against",
+        &ft1,
+    ];
+    let report = runs_below_half_the_tensor(&verify);
+
+    let base = file("base.safetensors");
+    let sparse = file("sparse.wdelta");
+    encoded_as_defined(&base, &[], &file("ft1.safetensors"), &sparse);
+    encoded_as_defined(
+        &base,
+        &[],
+        &file("ft1.safetensors"),
+        &file("quantized.wdelta"),
+    );
+    encoded_as_defined(
+        &base,
+        &[&sparse],
+        &file("ft2.safetensors"),
+        &file("chained.wdelta"),
+    );
+    rebuilt_as_defined(&base, &file("applied.safetensors"), &[&sparse]);
+    rebuilt_as_defined(
+        &base,
+        &file("applied-chain.safetensors"),
+        &[&sparse, &file("chained.wdelta")],
+    );
+    rebuilt_as_defined(
+        &base,
+        &file("restored.safetensors"),
+        &[&file("quantized.wdelta")],
+    );
+    verify_reports_numpys_figures(
+        &report,
+        &base,
+        &file("restored.safetensors"),
+        &file("ft1.safetensors"),
+    );
+}
+
+/// `verify --against`'s line for each tensor holds the rel_l2 and update lost numpy computes
+/// (float64, in chunks) from the base, the delta's reconstruction and the fine-tune.
+fn verify_reports_numpys_figures(report: &str, base: &Path, rebuilt: &Path, ft: &Path) {
+    const SCRIPT: &str = r"
+import sys
+import numpy as np
+from safetensors.numpy import load_file
+b, r, f = (load_file(p) for p in sys.argv[1:4])
+for name in sorted(b):
+    s = np.zeros(3)
+    bb, rr, ff = (x[name].reshape(-1) for x in (b, r, f))
+    for at in range(0, bb.size, 1 << 22):
+        x, y, z = (v[at:at + (1 << 22)].astype(np.float64) for v in (bb, rr, ff))
+        s += [((y - z) ** 2).sum(), (z ** 2).sum(), ((z - x) ** 2).sum()]
+    e = np.sqrt(s)
+    print(name, e[0] / e[1], e[0] / e[2])
+";
+    let out = common::run_python_source(SCRIPT, &[s(base), s(rebuilt), s(ft)]);
+    let expected = String::from_utf8(out.stdout).unwrap();
+    let mut checked = 0;
+    for line in expected.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (name, rel, lost): (&str, f64, f64) = (
+            fields[0],
+            fields[1].parse().unwrap(),
+            fields[2].parse().unwrap(),
+        );
+        let shown = report
+            .lines()
+            .find(|l| l.starts_with(&format!("tensor {name}: ")))
+            .unwrap_or_else(|| panic!("no line for {name} in:\n{report}"));
+        let after = |key: &str| -> f64 {
+            let rest = &shown[shown.find(key).unwrap() + key.len()..];
+            let num: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            num.parse().unwrap()
+        };
+        // The line shows six decimals of rel_l2 and four of the update lost.
+        let (r, l) = (after("rel_l2 "), after("update lost "));
+        assert!(
+            (r - rel).abs() <= 6e-7 && (l - lost).abs() <= 6e-5 && lost > 0.1,
+            "{shown}: numpy has rel_l2 {rel}, update lost {lost}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "two tensors, big and small");
 }
 
 /// Sparse at a low sparsity, where a tensor's records are large (12 bytes a kept value: 240
@@ -865,8 +965,9 @@ fn memory_does_not_follow_an_int4_tensors_outliers() {
 }
 
 /// `create` with `options` on the tensor of [`one_large_tensor`], whose records must pass
-/// `records_mib` MiB, then `apply` of that delta, each below half the tensor. Gives the
-/// directory (base, fine-tunes, `delta.wdelta`, `out.safetensors`).
+/// `records_mib` MiB, then `apply` of that delta, each below half the tensor; the records are
+/// as the strategy defines them and the rebuilt model is the reference's reconstruction. Gives
+/// the directory (base, fine-tunes, `delta.wdelta`, `out.safetensors`).
 fn large_records_created_and_applied(options: &[&str], records_mib: u64) -> tempfile::TempDir {
     const MIB: u64 = 1 << 20;
     let tmp = tempfile::tempdir().unwrap();
@@ -891,6 +992,9 @@ fn large_records_created_and_applied(options: &[&str], records_mib: u64) -> temp
         records / MIB
     );
     runs_below_half_the_tensor(&["delta", "apply", "--base", &base, &delta, "-o", &out]);
+    let (base, delta) = (dir.join("base.safetensors"), dir.join("delta.wdelta"));
+    encoded_as_defined(&base, &[], &dir.join("ft1.safetensors"), &delta);
+    rebuilt_as_defined(&base, &dir.join("out.safetensors"), &[&delta]);
     tmp
 }
 
@@ -898,7 +1002,8 @@ fn large_records_created_and_applied(options: &[&str], records_mib: u64) -> temp
 /// 256 MiB tensor, 242 MB each): `create --chain`, `verify --chain`, `apply --chain` and
 /// `delta restore` through the stored links each peak below half the tensor. Each held every
 /// link whole, and the codec's decoders a sparse tensor's indices and values beside it (526,
-/// 796 and 797 MB for the first three).
+/// 796 and 797 MB for the first three). Each link's records are as the strategy defines them,
+/// and what apply and restore rebuilt is the reference's reconstruction.
 #[test]
 fn memory_does_not_follow_a_lineages_links() {
     const MIB: u64 = 1 << 20;
@@ -949,6 +1054,14 @@ fn memory_does_not_follow_a_lineages_links() {
         std::fs::read(&restored).unwrap() == std::fs::read(&applied).unwrap(),
         "restore gives back what apply --chain rebuilt"
     );
+    let (base, link1, link2) = (
+        dir.join("base.safetensors"),
+        dir.join("link1.wdelta"),
+        dir.join("link2.wdelta"),
+    );
+    encoded_as_defined(&base, &[], &dir.join("ft1.safetensors"), &link1);
+    encoded_as_defined(&base, &[&link1], &dir.join("ft2.safetensors"), &link2);
+    rebuilt_as_defined(&base, &dir.join("applied.safetensors"), &[&link1, &link2]);
 }
 
 /// `apply --chain` maps its links and reads them again after their checksums were verified: a

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::delta::{create, ok, pair, s, same_tensors_and_dtypes};
+use common::delta::{
+    create, encoded_as_defined, ok, pair, rebuilt_as_defined, s, same_tensors_and_dtypes,
+};
 use common::{run, run_python, stderr};
 use weight_inspect::deltas::Model;
 use weight_inspect::deltas::OpenDelta;
@@ -363,6 +365,9 @@ fn version_2_is_more_accurate_and_rejected_by_the_reference() {
         "-o",
         s(&mine),
     ]));
+    // What deltatensors cannot read is checked against the format's definition in numpy.
+    encoded_as_defined(&base, &[], &ft, &v2);
+    rebuilt_as_defined(&base, &mine, &[&v2]);
 }
 
 #[test]

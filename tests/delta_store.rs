@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::delta::{ok, pair, s, same_tensors};
+use common::delta::{encoded_as_defined, ok, pair, rebuilt_as_defined, s, same_tensors};
 use common::git::Repo;
 use common::{run, run_in, stderr, stdout};
 
@@ -82,6 +82,15 @@ fn store_and_restore_through_git_history() {
         stdout(&out)
     );
     same_tensors(&repo.path("model.safetensors"), &expected2);
+    // And that is the reference's reconstruction, of links encoded as defined.
+    let (base, step1, step2) = (
+        work.join("base.safetensors"),
+        work.join("step1.wdelta"),
+        work.join("step2.wdelta"),
+    );
+    rebuilt_as_defined(&base, &expected2, &[&step1, &step2]);
+    encoded_as_defined(&base, &[], &work.join("ft1.safetensors"), &step1);
+    encoded_as_defined(&base, &[&step1], &work.join("ft2.safetensors"), &step2);
 
     // The wdelta in git diff is shown through the core's recognition; here: inspect works on
     // the committed pointer's object via the CLI on the file.
@@ -110,6 +119,7 @@ fn store_and_restore_through_git_history() {
         s(&expected1),
     ]));
     same_tensors(&out1, &expected1);
+    rebuilt_as_defined(&work.join("base.safetensors"), &expected1, &[&step1]);
 
     // Explicit parent, from history by REV:path.
     let out3 = work.join("restored3.safetensors");

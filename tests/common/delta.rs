@@ -103,3 +103,24 @@ fn compare_tensors(a: &Path, b: &Path, dtypes: bool) {
         );
     }
 }
+
+/// Asserts that `rebuilt` (float32 tensors) is, bit for bit, the reconstruction of the lineage
+/// `links` from `base` by the reference (`delta_ref.py check-rebuilt`: deltatensors for version
+/// 1, the format's definition in numpy for version 2).
+pub fn rebuilt_as_defined(base: &Path, rebuilt: &Path, links: &[&Path]) {
+    let mut args = vec!["check-rebuilt", s(base), s(rebuilt)];
+    args.extend(links.iter().map(|p| s(p)));
+    run_python("delta_ref.py", &args);
+}
+
+/// Asserts that every record of `wdelta` is what its strategy's definition gives for the delta
+/// of `ft` against its parent: `base` rebuilt through the lineage `through` (none: `base`
+/// itself). `delta_ref.py check-encoding`, in numpy and deltatensors.
+pub fn encoded_as_defined(base: &Path, through: &[&Path], ft: &Path, wdelta: &Path) {
+    let mut args = vec!["check-encoding", s(base), s(ft), s(wdelta)];
+    if !through.is_empty() {
+        args.push("--through");
+        args.extend(through.iter().map(|p| s(p)));
+    }
+    run_python("delta_ref.py", &args);
+}
