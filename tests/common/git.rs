@@ -172,6 +172,20 @@ impl Repo {
         std::fs::write(path, content).unwrap();
     }
 
+    /// Writes a file of the work tree with a modification time a minute back, so that the index
+    /// entry `git add` makes for it is not "racily clean" (git, and weight-inspect after it,
+    /// distrust an entry whose file may have changed within the index's own timestamp).
+    pub fn write_settled(&self, rel: &str, content: impl AsRef<[u8]>) {
+        self.write(rel, content);
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(self.path(rel))
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+    }
+
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap()
     }
