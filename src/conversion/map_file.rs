@@ -14,45 +14,8 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 use serde::Deserialize;
 
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum MapError {
-    #[error("{path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Toml { path: PathBuf, message: String },
-    #[error("{path}: rule {rule}: `from` is not a regular expression: {message}")]
-    Regex {
-        path: PathBuf,
-        rule: usize,
-        message: String,
-    },
-    #[error("{path}: rule {rule}: `permute_heads` must be at least 1")]
-    Heads { path: PathBuf, rule: usize },
-    #[error("{path}: {count} rules, more than the {MAX_MAP_RULES} a map file may have")]
-    TooManyRules { path: PathBuf, count: usize },
-    #[error(
-        "{path}: rule {rule}: `to` is {bytes} bytes with {references} group references; at most \
-         {MAX_TO_BYTES} bytes and {MAX_TO_REFERENCES} references"
-    )]
-    ReplacementTooLarge {
-        path: PathBuf,
-        rule: usize,
-        bytes: usize,
-        references: usize,
-    },
-}
+use super::error::{MAX_MAP_FILE_BYTES, MAX_MAP_RULES, MAX_TO_BYTES, MAX_TO_REFERENCES, MapError};
 
-/// The caps of a map file: its size, its rules, each rule's pattern (compiled size) and
-/// replacement. A replacement repeating `${1}` cannot make a name of megabytes, and many rules
-/// cannot take gigabytes of compiled patterns.
-pub(super) const MAX_MAP_FILE_BYTES: u64 = 1 << 20;
-pub(super) const MAX_MAP_RULES: usize = 1024;
-pub(super) const MAX_TO_BYTES: usize = 1024;
-pub(super) const MAX_TO_REFERENCES: usize = 16;
 /// Compiled size of one rule's pattern (the regex crate's own limit is 10 MiB).
 const MAX_PATTERN_BYTES: usize = 256 << 10;
 

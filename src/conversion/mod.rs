@@ -8,6 +8,7 @@
 
 mod compare;
 mod diagnose;
+mod error;
 mod layout;
 mod map_file;
 mod metadata;
@@ -20,20 +21,13 @@ mod transforms;
 use std::path::Path;
 
 pub(crate) use diagnose::{Mistake, Named};
-pub(crate) use map_file::{MapError, MapFile};
+pub(crate) use error::{ConversionError, MapError};
+pub(crate) use map_file::MapFile;
 pub(crate) use metadata::MetadataChecks;
-pub(crate) use pairing::{Dropped, NotCompared, PairedBy, PairingError, Transform};
+pub(crate) use pairing::{Dropped, NotCompared, PairedBy, Transform};
 
 use crate::artifact::{Artifact, Format};
-use crate::values::{Side, ValueStats, ValuesError};
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ConversionError {
-    #[error(transparent)]
-    Pairing(#[from] PairingError),
-    #[error(transparent)]
-    Values(#[from] ValuesError),
-}
+use crate::values::{Side, ValueStats};
 
 /// One compared pair.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,14 +5,12 @@
 
 use std::collections::BTreeMap;
 
+use super::error::{MAX_BLOCKS, PairingError};
 use super::layout::{Part, RowMap, permutable};
 use super::map_file::MapFile;
 use super::names::NameMap;
 use super::transforms::{self, ArchTransforms};
 use crate::artifact::{Artifact, Format, TensorInfo, Value};
-
-/// Block counts above this are refused: the name table is built per block.
-const MAX_BLOCKS: u64 = 4096;
 
 /// What the comparison undoes for a pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,24 +109,6 @@ pub(super) struct Plan {
     pub head_counts: Option<(u64, u64)>,
     /// The converter function the architecture's transforms mirror (none: renames only).
     pub cite: Option<&'static str>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PairingError {
-    #[error(
-        "{file}: general.architecture is {found}, expected a string naming the model's \
-         architecture (the name table is chosen by it)"
-    )]
-    NoArchitecture { file: String, found: String },
-    #[error(
-        "{file}: {key} is {found}, expected a block count between 1 and {MAX_BLOCKS} (the name \
-         table is built per block)"
-    )]
-    BlockCount {
-        file: String,
-        key: String,
-        found: String,
-    },
 }
 
 /// The logical shape of a tensor, outermost dimension first (GGUF stores ne[0] first).
