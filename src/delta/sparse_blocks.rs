@@ -245,97 +245,135 @@ pub(super) fn top_k(
     let need = k - above;
     let b = bucket as u32;
     if high[bucket] <= max_candidates() {
-        let mut rest = Rest::EMPTY;
-        let in_band = |(lo, hi): (u32, u32)| lo <= b && b <= hi;
-        let blocks: Vec<(Vec<Candidate>, u64)> = match (banded, band) {
-            // The band's values of each block, and how many were above it; the values below
-            // the band are not outliers.
-            (Some((banded, below)), Some(band)) if in_band(band) => {
-                rest = below;
-                banded
-                    .into_iter()
-                    .map(|(found, above_band)| {
-                        let mut higher = above_band;
-                        let mut kept = Vec::new();
-                        for c in found {
-                            match (c.1 >> 16).cmp(&b) {
-                                std::cmp::Ordering::Greater => higher += 1,
-                                std::cmp::Ordering::Equal => kept.push(c),
-                                std::cmp::Ordering::Less => rest.add(c.2),
-                            }
-                        }
-                        (kept, higher)
-                    })
-                    .collect()
-            }
-            _ => {
-                let blocks = starts
-                    .par_iter()
-                    .map(|&s| {
-                        let (mut found, mut higher) = (Vec::new(), 0u64);
-                        let mut lanes = MinMax::EMPTY;
-                        src.block(s, &mut |d, at| {
-                            for (i, &x) in d.iter().enumerate() {
-                                let key = magnitude_key(x);
-                                if key >> 16 == b {
-                                    found.push((at + i, key, x));
-                                }
-                                higher += u64::from(key >> 16 > b);
-                            }
-                            if with_rest {
-                                lanes.update_below_all(d, b << 16);
-                            }
-                        })?;
-                        Ok((found, higher, rest_of(&lanes)))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                blocks
-                    .into_iter()
-                    .map(|(found, higher, below)| {
-                        rest.merge(&below);
-                        (found, higher)
-                    })
-                    .collect()
-            }
-        };
-        let need = need as usize;
-        let total: usize = blocks.iter().map(|b| b.0.len()).sum();
-        if total < need {
-            return Err(src.changed());
-        }
-        let mut keys: Vec<u32> = blocks
-            .iter()
-            .flat_map(|b| b.0.iter().map(|&(_, key, _)| key))
-            .collect();
-        let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
-        drop(keys);
-        let above_threshold: usize = blocks
-            .iter()
-            .map(|b| b.0.iter().filter(|c| c.1 > threshold).count())
-            .sum();
-        let mut ties = need - above_threshold;
-        let mut kept = Vec::with_capacity(need);
-        let mut kept_per_block = Vec::with_capacity(blocks.len());
-        for (found, higher) in &blocks {
-            let before = kept.len();
-            for &(i, key, x) in found {
-                if key > threshold || (key == threshold && ties > 0) {
-                    if key == threshold {
-                        ties -= 1;
-                    }
-                    kept.push(i);
-                } else if with_rest {
-                    rest.add(x);
-                }
-            }
-            kept_per_block.push(higher + (kept.len() - before) as u64);
-        }
-        return Ok(TopK {
-            rule: Rule::Bucket { bucket: b, kept },
-            kept: kept_per_block,
-            rest,
-        });
+        let (blocks, rest) = bucket_candidates(src, starts, b, with_rest, banded, band)?;
+        return keep_in_bucket(src, b, need as usize, with_rest, &blocks, rest);
     }
+    threshold_rule(src, starts, b, need, with_rest)
+}
+
+/// Each block's values in the high-bits bucket `b` (in order) and how many of its values lie
+/// above it, with the [`Rest`] of those below (`with_rest`). From the first pass's band when
+/// the band holds `b`, else by a pass over the blocks.
+fn bucket_candidates(
+    src: &impl BlockSource,
+    starts: &[usize],
+    b: u32,
+    with_rest: bool,
+    banded: Option<BandPass>,
+    band: Option<(u32, u32)>,
+) -> Result<(Vec<Banded>, Rest)> {
+    let in_band = |(lo, hi): (u32, u32)| lo <= b && b <= hi;
+    if let (Some((banded, below)), Some(band)) = (banded, band)
+        && in_band(band)
+    {
+        // The band's values of each block, and how many were above it; the values below
+        // the band are not outliers.
+        let mut rest = below;
+        let blocks = banded
+            .into_iter()
+            .map(|(found, above_band)| {
+                let mut higher = above_band;
+                let mut kept = Vec::new();
+                for c in found {
+                    match (c.1 >> 16).cmp(&b) {
+                        std::cmp::Ordering::Greater => higher += 1,
+                        std::cmp::Ordering::Equal => kept.push(c),
+                        std::cmp::Ordering::Less => rest.add(c.2),
+                    }
+                }
+                (kept, higher)
+            })
+            .collect();
+        return Ok((blocks, rest));
+    }
+    let blocks = starts
+        .par_iter()
+        .map(|&s| {
+            let (mut found, mut higher) = (Vec::new(), 0u64);
+            let mut lanes = MinMax::EMPTY;
+            src.block(s, &mut |d, at| {
+                for (i, &x) in d.iter().enumerate() {
+                    let key = magnitude_key(x);
+                    if key >> 16 == b {
+                        found.push((at + i, key, x));
+                    }
+                    higher += u64::from(key >> 16 > b);
+                }
+                if with_rest {
+                    lanes.update_below_all(d, b << 16);
+                }
+            })?;
+            Ok((found, higher, rest_of(&lanes)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut rest = Rest::EMPTY;
+    let blocks = blocks
+        .into_iter()
+        .map(|(found, higher, below)| {
+            rest.merge(&below);
+            (found, higher)
+        })
+        .collect();
+    Ok((blocks, rest))
+}
+
+/// The `need` largest of the bucket's candidates (ties kept in index order): the kept indices
+/// and how many each block keeps.
+fn keep_in_bucket(
+    src: &impl BlockSource,
+    b: u32,
+    need: usize,
+    with_rest: bool,
+    blocks: &[Banded],
+    mut rest: Rest,
+) -> Result<TopK> {
+    let total: usize = blocks.iter().map(|b| b.0.len()).sum();
+    if total < need {
+        return Err(src.changed());
+    }
+    let mut keys: Vec<u32> = blocks
+        .iter()
+        .flat_map(|b| b.0.iter().map(|&(_, key, _)| key))
+        .collect();
+    let (_, &mut threshold, _) = keys.select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
+    drop(keys);
+    let above_threshold: usize = blocks
+        .iter()
+        .map(|b| b.0.iter().filter(|c| c.1 > threshold).count())
+        .sum();
+    let mut ties = need - above_threshold;
+    let mut kept = Vec::with_capacity(need);
+    let mut kept_per_block = Vec::with_capacity(blocks.len());
+    for (found, higher) in blocks {
+        let before = kept.len();
+        for &(i, key, x) in found {
+            if key > threshold || (key == threshold && ties > 0) {
+                if key == threshold {
+                    ties -= 1;
+                }
+                kept.push(i);
+            } else if with_rest {
+                rest.add(x);
+            }
+        }
+        kept_per_block.push(higher + (kept.len() - before) as u64);
+    }
+    Ok(TopK {
+        rule: Rule::Bucket { bucket: b, kept },
+        kept: kept_per_block,
+        rest,
+    })
+}
+
+/// When bucket `b` holds more than [`MAX_CANDIDATES`] values: the exact threshold from a
+/// histogram of its low 16 bits, and per block how many values at it are kept.
+fn threshold_rule(
+    src: &impl BlockSource,
+    starts: &[usize],
+    b: u32,
+    need: u64,
+    with_rest: bool,
+) -> Result<TopK> {
     let low = histogram(src, starts, |key| {
         (key >> 16 == b).then_some((key & 0xffff) as usize)
     })?;
