@@ -970,3 +970,131 @@ fn git_diff_of_a_signature_is_a_manifest_diff() {
     assert_eq!(json["schema"], 1);
     assert_eq!(json["resources"].as_array().unwrap().len(), 3);
 }
+
+/// A safetensors model of one float32 tensor filled with `fill`.
+fn weights(fill: f64) -> serde_json::Value {
+    serde_json::json!({"kind": "safetensors",
+                       "tensors": [{"name": "w", "dtype": "float32", "shape": [64, 64], "fill": fill}]})
+}
+
+/// The policy's `signature` key, through real git and git-lfs: `check` in the work tree, the
+/// native hook on real commits, and `ci` between two commits. A model no signature covers, a
+/// file changed since it was signed, a file the signature does not list and a signature by
+/// another key are violations naming the file; a re-signed change passes.
+#[test]
+fn a_policy_signature_rule_gates_commits_and_ci() {
+    let repo = common::git::Repo::with_lfs(&["*.safetensors"]);
+    let (key, public) = key_pair(repo.tmp.path(), "publisher", "prime256v1");
+    let (stranger, _) = key_pair(repo.tmp.path(), "stranger", "prime256v1");
+    std::fs::create_dir_all(repo.path("keys")).unwrap();
+    std::fs::copy(&public, repo.path("keys/publisher.pem")).unwrap();
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"model/**\"]\nsignature = { public_key = \"keys/publisher.pem\" }\n",
+    );
+    repo.fixtures(serde_json::json!({"model/model.safetensors": weights(1.0)}));
+    repo.write("model/config.json", "{\"hidden_size\": 64}\n");
+    repo.commit_all("an unsigned model");
+
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "model/model.safetensors: signature: expected signed, as it is, in a model.sig by \
+             the key in keys/publisher.pem; found unsigned: no model.sig in its folder or any \
+             folder above",
+            "model/config.json: signature:",
+        ],
+    );
+
+    assert_success(
+        "sign",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    let out = repo.wi(&["check"]);
+    assert_success("check of the signed model", &out);
+    repo.commit_all("signed");
+    let out = repo.wi(&["hook", "install"]);
+    assert_success("hook install", &out);
+
+    // A weight changed and committed without a new signature: the hook refuses it.
+    repo.fixtures(serde_json::json!({"model/model.safetensors": weights(2.0)}));
+    repo.git(&["add", "model/model.safetensors"]);
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "model/model.safetensors: signature: expected signed, as it is, in a model.sig by the \
+           key in keys/publisher.pem; found changed since model/model.sig was signed (by key ",
+        ],
+    );
+    assert!(!stdout(&out).contains("config.json"), "{}", stdout(&out));
+    let refused = repo.try_git(&["commit", "-q", "-m", "unsigned change"]);
+    assert!(!refused.status.success(), "{}", combined(&refused));
+
+    // Re-signed: the same change passes the hook.
+    assert_success(
+        "re-sign",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    repo.git(&["add", "model"]);
+    assert_success(
+        "check --staged of the re-signed change",
+        &repo.wi(&["check", "--staged"]),
+    );
+    let committed = repo.try_git(&["commit", "-q", "-m", "re-signed change"]);
+    assert!(committed.status.success(), "{}", combined(&committed));
+
+    // A file the signature does not list.
+    repo.write("model/extra.json", "{}\n");
+    repo.git(&["add", "model/extra.json"]);
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &[
+            "model/extra.json: signature: expected signed, as it is, in a model.sig by the key in \
+           keys/publisher.pem; found not covered by model/model.sig (signed by key ",
+        ],
+    );
+    repo.git(&["rm", "-q", "--cached", "model/extra.json"]);
+    std::fs::remove_file(repo.path("model/extra.json")).unwrap();
+
+    // Signed by someone else: the signature does not verify against the policy's key.
+    assert_success(
+        "sign with another key",
+        &repo.wi(&["sign", "model", "--private-key", p(&stranger)]),
+    );
+    repo.git(&["add", "model/model.sig"]);
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(
+        &stdout(&out),
+        &["found model/model.sig does not verify: signed by another key"],
+    );
+    repo.git(&["reset", "-q", "--hard"]);
+
+    // ci between the last commit and one that changes the weights without re-signing: the
+    // violation is brought by the change.
+    repo.fixtures(serde_json::json!({"model/model.safetensors": weights(3.0)}));
+    repo.git(&[
+        "commit",
+        "-q",
+        "--no-verify",
+        "-am",
+        "a change the hook would refuse",
+    ]);
+    let json = repo.tmp.path().join("ci.json");
+    let out = repo.wi(&["ci", "--json", p(&json)]);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("ci --json: {e}\n{}", combined(&out)));
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let text = report.to_string();
+    assert!(text.contains("\"rule\":\"signature\""), "{text}");
+    assert!(
+        text.contains("changed since model/model.sig was signed"),
+        "{text}"
+    );
+}

@@ -119,6 +119,14 @@ pub(crate) fn evaluate(policy: &Policy, subject: &Subject<'_>) -> Result<Option<
         violations: Vec::new(),
     };
     ev.run(&eff)?;
+    if let Some(rule) = eff.signature {
+        let found = super::signature::check(&policy.source, rule.rule, subject, rule.value)?;
+        if let Some(found) = found {
+            let expected = super::signature::expected(rule.value);
+            let v = Violation::new(&subject.path, "signature", &rule, expected, found);
+            ev.violations.push(v);
+        }
+    }
     if let Origin::Model(artifact) = &subject.origin
         && let Some(files) = &artifact.layout.files
     {

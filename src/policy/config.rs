@@ -137,6 +137,35 @@ pub struct Settings {
     /// `relation` with `reference`: how the file must relate to the reference model
     /// (`relate`'s relations or the Hub's spellings).
     pub relation: Option<RelationRule>,
+    /// `signature`: the file must be listed, unchanged, by an OpenSSF model signature
+    /// (`model.sig`) in its folder or one above, signed by whom the rule trusts.
+    pub signature: Option<SignatureRule>,
+}
+
+/// `signature = { public_key = "…" }` (or `certificate_chain = […]`, or `identity` with
+/// `identity_provider` and an optional `trust_root`): whom a model's signature must come from.
+/// Paths are relative to the repository's root and read from the work tree, like the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureRule {
+    /// A PEM public key (ECDSA P-256, P-384 or P-521).
+    pub public_key: Option<String>,
+    /// PEM certificates trusted as anchors of the signing certificate's chain.
+    #[serde(default)]
+    pub certificate_chain: Vec<String>,
+    /// Sigstore keyless: the signer's identity (certificate SAN) and OIDC issuer.
+    pub identity: Option<String>,
+    pub identity_provider: Option<String>,
+    /// A Sigstore `trusted_root.json` (default: the public-good root embedded in the binary).
+    pub trust_root: Option<String>,
+    /// The signature file's name (default `model.sig`), looked for in the judged file's folder
+    /// and then in each folder above it.
+    #[serde(default = "default_signature_file")]
+    pub file: String,
+}
+
+fn default_signature_file() -> String {
+    "model.sig".to_owned()
 }
 
 /// `relation` + `reference`: the relations a file may have to the reference beside it.
@@ -191,6 +220,7 @@ pub struct Effective<'a> {
     pub max_update_loss: Option<Sourced<'a, f64>>,
     pub max_delta_rel_l2: Option<Sourced<'a, f64>>,
     pub relation: Option<Sourced<'a, RelationRule>>,
+    pub signature: Option<Sourced<'a, SignatureRule>>,
     /// The last rule that matches the path: where a default (`complete`) is reported from.
     pub last_rule: Option<&'a Rule>,
 }
@@ -299,6 +329,7 @@ impl Policy {
             }
             raw_rule.check_conversion(path, text)?;
             raw_rule.check_loss_bounds(path, text)?;
+            raw_rule.check_signature(path, text)?;
             let (paths, matcher) = glob_set(path, text, &raw_rule.paths)?;
             let (exclude, excluder) = match &raw_rule.exclude {
                 Some(ex) => glob_set(path, text, ex)?,
@@ -359,7 +390,8 @@ impl Policy {
                 complete,
                 max_update_loss,
                 max_delta_rel_l2,
-                relation
+                relation,
+                signature
             );
         }
         matched.then_some(eff)
@@ -419,6 +451,8 @@ struct RawRule {
     max_delta_rel_l2: Option<toml::Spanned<f64>>,
     #[serde(default)]
     relation: Option<toml::Spanned<Vec<String>>>,
+    #[serde(default)]
+    signature: Option<toml::Spanned<SignatureRule>>,
 }
 
 impl RawRule {
@@ -455,6 +489,40 @@ impl RawRule {
                 }),
                 _ => None,
             },
+            signature: self.signature.as_ref().map(|s| s.get_ref().clone()),
+        }
+    }
+
+    /// `signature` names exactly one way to trust a signer, and a plain file name.
+    fn check_signature(&self, path: &Path, text: &str) -> Result<(), PolicyError> {
+        let Some(sig) = &self.signature else {
+            return Ok(());
+        };
+        let rule = sig.get_ref();
+        let keyless = rule.identity.is_some() || rule.identity_provider.is_some();
+        let ways = usize::from(rule.public_key.is_some())
+            + usize::from(!rule.certificate_chain.is_empty())
+            + usize::from(keyless);
+        let message = if ways != 1 {
+            Some(
+                "`signature` needs exactly one of `public_key`, `certificate_chain`, or                  `identity` with `identity_provider`"
+                    .to_owned(),
+            )
+        } else if keyless && (rule.identity.is_none() || rule.identity_provider.is_none()) {
+            Some("`signature`: `identity` and `identity_provider` come together".to_owned())
+        } else if rule.trust_root.is_some() && !keyless {
+            Some("`signature`: `trust_root` is for `identity` (Sigstore keyless)".to_owned())
+        } else if rule.file.is_empty() || rule.file.contains('/') || rule.file == ".." {
+            Some(format!(
+                "`signature`: `file` is a file name (looked for in each folder), found {:?}",
+                rule.file
+            ))
+        } else {
+            None
+        };
+        match message {
+            Some(message) => Err(invalid(path, text, sig.span().start, message)),
+            None => Ok(()),
         }
     }
 

@@ -88,6 +88,13 @@ pub enum PolicyError {
         shown_path(.0)
     )]
     ForeignHookKept(PathBuf),
+    /// The key, certificates or trusted root a `signature` rule names cannot be read.
+    #[error("{}, rule {rule}: `signature`: {message}", shown(.policy))]
+    SignatureTrust {
+        policy: String,
+        rule: usize,
+        message: String,
+    },
     #[error(transparent)]
     Core(#[from] crate::error::Error),
     #[error(transparent)]

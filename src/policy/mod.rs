@@ -21,6 +21,7 @@ mod pin;
 mod relation;
 mod report;
 mod sarif;
+mod signature;
 mod source;
 mod subject;
 mod workspace;

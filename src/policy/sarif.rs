@@ -121,6 +121,23 @@ const RULES: &[(&str, &str, &str)] = &[
          lossy one without figures cannot prove its bound.",
     ),
     (
+        "relation",
+        "Made from its reference as the policy says",
+        "The file must relate to the reference model beside it in one of the ways the policy \
+         allows (reference, relation), as `weight-inspect relate FILE REFERENCE` finds it: a \
+         quantization, a fine-tune, an adapter. An unrelated model swapped in fails, naming \
+         what decided it.",
+    ),
+    (
+        "signature",
+        "Signed by whom the policy trusts",
+        "The file must be listed, with the digest it has, by an OpenSSF model signature \
+         (model.sig, model_signing's format) in its folder or a folder above, and that \
+         signature must verify against the key, certificate authority or Sigstore identity the \
+         policy names (signature). A file changed since it was signed, one the signature does \
+         not list, or one no signature covers fails. Re-sign with `weight-inspect sign DIR`.",
+    ),
+    (
         "max_file_size",
         "At most so many bytes",
         "The file (for a Git LFS pointer: the size it records; for a multi-file model: the sum \
@@ -685,6 +702,8 @@ mod tests {
             "max_rel_l2",
             "max_update_loss",
             "max_delta_rel_l2",
+            "relation",
+            "signature",
             "max_file_size",
             "require_lfs",
             "forbid_formats",

@@ -148,6 +148,26 @@ fn shard(range: Option<(u64, u64)>, method: Method) -> Option<(u64, u64)> {
 
 /// The byte ranges a file of `len` bytes is hashed in: the whole file (None) for `files`, and
 /// `shard_size` pieces for `shards` (none for an empty file, as model_signing does).
+/// The resources `serialization` makes of one file's bytes, each with its digest.
+pub(crate) fn digest_bytes(
+    name: &str,
+    bytes: &[u8],
+    serialization: &Serialization,
+) -> Vec<(ResourceKey, Vec<u8>)> {
+    ranges(bytes.len() as u64, serialization.method)
+        .into_iter()
+        .map(|range| {
+            let (start, end) = range.unwrap_or((0, bytes.len() as u64));
+            let mut hasher = Hasher::new(serialization.hash);
+            hasher.update(&bytes[start as usize..end as usize]);
+            (
+                key(name, shard(range, serialization.method)),
+                hasher.finish(),
+            )
+        })
+        .collect()
+}
+
 fn ranges(len: u64, method: Method) -> Vec<Option<(u64, u64)>> {
     match method {
         Method::Files => vec![None],

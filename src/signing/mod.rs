@@ -6,6 +6,7 @@
 //! through the git adapter. The bytes of the format are `formats::oms`'s.
 
 mod error;
+mod file;
 mod hashing;
 mod keys;
 mod rekor;
@@ -18,6 +19,7 @@ mod verify;
 mod x509;
 
 pub(crate) use error::SigningError;
+pub(crate) use file::{FileState, file_state, pointer_state, signer_of};
 pub(crate) use keys::PrivateKey;
 pub(crate) use report::{BundleReport, SignReport, VerifyReport, describe as describe_bundle};
 pub(crate) use sign::{SignRequest, certificate_material, sign};
