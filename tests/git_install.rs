@@ -17,6 +17,7 @@ const BLOCK: &str =
 *.ckpt diff=weight-inspect
 *.wdelta diff=weight-inspect
 pytorch_model*.bin diff=weight-inspect
+model.sig diff=weight-inspect
 ";
 
 /// weight-inspect in the repository with the PATH the tests were started with instead of the
@@ -355,7 +356,7 @@ fn uninstall_leaves_committed_attributes_it_did_not_write() {
         &report,
         &[
             "unset diff.weight-inspect.textconv",
-            "left 8 weight-inspect lines in ",
+            "left 9 weight-inspect lines in ",
             "has no record of writing them (it found them in place",
             "  *.gguf diff=weight-inspect",
         ],
@@ -378,7 +379,7 @@ fn uninstall_leaves_committed_attributes_it_did_not_write() {
     let again = wi_ok(&origin, &["git", "install"]);
     assert_lacks(&again, &["added `"]);
     let report = wi_ok(&origin, &["git", "uninstall"]);
-    assert_contains(&report, &["left 8 weight-inspect lines"]);
+    assert_contains(&report, &["left 9 weight-inspect lines"]);
     assert_eq!(origin.ok(&["status", "--porcelain"]), "");
 }
 
@@ -391,7 +392,7 @@ fn uninstall_after_the_lines_were_committed_keeps_them() {
     assert_contains(
         &report,
         &[
-            "left 8 weight-inspect lines",
+            "left 9 weight-inspect lines",
             "they are committed (or staged)",
         ],
     );

@@ -918,14 +918,14 @@ fn keyless_signatures_verify_against_a_trusted_root() {
     );
 }
 
-/// `git diff` of a `model.sig` through the textconv: one line a resource, so a re-signed model
-/// shows the file whose digest changed; `inspect` shows the same bundle.
+/// `git diff` of a `model.sig` as `git install` routes it, through the textconv and git's
+/// external driver: one line a resource, so a re-signed model shows the file whose digest
+/// changed; a GPG `model.sig` is diffed as its text; `inspect` shows the same bundle.
 #[test]
 fn git_diff_of_a_signature_is_a_manifest_diff() {
     let repo = common::git::Repo::new();
     let (key, _) = key_pair(repo.tmp.path(), "k", "prime256v1");
-    repo.write(".gitattributes", "model.sig diff=oms\n");
-    repo.git(&["config", "diff.oms.textconv", "weight-inspect textconv"]);
+    assert_success("git install", &repo.wi(&["git", "install"]));
     repo.write("model/a.bin", "one");
     repo.write("model/b.bin", "two");
     assert_success(
@@ -939,22 +939,39 @@ fn git_diff_of_a_signature_is_a_manifest_diff() {
         "sign",
         &repo.wi(&["sign", "model", "--private-key", p(&key)]),
     );
-    let diff = repo.ok(&["diff", "--", "model/model.sig"]);
     use sha2::Digest;
     let line = |digest_of: &str, name: &str| {
         format!("{}  {name}", hex::encode(sha2::Sha256::digest(digest_of)))
     };
-    assert_contains(
-        &diff,
-        &[
-            &format!("-    {}", line("two", "b.bin")),
-            &format!("+    {}", line("three", "b.bin")),
-            &format!("+    {}", line("four", "c.bin")),
-            "-  resources: 2",
-            "+  resources: 3",
-        ],
+    // Through the textconv and through git's external driver, both set up by `git install`.
+    for mode in ["--no-ext-diff", "--ext-diff"] {
+        let diff = repo.ok(&["diff", mode, "--", "model/model.sig"]);
+        assert_contains(
+            &diff,
+            &[
+                &format!("-    {}", line("two", "b.bin")),
+                &format!("+    {}", line("three", "b.bin")),
+                &format!("+    {}", line("four", "c.bin")),
+                "-  resources: 2",
+                "+  resources: 3",
+            ],
+        );
+        common::assert_lacks(&diff, &[&format!("-    {}", line("one", "a.bin"))]);
+    }
+    let driver = repo.ok(&["diff", "--ext-diff", "--", "model/model.sig"]);
+    assert!(
+        driver.starts_with("weight-inspect a/model/model.sig b/model/model.sig\n"),
+        "{driver}"
     );
-    common::assert_lacks(&diff, &[&format!("-    {}", line("one", "a.bin"))]);
+    // A `model.sig` that is a GPG signature, not an OMS bundle, is diffed as the text it is.
+    repo.commit_all("re-signed");
+    repo.write("other/model.sig", "-----BEGIN PGP SIGNATURE-----\none\n");
+    repo.commit_all("a gpg signature");
+    repo.write("other/model.sig", "-----BEGIN PGP SIGNATURE-----\ntwo\n");
+    for mode in ["--no-ext-diff", "--ext-diff"] {
+        let diff = repo.ok(&["diff", mode, "--", "other/model.sig"]);
+        assert_contains(&diff, &["-one\n", "+two\n"]);
+    }
     let out = repo.wi(&["inspect", "model/model.sig"]);
     assert_success("inspect", &out);
     assert_contains(

@@ -26,6 +26,13 @@ pub(super) fn textconv(args: TextconvArgs, remote: &RemoteOptions) -> Exit {
         let _ = write_stdout(text.as_bytes());
         return Exit::Clean;
     }
+    // A `model.sig` that is no OMS bundle (a GPG signature) is left to git: its bytes as they are.
+    if args.file.file_name().is_some_and(|n| n == "model.sig")
+        && let Ok(bytes) = std::fs::read(&args.file)
+    {
+        let _ = write_stdout(&bytes);
+        return Exit::Clean;
+    }
     let options = crate::git::TextconvOptions {
         tensor_hashes: args.tensor_hashes,
     };
@@ -44,6 +51,10 @@ pub(crate) struct DriverArgs {
 /// Exit 0 whatever happens: git aborts the whole diff when its driver fails.
 pub(super) fn diff_driver(args: DriverArgs, color: ColorChoice, remote: &RemoteOptions) -> Exit {
     let color = color.enabled_for_git();
+    if let Some(text) = super::signing::signature_diff(&args.args) {
+        let _ = write_stdout(text.as_bytes());
+        return Exit::Clean;
+    }
     let _ = write_stdout(crate::git::run_diff_driver(&args.args, color, remote).as_bytes());
     Exit::Clean
 }

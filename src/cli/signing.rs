@@ -234,6 +234,52 @@ fn looks_like_signature(path: &std::path::Path) -> bool {
         .is_ok_and(|_| crate::formats::oms::looks_like_bundle(&head))
 }
 
+/// The largest `model.sig` that is no OMS bundle diffed as text by the driver; a larger one
+/// goes to the model driver, which names what it is.
+const MAX_PLAIN_SIGNATURE: u64 = 1 << 20;
+
+/// git's external diff of a `model.sig` (`path old-file old-hex old-mode new-file …`): the
+/// unified diff of the two sides' textconv, `/dev/null` for a side that is not there. None when
+/// the path is another file, or a side is neither an OMS bundle nor text.
+pub(super) fn signature_diff(args: &[std::ffi::OsString]) -> Option<String> {
+    let (path, old, new) = match args {
+        [path, old, _, _, new, _, _, ..] => (path, old, new),
+        _ => return None,
+    };
+    let name = std::path::Path::new(path).file_name()?;
+    if name != "model.sig" {
+        return None;
+    }
+    // A side that is no OMS bundle (a GPG signature) is diffed as the text it is.
+    let side = |file: &std::ffi::OsString| -> Option<String> {
+        if file == "/dev/null" {
+            return Some(String::new());
+        }
+        let file = std::path::Path::new(file);
+        textconv_signature(file).or_else(|| {
+            let bytes = crate::fsutil::read_regular(file, MAX_PLAIN_SIGNATURE, false).ok()?;
+            String::from_utf8(bytes).ok()
+        })
+    };
+    let (old_text, new_text) = (side(old)?, side(new)?);
+    let shown = crate::escape::shown(&path.to_string_lossy()).into_owned();
+    let name_of = |file: &std::ffi::OsString, prefix: &str| {
+        if file == "/dev/null" {
+            "/dev/null".to_owned()
+        } else {
+            format!("{prefix}/{shown}")
+        }
+    };
+    let hunks = similar::TextDiff::from_lines(&old_text, &new_text)
+        .unified_diff()
+        .to_string();
+    Some(format!(
+        "weight-inspect {} {}\n{hunks}",
+        name_of(old, "a"),
+        name_of(new, "b")
+    ))
+}
+
 /// The textconv of an OMS signature (`model.sig`): its manifest in lines, one resource with its
 /// digest a line, so `git diff` shows the signer, the serialization, and the files added,
 /// removed or whose digest changed. None for any other file (a GPG `.sig` is left to git).

@@ -20,7 +20,9 @@ pub(super) const DRIVER: &str = "weight-inspect";
 const COMMENT: &str =
     "# weight-inspect: structural diffs of model files (keep below any filter=lfs lines)";
 /// PyTorch's `.bin` only as Hugging Face names it: other `*.bin` files are rarely checkpoints.
-const RULES: [&str; 7] = [
+/// `model.sig` is an OpenSSF model signature's name (model_signing's default): its textconv
+/// is the signed manifest, and a file of that name that is no such bundle is shown as it is.
+const RULES: [&str; 8] = [
     "*.gguf diff=weight-inspect",
     "*.safetensors diff=weight-inspect",
     "*.pt diff=weight-inspect",
@@ -28,6 +30,7 @@ const RULES: [&str; 7] = [
     "*.ckpt diff=weight-inspect",
     "*.wdelta diff=weight-inspect",
     "pytorch_model*.bin diff=weight-inspect",
+    "model.sig diff=weight-inspect",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
