@@ -122,67 +122,7 @@ pub(crate) fn create(
             ordered_parallel::<_, DeltaError>(
                 names.len(),
                 run.threads(),
-                |i| {
-                    let name = names[i];
-                    let tf = &ft.tensors[name.as_str()];
-                    if super::blocks::applies(base, name) {
-                        // Large: in blocks over the workers, memory bounded by the block size.
-                        let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
-                        let (arrays, sums) = match enc.strategy {
-                            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc, spool_dir)?,
-                            Strategy::Sparse => {
-                                super::sparse_blocks::encode(&inputs, enc, spool_dir)?
-                            }
-                            Strategy::Quantized => {
-                                super::quantized_blocks::encode(&inputs, enc, spool_dir)?
-                            }
-                        };
-                        return Ok((tf.len as u64, arrays, sums));
-                    }
-                    let n = tf.n_elements();
-                    // The delta buffer is reused across tensors: fresh gigabyte allocations
-                    // cost a page fault per 4 KiB.
-                    let mut scratch = DELTA_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-                    if scratch.len() < n {
-                        scratch.resize(n, 0.0);
-                    }
-                    let d = &mut scratch[..n];
-                    // Against a plain base its values are kept for the loss: read where they
-                    // are kept, the delta computed beside them. Through a chain, the delta is
-                    // computed in place over the reconstruction.
-                    let kept = if measure {
-                        let mut b = BASE_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-                        if b.len() < n {
-                            b.resize(n, 0.0);
-                        }
-                        reconstruct_into(base, links, name, &mut b[..n])?;
-                        subtract_from_finetuned(ft, name, Some(&b[..n]), d)?;
-                        Some(b)
-                    } else {
-                        reconstruct_into(base, links, name, d)?;
-                        subtract_from_finetuned(ft, name, None, d)?;
-                        None
-                    };
-                    let t = &base.tensors[name.as_str()];
-                    let arrays = codec::encode(d, &t.shape, enc);
-                    DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
-                    if t.elem.is_some_and(|e| !e.is_float()) {
-                        check_integers_exact(base, links, ft, name, &t.shape, enc, &arrays)?;
-                    }
-                    let sums = match kept {
-                        Some(b) => {
-                            let mut decoder = decoder_of(&t.shape, enc, &arrays);
-                            let sums =
-                                tensor_loss_sums(base, ft, name, BaseValues::Held(&b[..n]), |d| {
-                                    decoder.fill(d);
-                                });
-                            BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
-                            Some(sums?)
-                        }
-                        None => None,
-                    };
-                    Ok((tf.len as u64, held(arrays), sums))
-                },
+                |i| encode_tensor(base, links, ft, names[i], enc, measure, spool_dir),
                 |i, (len, arrays, sums): (u64, Vec<Array>, Option<LossSums>)| {
                     if let Some(sums) = sums {
                         tally.push(names[i], sums);
@@ -256,6 +196,72 @@ pub(crate) fn create(
         dense_bytes: ft.data_bytes(),
         loss,
     })
+}
+
+/// One tensor's records, its length in the fine-tune, and (`measure`, against a plain base)
+/// the sums of its loss: in blocks over the workers when it is large, else whole.
+fn encode_tensor(
+    base: &Model,
+    links: &[OpenDelta],
+    ft: &Model,
+    name: &str,
+    enc: &EncodeOptions,
+    measure: bool,
+    spool_dir: &Path,
+) -> Result<(u64, Vec<Array>, Option<LossSums>)> {
+    let tf = &ft.tensors[name];
+    if super::blocks::applies(base, name) {
+        // Large: in blocks over the workers, memory bounded by the block size.
+        let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
+        let (arrays, sums) = match enc.strategy {
+            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc, spool_dir)?,
+            Strategy::Sparse => super::sparse_blocks::encode(&inputs, enc, spool_dir)?,
+            Strategy::Quantized => super::quantized_blocks::encode(&inputs, enc, spool_dir)?,
+        };
+        return Ok((tf.len as u64, arrays, sums));
+    }
+    let n = tf.n_elements();
+    // The delta buffer is reused across tensors: fresh gigabyte allocations
+    // cost a page fault per 4 KiB.
+    let mut scratch = DELTA_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if scratch.len() < n {
+        scratch.resize(n, 0.0);
+    }
+    let d = &mut scratch[..n];
+    // Against a plain base its values are kept for the loss: read where they
+    // are kept, the delta computed beside them. Through a chain, the delta is
+    // computed in place over the reconstruction.
+    let kept = if measure {
+        let mut b = BASE_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        if b.len() < n {
+            b.resize(n, 0.0);
+        }
+        reconstruct_into(base, links, name, &mut b[..n])?;
+        subtract_from_finetuned(ft, name, Some(&b[..n]), d)?;
+        Some(b)
+    } else {
+        reconstruct_into(base, links, name, d)?;
+        subtract_from_finetuned(ft, name, None, d)?;
+        None
+    };
+    let t = &base.tensors[name];
+    let arrays = codec::encode(d, &t.shape, enc);
+    DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    if t.elem.is_some_and(|e| !e.is_float()) {
+        check_integers_exact(base, links, ft, name, &t.shape, enc, &arrays)?;
+    }
+    let sums = match kept {
+        Some(b) => {
+            let mut decoder = decoder_of(&t.shape, enc, &arrays);
+            let sums = tensor_loss_sums(base, ft, name, BaseValues::Held(&b[..n]), |d| {
+                decoder.fill(d);
+            });
+            BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
+            Some(sums?)
+        }
+        None => None,
+    };
+    Ok((tf.len as u64, held(arrays), sums))
 }
 
 /// `d` = the fine-tuned values of tensor `name` − the previous ones (`prev`, or `d` itself

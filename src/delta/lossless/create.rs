@@ -275,16 +275,9 @@ pub(crate) fn create_lossless(
     write_lossless(base, ft, out, run, true)
 }
 
-/// [`create_lossless`], reading the data files through maps when `map` is set, else into
-/// buffers (as for a file that cannot be mapped): the same bytes either way.
-fn write_lossless(
-    base: &Model,
-    ft: &Model,
-    out: &Path,
-    run: &RunOptions,
-    map: bool,
-) -> Result<LosslessCreated> {
-    refuse_output_among_inputs(out, base, std::iter::empty(), Some(ft))?;
+/// The files of the fine-tune as the delta records them (an index first, then each shard with
+/// its planned segments), and where each one's bytes are read from.
+fn plan_files(base: &Model, ft: &Model) -> Result<(Vec<LosslessFile>, Vec<Source>)> {
     let mut sources = Vec::new();
     let mut files = Vec::new();
     if let Some(index) = &ft.index_file {
@@ -318,15 +311,11 @@ fn write_lossless(
         });
         sources.push(Source::Shard(shard));
     }
-    let mut header = LosslessHeader {
-        parent_hash: String::new(),
-        strategy: LOSSLESS_STRATEGY.to_string(),
-        format: Some(ft.format.name().to_string()),
-        sharded: files.len() > 1,
-        chunk_bytes: CHUNK_BYTES,
-        zstd_level: ZSTD_LEVEL,
-        files,
-    };
+    Ok((files, sources))
+}
+
+/// The chunks every segment is coded in, in file order: the workers' jobs.
+fn plan_jobs(header: &LosslessHeader) -> Vec<Job> {
     let mut jobs = Vec::new();
     for (fi, f) in header.files.iter().enumerate() {
         let mut at = 0u64;
@@ -347,25 +336,74 @@ fn write_lossless(
             at += s.len;
         }
     }
+    jobs
+}
+
+/// Bytes `at..` of the fine-tune's file `fi` into `buf`; a file that shrank says so.
+fn read_source(ft: &Model, sources: &[Source], fi: usize, at: u64, buf: &mut [u8]) -> Result<()> {
+    match &sources[fi] {
+        Source::Shard(s) => ft.read_shard_at(*s, at, buf),
+        Source::Other(path, f) => f.read_exact_at(buf, at).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                DeltaError::InputShrank {
+                    path: path.clone(),
+                    offset: at,
+                    end: at + buf.len() as u64,
+                    now: f.metadata().ok().map(|m| m.len()),
+                }
+            } else {
+                Error::io(path, e).into()
+            }
+        }),
+    }
+}
+
+/// The SHA-256 of each fine-tuned file, read front to back through a buffer of its own.
+fn hash_files(
+    header: &LosslessHeader,
+    model_bytes: u64,
+    read_source: impl Fn(usize, u64, &mut [u8]) -> Result<()>,
+) -> Result<Vec<String>> {
+    let mut buf = vec![0u8; HASH_STEP.min(model_bytes.max(1) as usize)];
+    let mut hashes = Vec::with_capacity(header.files.len());
+    for (fi, f) in header.files.iter().enumerate() {
+        let mut sha = Sha256::new();
+        let mut at = 0;
+        while at < f.size {
+            let piece = &mut buf[..(f.size - at).min(HASH_STEP as u64) as usize];
+            read_source(fi, at, piece)?;
+            sha.update(&*piece);
+            at += piece.len() as u64;
+        }
+        hashes.push(crate::digest::hex(&sha.finalize()));
+    }
+    Ok(hashes)
+}
+
+/// [`create_lossless`], reading the data files through maps when `map` is set, else into
+/// buffers (as for a file that cannot be mapped): the same bytes either way.
+fn write_lossless(
+    base: &Model,
+    ft: &Model,
+    out: &Path,
+    run: &RunOptions,
+    map: bool,
+) -> Result<LosslessCreated> {
+    refuse_output_among_inputs(out, base, std::iter::empty(), Some(ft))?;
+    let (files, sources) = plan_files(base, ft)?;
+    let mut header = LosslessHeader {
+        parent_hash: String::new(),
+        strategy: LOSSLESS_STRATEGY.to_string(),
+        format: Some(ft.format.name().to_string()),
+        sharded: files.len() > 1,
+        chunk_bytes: CHUNK_BYTES,
+        zstd_level: ZSTD_LEVEL,
+        files,
+    };
+    let jobs = plan_jobs(&header);
     let model_bytes: u64 = header.files.iter().map(|f| f.size).sum();
     header.parent_hash = crate::delta::base_hash::parent_hash(base, run, |_| {})?;
-    let read_source = |fi: usize, at: u64, buf: &mut [u8]| -> Result<()> {
-        match &sources[fi] {
-            Source::Shard(s) => ft.read_shard_at(*s, at, buf),
-            Source::Other(path, f) => f.read_exact_at(buf, at).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    DeltaError::InputShrank {
-                        path: path.clone(),
-                        offset: at,
-                        end: at + buf.len() as u64,
-                        now: f.metadata().ok().map(|m| m.len()),
-                    }
-                } else {
-                    Error::io(path, e).into()
-                }
-            }),
-        }
-    };
+    let read_source = |fi: usize, at: u64, buf: &mut [u8]| read_source(ft, &sources, fi, at, buf);
     let inputs = MappedInputs::open(base, ft, &sources, map);
     let bar = run.bar(model_bytes, "compressing");
     let mut frame_lens = Vec::with_capacity(jobs.len());
@@ -389,22 +427,7 @@ fn write_lossless(
             // The fine-tuned files are hashed front to back on a thread of their own, beside
             // the writer (which checksums and writes the frames) and the workers, through a
             // small buffer of its own: no hand-off, and nothing held for it.
-            let hasher = scope.spawn(|| -> Result<Vec<String>> {
-                let mut buf = vec![0u8; HASH_STEP.min(model_bytes.max(1) as usize)];
-                let mut hashes = Vec::with_capacity(header.files.len());
-                for (fi, f) in header.files.iter().enumerate() {
-                    let mut sha = Sha256::new();
-                    let mut at = 0;
-                    while at < f.size {
-                        let piece = &mut buf[..(f.size - at).min(HASH_STEP as u64) as usize];
-                        read_source(fi, at, piece)?;
-                        sha.update(&*piece);
-                        at += piece.len() as u64;
-                    }
-                    hashes.push(crate::digest::hex(&sha.finalize()));
-                }
-                Ok(hashes)
-            });
+            let hasher = scope.spawn(|| hash_files(&header, model_bytes, read_source));
             // Jobs weighed by their bytes: a tensor's chunks are up to 4 MiB, but most of a
             // model's tensors (biases, norms) are a few KiB, and a window of a few jobs left
             // one worker idle behind the other's large chunk.
