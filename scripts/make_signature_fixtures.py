@@ -7,8 +7,8 @@ per release and runs this in each):
 
     ms-venv/bin/python scripts/make_signature_fixtures.py tests/fixtures/signatures
 
-It writes OUTDIR/vVERSION/WAY/ (WAY is `key` or `certificate`, VERSION the installed
-model_signing's), emptied first:
+It writes OUTDIR/vVERSION/WAY/ (WAY is `key` and `key-p384`, an EC key on P-256 and on P-384,
+or `certificate`; VERSION the installed model_signing's), emptied first:
   model/             config.json, weights.bin (2,048 bytes) and sub/vocab.txt, byte for byte the
                      same on every run
   model.sig          the signature model_signing wrote (beside the model, not in it)
@@ -153,7 +153,7 @@ def sign_0_2(way: str, model: pathlib.Path, sig: pathlib.Path, material: dict) -
         factory = lambda path: ms_file.SimpleFileHasher(path, memory.SHA256())
         return serialize_by_file.ManifestSerializer(file_hasher_factory=factory)
 
-    if way == "key":
+    if way != "certificate":
         signer = ms_key.ECKeySigner.from_path(str(material["private"]))
         verifier = ms_key.ECKeyVerifier.from_path(str(material["public"]))
     else:
@@ -182,7 +182,7 @@ def sign_0_2(way: str, model: pathlib.Path, sig: pathlib.Path, material: dict) -
 
 def sign_cli(way: str, model: pathlib.Path, sig: pathlib.Path, material: dict) -> None:
     """model_signing's command line: `sign key|certificate`, then its `verify`."""
-    if way == "key":
+    if way != "certificate":
         run(["sign", "key", "--private_key", material["private"], "--signature", sig, model],
             "Signing succeeded")
         run(["verify", "key", "--public_key", material["public"], "--signature", sig, model],
@@ -201,14 +201,20 @@ def sign_cli(way: str, model: pathlib.Path, sig: pathlib.Path, material: dict) -
         )
 
 
-def key_material(scratch: pathlib.Path) -> dict:
-    key = ec.generate_private_key(ec.SECP256R1())
+# Each way: the curve of its key (the certificate way's leaf is P-256).
+WAYS = {"key": ec.SECP256R1(), "key-p384": ec.SECP384R1(), "certificate": None}
+CURVE_NAMES = {"secp256r1": "P-256", "secp384r1": "P-384"}
+
+
+def key_material(scratch: pathlib.Path, curve) -> dict:
+    key = ec.generate_private_key(curve)
     private, public = scratch / "signing-key.pem", scratch / "signing-key.pub"
     private.write_bytes(pem_private(key))
     public.write_bytes(pem_public(key))
     # weight-inspect names a key by its hint: SHA-256 of its SPKI PEM (64-column lines).
     hint = hashlib.sha256(pem_public(key)).hexdigest()
-    return {"private": private, "public": public, "signer": f"key {hint} (ECDSA P-256)"}
+    shown = CURVE_NAMES[curve.name]
+    return {"private": private, "public": public, "signer": f"key {hint} (ECDSA {shown})"}
 
 
 def make_way(version: str, way: str, out: pathlib.Path, scratch: pathlib.Path) -> None:
@@ -218,8 +224,8 @@ def make_way(version: str, way: str, out: pathlib.Path, scratch: pathlib.Path) -
     case.mkdir(parents=True)
     files = write_model(case / "model")
     sig = case / "model.sig"
-    if way == "key":
-        material = key_material(scratch)
+    if way != "certificate":
+        material = key_material(scratch, WAYS[way])
         shutil.copy(material["public"], case / "signing-key.pub")
         trust = ["--public-key", "signing-key.pub"]
     else:
@@ -252,7 +258,7 @@ def main() -> None:
         sys.exit(__doc__)
     out = pathlib.Path(sys.argv[1])
     version = importlib.metadata.version("model-signing")
-    for way in ("key", "certificate"):
+    for way in WAYS:
         if (version, way) in CANNOT:
             print(f"model_signing {version} cannot sign with a {way}: {CANNOT[version, way]}")
             shutil.rmtree(out / f"v{version}" / way, ignore_errors=True)

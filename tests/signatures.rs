@@ -1164,7 +1164,8 @@ fn release_fixtures() -> Vec<ReleaseFixture> {
 
 /// Bundles written by every model_signing release from 0.2.0 to 1.1.1 (the generator,
 /// scripts/make_signature_fixtures.py, ran each release from PyPI; 0.2.0 through its library),
-/// with a key and with a certificate chain, verify here with the trust the signer used, naming
+/// with a P-256 key, a P-384 key (0.2.0 signs it with SHA-256) and a certificate chain, verify
+/// here with the trust the signer used, naming
 /// the signer; another fixture's key or CA does not verify them; one byte changed, a file added
 /// and a file removed each fail, naming the file.
 #[test]
@@ -1247,16 +1248,17 @@ fn every_model_signing_release_verifies() {
         let version = name.split('/').next().unwrap().to_owned();
         *per_version.entry(version).or_default() += 1;
     }
-    // Every release, both ways, but 0.3.1's certificate signer, which fails on every call.
+    // Every release, every way (a P-256 key, a P-384 key, a certificate chain), but 0.3.1's
+    // certificate signer, which fails on every call.
     assert_eq!(
         per_version.into_iter().collect::<Vec<_>>(),
         [
-            ("v0.2.0", 2),
-            ("v0.3.1", 1),
-            ("v1.0.0", 2),
-            ("v1.0.1", 2),
-            ("v1.1.0", 2),
-            ("v1.1.1", 2),
+            ("v0.2.0", 3),
+            ("v0.3.1", 2),
+            ("v1.0.0", 3),
+            ("v1.0.1", 3),
+            ("v1.1.0", 3),
+            ("v1.1.1", 3),
         ]
         .map(|(v, n)| (v.to_owned(), n)),
         "fixtures verified per release"
