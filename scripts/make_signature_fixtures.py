@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """OMS signature fixtures: a tiny model directory signed by the model_signing release installed in
-the running venv, once with an EC key and once with a certificate chain, for tests/signatures.rs.
+the running venv with a P-256 key, a P-384 key and a certificate chain, for tests/signatures.rs.
 
 Usage (in a venv holding one model_signing release; scripts/make_signature_fixtures.sh makes one
 per release and runs this in each):
@@ -24,8 +24,10 @@ model_signing 0.2.0 has no command line (its sign.py lived outside the package):
 the chain are signed through its library the way that script did (`model.sign` with
 `in_toto_signature.IntotoSigner` over `key.ECKeySigner` or `pki.PKISigner`, a
 `serialize_by_file.ManifestSerializer` with SHA-256, `in_toto.DigestsIntotoPayload`). Later
-releases are run as `python -m model_signing sign key|certificate`. Each signature is then
-verified by the same release (library or `python -m model_signing verify`) before it is kept.
+releases run their command line (`model_signing._cli.main`, what `python -m model_signing`
+runs: `sign key|certificate`; see CLI below for the one change up to 1.0.1). Each signature is
+then verified by the same release (library, or its `verify`) before it is kept. 0.3.1 cannot
+sign with a certificate (CANNOT below), so it has no certificate way.
 """
 
 import datetime
