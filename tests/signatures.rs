@@ -690,7 +690,10 @@ fn a_signed_lfs_model_verifies_in_a_clone_without_objects() {
 /// model-transparency's own signed test models (scripts/tests of sigstore/model-transparency,
 /// v0.2.0 to v1.1.0, every way), verified with the arguments its test scripts use; each with
 /// one byte changed, a file added or a file removed fails, naming the file. The directory is
-/// named by OMS_REFERENCE_TESTS (the files are not part of this repository).
+/// named by OMS_REFERENCE_TESTS (the files are not part of this repository). Key and
+/// certificate bundles of every release are also committed, made by the releases themselves:
+/// `every_model_signing_release_verifies` runs them on every test run; this one adds
+/// model-transparency's keyless bundles from the public Sigstore.
 #[test]
 #[ignore = "needs model-transparency's scripts/tests: set OMS_REFERENCE_TESTS to that directory"]
 fn model_transparency_test_models_verify() {
@@ -1113,5 +1116,168 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
     assert!(
         text.contains("changed since model/model.sig was signed"),
         "{text}"
+    );
+}
+
+/// One committed fixture of tests/fixtures/signatures: a model directory that one
+/// model_signing release signed one way, and how to verify it (its args.json).
+struct ReleaseFixture {
+    /// `vVERSION/WAY`.
+    name: String,
+    dir: std::path::PathBuf,
+    /// `--public-key signing-key.pub` or `--certificate-chain ca.pem`, relative to `dir`.
+    trust: Vec<String>,
+    /// The signer line verify must print.
+    signer: String,
+    files: u64,
+}
+
+fn release_fixtures() -> Vec<ReleaseFixture> {
+    let root = common::repo_root().join("tests/fixtures/signatures");
+    let mut found = Vec::new();
+    let sorted = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        names.sort();
+        names
+    };
+    for version in sorted(&root) {
+        for way in sorted(&version) {
+            let args: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(way.join("args.json")).unwrap()).unwrap();
+            let name = format!(
+                "{}/{}",
+                version.file_name().unwrap().to_str().unwrap(),
+                way.file_name().unwrap().to_str().unwrap()
+            );
+            assert_eq!(
+                format!(
+                    "v{}/{}",
+                    args["model_signing"].as_str().unwrap(),
+                    args["way"].as_str().unwrap()
+                ),
+                name,
+                "args.json names its own release and way"
+            );
+            found.push(ReleaseFixture {
+                name,
+                dir: way,
+                trust: args["trust"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_owned())
+                    .collect(),
+                signer: args["signer"].as_str().unwrap().to_owned(),
+                files: args["files"].as_u64().unwrap(),
+            });
+        }
+    }
+    found
+}
+
+/// Bundles written by every model_signing release from 0.2.0 to 1.1.1 (the generator,
+/// scripts/make_signature_fixtures.py, ran each release from PyPI; 0.2.0 through its library),
+/// with a P-256 key, a P-384 key (0.2.0 signs it with SHA-256) and a certificate chain, verify
+/// here with the trust the signer used, naming
+/// the signer; another fixture's key or CA does not verify them; one byte changed, a file added
+/// and a file removed each fail, naming the file.
+#[test]
+fn every_model_signing_release_verifies() {
+    let fixtures = release_fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut per_version = std::collections::BTreeMap::<String, usize>::new();
+    for (i, fixture) in fixtures.iter().enumerate() {
+        let name = &fixture.name;
+        let case = tmp.path().join(name);
+        std::fs::create_dir_all(case.parent().unwrap()).unwrap();
+        let status = std::process::Command::new("cp")
+            .args(["-r", p(&fixture.dir), p(&case)])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let verify = |trust: &[String]| {
+            let mut args = vec!["verify", "model", "--signature", "model.sig"];
+            args.extend(trust.iter().map(String::as_str));
+            wi(&case, &args)
+        };
+        let out = verify(&fixture.trust);
+        assert_success(name, &out);
+        assert_contains(
+            &stdout(&out),
+            &[
+                "verified: model (model.sig)",
+                &format!("signer: {}", fixture.signer),
+                &format!("files: {} signed (files, sha256)", fixture.files),
+            ],
+        );
+
+        // The same way's trust from another release's fixture: another key, another CA.
+        let other = fixtures
+            .iter()
+            .cycle()
+            .skip(i + 1)
+            .find(|f| f.trust[0] == fixture.trust[0] && f.name != *name)
+            .expect("two fixtures of each way");
+        let mut stranger = fixture.trust.clone();
+        stranger[1] = p(&other.dir.join(&other.trust[1])).to_owned();
+        let out = verify(&stranger);
+        assert_eq!(
+            code(&out),
+            1,
+            "{name} with {}'s trust: {}",
+            other.name,
+            combined(&out)
+        );
+        assert_contains(&stdout(&out), &["NOT verified"]);
+
+        let model = case.join("model");
+        let weights = model.join("weights.bin");
+        let original = std::fs::read(&weights).unwrap();
+        let mut changed = original.clone();
+        changed[1000] ^= 0x40;
+        std::fs::write(&weights, &changed).unwrap();
+        let out = verify(&fixture.trust);
+        assert_eq!(code(&out), 1, "{name} changed: {}", combined(&out));
+        assert_contains(
+            &stdout(&out),
+            &["changed since signed (1):\n    weights.bin"],
+        );
+        std::fs::write(&weights, &original).unwrap();
+
+        std::fs::write(model.join("sub/added.bin"), b"not signed").unwrap();
+        let out = verify(&fixture.trust);
+        assert_eq!(code(&out), 1, "{name} added: {}", combined(&out));
+        assert_contains(
+            &stdout(&out),
+            &["not covered by the signature (1):\n    sub/added.bin"],
+        );
+        std::fs::remove_file(model.join("sub/added.bin")).unwrap();
+
+        std::fs::remove_file(model.join("sub/vocab.txt")).unwrap();
+        let out = verify(&fixture.trust);
+        assert_eq!(code(&out), 1, "{name} removed: {}", combined(&out));
+        assert_contains(&stdout(&out), &["missing (1):\n    sub/vocab.txt"]);
+
+        let version = name.split('/').next().unwrap().to_owned();
+        *per_version.entry(version).or_default() += 1;
+    }
+    // Every release, every way (a P-256 key, a P-384 key, a certificate chain), but 0.3.1's
+    // certificate signer, which fails on every call.
+    assert_eq!(
+        per_version.into_iter().collect::<Vec<_>>(),
+        [
+            ("v0.2.0", 3),
+            ("v0.3.1", 2),
+            ("v1.0.0", 3),
+            ("v1.0.1", 3),
+            ("v1.1.0", 3),
+            ("v1.1.1", 3),
+        ]
+        .map(|(v, n)| (v.to_owned(), n)),
+        "fixtures verified per release"
     );
 }

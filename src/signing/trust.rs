@@ -157,6 +157,14 @@ fn describe_cert(der: Option<&[u8]>) -> String {
     }
 }
 
+/// Whether `signature` is `key`'s over the payload: DSSE's encoding with the curve's `hash`, or
+/// model_signing 0.2's own encoding, which 0.2 signed with SHA-256 whatever the curve (its key
+/// signer hard-codes `ECDSA(SHA256())`, so a P-384 key's 0.2 bundle is SHA-256 over P-384).
+fn signs_payload(key: &PublicKey, payload: &[u8], signature: &[u8], hash: Hash) -> bool {
+    key.verify(&pae(payload), signature, hash)
+        || key.verify(&pae_compat(payload), signature, Hash::Sha256)
+}
+
 /// Checks the bundle's signature against `trust` at `now` (seconds since 1970; the certificate
 /// way's chain must be valid now, the keyless one's at the log's integrated time). Err is
 /// the reason it is not verified.
@@ -178,9 +186,7 @@ pub(crate) fn check(trust: &Trust, bundle: &Bundle, now: u64) -> Result<Signer, 
             let hash = key
                 .curve_hash()
                 .ok_or("an RSA key; model signatures use ECDSA")?;
-            if !key.verify(&pae(payload), signature, hash)
-                && !key.verify(&pae_compat(payload), signature, hash)
-            {
+            if !signs_payload(key, payload, signature, hash) {
                 return Err(format!(
                     "the signature is not the given key's ({}, hint {})",
                     key.describe(),
@@ -217,10 +223,7 @@ pub(crate) fn check(trust: &Trust, bundle: &Bundle, now: u64) -> Result<Signer, 
             let hash = key
                 .curve_hash()
                 .ok_or("an RSA signing key; model signatures use ECDSA")?;
-            // model_signing 0.2 signed its own encoding with SHA-256 whatever the curve.
-            if !key.verify(&pae(payload), signature, hash)
-                && !key.verify(&pae_compat(payload), signature, Hash::Sha256)
-            {
+            if !signs_payload(&key, payload, signature, hash) {
                 return Err(format!(
                     "the signature is not the key of certificate {}",
                     leaf.subject()
@@ -334,4 +337,51 @@ fn keyless(
         issuer: found_issuer,
         log,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::oms::Envelope;
+
+    fn key_bundle(payload: &[u8], signature: Vec<u8>) -> Bundle {
+        Bundle {
+            media_type: "application/vnd.dev.sigstore.bundle.v0.3+json".to_owned(),
+            material: Material::PublicKey {
+                hint: None,
+                raw: None,
+                details: None,
+            },
+            tlog_entries: Vec::new(),
+            rfc3161_timestamps: Vec::new(),
+            envelope: Envelope {
+                payload: payload.to_vec(),
+                payload_type: crate::formats::oms::IN_TOTO_PAYLOAD_TYPE.to_owned(),
+                signature,
+            },
+        }
+    }
+
+    /// model_signing 0.2.0 with a P-384 key: SHA-256 over its own encoding verifies; the
+    /// same SHA-256 signature over DSSE's encoding does not (there the curve's hash rules).
+    #[test]
+    fn a_p384_key_verifies_model_signing_0_2s_sha256_signature() {
+        use ecdsa::signature::hazmat::PrehashSigner;
+        use sha2::Digest as _;
+        let secret = p384::ecdsa::SigningKey::from_slice(&[9u8; 48]).unwrap();
+        let trust = Trust::Key(PublicKey::P384(*secret.verifying_key()));
+        let payload = br#"{"_type": "https://in-toto.io/Statement/v1"}"#;
+        let sha256_sig = |message: &[u8]| {
+            let prehash = sha2::Sha256::digest(message);
+            let sig: p384::ecdsa::Signature = secret.sign_prehash(&prehash).unwrap();
+            sig.to_der().to_bytes().into_vec()
+        };
+        let compat = key_bundle(payload, sha256_sig(&pae_compat(payload)));
+        assert!(check(&trust, &compat, 0).is_ok());
+        let dsse = key_bundle(payload, sha256_sig(&pae(payload)));
+        assert!(check(&trust, &dsse, 0).is_err());
+        let mut tampered = compat.clone();
+        tampered.envelope.payload.push(b' ');
+        assert!(check(&trust, &tampered, 0).is_err());
+    }
 }
