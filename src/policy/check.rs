@@ -201,7 +201,7 @@ impl Evaluation<'_, '_> {
             .or(eff.forbid_globals.map(|s| s.rule))
             .or(eff.allow_globals.map(|s| s.rule));
         if !eff.needs_structure() && eff.forbid_formats.is_none() && globals_rule.is_none() {
-            return self.judge_completeness_alone(eff);
+            return self.judge_without_content_keys(eff);
         }
         let content = self.reader.content()?;
         if let (Some(forbid), Some(format)) = (eff.forbid_formats, format_of(&content))
@@ -380,26 +380,30 @@ impl Evaluation<'_, '_> {
         Ok(())
     }
 
-    /// `complete` where no other key reads the file: set to true, it reads the file like any
-    /// structural key; left to its default, it reads model files (by name, or a model
-    /// directory), and a file whose bytes are not at hand (an LFS object neither here nor on
-    /// the server) is not judged by it.
-    fn judge_completeness_alone(&mut self, eff: &Effective<'_>) -> Result<()> {
-        if !eff.requires_complete() {
-            return Ok(());
-        }
+    /// A file that no content key reads. Its pickles are judged all the same (a rule that
+    /// matches a checkpoint reaching `os.system` must fail it, whatever its keys), and
+    /// `complete` set to true reads it like any structural key; left to its default,
+    /// `complete` judges model files (by name, or a model directory). A file whose bytes are
+    /// not at hand (an LFS object neither here nor on the server) is judged by neither,
+    /// unless `complete = true` asks for it.
+    fn judge_without_content_keys(&mut self, eff: &Effective<'_>) -> Result<()> {
         let explicit = eff.complete.is_some();
         let model_by_name = matches!(self.reader.origin(), Origin::Model(_))
             || Format::from_path(self.path()).is_some();
-        if !explicit && !model_by_name {
-            return Ok(());
-        }
+        let judge_complete = eff.requires_complete() && (explicit || model_by_name);
         let content = match self.reader.content() {
             Ok(content) => content,
-            Err(_) if !explicit => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) if judge_complete && explicit => return Err(e),
+            Err(_) => return Ok(()),
         };
-        self.check_complete(eff, &content);
+        if let Some(rule) = eff.last_rule {
+            for v in pickle_globals(self.path(), eff, rule, &content) {
+                self.push(v);
+            }
+        }
+        if judge_complete {
+            self.check_complete(eff, &content);
+        }
         self.stamp_hash(&content);
         Ok(())
     }
