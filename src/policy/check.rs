@@ -403,9 +403,33 @@ impl Evaluation<'_, '_> {
         }
         if judge_complete {
             self.check_complete(eff, &content);
+            self.check_unreadable_pickle(eff, &content);
         }
         self.stamp_hash(&content);
         Ok(())
+    }
+
+    /// A pickle file that does not read to its end (a zip without its directory, a stream
+    /// that breaks off) cannot be called complete: what its scan did not reach is not known.
+    fn check_unreadable_pickle(&mut self, eff: &Effective<'_>, content: &Judged) {
+        let (Content::Invalid { error, .. }, Some(report)) = (&content.content, &content.pickle)
+        else {
+            return;
+        };
+        if report.incomplete.is_none() {
+            return;
+        }
+        let Some(rule) = eff.complete.map(|c| c.rule).or(eff.last_rule) else {
+            return;
+        };
+        let v = Violation::at(
+            self.path(),
+            "complete",
+            rule,
+            "a complete file: every byte of tensor data its header declares".to_owned(),
+            shown_message(&format!("unreadable: {error}")).into_owned(),
+        );
+        self.push(v);
     }
 
     /// A model cut short (an interrupted download or copy) violates `complete` unless a rule
@@ -547,6 +571,15 @@ fn first_structural_rule<'a>(eff: &Effective<'a>) -> &'a Rule {
 }
 
 fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = dtype_violations(path, eff, a);
+    out.extend(pin_violations(path, eff, a));
+    out.extend(metadata_violations(path, eff, a));
+    out.extend(count_violations(path, eff, a));
+    out
+}
+
+/// `allowed_dtypes` and `denied_dtypes`: one violation per dtype, naming its tensors.
+fn dtype_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
     let mut out = Vec::new();
     if let Some(allowed) = eff.allowed_dtypes {
         for (dtype, names) in dtype_usage(a) {
@@ -582,6 +615,12 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             }
         }
     }
+    out
+}
+
+/// `expected_hash` and `expected_model_identity`: pinned identities, of complete files only.
+fn pin_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = Vec::new();
     if let Some(expected) = eff.expected_hash {
         // A truncated copy's header still names the whole model: a pinned identity holds only
         // for the complete file, whatever `complete` says.
@@ -624,6 +663,12 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             ));
         }
     }
+    out
+}
+
+/// `required_metadata` and `forbidden_metadata`.
+fn metadata_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = Vec::new();
     if let Some(required) = eff.required_metadata {
         for (key, want) in required.value {
             let shown_key = shown(key);
@@ -679,6 +724,12 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             }
         }
     }
+    out
+}
+
+/// `max_tensors` and `max_parameters`.
+fn count_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = Vec::new();
     if let Some(max) = eff.max_tensors {
         let n = a.tensors.len() as u64;
         if n > *max.value {
