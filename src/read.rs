@@ -162,12 +162,38 @@ pub(crate) fn detect(bytes: &[u8]) -> Option<Format> {
 /// The growing-window step shared by every reader of headers (local files, HTTP ranges):
 /// parses `prefix`, the first bytes of a `file_len`-byte file, or says how far to read.
 pub(crate) fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
-    match detect(prefix) {
+    let step = match detect(prefix) {
         Some(format) => (reader(format).step)(path, prefix, file_len),
         None => HeaderStep::Parsed(Err(Error::UnknownFormat {
             path: path.to_owned(),
             first_bytes: describe_start(prefix),
         })),
+    };
+    match step {
+        HeaderStep::Parsed(Err(error)) => {
+            HeaderStep::Parsed(Err(dangerous_or(path, prefix, error)))
+        }
+        step => step,
+    }
+}
+
+/// `error`, or, when the bytes that could not be read hold a pickle stream naming a dangerous
+/// global, the error that says so (a scan of opcodes; nothing is unpickled).
+fn dangerous_or(path: &Path, bytes: &[u8], error: Error) -> Error {
+    if !matches!(error, Error::UnknownFormat { .. } | Error::Pytorch { .. }) {
+        return error;
+    }
+    let Some(report) = crate::formats::pytorch::scan_any(bytes) else {
+        return error;
+    };
+    let dangerous = crate::formats::pytorch::dangerous_imports(&report);
+    if dangerous.is_empty() {
+        return error;
+    }
+    Error::UnreadableDangerous {
+        path: path.to_owned(),
+        globals: dangerous.join(", "),
+        source: Box::new(error),
     }
 }
 
@@ -384,7 +410,7 @@ fn classify_read(read: Result<Artifact>) -> Content {
         Err(error) => {
             let format = match &error {
                 Error::Safetensors { .. } => Format::Safetensors,
-                Error::Pytorch { .. } => Format::Pytorch,
+                Error::Pytorch { .. } | Error::UnreadableDangerous { .. } => Format::Pytorch,
                 _ => Format::Gguf,
             };
             Content::Invalid {

@@ -320,47 +320,35 @@ fn malicious_copies() -> (tempfile::TempDir, Vec<(String, String)>) {
 }
 
 #[test]
-fn malicious_pickles_are_refused_by_name_and_never_run() {
+fn malicious_pickles_are_named_dangerous_and_never_run() {
     let (tmp, files) = malicious_copies();
     let here = tmp.path();
     for (name, global) in &files {
+        // A checkpoint with the payload inside, and a bare pickle that is nothing but the
+        // payload, are both read: the payload is a dangerous finding.
+        let out = run_in(Some(here), &["inspect", name]);
+        assert_eq!(code(&out), 0, "{}", combined(&out));
+        assert_contains(
+            &stdout(&out),
+            &[&format!("dangerous: {global} at offset"), "REDUCE"],
+        );
         if name == "malicious-os-system-zip.pt" {
-            // A checkpoint with the payload inside is read, its payload a dangerous finding.
-            let out = run_in(Some(here), &["inspect", name]);
-            assert_eq!(code(&out), 0, "{}", combined(&out));
-            assert_contains(
-                &stdout(&out),
-                &[
-                    "dangerous: posix.system at offset",
-                    "REDUCE",
-                    "weight [2] (f32)",
-                ],
-            );
-            let out = run_in(Some(here), &["textconv", name]);
-            assert_contains(&stdout(&out), &["finding: dangerous posix.system REDUCE"]);
-            continue;
+            assert_contains(&stdout(&out), &["weight [2] (f32)"]);
         }
         for args in [
-            vec!["inspect", name.as_str()],
             vec!["id", name.as_str()],
             vec!["diff", name.as_str(), name.as_str()],
             vec!["diff", "--values", name.as_str(), name.as_str()],
         ] {
             let out = run_in(Some(here), &args);
-            assert_eq!(code(&out), 2, "{args:?}: {}", combined(&out));
-            let err = stderr(&out);
-            assert_contains(
-                &err,
-                &[name, &format!("refused global {global}"), "at offset "],
-            );
-            if global == "posix.system" {
-                assert_contains(&err, &["posix.system (os.system)"]);
-            }
+            assert_eq!(code(&out), 0, "{args:?}: {}", combined(&out));
         }
-        // textconv never fails git: it prints the refusal instead of the structure.
         let out = run_in(Some(here), &["textconv", name]);
         assert_eq!(code(&out), 0, "{}", combined(&out));
-        assert_contains(&stdout(&out), &[&format!("refused global {global}")]);
+        assert_contains(
+            &stdout(&out),
+            &[&format!("finding: dangerous {global} REDUCE")],
+        );
     }
     assert!(
         !here.join("weight-inspect-canary").exists(),

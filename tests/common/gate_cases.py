@@ -124,23 +124,36 @@ def prefix_without_directory() -> bytes:
 
 
 def two_folders_pt() -> bytes:
-    """Two models in one archive: b/ first (its pickle calls posix.system), then a/ clean.
-    torch reads the folder of the first entry, b/."""
+    """Two models in one archive: a/ clean, b/ whose pickle calls posix.system. The first
+    entry is b/'s, so torch reads b/; a/data.pkl comes before b/data.pkl, so a reader taking the
+    first data.pkl it meets reads the clean a/."""
     evil = call_global("posix", "system")
     return archive(
         [
-            ("b/data.pkl", evil),
-            ("b/byteorder", b"little"),
             ("b/version", b"3\n"),
             ("a/data.pkl", tensor_dict_pickle()),
             ("a/byteorder", b"little"),
             ("a/data/0", struct.pack("<4f", 1.0, 2.0, 3.0, 4.0)),
             ("a/version", b"3\n"),
+            ("b/data.pkl", evil),
+            ("b/byteorder", b"little"),
+        ]
+    )
+
+
+def pickles_zip() -> bytes:
+    """A zip that is no torch.save layout but holds a pickle calling posix.system, beside an
+    entry whose name climbs out of the extraction directory."""
+    return archive(
+        [
+            ("model/malicious.pkl", call_global("posix", "system")),
+            ("../../evil.txt", b"written outside\n"),
         ]
     )
 
 
 CASES = {
+    "pickles.zip": pickles_zip,
     "benign.pt": benign_pt,
     "evil.pt": evil_pt,
     "plain-dict.pkl": plain_dict_pkl,
