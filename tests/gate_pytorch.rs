@@ -213,3 +213,32 @@ fn plain_pickles_read_as_pickles_every_stream_scanned() {
     );
     assert!(!text.contains("plain-dict.pkl:"), "{text}");
 }
+
+#[test]
+fn an_omegaconf_cycle_is_walked_once_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    write_cases(dir.path(), &["omegaconf.ckpt"]);
+    // Each omegaconf node points back at its parent: a cycle through pickle's memo.
+    let doc = json_of(dir.path(), &["inspect", "--json", "omegaconf.ckpt"]);
+    let findings = doc["findings"].as_array().expect("findings");
+    for global in [
+        "omegaconf.dictconfig.DictConfig",
+        "omegaconf.nodes.FloatNode",
+    ] {
+        let finding = findings
+            .iter()
+            .find(|f| f["global"] == global)
+            .unwrap_or_else(|| panic!("{global}: {doc:#}"));
+        assert_eq!(finding["tier"], "unknown", "{global}");
+    }
+    let text = stdout(&common::run_in(
+        Some(dir.path()),
+        &["inspect", "omegaconf.ckpt"],
+    ));
+    assert!(
+        text.contains("hyper_parameters._content.lr._val: 0.001")
+            && text
+                .contains("hyper_parameters._content.lr._parent.__alias__: \"hyper_parameters\""),
+        "{text}"
+    );
+}

@@ -152,7 +152,31 @@ def pickles_zip() -> bytes:
     )
 
 
+def omegaconf_ckpt() -> bytes:
+    """A Lightning-style checkpoint whose hyper_parameters is an omegaconf DictConfig: each
+    node points back at its parent, which pickle's memo makes a cycle. The classes are
+    stand-ins registered under omegaconf's names (pickle names them; nothing imports them)."""
+    import types
+
+    def stand_in(module: str, name: str):
+        sys.modules.setdefault(module.split(".")[0], types.ModuleType(module.split(".")[0]))
+        mod = sys.modules.setdefault(module, types.ModuleType(module))
+        cls = type(name, (), {})
+        cls.__module__ = module
+        setattr(mod, name, cls)
+        return cls
+
+    dict_config = stand_in("omegaconf.dictconfig", "DictConfig")
+    float_node = stand_in("omegaconf.nodes", "FloatNode")
+    cfg = dict_config()
+    lr = float_node()
+    lr.__dict__.update(_val=0.001, _parent=cfg)
+    cfg.__dict__.update(_content={"lr": lr}, _parent=None)
+    return torch_archive(pickle.dumps({"epoch": 3, "hyper_parameters": cfg}, protocol=2))
+
+
 CASES = {
+    "omegaconf.ckpt": omegaconf_ckpt,
     "pickles.zip": pickles_zip,
     "benign.pt": benign_pt,
     "evil.pt": evil_pt,
