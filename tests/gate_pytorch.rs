@@ -242,3 +242,45 @@ fn an_omegaconf_cycle_is_walked_once_not_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn zip_flags_and_renamed_members_never_hide_a_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    write_cases(
+        dir.path(),
+        &["flag-1.pt", "flag-20.pt", "flag-40.pt", "renamed.pt"],
+    );
+    // General-purpose flags change nothing the members hold: read, the payload a finding.
+    for file in ["flag-1.pt", "flag-20.pt", "flag-40.pt"] {
+        let doc = json_of(dir.path(), &["inspect", "--json", file]);
+        assert!(
+            doc["findings"].as_array().is_some_and(|f| f
+                .iter()
+                .any(|f| f["global"] == "posix.system" && f["tier"] == "dangerous")),
+            "{file}: {doc:#}"
+        );
+    }
+    // A directory that names data.pkl otherwise than its local header: refused as torch
+    // would, and named dangerous by what its local header's pickle holds.
+    let out = common::run_in(Some(dir.path()), &["inspect", "renamed.pt"]);
+    let text = combined(&out);
+    assert_eq!(code(&out), 2, "{text}");
+    assert!(
+        text.contains("renamed.pt: unreadable, dangerous: it holds a pickle naming posix.system"),
+        "{text}"
+    );
+    std::fs::write(
+        dir.path().join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"**\"]\n",
+    )
+    .unwrap();
+    let out = common::run_in(Some(dir.path()), &["check", "."]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    for file in ["flag-1.pt", "flag-20.pt", "flag-40.pt", "renamed.pt"] {
+        assert!(
+            text.contains(&format!("{file}: pickle_globals:")),
+            "{file}: {text}"
+        );
+    }
+}

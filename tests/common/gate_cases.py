@@ -175,7 +175,33 @@ def omegaconf_ckpt() -> bytes:
     return torch_archive(pickle.dumps({"epoch": 3, "hyper_parameters": cfg}, protocol=2))
 
 
+def with_flags(flag: int) -> bytes:
+    """The archive of a posix.system pickle with general-purpose FLAG set on every member, in
+    the local headers and the zip directory (the data stays stored as it was)."""
+    data = bytearray(torch_archive(call_global("posix", "system")))
+    for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        i = data.find(signature)
+        while i >= 0:
+            (flags,) = struct.unpack_from("<H", data, i + at)
+            struct.pack_into("<H", data, i + at, flags | flag)
+            i = data.find(signature, i + 4)
+    return bytes(data)
+
+
+def renamed_in_directory() -> bytes:
+    """The zip directory names data.pkl `archive/data.pkx`; its local header, and so readers
+    of local headers, still say `archive/data.pkl` (a posix.system pickle)."""
+    data = bytearray(torch_archive(call_global("posix", "system")))
+    at = data.find(b"archive/data.pkl", data.find(b"PK\x01\x02"))
+    data[at : at + 16] = b"archive/data.pkx"
+    return bytes(data)
+
+
 CASES = {
+    "flag-1.pt": lambda: with_flags(0x1),
+    "flag-20.pt": lambda: with_flags(0x20),
+    "flag-40.pt": lambda: with_flags(0x40),
+    "renamed.pt": renamed_in_directory,
     "omegaconf.ckpt": omegaconf_ckpt,
     "pickles.zip": pickles_zip,
     "benign.pt": benign_pt,

@@ -356,21 +356,25 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
             complete = archive.complete;
             archive.members
         }
-        // A broken directory behind a first member named as torch.save names it is a
-        // damaged (or hostile) checkpoint: its parse gives the error, not "not a model".
-        Err(err) => {
-            let first = zip::local_headers(bytes)?.into_iter().next()?;
-            return zip::is_data_pkl(&first.name).then(|| {
-                Scanner::default()
-                    .finish(Container::Zip { entry: first.name }, Some(err.to_string()))
-            });
-        }
+        // A broken directory behind a first member named as torch.save names it, or behind
+        // pickle members, is a damaged (or hostile) checkpoint: its parse gives the error, not
+        // "not a model", and the pickles its local headers hold are scanned (a reader of
+        // local headers would load them).
+        Err(err) => return scan_local_pickles(bytes, &err.to_string()),
     };
     // The data.pkl torch reads, else any data.pkl, else any pickle member: a zip that is not
     // a torch.save layout but holds pickles (`model/malicious.pkl`) is scanned too.
     let data_pkl = zip::torch_data_pkl(&entries)
         .or_else(|| entries.iter().find(|e| zip::is_data_pkl(&e.name)))
-        .or_else(|| entries.iter().find(|e| is_pickle_member(&e.name)))?;
+        .or_else(|| entries.iter().find(|e| is_pickle_member(&e.name)));
+    // No pickle by the directory's names: its local headers may name one otherwise (a
+    // directory that renames data.pkl), which a reader of local headers would load.
+    let Some(data_pkl) = data_pkl else {
+        return scan_local_pickles(
+            bytes,
+            "the zip directory names no pickle member; a local header does",
+        );
+    };
     let mut scan = Scanner::default();
     let mut incomplete = None;
     // Scan data.pkl first, then every other pickle member (TorchScript's constants.pkl,
@@ -404,6 +408,29 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
         },
         incomplete,
     ))
+}
+
+/// The pickle members an archive's local headers hold, scanned, when its directory is
+/// refused (`why`): None unless its first member is a data.pkl or some member is a pickle.
+fn scan_local_pickles(bytes: &[u8], why: &str) -> Option<PickleReport> {
+    let locals = zip::local_headers(bytes)?;
+    let first = locals.first()?;
+    let pickles: Vec<&Member> = locals
+        .iter()
+        .filter(|m| is_pickle_member(&m.name))
+        .collect();
+    if !zip::is_data_pkl(&first.name) && pickles.is_empty() {
+        return None;
+    }
+    let entry = pickles.first().map_or(&first.name, |m| &m.name).clone();
+    let mut scan = Scanner::default();
+    for member in pickles {
+        if let Ok(data) = member.stored_data(bytes) {
+            // What the stream names before it breaks off counts; the error is `why`'s.
+            let _ = scan.run(data, 0);
+        }
+    }
+    Some(scan.finish(Container::Zip { entry }, Some(why.to_owned())))
 }
 
 /// Whether a zip member is named as pickles are (`.pkl`, `.pickle`).
