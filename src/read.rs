@@ -353,9 +353,7 @@ impl Content {
 /// file in errors).
 pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
     let Some(format) = detect(bytes) else {
-        return Content::Other {
-            first_bytes: describe_start(bytes),
-        };
+        return other_content(path, bytes);
     };
     match read_bytes(path, bytes) {
         Ok(artifact) => Content::Model(Box::new(artifact)),
@@ -371,9 +369,7 @@ pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
 /// complete as the blob). A prefix too short for the header is `Invalid`, saying so.
 pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
     let Some(format) = detect(prefix) else {
-        return Content::Other {
-            first_bytes: describe_start(prefix),
-        };
+        return other_content(path, prefix);
     };
     let error = match header_step(path, prefix, file_len) {
         HeaderStep::Parsed(Ok(artifact)) => return Content::Model(Box::new(artifact)),
@@ -389,6 +385,22 @@ pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Cont
     Content::Invalid {
         format,
         error: Box::new(error),
+    }
+}
+
+/// Bytes of none of the formats: `Other`, unless they hold a pickle stream naming a dangerous
+/// global, which is an unreadable PyTorch file that says so (never "not a model file").
+fn other_content(path: &Path, bytes: &[u8]) -> Content {
+    let unknown = Error::UnknownFormat {
+        path: path.to_owned(),
+        first_bytes: describe_start(bytes),
+    };
+    match dangerous_or(path, bytes, unknown) {
+        Error::UnknownFormat { first_bytes, .. } => Content::Other { first_bytes },
+        dangerous => Content::Invalid {
+            format: Format::Pytorch,
+            error: Box::new(dangerous),
+        },
     }
 }
 

@@ -194,6 +194,14 @@ fn plain_pickles_read_as_pickles_every_stream_scanned() {
         !text.starts_with("weight-inspect: broken-evil.pkl: not a GGUF"),
         "{text}"
     );
+    // textconv (git never fails) says the same.
+    let out = common::run_in(Some(dir.path()), &["textconv", "broken-evil.pkl"]);
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+    assert!(
+        stdout(&out).contains("unreadable, dangerous: it holds a pickle naming builtins.exec"),
+        "{}",
+        stdout(&out)
+    );
 
     // check under a catch-all rule fails the two dangerous ones, passes the plain dict.
     std::fs::write(
