@@ -51,6 +51,19 @@ pub enum Error {
         shown_path(.path)
     )]
     UnknownFormat { path: PathBuf, first_bytes: String },
+    /// Bytes that are no readable model but hold a pickle stream naming a dangerous global:
+    /// named dangerous, never merely "not a model file", which a reviewer takes as harmless.
+    #[error(
+        "{}: unreadable, dangerous: it holds a pickle naming {globals}, which unpickling would \
+         call (none was imported or called); unreadable because: {source}",
+        shown_path(.path)
+    )]
+    UnreadableDangerous {
+        path: PathBuf,
+        globals: String,
+        #[source]
+        source: Box<Error>,
+    },
     /// A model header read from an LFS server (for the file `name`) that does not parse.
     #[error("{source} (header read from the LFS server for {})", shown(.name))]
     ServerHeader {

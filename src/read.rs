@@ -162,12 +162,38 @@ pub(crate) fn detect(bytes: &[u8]) -> Option<Format> {
 /// The growing-window step shared by every reader of headers (local files, HTTP ranges):
 /// parses `prefix`, the first bytes of a `file_len`-byte file, or says how far to read.
 pub(crate) fn header_step(path: &Path, prefix: &[u8], file_len: u64) -> HeaderStep {
-    match detect(prefix) {
+    let step = match detect(prefix) {
         Some(format) => (reader(format).step)(path, prefix, file_len),
         None => HeaderStep::Parsed(Err(Error::UnknownFormat {
             path: path.to_owned(),
             first_bytes: describe_start(prefix),
         })),
+    };
+    match step {
+        HeaderStep::Parsed(Err(error)) => {
+            HeaderStep::Parsed(Err(dangerous_or(path, prefix, error)))
+        }
+        step => step,
+    }
+}
+
+/// `error`, or, when the bytes that could not be read hold a pickle stream naming a dangerous
+/// global, the error that says so (a scan of opcodes; nothing is unpickled).
+fn dangerous_or(path: &Path, bytes: &[u8], error: Error) -> Error {
+    if !matches!(error, Error::UnknownFormat { .. } | Error::Pytorch { .. }) {
+        return error;
+    }
+    let Some(report) = crate::formats::pytorch::scan_any(bytes) else {
+        return error;
+    };
+    let dangerous = crate::formats::pytorch::dangerous_imports(&report);
+    if dangerous.is_empty() {
+        return error;
+    }
+    Error::UnreadableDangerous {
+        path: path.to_owned(),
+        globals: dangerous.join(", "),
+        source: Box::new(error),
     }
 }
 
@@ -327,9 +353,7 @@ impl Content {
 /// file in errors).
 pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
     let Some(format) = detect(bytes) else {
-        return Content::Other {
-            first_bytes: describe_start(bytes),
-        };
+        return other_content(path, bytes);
     };
     match read_bytes(path, bytes) {
         Ok(artifact) => Content::Model(Box::new(artifact)),
@@ -345,9 +369,7 @@ pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
 /// complete as the blob). A prefix too short for the header is `Invalid`, saying so.
 pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
     let Some(format) = detect(prefix) else {
-        return Content::Other {
-            first_bytes: describe_start(prefix),
-        };
+        return other_content(path, prefix);
     };
     let error = match header_step(path, prefix, file_len) {
         HeaderStep::Parsed(Ok(artifact)) => return Content::Model(Box::new(artifact)),
@@ -363,6 +385,22 @@ pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Cont
     Content::Invalid {
         format,
         error: Box::new(error),
+    }
+}
+
+/// Bytes of none of the formats: `Other`, unless they hold a pickle stream naming a dangerous
+/// global, which is an unreadable PyTorch file that says so (never "not a model file").
+fn other_content(path: &Path, bytes: &[u8]) -> Content {
+    let unknown = Error::UnknownFormat {
+        path: path.to_owned(),
+        first_bytes: describe_start(bytes),
+    };
+    match dangerous_or(path, bytes, unknown) {
+        Error::UnknownFormat { first_bytes, .. } => Content::Other { first_bytes },
+        dangerous => Content::Invalid {
+            format: Format::Pytorch,
+            error: Box::new(dangerous),
+        },
     }
 }
 
@@ -384,7 +422,7 @@ fn classify_read(read: Result<Artifact>) -> Content {
         Err(error) => {
             let format = match &error {
                 Error::Safetensors { .. } => Format::Safetensors,
-                Error::Pytorch { .. } => Format::Pytorch,
+                Error::Pytorch { .. } | Error::UnreadableDangerous { .. } => Format::Pytorch,
                 _ => Format::Gguf,
             };
             Content::Invalid {

@@ -583,13 +583,14 @@ fn the_policy_covers_other_files_and_its_own_changes() {
 
     let run = repo.wi(&["ci", "--summary", "-"]);
     let summary = common::stdout(&run);
-    // The pickle is a PyTorch file whose one global is refused: a changed model, unreadable.
+    // The pickle is a plain pickle, read as one: an added model whose global is a dangerous
+    // finding.
     assert!(
-        summary.contains("| added | `weights/evil.bin` | pytorch | — → ? (not a readable model) |"),
+        summary.contains("| added | `weights/evil.bin` | pytorch | — → `bb0cdd1dd055` |"),
         "{summary}"
     );
     assert!(
-        summary.contains("refused global os.system at offset 2"),
+        summary.contains("dangerous: os.system at offset 2, REDUCE"),
         "{summary}"
     );
     assert!(

@@ -209,7 +209,7 @@ impl Evaluation<'_, '_> {
             .or(eff.forbid_globals.map(|s| s.rule))
             .or(eff.allow_globals.map(|s| s.rule));
         if !eff.needs_structure() && eff.forbid_formats.is_none() && globals_rule.is_none() {
-            return self.judge_completeness_alone(eff);
+            return self.judge_without_content_keys(eff);
         }
         let content = self.reader.content()?;
         if let (Some(forbid), Some(format)) = (eff.forbid_formats, format_of(&content))
@@ -388,28 +388,56 @@ impl Evaluation<'_, '_> {
         Ok(())
     }
 
-    /// `complete` where no other key reads the file: set to true, it reads the file like any
-    /// structural key; left to its default, it reads model files (by name, or a model
-    /// directory), and a file whose bytes are not at hand (an LFS object neither here nor on
-    /// the server) is not judged by it.
-    fn judge_completeness_alone(&mut self, eff: &Effective<'_>) -> Result<()> {
-        if !eff.requires_complete() {
-            return Ok(());
-        }
+    /// A file that no content key reads. Its pickles are judged all the same (a rule that
+    /// matches a checkpoint reaching `os.system` must fail it, whatever its keys), and
+    /// `complete` set to true reads it like any structural key; left to its default,
+    /// `complete` judges model files (by name, or a model directory). A file whose bytes are
+    /// not at hand (an LFS object neither here nor on the server) is judged by neither,
+    /// unless `complete = true` asks for it.
+    fn judge_without_content_keys(&mut self, eff: &Effective<'_>) -> Result<()> {
         let explicit = eff.complete.is_some();
         let model_by_name = matches!(self.reader.origin(), Origin::Model(_))
             || Format::from_path(self.path()).is_some();
-        if !explicit && !model_by_name {
-            return Ok(());
-        }
+        let judge_complete = eff.requires_complete() && (explicit || model_by_name);
         let content = match self.reader.content() {
             Ok(content) => content,
-            Err(_) if !explicit => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) if judge_complete && explicit => return Err(e),
+            Err(_) => return Ok(()),
         };
-        self.check_complete(eff, &content);
+        if let Some(rule) = eff.last_rule {
+            for v in pickle_globals(self.path(), eff, rule, &content) {
+                self.push(v);
+            }
+        }
+        if judge_complete {
+            self.check_complete(eff, &content);
+            self.check_unreadable_pickle(eff, &content);
+        }
         self.stamp_hash(&content);
         Ok(())
+    }
+
+    /// A pickle file that does not read to its end (a zip without its directory, a stream
+    /// that breaks off) cannot be called complete: what its scan did not reach is not known.
+    fn check_unreadable_pickle(&mut self, eff: &Effective<'_>, content: &Judged) {
+        let (Content::Invalid { error, .. }, Some(report)) = (&content.content, &content.pickle)
+        else {
+            return;
+        };
+        if report.incomplete.is_none() {
+            return;
+        }
+        let Some(rule) = eff.complete.map(|c| c.rule).or(eff.last_rule) else {
+            return;
+        };
+        let v = Violation::at(
+            self.path(),
+            "complete",
+            rule,
+            "a complete file: every byte of tensor data its header declares".to_owned(),
+            shown_message(&format!("unreadable: {error}")).into_owned(),
+        );
+        self.push(v);
     }
 
     /// A model cut short (an interrupted download or copy) violates `complete` unless a rule
@@ -551,6 +579,15 @@ fn first_structural_rule<'a>(eff: &Effective<'a>) -> &'a Rule {
 }
 
 fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = dtype_violations(path, eff, a);
+    out.extend(pin_violations(path, eff, a));
+    out.extend(metadata_violations(path, eff, a));
+    out.extend(count_violations(path, eff, a));
+    out
+}
+
+/// `allowed_dtypes` and `denied_dtypes`: one violation per dtype, naming its tensors.
+fn dtype_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
     let mut out = Vec::new();
     if let Some(allowed) = eff.allowed_dtypes {
         for (dtype, names) in dtype_usage(a) {
@@ -586,6 +623,12 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             }
         }
     }
+    out
+}
+
+/// `expected_hash` and `expected_model_identity`: pinned identities, of complete files only.
+fn pin_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = Vec::new();
     if let Some(expected) = eff.expected_hash {
         // A truncated copy's header still names the whole model: a pinned identity holds only
         // for the complete file, whatever `complete` says.
@@ -628,6 +671,12 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             ));
         }
     }
+    out
+}
+
+/// `required_metadata` and `forbidden_metadata`.
+fn metadata_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = Vec::new();
     if let Some(required) = eff.required_metadata {
         for (key, want) in required.value {
             let shown_key = shown(key);
@@ -683,6 +732,12 @@ fn structural_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<V
             }
         }
     }
+    out
+}
+
+/// `max_tensors` and `max_parameters`.
+fn count_violations(path: &str, eff: &Effective<'_>, a: &Artifact) -> Vec<Violation> {
+    let mut out = Vec::new();
     if let Some(max) = eff.max_tensors {
         let n = a.tensors.len() as u64;
         if n > *max.value {

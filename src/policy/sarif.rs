@@ -304,6 +304,10 @@ struct ResultProperties<'a> {
     /// A training checkpoint's groups: model, optimizer, scheduler, rng, other.
     #[serde(skip_serializing_if = "Option::is_none")]
     training_groups: Option<&'a [&'static str]>,
+    /// A `pickle_globals` result: the tier of the global it names (dangerous, unknown,
+    /// benign), for code-scanning filters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pickle_tier: Option<&'static str>,
     policy_line: usize,
 }
 
@@ -579,6 +583,10 @@ fn result_of<'a>(v: &'a Violation, policy: &str, level: Level) -> SarifResult<'a
             structural_hash: v.detail.structural_hash.as_deref(),
             model_identity: v.detail.training.as_ref().map(|(id, _)| id.as_str()),
             training_groups: v.detail.training.as_ref().map(|(_, g)| g.as_slice()),
+            pickle_tier: (v.rule == "pickle_globals")
+                .then_some(v.detail.key.as_deref())
+                .flatten()
+                .map(|global| crate::formats::pytorch::tier(global).name()),
             policy_line: v.policy_line,
         },
     }

@@ -88,12 +88,14 @@ pub(crate) struct Judged {
 
 impl Judged {
     fn new(content: Content, bytes: &[u8]) -> Judged {
+        // Bytes that are no model may still hold a pickle stream (one that breaks off after a
+        // dangerous GLOBAL): scanned too, so its globals are judged.
         let is_pickle = match &content {
             Content::Model(a) => a.format == Format::Pytorch,
             Content::Invalid { format, .. } => *format == Format::Pytorch,
-            Content::Other { .. } => false,
+            Content::Other { .. } => true,
         };
-        let pickle = is_pickle.then(|| pytorch::sniff(bytes)).flatten();
+        let pickle = is_pickle.then(|| pytorch::scan_any(bytes)).flatten();
         Judged { content, pickle }
     }
 

@@ -61,8 +61,16 @@ impl Sums {
 
     /// Adds `other`'s sums (of another part of the same tensor).
     pub fn merge(&mut self, other: &Sums) {
-        // Sums of squares at two scales: the smaller is brought to the larger.
+        // Sums of squares at two scales: the smaller is brought to the larger. A side with
+        // nothing summed yet (`Sums::default()`, a piece of zeros) has no magnitude to keep:
+        // it takes the other's scale, else a piece near 1e-200 merged into it would be
+        // brought to scale 0 and lost (2^-1330 of its sums).
         let mut other = *other;
+        if self.sums_are_zero() {
+            self.scale = other.scale;
+        } else if other.sums_are_zero() {
+            other.scale = self.scale;
+        }
         if other.scale > self.scale {
             self.rescale(other.scale);
         } else if other.scale < self.scale {
@@ -77,6 +85,11 @@ impl Sums {
         self.sum_sq_diff += other.sum_sq_diff;
         self.dot += other.dot;
         self.inexact |= other.inexact;
+    }
+
+    /// Whether the four scaled sums are all zero (true at any scale).
+    fn sums_are_zero(&self) -> bool {
+        [self.sum_sq_old, self.sum_sq_new, self.sum_sq_diff, self.dot] == [0.0; 4]
     }
 
     /// The sums expressed at the larger scale `scale`.
@@ -720,6 +733,33 @@ mod tests {
             stats.rel_l2.is_some_and(|r| r > 0.0 && r.is_finite()),
             "{stats:?}"
         );
+    }
+
+    /// Pieces merged as `diff --values` merges them, into `Sums::default()` and beside a
+    /// piece of zeros: values near 1e-200 keep their figures.
+    #[test]
+    fn tiny_pieces_survive_the_merge() {
+        let old = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let new = [1.0, 2.5, 3.0, 4.0, 5.5];
+        let reference = ValueStats::from_sums(&Sums::of(&old, &new));
+        let tiny = |v: &[f64]| v.iter().map(|x| x * 1e-200).collect::<Vec<_>>();
+        let piece = Sums::of(&tiny(&old), &tiny(&new));
+        let zeros = Sums::of(&[0.0; 3], &[0.0; 3]);
+        for merged in [
+            [Sums::default(), piece, Sums::default()],
+            [zeros, piece, zeros],
+            [Sums::default(), zeros, piece],
+        ] {
+            let mut total = Sums::default();
+            for part in &merged {
+                total.merge(part);
+            }
+            let stats = ValueStats::from_sums(&total);
+            let (r, c) = (stats.rel_l2.unwrap(), stats.cosine.unwrap());
+            let (r0, c0) = (reference.rel_l2.unwrap(), reference.cosine.unwrap());
+            assert!((r - r0).abs() < 1e-9 * r0, "rel_l2 {r} vs {r0}");
+            assert!((c - c0).abs() < 1e-12, "cosine {c} vs {c0}");
+        }
     }
 
     #[test]

@@ -13,6 +13,13 @@ pub enum PytorchError {
     Member(#[from] MemberError),
     #[error("a zip archive without data.pkl: not a torch.save checkpoint")]
     NoDataPkl,
+    #[error(
+        "the archive's first entry is in {}, the folder torch reads, which holds no data.pkl; \
+         {} lies in another folder, which torch does not load",
+        quoted(&format!("{folder}/")),
+        quoted(.elsewhere)
+    )]
+    DataPklOutsideFolder { folder: String, elsewhere: String },
     #[error("data.pkl is {bytes} bytes, more than the {limit} a header may have ({raise})")]
     PickleTooLarge {
         bytes: u64,

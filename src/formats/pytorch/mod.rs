@@ -41,6 +41,7 @@ use machine::Storages;
 use object::{Finding, Object};
 pub(crate) use scan::PickleReport;
 pub use scan::sniff;
+pub(crate) use scan::{dangerous_imports, scan_any};
 use torch::{Built, Storage, Tensor};
 pub(crate) use zip::{DirectoryCheck, ZipError};
 
@@ -170,15 +171,15 @@ fn parse_zip_charged(
     spent: &mut Option<(usize, u64)>,
 ) -> Result<Artifact, PytorchError> {
     let archive = zip::members(bytes)?.ok_or(PytorchError::NoDataPkl)?;
+    // All of the file is here and it has no zip directory: torch refuses it (a file cut
+    // short, or local entries meant for other readers), so it is never read as complete.
+    let no_directory = !archive.complete && bytes.len() as u64 >= file_len;
     let members = archive.members;
     zip::check_overlaps(&members, bytes)?;
     if let Some(directory) = archive.directory {
         zip::check_tiled(&members, bytes, directory)?;
     }
-    let data_pkl = members
-        .iter()
-        .find(|m| zip::is_data_pkl(&m.name))
-        .ok_or(PytorchError::NoDataPkl)?;
+    let data_pkl = zip::torch_data_pkl(&members).ok_or_else(|| outside_folder(&members))?;
     let folder = data_pkl
         .name
         .strip_suffix("data.pkl")
@@ -237,7 +238,37 @@ fn parse_zip_charged(
         &mut budget,
     );
     *spent = Some((pickle.len(), budget.spent()));
+    if no_directory {
+        return without_directory(artifact?, file_len);
+    }
     artifact
+}
+
+/// A whole file whose zip has no directory: torch finds its members through the directory
+/// alone, so none of its tensor data is present as torch reads it. It reads as a file cut
+/// short (same identity, incomplete); with no tensor data to miss, it is refused.
+fn without_directory(mut artifact: Artifact, file_len: u64) -> Result<Artifact, PytorchError> {
+    if artifact.layout.data_expected == 0 {
+        return Err(ZipError::NoEndRecord {
+            searched: zip::END_RECORD_SEARCH.min(file_len),
+            file_len,
+        }
+        .into());
+    }
+    artifact.layout.data_present = 0;
+    Ok(artifact)
+}
+
+/// Why an archive has no data.pkl where torch looks for it (the first entry's folder).
+fn outside_folder(members: &[zip::Member]) -> PytorchError {
+    let Some(elsewhere) = members.iter().find(|m| zip::is_data_pkl(&m.name)) else {
+        return PytorchError::NoDataPkl;
+    };
+    let first = members.first().map_or("", |m| m.name.as_str());
+    PytorchError::DataPklOutsideFolder {
+        folder: first.split_once('/').map_or(first, |(f, _)| f).to_owned(),
+        elsewhere: elsewhere.name.clone(),
+    }
 }
 
 /// The storages of a zip archive: `FOLDER/data/KEY` members.
@@ -353,26 +384,10 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
     };
     // The legacy layout's pickles share one budget, sized by the bytes they lie in.
     let mut budget = budget::Budget::for_pickle(bytes.len());
-    // The first pickle: the magic number. A pickle that is not one is not a torch.save file,
-    // but the machine still reads it, so what it imports is named and refused.
-    let magic_end = legacy_magic(bytes);
-    let Some(magic_end) = magic_end else {
-        let mut none = NoStorages;
-        let (graph, _) = machine::run(bytes, 0, "the pickle", &mut none, &mut budget)?;
-        // Not a checkpoint: a pickle that would run code is refused by what it names.
-        if let Some(dangerous) = graph
-            .findings
-            .iter()
-            .find(|f| allowlist::tier(&f.global) == allowlist::Tier::Dangerous)
-        {
-            return Err(PytorchError::RefusedGlobal {
-                global: allowlist::with_os_alias(&dangerous.global),
-                offset: dangerous.offset,
-            });
-        }
-        return Err(legacy(
-            "a pickle without the magic number of torch.save's legacy layout",
-        ));
+    // The first pickle: the magic number. A pickle that is not one is a plain pickle
+    // (`pickle.dump` of a dict): read as one, its findings listed like a checkpoint's.
+    let Some(magic_end) = legacy_magic(bytes) else {
+        return parse_plain(bytes, file_len, &mut budget);
     };
     let mut none = NoStorages;
     let (protocol, after_protocol) = machine::run(
@@ -476,6 +491,60 @@ fn parse_legacy(bytes: &[u8], file_len: u64) -> Result<Artifact, PytorchError> {
         data_start as u64,
         big_endian,
         &mut budget,
+    )
+}
+
+/// At most this many pickle streams back to back are read from a plain pickle file.
+const MAX_PLAIN_STREAMS: usize = 64;
+
+/// A plain pickle, no torch framing: its first stream is the object (numpy arrays in it are
+/// its tensors, its plain values metadata); every stream after it (`pickle.load` reads them
+/// one after another) is read too, for its findings. Bytes after the last stream that do not
+/// start one are not read by pickle either.
+fn parse_plain(
+    bytes: &[u8],
+    file_len: u64,
+    budget: &mut budget::Budget,
+) -> Result<Artifact, PytorchError> {
+    let mut none = NoStorages;
+    let (root, mut end) = machine::run(bytes, 0, "the pickle", &mut none, budget)?;
+    let mut findings: Vec<Finding> = root.findings.clone();
+    let mut streams = 1;
+    while end < bytes.len() && starts_a_stream(&bytes[end..]) {
+        if streams == MAX_PLAIN_STREAMS {
+            return Err(PytorchError::Legacy {
+                problem: format!(
+                    "more than {MAX_PLAIN_STREAMS} pickle streams back to back (the next at \
+                     offset {end})"
+                ),
+            });
+        }
+        let (next, after) = machine::run(bytes, end, "a later pickle", &mut none, budget)?;
+        findings.extend(next.findings.iter().cloned());
+        streams += 1;
+        end = after;
+    }
+    artifact(
+        &root,
+        &findings,
+        0..bytes.len() as u64,
+        file_len,
+        end as u64,
+        false,
+        budget,
+    )
+}
+
+/// Whether `rest` starts as a pickle stream does: PROTO 2..5, or an opcode protocol 0 and 1
+/// pickles start with.
+fn starts_a_stream(rest: &[u8]) -> bool {
+    matches!(
+        rest,
+        [0x80, 2..=5, ..]
+            | [
+                b'(' | b'c' | b'}' | b']' | b')' | b'i' | b'N' | b'I' | b'S' | b'V',
+                ..
+            ]
     )
 }
 

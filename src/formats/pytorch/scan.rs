@@ -235,6 +235,53 @@ pub fn sniff(bytes: &[u8]) -> Option<PickleReport> {
     sniff_raw(bytes)
 }
 
+/// [`sniff`], and for bytes it does not take for a pickle, what a stream at their start names
+/// up to where it breaks off: unpickling runs a broken stream up to its error, so a dangerous
+/// GLOBAL before it counts (a protocol-0 pickle that reaches `builtins.exec` and then holds
+/// garbage). None when nothing there reads as opcodes naming a global.
+pub(crate) fn scan_any(bytes: &[u8]) -> Option<PickleReport> {
+    if let Some(report) = sniff(bytes) {
+        return Some(report);
+    }
+    if !matches!(
+        bytes,
+        [0x80, 0..=5, ..] | [b'(' | b'c' | b'}' | b']' | b')' | b'i', ..]
+    ) {
+        return None;
+    }
+    let mut scan = Scanner::default();
+    let mut pos = 0;
+    let mut incomplete = None;
+    for _ in 0..MAX_STREAMS {
+        match scan.run(bytes, pos) {
+            Ok(end) if end < bytes.len() => pos = end,
+            Ok(_) => break,
+            Err(err) => {
+                incomplete = Some(format!("the pickle breaks off: {err}"));
+                break;
+            }
+        }
+    }
+    if scan.imports.is_empty() {
+        return None;
+    }
+    let protocol = match bytes {
+        [0x80, p, ..] => *p,
+        _ => 0,
+    };
+    Some(scan.finish(Container::Raw { protocol }, incomplete))
+}
+
+/// The dangerous globals of [`PickleReport::imports`], with `posix.system`'s os alias.
+pub(crate) fn dangerous_imports(report: &PickleReport) -> Vec<String> {
+    report
+        .imports
+        .iter()
+        .filter(|g| allowlist::tier(g) == allowlist::Tier::Dangerous)
+        .map(|g| allowlist::with_os_alias(g))
+        .collect()
+}
+
 fn sniff_raw(bytes: &[u8]) -> Option<PickleReport> {
     let protocol = match bytes {
         [0x80, p @ 2..=5, ..] => *p,
@@ -309,25 +356,34 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
             complete = archive.complete;
             archive.members
         }
-        // A broken directory behind a first member named as torch.save names it is a
-        // damaged (or hostile) checkpoint: its parse gives the error, not "not a model".
-        Err(err) => {
-            let first = zip::local_headers(bytes)?.into_iter().next()?;
-            return zip::is_data_pkl(&first.name).then(|| {
-                Scanner::default()
-                    .finish(Container::Zip { entry: first.name }, Some(err.to_string()))
-            });
-        }
+        // A broken directory behind a first member named as torch.save names it, or behind
+        // pickle members, is a damaged (or hostile) checkpoint: its parse gives the error, not
+        // "not a model", and the pickles its local headers hold are scanned (a reader of
+        // local headers would load them).
+        Err(err) => return scan_local_pickles(bytes, &err.to_string()),
     };
-    let data_pkl = entries.iter().find(|e| zip::is_data_pkl(&e.name))?;
+    // The data.pkl torch reads, else any data.pkl, else any pickle member: a zip that is not
+    // a torch.save layout but holds pickles (`model/malicious.pkl`) is scanned too.
+    let data_pkl = zip::torch_data_pkl(&entries)
+        .or_else(|| entries.iter().find(|e| zip::is_data_pkl(&e.name)))
+        .or_else(|| entries.iter().find(|e| is_pickle_member(&e.name)));
+    // No pickle by the directory's names: its local headers may name one otherwise (a
+    // directory that renames data.pkl), which a reader of local headers would load.
+    let Some(data_pkl) = data_pkl else {
+        return scan_local_pickles(
+            bytes,
+            "the zip directory names no pickle member; a local header does",
+        );
+    };
     let mut scan = Scanner::default();
     let mut incomplete = None;
-    // Scan data.pkl first, then any other pickle members (TorchScript's constants.pkl...).
+    // Scan data.pkl first, then every other pickle member (TorchScript's constants.pkl,
+    // another folder's data.pkl...).
     let mut order: Vec<&Member> = vec![data_pkl];
     order.extend(
         entries
             .iter()
-            .filter(|e| e.name.ends_with(".pkl") && e.name != data_pkl.name),
+            .filter(|e| is_pickle_member(&e.name) && e.name != data_pkl.name),
     );
     for entry in order {
         let result = entry
@@ -352,6 +408,34 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
         },
         incomplete,
     ))
+}
+
+/// The pickle members an archive's local headers hold, scanned, when its directory is
+/// refused (`why`): None unless its first member is a data.pkl or some member is a pickle.
+fn scan_local_pickles(bytes: &[u8], why: &str) -> Option<PickleReport> {
+    let locals = zip::local_headers(bytes)?;
+    let first = locals.first()?;
+    let pickles: Vec<&Member> = locals
+        .iter()
+        .filter(|m| is_pickle_member(&m.name))
+        .collect();
+    if !zip::is_data_pkl(&first.name) && pickles.is_empty() {
+        return None;
+    }
+    let entry = pickles.first().map_or(&first.name, |m| &m.name).clone();
+    let mut scan = Scanner::default();
+    for member in pickles {
+        if let Ok(data) = member.stored_data(bytes) {
+            // What the stream names before it breaks off counts; the error is `why`'s.
+            let _ = scan.run(data, 0);
+        }
+    }
+    Some(scan.finish(Container::Zip { entry }, Some(why.to_owned())))
+}
+
+/// Whether a zip member is named as pickles are (`.pkl`, `.pickle`).
+fn is_pickle_member(name: &str) -> bool {
+    name.ends_with(".pkl") || name.ends_with(".pickle")
 }
 
 #[cfg(test)]

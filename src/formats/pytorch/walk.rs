@@ -80,9 +80,6 @@ pub(super) fn walk(
         // The entry itself and its name, in the walk's stack and in the names claimed.
         budget.charge(2 * name.len() as u64 + 128)?;
         let id = container_id(&object);
-        if path.contains(id) {
-            return Err(PytorchError::Cycle { name });
-        }
         let shared = shared_id(&object);
         if shared != 0 && weights.of(&object, budget)? > SHARED_COPY_BYTES {
             if let Some(first) = first_paths.get(&shared) {
@@ -97,6 +94,12 @@ pub(super) fn walk(
             }
             budget.charge(name.len() as u64 + 64)?;
             first_paths.insert(shared, name.clone());
+        }
+        // A part that holds itself weighs more than any copy, so a way back to it (an
+        // omegaconf node's `_parent`, through pickle's memo) is the alias above: a cycle is
+        // data, walked once. Anything else on its own path is refused, never walked forever.
+        if path.contains(id) {
+            return Err(PytorchError::Cycle { name });
         }
         if !values
             && matches!(

@@ -201,6 +201,19 @@ pub(super) fn is_data_pkl(name: &str) -> bool {
     name == "data.pkl" || name.ends_with("/data.pkl")
 }
 
+/// The data.pkl torch reads: `FOLDER/data.pkl`, FOLDER being the top folder of the archive's
+/// first entry. torch's reader takes the archive's name from its first entry and reads every
+/// record under that name, so the other folders of an archive (a clean `a/` behind a hostile
+/// `b/`) are never what torch loads.
+pub(super) fn torch_data_pkl(members: &[Member]) -> Option<&Member> {
+    let first = members.first()?;
+    let wanted = match first.name.split_once('/') {
+        Some((folder, _)) => format!("{folder}/data.pkl"),
+        None => "data.pkl".to_owned(),
+    };
+    members.iter().find(|m| m.name == wanted)
+}
+
 /// Whether a member name is one `torch.save` writes beside data.pkl (`FOLDER/byteorder`,
 /// `FOLDER/version`, `FOLDER/.format_version`, `FOLDER/data/KEY`).
 pub(super) fn is_torch_member(name: &str) -> bool {
