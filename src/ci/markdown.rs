@@ -356,8 +356,10 @@ fn details(w: &mut Budgeted, report: &CiReport) {
         return;
     }
     for (i, f) in report.files.iter().enumerate() {
+        // A grouped diff is open: it is short, and every change is folded under it.
+        let open = if f.details_all.is_some() { " open" } else { "" };
         let summary = format!(
-            "\n<details>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
+            "\n<details{open}>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
             html(&shown(f.path())),
             f.change.status.name(),
             counts_text(f.counts)
@@ -365,9 +367,22 @@ fn details(w: &mut Budgeted, report: &CiReport) {
         // Kept for every file the summary can reach (see `CiFile::details`).
         let body = f.details.as_deref().unwrap_or_default();
         let fence = fence_for(body);
-        let whole = format!("{summary}{fence}text\n{body}{fence}\n\n</details>\n");
+        let every = f.details_all.as_deref().map(every_change);
+        let whole = format!(
+            "{summary}{fence}text\n{body}{fence}\n{}\n</details>\n",
+            every.as_deref().unwrap_or_default()
+        );
         if w.push(&whole) {
             continue;
+        }
+        if every.is_some() {
+            let grouped = format!(
+                "{summary}{fence}text\n{body}{fence}\n\n_Every change: left out, {LIMIT_NOTE}. \
+                 The JSON report has them._\n\n</details>\n"
+            );
+            if w.push(&grouped) {
+                continue;
+            }
         }
         // Show the head of this diff if a useful part of it fits, then stop.
         let mut left = report.files.len() - i;
@@ -390,6 +405,14 @@ fn details(w: &mut Budgeted, report: &CiReport) {
         }
         return;
     }
+}
+
+/// The collapsed section under a grouped diff: every change on lines of its own.
+fn every_change(all: &str) -> String {
+    let fence = fence_for(all);
+    format!(
+        "\n<details>\n<summary>Every change, ungrouped</summary>\n\n{fence}text\n{all}{fence}\n\n</details>\n"
+    )
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends at a line end (or at a
