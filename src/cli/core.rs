@@ -99,7 +99,7 @@ pub(crate) struct DiffArgs {
     #[arg(long, value_name = "FILE", requires = "values")]
     pub html: Option<std::path::PathBuf>,
     /// List every changed tensor on lines of its own, rather than changes that repeat as one
-    /// line ("103 tensors: f32 → f16").
+    /// line ("103 tensors: f32 -> f16").
     #[arg(long)]
     pub all: bool,
     /// Only a few lines: changes counted by kind, each side's bytes and parameters.

@@ -118,7 +118,7 @@ pub(crate) struct GitDiffArgs {
     #[arg(long, value_name = "PATH", requires = "values")]
     pub reference: Option<String>,
     /// List every changed tensor on lines of its own, rather than changes that repeat as one
-    /// line ("103 tensors: f32 → f16").
+    /// line ("103 tensors: f32 -> f16").
     #[arg(long)]
     pub all: bool,
     /// Only a few lines per file: changes counted by kind, each side's bytes and parameters.

@@ -64,16 +64,18 @@ fn change_text(a: &TensorInfo, b: &TensorInfo) -> String {
         parts.push(format!("{} → {}", a.dtype, b.dtype));
     }
     if a.shape != b.shape {
-        parts.push(format!(
-            "shape {} → {}",
-            super::text::shape_text(&a.shape),
-            super::text::shape_text(&b.shape)
-        ));
+        parts.push(format!("shape {} → {}", dims(&a.shape), dims(&b.shape)));
     }
     if parts.is_empty() {
         parts.push(format!("byte_length {} → {}", a.byte_length, b.byte_length));
     }
     parts.join(", ")
+}
+
+/// `[4096, 32000]`, as the text view writes a shape (`text` uses this module, so this one
+/// does not reach back for its helper).
+fn dims(shape: &[u64]) -> String {
+    format!("{shape:?}")
 }
 
 /// A name's block: the first dot-separated number after the first component, with what
@@ -304,7 +306,7 @@ fn role_line(kind: &Kind, role: RoleLine, members: &[&TensorChange]) -> GroupLin
             .filter(|_| role.tensors == 1);
         match single.map(|t| &t.change) {
             Some(Change::Added(t) | Change::Removed(t)) => {
-                format!("{} {}", role.what, super::text::tensor_summary(t))
+                format!("{} {} ({})", role.what, dims(&t.shape), t.dtype)
             }
             _ => format!("{}{count}", role.what),
         }
@@ -385,6 +387,12 @@ mod tests {
         let most: Vec<u64> = (0..80).filter(|n| !(40..=41).contains(n)).collect();
         assert_eq!(ranges_text(&most), "0–79 (not 40–41)");
         assert_eq!(ranges_text(&[0, 2, 4, 6, 8, 10]), "0, 2, 4, 6, …");
+    }
+
+    #[test]
+    fn shapes_read_as_the_text_view_writes_them() {
+        let shape: crate::artifact::Shape = [4096, 32000].into_iter().collect();
+        assert_eq!(dims(&shape), super::super::text::shape_text(&shape));
     }
 
     #[test]
