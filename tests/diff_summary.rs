@@ -336,12 +336,15 @@ fn gits_driver_and_git_diff_group_the_same_way() {
             lines(block)
         );
     }
+    // As docs/git.md says: 21 lines for the re-quantization.
+    assert_eq!(lines(file_block(&text, "models/llama.gguf")), 21, "{text}");
 
     let ours = stdout(&repo.wi(&["git", "diff", "main", "pr"]));
     assert!(ours.contains(REQUANT_TENSORS), "{ours}");
     assert!(ours.contains(CAST_TENSORS), "{ours}");
     let all = stdout(&repo.wi(&["git", "diff", "--all", "main", "pr"]));
     assert_eq!(all.matches("\n  ~ blk.").count(), 556, "{all}");
+    assert!(lines(&all) > 1600, "{} lines", lines(&all));
 
     let stat = stdout(&repo.wi(&["git", "diff", "--stat", "main", "pr"]));
     assert_eq!(lines(&stat), 11, "{stat}");

@@ -30,6 +30,8 @@ pub(crate) struct GroupLine {
     pub notes: Vec<String>,
     tensors: usize,
     first: String,
+    /// Sums up the lines left out (sorted after the others).
+    summed: bool,
 }
 
 /// What a tensor change is, apart from its name: added, removed, or what of it changed.
@@ -78,17 +80,72 @@ fn dims(shape: &[u64]) -> String {
     format!("{shape:?}")
 }
 
-/// A name's block: the first dot-separated number after the first component, with what
-/// comes before and after it ("blk.12.attn_q.weight" → ("blk", 12, "attn_q.weight")).
-fn split_block(name: &str) -> Option<(&str, u64, &str)> {
-    let (stem, index) = crate::values::layer_of(name)?;
-    let after = stem.len() + 1 + index.to_string().len();
-    // A number written with leading zeros is not a block index the range could stand for.
-    if name.get(stem.len() + 1..after)? != index.to_string() {
+/// Whether a dot-separated component is a block number (no leading zeros: `007` is not a
+/// number a range could stand for).
+fn is_block_number(part: &str) -> bool {
+    !part.is_empty()
+        && part.len() < 20
+        && part.bytes().all(|b| b.is_ascii_digit())
+        && (part == "0" || !part.starts_with('0'))
+}
+
+/// The name with every block number blanked: names of one template differ only by numbers.
+fn template(name: &str) -> String {
+    let parts: Vec<&str> = name
+        .split('.')
+        .enumerate()
+        .map(|(i, p)| if i > 0 && is_block_number(p) { "#" } else { p })
+        .collect();
+    parts.join(".")
+}
+
+/// The name split at its `component`th dot-separated part, when that is a block number
+/// ("blk.12.attn_q.weight", 1 → ("blk", 12, "attn_q.weight")).
+fn split_at(name: &str, component: usize) -> Option<(&str, u64, &str)> {
+    if component == 0 {
         return None;
     }
-    let rest = name.get(after..).unwrap_or("");
-    Some((stem, index, rest.strip_prefix('.').unwrap_or(rest)))
+    let mut start = 0;
+    for (i, part) in name.split('.').enumerate() {
+        if i == component {
+            if !is_block_number(part) {
+                return None;
+            }
+            let rest = name.get(start + part.len()..).unwrap_or("");
+            let stem = name.get(..start - 1)?;
+            return Some((
+                stem,
+                part.parse().ok()?,
+                rest.strip_prefix('.').unwrap_or(rest),
+            ));
+        }
+        start += part.len() + 1;
+    }
+    None
+}
+
+/// For each template, the numbered component its names vary by most (the block: layer 3
+/// of `model.layers.3.mlp`, optimizer state 10 of `optimizer_states.0.state.10.exp_avg`).
+fn block_components<'a>(names: &[&'a str]) -> std::collections::HashMap<String, usize> {
+    let mut seen: std::collections::HashMap<String, BTreeMap<usize, BTreeSet<&'a str>>> =
+        std::collections::HashMap::new();
+    for name in names {
+        let by_component = seen.entry(template(name)).or_default();
+        for (i, part) in name.split('.').enumerate() {
+            if i > 0 && is_block_number(part) {
+                by_component.entry(i).or_default().insert(part);
+            }
+        }
+    }
+    seen.into_iter()
+        .filter_map(|(template, by_component)| {
+            // The most distinct values; the first such component on a tie.
+            let best = by_component
+                .iter()
+                .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))?;
+            Some((template, *best.0))
+        })
+        .collect()
 }
 
 /// Names gathered into lines: the same role (`attn_q.weight`) in several blocks is one
@@ -106,9 +163,14 @@ type SharedLine<'a> = (Vec<&'a str>, &'a str);
 fn role_lines<'a>(names: impl Iterator<Item = &'a str>) -> Vec<RoleLine> {
     // (stem, role) → blocks; names without a block stand alone.
     let mut roles: BTreeMap<(&str, &str), (BTreeSet<u64>, &str)> = BTreeMap::new();
+    let names: Vec<&str> = names.collect();
+    let components = block_components(&names);
     let mut lines = Vec::new();
     for name in names {
-        match split_block(name) {
+        let block = components
+            .get(&template(name))
+            .and_then(|&component| split_at(name, component));
+        match block {
             Some((stem, index, rest)) => {
                 let entry = roles.entry((stem, rest)).or_insert((BTreeSet::new(), name));
                 entry.0.insert(index);
@@ -240,56 +302,82 @@ pub(crate) fn group(changes: &[&TensorChange], old: Option<&Artifact>) -> Option
     for (kind, members) in &kinds {
         lines.extend(kind_lines(kind, members, old));
     }
-    if lines.len() >= changes.len() {
+    // Worth it only when it at least halves what a reader reads.
+    let grouped: usize = lines.iter().map(|l| 1 + l.notes.len()).sum();
+    let listed: usize = changes.iter().map(|t| listed_lines(&t.change)).sum();
+    if grouped * 2 > listed {
         return None;
     }
-    lines.sort_by(|a, b| {
-        b.tensors
-            .cmp(&a.tensors)
-            .then_with(|| a.first.cmp(&b.first))
-    });
+    // The largest groups first; a line summing up the rest of a kind after every group.
+    lines.sort_by(|a, b| (a.summed, b.tensors, &a.first).cmp(&(b.summed, a.tensors, &b.first)));
     if lines.len() > MAX_LINES {
         let rest = lines.split_off(MAX_LINES - 1);
         let tensors = rest.iter().map(|l| l.tensors).sum();
         lines.push(GroupLine {
-            sign: '~',
+            sign: ' ',
             text: format!("… {} more groups of {tensors} tensors", rest.len()),
             notes: Vec::new(),
             tensors,
             first: String::new(),
+            summed: true,
         });
     }
     Some(lines)
 }
 
-/// The lines of one kind of change: one per role and blocks, or one for the whole kind when
-/// that would take more than [`LINES_PER_KIND`].
-fn kind_lines(kind: &Kind, members: &[&TensorChange], old: Option<&Artifact>) -> Vec<GroupLine> {
-    let roles = role_lines(members.iter().map(|t| t.name.as_str()));
-    if roles.len() <= LINES_PER_KIND {
-        return roles
-            .into_iter()
-            .map(|r| role_line(kind, r, members))
-            .collect();
+/// Lines the ungrouped view takes for a change: one for an added or removed tensor, one more
+/// per field of a changed one.
+fn listed_lines(change: &Change<TensorInfo>) -> usize {
+    match change {
+        Change::Added(_) | Change::Removed(_) => 1,
+        Change::Changed(a, b) => {
+            1 + usize::from(a.dtype != b.dtype)
+                + usize::from(a.shape != b.shape)
+                + usize::from(a.byte_length != b.byte_length)
+        }
     }
+}
+
+/// The lines of one kind of change: one per role and blocks. A change of dtype or shape that
+/// would take more than [`LINES_PER_KIND`] is one line for the whole kind; added or removed
+/// tensors keep their names (what a reader needs of them), cut after [`MAX_LINES`].
+fn kind_lines(kind: &Kind, members: &[&TensorChange], old: Option<&Artifact>) -> Vec<GroupLine> {
+    let mut roles = role_lines(members.iter().map(|t| t.name.as_str()));
+    if kind.sign == '~' && roles.len() > LINES_PER_KIND {
+        return vec![collapsed(kind, members, old)];
+    }
+    roles.sort_by(|a, b| a.first.cmp(&b.first));
+    let rest = roles.split_off(roles.len().min(MAX_LINES));
+    let mut lines: Vec<GroupLine> = roles
+        .into_iter()
+        .map(|r| role_line(kind, r, members))
+        .collect();
+    if !rest.is_empty() {
+        let tensors = rest.iter().map(|r| r.tensors).sum();
+        lines.push(GroupLine {
+            sign: kind.sign,
+            text: format!("… {tensors} more"),
+            notes: Vec::new(),
+            tensors,
+            first: String::new(),
+            summed: true,
+        });
+    }
+    lines
+}
+
+/// A change of dtype or shape as one line for all its tensors, with its exceptions.
+fn collapsed(kind: &Kind, members: &[&TensorChange], old: Option<&Artifact>) -> GroupLine {
     let n = members.len();
-    let what = crate::diff::plural(n, "tensor");
-    let text = if kind.text.is_empty() {
-        what
-    } else {
-        format!("{what}: {}", kind.text)
-    };
-    let (scope, notes) = match old {
-        Some(old) if kind.sign == '~' => exceptions(members, old),
-        _ => (String::new(), Vec::new()),
-    };
-    vec![GroupLine {
+    let (scope, notes) = old.map(|old| exceptions(members, old)).unwrap_or_default();
+    GroupLine {
         sign: kind.sign,
-        text: format!("{text}{scope}"),
+        text: format!("{}: {}{scope}", crate::diff::plural(n, "tensor"), kind.text),
         notes,
         tensors: n,
         first: members.first().map(|t| t.name.clone()).unwrap_or_default(),
-    }]
+        summed: false,
+    }
 }
 
 /// One role line; a line of one tensor reads as the ungrouped view reads it.
@@ -319,6 +407,7 @@ fn role_line(kind: &Kind, role: RoleLine, members: &[&TensorChange]) -> GroupLin
         notes: Vec::new(),
         tensors: role.tensors,
         first: role.first,
+        summed: false,
     }
 }
 
@@ -366,18 +455,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn splits_names_at_their_first_block_number() {
+    fn names_split_at_the_number_they_vary_by() {
         assert_eq!(
-            split_block("blk.12.attn_q.weight"),
+            split_at("blk.12.attn_q.weight", 1),
             Some(("blk", 12, "attn_q.weight"))
         );
-        assert_eq!(
-            split_block("encoder.layer.3.attention.self.query.bias"),
-            Some(("encoder.layer", 3, "attention.self.query.bias"))
-        );
-        assert_eq!(split_block("layers.7"), Some(("layers", 7, "")));
-        assert_eq!(split_block("blk.007.attn_q.weight"), None);
-        assert_eq!(split_block("token_embd.weight"), None);
+        assert_eq!(split_at("layers.7", 1), Some(("layers", 7, "")));
+        assert_eq!(split_at("blk.007.attn_q.weight", 1), None);
+        assert_eq!(split_at("token_embd.weight", 1), None);
+        let names = [
+            "optimizer_states.0.state.1.exp_avg",
+            "optimizer_states.0.state.2.exp_avg",
+            "model.layers.0.experts.0.w1",
+            "model.layers.1.experts.0.w1",
+        ];
+        let components = block_components(&names);
+        assert_eq!(components[&template(names[0])], 3);
+        assert_eq!(components[&template(names[2])], 2);
     }
 
     #[test]

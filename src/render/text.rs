@@ -384,11 +384,12 @@ fn write_tensors(
         }
         return;
     };
-    let heading = format!(
-        "{} ({} changes, grouped; {hint}):",
-        heading.trim_end_matches(':'),
-        tensors.len()
-    );
+    // "Tensors (N changes, …):", or inside a heading's own parenthesis when it has one.
+    let note = format!("{} changes, grouped; {hint}", tensors.len());
+    let heading = match heading.strip_suffix("):") {
+        Some(head) => format!("{head}; {note}):"),
+        None => format!("{} ({note}):", heading.trim_end_matches(':')),
+    };
     let _ = writeln!(out, "\n{}", palette.heading(&heading));
     for line in lines {
         let text = format!("  {} {}", line.sign, line.text);
