@@ -428,3 +428,48 @@ fn the_step_summary_shows_the_groups_and_folds_every_change() {
     );
     assert!(requant.contains(&hinted(REQUANT_TENSORS)), "{requant}");
 }
+
+/// Issue 43, item 6: the per-layer view folds runs of unchanged layers into one row.
+#[test]
+fn the_per_layer_view_folds_unchanged_layers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = |changed: &[u64]| {
+        let tensors: Vec<Value> = (0..12u64)
+            .flat_map(|b| {
+                let plus = if changed.contains(&b) { 0.5 } else { 0.0 };
+                ["attn_q", "ffn_up"].map(|role| {
+                    json!({"name": format!("blk.{b}.{role}.weight"), "dtype": "f32",
+                           "shape": [4, 32], "fill": {"normal": b, "plus": plus}})
+                })
+            })
+            .collect();
+        json!({"kind": "gguf", "metadata": {}, "tensors": tensors})
+    };
+    make_models(
+        tmp.path(),
+        &json!({"old.gguf": model(&[]), "new.gguf": model(&[5, 10])}),
+    );
+    let (a, b) = (tmp.path().join("old.gguf"), tmp.path().join("new.gguf"));
+    let out = run(&["diff", "--values", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = stdout(&out);
+    let view: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("Per layer"))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let labels: Vec<&str> = view
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        ["blk.0–4", "blk.5", "blk.6–9", "blk.10", "blk.11"],
+        "{text}"
+    );
+    assert!(view[0].ends_with("  unchanged (5 layers)"), "{text}");
+    assert!(view[1].contains("  2/2 "), "{text}");
+    // A single unchanged layer stays a row of its own.
+    assert!(view[4].trim_end().ends_with("0/2"), "{text}");
+}

@@ -347,7 +347,13 @@ fn kind_lines(kind: &Kind, members: &[&TensorChange], old: Option<&Artifact>) ->
         return vec![collapsed(kind, members, old)];
     }
     roles.sort_by(|a, b| a.first.cmp(&b.first));
-    let rest = roles.split_off(roles.len().min(MAX_LINES));
+    // At most MAX_LINES lines with the one that sums up the rest.
+    let kept = if roles.len() > MAX_LINES {
+        MAX_LINES - 1
+    } else {
+        roles.len()
+    };
+    let rest = roles.split_off(kept);
     let mut lines: Vec<GroupLine> = roles
         .into_iter()
         .map(|r| role_line(kind, r, members))
