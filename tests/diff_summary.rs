@@ -473,3 +473,36 @@ fn the_per_layer_view_folds_unchanged_layers() {
     // A single unchanged layer stays a row of its own.
     assert!(view[4].trim_end().ends_with("0/2"), "{text}");
 }
+
+/// A cast that leaves the LayerNorms in f32: the collapsed line names what it left out.
+#[test]
+fn a_collapsed_cast_names_the_tensors_it_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut mixed = minilm("float16");
+    for t in mixed["tensors"].as_array_mut().unwrap() {
+        if t["name"].as_str().unwrap().contains("LayerNorm") {
+            t["dtype"] = json!("float32");
+        }
+    }
+    make_models(
+        tmp.path(),
+        &json!({"minilm-f32.safetensors": minilm("float32"), "mixed.safetensors": mixed}),
+    );
+    let text = diff(
+        tmp.path(),
+        "minilm-f32.safetensors",
+        "mixed.safetensors",
+        &[],
+    );
+    assert_eq!(
+        tensor_section(&text),
+        "
+Tensors (77 changes, grouped; --all lists each):
+  ~ 77 tensors: f32 → f16; 26 f32 tensors unchanged:
+      encoder.layer.0–5 {attention.output.LayerNorm.bias, attention.output.LayerNorm.weight, output.LayerNorm.bias, output.LayerNorm.weight} (24 tensors)
+      embeddings.LayerNorm.bias
+      … 1 more
+",
+        "{text}"
+    );
+}

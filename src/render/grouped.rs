@@ -446,11 +446,14 @@ fn exceptions(members: &[&TensorChange], old: &Artifact) -> (String, Vec<String>
     let mut notes: Vec<String> = roles
         .iter()
         .take(EXCEPTION_LINES)
-        .map(|r| r.what.clone())
+        .map(|r| match r.tensors {
+            1 => r.what.clone(),
+            n => format!("{} ({n} tensors)", r.what),
+        })
         .collect();
     if roles.len() > EXCEPTION_LINES {
         let rest: usize = roles[EXCEPTION_LINES..].iter().map(|r| r.tensors).sum();
-        notes.push(format!("… {} more", crate::diff::plural(rest, "tensor")));
+        notes.push(format!("… {rest} more"));
     }
     let count = crate::diff::plural(unchanged.len(), &format!("{dtype} tensor"));
     (format!("; {count} unchanged:"), notes)
