@@ -284,8 +284,8 @@ fn runs(sorted: &[u64]) -> Vec<(u64, u64)> {
     runs
 }
 
-/// The grouped lines of `changes`, or None when listing each change is as short (a few
-/// changes, or none that repeat). `old` names the exceptions of a kind that covers a dtype
+/// The grouped lines of `changes`, or None when listing each change reads as well (fewer
+/// than [`GROUP_FROM`], or grouping would not halve the lines). `old` names the exceptions of a kind that covers a dtype
 /// almost everywhere: the tensors of that dtype left as they were.
 pub(crate) fn group(changes: &[&TensorChange], old: Option<&Artifact>) -> Option<Vec<GroupLine>> {
     if changes.len() < GROUP_FROM {
