@@ -376,8 +376,16 @@ fn a_summary_over_one_mib_is_truncated() {
             ),
         "{tail}"
     );
+    // The grouped diff is open (15 names, then "… 29984 more"), the list of every change
+    // folded under it and cut.
+    assert!(
+        summary.contains("\n  + … 29984 more\n"),
+        "{}",
+        &summary[..4000]
+    );
+    assert_eq!(summary.matches("<details open>").count(), 1);
     assert_eq!(summary.matches("<details>").count(), 1);
-    assert_eq!(summary.matches("</details>").count(), 1);
+    assert_eq!(summary.matches("</details>").count(), 2);
     // The cut falls between lines: the last diff line is whole.
     let code_end = summary.rfind("\n```\n").unwrap();
     let last_line = summary[..code_end].rsplit('\n').next().unwrap();

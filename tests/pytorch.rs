@@ -1168,7 +1168,16 @@ fn two_lightning_checkpoints_diff_group_by_group() {
         other["metadata"]["changed"]["global_step"]
     );
 
-    let out = run(&["diff", step2, llama]);
+    // Grouped by default: a group's changes that repeat are one line.
+    let grouped = stdout(&run(&["diff", step2, llama]));
+    assert_contains(
+        &grouped,
+        &[
+            "Tensors, model weights (23 changes, grouped; --all lists each):\n",
+            "Tensors, optimizer state (outside the model identity; 61 changes, grouped; --all lists each):\n  + optimizer_states.0.state.2–20 {exp_avg, exp_avg_sq, step} (57 tensors)\n",
+        ],
+    );
+    let out = run(&["diff", "--all", step2, llama]);
     assert_eq!(code(&out), 1, "{}", combined(&out));
     let text = stdout(&out);
     assert_contains(

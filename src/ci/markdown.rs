@@ -356,28 +356,14 @@ fn details(w: &mut Budgeted, report: &CiReport) {
         return;
     }
     for (i, f) in report.files.iter().enumerate() {
-        let summary = format!(
-            "\n<details>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
-            html(&shown(f.path())),
-            f.change.status.name(),
-            counts_text(f.counts)
-        );
-        // Kept for every file the summary can reach (see `CiFile::details`).
-        let body = f.details.as_deref().unwrap_or_default();
-        let fence = fence_for(body);
-        let whole = format!("{summary}{fence}text\n{body}{fence}\n\n</details>\n");
-        if w.push(&whole) {
+        let section = Section::of(f);
+        if w.push(&section.whole()) {
             continue;
         }
         // Show the head of this diff if a useful part of it fits, then stop.
         let mut left = report.files.len() - i;
-        let tail = format!(
-            "{fence}\n\n_Truncated: {LIMIT_NOTE}. The JSON report has the whole diff._\n\n</details>\n"
-        );
-        let overhead = summary.len() + fence.len() + "text\n".len() + tail.len();
-        if w.room() >= overhead + MIN_PARTIAL {
-            let shown = cut_at_line(body, w.room() - overhead);
-            w.push(&format!("{summary}{fence}text\n{shown}{tail}"));
+        if let Some(partial) = section.partial(w.room()) {
+            w.push(&partial);
             left -= 1;
         }
         if left > 0 {
@@ -390,6 +376,92 @@ fn details(w: &mut Budgeted, report: &CiReport) {
         }
         return;
     }
+}
+
+/// A file's section of the summary: its diff, and for a grouped diff every change folded
+/// under it.
+struct Section<'a> {
+    /// `<details>` and its `<summary>` line.
+    head: String,
+    body: &'a str,
+    fence: String,
+    /// Every change, when `body` groups them.
+    every: Option<&'a str>,
+}
+
+const TRUNCATED: &str = "_Truncated: GitHub accepts at most 1 MiB per step summary. The JSON \
+                         report has the whole diff._";
+
+impl<'a> Section<'a> {
+    fn of(f: &'a CiFile) -> Section<'a> {
+        // A grouped diff is open: it is short, and every change is folded under it.
+        let open = if f.details_all.is_some() { " open" } else { "" };
+        let head = format!(
+            "\n<details{open}>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
+            html(&shown(f.path())),
+            f.change.status.name(),
+            counts_text(f.counts)
+        );
+        // Kept for every file the summary can reach (see `CiFile::details`).
+        let body = f.details.as_deref().unwrap_or_default();
+        Section {
+            head,
+            body,
+            fence: fence_for(body),
+            every: f.details_all.as_deref(),
+        }
+    }
+
+    /// The diff in its fence, after the head.
+    fn diff(&self) -> String {
+        format!(
+            "{}{}text\n{}{}\n",
+            self.head, self.fence, self.body, self.fence
+        )
+    }
+
+    fn whole(&self) -> String {
+        let every = self.every.map(every_change).unwrap_or_default();
+        format!("{}{every}\n</details>\n", self.diff())
+    }
+
+    /// What fits of the section in `room` bytes: a grouped diff with the head of every
+    /// change (or without it), else the head of the diff; None when too little fits.
+    fn partial(&self, room: usize) -> Option<String> {
+        let Some(every) = self.every else {
+            let tail = format!("{}\n\n{TRUNCATED}\n\n</details>\n", self.fence);
+            let overhead = self.head.len() + self.fence.len() + "text\n".len() + tail.len();
+            let shown = cut_at_line(
+                self.body,
+                room.checked_sub(overhead + MIN_PARTIAL)? + MIN_PARTIAL,
+            );
+            return Some(format!("{}{}text\n{shown}{tail}", self.head, self.fence));
+        };
+        let diff = self.diff();
+        let fence = fence_for(every);
+        let nested = format!("\n<details>\n<summary>{EVERY_CHANGE}</summary>\n\n{fence}text\n");
+        let tail = format!("{fence}\n\n{TRUNCATED}\n\n</details>\n\n</details>\n");
+        let overhead = diff.len() + nested.len() + tail.len();
+        if let Some(left) = room.checked_sub(overhead + MIN_PARTIAL) {
+            let shown = cut_at_line(every, left + MIN_PARTIAL);
+            return Some(format!("{diff}{nested}{shown}{tail}"));
+        }
+        let without = format!(
+            "{diff}\n_Every change: left out, {LIMIT_NOTE}. The JSON report has them._\n\n</details>\n"
+        );
+        (without.len() <= room).then_some(without)
+    }
+}
+
+/// The summary line of the collapsed list of every change under a grouped diff.
+const EVERY_CHANGE: &str = "Every change, ungrouped";
+
+/// The collapsed section under a grouped diff: every change on lines of its own.
+fn every_change(all: &str) -> String {
+    let fence = fence_for(all);
+    format!(
+        "\n<details>\n<summary>{EVERY_CHANGE}</summary>\n\n{fence}text\n{all}{fence}\n\n</details>\n"
+    )
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends at a line end (or at a

@@ -34,7 +34,13 @@ pub(crate) struct CiFile {
     /// The plain-text diff of the job summary; None once the diffs before it already exceed
     /// what one summary can hold (the summary stops before reaching it).
     pub details: Option<String>,
+    /// When `details` groups changes that repeat: every change, for the collapsed section
+    /// under it.
+    pub details_all: Option<String>,
 }
+
+/// What a grouped job-summary diff says of the list of every change.
+const GROUPED_HINT: &str = "every change is listed below";
 
 /// One side as the tables show it.
 pub(crate) struct SideCell {
@@ -80,6 +86,14 @@ impl SideCell {
 impl CiFile {
     /// The record of `file`; its summary diff kept when `keep_details`.
     pub(crate) fn of(file: &ComparedFile, keep_details: bool) -> CiFile {
+        let (details, details_all) = if keep_details {
+            let grouped = file.details(Some(GROUPED_HINT));
+            let all = file.details(None);
+            let all = (all != grouped).then_some(all);
+            (Some(grouped), all)
+        } else {
+            (None, None)
+        };
         CiFile {
             anchor: file.annotation_path().to_owned(),
             format: file.format(),
@@ -90,7 +104,8 @@ impl CiFile {
             old: file.old.as_ref().map(SideCell::of),
             new: file.new.as_ref().map(SideCell::of),
             training: super::training::training_label(file),
-            details: keep_details.then(|| file.details()),
+            details,
+            details_all,
             change: file.change.clone(),
         }
     }

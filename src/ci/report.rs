@@ -220,7 +220,8 @@ impl CiReport {
                     }
                     // The summary stops before a diff once those before it fill it.
                     let record = CiFile::of(&f, details_bytes <= DETAILS_KEPT);
-                    details_bytes += record.details.as_ref().map_or(0, String::len);
+                    details_bytes += record.details.as_ref().map_or(0, String::len)
+                        + record.details_all.as_ref().map_or(0, String::len);
                     files.push(record);
                 }
                 Ok(())

@@ -53,7 +53,7 @@ pub(crate) fn html_section(i: usize, f: &ComparedFile) -> String {
             page::write_diff_block(&mut out, &text);
         }
         // Added, deleted or unreadable: the job summary's text says what is known.
-        None => page::write_diff_block(&mut out, &f.details()),
+        None => page::write_diff_block(&mut out, &f.details(None)),
     }
     let id = format!("file-{i}");
     match &f.values {

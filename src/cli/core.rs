@@ -98,6 +98,23 @@ pub(crate) struct DiffArgs {
     /// per-layer heatmap of rel_l2, a sortable table of the changed tensors).
     #[arg(long, value_name = "FILE", requires = "values")]
     pub html: Option<std::path::PathBuf>,
+    /// List every changed tensor on lines of its own, rather than changes that repeat as one
+    /// line ("103 tensors: f32 -> f16").
+    #[arg(long)]
+    pub all: bool,
+    /// Only a few lines: changes counted by kind, each side's bytes and parameters.
+    #[arg(long, conflicts_with_all = ["json", "values", "name_only", "all"])]
+    pub stat: bool,
+    /// Only the names of the tensors added, removed or changed, one a line.
+    #[arg(long, conflicts_with_all = ["json", "values", "all"])]
+    pub name_only: bool,
+}
+
+impl DiffArgs {
+    /// The text form the flags chose.
+    fn form(&self) -> report::DiffForm {
+        report::DiffForm::from_flags(self.stat, self.name_only, self.all)
+    }
 }
 
 pub(super) fn inspect(
@@ -166,7 +183,12 @@ pub(super) fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -
     let a = noted(opener.model(&args.a)?);
     let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
-    output.print(&report::Structural(&diff))?;
+    output.print(&report::Structural {
+        diff: &diff,
+        old: &a,
+        new: &b,
+        form: args.form(),
+    })?;
     Ok(Exit::found_if(diff.differs()))
 }
 
@@ -221,7 +243,9 @@ fn diff_values(args: DiffArgs, output: Output, opener: &Opener<'_>) -> Result<Ex
     output.print(&report::Values {
         diff: &diff,
         values: &values,
+        old: &a,
         new: &b,
+        form: args.form(),
     })?;
     let bits_differ = values.bits_differ().next().is_some();
     Ok(Exit::found_if(

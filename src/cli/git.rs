@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::git::RemoteOptions;
 use crate::git::{Mode, Scope};
 use crate::output::{ColorChoice, Exit, Format, print, write_stdout};
+use crate::render::report::DiffForm;
 
 use super::cwd::cwd;
 use super::error::Result;
@@ -127,6 +128,23 @@ pub(crate) struct GitDiffArgs {
     /// compared with it as a conversion (`diff --values SOURCE GGUF`).
     #[arg(long, value_name = "PATH", requires = "values")]
     pub reference: Option<String>,
+    /// List every changed tensor on lines of its own, rather than changes that repeat as one
+    /// line ("103 tensors: f32 -> f16").
+    #[arg(long)]
+    pub all: bool,
+    /// Only a few lines per file: changes counted by kind, each side's bytes and parameters.
+    #[arg(long, conflicts_with_all = ["json", "values", "name_only", "all"])]
+    pub stat: bool,
+    /// Only `PATH<TAB>TENSOR` for each tensor added, removed or changed.
+    #[arg(long, conflicts_with_all = ["json", "values", "all"])]
+    pub name_only: bool,
+}
+
+impl GitDiffArgs {
+    /// The text form the flags chose.
+    fn form(&self) -> DiffForm {
+        DiffForm::from_flags(self.stat, self.name_only, self.all)
+    }
 }
 
 pub(super) fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> Result<Exit> {
@@ -164,6 +182,7 @@ pub(super) fn run(args: GitArgs, color: ColorChoice, remote: &RemoteOptions) -> 
                 values: args.values,
                 reference: args.reference.as_deref(),
                 remote,
+                form: args.form(),
             };
             // Written as it is made; a reader that stops reading (a closed pipe) ends nothing.
             let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());

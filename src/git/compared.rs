@@ -296,7 +296,8 @@ impl ComparedFile {
 
     /// The plain-text body of the file's section in a pull-request report: the structural
     /// diff, a summary of an added or removed model, or why the structure is not shown.
-    pub(crate) fn details(&self) -> String {
+    /// Changes that repeat are grouped when `grouped_hint` is given (it says where each is).
+    pub(crate) fn details(&self, grouped_hint: Option<&str>) -> String {
         let palette = crate::render::Palette::plain();
         let mut out = String::new();
         if let Some(model) = &self.model {
@@ -307,10 +308,18 @@ impl ComparedFile {
         }
         let blobs_differ = self.change.old_id != self.change.new_id;
         if let Some(diff) = &self.diff {
-            out.push_str(&crate::render::text::diff_or_identical(
+            let view = match grouped_hint {
+                Some(hint) => crate::render::text::TensorView::Grouped {
+                    old: artifact(&self.old),
+                    hint,
+                },
+                None => crate::render::text::TensorView::All,
+            };
+            out.push_str(&crate::render::text::diff_or_identical_in(
                 diff,
                 &palette,
                 blobs_differ,
+                view,
             ));
         } else {
             match (&self.old, &self.new) {

@@ -16,6 +16,7 @@ use super::side::ModelSide;
 use crate::diff::StructuralDiff;
 use crate::escape::{shown, shown_message};
 use crate::render::Palette;
+use crate::render::text::TensorView;
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +113,7 @@ fn run_inner(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
                 old.as_ref(),
                 new.as_ref(),
                 blobs_differ,
+                Some(DRIVER_HINT),
             )
         }
     }
@@ -119,6 +121,10 @@ fn run_inner(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
 
 /// git's mode of a symbolic link.
 const LINK_MODE: &str = "120000";
+
+/// Where a grouped diff's every change is, for a reader of git's output (git passes the
+/// driver no flags of its own).
+const DRIVER_HINT: &str = "`weight-inspect git diff --all` lists each";
 
 /// A symbolic link's side: git hands over a file holding its target (read only if it is a
 /// small regular file, as a link target is).
@@ -153,6 +159,8 @@ pub(super) fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>
 /// The rendering of one changed file: header, then the structural diff of two models, a
 /// summary of an added or removed model, or notes for sides that are not parsed models.
 /// `blobs_differ` tells whether the files' bytes differ (to explain an empty structural diff).
+/// Changes that repeat are grouped, with `all_hint` saying where each is listed; None lists
+/// every change.
 pub(super) fn render_change(
     color: bool,
     old_path: Option<&str>,
@@ -160,6 +168,7 @@ pub(super) fn render_change(
     old: Option<&ModelSide>,
     new: Option<&ModelSide>,
     blobs_differ: bool,
+    all_hint: Option<&str>,
 ) -> String {
     let palette = &Palette::new(color);
     let mut out = header(color, old_path, new_path);
@@ -179,9 +188,13 @@ pub(super) fn render_change(
         new.and_then(ModelSide::artifact),
     ) {
         let diff = StructuralDiff::between(a, b);
+        let view = match all_hint {
+            Some(hint) => TensorView::Grouped { old: Some(a), hint },
+            None => TensorView::All,
+        };
         push_block(
             &mut out,
-            &crate::render::text::diff_or_identical(&diff, palette, blobs_differ),
+            &crate::render::text::diff_or_identical_in(&diff, palette, blobs_differ, view),
         );
     } else {
         match (old, new) {

@@ -11,6 +11,7 @@ use super::compared::{ComparedFile, FileJson};
 use super::error::GitError;
 use super::models::Snapshot;
 use crate::output::Format;
+use crate::render::report::{ALL_HINT, DiffForm};
 
 /// What to compare and how to show it.
 pub(crate) struct GitDiffOptions<'a> {
@@ -27,6 +28,8 @@ pub(crate) struct GitDiffOptions<'a> {
     /// A conversion's source, relative to the current directory (see [`super::values`]).
     pub reference: Option<&'a str>,
     pub remote: &'a super::reader::RemoteOptions,
+    /// The text form: grouped (the default), every change, `--stat` or `--name-only`.
+    pub form: DiffForm,
 }
 
 /// The JSON report's fields before its files (the files are written one window at a time).
@@ -108,15 +111,17 @@ pub(crate) fn git_diff(
                     if json {
                         indented_json(&f.json(false))
                     } else {
-                        text_of(f, args.color)
+                        text_in(f, args.color, args.form)
                     }
                 })
                 .collect();
             for block in blocks {
+                // --name-only's lines follow each other as one list.
                 let separator = match (json, first) {
                     (true, true) => "\n",
                     (true, false) => ",\n",
                     (false, true) => "",
+                    (false, false) if args.form == DiffForm::NameOnly => "",
                     (false, false) => "\n",
                 };
                 first = false;
@@ -152,9 +157,61 @@ pub(crate) fn indented(text: &str) -> String {
     out
 }
 
+/// A compared file in the text form `form` names.
+fn text_in(file: &ComparedFile, color: bool, form: DiffForm) -> String {
+    match form {
+        DiffForm::Stat => stat_of(file),
+        DiffForm::NameOnly => names_of(file),
+        DiffForm::Grouped => text_of(file, color, Some(ALL_HINT)),
+        DiffForm::All => text_of(file, color, None),
+    }
+}
+
+/// `--stat`: the file's path and status, then the diff's counts, bytes and parameters (or,
+/// for an added or deleted model, its size).
+fn stat_of(file: &ComparedFile) -> String {
+    let old = file.old.as_ref().and_then(super::side::ModelSide::artifact);
+    let new = file.new.as_ref().and_then(super::side::ModelSide::artifact);
+    let path = crate::escape::shown(file.change.path()).into_owned();
+    let status = file.change.status.name();
+    match (&file.diff, old, new) {
+        (Some(diff), Some(old), Some(new)) => format!(
+            "{path} ({status})\n{}",
+            crate::render::stat::stat(diff, old, new, "  ")
+        ),
+        (_, None, Some(model)) | (_, Some(model), None) => format!(
+            "{path} ({status})\n  {}, {}, {} parameters\n",
+            crate::diff::plural(model.tensors.len(), "tensor"),
+            crate::render::text::human_bytes(model.layout.file_size),
+            crate::render::text::group_digits(model.parameter_counts().0)
+        ),
+        _ => format!("{path} ({status}): not compared as models\n"),
+    }
+}
+
+/// `--name-only`: `PATH<TAB>TENSOR` for each tensor added, removed or changed (every tensor
+/// of an added or deleted model).
+fn names_of(file: &ComparedFile) -> String {
+    let prefix = format!("{}\t", crate::escape::shown(file.change.path()));
+    if let Some(diff) = &file.diff {
+        return crate::render::stat::name_only(diff, &prefix);
+    }
+    let side = match (&file.old, &file.new) {
+        (None, Some(side)) | (Some(side), None) => side.artifact(),
+        _ => None,
+    };
+    let mut out = String::new();
+    for name in side.iter().flat_map(|a| a.tensors.keys()) {
+        out.push_str(&prefix);
+        out.push_str(&crate::escape::shown(name));
+        out.push('\n');
+    }
+    out
+}
+
 /// A compared file as the external driver renders it, with a multi-file model's changed files
-/// and the value diff.
-fn text_of(file: &ComparedFile, color: bool) -> String {
+/// and the value diff; grouped when `all_hint` is given.
+fn text_of(file: &ComparedFile, color: bool, all_hint: Option<&str>) -> String {
     let change = &file.change;
     let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
     let rendered = super::driver::render_change(
@@ -164,6 +221,7 @@ fn text_of(file: &ComparedFile, color: bool) -> String {
         file.old.as_ref(),
         file.new.as_ref(),
         blobs_differ,
+        all_hint,
     );
     let mut text = with_model_files(rendered, file.model.as_ref());
     if let Some(relation) = file.relation() {

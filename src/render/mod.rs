@@ -6,12 +6,14 @@
 pub(crate) mod conversion;
 pub(crate) mod enums;
 pub(crate) mod github;
+mod grouped;
 pub(crate) mod html;
 pub(crate) mod json;
 pub(crate) mod lineage;
 pub(crate) mod order;
 mod palette;
 pub(crate) mod report;
+pub(crate) mod stat;
 pub(crate) mod text;
 pub(crate) mod values;
 pub(crate) mod wdelta;

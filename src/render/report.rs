@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::order::TensorOrder;
 use super::palette::Palette;
+use super::text::TensorView;
 use crate::artifact::Artifact;
 use crate::conversion::Conversion;
 use crate::diff::StructuralDiff;
@@ -64,15 +65,63 @@ impl Report for Id<'_> {
     }
 }
 
-/// `diff`: the structural diff of two models.
-pub(crate) struct Structural<'a>(pub &'a StructuralDiff);
+/// `diff`: the structural diff of two models, in the text form the flags chose.
+pub(crate) struct Structural<'a> {
+    pub diff: &'a StructuralDiff,
+    pub old: &'a Artifact,
+    pub new: &'a Artifact,
+    pub form: DiffForm,
+}
+
+/// The text forms of a diff (its JSON is one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DiffForm {
+    /// Changes that repeat as one line (the default).
+    Grouped,
+    /// Every change on lines of its own (`--all`).
+    All,
+    /// Counts, bytes and parameters (`--stat`).
+    Stat,
+    /// The changed tensors' names (`--name-only`).
+    NameOnly,
+}
+
+/// The hint a grouped diff gives, where `--all` is the flag.
+pub(crate) const ALL_HINT: &str = "--all lists each";
+
+impl DiffForm {
+    /// The form `--stat`, `--name-only` and `--all` choose, in that order of precedence.
+    pub(crate) fn from_flags(stat: bool, name_only: bool, all: bool) -> DiffForm {
+        match (stat, name_only, all) {
+            (true, _, _) => DiffForm::Stat,
+            (_, true, _) => DiffForm::NameOnly,
+            (_, _, true) => DiffForm::All,
+            _ => DiffForm::Grouped,
+        }
+    }
+
+    /// How the full diff lists its tensors in this form (`Stat` and `NameOnly` print none).
+    pub(crate) fn view(self, old: &Artifact) -> TensorView<'_> {
+        match self {
+            DiffForm::Grouped => TensorView::Grouped {
+                old: Some(old),
+                hint: ALL_HINT,
+            },
+            _ => TensorView::All,
+        }
+    }
+}
 
 impl Report for Structural<'_> {
     fn text(&self, palette: &Palette) -> String {
-        super::text::diff(self.0, palette)
+        match self.form {
+            DiffForm::Stat => super::stat::stat(self.diff, self.old, self.new, ""),
+            DiffForm::NameOnly => super::stat::name_only(self.diff, ""),
+            form => super::text::diff_in(self.diff, palette, form.view(self.old)),
+        }
     }
     fn json(&self) -> String {
-        super::json::diff(self.0)
+        super::json::diff(self.diff)
     }
 }
 
@@ -80,13 +129,18 @@ impl Report for Structural<'_> {
 pub(crate) struct Values<'a> {
     pub diff: &'a StructuralDiff,
     pub values: &'a ValueDiff,
+    /// The old side, whose tensors name a grouped change's exceptions.
+    pub old: &'a Artifact,
     /// The new side, whose groups (a training checkpoint's) sum the value changes up.
-    pub new: &'a crate::artifact::Artifact,
+    pub new: &'a Artifact,
+    /// Grouped or every change (`--all`).
+    pub form: DiffForm,
 }
 
 impl Report for Values<'_> {
     fn text(&self, palette: &Palette) -> String {
-        let mut out = super::text::diff_or_identical(self.diff, palette, false);
+        let view = self.form.view(self.old);
+        let mut out = super::text::diff_or_identical_in(self.diff, palette, false, view);
         out.push('\n');
         out.push_str(&super::values::text(self.values, palette));
         out.push_str(&super::values::by_group(self.values, self.new));

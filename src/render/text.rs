@@ -350,7 +350,63 @@ fn is_long_text(value: &Value) -> bool {
     matches!(value, Value::String(s) if s.contains('\n') || s.chars().count() > MAX_STRING_CHARS)
 }
 
-pub(crate) fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
+/// How a diff lists its changed tensors.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TensorView<'a> {
+    /// Every change on lines of its own.
+    All,
+    /// Changes that repeat as one line ([`super::grouped`]); `hint` says where the full list
+    /// is (`--all lists each`), `old` is the old side, for the exceptions of a collapsed kind.
+    Grouped {
+        old: Option<&'a Artifact>,
+        hint: &'a str,
+    },
+}
+
+/// Changed tensors under `heading`, grouped when `view` asks and grouping shortens the list.
+fn write_tensors(
+    out: &mut String,
+    heading: &str,
+    tensors: &[&crate::diff::TensorChange],
+    palette: &Palette,
+    view: TensorView<'_>,
+) {
+    let grouped = match view {
+        TensorView::All => None,
+        TensorView::Grouped { old, hint } => {
+            super::grouped::group(tensors, old).map(|lines| (lines, hint))
+        }
+    };
+    let Some((lines, hint)) = grouped else {
+        let _ = writeln!(out, "\n{}", palette.heading(heading));
+        for t in tensors {
+            write_tensor_change(out, &t.name, &t.change, palette);
+        }
+        return;
+    };
+    // "Tensors (N changes, …):", or inside a heading's own parenthesis when it has one.
+    let note = format!("{} changes, grouped; {hint}", tensors.len());
+    let heading = match heading.strip_suffix("):") {
+        Some(head) => format!("{head}; {note}):"),
+        None => format!("{} ({note}):", heading.trim_end_matches(':')),
+    };
+    let _ = writeln!(out, "\n{}", palette.heading(&heading));
+    for line in lines {
+        let text = format!("  {} {}", line.sign, line.text);
+        let text = match line.sign {
+            '+' => palette.added(&text),
+            '-' => palette.removed(&text),
+            _ => palette.changed(&text),
+        };
+        let _ = writeln!(out, "{text}");
+        for note in &line.notes {
+            let _ = writeln!(out, "      {note}");
+        }
+    }
+}
+
+/// The structural diff, its tensors listed as `view` says.
+pub(crate) fn diff_in(diff: &StructuralDiff, palette: &Palette, view: TensorView<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", palette.heading("Structural Identity:"));
     let _ = writeln!(out, "  format equal: {}", !diff.format_changed());
@@ -447,10 +503,7 @@ pub(crate) fn diff(diff: &StructuralDiff, palette: &Palette) -> String {
         let tensors: Vec<_> = diff.tensors.iter().filter(|t| t.group == group).collect();
         if !tensors.is_empty() {
             let heading = group_heading("Tensors", group, diff.training);
-            let _ = writeln!(out, "\n{}", palette.heading(&heading));
-            for t in tensors {
-                write_tensor_change(&mut out, &t.name, &t.change, palette);
-            }
+            write_tensors(&mut out, &heading, &tensors, palette, view);
         }
     }
     let c = diff.counts();
@@ -488,8 +541,18 @@ pub(crate) fn diff_or_identical(
     palette: &Palette,
     bytes_differ: bool,
 ) -> String {
+    diff_or_identical_in(diff, palette, bytes_differ, TensorView::All)
+}
+
+/// [`diff_or_identical`], its tensors listed as `view` says.
+pub(crate) fn diff_or_identical_in(
+    diff: &StructuralDiff,
+    palette: &Palette,
+    bytes_differ: bool,
+    view: TensorView<'_>,
+) -> String {
     if diff.differs() {
-        return self::diff(diff, palette);
+        return self::diff_in(diff, palette, view);
     }
     let mut out = if let Some(layout) = &diff.layout {
         format!(

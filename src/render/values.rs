@@ -228,36 +228,77 @@ impl LargestFirst {
 /// than two layers).
 pub(crate) fn layers_text(layers: &[crate::values::LayerSummary]) -> String {
     let mut out = String::new();
-    if layers.len() > 1 {
-        let width = layers.iter().map(|l| l.label().len()).max().unwrap_or(0);
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "  Per layer (changed/compared tensors, largest rel_l2; bars on a fixed log scale, \
-             the same in every report:\n  {BAR} cells at rel_l2 1 or more, one less per 3/4 of \
-             a decade, one at 1e-6 or less):"
-        );
-        for l in layers {
-            let (figure_text, bar) = if l.changed == 0 {
-                (String::new(), String::new())
-            } else {
-                match l.max_rel_l2 {
-                    None => ("inf".into(), "█".repeat(BAR)),
-                    Some(r) => (figure(r), "█".repeat(bar_width(r))),
-                }
-            };
-            let line = format!(
-                "  {:<width$}  {:>3}/{:<3} {:>9}  {}",
-                shown(&l.label()),
-                l.changed,
-                l.tensors,
-                figure_text,
-                bar
-            );
-            let _ = writeln!(out, "{}", line.trim_end());
+    if layers.len() < 2 {
+        return out;
+    }
+    // A run of unchanged layers is one row (`blk.3–17`): the view shows where the change is.
+    let mut rows: Vec<(String, Result<&crate::values::LayerSummary, usize>)> = Vec::new();
+    let mut rest = layers;
+    while let Some(l) = rest.first() {
+        let run = unchanged_run(rest);
+        if run > 1 {
+            let label = format!("{}.{}–{}", l.stem, l.index, rest[run - 1].index);
+            rows.push((label, Err(run)));
+            rest = &rest[run..];
+        } else {
+            rows.push((l.label(), Ok(l)));
+            rest = &rest[1..];
         }
     }
+    let width = rows
+        .iter()
+        .map(|(label, _)| label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  Per layer (changed/compared tensors, largest rel_l2; bars on a fixed log scale, \
+         the same in every report:\n  {BAR} cells at rel_l2 1 or more, one less per 3/4 of \
+         a decade, one at 1e-6 or less):"
+    );
+    for (label, row) in rows {
+        let line = match row {
+            Err(run) => format!("  {:<width$}  unchanged ({run} layers)", shown(&label)),
+            Ok(l) => layer_row(&label, l, width),
+        };
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
     out
+}
+
+/// One layer's row: changed/compared tensors, the largest rel_l2 and its bar.
+fn layer_row(label: &str, l: &crate::values::LayerSummary, width: usize) -> String {
+    let (figure_text, bar) = if l.changed == 0 {
+        (String::new(), String::new())
+    } else {
+        match l.max_rel_l2 {
+            None => ("inf".into(), "█".repeat(BAR)),
+            Some(r) => (figure(r), "█".repeat(bar_width(r))),
+        }
+    };
+    format!(
+        "  {:<width$}  {:>3}/{:<3} {:>9}  {}",
+        shown(label),
+        l.changed,
+        l.tensors,
+        figure_text,
+        bar
+    )
+}
+
+/// How many layers from the first are unchanged and numbered one after another in one stem.
+fn unchanged_run(layers: &[crate::values::LayerSummary]) -> usize {
+    let Some(first) = layers.first() else {
+        return 0;
+    };
+    layers
+        .iter()
+        .enumerate()
+        .take_while(|(i, l)| {
+            l.changed == 0 && l.stem == first.stem && l.index == first.index + *i as u64
+        })
+        .count()
 }
 
 /// Bar cells for `r` on the fixed scale: the full bar at [`SCALE_HIGH`] or more, one cell less
