@@ -98,6 +98,11 @@ pub(crate) struct DiffArgs {
     /// per-layer heatmap of rel_l2, a sortable table of the changed tensors).
     #[arg(long, value_name = "FILE", requires = "values")]
     pub html: Option<std::path::PathBuf>,
+    /// Compare headers only: two files of one structure are then not compared byte by byte
+    /// (by default they are, as cmp does, stopping at the first difference), and the output
+    /// says so.
+    #[arg(long, conflicts_with = "values")]
+    pub structure_only: bool,
 }
 
 pub(super) fn inspect(
@@ -166,8 +171,38 @@ pub(super) fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -
     let a = noted(opener.model(&args.a)?);
     let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
-    output.print(&report::Structural(&diff))?;
-    Ok(Exit::found_if(diff.differs()))
+    let bytes = bytes_outcome(&args, &opener, &diff, (&a, &b))?;
+    output.print(&report::StructuralAndBytes {
+        diff: &diff,
+        bytes: &bytes,
+    })?;
+    Ok(Exit::found_if(
+        diff.differs() || diff.completeness_differs() || bytes.differs(),
+    ))
+}
+
+/// How the two files' bytes compare: read as cmp reads them only when their structures are
+/// equal (otherwise they differ, and nothing more is read), and not at all with
+/// `--structure-only`.
+fn bytes_outcome(
+    args: &DiffArgs,
+    opener: &Opener<'_>,
+    diff: &crate::diff::StructuralDiff,
+    (a, b): (&crate::artifact::Artifact, &crate::artifact::Artifact),
+) -> Result<crate::cmp::BytesOutcome> {
+    if diff.only_layout_changed() {
+        // A resharding: the same model in other files, which is no difference (exit 0).
+        return Ok(crate::cmp::BytesOutcome::NotCompared {
+            why: "the model is held by other files; its tensors' bytes are not compared".to_owned(),
+        });
+    }
+    let structure_differs = diff.differs();
+    if structure_differs || args.structure_only {
+        return Ok(crate::cmp::outcome(structure_differs, None, b));
+    }
+    let old = opener.byte_parts(&args.a, a)?;
+    let new = opener.byte_parts(&args.b, b)?;
+    Ok(crate::cmp::outcome(false, Some((&old, &new)), b))
 }
 
 /// `diff --values`: the structural diff, then the value diff of the tensors on both sides (or,

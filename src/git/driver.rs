@@ -11,11 +11,14 @@ use std::ffi::OsString;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use super::bytes::{At, Located};
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
+use crate::cmp::BytesOutcome;
 use crate::diff::StructuralDiff;
 use crate::escape::{shown, shown_message};
 use crate::render::Palette;
+use crate::render::bytes::Hint;
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,14 +107,35 @@ fn run_inner(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
             };
             let old = side(&old_file, &old_mode, &path);
             let new = side(&new_file, &new_mode, &new_path);
-            let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
+            // git's hex is all zeros (or dots) for a side it has not hashed (a work-tree file).
+            let id = |hex: &str| {
+                (!hex.chars().all(|c| c == '0' || c == '.'))
+                    .then(|| gix::ObjectId::from_hex(hex.as_bytes()).ok())
+                    .flatten()
+            };
+            let bytes = |diff: &StructuralDiff| {
+                let (Some(o), Some(n)) = (&old, &new) else {
+                    return None;
+                };
+                let old = Located {
+                    side: o,
+                    at: Some(At::File(&old_file)),
+                    id: id(&old_hex),
+                };
+                let new = Located {
+                    side: n,
+                    at: Some(At::File(&new_file)),
+                    id: id(&new_hex),
+                };
+                Some(super::bytes::compare_sides(reader.repo(), diff, old, new))
+            };
             render_change(
                 color,
                 old.as_ref().map(|_| path.as_str()),
                 new.as_ref().map(|_| new_path.as_str()),
                 old.as_ref(),
                 new.as_ref(),
-                blobs_differ,
+                bytes,
             )
         }
     }
@@ -152,14 +176,15 @@ pub(super) fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>
 
 /// The rendering of one changed file: header, then the structural diff of two models, a
 /// summary of an added or removed model, or notes for sides that are not parsed models.
-/// `blobs_differ` tells whether the files' bytes differ (to explain an empty structural diff).
+/// `bytes` tells how the files' bytes compare, given the structural diff (to say what an empty
+/// structural diff hides); None: they differ, and nothing more is known.
 pub(super) fn render_change(
     color: bool,
     old_path: Option<&str>,
     new_path: Option<&str>,
     old: Option<&ModelSide>,
     new: Option<&ModelSide>,
-    blobs_differ: bool,
+    bytes: impl FnOnce(&StructuralDiff) -> Option<BytesOutcome>,
 ) -> String {
     let palette = &Palette::new(color);
     let mut out = header(color, old_path, new_path);
@@ -179,10 +204,14 @@ pub(super) fn render_change(
         new.and_then(ModelSide::artifact),
     ) {
         let diff = StructuralDiff::between(a, b);
+        let bytes = bytes(&diff);
         push_block(
             &mut out,
-            &crate::render::text::diff_or_identical(&diff, palette, blobs_differ),
+            &crate::render::text::diff_or_identical(&diff, palette, bytes.is_none()),
         );
+        if let Some(bytes) = &bytes {
+            out.push_str(&crate::render::bytes::text(bytes, Hint::Git, false));
+        }
     } else {
         match (old, new) {
             (None, Some(side)) => push_side(&mut out, palette, "new file", side),

@@ -156,14 +156,13 @@ pub(crate) fn indented(text: &str) -> String {
 /// and the value diff.
 fn text_of(file: &ComparedFile, color: bool) -> String {
     let change = &file.change;
-    let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
     let rendered = super::driver::render_change(
         color,
         change.old_path.as_deref(),
         change.new_path.as_deref(),
         file.old.as_ref(),
         file.new.as_ref(),
-        blobs_differ,
+        |_| file.bytes.clone(),
     );
     let mut text = with_model_files(rendered, file.model.as_ref());
     if let Some(relation) = file.relation() {

@@ -76,6 +76,28 @@ impl Report for Structural<'_> {
     }
 }
 
+/// `diff`: the structural diff, then how the bytes compare (the bytes line of
+/// [`super::bytes`]; the JSON's `"bytes"` key).
+pub(crate) struct StructuralAndBytes<'a> {
+    pub diff: &'a StructuralDiff,
+    pub bytes: &'a crate::cmp::BytesOutcome,
+}
+
+impl Report for StructuralAndBytes<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        let mut out = Structural(self.diff).text(palette);
+        let line = super::bytes::text(self.bytes, super::bytes::Hint::Diff, true);
+        if !line.is_empty() {
+            out.push('\n');
+            out.push_str(&line);
+        }
+        out
+    }
+    fn json(&self) -> String {
+        super::bytes::with_bytes_key(&Structural(self.diff).json(), self.bytes)
+    }
+}
+
 /// `diff --values`: the structural diff, then the value diff.
 pub(crate) struct Values<'a> {
     pub diff: &'a StructuralDiff,
