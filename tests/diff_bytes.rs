@@ -132,6 +132,10 @@ fn lineage() -> Repo {
     let install = repo.wi(&["git", "install"]);
     assert_eq!(code(&install), 0, "{}", stderr(&install));
     make_models(&repo.dir, &json!({"m.safetensors": st(1.0)}));
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"*.safetensors\"]\nallowed_dtypes = [\"f32\"]\n",
+    );
     repo.commit_all("v1");
     make_models(&repo.dir, &json!({"m.safetensors": st(2.0)}));
     repo.commit_all("v2: weights only");
@@ -199,10 +203,51 @@ fn weight_only_and_truncated_commits_through_git() {
         summary.to_str().unwrap(),
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = stdout(&out);
     assert_contains(
-        &stdout(&out),
-        &["tensors +0 −0 ~0, metadata +0 −0 ~0; tensor data differs"],
+        &log,
+        &[
+            "tensors +0 −0 ~0, metadata +0 −0 ~0; tensor data differs",
+            // A clean verdict reads as check's, never "0 violations in 0 of 1 file".
+            "1 file checked against .weight-inspect.toml, no violations",
+        ],
     );
+    assert_lacks(&log, &["0 violations"]);
     let md = std::fs::read_to_string(&summary).unwrap();
-    assert_contains(&md, &["| +0 −0 ~0, tensor data differs |", hint]);
+    assert_contains(
+        &md,
+        &[
+            "| +0 −0 ~0, tensor data differs |",
+            hint,
+            "Policy `.weight-inspect.toml`: 1 file checked, no violations.",
+        ],
+    );
+}
+
+#[test]
+fn a_gguf_cut_short_in_its_header_is_called_truncated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make_models(
+        dir,
+        &json!({"m.gguf": {"kind": "gguf", "metadata": {"general.name": "tiny",
+            "tokenizer.ggml.tokens": ["a", "b", "c", "d"]}, "tensors": [
+            {"name": "a", "dtype": "f32", "shape": [4]}]}}),
+    );
+    let whole = std::fs::read(dir.join("m.gguf")).unwrap();
+    // Inside the key-value count's promise, inside a key, and inside the vocabulary.
+    let tokens = whole
+        .windows(21)
+        .position(|w| w == b"tokenizer.ggml.tokens")
+        .unwrap();
+    for keep in [30, 60, tokens + 21 + 20] {
+        let cut = dir.join(format!("cut{keep}.gguf"));
+        std::fs::write(&cut, &whole[..keep]).unwrap();
+        let out = run_in(Some(dir), &["inspect", cut.to_str().unwrap()]);
+        assert_eq!(code(&out), 2, "{}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains("truncated"), "cut to {keep} bytes: {err}");
+        assert!(err.contains(&format!("cut{keep}.gguf")), "{err}");
+        assert!(err.contains("offset "), "{err}");
+    }
 }

@@ -94,9 +94,9 @@ pub(crate) struct DiffArgs {
     /// equal names only.
     #[arg(long, value_name = "FILE|none", requires = "values")]
     pub map: Option<String>,
-    /// With --values: also write a self-contained HTML report to FILE (the structural diff, a
-    /// per-layer heatmap of rel_l2, a sortable table of the changed tensors).
-    #[arg(long, value_name = "FILE", requires = "values")]
+    /// Also write a self-contained HTML report to FILE: the structural diff, and with
+    /// --values a per-layer heatmap of rel_l2 and a sortable table of the changed tensors.
+    #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
     /// Compare headers only: two files of one structure are then not compared byte by byte
     /// (by default they are, as cmp does, stopping at the first difference), and the output
@@ -172,6 +172,9 @@ pub(super) fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -
     let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
     let bytes = bytes_outcome(&args, &opener, &diff, (&a, &b))?;
+    if let Some(path) = &args.html {
+        crate::render::html::write_structure_report(path, &args.a, &args.b, &diff, &bytes)?;
+    }
     output.print(&report::StructuralAndBytes {
         diff: &diff,
         bytes: &bytes,
