@@ -68,7 +68,7 @@ fn exit_status_on_weight_only_truncated_and_identical_files() {
             &text,
             &[
                 "No structural differences.",
-                "tensor data differs: first in b (byte ",
+                "tensor data differs: first in b (offset ",
                 "`--values` compares the values",
             ],
         );
@@ -153,7 +153,7 @@ fn weight_only_and_truncated_commits_through_git() {
     // REV:path sides read the LFS objects from the local store.
     let out = repo.wi(&["diff", "HEAD~2:m.safetensors", "HEAD~1:m.safetensors"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert_contains(&stdout(&out), &["tensor data differs: first in b (byte "]);
+    assert_contains(&stdout(&out), &["tensor data differs: first in b (offset "]);
     let out = repo.wi(&["diff", "HEAD~2:m.safetensors", "HEAD~2:m.safetensors"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
@@ -163,7 +163,7 @@ fn weight_only_and_truncated_commits_through_git() {
         &driver,
         &[
             "structure identical",
-            "tensor data differs: first in b (byte ",
+            "tensor data differs: first in b (offset ",
             hint,
         ],
     );
@@ -172,7 +172,7 @@ fn weight_only_and_truncated_commits_through_git() {
     let out = repo.wi(&["git", "diff", "--exit-code", "HEAD~2", "HEAD~1"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let fast = stdout(&out);
-    assert_contains(&fast, &["tensor data differs: first in b (byte ", hint]);
+    assert_contains(&fast, &["tensor data differs: first in b (offset ", hint]);
     let json = repo.wi(&["git", "diff", "--json", "HEAD~2", "HEAD~1"]);
     let doc: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(doc["schema"], json!(1));

@@ -44,6 +44,7 @@ pub(crate) fn text(outcome: &BytesOutcome, hint: Hint, identical_too: bool) -> S
     }
 }
 
+/// Offsets count from 0, as every error of the project does (cmp(1) counts bytes from 1).
 fn differ_text(difference: &Difference, hint: Hint) -> String {
     let of_part = difference
         .part
@@ -55,20 +56,20 @@ fn differ_text(difference: &Difference, hint: Hint) -> String {
             offset,
             place: Place::Tensor(name),
         } => format!(
-            "tensor data differs: first in {} (byte {offset}{of_part}); {hint}\n",
+            "tensor data differs: first in {} (offset {offset}{of_part}); {hint}\n",
             shown(name)
         ),
         How::At {
             offset,
             place: Place::Header,
         } => format!(
-            "bytes differ in the header (byte {offset}{of_part}), in what the structural \
+            "bytes differ in the header (offset {offset}{of_part}), in what the structural \
              identity leaves out (key order, spacing, padding)\n"
         ),
         How::At {
             offset,
             place: Place::OutsideTensors,
-        } => format!("bytes differ at byte {offset}{of_part}, outside any tensor's data\n"),
+        } => format!("bytes differ at offset {offset}{of_part}, outside any tensor's data\n"),
         How::Sizes { old, new } => {
             format!("bytes differ: {old} -> {new} bytes{of_part}\n")
         }
