@@ -168,11 +168,24 @@ fn weight_only_and_truncated_commits_through_git() {
         ],
     );
     assert_lacks(&driver, &["differ only in tensor data or layout"]);
+    // The LFS oids, as textconv's `bytes:` lines show them.
+    let size = std::fs::metadata(repo.lfs_object(&repo.lfs_oid("HEAD~2", "m.safetensors")))
+        .unwrap()
+        .len();
+    let oids = format!(
+        "bytes: sha256:{}, {size} bytes -> sha256:{}, {size} bytes\n",
+        repo.lfs_oid("HEAD~2", "m.safetensors"),
+        repo.lfs_oid("HEAD~1", "m.safetensors")
+    );
+    assert_contains(&driver, &[&oids]);
     // weight-inspect git diff, with its exit status and JSON.
     let out = repo.wi(&["git", "diff", "--exit-code", "HEAD~2", "HEAD~1"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let fast = stdout(&out);
-    assert_contains(&fast, &["tensor data differs: first in b (offset ", hint]);
+    assert_contains(
+        &fast,
+        &["tensor data differs: first in b (offset ", hint, &oids],
+    );
     let json = repo.wi(&["git", "diff", "--json", "HEAD~2", "HEAD~1"]);
     let doc: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(doc["schema"], json!(1));

@@ -91,3 +91,39 @@ fn pointer_source(repo: Option<&gix::Repository>, pointer: &Pointer) -> Source {
         },
     }
 }
+
+/// The bytes line(s) of a change whose structure is equal: [`crate::render::bytes::text`], and
+/// when both sides are LFS pointers their oids as textconv's `bytes:` line shows them (known
+/// without reading; said once when the outcome already names them).
+pub(super) fn text(outcome: &BytesOutcome, old: Option<&Pointer>, new: Option<&Pointer>) -> String {
+    use crate::cmp::{Difference, How};
+    use crate::render::bytes::{Hint, digests_line};
+    let mut out = crate::render::bytes::text(outcome, Hint::Git, false);
+    let named = matches!(
+        outcome,
+        BytesOutcome::Differ(Difference {
+            how: How::Digests { .. },
+            ..
+        })
+    );
+    if let (BytesOutcome::Differ(_), false, Some(a), Some(b)) = (outcome, named, old, new) {
+        out.push_str(&digests_line((&a.oid, a.size), (&b.oid, b.size)));
+    }
+    out
+}
+
+/// The LFS pointer a side was reached through: the side's own, or for a file git handed over
+/// smudged, the pointer its blob holds (a small blob, read only when it is one).
+pub(super) fn pointer_of(repo: Option<&gix::Repository>, located: Located<'_>) -> Option<Pointer> {
+    if let Some(pointer) = located.side.pointer() {
+        return Some(pointer.clone());
+    }
+    let (repo, id) = (repo?, located.id?);
+    let small = repo
+        .find_header(id)
+        .is_ok_and(|h| h.size() <= super::lfs::MAX_POINTER_SIZE as u64);
+    if !small {
+        return None;
+    }
+    Pointer::parse(&blob_bytes(repo, id).ok()?)
+}

@@ -191,6 +191,17 @@ impl ComparedFile {
         }
     }
 
+    /// The bytes line(s) of the file (see [`super::bytes::text`]); empty without a bytes
+    /// outcome.
+    pub(crate) fn bytes_text(&self) -> String {
+        match (&self.bytes, &self.old, &self.new) {
+            (Some(bytes), Some(old), Some(new)) => {
+                super::bytes::text(bytes, old.pointer(), new.pointer())
+            }
+            _ => String::new(),
+        }
+    }
+
     /// How the sides' bytes compare (see [`super::bytes`]); None for a multi-file model or
     /// when a side is not a model.
     fn compare_bytes(&self, repo: Option<&gix::Repository>) -> Option<BytesOutcome> {
@@ -349,13 +360,7 @@ impl ComparedFile {
                 &palette,
                 blobs_differ,
             ));
-            if let Some(bytes) = &self.bytes {
-                out.push_str(&crate::render::bytes::text(
-                    bytes,
-                    crate::render::bytes::Hint::Git,
-                    false,
-                ));
-            }
+            out.push_str(&self.bytes_text());
         } else {
             match (&self.old, &self.new) {
                 (None, Some(new)) => match new.artifact() {

@@ -14,11 +14,9 @@ use std::path::{Path, PathBuf};
 use super::bytes::{At, Located};
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
-use crate::cmp::BytesOutcome;
 use crate::diff::StructuralDiff;
 use crate::escape::{shown, shown_message};
 use crate::render::Palette;
-use crate::render::bytes::Hint;
 
 /// The arguments of one external diff call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,7 +125,13 @@ fn run_inner(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
                     at: Some(At::File(&new_file)),
                     id: id(&new_hex),
                 };
-                Some(super::bytes::compare_sides(reader.repo(), diff, old, new))
+                let outcome = super::bytes::compare_sides(reader.repo(), diff, old, new);
+                let pointer = |l| super::bytes::pointer_of(reader.repo(), l);
+                Some(super::bytes::text(
+                    &outcome,
+                    pointer(old).as_ref(),
+                    pointer(new).as_ref(),
+                ))
             };
             render_change(
                 color,
@@ -176,15 +180,15 @@ pub(super) fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>
 
 /// The rendering of one changed file: header, then the structural diff of two models, a
 /// summary of an added or removed model, or notes for sides that are not parsed models.
-/// `bytes` tells how the files' bytes compare, given the structural diff (to say what an empty
-/// structural diff hides); None: they differ, and nothing more is known.
+/// `bytes` renders how the files' bytes compare, given the structural diff (to say what an
+/// empty structural diff hides); None: they differ, and nothing more is known.
 pub(super) fn render_change(
     color: bool,
     old_path: Option<&str>,
     new_path: Option<&str>,
     old: Option<&ModelSide>,
     new: Option<&ModelSide>,
-    bytes: impl FnOnce(&StructuralDiff) -> Option<BytesOutcome>,
+    bytes: impl FnOnce(&StructuralDiff) -> Option<String>,
 ) -> String {
     let palette = &Palette::new(color);
     let mut out = header(color, old_path, new_path);
@@ -210,7 +214,7 @@ pub(super) fn render_change(
             &crate::render::text::diff_or_identical(&diff, palette, bytes.is_none()),
         );
         if let Some(bytes) = &bytes {
-            out.push_str(&crate::render::bytes::text(bytes, Hint::Git, false));
+            out.push_str(bytes);
         }
     } else {
         match (old, new) {

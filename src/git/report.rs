@@ -162,7 +162,7 @@ fn text_of(file: &ComparedFile, color: bool) -> String {
         change.new_path.as_deref(),
         file.old.as_ref(),
         file.new.as_ref(),
-        |_| file.bytes.clone(),
+        |_| file.bytes.is_some().then(|| file.bytes_text()),
     );
     let mut text = with_model_files(rendered, file.model.as_ref());
     if let Some(relation) = file.relation() {

@@ -80,11 +80,20 @@ fn differ_text(difference: &Difference, hint: Hint) -> String {
             new_size,
         } => format!(
             "tensor data differs (the LFS objects are not here to name the first tensor that \
-             differs); {hint}\nbytes: sha256:{old}, {old_size} bytes -> sha256:{new}, \
-             {new_size} bytes\n"
+             differs); {hint}\n{}",
+            digests_line((old, *old_size), (new, *new_size))
         ),
         How::Files => "bytes differ: the model is held by other files\n".to_owned(),
     }
+}
+
+/// `bytes: sha256:OLD, N bytes -> sha256:NEW, M bytes`: textconv's `bytes:` line of each side
+/// (an LFS pointer's oid and size), for a weight-only change whose digests are known unread.
+pub(crate) fn digests_line(old: (&str, u64), new: (&str, u64)) -> String {
+    format!(
+        "bytes: sha256:{}, {} bytes -> sha256:{}, {} bytes\n",
+        old.0, old.1, new.0, new.1
+    )
 }
 
 /// A few words for a table cell or a log line when the structure is equal and the bytes are
