@@ -256,6 +256,12 @@ impl StructuralDiff {
         !self.is_identical() || !self.metadata.is_empty() || !self.tensors.is_empty()
     }
 
+    /// One side is cut short and the other is not, or they miss different data: a difference
+    /// outside the identity (an interrupted download against the model).
+    pub fn completeness_differs(&self) -> bool {
+        self.old_incomplete != self.new_incomplete
+    }
+
     /// Whether any change belongs to a group (a grouped checkpoint on a side).
     pub fn is_grouped(&self) -> bool {
         self.metadata.iter().any(|m| m.group.is_some())

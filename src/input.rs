@@ -560,3 +560,98 @@ fn blob_digest(
         from_lfs_pointer: false,
     })
 }
+
+impl Opener<'_> {
+    /// Where the bytes of each file of the model `spec` names are (`artifact`, as opened), for
+    /// comparing them as cmp(1) does; nothing is read here. An LFS pointer leads to its object
+    /// in the local store, else stands as its oid; a URL's bytes are not here.
+    pub(crate) fn byte_parts(
+        &self,
+        spec: &str,
+        artifact: &Artifact,
+    ) -> Result<Vec<crate::cmp::Part>, InputError> {
+        use crate::cmp::{Part, Source};
+        match Input::parse(spec) {
+            Input::File(path) => file_parts(&path, artifact),
+            Input::Revision(rev_path) => {
+                if artifact.layout.files.is_some() {
+                    return Ok(vec![Part::single(Source::Elsewhere {
+                        size: None,
+                        why: "a multi-file model in a revision; compare checkouts, or use \
+                              `weight-inspect git diff`"
+                            .to_owned(),
+                    })]);
+                }
+                let cwd = std::env::current_dir().map_err(|e| crate::error::Error::io(".", e))?;
+                let repo = crate::git::open_repo(&cwd)?;
+                let bytes = crate::git::blob_bytes(&repo, rev_path.blob(&repo, &cwd)?)?;
+                let source = match crate::git::Pointer::parse(&bytes) {
+                    Some(pointer) => pointer_source(Some(&repo), &pointer),
+                    None => Source::Bytes(bytes),
+                };
+                Ok(vec![Part::single(source)])
+            }
+            Input::Url(_) => Ok(vec![Part::single(Source::Elsewhere {
+                size: None,
+                why: "only the header of a URL's model is downloaded".to_owned(),
+            })]),
+        }
+    }
+}
+
+/// The files of a model on disk: each part of a multi-file model, or its one file.
+fn file_parts(path: &Path, artifact: &Artifact) -> Result<Vec<crate::cmp::Part>, InputError> {
+    use crate::cmp::Part;
+    let dir = if path.is_dir() {
+        path
+    } else {
+        crate::fsutil::dir_of(path)
+    };
+    if let Some(files) = &artifact.layout.files {
+        return Ok(files
+            .parts
+            .iter()
+            .map(|part| Part {
+                name: Some(part.file.clone()),
+                source: local_source(&dir.join(&part.file)),
+            })
+            .collect());
+    }
+    if path.is_dir() {
+        // A directory of one model file: that file.
+        let listing = crate::read::FsDirectory::new(path);
+        let names =
+            crate::sharded::Directory::file_names(&listing).map_err(crate::error::Error::from)?;
+        if let [crate::sharded::Candidate::Single(file)] =
+            crate::sharded::candidates(&names).as_slice()
+        {
+            return Ok(vec![Part::single(local_source(&path.join(file)))]);
+        }
+    }
+    Ok(vec![Part::single(local_source(path))])
+}
+
+/// A file's bytes: the file, or for a work-tree LFS pointer its object (or oid).
+fn local_source(path: &Path) -> crate::cmp::Source {
+    match read_pointer_file(path) {
+        Some(pointer) => {
+            let repo = crate::git::open_repo(crate::fsutil::dir_of(path)).ok();
+            pointer_source(repo.as_ref(), &pointer)
+        }
+        None => crate::cmp::Source::File(path.to_owned()),
+    }
+}
+
+/// An LFS object in the local store, else its oid and size.
+fn pointer_source(
+    repo: Option<&gix::Repository>,
+    pointer: &crate::git::Pointer,
+) -> crate::cmp::Source {
+    match repo.and_then(|repo| crate::git::present_object(repo, pointer)) {
+        Some(path) => crate::cmp::Source::File(path),
+        None => crate::cmp::Source::Digest {
+            sha256: pointer.oid.clone(),
+            size: pointer.size,
+        },
+    }
+}

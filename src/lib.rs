@@ -10,6 +10,7 @@ mod artifact;
 mod bom;
 mod ci;
 mod cli;
+mod cmp;
 mod conversion;
 mod delta;
 mod diff;

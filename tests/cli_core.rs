@@ -75,7 +75,7 @@ fn diff_of_a_file_with_itself_exits_0() {
 }
 
 #[test]
-fn diff_ignores_byte_order_of_json_keys_padding_and_data() {
+fn diff_structure_ignores_byte_order_of_json_keys_padding_and_data() {
     let dir = tempfile::tempdir().unwrap();
     let a = st(
         dir.path(),
@@ -89,8 +89,21 @@ fn diff_ignores_byte_order_of_json_keys_padding_and_data() {
         r#"{"b":{"data_offsets":[8,9],"shape":[1],"dtype":"U8"},"w":{"shape":[2],"dtype":"F32","data_offsets":[0,8]},"__metadata__":{"y":"2","x":"1"}}        "#,
         &[2; 9],
     );
-    let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    // One structure: the structural diff finds nothing, with or without the bytes...
+    let out = run(&[
+        "diff",
+        "--structure-only",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
     assert_eq!(code(&out), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("No structural differences."));
+    // ...but the files differ, so `diff` exits 1 as diff(1) does, and says how.
+    let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code(&out), Some(1), "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("No structural differences."), "{text}");
+    assert!(text.contains("bytes differ: "), "{text}");
 }
 
 #[test]

@@ -68,7 +68,7 @@ fn inspect_id_and_textconv_describe_a_delta() {
         hex::encode(sha2::Sha256::digest(&bytes))
     };
     let head = format!(
-        "weight-inspect textconv 4\nbytes: sha256:{digest}, {} bytes\nformat: wdelta",
+        "weight-inspect textconv 5\nbytes: sha256:{digest}, {} bytes\nformat: wdelta",
         bytes.len()
     );
     assert!(text.starts_with(&head), "{text}");

@@ -193,7 +193,7 @@ fn textconv_drives_git_log_show_and_diff() {
     assert_contains(
         &first,
         &[
-            "+weight-inspect textconv 4",
+            "+weight-inspect textconv 5",
             "+format: gguf v3",
             "+format: safetensors",
             "+tensor blk.0.old.weight: f32 [2] 8 bytes",
@@ -868,7 +868,7 @@ fn weight_only_commits_are_visible_in_git_log_p_for_lfs_objects_and_plain_blobs(
             );
             // Only the bytes changed: the structure is context.
             assert!(patch.contains("\n structural-hash: "), "{patch}");
-            assert!(patch.contains("\n weight-inspect textconv 4\n"), "{patch}");
+            assert!(patch.contains("\n weight-inspect textconv 5\n"), "{patch}");
             assert_eq!(changed_lines(&patch, "tensor "), Vec::<&str>::new());
         }
     }
@@ -954,4 +954,26 @@ fn tensor_hashes_name_the_tensors_a_weight_only_commit_changed() {
     install(&repo, &["--textconv"]);
     let patch = repo.ok(&["log", "-p", "-1"]);
     assert_eq!(changed_lines(&patch, "tensor "), Vec::<&str>::new());
+}
+
+#[test]
+fn textconv_names_enumerated_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("q.gguf");
+    make_model(
+        &path,
+        &json!({"kind": "gguf", "metadata": {"general.file_type": 3, "bert.pooling_type": 2},
+                "tensors": [{"name": "a", "dtype": "q4_1", "shape": [32]}]}),
+    );
+    let out = common::run(&["textconv", path.to_str().unwrap()]);
+    assert_eq!(common::code(&out), 0);
+    let text = stdout(&out);
+    assert!(text.starts_with("weight-inspect textconv 5\n"), "{text}");
+    assert_contains(
+        &text,
+        &[
+            "\nmeta general.file_type: u32 = 3 (MOSTLY_Q4_1)\n",
+            "\nmeta bert.pooling_type: u32 = 2 (CLS)\n",
+        ],
+    );
 }

@@ -634,3 +634,42 @@ save_file(new, f"{sys.argv[1]}/new.safetensors")
     assert!(page.contains("No heatmap: 100,000 tensors"));
     assert!(page.ends_with("</html>\n"));
 }
+
+#[test]
+fn diff_html_without_values_writes_the_structural_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make_models(
+        dir,
+        &json!({
+            "old.gguf": {"kind": "gguf", "metadata": {}, "tensors": [
+                {"name": "blk.0.attn_q.weight", "dtype": "f32", "shape": [16, 32], "fill": 1.0}]},
+            "new.gguf": {"kind": "gguf", "metadata": {}, "tensors": [
+                {"name": "blk.0.attn_q.weight", "dtype": "f32", "shape": [16, 32], "fill": 2.0}]},
+        }),
+    );
+    let html = dir.join("structure.html");
+    let out = run(&[
+        "diff",
+        "--html",
+        s(&html),
+        s(&dir.join("old.gguf")),
+        s(&dir.join("new.gguf")),
+    ]);
+    // The two files differ in their weights only: exit 1, and the page says so.
+    assert_eq!(common::code(&out), 1, "{}", stderr(&out));
+    let dom = loaded_dom(&html);
+    assert_live_and_self_contained(&dom);
+    assert_eq!(dom["headings"], json!(["Structure"]));
+    let text = dom["text"].as_str().unwrap();
+    assert!(
+        text.contains("structure identical (structural hash"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tensor data differs: first in blk.0.attn_q.weight"),
+        "{text}"
+    );
+    assert!(text.contains("Weight values were not compared"), "{text}");
+    assert_eq!(cell_tensors(&dom), 0, "no heatmap without values");
+}

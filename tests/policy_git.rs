@@ -204,7 +204,9 @@ fn pinned_hash_mismatch_after_an_edit() {
     assert!(common::stdout(&out).starts_with(&format!(
         "models/base.gguf: expected_hash: expected {hash}; found {new_hash} [.weight-inspect.toml:8]\n  \
          the pinned file is HEAD:models/base.gguf: tensors +0 −0 ~0, metadata +0 −0 ~1: \
-         general.name \"base\" → \"edited\"\n"
+         general.name \"base\" → \"edited\"\n  \
+         if the change is intended, pin the new structure: `weight-inspect policy pin \
+         models/base.gguf` (`--staged` for the staged version)\n"
     )), "{}", combined(&out));
     repo.git(&["add", "models/base.gguf"]);
     let out = repo.try_git(&["commit", "-m", "edited"]);

@@ -42,10 +42,15 @@ fn sharded(seed: u32) -> Value {
 /// binary under test rather than building one with cargo (tests/policy_precommit.rs covers that
 /// build).
 fn framework_config(repo: &Repo) {
+    framework_config_of(repo, "weight-inspect");
+}
+
+/// [`framework_config`] with the hook `id` of `.pre-commit-hooks.yaml`.
+fn framework_config_of(repo: &Repo, id: &str) {
     let script = r#"
 import sys, yaml
 hooks = yaml.safe_load(open(sys.argv[1]))
-hook = next(h for h in hooks if h["id"] == "weight-inspect")
+hook = next(h for h in hooks if h["id"] == sys.argv[3])
 hook["language"] = "system"
 config = {"repos": [{"repo": "local", "hooks": [hook]}]}
 open(sys.argv[2], "w").write(yaml.safe_dump(config, sort_keys=False))
@@ -54,6 +59,7 @@ open(sys.argv[2], "w").write(yaml.safe_dump(config, sort_keys=False))
         .args(["-c", script])
         .arg(repo_root().join(".pre-commit-hooks.yaml"))
         .arg(repo.path(".pre-commit-config.yaml"))
+        .arg(id)
         .output()
         .expect("python runs");
     common::assert_success("writing .pre-commit-config.yaml", &out);
@@ -201,4 +207,68 @@ fn first_commit_is_judged_whole() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("models/bad.gguf: allowed_dtypes"), "{text}");
     assert!(text.contains("1 violation in 1 of 2 files"), "{text}");
+}
+
+/// What the hooks say when the repository has no policy file.
+const NO_POLICY: &str = "weight-inspect: no policy file (.weight-inspect.toml), so nothing was \
+                         checked and the commit may go on; to add a policy, `weight-inspect \
+                         policy pin MODEL...`";
+
+#[test]
+fn hooks_installed_before_a_policy_pass_and_say_how_to_add_one() {
+    let repo = Repo::new();
+    // The `language: system` hook as .pre-commit-hooks.yaml defines it, unchanged.
+    framework_config_of(&repo, "weight-inspect-system");
+    let out = repo.wi(&["hook", "install"]);
+    common::assert_success("hook install", &out);
+
+    // A README commit and a model commit: both hooks pass, each saying once how to add a policy.
+    repo.write("README.md", "models\n");
+    repo.git(&["add", "README.md"]);
+    let (framework, native, f_out, n_out) = verdicts(&repo, "readme");
+    assert!(framework, "{f_out}");
+    assert!(native, "{n_out}");
+    assert_eq!(n_out.matches(NO_POLICY).count(), 1, "{n_out}");
+    repo.fixtures(json!({"models/q.gguf": gguf(&["q4_k"], json!({}))}));
+    repo.git(&["add", "models/q.gguf"]);
+    let verbose = repo
+        .command(common::python())
+        .args(["-m", "pre_commit", "run", "--verbose", "--color", "never"])
+        .env("PRE_COMMIT_HOME", repo.tmp.path().join("pre-commit-home"))
+        .output()
+        .expect("pre-commit runs");
+    let v_out = combined(&verbose);
+    assert_eq!(code(&verbose), 0, "{v_out}");
+    assert_eq!(v_out.matches(NO_POLICY).count(), 1, "{v_out}");
+    assert!(
+        v_out.contains("weight-inspect policy check (installed binary)"),
+        "{v_out}"
+    );
+    let native = repo.try_git(&["commit", "-q", "-m", "a model"]);
+    let n_out = combined(&native);
+    assert!(native.status.success(), "{n_out}");
+    assert_eq!(n_out.matches(NO_POLICY).count(), 1, "{n_out}");
+
+    // A check asked for by hand still refuses without a policy.
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 2, "{}", combined(&out));
+    assert!(
+        combined(&out).contains("no policy file"),
+        "{}",
+        combined(&out)
+    );
+
+    // Once a policy exists, a change that breaks it is refused, and the note is gone.
+    repo.write(".weight-inspect.toml", POLICY);
+    repo.git(&["add", ".weight-inspect.toml"]);
+    repo.git(&["commit", "-q", "--no-verify", "-m", "policy"]);
+    repo.fixtures(json!({"models/r.gguf": gguf(&["q4_k"], json!({}))}));
+    repo.git(&["add", "models/r.gguf"]);
+    let (framework, native, f_out, n_out) = verdicts(&repo, "another q4_k model");
+    assert!(!framework, "{f_out}");
+    assert!(!native, "{n_out}");
+    for out in [&f_out, &n_out] {
+        assert!(out.contains("models/r.gguf: allowed_dtypes"), "{out}");
+        assert!(!out.contains("no policy file"), "{out}");
+    }
 }

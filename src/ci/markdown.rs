@@ -10,7 +10,7 @@ use std::fmt::Write;
 use super::record::{CiFile, SideCell, SideState};
 use super::report::CiReport;
 use crate::escape::{markdown_cell, shown};
-use crate::git::{Counts, counts_text};
+use crate::git::Counts;
 use crate::policy::{Phrasing, plural};
 use crate::render::text::human_bytes;
 
@@ -255,6 +255,11 @@ fn file_row(f: &CiFile) -> String {
         ),
         Counts::Unknown => ("?".to_owned(), "?".to_owned()),
     };
+    // A weight-only change: equal structures, other bytes.
+    let tensors = match f.data {
+        Some(data) => format!("{tensors}, {data}"),
+        None => tensors,
+    };
     format!(
         "| {} | {file} | {} | {} → {} | {tensors} | {metadata} | {} → {} |\n",
         f.change.status.name(),
@@ -400,7 +405,7 @@ impl<'a> Section<'a> {
             "\n<details{open}>\n<summary><code>{}</code>: {}, {}</summary>\n\n",
             html(&shown(f.path())),
             f.change.status.name(),
-            counts_text(f.counts)
+            f.counts_text()
         );
         // Kept for every file the summary can reach (see `CiFile::details`).
         let body = f.details.as_deref().unwrap_or_default();

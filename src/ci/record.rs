@@ -20,6 +20,9 @@ pub(crate) struct CiFile {
     pub anchor: String,
     pub format: String,
     pub counts: Counts,
+    /// "tensor data differs" (or "bytes differ") when the structure is equal and the bytes are
+    /// not: a weight-only change.
+    pub data: Option<&'static str>,
     /// The "weights" cell, with values or a reference.
     pub weights: Option<String>,
     /// Whether values or a conversion were compared (the table then has a "Weights" column).
@@ -98,6 +101,7 @@ impl CiFile {
             anchor: file.annotation_path().to_owned(),
             format: file.format(),
             counts: file.counts(),
+            data: file.bytes.as_ref().and_then(crate::render::bytes::short),
             weights: file.weights(),
             compared_weights: file.values.is_some() || file.conversion.is_some(),
             counts_as_change: file.counts_as_change(),
@@ -112,6 +116,15 @@ impl CiFile {
 
     pub(crate) fn path(&self) -> &str {
         self.change.path()
+    }
+
+    /// The counts as summaries show them, with a weight-only change said beside them.
+    pub(crate) fn counts_text(&self) -> String {
+        let counts = crate::git::counts_text(self.counts);
+        match self.data {
+            Some(data) => format!("{counts}; {data}"),
+            None => counts,
+        }
     }
 }
 

@@ -9,9 +9,9 @@ use super::error::CiError;
 use super::record::{CiFile, DETAILS_KEPT, Spool, Spooled, hash_text};
 use crate::artifact::Format;
 use crate::escape::shown;
+use crate::git::ComparedFile;
 use crate::git::Snapshot;
 use crate::git::tree_entry;
-use crate::git::{ComparedFile, counts_text};
 use crate::git::{PathFilter, Status};
 use crate::policy::follow_committed_link;
 use crate::policy::{
@@ -543,7 +543,7 @@ impl CiReport {
                 f.format,
                 hash_text(f.old.as_ref()),
                 hash_text(f.new.as_ref()),
-                counts_text(f.counts)
+                f.counts_text()
             );
             if let Some(training) = &f.training {
                 let _ = writeln!(out, "          training checkpoint: {training}");

@@ -94,9 +94,9 @@ pub(crate) struct DiffArgs {
     /// equal names only.
     #[arg(long, value_name = "FILE|none", requires = "values")]
     pub map: Option<String>,
-    /// With --values: also write a self-contained HTML report to FILE (the structural diff, a
-    /// per-layer heatmap of rel_l2, a sortable table of the changed tensors).
-    #[arg(long, value_name = "FILE", requires = "values")]
+    /// Also write a self-contained HTML report to FILE: the structural diff, and with
+    /// --values a per-layer heatmap of rel_l2 and a sortable table of the changed tensors.
+    #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
     /// List every changed tensor on lines of its own, rather than changes that repeat as one
     /// line ("103 tensors: f32 -> f16").
@@ -108,6 +108,11 @@ pub(crate) struct DiffArgs {
     /// Only the names of the tensors added, removed or changed, one a line.
     #[arg(long, conflicts_with_all = ["json", "values", "all"])]
     pub name_only: bool,
+    /// Compare headers only: two files of one structure are then not compared byte by byte
+    /// (by default they are, as cmp does, stopping at the first difference), and the output
+    /// says so.
+    #[arg(long, conflicts_with = "values")]
+    pub structure_only: bool,
 }
 
 impl DiffArgs {
@@ -183,13 +188,46 @@ pub(super) fn diff(args: DiffArgs, color: ColorChoice, remote: &RemoteOptions) -
     let a = noted(opener.model(&args.a)?);
     let b = noted(opener.model(&args.b)?);
     let diff = crate::diff::StructuralDiff::between(&a, &b);
-    output.print(&report::Structural {
-        diff: &diff,
-        old: &a,
-        new: &b,
-        form: args.form(),
+    let bytes = bytes_outcome(&args, &opener, &diff, (&a, &b))?;
+    if let Some(path) = &args.html {
+        crate::render::html::write_structure_report(path, &args.a, &args.b, &diff, &bytes)?;
+    }
+    output.print(&report::StructuralAndBytes {
+        structural: report::Structural {
+            diff: &diff,
+            old: &a,
+            new: &b,
+            form: args.form(),
+        },
+        bytes: &bytes,
     })?;
-    Ok(Exit::found_if(diff.differs()))
+    Ok(Exit::found_if(
+        diff.differs() || diff.completeness_differs() || bytes.differs(),
+    ))
+}
+
+/// How the two files' bytes compare: read as cmp reads them only when their structures are
+/// equal (otherwise they differ, and nothing more is read), and not at all with
+/// `--structure-only`.
+fn bytes_outcome(
+    args: &DiffArgs,
+    opener: &Opener<'_>,
+    diff: &crate::diff::StructuralDiff,
+    (a, b): (&crate::artifact::Artifact, &crate::artifact::Artifact),
+) -> Result<crate::cmp::BytesOutcome> {
+    if diff.only_layout_changed() {
+        // A resharding: the same model in other files, which is no difference (exit 0).
+        return Ok(crate::cmp::BytesOutcome::NotCompared {
+            why: "the model is held by other files; its tensors' bytes are not compared".to_owned(),
+        });
+    }
+    let structure_differs = diff.differs();
+    if structure_differs || args.structure_only {
+        return Ok(crate::cmp::outcome(structure_differs, None, b));
+    }
+    let old = opener.byte_parts(&args.a, a)?;
+    let new = opener.byte_parts(&args.b, b)?;
+    Ok(crate::cmp::outcome(false, Some((&old, &new)), b))
 }
 
 /// `diff --values`: the structural diff, then the value diff of the tensors on both sides (or,

@@ -27,6 +27,11 @@ pub(crate) struct CheckArgs {
     /// SARIF 2.1.0 for code scanning.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Pass (exit 0) when the repository has no policy file, saying once how to add one,
+    /// instead of refusing: what the hooks run, so that a hook installed before a policy
+    /// exists lets every commit through. Plain `check` refuses.
+    #[arg(long, conflicts_with = "policy")]
+    pub allow_missing_policy: bool,
     /// Files or directories to check (default: every tracked file a rule matches; with
     /// --staged, the staged change).
     #[arg(value_name = "PATHS")]
@@ -36,6 +41,11 @@ pub(crate) struct CheckArgs {
 pub(super) fn check(args: CheckArgs, remote: &RemoteOptions) -> Result<Exit> {
     let output = Output::new(args.format, ColorChoice::Never);
     let ws = Workspace::discover(args.policy.as_deref(), remote)?;
+    if args.allow_missing_policy && !ws.policy_path(None).exists() {
+        let shown = ws.display(&ws.policy_path(None));
+        eprintln!("{}", crate::policy::missing_policy_note(&shown));
+        return Ok(Exit::Clean);
+    }
     let (policy, shown) = load(&ws, args.policy.as_ref())?;
     let scope = if args.all {
         crate::policy::Scope::Everything

@@ -74,7 +74,8 @@ pub enum GgufError {
     UnsupportedVersion { version: u32 },
     #[error(
         "unable to parse GGUF header: unexpected end of file at offset {offset} reading {what}: \
-         need {needed} bytes, {available} present"
+         need {needed} bytes, {available} present (the file is truncated: cut short inside its \
+         header)"
     )]
     UnexpectedEof {
         offset: u64,
@@ -84,7 +85,8 @@ pub enum GgufError {
     },
     #[error(
         "unable to parse GGUF header: {what} at offset {offset} is {count}, but the {remaining} \
-         remaining bytes hold at most {max}"
+         bytes left in the file hold at most {max} (the file is truncated inside its header, \
+         or the count is corrupt)"
     )]
     CountTooLarge {
         offset: u64,

@@ -14,6 +14,7 @@ use super::models::{ModelGroup, Snapshot};
 use super::reader::SideReader;
 use super::side::{ModelSide, SideJson};
 use super::values::ValuesOutcome;
+use crate::cmp::BytesOutcome;
 use crate::diff::{DiffCounts, StructuralDiff};
 use crate::read::Content;
 
@@ -34,6 +35,9 @@ pub(crate) struct ComparedFile {
     /// With a reference model (its path): this GGUF compared with it as a conversion, or why
     /// not.
     pub conversion: Option<(String, super::values::ConversionOutcome)>,
+    /// How the two sides' bytes compare, when both are models of one file (set by
+    /// [`compare_each`]).
+    pub bytes: Option<BytesOutcome>,
 }
 
 /// Reads both sides of `changes` (grouping the shards of each multi-file model into one file)
@@ -59,6 +63,9 @@ pub(crate) fn compare_each(
         changes,
         |(change, old, new, model)| ComparedFile::new(change, old, new, model),
         |mut files| {
+            for file in &mut files {
+                file.bytes = file.compare_bytes(reader.repo());
+            }
             if values && let Some(repo) = reader.repo() {
                 for file in &mut files {
                     file.values = super::values::compare_change(
@@ -152,6 +159,9 @@ pub(crate) struct FileJson<'a> {
     /// With values: how the new side relates to the old (`relate`'s relation).
     #[serde(skip_serializing_if = "Option::is_none")]
     relation: Option<serde_json::Value>,
+    /// How the sides' bytes compare, when both are models of one file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<serde_json::Value>,
 }
 
 impl ComparedFile {
@@ -177,7 +187,44 @@ impl ComparedFile {
             diff,
             values: None,
             conversion: None,
+            bytes: None,
         }
+    }
+
+    /// The bytes line(s) of the file (see [`super::bytes::text`]); empty without a bytes
+    /// outcome.
+    pub(crate) fn bytes_text(&self) -> String {
+        match (&self.bytes, &self.old, &self.new) {
+            (Some(bytes), Some(old), Some(new)) => {
+                super::bytes::text(bytes, old.pointer(), new.pointer())
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// How the sides' bytes compare (see [`super::bytes`]); None for a multi-file model or
+    /// when a side is not a model.
+    fn compare_bytes(&self, repo: Option<&gix::Repository>) -> Option<BytesOutcome> {
+        use super::bytes::{At, Located};
+        let (diff, old, new) = (self.diff.as_ref()?, self.old.as_ref()?, self.new.as_ref()?);
+        if self.model.is_some() {
+            return None;
+        }
+        let change = &self.change;
+        let old = Located {
+            side: old,
+            at: change.old_id.map(At::Blob),
+            id: change.old_id,
+        };
+        let new = Located {
+            side: new,
+            at: match &change.new_worktree {
+                Some(path) => Some(At::File(path)),
+                None => change.new_id.map(At::Blob),
+            },
+            id: change.new_id.filter(|_| change.new_worktree.is_none()),
+        };
+        Some(super::bytes::compare_sides(repo, diff, old, new))
     }
 
     pub(crate) fn path(&self) -> &str {
@@ -263,6 +310,7 @@ impl ComparedFile {
                 },
                 Err(why) => serde_json::json!({ "skipped": why.to_string() }),
             }),
+            bytes: self.bytes.as_ref().map(crate::render::bytes::json),
             relation: self
                 .relation()
                 .map(|r| crate::render::lineage::relation_json(&r, "the old side")),
@@ -306,7 +354,7 @@ impl ComparedFile {
                 let _ = writeln!(out, "  {}", crate::escape::shown(file));
             }
         }
-        let blobs_differ = self.change.old_id != self.change.new_id;
+        let blobs_differ = self.change.old_id != self.change.new_id && self.bytes.is_none();
         if let Some(diff) = &self.diff {
             let view = match grouped_hint {
                 Some(hint) => crate::render::text::TensorView::Grouped {
@@ -321,6 +369,7 @@ impl ComparedFile {
                 blobs_differ,
                 view,
             ));
+            out.push_str(&self.bytes_text());
         } else {
             match (&self.old, &self.new) {
                 (None, Some(new)) => match new.artifact() {

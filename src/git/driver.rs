@@ -11,6 +11,7 @@ use std::ffi::OsString;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use super::bytes::{At, Located};
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::diff::StructuralDiff;
@@ -105,14 +106,41 @@ fn run_inner(args: &[OsString], color: bool, remote: &RemoteOptions) -> String {
             };
             let old = side(&old_file, &old_mode, &path);
             let new = side(&new_file, &new_mode, &new_path);
-            let blobs_differ = old_hex != new_hex || old_hex.chars().all(|c| c == '0' || c == '.');
+            // git's hex is all zeros (or dots) for a side it has not hashed (a work-tree file).
+            let id = |hex: &str| {
+                (!hex.chars().all(|c| c == '0' || c == '.'))
+                    .then(|| gix::ObjectId::from_hex(hex.as_bytes()).ok())
+                    .flatten()
+            };
+            let bytes = |diff: &StructuralDiff| {
+                let (Some(o), Some(n)) = (&old, &new) else {
+                    return None;
+                };
+                let old = Located {
+                    side: o,
+                    at: Some(At::File(&old_file)),
+                    id: id(&old_hex),
+                };
+                let new = Located {
+                    side: n,
+                    at: Some(At::File(&new_file)),
+                    id: id(&new_hex),
+                };
+                let outcome = super::bytes::compare_sides(reader.repo(), diff, old, new);
+                let pointer = |l| super::bytes::pointer_of(reader.repo(), l);
+                Some(super::bytes::text(
+                    &outcome,
+                    pointer(old).as_ref(),
+                    pointer(new).as_ref(),
+                ))
+            };
             render_change(
                 color,
                 old.as_ref().map(|_| path.as_str()),
                 new.as_ref().map(|_| new_path.as_str()),
                 old.as_ref(),
                 new.as_ref(),
-                blobs_differ,
+                bytes,
                 Some(DRIVER_HINT),
             )
         }
@@ -158,7 +186,8 @@ pub(super) fn header(color: bool, old_path: Option<&str>, new_path: Option<&str>
 
 /// The rendering of one changed file: header, then the structural diff of two models, a
 /// summary of an added or removed model, or notes for sides that are not parsed models.
-/// `blobs_differ` tells whether the files' bytes differ (to explain an empty structural diff).
+/// `bytes` renders how the files' bytes compare, given the structural diff (to say what an
+/// empty structural diff hides); None: they differ, and nothing more is known.
 /// Changes that repeat are grouped, with `all_hint` saying where each is listed; None lists
 /// every change.
 pub(super) fn render_change(
@@ -167,7 +196,7 @@ pub(super) fn render_change(
     new_path: Option<&str>,
     old: Option<&ModelSide>,
     new: Option<&ModelSide>,
-    blobs_differ: bool,
+    bytes: impl FnOnce(&StructuralDiff) -> Option<String>,
     all_hint: Option<&str>,
 ) -> String {
     let palette = &Palette::new(color);
@@ -188,14 +217,18 @@ pub(super) fn render_change(
         new.and_then(ModelSide::artifact),
     ) {
         let diff = StructuralDiff::between(a, b);
+        let bytes = bytes(&diff);
         let view = match all_hint {
             Some(hint) => TensorView::Grouped { old: Some(a), hint },
             None => TensorView::All,
         };
         push_block(
             &mut out,
-            &crate::render::text::diff_or_identical_in(&diff, palette, blobs_differ, view),
+            &crate::render::text::diff_or_identical_in(&diff, palette, bytes.is_none(), view),
         );
+        if let Some(bytes) = &bytes {
+            out.push_str(bytes);
+        }
     } else {
         match (old, new) {
             (None, Some(side)) => push_side(&mut out, palette, "new file", side),

@@ -82,3 +82,18 @@ pub enum GitError {
     #[error(transparent)]
     Core(#[from] crate::error::Error),
 }
+
+/// Why textconv's `--tensor-hashes` rendering has no tensor digests (its `tensor-hashes: none
+/// (…)` line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoTensorHashes {
+    /// Only the header is here (an absent LFS object, a header from the LFS server).
+    #[error("the model's data is not on this machine")]
+    NotHere,
+    /// The model ends before its tensor data does.
+    #[error("the model is incomplete")]
+    Incomplete,
+    /// Reading the data failed: the message, with git's temporary file name made stable.
+    #[error("{0}")]
+    Unreadable(String),
+}

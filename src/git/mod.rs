@@ -7,6 +7,7 @@
 //! header bytes ([`side`]). [`resolve`] reads `REV:path` arguments for the input seam.
 //! Every git process this tool runs is started from this module ([`process`]).
 
+mod bytes;
 mod changes;
 mod compared;
 mod config;

@@ -213,14 +213,13 @@ fn names_of(file: &ComparedFile) -> String {
 /// and the value diff; grouped when `all_hint` is given.
 fn text_of(file: &ComparedFile, color: bool, all_hint: Option<&str>) -> String {
     let change = &file.change;
-    let blobs_differ = change.old_id.is_none() || change.new_id != change.old_id;
     let rendered = super::driver::render_change(
         color,
         change.old_path.as_deref(),
         change.new_path.as_deref(),
         file.old.as_ref(),
         file.new.as_ref(),
-        blobs_differ,
+        |_| file.bytes.is_some().then(|| file.bytes_text()),
         all_hint,
     );
     let mut text = with_model_files(rendered, file.model.as_ref());

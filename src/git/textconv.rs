@@ -24,6 +24,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use super::error::NoTensorHashes;
 use super::reader::{RemoteOptions, SideReader};
 use super::side::ModelSide;
 use crate::artifact::{Array, Value};
@@ -33,7 +34,7 @@ use crate::read::Content;
 
 /// First line of every rendering; bump when the rendering changes so cached conversions
 /// (`cachetextconv`) of old and new versions are told apart in a diff.
-pub(super) const HEADER: &str = "weight-inspect textconv 4";
+pub(super) const HEADER: &str = "weight-inspect textconv 5";
 
 /// What a rendering holds beyond the defaults; each option is a flag of the textconv command,
 /// so git's textconv cache (keyed by the command line) never mixes renderings of two settings.
@@ -117,7 +118,7 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
 }
 
 /// Each tensor's data digest (in the tensor table's order), or why there are none.
-type TensorHashes = Result<Vec<String>, String>;
+type TensorHashes = Result<Vec<String>, NoTensorHashes>;
 
 /// `bytes: sha256:HEX, N bytes`: the digest and size of the file's bytes, which an LFS pointer
 /// names as its oid and size (so both render the same line).
@@ -157,14 +158,14 @@ fn digests(
         Some(_) => None,
     };
     let why = match data {
-        None => "the model's data is not on this machine".to_owned(),
-        Some(_) if artifact.layout.is_truncated() => "the model is incomplete".to_owned(),
+        None => NoTensorHashes::NotHere,
+        Some(_) if artifact.layout.is_truncated() => NoTensorHashes::Incomplete,
         Some(path) => match super::data_hashes::digests(&path, artifact) {
             Ok(found) => {
                 let handed = side.pointer().is_none().then_some(found.file);
                 return (handed, Some(Ok(found.tensors)));
             }
-            Err(e) => stable_message(&e.to_string(), file),
+            Err(e) => NoTensorHashes::Unreadable(stable_message(&e.to_string(), file)),
         },
     };
     (None, Some(Err(why)))
@@ -383,8 +384,8 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn render_metadata(out: &mut String, key: &str, value: &Value) {
-    let key = shown(key);
+fn render_metadata(out: &mut String, raw_key: &str, value: &Value) {
+    let key = shown(raw_key);
     match value {
         Value::String(s) if s.contains('\n') || s.chars().count() > INLINE_STRING => {
             // No sizes here: this line stays unchanged when the text changes, so git's default
@@ -419,11 +420,13 @@ fn render_metadata(out: &mut String, key: &str, value: &Value) {
             }
         }
         scalar => {
+            // An enumerated value (general.file_type) with gguf-py's name beside the number.
             let _ = writeln!(
                 out,
-                "meta {key}: {} = {}",
+                "meta {key}: {} = {}{}",
                 scalar.type_name(),
-                scalar_text(scalar)
+                scalar_text(scalar),
+                crate::render::enums::enum_note(raw_key, scalar)
             );
         }
     }

@@ -113,6 +113,18 @@ pub(crate) fn uninstall(hooks: &Path) -> Result<String> {
     Ok(format!("removed {}", shown_path(&hook)))
 }
 
+/// What `check --allow-missing-policy` (the hooks' check) says when the repository has no
+/// policy file, once per run: nothing was checked, and how to add a policy. `shown`: the
+/// policy file as messages name it.
+pub(crate) fn missing_policy_note(shown: &str) -> String {
+    format!(
+        "weight-inspect: no policy file ({}), so nothing was checked and the commit may go on; \
+         to add a policy, `weight-inspect policy pin MODEL...` pins the current structures, or \
+         write rules as docs/policy.md shows",
+        crate::escape::shown(shown)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

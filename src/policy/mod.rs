@@ -32,7 +32,9 @@ pub(crate) use check::{Violation, evaluate};
 pub(crate) use config::POLICY_FILE;
 pub(crate) use error::{FileReason, PolicyError};
 pub(crate) use explain::PinSearch;
-pub(crate) use hook::{Installed, install as install_hook, uninstall as uninstall_hook};
+pub(crate) use hook::{
+    Installed, install as install_hook, missing_policy_note, uninstall as uninstall_hook,
+};
 pub(crate) use report::{
     CheckReport, FileError, Phrasing, Tally, plural, violation_annotation, violation_line,
 };

@@ -92,10 +92,9 @@ pub(crate) struct Tally {
 /// How [`Tally::sentence`] says it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Phrasing<'a> {
-    /// `check`: "2 violations in 1 of 3 files checked against P", and when there is none
-    /// "3 files checked against P, no violations".
+    /// `check`: "2 violations in 1 of 3 files checked against P".
     Check { policy: &'a str },
-    /// The `ci` log line: "0 violations in 0 of 3 files checked against P".
+    /// The `ci` log line, worded as `check`'s.
     Ci { policy: &'a str },
     /// The job summary, which names the policy before: "**2 violations** in 1 of 3 files
     /// checked".
@@ -104,19 +103,19 @@ pub(crate) enum Phrasing<'a> {
 
 impl Tally {
     /// The one sentence of `check` and `ci`: "N violations in M of K files checked against
-    /// P", then "; U files could not be checked" when some could not be.
+    /// P" — or, with none, "K files checked against P, no violations" (never "0 violations in
+    /// 0 of …") — then "; U files could not be checked" when some could not be.
     pub(crate) fn sentence(&self, phrasing: Phrasing<'_>) -> String {
-        let (policy, clean_form, bold) = match phrasing {
-            Phrasing::Check { policy } => (Some(policy), true, false),
-            Phrasing::Ci { policy } => (Some(policy), false, false),
-            Phrasing::Markdown => (None, false, true),
+        let (policy, bold) = match phrasing {
+            Phrasing::Check { policy } | Phrasing::Ci { policy } => (Some(policy), false),
+            Phrasing::Markdown => (None, true),
         };
         let strong = |s: String| if bold { format!("**{s}**") } else { s };
         let against = policy
             .map(|p| format!(" against {}", shown(p)))
             .unwrap_or_default();
         let files = plural(self.checked, "file", "files");
-        let mut out = if clean_form && self.violations == 0 {
+        let mut out = if self.violations == 0 {
             format!("{files} checked{against}, no violations")
         } else {
             format!(
@@ -277,7 +276,23 @@ pub(crate) fn violation_line(v: &Violation, policy: &str) -> String {
         line.push_str("\n  ");
         line.push_str(why);
     }
+    if let Some(hint) = pin_hint(v) {
+        line.push_str("\n  ");
+        line.push_str(&hint);
+    }
     line
+}
+
+/// For a pinned hash that no longer holds: how to pin the new structure when the change is
+/// meant (`policy pin` rewrites the `expected_hash`, keeping the file's comments).
+fn pin_hint(v: &Violation) -> Option<String> {
+    (v.rule == "expected_hash").then(|| {
+        format!(
+            "if the change is intended, pin the new structure: `weight-inspect policy pin {}` \
+             (`--staged` for the staged version)",
+            shown(&v.path)
+        )
+    })
 }
 
 /// The annotation of one violation, on its file (`check --format github`, `ci --annotations`).
@@ -294,8 +309,11 @@ pub(crate) fn violation_annotation(v: &Violation, policy: &str, level: Level) ->
             v.policy_line,
             v.explanation
                 .as_deref()
-                .map(|why| format!("\n{why}"))
-                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_owned)
+                .chain(pin_hint(v))
+                .map(|line| format!("\n{line}"))
+                .collect::<String>()
         ),
     }
 }

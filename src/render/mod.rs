@@ -3,6 +3,7 @@
 //! HTML reports of value diffs and conversions ([`html`]); the reports a command prints, in
 //! either form ([`report`]).
 
+pub(crate) mod bytes;
 pub(crate) mod conversion;
 pub(crate) mod enums;
 pub(crate) mod github;

@@ -125,6 +125,34 @@ impl Report for Structural<'_> {
     }
 }
 
+/// `diff`: the structural diff, then how the bytes compare (the bytes line of
+/// [`super::bytes`]; the JSON's `"bytes"` key).
+pub(crate) struct StructuralAndBytes<'a> {
+    pub structural: Structural<'a>,
+    pub bytes: &'a crate::cmp::BytesOutcome,
+}
+
+impl Report for StructuralAndBytes<'_> {
+    fn text(&self, palette: &Palette) -> String {
+        let mut out = self.structural.text(palette);
+        // A list of names stays a list.
+        if self.structural.form == DiffForm::NameOnly {
+            return out;
+        }
+        let line = super::bytes::text(self.bytes, super::bytes::Hint::Diff, true);
+        if !line.is_empty() {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&line);
+        }
+        out
+    }
+    fn json(&self) -> String {
+        super::bytes::with_bytes_key(&self.structural.json(), self.bytes)
+    }
+}
+
 /// `diff --values`: the structural diff, then the value diff.
 pub(crate) struct Values<'a> {
     pub diff: &'a StructuralDiff,

@@ -626,6 +626,44 @@ fn diff_page(
     });
 }
 
+/// `diff --html` without `--values`: the structural diff and how the bytes compare, with a
+/// word on what `--values` adds.
+fn structure_page(
+    out: &mut dyn Write,
+    old: &str,
+    new: &str,
+    diff: &StructuralDiff,
+    bytes: &crate::cmp::BytesOutcome,
+) {
+    let title = format!(
+        "<code>{}</code> → <code>{}</code>",
+        html_name(old),
+        html_name(new)
+    );
+    write_document(out, &title, &mut |out| {
+        let _ = out.write_str("<h2>Structure</h2>\n");
+        let palette = super::palette::Palette::plain();
+        let mut text = super::text::diff_or_identical(diff, &palette, false);
+        text.push_str(&super::bytes::text(bytes, super::bytes::Hint::Diff, true));
+        write_diff_block(out, &text);
+        let _ = out.write_str(
+            "<p>Weight values were not compared: <code>diff --values --html</code> adds the \
+             per-layer heatmap of rel_l2 and the table of changed tensors.</p>\n",
+        );
+    });
+}
+
+/// Writes the structural page of `diff --html` (no `--values`) to `path`.
+pub(crate) fn write_structure_report(
+    path: &std::path::Path,
+    old: &str,
+    new: &str,
+    diff: &StructuralDiff,
+    bytes: &crate::cmp::BytesOutcome,
+) -> crate::error::Result<()> {
+    stream_to(path, &mut |out| structure_page(out, old, new, diff, bytes))
+}
+
 /// `diff --values --html` of a conversion: the converted model against its source.
 fn conversion_page(out: &mut dyn Write, c: &Conversion, source: &str, target: &str) {
     let title = format!(
