@@ -193,7 +193,7 @@ fn textconv_drives_git_log_show_and_diff() {
     assert_contains(
         &first,
         &[
-            "+weight-inspect textconv 4",
+            "+weight-inspect textconv 5",
             "+format: gguf v3",
             "+format: safetensors",
             "+tensor blk.0.old.weight: f32 [2] 8 bytes",
@@ -868,7 +868,7 @@ fn weight_only_commits_are_visible_in_git_log_p_for_lfs_objects_and_plain_blobs(
             );
             // Only the bytes changed: the structure is context.
             assert!(patch.contains("\n structural-hash: "), "{patch}");
-            assert!(patch.contains("\n weight-inspect textconv 4\n"), "{patch}");
+            assert!(patch.contains("\n weight-inspect textconv 5\n"), "{patch}");
             assert_eq!(changed_lines(&patch, "tensor "), Vec::<&str>::new());
         }
     }

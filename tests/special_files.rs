@@ -142,7 +142,7 @@ fn textconv_of_a_file_rewritten_while_it_is_read_always_exits_0() {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(stdout(&out).starts_with("weight-inspect textconv 4\n"));
+        assert!(stdout(&out).starts_with("weight-inspect textconv 5\n"));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let rewrites = writer.join().unwrap();

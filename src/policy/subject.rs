@@ -91,7 +91,7 @@ impl Judged {
         let is_pickle = match &content {
             Content::Model(a) => a.format == Format::Pytorch,
             Content::Invalid { format, .. } => *format == Format::Pytorch,
-            Content::Other { .. } => false,
+            Content::Other { .. } | Content::Delta(_) | Content::BadDelta { .. } => false,
         };
         let pickle = is_pickle.then(|| pytorch::sniff(bytes)).flatten();
         Judged { content, pickle }
@@ -114,6 +114,8 @@ impl Judged {
             (Content::Invalid { format, error }, None) => {
                 format!("an unreadable {} file ({error})", format.name())
             }
+            (Content::Delta(summary), _) => crate::render::wdelta::summary_line(summary),
+            (Content::BadDelta { error }, _) => format!("an unreadable .wdelta ({error})"),
             (Content::Other { first_bytes }, _) => {
                 format!("none of GGUF, safetensors or PyTorch (first bytes {first_bytes})")
             }

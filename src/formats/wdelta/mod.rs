@@ -14,6 +14,7 @@ mod error;
 mod header;
 pub(crate) mod lossless;
 mod read;
+mod summary;
 mod types;
 mod write;
 
@@ -24,6 +25,7 @@ pub use header::parse_header;
 pub(crate) use lossless::LosslessError;
 pub use read::WdeltaFile;
 pub(crate) use read::{check_record_size, index_iter, validate_tensor, verify_checksum};
+pub(crate) use summary::DeltaSummary;
 pub(crate) use types::{
     ArrayDtype, ArrayRef, CHECKSUM_LEN, DtypeName, MAGIC, PREAMBLE_LEN, PackedShape, Params,
     Record, RecordShape, SUPPORTED_VERSIONS, TensorArrays, TensorEntry, quantized_cols,
@@ -51,6 +53,16 @@ impl AnyWdelta {
                 .map_err(WdeltaError::Lossless);
         }
         WdeltaFile::parse(bytes).map(AnyWdelta::Lossy)
+    }
+
+    /// What every reader says about the delta ([`DeltaSummary`]).
+    pub(crate) fn summary(&self) -> DeltaSummary {
+        match self {
+            AnyWdelta::Lossless(c) => summary::of_lossless(c),
+            AnyWdelta::Lossy(file) => {
+                summary::of_lossy(file.version, &file.header, file.file_len as u64)
+            }
+        }
     }
 }
 

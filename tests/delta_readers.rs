@@ -1,0 +1,237 @@
+//! One reading of a `.wdelta` for every reader: a delta stored with `delta store` and committed
+//! to a real git repository with git-lfs reads the same through `weight-inspect git diff` (the
+//! gix fast path), git's external diff driver, textconv, `ci`, `inspect`/`id` on a path and on
+//! `REV:path`, and a URL: strategy, exact or approximate, parent hash, tensors changed, size, and
+//! for a lossy delta its recorded loss. The figures are checked against the safetensors package
+//! and the file system, not against weight-inspect.
+
+mod common;
+
+use std::path::Path;
+
+use common::delta::{ok, pair, s};
+use common::git::Repo;
+use common::lfs_server::LfsServer;
+use common::{run, run_python_source, stderr, stdout};
+
+/// The number of tensors of `ft` and how many differ in bytes from `base`, by the safetensors
+/// package.
+fn tensors_changed(base: &Path, ft: &Path) -> (u64, u64) {
+    let out = run_python_source(
+        r"
+import sys
+from safetensors.numpy import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+changed = sum(1 for k in b if k not in a or a[k].tobytes() != b[k].tobytes())
+print(len(b), changed)
+",
+        &[s(base), s(ft)],
+    );
+    let text = stdout(&out);
+    let mut it = text.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+/// The `delta:` line `inspect` prints for a `.wdelta` file.
+fn delta_line(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix("delta: "))
+        .unwrap_or_else(|| panic!("no delta: line in\n{text}"))
+        .to_owned()
+}
+
+/// A repository with a base model committed, then its fine-tune stored as a `.wdelta` with
+/// `EXTRA` (`--strategy …`) and committed; both LFS-tracked, the git drivers installed.
+/// Returns the repository and the parent hash `delta store` printed.
+fn stored(extra: &[&str]) -> (Repo, String) {
+    let repo = Repo::with_lfs(&["*.safetensors", "*.wdelta"]);
+    ok(&repo.wi(&["git", "install"]));
+    let work = repo.tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    pair(&work, "32x16,7,3x4x5,9", "f32", 4, 1);
+    // One tensor left as the base has it, so a delta has unchanged tensors to count.
+    run_python_source(
+        r"
+import sys
+from safetensors.numpy import load_file, save_file
+base, ft = load_file(sys.argv[1]), load_file(sys.argv[2])
+first = sorted(ft)[0]
+ft[first] = base[first]
+save_file(ft, sys.argv[2])
+",
+        &[
+            s(&work.join("base.safetensors")),
+            s(&work.join("ft1.safetensors")),
+        ],
+    );
+    std::fs::write(repo.path(".gitignore"), "model.safetensors\n").unwrap();
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    repo.commit_all("base");
+    std::fs::copy(work.join("ft1.safetensors"), repo.path("model.safetensors")).unwrap();
+    let mut args = vec![
+        "delta",
+        "store",
+        "model.safetensors",
+        "--parent",
+        "base.safetensors",
+    ];
+    args.extend_from_slice(extra);
+    let out = repo.wi(&args);
+    ok(&out);
+    let parent = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("parent hash: "))
+        .unwrap_or_else(|| panic!("no parent hash in\n{}", stdout(&out)))
+        .to_owned();
+    repo.git(&["add", "model.safetensors.wdelta"]);
+    repo.git(&["commit", "-q", "-m", "fine-tune as a delta"]);
+    (repo, parent)
+}
+
+/// Every reader shows `line` for the committed `model.safetensors.wdelta`.
+fn every_reader_shows(repo: &Repo, line: &str) {
+    let want = |what: &str, text: &str| {
+        assert!(
+            text.contains(line),
+            "{what} does not show\n  {line}\nit printed:\n{text}"
+        );
+        assert!(
+            !text.contains("not a GGUF, safetensors or PyTorch file"),
+            "{what}: {text}"
+        );
+    };
+    let fast = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    want("weight-inspect git diff", &stdout(&fast));
+    let json = repo.wi(&["git", "diff", "--json", "HEAD~1", "HEAD"]);
+    let report: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let files = report["files"].as_array().unwrap();
+    let delta = files
+        .iter()
+        .find(|f| f["new_path"] == "model.safetensors.wdelta")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(delta["new"]["kind"], "wdelta", "{delta}");
+    assert_eq!(delta["new"]["note"], line, "{delta}");
+    // git itself: the external driver, then textconv (without it) for `git show`.
+    want("git's diff driver", &repo.ok(&["diff", "HEAD~1", "HEAD"]));
+    want(
+        "textconv",
+        &repo.ok(&[
+            "show",
+            "--no-ext-diff",
+            "HEAD",
+            "--",
+            "model.safetensors.wdelta",
+        ]),
+    );
+    let summary = repo.tmp.path().join("summary.md");
+    let ci = repo.wi(&[
+        "ci",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--summary",
+        s(&summary),
+    ]);
+    assert!(ci.status.code().is_some_and(|c| c < 2), "{}", stderr(&ci));
+    want("ci's summary", &std::fs::read_to_string(&summary).unwrap());
+    for spec in ["model.safetensors.wdelta", "HEAD:model.safetensors.wdelta"] {
+        for command in ["inspect", "id"] {
+            let out = repo.wi(&[command, spec]);
+            ok(&out);
+            assert_eq!(delta_line(&stdout(&out)), line, "{command} {spec}");
+        }
+    }
+}
+
+/// What every reader must say, from the figures the safetensors package and the file system
+/// give.
+fn expected_parts(repo: &Repo, parent: &str) -> Vec<String> {
+    let work = repo.tmp.path().join("work");
+    let (total, changed) = tensors_changed(
+        &work.join("base.safetensors"),
+        &work.join("ft1.safetensors"),
+    );
+    let size = std::fs::metadata(repo.path("model.safetensors.wdelta"))
+        .unwrap()
+        .len();
+    assert!(changed > 0 && changed <= total);
+    vec![
+        format!("parent hash {parent}"),
+        format!("{size} bytes"),
+        format!("{changed} of {total} tensors changed"),
+    ]
+}
+
+#[test]
+fn a_lossless_delta_reads_the_same_in_every_reader() {
+    let (repo, parent) = stored(&[]);
+    let line = delta_line(&stdout(&repo.wi(&["inspect", "model.safetensors.wdelta"])));
+    assert!(
+        line.starts_with(".wdelta version 3, lossless (exact): "),
+        "{line}"
+    );
+    let parts = expected_parts(&repo, &parent);
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    common::assert_contains(&line, &parts);
+    every_reader_shows(&repo, &line);
+}
+
+#[test]
+fn a_lossy_delta_reads_the_same_in_every_reader_with_its_loss() {
+    let (repo, parent) = stored(&["--strategy", "int4"]);
+    let line = delta_line(&stdout(&repo.wi(&["inspect", "model.safetensors.wdelta"])));
+    assert!(
+        line.starts_with(".wdelta version 1, int4 (approximate): "),
+        "{line}"
+    );
+    let work = repo.tmp.path().join("work");
+    let (total, _) = tensors_changed(
+        &work.join("base.safetensors"),
+        &work.join("ft1.safetensors"),
+    );
+    let size = std::fs::metadata(repo.path("model.safetensors.wdelta"))
+        .unwrap()
+        .len();
+    common::assert_contains(
+        &line,
+        &[
+            &format!("parent hash {parent}"),
+            &format!("{total} tensors changed"),
+            &format!("{size} bytes"),
+            "update lost ",
+            "most update lost: ",
+        ],
+    );
+    every_reader_shows(&repo, &line);
+}
+
+/// A URL's `.wdelta`, from a server that honors Range: only its header is downloaded, and it
+/// is described as the file is.
+#[test]
+fn a_delta_at_a_url_is_described_from_its_header() {
+    for extra in [&[][..], &["--strategy", "int4"][..]] {
+        let (repo, _) = stored(extra);
+        let storage = repo.tmp.path().join("served");
+        std::fs::create_dir_all(storage.join("org")).unwrap();
+        std::fs::copy(
+            repo.path("model.safetensors.wdelta"),
+            storage.join("org/x.wdelta"),
+        )
+        .unwrap();
+        let server = LfsServer::range(&storage, "none", None);
+        let url = format!("{}/objects/org/x.wdelta", server.origin());
+        let local = delta_line(&stdout(&run(&[
+            "inspect",
+            s(&repo.path("model.safetensors.wdelta")),
+        ])));
+        let out = run(&["inspect", &url]);
+        ok(&out);
+        assert_eq!(delta_line(&stdout(&out)), local);
+        assert!(
+            stderr(&out).contains("read from the server"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
