@@ -233,15 +233,13 @@ impl Opener<'_> {
     /// is parsed whole (its checksum verified), and its errors name `spec`, never the object's
     /// path inside `.git`.
     fn side_opened(&self, side: ModelSide, spec: &str) -> Result<Opened, InputError> {
+        let note = side.origin_note();
         match side {
             ModelSide::Read {
                 content: Content::Delta(summary),
                 from_server,
                 ..
             } => {
-                let note = from_server.then(|| {
-                    "header read from the LFS server, not verified against its oid".to_owned()
-                });
                 let full = if from_server {
                     None
                 } else {
@@ -293,29 +291,29 @@ fn named_as(error: crate::error::Error, spec: &str) -> crate::error::Error {
     }
 }
 
-/// A URL's model or `.wdelta`: only its header is downloaded (a lossy delta's header is at the
-/// start of the file; a lossless one's at its end, which is not read).
+/// A URL's model or `.wdelta`: only its header is downloaded (a lossless delta's, at the end
+/// of the file, with a range of its own).
 fn open_url_any(url: &str, headers: &[(String, String)]) -> Result<Opened, InputError> {
     let header = crate::remote::read_url_header(url, headers)?;
+    let shown = crate::remote::shown_url(url);
     let note = format!(
         "header of {} read from the server ({} of {} bytes)",
-        crate::escape::shown(&crate::remote::shown_url(url)),
-        header.prefix.len(),
+        crate::escape::shown(&shown),
+        header.prefix.len() + header.tail.len(),
         header.file_size
     );
-    if crate::formats::wdelta::is_wdelta(&header.prefix) {
-        let summary =
-            DeltaSummary::read_bytes(&header.prefix, header.file_size).map_err(|source| {
-                crate::error::Error::Wdelta {
-                    path: PathBuf::from(crate::remote::shown_url(url)),
-                    source: Box::new(source),
-                }
-            })?;
-        return Ok(Opened::Delta(Box::new(OpenedDelta {
-            summary,
-            full: None,
-            note: Some(note),
-        })));
+    if header.parsed.is_err() {
+        match header.content(Path::new(&shown)) {
+            Content::Delta(summary) => {
+                return Ok(Opened::Delta(Box::new(OpenedDelta {
+                    summary: *summary,
+                    full: None,
+                    note: Some(note),
+                })));
+            }
+            Content::BadDelta { error } => return Err(InputError::Core(*error)),
+            _ => {}
+        }
     }
     match header.parsed {
         Ok(artifact) => Ok(Opened::Model(Box::new(artifact), Some(note))),

@@ -379,6 +379,43 @@ pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Cont
     }
 }
 
+/// [`classify_prefix`] with the file's last `tail.len()` bytes too, for a reader of ranges (a
+/// lossless `.wdelta` keeps its header at the end). `Err((start, end))`: a `.wdelta` whose
+/// header needs the bytes `start..end`, which neither end holds.
+pub(crate) fn classify_ends(
+    path: &Path,
+    prefix: &[u8],
+    tail: &[u8],
+    file_len: u64,
+) -> std::result::Result<Content, (u64, u64)> {
+    if !formats::wdelta::is_wdelta(prefix) {
+        return Ok(classify_prefix(path, prefix, file_len));
+    }
+    let tail_start = file_len.saturating_sub(tail.len() as u64);
+    let mut missing: Option<(u64, u64)> = None;
+    let summary = DeltaSummary::read(file_len, |at, buf| {
+        let end = at.saturating_add(buf.len() as u64);
+        if end <= prefix.len() as u64 {
+            buf.copy_from_slice(&prefix[at as usize..end as usize]);
+            return Ok(());
+        }
+        if at >= tail_start && end <= file_len {
+            let from = (at - tail_start) as usize;
+            buf.copy_from_slice(&tail[from..from + buf.len()]);
+            return Ok(());
+        }
+        missing = Some(missing.map_or((at, end), |(a, e)| (a.min(at), e.max(end))));
+        Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("bytes {at}..{end} were not read"),
+        ))
+    });
+    match missing {
+        Some(range) if summary.is_err() => Err(range),
+        _ => Ok(delta_content(path, summary)),
+    }
+}
+
 /// [`classify_bytes`] for a file on disk, of which only the header is read.
 /// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
 pub(crate) fn classify_file(path: &Path) -> Content {

@@ -40,23 +40,29 @@ fn delta_line(text: &str) -> String {
         .to_owned()
 }
 
+/// Four tensors: small enough that every reader is fast.
+const SMALL: &str = "32x16,7,3x4x5,9";
+/// Large enough that a delta's header at its end lies beyond the first window a server is
+/// asked for.
+const LARGE: &str = "2048x768,7,3x4x5,9";
+
 /// A repository with a base model committed, then its fine-tune stored as a `.wdelta` with
 /// `EXTRA` (`--strategy …`) and committed; both LFS-tracked, the git drivers installed.
 /// Returns the repository and the parent hash `delta store` printed.
-fn stored(extra: &[&str]) -> (Repo, String) {
+fn stored(shapes: &str, extra: &[&str]) -> (Repo, String) {
     let repo = Repo::with_lfs(&["*.safetensors", "*.wdelta"]);
     ok(&repo.wi(&["git", "install"]));
     let work = repo.tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    pair(&work, "32x16,7,3x4x5,9", "f32", 4, 1);
+    pair(&work, shapes, "f32", 4, 1);
     // One tensor left as the base has it, so a delta has unchanged tensors to count.
     run_python_source(
         r"
 import sys
 from safetensors.numpy import load_file, save_file
 base, ft = load_file(sys.argv[1]), load_file(sys.argv[2])
-first = sorted(ft)[0]
-ft[first] = base[first]
+last = sorted(ft)[-1]
+ft[last] = base[last]
 save_file(ft, sys.argv[2])
 ",
         &[
@@ -165,7 +171,7 @@ fn expected_parts(repo: &Repo, parent: &str) -> Vec<String> {
 
 #[test]
 fn a_lossless_delta_reads_the_same_in_every_reader() {
-    let (repo, parent) = stored(&[]);
+    let (repo, parent) = stored(SMALL, &[]);
     let line = delta_line(&stdout(&repo.wi(&["inspect", "model.safetensors.wdelta"])));
     assert!(
         line.starts_with(".wdelta version 3, lossless (exact): "),
@@ -179,7 +185,7 @@ fn a_lossless_delta_reads_the_same_in_every_reader() {
 
 #[test]
 fn a_lossy_delta_reads_the_same_in_every_reader_with_its_loss() {
-    let (repo, parent) = stored(&["--strategy", "int4"]);
+    let (repo, parent) = stored(SMALL, &["--strategy", "int4"]);
     let line = delta_line(&stdout(&repo.wi(&["inspect", "model.safetensors.wdelta"])));
     assert!(
         line.starts_with(".wdelta version 1, int4 (approximate): "),
@@ -206,32 +212,86 @@ fn a_lossy_delta_reads_the_same_in_every_reader_with_its_loss() {
     every_reader_shows(&repo, &line);
 }
 
-/// A URL's `.wdelta`, from a server that honors Range: only its header is downloaded, and it
-/// is described as the file is.
+/// A URL's `.wdelta`, from a server that honors Range: only its header is downloaded (a
+/// lossless one's from the end of the file), and it is described as the file is.
 #[test]
 fn a_delta_at_a_url_is_described_from_its_header() {
     for extra in [&[][..], &["--strategy", "int4"][..]] {
-        let (repo, _) = stored(extra);
+        let (repo, _) = stored(LARGE, extra);
         let storage = repo.tmp.path().join("served");
         std::fs::create_dir_all(storage.join("org")).unwrap();
-        std::fs::copy(
-            repo.path("model.safetensors.wdelta"),
-            storage.join("org/x.wdelta"),
-        )
-        .unwrap();
+        let file = repo.path("model.safetensors.wdelta");
+        std::fs::copy(&file, storage.join("org/x.wdelta")).unwrap();
+        let size = std::fs::metadata(&file).unwrap().len();
+        assert!(
+            size > 512 << 10,
+            "{size} bytes: more than two first windows"
+        );
         let server = LfsServer::range(&storage, "none", None);
         let url = format!("{}/objects/org/x.wdelta", server.origin());
-        let local = delta_line(&stdout(&run(&[
-            "inspect",
-            s(&repo.path("model.safetensors.wdelta")),
-        ])));
+        let local = delta_line(&stdout(&run(&["inspect", s(&file)])));
         let out = run(&["inspect", &url]);
         ok(&out);
-        assert_eq!(delta_line(&stdout(&out)), local);
+        assert_eq!(delta_line(&stdout(&out)), local, "{extra:?}");
         assert!(
             stderr(&out).contains("read from the server"),
             "{}",
             stderr(&out)
         );
+        let sent = server.bytes_sent();
+        assert!(sent < size / 2, "{sent} of {size} bytes sent: {extra:?}");
     }
+}
+
+/// A clone without the LFS objects: `weight-inspect git diff`, textconv and `inspect REV:path`
+/// read a lossless delta's header from the LFS server (its end, by Range) and show the line a
+/// clone with the objects shows.
+#[test]
+fn a_delta_in_a_clone_without_lfs_objects_is_read_from_the_lfs_server() {
+    let (source, _) = stored(LARGE, &[]);
+    let line = delta_line(&stdout(
+        &source.wi(&["inspect", "HEAD:model.safetensors.wdelta"]),
+    ));
+    let oid = source.lfs_oid("HEAD", "model.safetensors.wdelta");
+    let storage = source.tmp.path().join("lfs-storage");
+    std::fs::create_dir_all(storage.join("org/repo")).unwrap();
+    std::fs::copy(source.lfs_object(&oid), storage.join("org/repo").join(&oid)).unwrap();
+    let size = std::fs::metadata(source.lfs_object(&oid)).unwrap().len();
+
+    let repo = Repo::new();
+    std::fs::remove_dir_all(&repo.dir).unwrap();
+    let out = repo
+        .git_cmd_in(
+            repo.tmp.path(),
+            &["clone", "-q", s(&source.dir), s(&repo.dir)],
+        )
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(
+        repo.read("model.safetensors.wdelta")
+            .starts_with("version https://git-lfs")
+    );
+    let server = LfsServer::range(&storage, "none", None);
+    repo.git(&["config", "remote.origin.lfsurl", &server.lfs_url()]);
+
+    let fast = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
+    ok(&fast);
+    assert!(stdout(&fast).contains(&line), "{}", stdout(&fast));
+    let out = repo.wi(&["inspect", "HEAD:model.safetensors.wdelta"]);
+    ok(&out);
+    assert_eq!(delta_line(&stdout(&out)), line);
+    assert!(stderr(&out).contains("LFS server"), "{}", stderr(&out));
+    let textconv = repo.wi(&["textconv", "model.safetensors.wdelta"]);
+    ok(&textconv);
+    common::assert_contains(
+        &stdout(&textconv),
+        &[
+            &format!("delta: {line}\n"),
+            "header-source: LFS server (not verified against the oid)",
+        ],
+    );
+    let sent = server.bytes_sent();
+    assert!(sent < size / 2, "{sent} of {size} bytes sent");
 }

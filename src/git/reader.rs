@@ -707,9 +707,7 @@ fn side_of_header(
             Content::Model(Box::new(artifact.clone()))
         }
         // No model: a `.wdelta` (its header, where the bytes read hold it), or something else.
-        Err(crate::error::Error::UnknownFormat { .. }) => {
-            crate::read::classify_prefix(Path::new(name), &header.prefix, pointer.size)
-        }
+        Err(crate::error::Error::UnknownFormat { .. }) => header.content(Path::new(name)),
         Err(_) => {
             // The same parse again, for an error of our own (one header may serve several
             // sides).

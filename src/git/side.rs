@@ -183,9 +183,12 @@ impl ModelSide {
         }
     }
 
-    /// For a model whose header came from the LFS server: the line that says so.
+    /// For a model (or a `.wdelta`) whose header came from the LFS server: the line that says
+    /// so.
     pub(crate) fn origin_note(&self) -> Option<String> {
-        if self.artifact().is_none() || !self.header_from_server() {
+        let described =
+            self.artifact().is_some() || matches!(self.content(), Some(Content::Delta(_)));
+        if !described || !self.header_from_server() {
             return None;
         }
         Some(match self.pointer() {

@@ -7,8 +7,9 @@
 //!
 //! `types.rs` holds the constants and types; `error.rs` names every rule a file can break
 //! ([`WdeltaError`]), `header.rs` parses the JSON header as a stream (capped by
-//! [`crate::formats::limits`]), `read.rs` parses and validates a file ([`WdeltaFile`]) and
-//! `write.rs` writes one ([`WdeltaWriter`]).
+//! [`crate::formats::limits`]), `read.rs` parses and validates a file ([`WdeltaFile`]),
+//! `summary.rs` reads what every reader shows of any version from its header alone
+//! ([`DeltaSummary`]) and `write.rs` writes one ([`WdeltaWriter`]).
 
 mod error;
 mod header;

@@ -40,9 +40,13 @@ impl DeltaSummary {
         mut read_at: impl FnMut(u64, &mut [u8]) -> std::io::Result<()>,
     ) -> Result<DeltaSummary, WdeltaError> {
         let mut start = [0u8; lossless::LOSSLESS_PREAMBLE as usize];
-        if file_len >= lossless::LOSSLESS_PREAMBLE {
-            read_at(0, &mut start).map_err(unread)?;
+        if file_len < start.len() as u64 {
+            return Err(WdeltaError::TooShort {
+                len: usize::try_from(file_len).unwrap_or(usize::MAX),
+                min: PREAMBLE_LEN + CHECKSUM_LEN,
+            });
         }
+        read_at(0, &mut start).map_err(unread)?;
         if !start.starts_with(MAGIC) {
             return Err(WdeltaError::BadMagic {
                 found: String::from_utf8_lossy(&start[..7]).into_owned(),
@@ -181,5 +185,46 @@ pub(super) fn of_lossless(c: &LosslessContainer) -> DeltaSummary {
         tensors_changed: changed,
         file_size: c.file_len,
         loss: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version 1 preamble declaring a header of `declared` bytes, then `body`.
+    fn lossy_file(declared: u32, body: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&declared.to_le_bytes());
+        b.extend_from_slice(body);
+        b.extend_from_slice(&[0u8; CHECKSUM_LEN]);
+        b
+    }
+
+    #[test]
+    fn a_header_longer_than_the_file_is_refused_before_anything_is_allocated() {
+        let bytes = lossy_file(u32::MAX, b"{}");
+        let err = DeltaSummary::read_bytes(&bytes, bytes.len() as u64).unwrap_err();
+        assert!(
+            matches!(err, WdeltaError::HeaderTooLong { declared, .. } if declared == u32::MAX as usize),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_prefix_without_the_header_says_which_bytes_it_lacks() {
+        let header = br#"{"parent_hash":"x","strategy":"int4","tensors":{}}"#;
+        let bytes = lossy_file(header.len() as u32, header);
+        let err = DeltaSummary::read_bytes(&bytes[..20], bytes.len() as u64).unwrap_err();
+        assert!(err.to_string().contains("bytes 15.."), "{err}");
+        let err = DeltaSummary::read_bytes(b"wdelta\0", 7).unwrap_err();
+        assert!(matches!(err, WdeltaError::TooShort { .. }), "{err}");
+    }
+
+    #[test]
+    fn another_magic_is_no_delta() {
+        let err = DeltaSummary::read_bytes(b"GGUF\x03\0\0\0\0\0\0\0\0\0\0", 15).unwrap_err();
+        assert!(matches!(err, WdeltaError::BadMagic { .. }), "{err}");
     }
 }
