@@ -23,6 +23,8 @@ fn make_delta(dir: &std::path::Path) {
         &[
             "delta",
             "create",
+            "--strategy",
+            "int4",
             "--base",
             "base.safetensors",
             "tuned.safetensors",

@@ -166,6 +166,41 @@ fn a_lossy_strategy_on_gguf_is_refused_naming_the_lossless_one() {
     ok(&create(&base, &ft, &out, &[]));
 }
 
+/// `delta create` without `--strategy` is lossless, for GGUF as for safetensors: it says so,
+/// and `apply` rebuilds the fine-tune's bytes.
+#[test]
+fn create_is_lossless_by_default_for_gguf_and_safetensors() {
+    for (kind, ext) in [("gguf", "gguf"), ("safetensors", "safetensors")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        make(kind, dir, &[]);
+        let base = dir.join(format!("base.{ext}"));
+        let ft = dir.join(format!("ft.{ext}"));
+        let delta = dir.join("d.wdelta");
+        let out = run(&[
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&delta),
+        ]);
+        ok(&out);
+        assert!(
+            stdout(&out)
+                .contains("strategy: lossless (rebuilds the fine-tuned files byte for byte)"),
+            "{kind}: {}",
+            stdout(&out)
+        );
+        let rebuilt = dir.join(format!("rebuilt.{ext}"));
+        let applied = apply(&base, &delta, &rebuilt);
+        ok(&applied);
+        assert!(stdout(&applied).contains("identical to the fine-tuned model"));
+        same_bytes(&ft, &rebuilt);
+    }
+}
+
 #[test]
 fn split_gguf_comes_back_part_for_part() {
     let tmp = tempfile::tempdir().unwrap();

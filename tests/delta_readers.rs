@@ -207,6 +207,7 @@ fn a_lossy_delta_reads_the_same_in_every_reader_with_its_loss() {
             &format!("{size} bytes"),
             "update lost ",
             "most update lost: ",
+            "largest rel_l2: ",
         ],
     );
     every_reader_shows(&repo, &line);
@@ -294,4 +295,55 @@ fn a_delta_in_a_clone_without_lfs_objects_is_read_from_the_lfs_server() {
     );
     let sent = server.bytes_sent();
     assert!(sent < size / 2, "{sent} of {size} bytes sent");
+}
+
+/// A `.wdelta` named where something else is needed: the error names the argument as typed
+/// (`HEAD:model.safetensors.wdelta`), never the LFS object inside `.git`, and says what to do.
+#[test]
+fn errors_about_a_committed_delta_name_the_argument_and_what_to_do() {
+    let (repo, _) = stored(SMALL, &[]);
+    let arg = "HEAD:model.safetensors.wdelta";
+    let refused = |args: &[&str], needles: &[&str]| {
+        let out = repo.wi(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        let mut all = vec![arg];
+        all.extend_from_slice(needles);
+        common::assert_contains(&err, &all);
+        common::assert_lacks(&err, &[".git/", "/tmp", "lfs/objects"]);
+    };
+    // A stored model onto a lossless delta, either strategy.
+    refused(
+        &["delta", "store", "model.safetensors", "--parent", arg],
+        &["delta restore", "--parent"],
+    );
+    refused(
+        &[
+            "delta",
+            "store",
+            "--strategy",
+            "int4",
+            "model.safetensors",
+            "--parent",
+            arg,
+        ],
+        &["version 3", "delta restore"],
+    );
+    // A delta given as a base, or where a model is compared.
+    refused(
+        &[
+            "delta",
+            "apply",
+            "--base",
+            arg,
+            "model.safetensors.wdelta",
+            "-o",
+            "x.safetensors",
+        ],
+        &["a .wdelta, not a model", "delta restore"],
+    );
+    refused(
+        &["diff", arg, "base.safetensors"],
+        &["a weight delta, not a model", "delta apply"],
+    );
 }

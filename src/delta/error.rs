@@ -89,6 +89,13 @@ pub enum DeltaError {
         shown_path(.path)
     )]
     NotLosslessFormat { path: PathBuf, format: &'static str },
+    #[error(
+        "{}: a .wdelta, not a model; a delta is applied to its base (`weight-inspect delta \
+         apply --base MODEL DELTA -o OUT`), and `delta restore DELTA` rebuilds the model it \
+         stores, which can then be a base",
+        shown_path(.path)
+    )]
+    DeltaGivenAsModel { path: PathBuf },
     /// A lossless (version 3) `.wdelta` breaks a rule of its format.
     #[error("{}: {source}", shown_path(.path))]
     Lossless {

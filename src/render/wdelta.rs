@@ -112,6 +112,13 @@ fn loss_summary(loss: &wdelta::LossFigures) -> String {
             figure(loss.worst_update_lost, 4)
         ));
     }
+    if let Some(name) = &loss.largest_rel_l2_tensor {
+        s.push_str(&format!(
+            "; largest rel_l2: {} ({})",
+            shown(name),
+            figure(loss.largest_rel_l2, 6)
+        ));
+    }
     s
 }
 
@@ -200,10 +207,18 @@ fn loss_text(loss: &wdelta::LossFigures) -> String {
     );
     if let Some(name) = &loss.worst_tensor {
         s.push_str(&format!(
-            "worst tensor: {} rel_l2 {}, update lost {}\n",
+            "most update lost: {} rel_l2 {}, update lost {}\n",
             shown(name),
             figure(loss.worst_rel_l2, 6),
             figure(loss.worst_update_lost, 4)
+        ));
+    }
+    if let Some(name) = &loss.largest_rel_l2_tensor {
+        s.push_str(&format!(
+            "largest rel_l2: {} rel_l2 {}, update lost {}\n",
+            shown(name),
+            figure(loss.largest_rel_l2, 6),
+            figure(loss.largest_rel_l2_update_lost, 4)
         ));
     }
     s

@@ -122,6 +122,9 @@ mod tests {
                 worst_tensor: Some(worst.to_string()),
                 worst_rel_l2: figure,
                 worst_update_lost: figure,
+                largest_rel_l2_tensor: Some(worst.to_string()),
+                largest_rel_l2: figure,
+                largest_rel_l2_update_lost: figure,
             };
             header.loss = Some(loss.clone());
             let json = header_json_in_room(&header, 2, room).expect("fits the reserved room");
