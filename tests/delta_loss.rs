@@ -252,13 +252,32 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
         ]);
         ok(&out);
         let text = stdout(&out);
+        let mut all = vec!["delta", "verify", "--base", s(&base), s(&delta)];
+        all.extend(["--against", s(&ft), "--all"]);
+        let every = stdout(&run(&all));
+        let mut folded = 0;
         for (name, rel, lost) in &expected[1..] {
-            let line = text
-                .lines()
-                .find(|l| l.starts_with(&format!("tensor {name}: ")))
-                .unwrap();
-            let (r, l) = figures(line);
+            let line = |text: &str| {
+                text.lines()
+                    .find(|l| l.starts_with(&format!("tensor {name}: ")))
+                    .map(str::to_owned)
+            };
+            // A tensor that lost nothing is counted, not listed, unless --all.
+            let listed = line(&text);
+            if *rel == 0.0 && *lost == 0.0 {
+                assert_eq!(listed, None, "{strategy}: {text}");
+                folded += 1;
+            }
+            let line = line(&every).unwrap_or_else(|| panic!("{name}: {every}"));
+            let (r, l) = figures(&line);
             assert!((r - rel).abs() < 2e-6 && (l - lost).abs() < 2e-4, "{line}");
+        }
+        if folded > 0 {
+            let plural = if folded == 1 { "" } else { "s" };
+            assert!(
+                text.contains(&format!("{folded} other tensor{plural} lost nothing")),
+                "{strategy}: {text}"
+            );
         }
 
         // The unchanged tensor comes back bit for bit: -0.0, +0.0, the NaN's payload.

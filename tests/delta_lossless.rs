@@ -371,7 +371,7 @@ fn inspect_id_and_textconv_describe_a_lossless_delta() {
             std::fs::metadata(&delta).unwrap().len()
         ),
         "tensors: 14 (8 unchanged, 4 changed, 2 stored whole)\n".to_string(),
-        "chunks: 15 (4 stored XOR, 8 unchanged, 2 stored whole, 1 other)\n".to_string(),
+        "chunks: 15 (4 stored as differences from the base, 8 unchanged, 2 stored whole, 1 other)\n".to_string(),
         "tensor layer1.bfloat16.frozen: unchanged 2048 bytes, 0 stored\n".to_string(),
     ] {
         assert!(text.contains(&line), "{line:?} not in\n{text}");
@@ -471,7 +471,7 @@ fn git_log_p_of_a_stored_delta_describes_it() {
         "\n+format: wdelta version 3\n",
         "\n+strategy: lossless",
         "\n+model format: safetensors\n",
-        "\n+chunks: 15 (4 stored XOR, 8 unchanged, 2 stored whole, 1 other)\n",
+        "\n+chunks: 15 (4 stored as differences from the base, 8 unchanged, 2 stored whole, 1 other)\n",
         "\n+file model.safetensors: ",
     ] {
         assert!(log.contains(line), "{line:?} not in\n{log}");

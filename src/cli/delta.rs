@@ -217,6 +217,10 @@ pub(crate) struct VerifyArgs {
     /// fraction of the update lost, per tensor and over the model).
     #[arg(long, value_name = "FT")]
     pub against: Option<String>,
+    /// With --against: list every tensor, the ones that lost nothing too (else counted in one
+    /// line).
+    #[arg(long, requires = "against")]
+    pub all: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -537,12 +541,7 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
             }
             if let Some(loss) = &against {
                 s.push_str(&loss_summary(loss));
-                for (name, rel, lost) in &loss.tensors {
-                    s.push_str(&format!(
-                        "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
-                        shown(name)
-                    ));
-                }
+                s.push_str(&tensor_losses(loss, a.all));
             }
             say(s)
         }
@@ -553,6 +552,30 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
             Ok(Exit::Found)
         }
     }
+}
+
+/// `verify --against`'s line per tensor; the tensors that lost nothing (rel_l2 and update
+/// lost both 0) are counted in one line unless `all`.
+fn tensor_losses(loss: &delta::UpdateLoss, all: bool) -> String {
+    let mut s = String::new();
+    let mut exact = 0usize;
+    for (name, rel, lost) in &loss.tensors {
+        if !all && *rel == 0.0 && *lost == 0.0 {
+            exact += 1;
+            continue;
+        }
+        s.push_str(&format!(
+            "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
+            shown(name)
+        ));
+    }
+    if exact > 0 {
+        s.push_str(&format!(
+            "{exact} other tensor{} lost nothing (rel_l2 0, update lost 0; --all lists them)\n",
+            if exact == 1 { "" } else { "s" }
+        ));
+    }
+    s
 }
 
 /// `verify` of a lossless delta: its checksum and its parent hash against the base.
@@ -612,8 +635,7 @@ fn store_from(
 ) -> Result<Exit> {
     // Git gives back what was committed: lossless unless a lossy strategy is chosen.
     let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Lossless).lossy() else {
-        let c =
-            crate::delta::store_lossless(&finetuned.path, &parent.path, out, &a.run.options())?;
+        let c = crate::delta::store_lossless(&finetuned.path, &parent.path, out, &a.run.options())?;
         return say(lossless_summary(out, &c));
     };
     let c = crate::delta::store_as_delta(

@@ -344,7 +344,8 @@ pub fn describe_json(file: &WdeltaFile) -> String {
 /// How many chunks of a lossless delta are stored which way.
 #[derive(Debug, Default, Serialize)]
 struct ChunkCounts {
-    /// XORed (or, for q8_0 quants, subtracted) against the base's bytes.
+    /// Stored as differences from the base's bytes (subtracted or XORed, as the codec does;
+    /// the JSON key keeps its first name).
     xor: u64,
     /// Equal to the base's bytes: no frame.
     unchanged: u64,
@@ -442,7 +443,7 @@ pub(crate) fn describe_lossless_after(mut s: String, c: &LosslessContainer) -> S
     let n = chunk_counts(c);
     let _ = writeln!(
         s,
-        "chunks: {} ({} stored XOR, {} unchanged, {} stored whole, {} other)",
+        "chunks: {} ({} stored as differences from the base, {} unchanged, {} stored whole, {} other)",
         c.chunks.len(),
         n.xor,
         n.unchanged,
