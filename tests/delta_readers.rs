@@ -347,3 +347,47 @@ fn errors_about_a_committed_delta_name_the_argument_and_what_to_do() {
         &["a weight delta, not a model", "delta apply"],
     );
 }
+
+/// `apply` on the wrong base: one line naming the first few differences and how many more;
+/// `--all` lists every one.
+#[test]
+fn a_delta_on_the_wrong_base_is_summed_up_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("a")).unwrap();
+    std::fs::create_dir_all(d.join("b")).unwrap();
+    pair(&d.join("a"), "16x8,5,3,4,6,7", "f32", 1, 1);
+    pair(&d.join("b"), "16x4,5,2,3,5,6", "f32", 2, 1);
+    let delta = d.join("b.wdelta");
+    ok(&run(&[
+        "delta",
+        "create",
+        "--base",
+        s(&d.join("b/base.safetensors")),
+        s(&d.join("b/ft1.safetensors")),
+        "-o",
+        s(&delta),
+    ]));
+    let wrong = d.join("a/base.safetensors");
+    let out_file = d.join("out.safetensors");
+    let apply = |extra: &[&str]| {
+        let mut args = vec!["delta", "apply", "--base", s(&wrong), s(&delta), "-o"];
+        args.push(s(&out_file));
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let out = apply(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    common::assert_contains(
+        &err,
+        &["5 differences: ", "; and 2 more (`--all` lists every one)"],
+    );
+    let all = apply(&["--all"]);
+    assert_eq!(all.status.code(), Some(2));
+    let every = stderr(&all);
+    let listed = every.lines().filter(|l| l.starts_with("  tensor ")).count();
+    assert_eq!(listed, 5, "{every}");
+    assert!(!out_file.exists());
+}

@@ -183,6 +183,10 @@ pub(crate) struct ApplyArgs {
     /// Output safetensors file.
     #[arg(short, long)]
     pub output: PathBuf,
+    /// When the delta does not fit the base: list every difference (else the first few and
+    /// how many more).
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
     pub rebuild: RebuildArgs,
 }
@@ -409,7 +413,10 @@ fn create_from(a: &CreateArgs, base_file: &LocalFile, ft_file: &LocalFile) -> Re
 fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let base_file = opener.local_file(&a.lineage.base)?;
     let named = [(base_file.path.as_path(), a.lineage.base.as_str())];
-    apply_to(&a, &base_file).map_err(|e| e.naming(&named))
+    apply_to(&a, &base_file).map_err(|e| {
+        let e = if a.all { e.in_full() } else { e };
+        e.naming(&named)
+    })
 }
 
 /// `apply` to the base `base_file` holds.

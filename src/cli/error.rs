@@ -44,6 +44,22 @@ pub(super) enum ErrorKind {
 }
 
 impl Error {
+    /// A delta error shown in full (`--all`): every difference of a delta from its base.
+    pub(super) fn in_full(self) -> Error {
+        let full = match &*self.0 {
+            ErrorKind::Delta(e) => e.every_difference(),
+            _ => None,
+        };
+        match full {
+            Some(shown) => ErrorKind::Renamed {
+                shown,
+                source: self,
+            }
+            .into(),
+            None => self,
+        }
+    }
+
     /// The error with each file of `files` named by the argument it was opened for.
     pub(super) fn naming(self, files: &[(&std::path::Path, &str)]) -> Error {
         let message = self.to_string();
