@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::artifact::Artifact;
-use crate::formats::wdelta::AnyWdelta;
+use crate::formats::wdelta::{AnyWdelta, DeltaSummary};
 use crate::git::read_pointer_file;
 use crate::git::{GitError, ModelSide, RemoteOptions, SideReader};
 use crate::read::Content;
@@ -154,18 +154,170 @@ impl Opener<'_> {
         &self,
         rev_path: &crate::git::RevPath,
     ) -> Result<(Artifact, Option<String>), InputError> {
+        model_of(self.revision_side(rev_path)?, rev_path.spec.clone())
+    }
+
+    /// What `REV:path` names, as a side of a comparison: a multi-file model at that path, else
+    /// its blob (an LFS pointer followed to its object).
+    fn revision_side(&self, rev_path: &crate::git::RevPath) -> Result<ModelSide, InputError> {
         let cwd = std::env::current_dir().map_err(|e| crate::error::Error::io(".", e))?;
         let repo = crate::git::open_repo(&cwd)?;
         let reader = SideReader::new(&repo, self.remote);
         if !rev_path.is_index() {
             let path = rev_path.repo_path(&repo, &cwd);
             if let Some(side) = crate::git::open_at(&reader, &rev_path.rev, &path)? {
-                return model_of(side, rev_path.spec.clone());
+                return Ok(side);
             }
         }
         let id = rev_path.blob(&repo, &cwd)?;
-        let side = reader.blob(id, &rev_path.spec)?;
-        model_of(side, rev_path.spec.clone())
+        Ok(reader.blob(id, &rev_path.spec)?)
+    }
+}
+
+/// What an argument of `inspect` or `id` names: a model, or a `.wdelta`, which has no
+/// structural identity and is described instead.
+pub(crate) enum Opened {
+    Model(Box<Artifact>, Option<String>),
+    Delta(Box<OpenedDelta>),
+}
+
+/// A `.wdelta` an argument names.
+pub(crate) struct OpenedDelta {
+    /// What its header says: the line every reader shows.
+    pub summary: DeltaSummary,
+    /// The whole file parsed and its checksum verified, when its bytes are on this machine.
+    pub full: Option<AnyWdelta>,
+    /// Where the header was read from, when not from this machine.
+    pub note: Option<String>,
+}
+
+impl OpenedDelta {
+    fn whole(delta: AnyWdelta) -> OpenedDelta {
+        OpenedDelta {
+            summary: delta.summary(),
+            full: Some(delta),
+            note: None,
+        }
+    }
+}
+
+impl Opener<'_> {
+    /// Opens what `spec` names as a model or a `.wdelta`, reading it once: a file, `REV:path`
+    /// (a blob, or an LFS object from the local store, else its header from the LFS server),
+    /// a work-tree LFS pointer, or a URL.
+    pub(crate) fn model_or_delta(&self, spec: &str) -> Result<Opened, InputError> {
+        let model = |(artifact, note): (Artifact, Option<String>)| {
+            Ok(Opened::Model(Box::new(artifact), note))
+        };
+        match Input::parse(spec) {
+            Input::File(path) if path.is_dir() => model(self.file(&path)?),
+            Input::File(path) => {
+                if read_pointer_file(&path).is_some() {
+                    let side = SideReader::around(path.parent(), self.remote).file(&path);
+                    return self.side_opened(side, spec);
+                }
+                match crate::read::read_wdelta(&path)? {
+                    Some(delta) => Ok(Opened::Delta(Box::new(OpenedDelta::whole(delta)))),
+                    None => model(self.file(&path)?),
+                }
+            }
+            Input::Revision(rev_path) => {
+                let side = self.revision_side(&rev_path)?;
+                self.side_opened(side, spec)
+            }
+            Input::Url(url) => open_url_any(&url, self.headers),
+        }
+    }
+
+    /// A side read from git, as a model or a `.wdelta`; a delta whose bytes are on this machine
+    /// is parsed whole (its checksum verified), and its errors name `spec`, never the object's
+    /// path inside `.git`.
+    fn side_opened(&self, side: ModelSide, spec: &str) -> Result<Opened, InputError> {
+        let note = side.origin_note();
+        match side {
+            ModelSide::Read {
+                content: Content::Delta(summary),
+                from_server,
+                ..
+            } => {
+                let full = if from_server {
+                    None
+                } else {
+                    Some(self.whole_delta(spec)?)
+                };
+                Ok(Opened::Delta(Box::new(OpenedDelta {
+                    summary: *summary,
+                    full,
+                    note,
+                })))
+            }
+            ModelSide::Read {
+                content: Content::BadDelta { error },
+                ..
+            } => Err(InputError::Core(named_as(*error, spec))),
+            side => {
+                let (artifact, note) = model_of(side, spec.to_owned())?;
+                Ok(Opened::Model(Box::new(artifact), note))
+            }
+        }
+    }
+
+    /// The whole `.wdelta` `spec` names, from this machine, parsed and verified.
+    fn whole_delta(&self, spec: &str) -> Result<AnyWdelta, InputError> {
+        let parsed = match self.whole(spec)? {
+            Whole::File(path) => {
+                let map = crate::values::ModelBytes::map(&path)?;
+                AnyWdelta::parse(map.bytes())
+            }
+            Whole::Blob { bytes, .. } => AnyWdelta::parse(&bytes),
+        };
+        parsed.map_err(|source| {
+            InputError::Core(crate::error::Error::Wdelta {
+                path: PathBuf::from(spec),
+                source: Box::new(source),
+            })
+        })
+    }
+}
+
+/// A core error about a `.wdelta` read from git, naming the argument rather than the object.
+fn named_as(error: crate::error::Error, spec: &str) -> crate::error::Error {
+    match error {
+        crate::error::Error::Wdelta { source, .. } => crate::error::Error::Wdelta {
+            path: PathBuf::from(spec),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// A URL's model or `.wdelta`: only its header is downloaded (a lossless delta's, at the end
+/// of the file, with a range of its own).
+fn open_url_any(url: &str, headers: &[(String, String)]) -> Result<Opened, InputError> {
+    let header = crate::remote::read_url_header(url, headers)?;
+    let shown = crate::remote::shown_url(url);
+    let note = format!(
+        "header of {} read from the server ({} of {} bytes)",
+        crate::escape::shown(&shown),
+        header.prefix.len() + header.tail.len(),
+        header.file_size
+    );
+    if header.parsed.is_err() {
+        match header.content(Path::new(&shown)) {
+            Content::Delta(summary) => {
+                return Ok(Opened::Delta(Box::new(OpenedDelta {
+                    summary: *summary,
+                    full: None,
+                    note: Some(note),
+                })));
+            }
+            Content::BadDelta { error } => return Err(InputError::Core(*error)),
+            _ => {}
+        }
+    }
+    match header.parsed {
+        Ok(artifact) => Ok(Opened::Model(Box::new(artifact), Some(note))),
+        Err(e) => Err(InputError::Core(e)),
     }
 }
 
@@ -200,6 +352,21 @@ fn model_of(side: ModelSide, name: String) -> Result<(Artifact, Option<String>),
         }
         | ModelSide::Unreadable { error } => Err(InputError::Core(*error)),
         ModelSide::Unassembled { error } => Err(InputError::Core((*error).into())),
+        ModelSide::Read {
+            content: Content::BadDelta { error },
+            ..
+        } => Err(InputError::Core(named_as(*error, &name))),
+        side @ ModelSide::Read {
+            content: Content::Delta(_),
+            ..
+        } => Err(InputError::NoModel {
+            name,
+            message: format!(
+                "a weight delta, not a model: {}; `weight-inspect inspect` describes it, and \
+                 `delta apply` (or `delta restore`) rebuilds the model it stands for",
+                side.note().unwrap_or_default()
+            ),
+        }),
         other => Err(InputError::NoModel {
             name,
             message: other.note().unwrap_or_default(),

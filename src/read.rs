@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::artifact::{Artifact, Format};
 use crate::error::{Error, Result};
 use crate::formats;
-use crate::formats::wdelta::AnyWdelta;
+use crate::formats::wdelta::{AnyWdelta, DeltaSummary};
 use crate::sharded::{self, ShardError};
 
 /// Opens `path` for reading a model: regular files only (a symlink is followed to one), so a
@@ -222,6 +222,7 @@ fn file_name(path: &str) -> &str {
 /// Reads a model file's header with ordinary reads into a buffer, never a memory map: a file
 /// truncated or rewritten while it is read gives a parse error or a truncation note, never a
 /// SIGBUS. Only the header is read (in growing steps), whatever the size of the file.
+#[cfg(test)]
 pub(crate) fn read_file_buffered(path: &Path) -> Result<Artifact> {
     let (file, len) = open_regular(path)?;
     read_opened(path, &file, len)
@@ -338,6 +339,12 @@ pub(crate) enum Content {
     Other {
         first_bytes: String,
     },
+    /// A `.wdelta` (recognized by its magic): what its header says.
+    Delta(Box<DeltaSummary>),
+    /// The `.wdelta` magic, but the header does not read.
+    BadDelta {
+        error: Box<Error>,
+    },
 }
 
 impl Content {
@@ -352,6 +359,9 @@ impl Content {
 /// Detects the format of `bytes` and parses them when they are a model (`path` only names the
 /// file in errors).
 pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
+    if formats::wdelta::is_wdelta(bytes) {
+        return delta_content(path, DeltaSummary::read_bytes(bytes, bytes.len() as u64));
+    }
     let Some(format) = detect(bytes) else {
         return other_content(path, bytes);
     };
@@ -368,6 +378,9 @@ pub(crate) fn classify_bytes(path: &Path, bytes: &[u8]) -> Content {
 /// prefix leaves out is not counted missing (a model judged from a prefix of its blob is as
 /// complete as the blob). A prefix too short for the header is `Invalid`, saying so.
 pub(crate) fn classify_prefix(path: &Path, prefix: &[u8], file_len: u64) -> Content {
+    if formats::wdelta::is_wdelta(prefix) {
+        return delta_content(path, DeltaSummary::read_bytes(prefix, file_len));
+    }
     let Some(format) = detect(prefix) else {
         return other_content(path, prefix);
     };
@@ -404,15 +417,96 @@ fn other_content(path: &Path, bytes: &[u8]) -> Content {
     }
 }
 
+/// [`classify_prefix`] with the file's last `tail.len()` bytes too, for a reader of ranges (a
+/// lossless `.wdelta` keeps its header at the end). `Err((start, end))`: a `.wdelta` whose
+/// header needs the bytes `start..end`, which neither end holds.
+pub(crate) fn classify_ends(
+    path: &Path,
+    prefix: &[u8],
+    tail: &[u8],
+    file_len: u64,
+) -> std::result::Result<Content, (u64, u64)> {
+    if !formats::wdelta::is_wdelta(prefix) {
+        return Ok(classify_prefix(path, prefix, file_len));
+    }
+    let tail_start = file_len.saturating_sub(tail.len() as u64);
+    let mut missing: Option<(u64, u64)> = None;
+    let summary = DeltaSummary::read(file_len, |at, buf| {
+        let end = at.saturating_add(buf.len() as u64);
+        if end <= prefix.len() as u64 {
+            buf.copy_from_slice(&prefix[at as usize..end as usize]);
+            return Ok(());
+        }
+        if at >= tail_start && end <= file_len {
+            let from = (at - tail_start) as usize;
+            buf.copy_from_slice(&tail[from..from + buf.len()]);
+            return Ok(());
+        }
+        missing = Some(missing.map_or((at, end), |(a, e)| (a.min(at), e.max(end))));
+        Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("bytes {at}..{end} were not read"),
+        ))
+    });
+    match missing {
+        Some(range) if summary.is_err() => Err(range),
+        _ => Ok(delta_content(path, summary)),
+    }
+}
+
 /// [`classify_bytes`] for a file on disk, of which only the header is read.
 /// Reads with [`read_file_buffered`]: this serves the files git hands its drivers.
 pub(crate) fn classify_file(path: &Path) -> Content {
-    classify_read(read_file_buffered(path))
+    match open_regular(path) {
+        Ok((file, len)) => classify_opened(path, &file, len),
+        Err(error) => classify_read(Err(error)),
+    }
 }
 
-/// [`classify_file`] of `file`, already opened from `path` and `len` bytes long.
+/// [`classify_file`] of `file`, already opened from `path` and `len` bytes long (and not read
+/// from yet).
 pub(crate) fn classify_opened(path: &Path, file: &std::fs::File, len: u64) -> Content {
+    let mut magic = [0u8; formats::wdelta::MAGIC.len()];
+    if read_exact_at(file, 0, &mut magic).is_ok() && formats::wdelta::is_wdelta(&magic) {
+        return delta_content(
+            path,
+            DeltaSummary::read(len, |at, buf| read_exact_at(file, at, buf)),
+        );
+    }
+    if let Err(e) = rewind(file) {
+        return classify_read(Err(Error::io(path, e)));
+    }
     classify_read(read_opened(path, file, len))
+}
+
+/// Fills `buf` from `file` at offset `at` (it moves the file's position).
+fn read_exact_at(file: &std::fs::File, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(at))?;
+    reader.read_exact(buf)
+}
+
+fn rewind(file: &std::fs::File) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(0)).map(|_| ())
+}
+
+/// The content of a file that starts with the `.wdelta` magic.
+fn delta_content(
+    path: &Path,
+    summary: std::result::Result<DeltaSummary, formats::wdelta::WdeltaError>,
+) -> Content {
+    match summary {
+        Ok(summary) => Content::Delta(Box::new(summary)),
+        Err(source) => Content::BadDelta {
+            error: Box::new(Error::Wdelta {
+                path: path.to_owned(),
+                source: Box::new(source),
+            }),
+        },
+    }
 }
 
 fn classify_read(read: Result<Artifact>) -> Content {

@@ -23,6 +23,8 @@ fn make_delta(dir: &std::path::Path) {
         &[
             "delta",
             "create",
+            "--strategy",
+            "int4",
             "--base",
             "base.safetensors",
             "tuned.safetensors",
@@ -68,8 +70,20 @@ fn inspect_id_and_textconv_describe_a_delta() {
         hex::encode(sha2::Sha256::digest(&bytes))
     };
     let head = format!(
-        "weight-inspect textconv 5\nbytes: sha256:{digest}, {} bytes\nformat: wdelta",
+        "weight-inspect textconv 5\nbytes: sha256:{digest}, {} bytes\ndelta: .wdelta version \
+         1, int4 (approximate): parent hash {parent}, 1 tensors changed, {} bytes, update lost ",
+        bytes.len(),
         bytes.len()
+    );
+    // The line every reader shows, then the description.
+    assert!(text.contains("\nformat: wdelta version 1\n"), "{text}");
+    assert_eq!(
+        text.lines().nth(2).map(|l| l.trim_start_matches("delta: ")),
+        stdout(&inspect)
+            .lines()
+            .next()
+            .map(|l| l.trim_start_matches("delta: ")),
+        "textconv and inspect show the same line"
     );
     assert!(text.starts_with(&head), "{text}");
 }

@@ -62,6 +62,9 @@ fn the_loss_key_round_trips_and_a_wrong_one_is_named() {
         worst_tensor: Some("w \"quoted\"".to_string()),
         worst_rel_l2: Some(1e-300),
         worst_update_lost: Some(0.0986),
+        largest_rel_l2_tensor: Some("v".to_string()),
+        largest_rel_l2: Some(0.03),
+        largest_rel_l2_update_lost: Some(0.01),
     };
     header.loss = Some(loss.clone());
     let json = format::header_json(&header, 2);

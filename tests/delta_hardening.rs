@@ -48,7 +48,19 @@ fn an_output_that_is_an_input_is_refused_and_nothing_is_written() {
     let d = tmp.path();
     let (base, ft, wd) = small_setup(d);
     let before = snapshot(&[&base, &ft, &wd]);
-    let create = |out: &Path| run(&["delta", "create", "--base", s(&base), s(&ft), "-o", s(out)]);
+    let create = |out: &Path| {
+        run(&[
+            "delta",
+            "create",
+            "--strategy",
+            "int4",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(out),
+        ])
+    };
     assert_refused(&create(&base), &[s(&base), "base model"]);
     assert_refused(&create(&ft), &[s(&ft), "fine-tuned model"]);
     let apply = |out: &Path| run(&["delta", "apply", "--base", s(&base), s(&wd), "-o", s(out)]);

@@ -263,6 +263,8 @@ fn chains_agree_with_the_reference() {
     ok(&run(&[
         "delta",
         "create",
+        "--strategy",
+        "int4",
         "--base",
         s(&base),
         "--chain",
@@ -576,6 +578,8 @@ fn sparse_quantized_and_chained_int4_in_blocks_are_the_whole_tensor_encoding() {
     ok(&run(&[
         "delta",
         "create",
+        "--strategy",
+        "int4",
         "--base",
         s(&base_path),
         s(&dir.join("ft2.safetensors")),

@@ -129,7 +129,7 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
         ok(&out);
         let text = stdout(&out);
         let rebuilt = dir.join(format!("{strategy}.safetensors"));
-        ok(&run(&[
+        let applied = run(&[
             "delta",
             "apply",
             "--base",
@@ -137,7 +137,14 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
             s(&delta),
             "-o",
             s(&rebuilt),
-        ]));
+        ]);
+        ok(&applied);
+        assert!(
+            stdout(&applied)
+                .starts_with(&format!("wrote {}: approximate, {strategy}, ", s(&rebuilt))),
+            "{}",
+            stdout(&applied)
+        );
         // The figures below are of this model: the reference's reconstruction of a delta
         // whose records are as the strategy defines them.
         common::delta::encoded_as_defined(&base, &[], &ft, &delta);
@@ -157,15 +164,33 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
         assert!(lost > 0.01, "{strategy}: {model}");
         let worst = text
             .lines()
-            .find(|l| l.starts_with("worst tensor: "))
+            .find(|l| l.starts_with("most update lost: "))
             .unwrap();
         let max = expected[1..]
             .iter()
             .max_by(|a, b| a.2.total_cmp(&b.2))
             .unwrap();
         assert!(
-            worst.contains(&format!("worst tensor: {} ", max.0)),
+            worst.contains(&format!("most update lost: {} ", max.0)),
             "{worst}"
+        );
+        // And the tensor farthest from the fine-tune, by numpy's rel_l2.
+        let farthest = expected[1..]
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap();
+        let named = text
+            .lines()
+            .find(|l| l.starts_with("largest rel_l2: "))
+            .unwrap();
+        assert!(
+            named.contains(&format!("largest rel_l2: {} ", farthest.0)),
+            "{named}"
+        );
+        // Written and applied, the result says it is approximate.
+        assert!(
+            text.starts_with(&format!("wrote {}: approximate, {strategy}, ", s(&delta))),
+            "{text}"
         );
 
         // The header records the figures (key `loss`), `delta inspect` shows them, and
@@ -185,6 +210,12 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
         close("update_lost", expected[0].2);
         close("worst_update_lost", max.2);
         assert_eq!(loss["worst_tensor"], max.0.as_str(), "{strategy}");
+        close("largest_rel_l2", farthest.1);
+        assert_eq!(
+            loss["largest_rel_l2_tensor"],
+            farthest.0.as_str(),
+            "{strategy}"
+        );
         let out = run(&["delta", "inspect", s(&delta)]);
         ok(&out);
         let shown = stdout(&out);
@@ -221,13 +252,32 @@ fn lossy_strategies_report_what_they_lose_as_numpy_measures_it() {
         ]);
         ok(&out);
         let text = stdout(&out);
+        let mut all = vec!["delta", "verify", "--base", s(&base), s(&delta)];
+        all.extend(["--against", s(&ft), "--all"]);
+        let every = stdout(&run(&all));
+        let mut folded = 0;
         for (name, rel, lost) in &expected[1..] {
-            let line = text
-                .lines()
-                .find(|l| l.starts_with(&format!("tensor {name}: ")))
-                .unwrap();
-            let (r, l) = figures(line);
+            let line = |text: &str| {
+                text.lines()
+                    .find(|l| l.starts_with(&format!("tensor {name}: ")))
+                    .map(str::to_owned)
+            };
+            // A tensor that lost nothing is counted, not listed, unless --all.
+            let listed = line(&text);
+            if *rel == 0.0 && *lost == 0.0 {
+                assert_eq!(listed, None, "{strategy}: {text}");
+                folded += 1;
+            }
+            let line = line(&every).unwrap_or_else(|| panic!("{name}: {every}"));
+            let (r, l) = figures(&line);
             assert!((r - rel).abs() < 2e-6 && (l - lost).abs() < 2e-4, "{line}");
+        }
+        if folded > 0 {
+            let plural = if folded == 1 { "" } else { "s" };
+            assert!(
+                text.contains(&format!("{folded} other tensor{plural} lost nothing")),
+                "{strategy}: {text}"
+            );
         }
 
         // The unchanged tensor comes back bit for bit: -0.0, +0.0, the NaN's payload.

@@ -166,6 +166,41 @@ fn a_lossy_strategy_on_gguf_is_refused_naming_the_lossless_one() {
     ok(&create(&base, &ft, &out, &[]));
 }
 
+/// `delta create` without `--strategy` is lossless, for GGUF as for safetensors: it says so,
+/// and `apply` rebuilds the fine-tune's bytes.
+#[test]
+fn create_is_lossless_by_default_for_gguf_and_safetensors() {
+    for (kind, ext) in [("gguf", "gguf"), ("safetensors", "safetensors")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        make(kind, dir, &[]);
+        let base = dir.join(format!("base.{ext}"));
+        let ft = dir.join(format!("ft.{ext}"));
+        let delta = dir.join("d.wdelta");
+        let out = run(&[
+            "delta",
+            "create",
+            "--base",
+            s(&base),
+            s(&ft),
+            "-o",
+            s(&delta),
+        ]);
+        ok(&out);
+        assert!(
+            stdout(&out)
+                .contains("strategy: lossless (rebuilds the fine-tuned files byte for byte)"),
+            "{kind}: {}",
+            stdout(&out)
+        );
+        let rebuilt = dir.join(format!("rebuilt.{ext}"));
+        let applied = apply(&base, &delta, &rebuilt);
+        ok(&applied);
+        assert!(stdout(&applied).contains("identical to the fine-tuned model"));
+        same_bytes(&ft, &rebuilt);
+    }
+}
+
 #[test]
 fn split_gguf_comes_back_part_for_part() {
     let tmp = tempfile::tempdir().unwrap();
@@ -336,7 +371,7 @@ fn inspect_id_and_textconv_describe_a_lossless_delta() {
             std::fs::metadata(&delta).unwrap().len()
         ),
         "tensors: 14 (8 unchanged, 4 changed, 2 stored whole)\n".to_string(),
-        "chunks: 15 (4 stored XOR, 8 unchanged, 2 stored whole, 1 other)\n".to_string(),
+        "chunks: 15 (4 stored as differences from the base, 8 unchanged, 2 stored whole, 1 other)\n".to_string(),
         "tensor layer1.bfloat16.frozen: unchanged 2048 bytes, 0 stored\n".to_string(),
     ] {
         assert!(text.contains(&line), "{line:?} not in\n{text}");
@@ -436,7 +471,7 @@ fn git_log_p_of_a_stored_delta_describes_it() {
         "\n+format: wdelta version 3\n",
         "\n+strategy: lossless",
         "\n+model format: safetensors\n",
-        "\n+chunks: 15 (4 stored XOR, 8 unchanged, 2 stored whole, 1 other)\n",
+        "\n+chunks: 15 (4 stored as differences from the base, 8 unchanged, 2 stored whole, 1 other)\n",
         "\n+file model.safetensors: ",
     ] {
         assert!(log.contains(line), "{line:?} not in\n{log}");

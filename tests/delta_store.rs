@@ -208,6 +208,8 @@ fn delta_commands_take_committed_models_by_rev_path() {
     ok(&with_tmp(&[
         "delta",
         "create",
+        "--strategy",
+        "int4",
         "--base",
         "HEAD:base.safetensors",
         "HEAD:model.safetensors",

@@ -300,6 +300,8 @@ fn model_commands_show_hostile_names_escaped() {
     let out = wi(&[
         "delta",
         "create",
+        "--strategy",
+        "int4",
         "--base",
         "old.safetensors",
         "new.safetensors",

@@ -146,9 +146,12 @@ fn delta_commands_show_typed_paths_escaped() {
     let run = |args: &[&str]| run_in(Some(dir), args);
 
     // Written: each success names its output (or its inputs).
+    // int4: a lossless delta records the file's name, and refuses one with a backslash.
     let out = run(&[
         "delta",
         "create",
+        "--strategy",
+        "int4",
         "--base",
         s(&base),
         s(&model),
@@ -200,20 +203,25 @@ fn delta_commands_show_typed_paths_escaped() {
             "-o",
             s(&out_file),
         ],
-        // Not safetensors.
+        // Not safetensors, for a lossy strategy.
         vec![
             "delta",
             "create",
+            "--strategy",
+            "int4",
             "--base",
             s(&gguf),
             s(&tuned),
             "-o",
             s(&out_file),
         ],
-        // Tensors that differ: both models named, in the list of differences too.
+        // Tensors that differ (a lossy delta needs the same tensors): both models named, in
+        // the list of differences too.
         vec![
             "delta",
             "create",
+            "--strategy",
+            "int4",
             "--base",
             s(&model),
             s(&tuned),

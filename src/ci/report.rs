@@ -7,7 +7,6 @@ use gix::ObjectId;
 
 use super::error::CiError;
 use super::record::{CiFile, DETAILS_KEPT, Spool, Spooled, hash_text};
-use crate::artifact::Format;
 use crate::escape::shown;
 use crate::git::ComparedFile;
 use crate::git::Snapshot;
@@ -127,9 +126,9 @@ pub(crate) struct CiReport {
     pub unchecked: Vec<FileError>,
 }
 
-/// Model files of the structural report: GGUF and safetensors by extension.
+/// Files of the structural report: models by their format's extension, and `.wdelta` files.
 fn is_reported_path(path: &str) -> bool {
-    Format::from_path(path).is_some()
+    crate::read::is_read_path(path)
 }
 
 /// The index of a sharded model, which joins its shards into one entry.

@@ -304,11 +304,17 @@ fn model_or_delta(
         headers: &headers,
         remote,
     };
-    if let Some(delta) = opener.wdelta(spec)? {
-        output.print(&report::Wdelta(&delta))?;
-        return Ok(None);
+    match opener.model_or_delta(spec)? {
+        input::Opened::Model(artifact, note) => Ok(Some(noted((*artifact, note)))),
+        input::Opened::Delta(delta) => {
+            noted(((), delta.note.clone()));
+            output.print(&report::Wdelta {
+                summary: &delta.summary,
+                full: delta.full.as_ref(),
+            })?;
+            Ok(None)
+        }
     }
-    Ok(Some(noted(opener.model(spec)?)))
 }
 
 fn noted<T>((value, note): (T, Option<String>)) -> T {

@@ -11,7 +11,7 @@ use crate::delta::{
 };
 use crate::escape::{shown, shown_path, terminal_safe};
 use crate::formats::wdelta::Strategy;
-use crate::input::Opener;
+use crate::input::{LocalFile, Opener};
 use crate::output::{ColorChoice, Exit, Format, Output, write_stdout};
 
 use super::error::Result;
@@ -41,10 +41,17 @@ pub(crate) enum DeltaCommand {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StrategyArg {
-    /// Bit-exact: rebuilds the fine-tuned file byte for byte (format version 3).
+    /// Bit-exact: rebuilds the fine-tuned file(s) byte for byte, safetensors, GGUF or PyTorch
+    /// (format version 3). The default.
     Lossless,
+    /// Lossy: each tensor's update in 4 bits per element, with a fraction kept as float16
+    /// outliers (--outlier-fraction). Safetensors only.
     Int4,
+    /// Lossy: the largest entries of each update, the rest dropped (--sparsity). Safetensors
+    /// only.
     Sparse,
+    /// Lossy (BitDelta-style): the sign of each entry of the update, 1 bit per element, and
+    /// one float16 scale per row (the row's mean |update|). Safetensors only.
     Quantized,
 }
 
@@ -85,8 +92,8 @@ impl From<DtypeArg> for OutDtype {
 /// Options of the encoders.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct EncodeArgs {
-    /// Compression strategy (default: int4 for create, lossless for store). Only lossless
-    /// rebuilds the model exactly.
+    /// Compression strategy (default: lossless, which rebuilds the model exactly, from any
+    /// format it reads). int4, sparse and quantized are lossy, for safetensors.
     #[arg(long, value_enum)]
     pub strategy: Option<StrategyArg>,
     /// int4: fraction of the entries kept as float16 outliers.
@@ -136,13 +143,16 @@ impl RunArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CreateArgs {
-    /// Base model: a safetensors file or a sharded directory, or REV:path.
+    /// Base model: a safetensors, GGUF or PyTorch file, a directory of shards, or REV:path
+    /// (the lossy strategies take safetensors).
     #[arg(long)]
     pub base: String,
-    /// Deltas applied to BASE first (in order): the new delta is against their reconstruction.
+    /// Deltas applied to BASE first (in order): the new delta, lossy, is against their
+    /// reconstruction.
     #[arg(long, num_args = 1..)]
     pub chain: Vec<PathBuf>,
-    /// Fine-tuned model: a safetensors file or a sharded directory, or REV:path.
+    /// Fine-tuned model: a safetensors, GGUF or PyTorch file, a directory of shards, or
+    /// REV:path.
     pub finetuned: String,
     /// Output .wdelta file.
     #[arg(short, long)]
@@ -173,6 +183,10 @@ pub(crate) struct ApplyArgs {
     /// Output safetensors file.
     #[arg(short, long)]
     pub output: PathBuf,
+    /// When the delta does not fit the base: list every difference (else the first few and
+    /// how many more).
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
     pub rebuild: RebuildArgs,
 }
@@ -207,6 +221,10 @@ pub(crate) struct VerifyArgs {
     /// fraction of the update lost, per tensor and over the model).
     #[arg(long, value_name = "FT")]
     pub against: Option<String>,
+    /// With --against: list every tensor, the ones that lost nothing too (else counted in one
+    /// line).
+    #[arg(long, requires = "against")]
+    pub all: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -282,15 +300,17 @@ fn lineage(chain: &[PathBuf], delta: Option<&PathBuf>) -> Result<Vec<PathBuf>> {
     Ok(all)
 }
 
-fn created_summary(out: &Path, c: &Created) -> String {
+/// What `create` and `store` say of a lossy delta: approximate, by which strategy.
+fn created_summary(out: &Path, c: &Created, strategy: Strategy) -> String {
     let ratio = if c.file_bytes > 0 {
         c.dense_bytes as f64 / c.file_bytes as f64
     } else {
         0.0
     };
     format!(
-        "wrote {}: {} tensors, {} bytes ({ratio:.2}x smaller than the fine-tuned weights)\nparent hash: {}\n",
+        "wrote {}: {}, {} tensors, {} bytes ({ratio:.2}x smaller than the fine-tuned weights)\nparent hash: {}\n",
         shown_path(out),
+        delta::approximate(&[strategy.name()]),
         c.tensors,
         c.file_bytes,
         c.parent_hash
@@ -327,9 +347,17 @@ fn loss_summary(loss: &delta::UpdateLoss) -> String {
          over the model\n",
         loss.rel_l2, loss.update_lost
     );
+    // Two tensors, which may differ: a small update can be lost whole by a tensor that stays
+    // close to the fine-tune, while another with a large update is far from it.
     if let Some((name, rel, lost)) = loss.worst() {
         s.push_str(&format!(
-            "worst tensor: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
+            "most update lost: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
+            shown(name)
+        ));
+    }
+    if let Some((name, rel, lost)) = loss.largest_rel_l2() {
+        s.push_str(&format!(
+            "largest rel_l2: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
             shown(name)
         ));
     }
@@ -341,11 +369,23 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
         opener.local_file(&a.base)?,
         opener.local_file(&a.finetuned)?,
     );
-    let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Int4).lossy() else {
+    let named = [
+        (base_file.path.as_path(), a.base.as_str()),
+        (ft_file.path.as_path(), a.finetuned.as_str()),
+    ];
+    create_from(&a, &base_file, &ft_file).map_err(|e| e.naming(&named))
+}
+
+/// `create` of the files `base_file` and `ft_file` hold.
+fn create_from(a: &CreateArgs, base_file: &LocalFile, ft_file: &LocalFile) -> Result<Exit> {
+    // Exact by default, for every format lossless reads (GGUF, PyTorch, safetensors).
+    let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Lossless).lossy() else {
         if let Some(first) = a.chain.first() {
             return Err(DeltaError::LosslessUnsupported {
                 path: first.clone(),
-                what: "--chain: a lossless delta is made against plain weights".to_string(),
+                what: "--chain: a lossless delta is made against plain weights; make a lossy \
+                       link of a chain with --strategy int4, sparse or quantized"
+                    .to_string(),
             }
             .into());
         }
@@ -365,14 +405,23 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
         &a.encode.options(lossy),
         &a.run.options(),
     )?;
-    let mut text = created_summary(&a.output, &c);
+    let mut text = created_summary(&a.output, &c, lossy);
     text.push_str(&c.loss.as_ref().map(loss_summary).unwrap_or_default());
     say(text)
 }
 
 fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
-    let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
     let base_file = opener.local_file(&a.lineage.base)?;
+    let named = [(base_file.path.as_path(), a.lineage.base.as_str())];
+    apply_to(&a, &base_file).map_err(|e| {
+        let e = if a.all { e.in_full() } else { e };
+        e.naming(&named)
+    })
+}
+
+/// `apply` to the base `base_file` holds.
+fn apply_to(a: &ApplyArgs, base_file: &LocalFile) -> Result<Exit> {
+    let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
     if let [one] = paths.as_slice()
         && delta::is_lossless_file(one)
     {
@@ -420,8 +469,9 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
         )?
     };
     say(format!(
-        "wrote {}: {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
+        "wrote {}: {}, {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
         shown_path(&a.output),
+        delta::approximate(&r.strategies),
         r.tensors,
         r.file_bytes,
         r.base_hash,
@@ -498,12 +548,7 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
             }
             if let Some(loss) = &against {
                 s.push_str(&loss_summary(loss));
-                for (name, rel, lost) in &loss.tensors {
-                    s.push_str(&format!(
-                        "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
-                        shown(name)
-                    ));
-                }
+                s.push_str(&tensor_losses(loss, a.all));
             }
             say(s)
         }
@@ -514,6 +559,30 @@ fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
             Ok(Exit::Found)
         }
     }
+}
+
+/// `verify --against`'s line per tensor; the tensors that lost nothing (rel_l2 and update
+/// lost both 0) are counted in one line unless `all`.
+fn tensor_losses(loss: &delta::UpdateLoss, all: bool) -> String {
+    let mut s = String::new();
+    let mut exact = 0usize;
+    for (name, rel, lost) in &loss.tensors {
+        if !all && *rel == 0.0 && *lost == 0.0 {
+            exact += 1;
+            continue;
+        }
+        s.push_str(&format!(
+            "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
+            shown(name)
+        ));
+    }
+    if exact > 0 {
+        s.push_str(&format!(
+            "{exact} other tensor{} lost nothing (rel_l2 0, update lost 0; --all lists them)\n",
+            if exact == 1 { "" } else { "s" }
+        ));
+    }
+    s
 }
 
 /// `verify` of a lossless delta: its checksum and its parent hash against the base.
@@ -557,21 +626,34 @@ fn store(a: StoreArgs, opener: &Opener<'_>) -> Result<Exit> {
     });
     let finetuned = opener.local_file(&a.finetuned)?;
     let parent = opener.local_file(&a.parent)?;
+    let named = [
+        (finetuned.path.as_path(), a.finetuned.as_str()),
+        (parent.path.as_path(), a.parent.as_str()),
+    ];
+    store_from(&a, &finetuned, &parent, &out).map_err(|e| e.naming(&named))
+}
+
+/// `store` of the files `finetuned` and `parent` hold, into `out`.
+fn store_from(
+    a: &StoreArgs,
+    finetuned: &LocalFile,
+    parent: &LocalFile,
+    out: &Path,
+) -> Result<Exit> {
     // Git gives back what was committed: lossless unless a lossy strategy is chosen.
     let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Lossless).lossy() else {
-        let c =
-            crate::delta::store_lossless(&finetuned.path, &parent.path, &out, &a.run.options())?;
-        return say(lossless_summary(&out, &c));
+        let c = crate::delta::store_lossless(&finetuned.path, &parent.path, out, &a.run.options())?;
+        return say(lossless_summary(out, &c));
     };
     let c = crate::delta::store_as_delta(
         &finetuned.path,
         &parent.path,
-        &out,
+        out,
         &a.encode.options(lossy),
         &a.run.options(),
     )?;
     // Measured against plain weights (a parent that is a .wdelta is a chain: not measured).
-    let mut text = created_summary(&out, &c);
+    let mut text = created_summary(out, &c, lossy);
     text.push_str(&c.loss.as_ref().map(loss_summary).unwrap_or_default());
     text.push_str(&format!(
         "strategy: {} (lossy, chosen with --strategy: `delta restore` gives back an approximation \

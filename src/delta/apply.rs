@@ -85,6 +85,8 @@ pub(crate) struct Applied {
     pub(crate) base_hash: String,
     pub(crate) tensors: usize,
     pub(crate) file_bytes: u64,
+    /// The lossy strategy of each link applied, in order: the result is approximate.
+    pub(crate) strategies: Vec<&'static str>,
 }
 
 /// Reconstructs the model at the end of `links` from `base` into the safetensors file `out`,
@@ -221,6 +223,10 @@ pub(crate) fn apply(
         base_hash,
         tensors: names.len(),
         file_bytes: layout.total_len,
+        strategies: links
+            .iter()
+            .map(|l| l.file.header.strategy.name())
+            .collect(),
     })
 }
 

@@ -97,6 +97,7 @@ pub(crate) fn apply_streamed(
     stream.spool_large_records_in(out_dir);
     base.check_elems()?;
     let expected = stream.header.parent_hash.clone();
+    let strategy = stream.header.strategy.name();
     let remembered = super::base_hash::remembered(base, run);
     if let Some(hash) = &remembered
         && *hash != expected
@@ -212,6 +213,7 @@ pub(crate) fn apply_streamed(
                 base_hash,
                 tensors: plan.names.len(),
                 file_bytes: plan.layout.total_len,
+                strategies: vec![strategy],
             }))
         }
         Err(Stop::NotStreamable) => Ok(None),

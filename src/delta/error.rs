@@ -32,10 +32,10 @@ pub enum DeltaError {
     TensorNotInDelta { path: PathBuf, tensor: String },
     /// A delta's tensors (names, shapes) are not those of the base it is applied to.
     #[error(
-        "{} does not fit the base {}:\n  {}",
+        "{} does not fit the base {}: {}",
         shown_path(.delta),
         shown_path(.base),
-        differences.join("\n  ")
+        first_differences(differences)
     )]
     BaseMismatch {
         delta: PathBuf,
@@ -89,6 +89,13 @@ pub enum DeltaError {
         shown_path(.path)
     )]
     NotLosslessFormat { path: PathBuf, format: &'static str },
+    #[error(
+        "{}: a .wdelta, not a model; a delta is applied to its base (`weight-inspect delta \
+         apply --base MODEL DELTA -o OUT`), and `delta restore DELTA` rebuilds the model it \
+         stores, which can then be a base",
+        shown_path(.path)
+    )]
+    DeltaGivenAsModel { path: PathBuf },
     /// A lossless (version 3) `.wdelta` breaks a rule of its format.
     #[error("{}: {source}", shown_path(.path))]
     Lossless {
@@ -299,5 +306,42 @@ fn absent_phrase(absent: &[String]) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         )
+    }
+}
+
+/// How many differences between a delta and a base an error names before counting the rest.
+const DIFFERENCES_SHOWN: usize = 3;
+
+/// A delta's differences from a base in one line: all of a few, else the first few and how
+/// many more (`--all` lists every one).
+fn first_differences(differences: &[String]) -> String {
+    let n = differences.len();
+    if n <= DIFFERENCES_SHOWN {
+        return differences.join("; ");
+    }
+    format!(
+        "{n} differences: {}; and {} more (`--all` lists every one)",
+        differences[..DIFFERENCES_SHOWN].join("; "),
+        n - DIFFERENCES_SHOWN
+    )
+}
+
+impl DeltaError {
+    /// Every difference of a delta that does not fit its base, one a line (None for other
+    /// errors).
+    pub(crate) fn every_difference(&self) -> Option<String> {
+        match self {
+            DeltaError::BaseMismatch {
+                delta,
+                base,
+                differences,
+            } => Some(format!(
+                "{} does not fit the base {}:\n  {}",
+                shown_path(delta),
+                shown_path(base),
+                differences.join("\n  ")
+            )),
+            _ => None,
+        }
     }
 }

@@ -88,7 +88,8 @@ pub use model::Model;
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
 pub(crate) use store::{
-    restore as restore_stored, restore_lossless, store as store_as_delta, store_lossless,
+    approximate, restore as restore_stored, restore_lossless, store as store_as_delta,
+    store_lossless,
 };
 pub use verify::reconstruction_error;
 pub(crate) use verify::verify_lineage;

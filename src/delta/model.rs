@@ -302,6 +302,17 @@ thread_local! {
     static RAW_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Whether `path` is a regular file that starts with the `.wdelta` magic (read from its first
+/// bytes only).
+fn starts_like_a_delta(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok((file, _)) = crate::fsutil::open_regular(path) else {
+        return false;
+    };
+    let mut magic = Vec::with_capacity(8);
+    file.take(8).read_to_end(&mut magic).is_ok() && crate::formats::wdelta::is_wdelta(&magic)
+}
+
 impl Model {
     /// Opens a safetensors file, or a sharded model (a directory or its index) through the
     /// core's multi-file reader, which checks the shards against the index and each other.
@@ -316,6 +327,11 @@ impl Model {
     }
 
     fn open_formats(path: &Path, formats: &[Format]) -> Result<Model> {
+        if starts_like_a_delta(path) {
+            return Err(DeltaError::DeltaGivenAsModel {
+                path: path.to_path_buf(),
+            });
+        }
         let artifact = crate::read::open_model_path(path)?;
         if !formats.contains(&artifact.format) && formats.len() > 1 {
             return Err(DeltaError::NotLosslessFormat {

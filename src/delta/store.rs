@@ -306,7 +306,9 @@ pub(crate) fn store_lossless(
         return Err(DeltaError::LosslessUnsupported {
             path: parent.to_path_buf(),
             what: "the lossless strategy stores a model against plain weights, not against a \
-                   .wdelta (store the parent's weights, or choose a lossy --strategy)"
+                   .wdelta; rebuild the parent's model first (`weight-inspect delta restore \
+                   DELTA -o parent.safetensors`, or `delta apply`) and pass that file as \
+                   --parent"
                 .to_string(),
         });
     } else {
@@ -399,10 +401,17 @@ pub(crate) fn restore(
     }
     let chain: Vec<_> = chain.iter().map(|label| shown(label)).collect();
     Ok(format!(
-        "wrote {}: {} tensors, {} bytes\nlineage: {}\n",
+        "wrote {}: {}, {} tensors, {} bytes\nlineage: {}\n",
         shown_path(out),
+        approximate(&r.strategies),
         r.tensors,
         r.file_bytes,
         chain.join(" -> ")
     ))
+}
+
+/// How a model rebuilt through lossy links is described where it is written: approximate, and
+/// by which strategies (`approximate, int4`; a lineage `approximate, int4 then sparse`).
+pub(crate) fn approximate(strategies: &[&str]) -> String {
+    format!("approximate, {}", strategies.join(" then "))
 }

@@ -310,6 +310,13 @@ impl UpdateLoss {
             .iter()
             .max_by(|a, b| a.2.partial_cmp(&b.2).unwrap_or(std::cmp::Ordering::Equal))
     }
+
+    /// The tensor farthest from the fine-tune: the largest rel_l2.
+    pub(crate) fn largest_rel_l2(&self) -> Option<&(String, f64, f64)> {
+        self.tensors
+            .iter()
+            .max_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal))
+    }
 }
 
 /// A fraction `err / of`: 0 when both are 0, infinite when only `of` is.
@@ -322,12 +329,16 @@ impl UpdateLoss {
     pub(crate) fn figures(&self) -> crate::formats::wdelta::LossFigures {
         let finite = |v: f64| v.is_finite().then_some(v);
         let worst = self.worst();
+        let farthest = self.largest_rel_l2();
         crate::formats::wdelta::LossFigures {
             rel_l2: finite(self.rel_l2),
             update_lost: finite(self.update_lost),
             worst_tensor: worst.map(|w| w.0.clone()),
             worst_rel_l2: worst.and_then(|w| finite(w.1)),
             worst_update_lost: worst.and_then(|w| finite(w.2)),
+            largest_rel_l2_tensor: farthest.map(|w| w.0.clone()),
+            largest_rel_l2: farthest.and_then(|w| finite(w.1)),
+            largest_rel_l2_update_lost: farthest.and_then(|w| finite(w.2)),
         }
     }
 }

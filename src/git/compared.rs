@@ -254,6 +254,7 @@ impl ComparedFile {
         let name = |s: &Option<ModelSide>| match s.as_ref().map(|s| (s, s.content())) {
             Some((ModelSide::Link { .. }, _)) => Some("link"),
             Some((_, Some(Content::Invalid { format, .. }))) => Some(format.name()),
+            Some((_, Some(Content::Delta(_) | Content::BadDelta { .. }))) => Some("wdelta"),
             _ => artifact(s).map(|a| a.format.name()),
         };
         match (name(&self.old), name(&self.new)) {

@@ -706,9 +706,8 @@ fn side_of_header(
             let _ = cache.put(&pointer.oid, &header.prefix);
             Content::Model(Box::new(artifact.clone()))
         }
-        Err(crate::error::Error::UnknownFormat { first_bytes, .. }) => Content::Other {
-            first_bytes: first_bytes.clone(),
-        },
+        // No model: a `.wdelta` (its header, where the bytes read hold it), or something else.
+        Err(crate::error::Error::UnknownFormat { .. }) => header.content(Path::new(name)),
         Err(_) => {
             // The same parse again, for an error of our own (one header may serve several
             // sides).
@@ -803,7 +802,10 @@ fn from_content(
 ) -> ModelSide {
     let (size, sha256) = match &content {
         Content::Model(artifact) if lfs.is_none() => (artifact.layout.file_size, None),
-        Content::Model(_) | Content::Invalid { .. } => (size, None),
+        Content::Model(_)
+        | Content::Invalid { .. }
+        | Content::Delta(_)
+        | Content::BadDelta { .. } => (size, None),
         Content::Other { .. } => {
             let sha256 = match sha256 {
                 Some(s) => s,

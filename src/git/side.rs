@@ -140,14 +140,18 @@ impl ModelSide {
         }
     }
 
-    /// "model", "absent" (LFS object not present locally), "not-model", "invalid" (including a
-    /// multi-file model whose files do not fit together) or "link" (a symbolic link).
+    /// "model", "absent" (LFS object not present locally), "not-model", "wdelta" (a weight
+    /// delta, described by its header), "invalid" (including a multi-file model whose files do
+    /// not fit together, and a `.wdelta` whose header does not read) or "link" (a symbolic
+    /// link).
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             ModelSide::Read { content, .. } => match content {
                 Content::Model(_) => "model",
                 Content::Invalid { .. } => "invalid",
                 Content::Other { .. } => "not-model",
+                Content::Delta(_) => "wdelta",
+                Content::BadDelta { .. } => "invalid",
             },
             ModelSide::Absent { .. } => "absent",
             ModelSide::Unreadable { .. } | ModelSide::Unassembled { .. } => "invalid",
@@ -179,9 +183,12 @@ impl ModelSide {
         }
     }
 
-    /// For a model whose header came from the LFS server: the line that says so.
+    /// For a model (or a `.wdelta`) whose header came from the LFS server: the line that says
+    /// so.
     pub(crate) fn origin_note(&self) -> Option<String> {
-        if self.artifact().is_none() || !self.header_from_server() {
+        let described =
+            self.artifact().is_some() || matches!(self.content(), Some(Content::Delta(_)));
+        if !described || !self.header_from_server() {
             return None;
         }
         Some(match self.pointer() {
@@ -212,6 +219,10 @@ impl ModelSide {
                 )),
                 Content::Invalid { error, .. } => {
                     Some(format!("unreadable model file ({size} bytes): {error}"))
+                }
+                Content::Delta(summary) => Some(crate::render::wdelta::summary_line(summary)),
+                Content::BadDelta { error } => {
+                    Some(format!("unreadable .wdelta file ({size} bytes): {error}"))
                 }
             },
             ModelSide::Unreadable { error } => {

@@ -72,7 +72,7 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
             return format!(
                 "{HEADER}\n{}{}",
                 bytes_line(file),
-                crate::render::wdelta::describe_any(&delta)
+                crate::render::wdelta::summary_and_description(&delta)
             );
         }
         Err(e) => {
@@ -91,6 +91,9 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
     let size = std::fs::metadata(file).map(|m| m.len()).ok();
     let reader = SideReader::around(None, remote);
     let side = reader.file(file);
+    if let Some(text) = local_delta_object(&side, &reader) {
+        return text;
+    }
     let (file_digest, hashes) = if options.tensor_hashes {
         digests(&side, &reader, file)
     } else {
@@ -115,6 +118,31 @@ fn render_file_inner(file: &Path, remote: &RemoteOptions, options: TextconvOptio
         out.insert_str(HEADER.len() + 1, &line);
     }
     out
+}
+
+/// A pointer to a `.wdelta` whose LFS object is in the local store: rendered as the object
+/// itself renders (the pointer's oid is the object's digest), so a clone with the objects shows
+/// the same text whether git hands over the pointer or the smudged file.
+fn local_delta_object(side: &ModelSide, reader: &SideReader<'_>) -> Option<String> {
+    let ModelSide::Read {
+        content: Content::Delta(_),
+        lfs: Some(pointer),
+        from_server: false,
+        ..
+    } = side
+    else {
+        return None;
+    };
+    let object = reader
+        .repo()
+        .and_then(|repo| super::lfs::present_object(repo, pointer))?;
+    let delta = crate::read::read_wdelta(&object).ok().flatten()?;
+    Some(format!(
+        "{HEADER}\nbytes: sha256:{}, {} bytes\n{}",
+        pointer.oid,
+        pointer.size,
+        crate::render::wdelta::summary_and_description(&delta)
+    ))
 }
 
 /// Each tensor's data digest (in the tensor table's order), or why there are none.
@@ -228,6 +256,24 @@ pub(super) fn render_side(
                 "content: not a GGUF, safetensors or PyTorch file, {size} bytes, sha256:{}",
                 sha256.as_deref().unwrap_or_default()
             );
+        }
+        ModelSide::Read {
+            content: Content::Delta(summary),
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "delta: {}",
+                crate::render::wdelta::summary_line(summary)
+            );
+        }
+        ModelSide::Read {
+            content: Content::BadDelta { error },
+            size,
+            ..
+        } => {
+            let _ = writeln!(out, "content: unreadable .wdelta file, {size} bytes");
+            let _ = writeln!(out, "error: {}", stable_message(&error.to_string(), file));
         }
         ModelSide::Read {
             content: Content::Invalid { error, .. },

@@ -554,7 +554,7 @@ fn format_of(judged: &Judged) -> Option<Format> {
     match &judged.content {
         Content::Model(a) => Some(a.format),
         Content::Invalid { format, .. } => Some(*format),
-        Content::Other { .. } => None,
+        Content::Other { .. } | Content::Delta(_) | Content::BadDelta { .. } => None,
     }
 }
 

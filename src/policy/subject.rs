@@ -94,6 +94,7 @@ impl Judged {
             Content::Model(a) => a.format == Format::Pytorch,
             Content::Invalid { format, .. } => *format == Format::Pytorch,
             Content::Other { .. } => true,
+            Content::Delta(_) | Content::BadDelta { .. } => false,
         };
         let pickle = is_pickle.then(|| pytorch::scan_any(bytes)).flatten();
         Judged { content, pickle }
@@ -116,6 +117,8 @@ impl Judged {
             (Content::Invalid { format, error }, None) => {
                 format!("an unreadable {} file ({error})", format.name())
             }
+            (Content::Delta(summary), _) => crate::render::wdelta::summary_line(summary),
+            (Content::BadDelta { error }, _) => format!("an unreadable .wdelta ({error})"),
             (Content::Other { first_bytes }, _) => {
                 format!("none of GGUF, safetensors or PyTorch (first bytes {first_bytes})")
             }

@@ -21,9 +21,34 @@ const MAX_READ_AHEAD: u64 = 1 << 20;
 #[derive(Debug)]
 pub(crate) struct RemoteHeader {
     pub prefix: Vec<u8>,
+    /// The file's last bytes, where its header is there (a lossless `.wdelta`); else empty.
+    pub tail: Vec<u8>,
     /// The size of the whole file.
     pub file_size: u64,
     pub parsed: Result<Artifact, crate::error::Error>,
+}
+
+impl RemoteHeader {
+    /// What the bytes read are ([`crate::read::classify_ends`]), `name` naming the file.
+    pub(crate) fn content(&self, name: &Path) -> crate::read::Content {
+        crate::read::classify_ends(name, &self.prefix, &self.tail, self.file_size).unwrap_or_else(
+            |(start, end)| {
+                let why = format!(
+                    "the header needs bytes {start}..{end} of the file's {}, more than were read",
+                    self.file_size
+                );
+                crate::read::Content::BadDelta {
+                    error: Box::new(crate::error::Error::io(name, std::io::Error::other(why))),
+                }
+            },
+        )
+    }
+}
+
+/// The most of a file's end read for a header kept there: the header cap and as much again
+/// for a lossless `.wdelta`'s chunk index.
+fn max_tail() -> u64 {
+    crate::formats::limits::max_header_bytes().saturating_mul(2)
 }
 
 /// Reads the header of the file at `url` (sent `headers`, which are for that URL's origin
@@ -59,8 +84,10 @@ pub(crate) fn read_header(
                         .map(|()| artifact),
                     Err(e) => Err(e),
                 };
+                let tail = source.delta_tail(name, &mut prefix, size)?;
                 return Ok(RemoteHeader {
                     prefix,
+                    tail,
                     file_size: size,
                     parsed,
                 });
@@ -115,6 +142,42 @@ impl RangeSource<'_> {
                 }
             }
         }
+    }
+
+    /// For a `.wdelta` whose header lies beyond `prefix`: a lossy one's (after the preamble)
+    /// is read into `prefix`; a lossless one's (at the end of the file) into the returned tail,
+    /// from the first offset its reading needs, within [`max_tail`]. Empty for anything else.
+    fn delta_tail(
+        &mut self,
+        name: &Path,
+        prefix: &mut Vec<u8>,
+        size: u64,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let mut tail = Vec::new();
+        if !crate::formats::wdelta::is_wdelta(prefix) {
+            return Ok(tail);
+        }
+        let mut rounds = 0;
+        // Each round reads more of one end: a lossless footer, header and index take three.
+        while rounds < 6 {
+            rounds += 1;
+            let Err((start, end)) = crate::read::classify_ends(name, prefix, &tail, size) else {
+                break;
+            };
+            let tail_start = size - tail.len() as u64;
+            if end <= max_tail() && start <= prefix.len() as u64 && end < tail_start {
+                self.fill(prefix, end)?;
+            } else if size - start <= max_tail() && start < tail_start {
+                // A window at once: the footer, then the header and index before it.
+                let from = start
+                    .min(size.saturating_sub(FIRST_WINDOW))
+                    .max(prefix.len() as u64);
+                tail = self.tail(prefix, from, size)?;
+            } else {
+                break;
+            }
+        }
+        Ok(tail)
     }
 
     /// The file's bytes from `start` to its end (`size`), those in `prefix` taken from it.

@@ -13,7 +13,7 @@ use crate::conversion::Conversion;
 use crate::diff::StructuralDiff;
 use crate::escape::shown_path;
 use crate::formats::wdelta::lossless::LosslessContainer;
-use crate::formats::wdelta::{AnyWdelta, WdeltaFile};
+use crate::formats::wdelta::{AnyWdelta, DeltaSummary, WdeltaFile};
 use crate::values::ValueDiff;
 
 /// A result a command prints, in either form.
@@ -196,15 +196,25 @@ impl Report for ConversionReport<'_> {
     }
 }
 
-/// A `.wdelta` given to `inspect` or `id`: its description (it has no structural identity).
-pub(crate) struct Wdelta<'a>(pub &'a AnyWdelta);
+/// A `.wdelta` given to `inspect` or `id`: the line every reader shows for it, then its
+/// description when the whole file was read (it has no structural identity).
+pub(crate) struct Wdelta<'a> {
+    pub summary: &'a DeltaSummary,
+    pub full: Option<&'a AnyWdelta>,
+}
 
 impl Report for Wdelta<'_> {
     fn text(&self, _: &Palette) -> String {
-        ending_in_newline(super::wdelta::describe_any(self.0))
+        match self.full {
+            Some(delta) => ending_in_newline(super::wdelta::summary_and_description(delta)),
+            None => format!("delta: {}\n", super::wdelta::summary_line(self.summary)),
+        }
     }
     fn json(&self) -> String {
-        ending_in_newline(super::wdelta::describe_any_json(self.0))
+        ending_in_newline(match self.full {
+            Some(delta) => super::wdelta::describe_any_json(delta),
+            None => super::wdelta::summary_json(self.summary),
+        })
     }
 }
 

@@ -5,22 +5,121 @@ use serde::Serialize;
 
 use crate::escape::shown;
 use crate::formats::wdelta::lossless::{self, LosslessContainer, SegmentKind};
-use crate::formats::wdelta::{self, AnyWdelta, Params, WdeltaFile};
+use crate::formats::wdelta::{self, AnyWdelta, DeltaSummary, Params, WdeltaFile};
 
-/// The description of a delta of any version ([`describe`] or [`describe_lossless`]).
-pub(crate) fn describe_any(delta: &AnyWdelta) -> String {
+/// A `.wdelta` read whole: the line every reader shows for it ([`summary_line`]), then its
+/// description.
+pub(crate) fn summary_and_description(delta: &AnyWdelta) -> String {
+    let head = format!("delta: {}\n", summary_line(&delta.summary()));
     match delta {
-        AnyWdelta::Lossy(file) => describe(file),
-        AnyWdelta::Lossless(c) => describe_lossless(c),
+        AnyWdelta::Lossy(file) => describe_after(head, file),
+        AnyWdelta::Lossless(c) => describe_lossless_after(head, c),
     }
 }
 
-/// [`describe_any`] as JSON (`"schema": 1` first), one line.
+/// The description of a delta of any version as JSON (`"schema": 1` first), one line.
 pub(crate) fn describe_any_json(delta: &AnyWdelta) -> String {
     match delta {
         AnyWdelta::Lossy(file) => describe_json(file),
         AnyWdelta::Lossless(c) => describe_lossless_json(c),
     }
+}
+
+/// The one line every reader of a repository shows for a `.wdelta` (git's fast path and
+/// driver, textconv's `delta:` line, `ci`, `inspect REV:path`): version and strategy, whether it
+/// is exact, parent hash, tensors changed, size, and for a lossy delta what it loses.
+pub(crate) fn summary_line(d: &DeltaSummary) -> String {
+    let exact = if d.is_lossless() {
+        "exact"
+    } else {
+        "approximate"
+    };
+    let mut s = format!(
+        ".wdelta version {}, {} ({exact}): parent hash {}, ",
+        d.version,
+        d.strategy,
+        shown(&d.parent_hash)
+    );
+    if d.is_lossless() {
+        s.push_str(&format!(
+            "{} of {} tensors changed",
+            d.tensors_changed, d.tensors
+        ));
+    } else {
+        s.push_str(&format!("{} tensors changed", d.tensors_changed));
+    }
+    if let Some(format) = &d.model_format {
+        s.push_str(&format!(", {} model", shown(format)));
+    }
+    s.push_str(&format!(", {} bytes", d.file_size));
+    if let Some(loss) = &d.loss {
+        s.push_str(", ");
+        s.push_str(&loss_summary(loss));
+    }
+    s
+}
+
+#[derive(Serialize)]
+struct SummaryJson<'a> {
+    schema: u32,
+    format: &'static str,
+    version: u32,
+    strategy: &'static str,
+    lossless: bool,
+    parent_hash: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_format: Option<&'a str>,
+    tensors: u64,
+    tensors_changed: u64,
+    file_size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<&'a wdelta::LossFigures>,
+}
+
+/// [`summary_line`] as JSON (`"schema": 1` first), for a delta whose header alone was read.
+pub(crate) fn summary_json(d: &DeltaSummary) -> String {
+    let j = SummaryJson {
+        schema: crate::identity::SCHEMA_VERSION,
+        format: "wdelta",
+        version: d.version,
+        strategy: d.strategy,
+        lossless: d.is_lossless(),
+        parent_hash: &d.parent_hash,
+        model_format: d.model_format.as_deref(),
+        tensors: d.tensors,
+        tensors_changed: d.tensors_changed,
+        file_size: d.file_size,
+        loss: d.loss.as_ref(),
+    };
+    serde_json::to_string(&j).expect("the summary serializes")
+}
+
+/// The loss figures in one clause: the model's, then the tensors that lost most.
+fn loss_summary(loss: &wdelta::LossFigures) -> String {
+    let figure = |v: Option<f64>, places: usize| match v {
+        Some(v) => format!("{v:.places$}"),
+        None => "infinite".to_string(),
+    };
+    let mut s = format!(
+        "update lost {} (rel_l2 {}) as measured by create",
+        figure(loss.update_lost, 4),
+        figure(loss.rel_l2, 6)
+    );
+    if let Some(name) = &loss.worst_tensor {
+        s.push_str(&format!(
+            "; most update lost: {} ({})",
+            shown(name),
+            figure(loss.worst_update_lost, 4)
+        ));
+    }
+    if let Some(name) = &loss.largest_rel_l2_tensor {
+        s.push_str(&format!(
+            "; largest rel_l2: {} ({})",
+            shown(name),
+            figure(loss.largest_rel_l2, 6)
+        ));
+    }
+    s
 }
 
 /// Dense size of a tensor: its element count times the size of its base dtype (float32 when
@@ -108,10 +207,18 @@ fn loss_text(loss: &wdelta::LossFigures) -> String {
     );
     if let Some(name) = &loss.worst_tensor {
         s.push_str(&format!(
-            "worst tensor: {} rel_l2 {}, update lost {}\n",
+            "most update lost: {} rel_l2 {}, update lost {}\n",
             shown(name),
             figure(loss.worst_rel_l2, 6),
             figure(loss.worst_update_lost, 4)
+        ));
+    }
+    if let Some(name) = &loss.largest_rel_l2_tensor {
+        s.push_str(&format!(
+            "largest rel_l2: {} rel_l2 {}, update lost {}\n",
+            shown(name),
+            figure(loss.largest_rel_l2, 6),
+            figure(loss.largest_rel_l2_update_lost, 4)
         ));
     }
     s
@@ -237,7 +344,8 @@ pub fn describe_json(file: &WdeltaFile) -> String {
 /// How many chunks of a lossless delta are stored which way.
 #[derive(Debug, Default, Serialize)]
 struct ChunkCounts {
-    /// XORed (or, for q8_0 quants, subtracted) against the base's bytes.
+    /// Stored as differences from the base's bytes (subtracted or XORed, as the codec does;
+    /// the JSON key keeps its first name).
     xor: u64,
     /// Equal to the base's bytes: no frame.
     unchanged: u64,
@@ -299,12 +407,7 @@ fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u
     (other_frames, tensors)
 }
 
-/// The description of a lossless delta (`delta inspect`).
-pub(crate) fn describe_lossless(c: &LosslessContainer) -> String {
-    describe_lossless_after(String::new(), c)
-}
-
-/// [`describe_lossless`] appended to `s`.
+/// The description of a lossless delta (`delta inspect`), appended to `s`.
 pub(crate) fn describe_lossless_after(mut s: String, c: &LosslessContainer) -> String {
     use std::fmt::Write as _;
     let h = &c.header;
@@ -340,7 +443,7 @@ pub(crate) fn describe_lossless_after(mut s: String, c: &LosslessContainer) -> S
     let n = chunk_counts(c);
     let _ = writeln!(
         s,
-        "chunks: {} ({} stored XOR, {} unchanged, {} stored whole, {} other)",
+        "chunks: {} ({} stored as differences from the base, {} unchanged, {} stored whole, {} other)",
         c.chunks.len(),
         n.xor,
         n.unchanged,
@@ -403,7 +506,7 @@ struct LosslessFileJson<'a> {
     sha256: &'a str,
 }
 
-/// [`describe_lossless`] as one JSON object, `"schema": 1` first.
+/// [`describe_lossless_after`] as one JSON object, `"schema": 1` first.
 pub(crate) fn describe_lossless_json(c: &LosslessContainer) -> String {
     let (other, tensors) = lossless_summary(c);
     let j = LosslessJson {

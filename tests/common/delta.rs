@@ -27,7 +27,9 @@ pub fn create(base: &Path, finetuned: &Path, out: &Path, extra: &[&str]) -> Outp
     super::run(&create_args(base, finetuned, out, extra))
 }
 
-/// The arguments of [`create`].
+/// The arguments of [`create`]: int4 unless `extra` names a strategy (the lossy format these
+/// helpers' tests exercise; `create`'s own default, lossless, is tested in delta_lossless.rs
+/// and delta_readers.rs).
 pub fn create_args<'a>(
     base: &'a Path,
     finetuned: &'a Path,
@@ -43,6 +45,9 @@ pub fn create_args<'a>(
         "-o",
         s(out),
     ];
+    if !extra.contains(&"--strategy") {
+        args.extend(["--strategy", "int4"]);
+    }
     args.extend_from_slice(extra);
     args
 }

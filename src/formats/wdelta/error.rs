@@ -29,7 +29,8 @@ pub enum WdeltaError {
     #[error(
         "unsupported .wdelta version {version} at offset 7 (supported: 1, 2; version 3 holds \
          the lossless strategy, read by `delta apply`, `restore`, `verify` and `inspect` on its \
-         own, not in a chain)"
+         own, not in a chain: to build on it, rebuild its model with `weight-inspect delta \
+         restore` or `delta apply` and use that file as the parent)"
     )]
     UnsupportedVersion { version: u32 },
     #[error(

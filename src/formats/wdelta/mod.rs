@@ -7,13 +7,15 @@
 //!
 //! `types.rs` holds the constants and types; `error.rs` names every rule a file can break
 //! ([`WdeltaError`]), `header.rs` parses the JSON header as a stream (capped by
-//! [`crate::formats::limits`]), `read.rs` parses and validates a file ([`WdeltaFile`]) and
-//! `write.rs` writes one ([`WdeltaWriter`]).
+//! [`crate::formats::limits`]), `read.rs` parses and validates a file ([`WdeltaFile`]),
+//! `summary.rs` reads what every reader shows of any version from its header alone
+//! ([`DeltaSummary`]) and `write.rs` writes one ([`WdeltaWriter`]).
 
 mod error;
 mod header;
 pub(crate) mod lossless;
 mod read;
+mod summary;
 mod types;
 mod write;
 
@@ -24,6 +26,7 @@ pub use header::parse_header;
 pub(crate) use lossless::LosslessError;
 pub use read::WdeltaFile;
 pub(crate) use read::{check_record_size, index_iter, validate_tensor, verify_checksum};
+pub(crate) use summary::DeltaSummary;
 pub(crate) use types::{
     ArrayDtype, ArrayRef, CHECKSUM_LEN, DtypeName, MAGIC, PREAMBLE_LEN, PackedShape, Params,
     Record, RecordShape, SUPPORTED_VERSIONS, TensorArrays, TensorEntry, quantized_cols,
@@ -51,6 +54,16 @@ impl AnyWdelta {
                 .map_err(WdeltaError::Lossless);
         }
         WdeltaFile::parse(bytes).map(AnyWdelta::Lossy)
+    }
+
+    /// What every reader says about the delta ([`DeltaSummary`]).
+    pub(crate) fn summary(&self) -> DeltaSummary {
+        match self {
+            AnyWdelta::Lossless(c) => summary::of_lossless(c),
+            AnyWdelta::Lossy(file) => {
+                summary::of_lossy(file.version, &file.header, file.file_len as u64)
+            }
+        }
     }
 }
 
@@ -109,6 +122,9 @@ mod tests {
                 worst_tensor: Some(worst.to_string()),
                 worst_rel_l2: figure,
                 worst_update_lost: figure,
+                largest_rel_l2_tensor: Some(worst.to_string()),
+                largest_rel_l2: figure,
+                largest_rel_l2_update_lost: figure,
             };
             header.loss = Some(loss.clone());
             let json = header_json_in_room(&header, 2, room).expect("fits the reserved room");

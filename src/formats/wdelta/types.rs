@@ -307,6 +307,17 @@ pub struct LossFigures {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// That tensor's share of its update lost.
     pub worst_update_lost: Option<f64>,
+    /// The tensor farthest from the fine-tune (the largest rel_l2), which may not be the one
+    /// that lost the largest share of its update: a tensor with a small update can lose all
+    /// of it and still be close. Absent in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_rel_l2_tensor: Option<String>,
+    /// That tensor's rel_l2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_rel_l2: Option<f64>,
+    /// That tensor's share of its update lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_rel_l2_update_lost: Option<f64>,
 }
 
 /// The tensors of a `.wdelta` header by name ([`crate::table::NameTable`]); a tensor's position

@@ -50,6 +50,9 @@ pub(crate) fn widest_loss<'a>(names: impl IntoIterator<Item = &'a str>) -> LossF
         worst_tensor: worst.map(str::to_string),
         worst_rel_l2: widest,
         worst_update_lost: widest,
+        largest_rel_l2_tensor: worst.map(str::to_string),
+        largest_rel_l2: widest,
+        largest_rel_l2_update_lost: widest,
     }
 }
 
