@@ -1334,13 +1334,12 @@ fn diff_values_of_two_lightning_checkpoints() {
         training.join("lightning-step3.ckpt").to_str().unwrap(),
     ]);
     let text = stdout(&out);
-    assert_contains(
-        &text,
-        &[
-            "values changed in 8 of 8 tensors",
-            "by group: model 2 of 2 changed (rel_l2 0.0257 over the group; largest 0.0269), optimizer 6 of 6 changed (rel_l2 0.5022 over the group; largest 0.853)",
-        ],
+    assert_contains(&text, &["values changed in 8 of 8 tensors"]);
+    let reference = checkpoint_values(
+        &training.join("lightning-step2.ckpt"),
+        &training.join("lightning-step3.ckpt"),
     );
+    assert_group_figures(&text, &reference);
     // The step counters: one element each, 2.0 -> 3.0 (abs diff 1, rel_l2 0.5).
     for step in [
         "optimizer_states.0.state.0.step",
@@ -1649,26 +1648,7 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
         &training.join("lightning-step3.ckpt"),
     );
     let out = repo.wi(&["git", "diff", "--values", "HEAD~1", "HEAD"]);
-    let text = stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("  by group: "))
-        .unwrap_or_else(|| panic!("no group line: {text}"));
-    // `model 2 of 2 changed (rel_l2 R over the group; largest L), optimizer 6 of 6 ...`
-    let parts: Vec<&str> = line["  by group: ".len()..].split("), ").collect();
-    assert_eq!(parts.len(), 2, "{line}");
-    for (part, (group, tensors)) in parts.iter().zip([("model", 2), ("optimizer", 6)]) {
-        let figures = &reference[group];
-        assert_eq!(figures["tensors"], tensors, "{reference}");
-        let head = format!("{group} {tensors} of {tensors} changed (rel_l2 ");
-        let rest = part
-            .strip_prefix(&head)
-            .unwrap_or_else(|| panic!("{head}: {line}"));
-        let (rel_l2, largest) = rest.split_once(" over the group; largest ").unwrap();
-        let largest = largest.trim_end_matches(')');
-        assert_printed_near(rel_l2, figures["rel_l2"].as_f64().unwrap(), line);
-        assert_printed_near(largest, figures["largest"].as_f64().unwrap(), line);
-    }
+    assert_group_figures(&stdout(&out), &reference);
     let group_rel_l2 = reference["model"]["rel_l2"].as_f64().unwrap();
     let out = repo.wi(&["git", "diff", "--values", "--json", "HEAD~1", "HEAD"]);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -1706,14 +1686,45 @@ fn checkpoint_values(old: &Path, new: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The `by group:` line of a Lightning step's value diff gives numpy's figures
+/// ([`checkpoint_values`]) for the model (2 tensors) and optimizer (6) groups: `model 2 of 2
+/// changed (rel_l2 R over the group; largest L), optimizer 6 of 6 changed (...)`.
+fn assert_group_figures(text: &str, reference: &Value) {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("by group: "))
+        .unwrap_or_else(|| panic!("no group line: {text}"));
+    let parts: Vec<&str> = line.trim_start()["by group: ".len()..]
+        .split("), ")
+        .collect();
+    assert_eq!(parts.len(), 2, "{line}");
+    for (part, (group, tensors)) in parts.iter().zip([("model", 2), ("optimizer", 6)]) {
+        let figures = &reference[group];
+        assert_eq!(figures["tensors"], tensors, "{reference}");
+        let head = format!("{group} {tensors} of {tensors} changed (rel_l2 ");
+        let rest = part
+            .strip_prefix(&head)
+            .unwrap_or_else(|| panic!("{head}: {line}"));
+        let (rel_l2, largest) = rest.split_once(" over the group; largest ").unwrap();
+        let largest = largest.trim_end_matches(')');
+        assert_printed_near(rel_l2, figures["rel_l2"].as_f64().unwrap(), line);
+        assert_printed_near(largest, figures["largest"].as_f64().unwrap(), line);
+    }
+}
+
 /// A figure printed to a few digits agrees with `exact` to within half a unit of its last
 /// digit.
 fn assert_printed_near(printed: &str, exact: f64, context: &str) {
     let value: f64 = printed
         .parse()
         .unwrap_or_else(|_| panic!("{printed}: {context}"));
-    let decimals = printed.split_once('.').map_or(0, |(_, d)| d.len());
-    let half_unit = 0.5 * 10f64.powi(-i32::try_from(decimals).unwrap());
+    // `0.0257`, or `8.19e-4` for small figures: the last digit's place.
+    let (mantissa, exponent) = printed.split_once('e').unwrap_or((printed, "0"));
+    let decimals = mantissa.split_once('.').map_or(0, |(_, d)| d.len());
+    let exponent: i32 = exponent
+        .parse()
+        .unwrap_or_else(|_| panic!("{printed}: {context}"));
+    let half_unit = 0.5 * 10f64.powi(exponent - i32::try_from(decimals).unwrap());
     assert!(
         (value - exact).abs() <= half_unit * (1.0 + 1e-9),
         "printed {printed}, numpy gives {exact}: {context}"
@@ -1841,10 +1852,38 @@ fn protocol_2_numpy_arrays_are_decoded_and_compared() {
     ]);
     assert_eq!(code(&out), 1, "{}", combined(&out));
     let text = stdout(&out);
-    assert_contains(
-        &text,
-        &["values changed in 2 of 6 tensors; largest rel_l2 0.0107 (model.weight)"],
+    // The largest rel_l2 is numpy's (scripts/values_reference.py over numpy's own readings).
+    let step_twin = tmp.path().join("numpy-p2-step.safetensors");
+    let step = training.join("numpy-p2-step.pt");
+    python_c(
+        "numpy twin of numpy-p2-step.pt",
+        NUMPY_TWIN,
+        &[&step, &step_twin],
     );
+    let reference = common::run_python(
+        "values_reference.py",
+        &[twin.to_str().unwrap(), step_twin.to_str().unwrap()],
+    );
+    let reference: Value = serde_json::from_slice(&reference.stdout).unwrap();
+    let weight_rel_l2 = reference["model.weight"]["rel_l2"].as_f64().unwrap();
+    let largest = reference
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|f| f["rel_l2"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        largest <= weight_rel_l2,
+        "model.weight is not the largest: {reference}"
+    );
+    let summary = text
+        .lines()
+        .find_map(|l| l.split_once("values changed in 2 of 6 tensors; largest rel_l2 "))
+        .unwrap_or_else(|| panic!("no summary: {text}"))
+        .1;
+    let (figure, name) = summary.split_once(' ').unwrap();
+    assert_eq!(name, "(model.weight)", "{summary}");
+    assert_printed_near(figure, weight_rel_l2, summary);
     assert_lacks(&text, &["not compared"]);
     let row = |name: &str| -> Vec<String> {
         let line = text
