@@ -120,6 +120,7 @@ where
         tmp: Some(tmp),
     };
     let tmp = guarded.tmp.as_ref().expect("set above");
+    crate::mapped::pause_point("output-temp-created", path);
     fill(tmp.as_file())?;
     // Temporary files are created private (0600); the result gets the permissions of the file
     // it replaces, or those of an ordinary new file.
@@ -182,6 +183,7 @@ impl TempCopy {
             },
         };
         written.map_err(|e| Error::io(copy.path(), e))?;
+        crate::mapped::pause_point("blob-copied", copy.path());
         Ok(copy)
     }
 

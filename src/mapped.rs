@@ -111,6 +111,35 @@ fn remove_temps() {
     }
 }
 
+/// The variable naming the step a test build stops at (docs/TESTING.md, "Pause points").
+#[cfg(debug_assertions)]
+const PAUSE_AT: &str = "WEIGHT_INSPECT_PAUSE_AT";
+
+/// A named step where a test stops the process, to truncate a file it reads or signal it while
+/// it writes exactly there instead of racing it by the clock. In debug builds (the ones
+/// `cargo test` runs), when `WEIGHT_INSPECT_PAUSE_AT` is `STEP` or `STEP:FILE NAME` of this
+/// step and `path`, the first such call writes `weight-inspect: paused at STEP (PATH)` to
+/// stderr and waits until its standard input ends; release builds compile it to nothing.
+#[cfg(debug_assertions)]
+pub(crate) fn pause_point(step: &str, path: &Path) {
+    static PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(wanted) = std::env::var_os(PAUSE_AT) else {
+        return;
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let here = wanted == step || wanted.to_string_lossy() == format!("{step}:{name}");
+    if !here || PAUSED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    eprintln!("weight-inspect: paused at {step} ({})", path.display());
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+}
+
+/// Release builds have no pause points.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub(crate) fn pause_point(_step: &str, _path: &Path) {}
+
 /// A read-only map of a whole file, guarded as the module says.
 pub(crate) struct GuardedMap {
     map: memmap2::Mmap,

@@ -30,6 +30,7 @@ pub fn read_file(path: &Path) -> Result<Artifact> {
         return read_bytes(path, &[]);
     }
     let map = crate::mapped::GuardedMap::map(&file, path).map_err(|e| Error::io(path, e))?;
+    crate::mapped::pause_point("header-mapped", path);
     // A zip checkpoint's header is scattered: the pickle, the directory at the end and one
     // local header before each storage. Read-around on each of those faults would pull in
     // megabytes of weights per member (8 MB on a disk with that read-ahead), so only the

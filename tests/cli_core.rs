@@ -104,6 +104,47 @@ fn diff_structure_ignores_byte_order_of_json_keys_padding_and_data() {
     let text = stdout(&out);
     assert!(text.contains("No structural differences."), "{text}");
     assert!(text.contains("bytes differ: "), "{text}");
+    // Identical by the structural hash the independent reference gives both files
+    // (scripts/reference_identity.py), with no change of any kind listed.
+    let reference = common::run_python("reference_identity.py", &[s(&a), s(&b)]);
+    let hashes: Vec<String> = stdout(&reference)
+        .lines()
+        .map(|l| {
+            let line: serde_json::Value = serde_json::from_str(l).unwrap();
+            line["structural_hash"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(hashes.len(), 2);
+    assert_eq!(hashes[0], hashes[1], "the reference tells the files apart");
+    let doc = json(&run(&["diff", "--json", s(&a), s(&b)]));
+    assert_eq!(doc["identical"], true, "{doc}");
+    for side in ["old", "new"] {
+        assert_eq!(
+            doc[side]["structural_hash"],
+            hashes[0].as_str(),
+            "{side}: {doc}"
+        );
+        assert_eq!(doc[side]["tensor_count"], 2, "{side}: {doc}");
+        assert_eq!(doc[side]["metadata_count"], 2, "{side}: {doc}");
+    }
+    for counted in doc["counts"].as_object().unwrap().values() {
+        assert_eq!(counted, 0, "{doc}");
+    }
+    // And a real change beside them (a shape) is seen: the comparison is not blind.
+    let c = st(
+        dir.path(),
+        "c.safetensors",
+        r#"{"__metadata__":{"x":"1","y":"2"},"w":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}}"#,
+        &[1; 9],
+    );
+    let doc = json(&run(&["diff", "--json", s(&a), s(&c)]));
+    assert_eq!(doc["identical"], false, "{doc}");
+    assert_eq!(doc["counts"]["tensors_changed"], 1, "{doc}");
+    assert!(doc["tensors"]["changed"].get("w").is_some(), "{doc}");
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
 }
 
 #[test]

@@ -154,10 +154,12 @@ fn every_conversion_matches_the_numpy_reference() {
 
 #[test]
 fn lossless_conversions_report_every_tensor_identical() {
+    let mut ran = 0;
     for conversion in manifest() {
         if conversion["reference_check"] != "every pair has changed_elements 0" {
             continue;
         }
+        ran += 1;
         let gguf_name = conversion["gguf"].as_str().unwrap();
         let gguf = conversions_dir().join(gguf_name);
         let source = conversions_dir().join(conversion["source"].as_str().unwrap());
@@ -169,6 +171,8 @@ fn lossless_conversions_report_every_tensor_identical() {
         let dropped = ours["dropped"].as_array().unwrap().len();
         assert_eq!(code, i32::from(dropped > 0), "{gguf_name}: exit status");
     }
+    // The manifest's lossless conversions (a filter that matched none would pass otherwise).
+    assert_eq!(ran, 6, "lossless conversions checked");
 }
 
 #[test]
@@ -751,10 +755,12 @@ mod zoo {
 
     #[test]
     fn every_zoo_conversion_is_faithful_within_its_band() {
+        let mut ran = 0;
         for c in zoo_manifest()["conversions"].as_array().unwrap() {
             if c.get("wrong").is_some() {
                 continue;
             }
+            ran += 1;
             let name = c["gguf"].as_str().unwrap();
             let source = dir().join(c["source"].as_str().unwrap());
             let (ours, _) = report(&source, &dir().join(name), &[]);
@@ -788,6 +794,8 @@ mod zoo {
                 assert!(band["pairs"].as_u64().unwrap() > 0, "{name}");
             }
         }
+        // Every zoo conversion but the deliberately wrong ones.
+        assert_eq!(ran, 45, "zoo conversions checked");
     }
 
     #[test]
@@ -1053,10 +1061,12 @@ mod zoo {
     /// says; FalconModel writes context length 2048, "not in config.json").
     #[test]
     fn the_configuration_is_checked_for_every_architecture() {
+        let mut ran = 0;
         for c in zoo_manifest()["conversions"].as_array().unwrap() {
             if c["outtype"] != "f32" || c.get("wrong").is_some() {
                 continue;
             }
+            ran += 1;
             let name = c["gguf"].as_str().unwrap();
             let source = dir().join(c["source"].as_str().unwrap());
             let (ours, _) = report(&source, &dir().join(name), &[]);
@@ -1081,6 +1091,8 @@ mod zoo {
                 assert_eq!(k["equal"], !known, "{name}: {k}");
             }
         }
+        // The zoo's float32 conversions, one per architecture.
+        assert_eq!(ran, 15, "configurations checked");
     }
 
     #[test]

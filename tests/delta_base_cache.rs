@@ -9,15 +9,28 @@ use std::process::{Command, Output};
 
 use common::delta::{ok, pair, s};
 
-/// weight-inspect with its cache in `cache`.
+/// weight-inspect with its cache in `cache`, run as if long enough after the last write for
+/// the base to be settled.
 fn wi(cache: &Path, args: &[&str]) -> Output {
+    wi_ahead(cache, SETTLED_MS, args)
+}
+
+/// weight-inspect with its cache in `cache`, hashing as if `ahead_ms` later than now (the
+/// test build's `WEIGHT_INSPECT_CLOCK_AHEAD_MS`, docs/TESTING.md): what a run that much later
+/// would do, without sleeping until then (a file's change time cannot be set back).
+fn wi_ahead(cache: &Path, ahead_ms: u64, args: &[&str]) -> Output {
     Command::new(common::bin())
         .args(args)
         .env("WEIGHT_INSPECT_CACHE_DIR", cache)
+        .env("WEIGHT_INSPECT_CLOCK_AHEAD_MS", ahead_ms.to_string())
         .env("NO_COLOR", "1")
         .output()
         .expect("failed to start weight-inspect")
 }
+
+/// Long enough after a write for the base to be settled (more than the one second the
+/// cache waits for).
+const SETTLED_MS: u64 = 1300;
 
 fn entries(cache: &Path) -> Vec<PathBuf> {
     let root = cache.join("base-hashes");
@@ -71,11 +84,12 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
     let cache = d.join("cache");
 
     // Written a moment ago: hashed, but not remembered (a write in the same clock tick
-    // would not show in the stamps).
-    ok(&create(&cache, &base, &ft, &d.join("fresh.wdelta")));
+    // would not show in the stamps). Every other run is as if 1.3 s later (`wi`).
+    let fresh_delta = d.join("fresh.wdelta");
+    let fresh = common::delta::create_args(&base, &ft, &fresh_delta, &[]);
+    ok(&wi_ahead(&cache, 0, &fresh));
     assert!(entries(&cache).is_empty(), "{:?}", entries(&cache));
 
-    std::thread::sleep(std::time::Duration::from_millis(1300));
     let wd = d.join("d.wdelta");
     ok(&create(&cache, &base, &ft, &wd));
     let parent = parent_hash_of(&wd);
@@ -124,7 +138,16 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
     tamper(entry, &wrong);
     let bytes = std::fs::read(&base).unwrap();
     std::fs::write(&base, &bytes).unwrap();
-    ok(&apply(&cache, &[], &base, &wd, &out_cached));
+    let fresh = [
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&wd),
+        "-o",
+        s(&out_cached),
+    ];
+    ok(&wi_ahead(&cache, 0, &fresh));
     same_output();
     assert_eq!(entries(&cache).len(), 1);
 
@@ -133,7 +156,6 @@ fn a_settled_base_hash_is_remembered_and_trusted_until_the_base_changes() {
     let last = changed.len() - 1;
     changed[last] ^= 1;
     std::fs::write(&base, &changed).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1300));
     let out = apply(&cache, &[], &base, &wd, &refused_out);
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     common::assert_lacks(&common::stderr(&out), &["remembered"]);

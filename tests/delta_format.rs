@@ -5,7 +5,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::delta::{create, encoded_as_defined, ok, pair, rebuilt_as_defined, s};
 use common::{bin, run, run_python, stderr, stdout};
@@ -701,8 +700,8 @@ fn inspect_text_and_json() {
 fn killing_apply_mid_write_leaves_no_output() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    // Large enough that apply takes a while in a debug build.
-    pair(d, "2048x2048,2048x2048,2048x2048,2048x2048", "f32", 6, 1);
+    // Small: the pause point, not the size, makes the kill land while it writes.
+    pair(d, "256x256,256x256", "f32", 6, 1);
     let base = d.join("base.safetensors");
     let wd = d.join("x.wdelta");
     ok(&create(
@@ -714,39 +713,36 @@ fn killing_apply_mid_write_leaves_no_output() {
     let outdir = d.join("out");
     std::fs::create_dir_all(&outdir).unwrap();
     let out_path = outdir.join("model.safetensors");
-    let mut child = Command::new(bin())
-        .args([
-            "delta",
-            "apply",
-            "--base",
-            s(&base),
-            s(&wd),
-            "-o",
-            s(&out_path),
-            "--threads",
-            "1",
-        ])
-        .spawn()
-        .unwrap();
-    // Wait for the temporary file to appear, then kill the process while it writes.
-    let start = Instant::now();
-    let mut saw_temp = false;
-    while start.elapsed() < Duration::from_secs(60) {
-        let temp_exists = std::fs::read_dir(&outdir)
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "delta",
+        "apply",
+        "--base",
+        s(&base),
+        s(&wd),
+        "-o",
+        s(&out_path),
+        "--threads",
+        "1",
+    ]);
+    // Stopped at the test build's pause point once its temporary output exists, then killed
+    // there (SIGKILL: nothing runs to clean up).
+    let mut paused = common::pause::start_paused(cmd, "output-temp-created");
+    let temps = || {
+        std::fs::read_dir(&outdir)
             .unwrap()
-            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
-        if temp_exists {
-            saw_temp = true;
-            break;
-        }
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(saw_temp, "apply finished before it could be interrupted");
-    child.kill().unwrap();
-    child.wait().unwrap();
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".tmp")
+            })
+            .count()
+    };
+    assert_eq!(temps(), 1, "no temporary output while it writes");
+    paused.child.kill().unwrap();
+    paused.child.wait().unwrap();
     assert!(
         !out_path.exists(),
         "an interrupted apply left {}",

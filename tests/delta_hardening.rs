@@ -6,10 +6,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 use common::delta::{create, encoded_as_defined, ok, pair, rebuilt_as_defined, s};
+use common::pause::Paused;
 use common::{bin, code, run, stderr};
 
 /// A small pair (base, fine-tuned) and a delta between them, in `dir`.
@@ -191,33 +191,18 @@ fn big_setup(dir: &Path, shapes: &str) -> (PathBuf, PathBuf) {
     (base, wd)
 }
 
-/// Starts weight-inspect with `args` (writing into `outdir`) and waits until its temporary file
-/// exists (None if it finished first).
-fn until_temp_exists(args: &[&str], outdir: &Path) -> Option<Child> {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        if !temps_in(outdir).is_empty() {
-            return Some(child);
-        }
-        if child.try_wait().unwrap().is_some() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    None
+/// Starts weight-inspect with `args` and returns it stopped at the pause point just after its
+/// temporary output file was created (docs/TESTING.md): the moment to signal it, or to change
+/// an input under it.
+fn until_temp_exists(args: &[&str]) -> Paused {
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    common::pause::start_paused(cmd, "output-temp-created")
 }
 
-/// Starts `delta apply` into `outdir/model.safetensors` and waits until its temporary file
-/// exists (None if it finished first).
-fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Option<Child> {
+/// Starts `delta apply` into `outdir/model.safetensors`, stopped once its temporary file
+/// exists.
+fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Paused {
     let out_path = outdir.join("model.safetensors");
     let args = [
         "delta",
@@ -228,7 +213,7 @@ fn apply_until_temp_exists(base: &Path, wd: &Path, outdir: &Path) -> Option<Chil
         "-o",
         s(&out_path),
     ];
-    until_temp_exists(&[&args[..], &["--threads", "1"]].concat(), outdir)
+    until_temp_exists(&[&args[..], &["--threads", "1"]].concat())
 }
 
 #[cfg(unix)]
@@ -243,22 +228,13 @@ fn signals_remove_temporary_files_and_keep_the_old_output() {
     for (signal, number) in [("INT", 2), ("TERM", 15), ("HUP", 1)] {
         let out_path = outdir.join("model.safetensors");
         std::fs::write(&out_path, &old).unwrap();
-        let child = apply_until_temp_exists(&base, &wd, &outdir)
-            .expect("apply finished before it could be interrupted");
-        let killed = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let out = child.wait_with_output().unwrap();
+        let paused = apply_until_temp_exists(&base, &wd, &outdir);
+        let (status, err) = paused.signal(number);
         assert_eq!(
-            out.status.code(),
+            status.code(),
             Some(128 + number),
-            "SIG{signal}: {:?} {}",
-            out.status,
-            stderr(&out)
+            "SIG{signal}: {status:?} {err}"
         );
-        let err = stderr(&out);
         common::assert_contains(
             &err,
             &[&format!("stopped by SIG{signal}"), "temporary file"],
@@ -301,8 +277,7 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
             } else {
                 (&victim, &wd)
             };
-            let child = apply_until_temp_exists(base_in, delta_in, &outdir)
-                .expect("apply finished before the file could be truncated");
+            let child = apply_until_temp_exists(base_in, delta_in, &outdir);
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(&victim)
@@ -317,30 +292,24 @@ fn an_input_truncated_during_apply_is_an_error_not_sigbus() {
 
 /// `child`, whose input `victim` was changed under it, ends with exit 2 and an error naming
 /// `victim`, leaving neither a temporary file beside `output` nor `output` itself.
-fn refused_cleanly(child: Child, victim: &Path, output: &Path, context: &str) {
-    let out = child.wait_with_output().unwrap();
-    let err = stderr(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{context}: {:?} {err}",
-        out.status
-    );
+fn refused_cleanly(child: Paused, victim: &Path, output: &Path, context: &str) {
+    let (status, err) = child.resume();
+    assert_eq!(status.code(), Some(2), "{context}: {status:?} {err}");
     common::assert_contains(&err, &[s(victim), "changed while it was read"]);
     let dir = output.parent().unwrap();
     assert!(temps_in(dir).is_empty(), "left {:?}", temps_in(dir));
     assert!(!output.exists());
 }
 
-/// `delta create --strategy lossless` of `ft` against `base` into `outdir`, returned once its
-/// temporary output exists (None if it finished first).
-fn lossless_create_until_temp_exists(base: &Path, ft: &Path, outdir: &Path) -> Option<Child> {
+/// `delta create --strategy lossless` of `ft` against `base` into `outdir`, stopped once its
+/// temporary output exists.
+fn lossless_create_until_temp_exists(base: &Path, ft: &Path, outdir: &Path) -> Paused {
     let out_path = outdir.join("d.wdelta");
     let mut args: Vec<&str> = "delta create --strategy lossless --threads 1 -o"
         .split(' ')
         .collect();
     args.extend([s(&out_path), "--base", s(base), s(ft)]);
-    until_temp_exists(&args, outdir)
+    until_temp_exists(&args)
 }
 
 /// The lossless strategy reads both models through memory maps: a file cut short under them
@@ -364,8 +333,7 @@ fn an_input_cut_or_written_during_lossless_create_is_an_error() {
             } else {
                 (&victim, &ft)
             };
-            let child = lossless_create_until_temp_exists(base_in, ft_in, &outdir)
-                .expect("create finished before the file could be changed");
+            let child = lossless_create_until_temp_exists(base_in, ft_in, &outdir);
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .open(&victim)
@@ -1114,8 +1082,7 @@ fn a_link_cut_or_written_during_apply_chain_is_an_error() {
                 "--threads",
                 "1",
             ];
-            let child = until_temp_exists(&args, &outdir)
-                .expect("apply finished before the link could be changed");
+            let child = until_temp_exists(&args);
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .open(&victim)

@@ -240,14 +240,13 @@ fn delta_commands_take_committed_models_by_rev_path() {
 #[cfg(unix)]
 #[test]
 fn a_signal_during_store_or_restore_leaves_no_temporary_copy() {
-    use std::time::{Duration, Instant};
     let repo = Repo::new();
     let work = repo.tmp.path().join("work");
     let tmpdir = repo.tmp.path().join("tmp");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&tmpdir).unwrap();
-    // 4096 x 4096 float32: 64 MiB, long enough to copy and encode that a signal lands mid-run.
-    pair(&work, "4096x4096", "f32", 3, 1);
+    // Small: the pause point, not the size, makes the signal land mid-run.
+    pair(&work, "256x256", "f32", 3, 1);
     std::fs::write(repo.path(".gitignore"), "model.safetensors\n").unwrap();
     std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
     repo.git(&["add", ".gitignore", "base.safetensors"]);
@@ -260,31 +259,15 @@ fn a_signal_during_store_or_restore_leaves_no_temporary_copy() {
             .filter(|n| n.starts_with(".weight-inspect-"))
             .collect()
     };
-    // Runs `args` until its temporary copy of the blob exists, then sends `signal`.
+    // Runs `args` to the test build's pause point just after its temporary copy of the blob
+    // was written (docs/TESTING.md), then sends `signal` there.
     let interrupt = |args: &[&str], signal: i32| {
-        let mut child = repo
-            .command(common::bin())
-            .args(args)
-            .env("TMPDIR", &tmpdir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        while blob_copies().is_empty() {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "{args:?} ended before it copied the blob"
-            );
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "no copy after 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(128 + signal), "{}", stderr(&out));
+        let mut cmd = repo.command(common::bin());
+        cmd.args(args).env("TMPDIR", &tmpdir);
+        let paused = common::pause::start_paused(cmd, "blob-copied");
+        assert_eq!(blob_copies().len(), 1, "{args:?}: {:?}", blob_copies());
+        let (status, err) = paused.signal(signal);
+        assert_eq!(status.code(), Some(128 + signal), "{err}");
         assert!(blob_copies().is_empty(), "left {:?}", blob_copies());
     };
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {

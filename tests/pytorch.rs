@@ -276,23 +276,101 @@ fn values_equal_an_independent_reading_of_every_fixture() {
     }
 }
 
+/// SHA-256 of each tensor's bytes in a safetensors file, read with numpy (not weight-inspect);
+/// with `bump`, also writes OUT: the same file with the first value of tensor BUMP plus one.
+const SAFETENSORS_HASHES: &str = r"
+import hashlib, json, sys
+import numpy as np
+from safetensors.numpy import load_file, save_file
+tensors = load_file(sys.argv[1])
+print(json.dumps({n: hashlib.sha256(np.ascontiguousarray(t).tobytes()).hexdigest()
+                  for n, t in tensors.items()}))
+if len(sys.argv) > 2:
+    bumped = tensors[sys.argv[2]].copy()
+    bumped.reshape(-1)[0] += 1
+    tensors[sys.argv[2]] = bumped
+    save_file(tensors, sys.argv[3])
+";
+
+/// The per-tensor records of `diff --values --json OLD NEW`, by name.
+fn value_records(old: &Path, new: &Path) -> BTreeMap<String, Value> {
+    let out = run(&[
+        "diff",
+        "--values",
+        "--json",
+        old.to_str().unwrap(),
+        new.to_str().unwrap(),
+    ]);
+    let report: Value =
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}\n{}", combined(&out)));
+    report["values"]["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap().to_owned(), t.clone()))
+        .collect()
+}
+
+/// The conversion holds torch's own bytes (numpy's hashes of the safetensors tensors equal
+/// the SHA-256 the fixture generator took from torch for each tensor of the checkpoint), so
+/// the diff must find each of the 21 tensors identical; and a copy with one value bumped must
+/// show that tensor, and only it, changed in one element.
 #[test]
 fn a_bin_checkpoint_and_its_safetensors_conversion_hold_the_same_values() {
+    let manifest = manifest();
+    let torch_hashes: BTreeMap<String, String> =
+        manifest["files"]["hf-bin/pytorch_model.bin"]["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let name = t["path"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_str().unwrap());
+                let name: Vec<&str> = name.collect();
+                (name.join("."), t["sha256"].as_str().unwrap().to_owned())
+            })
+            .collect();
+    assert_eq!(torch_hashes.len(), 21);
     let st = dir().join("hf-safetensors/model.safetensors");
+    let tmp = tempfile::tempdir().unwrap();
+    let bumped = tmp.path().join("bumped.safetensors");
+    let victim = "model.layers.0.self_attn.q_proj.weight";
+    let out = common::run_python_source(
+        SAFETENSORS_HASHES,
+        &[st.to_str().unwrap(), victim, bumped.to_str().unwrap()],
+    );
+    let numpy_hashes: BTreeMap<String, String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        numpy_hashes, torch_hashes,
+        "the conversion is not torch's bytes"
+    );
     for bin in [
         dir().join("hf-bin/pytorch_model.bin"),
         dir().join("hf-bin-sharded/pytorch_model.bin.index.json"),
     ] {
-        let out = run(&[
-            "diff",
-            "--values",
-            bin.to_str().unwrap(),
-            st.to_str().unwrap(),
-        ]);
-        let text = combined(&out);
-        assert_contains(&text, &["values identical in all 21 compared tensors"]);
-        // Same tensors, same dtypes and shapes: only the format differs.
-        assert_contains(&text, &["pytorch", "safetensors"]);
+        let same = value_records(&bin, &st);
+        assert_eq!(
+            same.keys().collect::<Vec<_>>(),
+            torch_hashes.keys().collect::<Vec<_>>()
+        );
+        for (name, t) in &same {
+            assert_eq!(t["changed"], false, "{}: {t}", bin.display());
+            assert_eq!(t["max_abs_diff"], 0.0, "{name}: {t}");
+        }
+        let bumped = value_records(&bin, &bumped);
+        let changed: Vec<&String> = bumped
+            .iter()
+            .filter(|(_, t)| t["changed"] == true)
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(changed, [victim], "{}", bin.display());
+        assert_eq!(bumped[victim]["changed_elements"], 1, "{}", bumped[victim]);
+        // One plus a float32 value, rounded to float32: within its ulp of 1.
+        let diff = bumped[victim]["max_abs_diff"].as_f64().unwrap();
+        assert!((diff - 1.0).abs() < 1e-6, "{}", bumped[victim]);
     }
 }
 
@@ -1258,13 +1336,12 @@ fn diff_values_of_two_lightning_checkpoints() {
         training.join("lightning-step3.ckpt").to_str().unwrap(),
     ]);
     let text = stdout(&out);
-    assert_contains(
-        &text,
-        &[
-            "values changed in 8 of 8 tensors",
-            "by group: model 2 of 2 changed (rel_l2 0.0257 over the group; largest 0.0269), optimizer 6 of 6 changed (rel_l2 0.5022 over the group; largest 0.853)",
-        ],
+    assert_contains(&text, &["values changed in 8 of 8 tensors"]);
+    let reference = checkpoint_values(
+        &training.join("lightning-step2.ckpt"),
+        &training.join("lightning-step3.ckpt"),
     );
+    assert_group_figures(&text, &reference);
     // The step counters: one element each, 2.0 -> 3.0 (abs diff 1, rel_l2 0.5).
     for step in [
         "optimizer_states.0.state.0.step",
@@ -1566,19 +1643,26 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
     assert_contains(&repo.ok(&["diff", "HEAD~1", "HEAD"]), &expected);
     let out = repo.wi(&["git", "diff", "HEAD~1", "HEAD"]);
     assert_contains(&stdout(&out), &expected);
-    // With values, summed up group by group, in text and JSON.
-    let out = repo.wi(&["git", "diff", "--values", "HEAD~1", "HEAD"]);
-    assert_contains(
-        &stdout(&out),
-        &[
-            "  by group: model 2 of 2 changed (rel_l2 0.0257 over the group; largest 0.0269), optimizer 6 of 6 changed",
-        ],
+    // With values, summed up group by group, in text and JSON: the figures are numpy's
+    // (tests/common/checkpoint_values.py reads both checkpoints without torch).
+    let reference = checkpoint_values(
+        &training.join("lightning-step2.ckpt"),
+        &training.join("lightning-step3.ckpt"),
     );
+    let out = repo.wi(&["git", "diff", "--values", "HEAD~1", "HEAD"]);
+    assert_group_figures(&stdout(&out), &reference);
+    let group_rel_l2 = reference["model"]["rel_l2"].as_f64().unwrap();
     let out = repo.wi(&["git", "diff", "--values", "--json", "HEAD~1", "HEAD"]);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(
-        json["files"][0]["values"]["groups"][0]["group"], "model",
-        "{json}"
+    let model = &json["files"][0]["values"]["groups"][0];
+    assert_eq!(model["group"], "model", "{json}");
+    // Both sum the same float64 squares, in different orders: a few ulps apart at most.
+    let json_rel_l2 = model["rel_l2"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{model}"));
+    assert!(
+        (json_rel_l2 / group_rel_l2 - 1.0).abs() < 1e-12,
+        "{model} vs {group_rel_l2}"
     );
     let textconv = repo.ok(&["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
     assert_contains(
@@ -1590,6 +1674,62 @@ fn git_diff_of_a_lightning_checkpoint_a_step_later() {
             "\n-meta global_step: i64 = 2\n",
             "\n+meta global_step: i64 = 3\n",
         ],
+    );
+}
+
+/// tests/common/checkpoint_values.py OLD NEW: numpy's model-group figures of two checkpoints.
+fn checkpoint_values(old: &Path, new: &Path) -> Value {
+    let out = Command::new(common::python())
+        .arg(common::repo_root().join("tests/common/checkpoint_values.py"))
+        .args([old, new])
+        .output()
+        .unwrap();
+    assert_success("checkpoint_values.py", &out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `by group:` line of a Lightning step's value diff gives numpy's figures
+/// ([`checkpoint_values`]) for the model (2 tensors) and optimizer (6) groups: `model 2 of 2
+/// changed (rel_l2 R over the group; largest L), optimizer 6 of 6 changed (...)`.
+fn assert_group_figures(text: &str, reference: &Value) {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("by group: "))
+        .unwrap_or_else(|| panic!("no group line: {text}"));
+    let parts: Vec<&str> = line.trim_start()["by group: ".len()..]
+        .split("), ")
+        .collect();
+    assert_eq!(parts.len(), 2, "{line}");
+    for (part, (group, tensors)) in parts.iter().zip([("model", 2), ("optimizer", 6)]) {
+        let figures = &reference[group];
+        assert_eq!(figures["tensors"], tensors, "{reference}");
+        let head = format!("{group} {tensors} of {tensors} changed (rel_l2 ");
+        let rest = part
+            .strip_prefix(&head)
+            .unwrap_or_else(|| panic!("{head}: {line}"));
+        let (rel_l2, largest) = rest.split_once(" over the group; largest ").unwrap();
+        let largest = largest.trim_end_matches(')');
+        assert_printed_near(rel_l2, figures["rel_l2"].as_f64().unwrap(), line);
+        assert_printed_near(largest, figures["largest"].as_f64().unwrap(), line);
+    }
+}
+
+/// A figure printed to a few digits agrees with `exact` to within half a unit of its last
+/// digit.
+fn assert_printed_near(printed: &str, exact: f64, context: &str) {
+    let value: f64 = printed
+        .parse()
+        .unwrap_or_else(|_| panic!("{printed}: {context}"));
+    // `0.0257`, or `8.19e-4` for small figures: the last digit's place.
+    let (mantissa, exponent) = printed.split_once('e').unwrap_or((printed, "0"));
+    let decimals = mantissa.split_once('.').map_or(0, |(_, d)| d.len());
+    let exponent: i32 = exponent
+        .parse()
+        .unwrap_or_else(|_| panic!("{printed}: {context}"));
+    let half_unit = 0.5 * 10f64.powi(exponent - i32::try_from(decimals).unwrap());
+    assert!(
+        (value - exact).abs() <= half_unit * (1.0 + 1e-9),
+        "printed {printed}, numpy gives {exact}: {context}"
     );
 }
 
@@ -1714,10 +1854,38 @@ fn protocol_2_numpy_arrays_are_decoded_and_compared() {
     ]);
     assert_eq!(code(&out), 1, "{}", combined(&out));
     let text = stdout(&out);
-    assert_contains(
-        &text,
-        &["values changed in 2 of 6 tensors; largest rel_l2 0.0107 (model.weight)"],
+    // The largest rel_l2 is numpy's (scripts/values_reference.py over numpy's own readings).
+    let step_twin = tmp.path().join("numpy-p2-step.safetensors");
+    let step = training.join("numpy-p2-step.pt");
+    python_c(
+        "numpy twin of numpy-p2-step.pt",
+        NUMPY_TWIN,
+        &[&step, &step_twin],
     );
+    let reference = common::run_python(
+        "values_reference.py",
+        &[twin.to_str().unwrap(), step_twin.to_str().unwrap()],
+    );
+    let reference: Value = serde_json::from_slice(&reference.stdout).unwrap();
+    let weight_rel_l2 = reference["model.weight"]["rel_l2"].as_f64().unwrap();
+    let largest = reference
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|f| f["rel_l2"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        largest <= weight_rel_l2,
+        "model.weight is not the largest: {reference}"
+    );
+    let summary = text
+        .lines()
+        .find_map(|l| l.split_once("values changed in 2 of 6 tensors; largest rel_l2 "))
+        .unwrap_or_else(|| panic!("no summary: {text}"))
+        .1;
+    let (figure, name) = summary.split_once(' ').unwrap();
+    assert_eq!(name, "(model.weight)", "{summary}");
+    assert_printed_near(figure, weight_rel_l2, summary);
     assert_lacks(&text, &["not compared"]);
     let row = |name: &str| -> Vec<String> {
         let line = text

@@ -175,13 +175,21 @@ fn check_writes_valid_sarif_matching_the_snapshot() {
 
     let snapshot = sarif.replace(&format!("\"{}\"", env!("CARGO_PKG_VERSION")), "\"VERSION\"");
     let path = repo_root().join("tests/fixtures/sarif/check.sarif");
+    // Blessing writes the snapshot and fails: what the code under test wrote is never
+    // compared with itself. The next run, without the variable, compares (after a review of
+    // the file's diff).
     if std::env::var_os("WEIGHT_INSPECT_BLESS").is_some() {
         std::fs::write(&path, &snapshot).unwrap();
+        panic!(
+            "WEIGHT_INSPECT_BLESS: wrote {}; review its diff, then run again without it",
+            path.display()
+        );
     }
     let expected = std::fs::read_to_string(&path).expect("the snapshot exists");
     assert!(
         snapshot == expected,
-        "check --format sarif differs from {} (WEIGHT_INSPECT_BLESS=1 rewrites it):\n{snapshot}",
+        "check --format sarif differs from {} (WEIGHT_INSPECT_BLESS=1 rewrites it, and \
+         fails; a run without it compares):\n{snapshot}",
         path.display()
     );
 }

@@ -247,13 +247,15 @@ fn fifos_never_block_a_command() {
     );
 }
 
-/// Runs weight-inspect in `dir` with its own base-hash cache, killed after a minute.
+/// Runs weight-inspect in `dir` with its own base-hash cache, hashing as if three seconds
+/// later (so that files just written are settled, docs/TESTING.md), killed after a minute.
 #[cfg(unix)]
 fn run_with_cache(dir: &Path, cache: &Path, args: &[&str]) -> Output {
     let mut child = Command::new(bin())
         .args(args)
         .current_dir(dir)
         .env("WEIGHT_INSPECT_CACHE_DIR", cache)
+        .env("WEIGHT_INSPECT_CLOCK_AHEAD_MS", "3000")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -303,16 +305,8 @@ fn base_hash_cache_entries_that_are_not_files_are_misses() {
         .status()
         .unwrap();
     assert!(written.success());
-    // Old enough for its hash to be remembered.
-    let base = dir.path().join("tiny-base.safetensors");
-    let old = std::time::SystemTime::now() - Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(&base)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1100));
+    // Old enough for its hash to be remembered: `run_with_cache` runs the commands with the
+    // test build's clock a few seconds ahead, as if the base had been written long before.
     let create = [
         "delta",
         "create",

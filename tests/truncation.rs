@@ -1,6 +1,6 @@
 //! A model file truncated by another process while a command reads it: every command ends with
-//! an error naming the file and the bytes that went missing (exit 2), or finishes first; never
-//! a signal. The readers map files, and a mapped page that the truncation removed raises
+//! an error naming the file and the bytes that went missing (exit 2), never a signal. The
+//! truncation happens at a pause point of the test build, once the file is mapped. The readers map files, and a mapped page that the truncation removed raises
 //! SIGBUS, which kills a process that does not handle it.
 #![cfg(unix)]
 
@@ -8,10 +8,9 @@ mod common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{bin, stderr};
+use common::bin;
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()
@@ -34,84 +33,58 @@ fn safetensors(path: &Path, elements: usize, seed: u32) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// Runs `cmd` against a fresh copy of `original` at `victim`, truncating the copy to `keep`
-/// bytes partway through the run, round after round: at fractions of the time an undisturbed
-/// run takes (measured first, so the race adapts to the machine's load) or, when `fixed_ms` is
-/// given, after those delays. Stops early once `least` rounds ended with the error of a file
-/// truncated mid-read. Asserts that no round ended by a signal and that every error names the
-/// file; returns how many rounds were caught mid-read.
-fn race(
-    mut cmd: impl FnMut() -> Command,
-    original: &Path,
-    victim: &Path,
-    keep: u64,
-    fixed_ms: Option<&[u64]>,
-    least: usize,
-) -> usize {
-    let delays: Vec<Duration> = match fixed_ms {
-        Some(ms) => ms.iter().map(|&m| Duration::from_millis(m)).collect(),
-        None => {
-            std::fs::copy(original, victim).unwrap();
-            let start = std::time::Instant::now();
-            let out = cmd().output().unwrap();
-            assert!(out.status.code().is_some_and(|c| c < 2), "{}", stderr(&out));
-            let whole = start.elapsed();
-            [
-                0.3, 0.5, 0.7, 0.85, 0.4, 0.6, 0.8, 0.9, 0.45, 0.65, 0.75, 0.95,
-            ]
-            .iter()
-            .map(|f| whole.mul_f64(*f))
-            .collect()
-        }
-    };
-    let mut caught = 0;
-    let mut errors = Vec::new();
-    for (round, delay) in delays.into_iter().enumerate() {
-        std::fs::copy(original, victim).unwrap();
-        let child = cmd()
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(victim)
-            .unwrap()
-            .set_len(keep)
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = stderr(&out);
-        assert_eq!(
-            out.status.signal(),
-            None,
-            "round {round} ({delay:?}) was killed by signal {:?}; stderr: {err}",
-            out.status.signal()
-        );
-        if out.status.code() == Some(2) {
-            common::assert_contains(&err, &[victim.file_name().unwrap().to_str().unwrap()]);
-            if err.contains("changed while it was read") {
-                common::assert_contains(&err, &["bytes ", "it had when opened are gone"]);
-                caught += 1;
-            }
-        }
-        errors.push(err);
-        if least > 0 && caught >= least {
-            break;
-        }
-    }
-    assert!(
-        caught >= least,
-        "only {caught} rounds were truncated mid-read: {errors:?}"
+/// Runs `cmd` against a fresh copy of `original` at `victim`, stopped at the pause point `at`
+/// (docs/TESTING.md) once the file is mapped, truncates the copy to `keep` bytes there and lets
+/// it go on. Asserts the one outcome that is right: no signal, exit status 2, and the error of
+/// a file truncated mid-read naming the file, the bytes that went missing and the byte that
+/// was being read.
+fn truncated_while_mapped(cmd: Command, at: &str, original: &Path, victim: &Path, keep: u64) {
+    std::fs::copy(original, victim).unwrap();
+    let len = std::fs::metadata(victim).unwrap().len();
+    assert!(keep < len);
+    let paused = common::pause::start_paused(cmd, at);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(victim)
+        .unwrap()
+        .set_len(keep)
+        .unwrap();
+    let (status, err) = paused.resume();
+    assert_eq!(
+        status.signal(),
+        None,
+        "{at}: killed by a signal; stderr: {err}"
     );
-    caught
+    assert_eq!(status.code(), Some(2), "{at}: {err}");
+    let name = victim.file_name().unwrap().to_str().unwrap();
+    let line = err
+        .lines()
+        .find(|l| l.contains("changed while it was read"))
+        .unwrap_or_else(|| panic!("{at}: not the error of a truncated file: {err}"));
+    let expected_cut = format!(
+        "{name}: the file changed while it was read (truncated by another process): bytes \
+         {keep}..{len} it had when opened are gone (byte "
+    );
+    let (head, rest) = line
+        .split_once(&expected_cut)
+        .unwrap_or_else(|| panic!("{at}: expected `{expected_cut}` in: {line}"));
+    assert!(head.starts_with("weight-inspect: "), "{line}");
+    let (byte, tail) = rest.split_once(' ').unwrap();
+    let byte: u64 = byte.parse().unwrap_or_else(|_| panic!("{line}"));
+    assert!((keep..len).contains(&byte), "{line}");
+    assert_eq!(
+        tail,
+        format!("was being read; it now has {keep} bytes)"),
+        "{line}"
+    );
 }
 
 fn files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let (a, b) = (dir.join("a.safetensors"), dir.join("b.safetensors"));
-    // 48 MiB each: long enough to compare that a truncation lands mid-read.
-    safetensors(&a, 12 << 20, 1);
-    safetensors(&b, 12 << 20, 2);
+    // 1 MiB each: the truncation happens at a pause point, so no length is needed to make
+    // it land mid-read.
+    safetensors(&a, 1 << 18, 1);
+    safetensors(&b, 1 << 18, 2);
     (a, b, dir.join("victim.safetensors"))
 }
 
@@ -119,18 +92,9 @@ fn files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 fn diff_values_of_a_file_truncated_mid_read_is_an_error_not_sigbus() {
     let tmp = tempfile::tempdir().unwrap();
     let (a, b, victim) = files(tmp.path());
-    race(
-        || {
-            let mut cmd = Command::new(bin());
-            cmd.args(["diff", "--values", s(&a), s(&victim)]);
-            cmd
-        },
-        &b,
-        &victim,
-        4096,
-        None,
-        1,
-    );
+    let mut cmd = Command::new(bin());
+    cmd.args(["diff", "--values", s(&a), s(&victim)]);
+    truncated_while_mapped(cmd, "values-mapped:victim.safetensors", &b, &victim, 4096);
 }
 
 #[test]
@@ -144,19 +108,15 @@ fn reading_a_header_truncated_mid_read_is_an_error_not_sigbus() {
     let original = tmp.path().join("vocab262k.gguf");
     let victim = tmp.path().join("victim.gguf");
     for command in ["id", "inspect"] {
-        // How far a header read gets in a few milliseconds depends on the machine: only
-        // that no round dies by a signal is certain.
-        race(
-            || {
-                let mut cmd = Command::new(bin());
-                cmd.args([command, s(&victim)]);
-                cmd
-            },
+        // Cut to its first MiB once mapped: the vocabulary beyond is gone when it is read.
+        let mut cmd = Command::new(bin());
+        cmd.args([command, s(&victim)]);
+        truncated_while_mapped(
+            cmd,
+            "header-mapped:victim.gguf",
             &original,
             &victim,
             1 << 20,
-            Some(&[1, 2, 3, 4, 6, 8, 10, 15, 20, 30]),
-            0,
         );
     }
 }
@@ -169,16 +129,7 @@ fn git_diff_values_of_a_work_tree_file_truncated_mid_read_is_an_error_not_sigbus
     std::fs::copy(&a, repo.path("model.safetensors")).unwrap();
     repo.commit_all("model");
     let victim = repo.path("model.safetensors");
-    race(
-        || {
-            let mut cmd = repo.command(bin());
-            cmd.args(["git", "diff", "--values"]);
-            cmd
-        },
-        &b,
-        &victim,
-        4096,
-        None,
-        1,
-    );
+    let mut cmd = repo.command(bin());
+    cmd.args(["git", "diff", "--values"]);
+    truncated_while_mapped(cmd, "values-mapped:model.safetensors", &b, &victim, 4096);
 }

@@ -176,6 +176,25 @@ pub(crate) fn parent_hash(
     Ok(hash.expect("never stopped"))
 }
 
+/// How much later than the clock a test build takes the hashing to begin, so that a test
+/// needs no sleep for a file it just wrote to be settled (a change time cannot be set back):
+/// `WEIGHT_INSPECT_CLOCK_AHEAD_MS` in debug builds, a thread's own setting in unit tests.
+/// Always zero in release builds.
+fn clock_ahead() -> Duration {
+    #[cfg(test)]
+    if let Some(ahead) = tests::CLOCK_AHEAD.with(std::cell::Cell::get) {
+        return ahead;
+    }
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("WEIGHT_INSPECT_CLOCK_AHEAD_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+    {
+        return Duration::from_millis(ms);
+    }
+    Duration::ZERO
+}
+
 /// Hashes `model` (stopping with `None` when `go_on` says false, as
 /// [`Model::parent_hash_while`]) and records the hash when the files held still while they were
 /// read (see the module).
@@ -184,7 +203,7 @@ pub(crate) fn hash_and_remember(
     go_on: impl FnMut(u64) -> bool,
 ) -> Result<Option<String>, DeltaError> {
     let before = Stamps::of(model);
-    let started = SystemTime::now();
+    let started = SystemTime::now() + clock_ahead();
     let hash = model.parent_hash_while(go_on)?;
     if let (Some(hash), Some(before)) = (&hash, before)
         && before.settled_before(started)
@@ -198,6 +217,12 @@ pub(crate) fn hash_and_remember(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// This test thread's [`clock_ahead`], when set.
+        pub(super) static CLOCK_AHEAD: std::cell::Cell<Option<Duration>> =
+            const { std::cell::Cell::new(None) };
+    }
 
     /// A hash taken from the cache holds only while the files keep their stamps: a write to
     /// the base after the lookup (during an `apply`) makes the re-check fail. Uses the cache
@@ -217,8 +242,9 @@ mod tests {
         bytes.extend_from_slice(&unique.to_le_bytes());
         bytes.extend_from_slice(&2f32.to_le_bytes());
         std::fs::write(&path, &bytes).unwrap();
-        // Settled: last touched more than a second before the hashing begins.
-        std::thread::sleep(Duration::from_millis(1100));
+        // Settled: last touched more than a second before the hashing begins (this thread's
+        // clock set two seconds ahead instead of sleeping).
+        CLOCK_AHEAD.with(|ahead| ahead.set(Some(Duration::from_secs(2))));
         let model = Model::open(&path).unwrap();
         let hash = hash_and_remember(&model, |_| true).unwrap().unwrap();
         assert_eq!(lookup(&Stamps::of(&model).unwrap()), Some(hash.clone()));

@@ -31,7 +31,9 @@ impl ModelBytes {
         let storage = if len == 0 {
             Storage::Empty
         } else {
-            Storage::Mapped(crate::mapped::GuardedMap::map(&file, path).map_err(io)?)
+            let map = crate::mapped::GuardedMap::map(&file, path).map_err(io)?;
+            crate::mapped::pause_point("values-mapped", path);
+            Storage::Mapped(map)
         };
         Ok(ModelBytes {
             name: path.to_owned(),

@@ -11,6 +11,7 @@ pub mod delta;
 pub mod git;
 pub mod lfs_server;
 pub mod models;
+pub mod pause;
 pub mod signing;
 
 use std::path::{Path, PathBuf};

@@ -506,13 +506,46 @@ mod tests {
         assert_eq!(sniff(&b).unwrap().imports, vec!["os.system"]);
     }
 
+    /// A length opcode claiming 2^64 - 1 bytes is a scan stopped with its reason (nothing
+    /// allocated for the claim, nothing imported), the same on a second scan.
     #[test]
     fn hostile_lengths_do_not_panic() {
         for op in [0x8d_u8, 0x8e, 0x96, b'B', b'T', b'X', 0x8b] {
             let mut b = vec![0x80, 4, b'N', b'N', b'N', op];
             b.extend_from_slice(&[0xff; 8]);
-            let _ = sniff(&b);
+            let report = sniff(&b).unwrap_or_else(|| panic!("opcode {op:#x}: not a pickle"));
+            assert_eq!(report.container, Container::Raw { protocol: 4 });
+            assert!(report.imports.is_empty(), "opcode {op:#x}: {report:?}");
+            let why = report
+                .incomplete
+                .as_deref()
+                .unwrap_or_else(|| panic!("opcode {op:#x}: complete"));
+            assert!(why.len() < 256, "opcode {op:#x}: {why}");
+            assert_eq!(sniff(&b), Some(report));
         }
+    }
+
+    /// What any scan keeps to: at most MAX_IMPORTS distinct imports, each of bounded length, a
+    /// bounded description, and the same report on a second scan.
+    fn assert_scan_is_sound(bytes: &[u8]) {
+        let report = sniff(bytes);
+        if let Some(r) = &report {
+            assert!(r.imports.len() <= MAX_IMPORTS);
+            let distinct: std::collections::HashSet<&String> = r.imports.iter().collect();
+            assert_eq!(distinct.len(), r.imports.len(), "{r:?}");
+            // A GLOBAL's name is bytes of the input; a STACK_GLOBAL's, two memo strings of at
+            // most MAX_NAME_LEN; the placeholders (`<copyreg extension N>`), a few words.
+            let longest = bytes.len() + 2 * MAX_NAME_LEN + 64;
+            for import in &r.imports {
+                assert!(
+                    import.chars().count() <= longest,
+                    "{import} from {} bytes",
+                    bytes.len()
+                );
+            }
+            assert!(r.describe().len() <= 64 * bytes.len() + 1024);
+        }
+        assert_eq!(sniff(bytes), report);
     }
 
     fn stored_zip(members: &[(&str, &[u8])]) -> Vec<u8> {
@@ -589,11 +622,11 @@ mod tests {
             let prefixes: [&[u8]; 4] = [b"", b"\x80\x02", b"\x80\x04\x95", b"PK\x03\x04"];
             let mut bytes = prefixes[head].to_vec();
             bytes.extend_from_slice(&body);
-            let _ = sniff(&bytes);
+            assert_scan_is_sound(&bytes);
             // A real archive with a garbage data.pkl, cut anywhere.
             let zip = stored_zip(&[("archive/data.pkl", &body)]);
             for cut in [zip.len(), zip.len() / 2, 31] {
-                let _ = sniff(&zip[..cut.min(zip.len())]);
+                assert_scan_is_sound(&zip[..cut.min(zip.len())]);
             }
         }
     }

@@ -219,8 +219,12 @@ mod tests {
             ("q4_k", 144, q4_k, q4_k_dispatched),
             ("q6_k", 210, q6_k, q6_k_dispatched),
         ];
+        let avx2 =
+            crate::values::tests::avx2_or_note("every_variant_agrees_with_the_portable_decoder");
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = avx2;
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if avx2 {
             // SAFETY (of the calls through these): the CPU has AVX2.
             cases.push(("q4_k avx2", 144, q4_k, |b, o| unsafe { avx2::q4_k(b, o) }));
             cases.push(("q6_k avx2", 210, q6_k, |b, o| unsafe { avx2::q6_k(b, o) }));
