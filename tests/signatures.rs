@@ -1037,6 +1037,7 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
     repo.commit_all("signed");
     let out = repo.wi(&["hook", "install"]);
     assert_success("hook install", &out);
+    framework_config(&repo);
 
     // A weight changed and committed without a new signature: the hook refuses it.
     repo.fixtures(serde_json::json!({"model/model.safetensors": weights(2.0)}));
@@ -1051,6 +1052,18 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
         ],
     );
     assert!(!stdout(&out).contains("config.json"), "{}", stdout(&out));
+    let framework = framework_run(&repo);
+    assert_eq!(
+        code(&framework),
+        1,
+        "pre-commit passed an unsigned change:\n{}",
+        combined(&framework)
+    );
+    assert!(
+        combined(&framework).contains("changed since model/model.sig was signed"),
+        "{}",
+        combined(&framework)
+    );
     let refused = repo.try_git(&["commit", "-q", "-m", "unsigned change"]);
     assert!(!refused.status.success(), "{}", combined(&refused));
 
@@ -1064,6 +1077,7 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
         "check --staged of the re-signed change",
         &repo.wi(&["check", "--staged"]),
     );
+    assert_success("pre-commit on the re-signed change", &framework_run(&repo));
     let committed = repo.try_git(&["commit", "-q", "-m", "re-signed change"]);
     assert!(committed.status.success(), "{}", combined(&committed));
 
@@ -1094,6 +1108,13 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
         &stdout(&out),
         &["found model/model.sig does not verify: signed by another key"],
     );
+    let framework = framework_run(&repo);
+    assert_eq!(
+        code(&framework),
+        1,
+        "pre-commit passed a signature by another key:\n{}",
+        combined(&framework)
+    );
     repo.git(&["reset", "-q", "--hard"]);
 
     // ci between the last commit and one that changes the weights without re-signing: the
@@ -1117,6 +1138,48 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
         text.contains("changed since model/model.sig was signed"),
         "{text}"
     );
+    // The next commit re-signs it (it brings only model.sig): ci between the two finds the
+    // head clean.
+    assert_success(
+        "re-sign",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    repo.git(&["add", "model"]);
+    repo.git(&["commit", "-q", "-m", "re-signed"]);
+    let out = repo.wi(&["ci", "--json", p(&json)]);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("ci --json: {e}\n{}", combined(&out)));
+    assert!(!text.contains("\"rule\": \"signature\""), "{text}");
+    assert!(!text.contains("\"rule\":\"signature\""), "{text}");
+    assert_eq!(code(&out), 0, "{}", combined(&out));
+}
+
+/// The pre-commit framework's configuration: this repository's `weight-inspect-system` hook
+/// (`language: system`), which runs the binary under test.
+fn framework_config(repo: &common::git::Repo) {
+    let script = r#"
+import sys, yaml
+hooks = yaml.safe_load(open(sys.argv[1]))
+hook = next(h for h in hooks if h["id"] == "weight-inspect-system")
+config = {"repos": [{"repo": "local", "hooks": [hook]}]}
+open(sys.argv[2], "w").write(yaml.safe_dump(config, sort_keys=False))
+"#;
+    let out = std::process::Command::new(common::python())
+        .args(["-c", script])
+        .arg(common::repo_root().join(".pre-commit-hooks.yaml"))
+        .arg(repo.path(".pre-commit-config.yaml"))
+        .output()
+        .expect("python runs");
+    assert_success("writing .pre-commit-config.yaml", &out);
+}
+
+/// `pre-commit run` on what is staged: what the framework's git hook does on `git commit`.
+fn framework_run(repo: &common::git::Repo) -> std::process::Output {
+    repo.command(common::python())
+        .args(["-m", "pre_commit", "run", "--color", "never"])
+        .env("PRE_COMMIT_HOME", repo.tmp.path().join("pre-commit-home"))
+        .output()
+        .expect("pre-commit runs")
 }
 
 /// One committed fixture of tests/fixtures/signatures: a model directory that one
