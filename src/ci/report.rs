@@ -678,10 +678,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reported_paths_are_gguf_and_safetensors() {
+    fn reported_paths_are_models_and_deltas() {
         assert!(is_reported_path("m/a.gguf"));
         assert!(is_reported_path("A.SAFETENSORS"));
-        assert!(!is_reported_path("d.wdelta"));
+        // A stored .wdelta is reported as every reader shows it.
+        assert!(is_reported_path("d.wdelta"));
         assert!(!is_reported_path("gguf"));
     }
 }

@@ -585,7 +585,11 @@ mod tests {
         let (once, change) = add_rules(LFS);
         assert_eq!(change, Some("added"));
         assert!(once.starts_with(LFS));
-        assert!(once.ends_with("pytorch_model*.bin diff=weight-inspect\n"));
+        assert!(
+            once.ends_with(
+                "pytorch_model*.bin diff=weight-inspect\nmodel.sig diff=weight-inspect\n"
+            )
+        );
         let (twice, change) = add_rules(&once);
         assert_eq!(change, None);
         assert_eq!(twice, once);
