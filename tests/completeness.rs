@@ -69,10 +69,16 @@ fn id_and_diff_say_a_cut_file_is_incomplete_beside_the_same_hash() {
     let text = stdout(&wi(dir, &["id", "whole.gguf"]));
     assert!(!text.contains("incomplete"), "{text}");
 
-    // diff: structurally identical, and the cut side says so.
+    // diff: structurally identical, the cut side says so, and a cut copy is a difference
+    // (exit 1, as diff(1) exits for two files that differ).
     let out = wi(dir, &["diff", "whole.gguf", "cut.gguf"]);
-    assert_eq!(code(&out), 0, "{}", combined(&out));
+    assert_eq!(code(&out), 1, "{}", combined(&out));
     let text = stdout(&out);
+    assert!(text.contains("No structural differences."), "{text}");
+    assert!(
+        text.contains("bytes differ: ") && text.contains(" -> 20000 bytes"),
+        "{text}"
+    );
     assert!(text.contains(&format!("new incomplete: {why}")), "{text}");
     assert!(!text.contains("old incomplete"), "{text}");
     let doc = json_of(&wi(dir, &["diff", "--json", "whole.gguf", "cut.gguf"]));
