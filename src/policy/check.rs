@@ -427,17 +427,8 @@ impl Evaluation<'_, '_> {
         if report.incomplete.is_none() {
             return;
         }
-        let Some(rule) = eff.complete.map(|c| c.rule).or(eff.last_rule) else {
-            return;
-        };
-        let v = Violation::at(
-            self.path(),
-            "complete",
-            rule,
-            "a complete file: every byte of tensor data its header declares".to_owned(),
-            shown_message(&format!("unreadable: {error}")).into_owned(),
-        );
-        self.push(v);
+        let found = shown_message(&format!("unreadable: {error}")).into_owned();
+        self.push_incomplete(eff, found);
     }
 
     /// A model cut short (an interrupted download or copy) violates `complete` unless a rule
@@ -449,6 +440,15 @@ impl Evaluation<'_, '_> {
         if !eff.requires_complete() {
             return;
         }
+        self.push_incomplete(
+            eff,
+            format!("incomplete: {incomplete}; fetch or copy the file again"),
+        );
+    }
+
+    /// A `complete` violation, from the rule that sets `complete` or else the last that
+    /// matches.
+    fn push_incomplete(&mut self, eff: &Effective<'_>, found: String) {
         let Some(rule) = eff.complete.map(|c| c.rule).or(eff.last_rule) else {
             return;
         };
@@ -457,7 +457,7 @@ impl Evaluation<'_, '_> {
             "complete",
             rule,
             "a complete file: every byte of tensor data its header declares".to_owned(),
-            format!("incomplete: {incomplete}; fetch or copy the file again"),
+            found,
         );
         self.push(v);
     }

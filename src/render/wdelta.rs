@@ -378,30 +378,18 @@ fn chunk_counts(c: &LosslessContainer) -> ChunkCounts {
 fn lossless_summary(c: &LosslessContainer) -> (u64, Vec<(String, &'static str, u64, u64)>) {
     // (tensor, how it is stored, bytes, stored frame bytes)
     let mut tensors = Vec::new();
-    let mut first = 0usize;
     let mut other_frames = 0u64;
-    for (fi, f) in c.header.files.iter().enumerate() {
-        for (si, s) in f.segments.iter().enumerate() {
-            let chunks = c.chunks[first..]
-                .iter()
-                .take_while(|k| k.file as usize == fi && k.segment as usize == si);
-            let (mut frames, mut n) = (0u64, 0usize);
-            for k in chunks {
-                frames += k.frame_len;
-                n += 1;
+    for (s, frames) in c.segment_frames() {
+        let how = match s.kind {
+            SegmentKind::Bytes => {
+                other_frames += frames;
+                continue;
             }
-            first += n;
-            let how = match s.kind {
-                SegmentKind::Bytes => {
-                    other_frames += frames;
-                    continue;
-                }
-                SegmentKind::Whole => "whole",
-                SegmentKind::Delta if frames == 0 => "unchanged",
-                SegmentKind::Delta => "changed",
-            };
-            tensors.push((s.tensor.clone().unwrap_or_default(), how, s.len, frames));
-        }
+            SegmentKind::Whole => "whole",
+            SegmentKind::Delta if frames == 0 => "unchanged",
+            SegmentKind::Delta => "changed",
+        };
+        tensors.push((s.tensor.clone().unwrap_or_default(), how, s.len, frames));
     }
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     (other_frames, tensors)

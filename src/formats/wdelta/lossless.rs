@@ -362,6 +362,28 @@ fn read_u64(
 }
 
 impl LosslessContainer {
+    /// Every segment of every file, in file order, with the bytes of its chunks' frames (0: a
+    /// delta segment whose chunks all match the base).
+    pub(crate) fn segment_frames(&self) -> Vec<(&Segment, u64)> {
+        let mut out = Vec::new();
+        let mut first = 0usize;
+        for (fi, f) in self.header.files.iter().enumerate() {
+            for (si, s) in f.segments.iter().enumerate() {
+                let (mut frames, mut n) = (0u64, 0usize);
+                for k in self.chunks[first..]
+                    .iter()
+                    .take_while(|k| k.file as usize == fi && k.segment as usize == si)
+                {
+                    frames += k.frame_len;
+                    n += 1;
+                }
+                first += n;
+                out.push((s, frames));
+            }
+        }
+        out
+    }
+
     /// Parses and validates a file of `file_len` bytes read through `read_at` (offset, buffer):
     /// everything but the checksum and the frames' content. Memory is bounded by the header
     /// limit and the file's own size.

@@ -151,28 +151,16 @@ fn unread(e: std::io::Error) -> WdeltaError {
 pub(super) fn of_lossless(c: &LosslessContainer) -> DeltaSummary {
     let mut tensors = 0u64;
     let mut changed = 0u64;
-    let mut first = 0usize;
-    for (fi, f) in c.header.files.iter().enumerate() {
-        for (si, s) in f.segments.iter().enumerate() {
-            let chunks = c.chunks[first..]
-                .iter()
-                .take_while(|k| k.file as usize == fi && k.segment as usize == si);
-            let (mut frames, mut n) = (0u64, 0usize);
-            for k in chunks {
-                frames += k.frame_len;
-                n += 1;
+    for (s, frames) in c.segment_frames() {
+        match s.kind {
+            SegmentKind::Bytes => {}
+            SegmentKind::Whole => {
+                tensors += 1;
+                changed += 1;
             }
-            first += n;
-            match s.kind {
-                SegmentKind::Bytes => {}
-                SegmentKind::Whole => {
-                    tensors += 1;
-                    changed += 1;
-                }
-                SegmentKind::Delta => {
-                    tensors += 1;
-                    changed += u64::from(frames > 0);
-                }
+            SegmentKind::Delta => {
+                tensors += 1;
+                changed += u64::from(frames > 0);
             }
         }
     }
