@@ -2,10 +2,14 @@
 //! `language: rust`) through `pre-commit try-repo` on a repository with good and bad files.
 //!
 //! pre-commit builds the hook with `cargo install --path .` in a fresh store for every
-//! try-repo run (try-repo ignores PRE_COMMIT_HOME's cache). So that a rerun does not rebuild
-//! the dependencies, CARGO_TARGET_DIR points that build at a directory under target/; and the
-//! release profile is overridden (no LTO, opt-level 0) through cargo's environment
-//! configuration, which only makes the test's build faster.
+//! try-repo run (try-repo ignores PRE_COMMIT_HOME's cache). That build would compile every
+//! dependency again in the release profile, the longest step of the whole suite; so the real
+//! cargo is reached through a two-line wrapper that adds `--debug --locked` to `install`, and
+//! CARGO_TARGET_DIR is the build's own: the dev profile that scripts/test-packaging's maturin
+//! builds have already compiled, the same locked versions. Only the speed of the build differs.
+//!
+//! The install rewrites target/debug/weight-inspect, which the other test binaries execute, so
+//! this test is ignored in the main run and run by scripts/test-packaging, one test at a time.
 
 mod common;
 
@@ -28,7 +32,21 @@ fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
     ]
 }
 
+/// A `cargo` that runs the real one (the cargo of this build), with `--debug --locked` added
+/// to `install`; in `dir`, to be put first on PATH.
+fn cargo_wrapper(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = install ]; then shift; exec '{cargo}' install --debug --locked \"$@\"; fi\nexec '{cargo}' \"$@\"\n",
+        cargo = env!("CARGO")
+    );
+    let path = dir.join("cargo");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 #[test]
+#[ignore = "rebuilds the binary the other tests run: scripts/test-packaging runs it"]
 fn pre_commit_try_repo_runs_the_hook() {
     let python = common::python();
     let version = std::process::Command::new(&python)
@@ -68,6 +86,15 @@ forbid_formats = ["pickle"]
     repo.write("notes.txt", "not a model\n");
     repo.git(&["add", "."]);
 
+    let wrapper = repo.tmp.path().join("cargo-wrapper");
+    std::fs::create_dir_all(&wrapper).unwrap();
+    cargo_wrapper(&wrapper);
+    let path = std::env::join_paths(
+        std::iter::once(wrapper.clone()).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .unwrap();
     let mut cmd = repo.command(&python);
     cmd.args(["-m", "pre_commit", "try-repo"])
         .arg(&root)
@@ -78,13 +105,10 @@ forbid_formats = ["pickle"]
             "--color",
             "never",
         ])
-        .env("CARGO_TARGET_DIR", shared_target("policy-pre-commit-build"))
-        .env("CARGO_PROFILE_RELEASE_LTO", "false")
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env("CARGO_TARGET_DIR", shared_target(""))
         .env("PRE_COMMIT_HOME", shared_target("policy-pre-commit-home"))
-        // Only the binary pre-commit builds, not the one of this test run.
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        // The wrapper first; then only the binary pre-commit builds, not the one of this run.
+        .env("PATH", path);
     for (var, dir) in toolchain_homes() {
         cmd.env(var, dir);
     }
