@@ -349,7 +349,20 @@ fn applied<'a>(out: &'a Path, r: &'a Rebuilt, lineage: Option<&'a [String]>) -> 
         tensors: r.tensors,
         base_hash: r.base_hash.as_deref(),
         strategies: &r.strategies,
+        links: r.links,
         lineage,
+    }
+}
+
+/// The file name a lossless delta records for the model `spec` names, where `local` (its
+/// bytes) does not carry it: a `REV:path`'s blob copy or LFS object, a pointer's object.
+fn recorded_name(spec: &str, local: &LocalFile) -> Option<String> {
+    match crate::input::Input::parse(spec) {
+        crate::input::Input::Revision(rev_path) => Some(rev_path.file_name().to_owned()),
+        _ if local.path != Path::new(spec) => Path::new(spec)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned()),
+        _ => None,
     }
 }
 
@@ -372,6 +385,7 @@ fn create_from(a: &CreateArgs, base_file: &LocalFile, ft_file: &LocalFile) -> Re
         &base_file.path,
         chain,
         &ft_file.path,
+        recorded_name(&a.finetuned, ft_file),
         &a.output,
         lossy_options(&a.encode).as_ref(),
         &a.run.options(),
@@ -490,6 +504,7 @@ fn store_from(
     // Git gives back what was committed: lossless unless a lossy strategy is chosen.
     let made = crate::git::store_delta(
         &finetuned.path,
+        recorded_name(&a.finetuned, finetuned),
         &parent.path,
         out,
         lossy_options(&a.encode).as_ref(),

@@ -70,14 +70,6 @@ impl Delta {
         matches!(self, Delta::Lossless(_))
     }
 
-    /// `lossless`, or the lossy strategy's name.
-    pub(crate) fn strategy_name(&self) -> &'static str {
-        match self {
-            Delta::Lossy(d) => d.file.header.strategy.name(),
-            Delta::Lossless(_) => "lossless",
-        }
-    }
-
     /// Verifies the file's SHA-256 trailer.
     pub(crate) fn verify_checksum(&self) -> Result<()> {
         match self {
@@ -220,11 +212,6 @@ fn through_all_but_last(
     Ok((model, last))
 }
 
-/// The lossy strategy of every link, in order ("lossless" for a lossless one).
-fn strategies(links: &[Delta]) -> Vec<&'static str> {
-    links.iter().map(Delta::strategy_name).collect()
-}
-
 /// What `apply` of a lineage wrote.
 pub(crate) struct Rebuilt {
     /// Files written (1 but for a sharded lossless model).
@@ -234,8 +221,12 @@ pub(crate) struct Rebuilt {
     pub tensors: Option<usize>,
     /// The hash of the model the lineage starts from (checked against the first link).
     pub base_hash: Option<String>,
-    /// Every link's strategy, in order.
+    /// The strategies the result owes its values to: `lossless` when the last link is (it
+    /// rebuilds the bytes it was made from, whatever came before), else the lossy strategy of
+    /// every link of the last run, in order (the result is approximate).
     pub strategies: Vec<&'static str>,
+    /// Links applied.
+    pub links: usize,
 }
 
 /// `apply`: rebuilds the model at the end of `links` from the plain weights at `base` into
@@ -251,7 +242,7 @@ pub(crate) fn apply_chain(
     if links.is_empty() {
         return Err(DeltaError::NoDeltaGiven);
     }
-    let mut strategies = strategies(&links);
+    let count = links.len();
     let mut scratch = Scratch::beside(out);
     let (model, last) = through_all_but_last(base, links, &mut scratch, run)?;
     match last.expect("a link was given") {
@@ -262,19 +253,19 @@ pub(crate) fn apply_chain(
                 bytes: r.bytes,
                 tensors: None,
                 base_hash: None,
-                strategies,
+                strategies: vec!["lossless"],
+                links: count,
             })
         }
         Run::Lossy(links) => {
             let r = apply_run(&model, &links, out, dtype, sync, run)?;
-            strategies.truncate(strategies.len() - links.len());
-            strategies.extend(r.strategies);
             Ok(Rebuilt {
                 files: 1,
                 bytes: r.file_bytes,
                 tensors: Some(r.tensors),
                 base_hash: Some(r.base_hash),
-                strategies,
+                strategies: r.strategies,
+                links: count,
             })
         }
     }
@@ -289,14 +280,16 @@ pub(crate) enum Made {
     },
 }
 
-/// `create`: writes the delta of the fine-tune at `ft` against the model `base` + `chain`
-/// rebuilds, lossless unless `lossy` gives a lossy strategy's options. A lossy delta on a
+/// `create`: writes the delta of the fine-tune at `ft` (whose own file name is `ft_name` where
+/// `ft` is a temporary copy or an LFS object) against the model `base` + `chain` rebuilds,
+/// lossless unless `lossy` gives a lossy strategy's options. A lossy delta on a
 /// chain that ends in lossy links joins their run; anything else is made against the chain's
 /// model rebuilt into a temporary file.
 pub(crate) fn create_delta(
     base: &Path,
     chain: Vec<Delta>,
     ft: &Path,
+    ft_name: Option<String>,
     out: &Path,
     lossy: Option<&EncodeOptions>,
     run: &RunOptions,
@@ -307,7 +300,8 @@ pub(crate) fn create_delta(
         if let Some(last) = &last {
             model = scratch.rebuild(&model, last, None, run)?;
         }
-        let ft = Model::open_lossless(ft)?;
+        let mut ft = Model::open_lossless(ft)?;
+        ft.name = ft_name;
         return Ok(Made::Lossless(create_lossless(&model, &ft, out, run)?));
     };
     let links = match last {

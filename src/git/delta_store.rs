@@ -271,11 +271,13 @@ fn repository_candidates(near: &Path) -> Option<(gix::Repository, Vec<Candidate>
     Some((repo, candidates))
 }
 
-/// `delta store`: writes the delta of `finetuned` against the model in `parent` (plain
+/// `delta store`: writes the delta of `finetuned` (named `ft_name` where it is a temporary
+/// copy or an LFS object) against the model in `parent` (plain
 /// weights, or a `.wdelta` of either strategy whose lineage is found in the repository),
 /// lossless unless `lossy` gives a lossy strategy.
 pub(crate) fn store(
     finetuned: &Path,
+    ft_name: Option<String>,
     parent: &Path,
     out: &Path,
     lossy: Option<&EncodeOptions>,
@@ -289,6 +291,7 @@ pub(crate) fn store(
         &lineage.base,
         chain,
         finetuned,
+        ft_name,
         out,
         lossy,
         run,

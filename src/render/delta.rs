@@ -225,22 +225,24 @@ pub(crate) struct DeltaApplied<'a> {
     pub tensors: Option<usize>,
     /// The hash of the model the last run of lossy links applied to.
     pub base_hash: Option<&'a str>,
-    /// Every link's strategy (`lossless` or a lossy one), in order.
+    /// `["lossless"]` when the last link is lossless (the result is the bytes it was made
+    /// from), else the lossy strategies of the last links, which make the result approximate.
     pub strategies: &'a [&'a str],
+    /// Links applied.
+    pub links: usize,
     /// `restore`: the models of the lineage as found, root first.
     pub lineage: Option<&'a [String]>,
 }
 
 impl DeltaApplied<'_> {
     fn exact(&self) -> bool {
-        self.strategies.iter().all(|s| *s == "lossless")
+        self.strategies == ["lossless"]
     }
 
     fn apply_text(&self, out: &str) -> String {
-        let n = self.strategies.len();
-        let lossy = self.strategies.iter().all(|s| *s != "lossless");
-        match (self.exact(), lossy, self.tensors, self.base_hash) {
-            (true, _, _, _) => format!(
+        let n = self.links;
+        match (self.exact(), self.tensors, self.base_hash) {
+            (true, _, _) => format!(
                 "wrote {out}: {}, {} bytes, identical to the fine-tuned model (lossless; {})\n",
                 plural(self.files, "file", "files"),
                 self.bytes,
@@ -250,20 +252,18 @@ impl DeltaApplied<'_> {
                     format!("{n} deltas, every parent hash and file's SHA-256 verified")
                 }
             ),
-            (false, true, Some(tensors), Some(base_hash)) => format!(
+            (false, Some(tensors), Some(base_hash)) => format!(
                 "wrote {out}: {}, {tensors} tensors, {} bytes (base hash {base_hash}, {} \
                  verified)\n",
                 approximate(self.strategies),
                 self.bytes,
                 plural(n, "delta", "deltas")
             ),
-            // Lossy and lossless links: exact links rebuild exactly what an approximate one
-            // gave them.
             _ => format!(
-                "wrote {out}: {}, {}, {} bytes ({n} deltas verified, every parent hash checked)\n",
+                "wrote {out}: {}, {} bytes ({} verified)\n",
                 approximate(self.strategies),
-                plural(self.files, "file", "files"),
                 self.bytes,
+                plural(n, "delta", "deltas")
             ),
         }
     }
@@ -302,7 +302,7 @@ impl Report for DeltaApplied<'_> {
     fn json(&self) -> String {
         let v = json!({
             "schema": 1, "output": self.out.to_string_lossy(), "exact": self.exact(),
-            "strategies": self.strategies, "files": self.files, "bytes": self.bytes,
+            "strategies": self.strategies, "links": self.links, "files": self.files, "bytes": self.bytes,
             "tensors": self.tensors, "base_hash": self.base_hash, "lineage": self.lineage,
         });
         format!("{v}\n")
