@@ -385,7 +385,7 @@ fn a_mixed_lineage_is_stored_cloned_and_restored() {
             "{} vs {}",
             a.display(),
             b.display()
-        )
+        );
     };
     same(
         &clone.join("model.safetensors"),

@@ -122,6 +122,8 @@ struct Scratch {
     dir: Option<tempfile::TempDir>,
     near: PathBuf,
     made: usize,
+    /// Each rebuilt model's path, shown, and how messages name it instead.
+    labels: Vec<(String, String)>,
 }
 
 impl Scratch {
@@ -130,6 +132,33 @@ impl Scratch {
             dir: None,
             near: crate::fsutil::dir_of(out).to_path_buf(),
             made: 0,
+            labels: Vec::new(),
+        }
+    }
+
+    /// `e` with a rebuilt model named as the user knows it (the model its last link rebuilds),
+    /// never by its temporary path.
+    fn named(&self, e: DeltaError) -> DeltaError {
+        match e {
+            DeltaError::WrongParent {
+                delta,
+                parent,
+                expected,
+                actual,
+            } => {
+                let parent = self
+                    .labels
+                    .iter()
+                    .find(|(path, _)| *path == parent)
+                    .map_or(parent, |(_, label)| label.clone());
+                DeltaError::WrongParent {
+                    delta,
+                    parent,
+                    expected,
+                    actual,
+                }
+            }
+            other => other,
         }
     }
 
@@ -176,6 +205,14 @@ impl Scratch {
                 target
             }
         };
+        let last = match run {
+            Run::Lossless(d) => &d.path,
+            Run::Lossy(links) => &links.last().expect("a run has a link").path,
+        };
+        self.labels.push((
+            target.display().to_string(),
+            format!("the model {} rebuilds", last.display()),
+        ));
         open_base(&target, next)
     }
 }
@@ -244,31 +281,34 @@ pub(crate) fn apply_chain(
     }
     let count = links.len();
     let mut scratch = Scratch::beside(out);
-    let (model, last) = through_all_but_last(base, links, &mut scratch, run)?;
-    match last.expect("a link was given") {
-        Run::Lossless(d) => {
-            let r = apply_lossless(&model, &d.path, out, sync, run)?;
-            Ok(Rebuilt {
-                files: r.files.len(),
-                bytes: r.bytes,
-                tensors: None,
-                base_hash: None,
-                strategies: vec!["lossless"],
-                links: count,
-            })
+    let result = (|| {
+        let (model, last) = through_all_but_last(base, links, &mut scratch, run)?;
+        match last.expect("a link was given") {
+            Run::Lossless(d) => {
+                let r = apply_lossless(&model, &d.path, out, sync, run)?;
+                Ok(Rebuilt {
+                    files: r.files.len(),
+                    bytes: r.bytes,
+                    tensors: None,
+                    base_hash: None,
+                    strategies: vec!["lossless"],
+                    links: count,
+                })
+            }
+            Run::Lossy(links) => {
+                let r = apply_run(&model, &links, out, dtype, sync, run)?;
+                Ok(Rebuilt {
+                    files: 1,
+                    bytes: r.file_bytes,
+                    tensors: Some(r.tensors),
+                    base_hash: Some(r.base_hash),
+                    strategies: r.strategies,
+                    links: count,
+                })
+            }
         }
-        Run::Lossy(links) => {
-            let r = apply_run(&model, &links, out, dtype, sync, run)?;
-            Ok(Rebuilt {
-                files: 1,
-                bytes: r.file_bytes,
-                tensors: Some(r.tensors),
-                base_hash: Some(r.base_hash),
-                strategies: r.strategies,
-                links: count,
-            })
-        }
-    }
+    })();
+    result.map_err(|e| scratch.named(e))
 }
 
 /// What `create` wrote.
@@ -295,30 +335,33 @@ pub(crate) fn create_delta(
     run: &RunOptions,
 ) -> Result<Made> {
     let mut scratch = Scratch::beside(out);
-    let (mut model, last) = through_all_but_last(base, chain, &mut scratch, run)?;
-    let Some(enc) = lossy else {
-        if let Some(last) = &last {
-            model = scratch.rebuild(&model, last, None, run)?;
-        }
-        let mut ft = Model::open_lossless(ft)?;
-        ft.name = ft_name;
-        return Ok(Made::Lossless(create_lossless(&model, &ft, out, run)?));
-    };
-    let links = match last {
-        None => Vec::new(),
-        Some(Run::Lossy(links)) => links,
-        Some(last @ Run::Lossless(_)) => {
-            let plain = Run::Lossy(Vec::new());
-            model = scratch.rebuild(&model, &last, Some(&plain), run)?;
-            Vec::new()
-        }
-    };
-    let ft = Model::open(ft)?;
-    let created = create(&model, &links, &ft, out, enc, run)?;
-    Ok(Made::Lossy {
-        created,
-        strategy: enc.strategy,
-    })
+    let result = (|| {
+        let (mut model, last) = through_all_but_last(base, chain, &mut scratch, run)?;
+        let Some(enc) = lossy else {
+            if let Some(last) = &last {
+                model = scratch.rebuild(&model, last, None, run)?;
+            }
+            let mut ft = Model::open_lossless(ft)?;
+            ft.name = ft_name;
+            return Ok(Made::Lossless(create_lossless(&model, &ft, out, run)?));
+        };
+        let links = match last {
+            None => Vec::new(),
+            Some(Run::Lossy(links)) => links,
+            Some(last @ Run::Lossless(_)) => {
+                let plain = Run::Lossy(Vec::new());
+                model = scratch.rebuild(&model, &last, Some(&plain), run)?;
+                Vec::new()
+            }
+        };
+        let ft = Model::open(ft)?;
+        let created = create(&model, &links, &ft, out, enc, run)?;
+        Ok(Made::Lossy {
+            created,
+            strategy: enc.strategy,
+        })
+    })();
+    result.map_err(|e| scratch.named(e))
 }
 
 /// One link `verify` found to apply.
@@ -355,57 +398,60 @@ pub(crate) fn verify_chain(
         ..*run
     };
     let mut scratch = Scratch::beside(&scratch_near.join("x"));
-    let runs = runs(links);
-    let mut model = open_base(base, runs.first())?;
-    let mut base_hash = None;
-    let mut verified = Vec::new();
-    for (i, r) in runs.iter().enumerate() {
-        let parent_name = if i == 0 {
-            shown.to_string()
-        } else {
-            model.path.display().to_string()
-        };
-        match r {
-            Run::Lossless(d) => {
-                let actual = model.parent_hash(|_| {})?;
-                if actual != d.container.header.parent_hash {
-                    return Err(DeltaError::WrongParent {
-                        delta: d.path.clone(),
-                        parent: parent_name,
-                        expected: d.container.header.parent_hash.clone(),
-                        actual,
-                    });
-                }
-                base_hash.get_or_insert(actual);
-                verified.push(LinkVerified {
-                    path: d.path.clone(),
-                    parent_hash: None,
-                });
-            }
-            Run::Lossy(links) => {
-                let v = verify_lineage(&model, links, false, &run)?;
-                for (k, l) in links.iter().enumerate() {
-                    let parent = if k == 0 {
-                        v.base_hash.clone()
-                    } else {
-                        v.link_hashes[k - 1].clone()
-                    };
+    let result = (|| {
+        let runs = runs(links);
+        let mut model = open_base(base, runs.first())?;
+        let mut base_hash = None;
+        let mut verified = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            let parent_name = if i == 0 {
+                shown.to_string()
+            } else {
+                model.path.display().to_string()
+            };
+            match r {
+                Run::Lossless(d) => {
+                    let actual = model.parent_hash(|_| {})?;
+                    if actual != d.container.header.parent_hash {
+                        return Err(DeltaError::WrongParent {
+                            delta: d.path.clone(),
+                            parent: parent_name,
+                            expected: d.container.header.parent_hash.clone(),
+                            actual,
+                        });
+                    }
+                    base_hash.get_or_insert(actual);
                     verified.push(LinkVerified {
-                        path: l.path.clone(),
-                        parent_hash: Some(parent),
+                        path: d.path.clone(),
+                        parent_hash: None,
                     });
                 }
-                base_hash.get_or_insert(v.base_hash);
+                Run::Lossy(links) => {
+                    let v = verify_lineage(&model, links, false, &run)?;
+                    for (k, l) in links.iter().enumerate() {
+                        let parent = if k == 0 {
+                            v.base_hash.clone()
+                        } else {
+                            v.link_hashes[k - 1].clone()
+                        };
+                        verified.push(LinkVerified {
+                            path: l.path.clone(),
+                            parent_hash: Some(parent),
+                        });
+                    }
+                    base_hash.get_or_insert(v.base_hash);
+                }
+            }
+            if let Some(next) = runs.get(i + 1) {
+                model = scratch.rebuild(&model, r, Some(next), &run)?;
             }
         }
-        if let Some(next) = runs.get(i + 1) {
-            model = scratch.rebuild(&model, r, Some(next), &run)?;
-        }
-    }
-    Ok(ChainVerified {
-        base_hash: base_hash.unwrap_or_default(),
-        links: verified,
-    })
+        Ok(ChainVerified {
+            base_hash: base_hash.unwrap_or_default(),
+            links: verified,
+        })
+    })();
+    result.map_err(|e| scratch.named(e))
 }
 
 /// The hash of plain weights at `path` (any format the lossless strategy reads), as a delta
@@ -427,18 +473,21 @@ pub(crate) fn lineage_hash(
     run: &RunOptions,
 ) -> Result<String> {
     let mut scratch = Scratch::beside(&scratch_near.join("x"));
-    let (model, last) = through_all_but_last(base, links, &mut scratch, run)?;
-    match last {
-        None => super::base_hash::parent_hash(&model, run, |_| {}),
-        Some(Run::Lossy(links)) if lossy_child => {
-            let v = verify_lineage(&model, &links, true, run)?;
-            Ok(v.link_hashes.last().cloned().unwrap_or_default())
+    let result = (|| {
+        let (model, last) = through_all_but_last(base, links, &mut scratch, run)?;
+        match last {
+            None => super::base_hash::parent_hash(&model, run, |_| {}),
+            Some(Run::Lossy(links)) if lossy_child => {
+                let v = verify_lineage(&model, &links, true, run)?;
+                Ok(v.link_hashes.last().cloned().unwrap_or_default())
+            }
+            Some(last) => {
+                let rebuilt = scratch.rebuild(&model, &last, None, run)?;
+                super::base_hash::parent_hash(&rebuilt, run, |_| {})
+            }
         }
-        Some(last) => {
-            let rebuilt = scratch.rebuild(&model, &last, None, run)?;
-            super::base_hash::parent_hash(&rebuilt, run, |_| {})
-        }
-    }
+    })();
+    result.map_err(|e| scratch.named(e))
 }
 
 /// Whether `path` is a file that starts like a `.wdelta`.
