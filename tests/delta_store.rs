@@ -369,6 +369,7 @@ fn a_mixed_lineage_is_stored_cloned_and_restored() {
         .unwrap();
     ok(&out);
     repo.ok_in(&clone, &["config", "lfs.url", &server.lfs_url()]);
+    repo.ok_in(&clone, &["lfs", "install", "--local"]);
     repo.ok_in(&clone, &["lfs", "fetch", "--all"]);
     repo.ok_in(&clone, &["lfs", "checkout"]);
     assert!(!clone.join("model.safetensors").exists());

@@ -336,7 +336,13 @@ pub(crate) fn create_delta(
 ) -> Result<Made> {
     let mut scratch = Scratch::beside(out);
     let result = (|| {
-        let (mut model, last) = through_all_but_last(base, chain, &mut scratch, run)?;
+        // Without a chain, a lossy delta's base is read as a lossy strategy reads it (a GGUF
+        // base is refused by name before anything else is read).
+        let (mut model, last) = if chain.is_empty() && lossy.is_some() {
+            (Model::open(base)?, None)
+        } else {
+            through_all_but_last(base, chain, &mut scratch, run)?
+        };
         let Some(enc) = lossy else {
             if let Some(last) = &last {
                 model = scratch.rebuild(&model, last, None, run)?;
