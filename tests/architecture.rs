@@ -633,6 +633,41 @@ fn the_core_imports_no_adapter_and_nothing_imports_the_cli() {
     );
 }
 
+/// The adapters `g` shows `delta` importing (test code too): it depends only on the core, so
+/// that it could become a crate of its own; the git store that finds parents in history is
+/// the git adapter's, which calls delta's face.
+fn adapters_delta_imports(g: &Graph, page: &BTreeMap<String, Row>) -> Vec<String> {
+    let adapters = adapters(page);
+    g.edges
+        .iter()
+        .filter(|((from, to), _)| {
+            from[0] == "delta" && to[0] != "delta" && adapters.contains(&to[0])
+        })
+        .map(|(_, edge)| edge.example.clone())
+        .collect()
+}
+
+#[test]
+fn delta_depends_only_on_the_core() {
+    let page = page();
+    let wrong = adapters_delta_imports(&graph(), &page);
+    assert!(
+        wrong.is_empty(),
+        "delta imports another adapter:\n{}",
+        wrong.join("\n")
+    );
+    // The check sees such an arrow where there is one.
+    let planted = planted(&[
+        ("delta/mod.rs", "mod store;\n"),
+        ("delta/store.rs", "use crate::git::files_in_history;\n"),
+        ("git/mod.rs", "pub(crate) fn files_in_history() {}\n"),
+    ]);
+    assert_eq!(
+        adapters_delta_imports(&planted, &page),
+        vec!["delta/store.rs: crate::git::files_in_history".to_string()]
+    );
+}
+
 #[test]
 fn top_level_modules_import_each_other_without_a_circle() {
     let g = graph();

@@ -329,7 +329,8 @@ fn readers_that_do_not_know_version_3_refuse_it_by_name() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ersion") && err.contains('3'), "{err}");
-    // A chain is refused by name too.
+    // In a chain it is a link like any other: the same delta twice does not apply to what the
+    // first rebuilt, and the error says so.
     let out = run(&[
         "delta",
         "apply",
@@ -342,7 +343,9 @@ fn readers_that_do_not_know_version_3_refuse_it_by_name() {
         s(&dir.join("out")),
     ]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("lossless"), "{}", stderr(&out));
+    common::assert_contains(&stderr(&out), &["wrong parent", "the model ", " rebuilds"]);
+    common::assert_lacks(&stderr(&out), &[".weight-inspect-lineage"]);
+    assert!(!dir.join("out").exists());
 }
 
 #[test]
@@ -671,4 +674,274 @@ fn real_fine_tunes_come_back_byte_identical() {
     assert!(tensors("f32-frozen", "unchanged") > tensors("f32-frozen", "changed"));
     let (frozen, full) = (sizes["f32-frozen"].0, sizes["f32-full"].0);
     assert!(frozen * 5 < full * 3, "frozen {frozen} bytes, full {full}");
+}
+
+/// `delta create` in `dir` (lossless unless `extra` names a strategy) of `ft` against `base`
+/// through `chain`.
+fn create_on(dir: &Path, chain: &[&str], ft: &str, out: &str, extra: &[&str]) {
+    let mut args = vec![
+        "delta",
+        "create",
+        "--base",
+        "base.safetensors",
+        ft,
+        "-o",
+        out,
+    ];
+    if !chain.is_empty() {
+        args.push("--chain");
+        args.extend_from_slice(chain);
+    }
+    args.extend_from_slice(extra);
+    ok(&common::run_in(Some(dir), &args));
+}
+
+/// `delta apply` in `dir` of `chain` on base.safetensors into `out`: its report.
+fn apply_chain(dir: &Path, chain: &[&str], out: &str) -> String {
+    let mut args = vec!["delta", "apply", "--base", "base.safetensors", "--chain"];
+    args.extend_from_slice(chain);
+    args.extend(["-o", out]);
+    let done = common::run_in(Some(dir), &args);
+    ok(&done);
+    stdout(&done)
+}
+
+/// Lossless and lossy links chain onto each other in either order: a lossless link rebuilds
+/// exactly the fine-tune it was made from, whatever came before it; a lossy one is approximate
+/// and says so; every link's parent hash is checked (verify lists each).
+#[test]
+fn lossless_and_lossy_links_chain_in_either_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    common::delta::pair(d, "32x16,7,3x4x5", "f32", 11, 3);
+    // lossless -> int4 -> lossless
+    create_on(d, &[], "ft1.safetensors", "l1.wdelta", &[]);
+    create_on(
+        d,
+        &["l1.wdelta"],
+        "ft2.safetensors",
+        "d2.wdelta",
+        &["--strategy", "int4"],
+    );
+    create_on(
+        d,
+        &["l1.wdelta", "d2.wdelta"],
+        "ft3.safetensors",
+        "l3.wdelta",
+        &[],
+    );
+    let text = apply_chain(
+        d,
+        &["l1.wdelta", "d2.wdelta", "l3.wdelta"],
+        "r3.safetensors",
+    );
+    assert!(
+        text.contains("identical to the fine-tuned model (lossless; 3 deltas"),
+        "{text}"
+    );
+    same_bytes(&d.join("r3.safetensors"), &d.join("ft3.safetensors"));
+    // The int4 link after a lossless one names the hash of the bytes that one rebuilds: it
+    // applies to the fine-tune itself, with the same result.
+    let text = apply_chain(d, &["l1.wdelta", "d2.wdelta"], "r2.safetensors");
+    assert!(text.contains(": approximate, int4, 3 tensors, "), "{text}");
+    assert!(text.contains("2 deltas verified"), "{text}");
+    ok(&common::run_in(
+        Some(d),
+        &[
+            "delta",
+            "apply",
+            "--base",
+            "ft1.safetensors",
+            "d2.wdelta",
+            "-o",
+            "r2b.safetensors",
+        ],
+    ));
+    same_bytes(&d.join("r2.safetensors"), &d.join("r2b.safetensors"));
+    let out = common::run_in(
+        Some(d),
+        &[
+            "delta",
+            "verify",
+            "--base",
+            "base.safetensors",
+            "--chain",
+            "l1.wdelta",
+            "d2.wdelta",
+            "l3.wdelta",
+        ],
+    );
+    ok(&out);
+    let v = stdout(&out);
+    assert_eq!(v.lines().count(), 4, "{v}");
+    common::assert_contains(
+        &v,
+        &[
+            "ok: l1.wdelta applies (lossless, checksum verified)",
+            "ok: d2.wdelta applies (parent hash ",
+            "ok: l3.wdelta applies (lossless, checksum verified)",
+        ],
+    );
+    // Out of order, the lossless link does not apply: named, nothing written.
+    let out = common::run_in(
+        Some(d),
+        &[
+            "delta",
+            "apply",
+            "--base",
+            "base.safetensors",
+            "--chain",
+            "l1.wdelta",
+            "l3.wdelta",
+            "-o",
+            "bad.safetensors",
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("l3.wdelta"), "{}", stderr(&out));
+    assert!(!d.join("bad.safetensors").exists());
+
+    // int4 -> lossless: the lossless link is made against the int4 link's rebuilt model (in
+    // the base's dtype) and gives back ft2's bytes.
+    create_on(
+        d,
+        &[],
+        "ft1.safetensors",
+        "d1.wdelta",
+        &["--strategy", "int4"],
+    );
+    create_on(d, &["d1.wdelta"], "ft2.safetensors", "l2.wdelta", &[]);
+    let text = apply_chain(d, &["d1.wdelta", "l2.wdelta"], "s2.safetensors");
+    assert!(text.contains("identical to the fine-tuned model"), "{text}");
+    same_bytes(&d.join("s2.safetensors"), &d.join("ft2.safetensors"));
+    ok(&common::run_in(
+        Some(d),
+        &[
+            "delta",
+            "apply",
+            "--base",
+            "base.safetensors",
+            "d1.wdelta",
+            "-o",
+            "s1.safetensors",
+        ],
+    ));
+    let out = common::run_in(
+        Some(d),
+        &["delta", "verify", "--base", "s1.safetensors", "l2.wdelta"],
+    );
+    ok(&out);
+    // No scratch file is left beside the outputs.
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".weight-inspect"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A file and a tensor named with a backslash (an ordinary character on Unix) go through
+/// create, apply, store and restore and come back byte for byte, under their own names.
+#[test]
+fn a_backslash_in_a_file_or_tensor_name_round_trips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    run_python_source_in(
+        d,
+        r#"
+import numpy as np
+from safetensors.numpy import save_file
+rng = np.random.default_rng(5)
+base = {"w\\x": rng.standard_normal((8, 4)).astype(np.float32), "b": np.zeros(3, np.float32)}
+ft = {k: v + np.float32(0.01) for k, v in base.items()}
+save_file(base, "base.safetensors")
+save_file(ft, "a\\b.safetensors")
+"#,
+    );
+    let ft = d.join("a\\b.safetensors");
+    assert!(ft.exists());
+    let delta = d.join("a\\b.wdelta");
+    ok(&create(&d.join("base.safetensors"), &ft, &delta, &[]));
+    let out = run(&["delta", "inspect", s(&delta)]);
+    ok(&out);
+    common::assert_contains(&stdout(&out), &["tensor w\\\\x: changed"]);
+    let rebuilt = d.join("rebuilt.safetensors");
+    ok(&apply(&d.join("base.safetensors"), &delta, &rebuilt));
+    same_bytes(&rebuilt, &ft);
+    // store and restore (beside the model, named after it).
+    ok(&run(&[
+        "delta",
+        "store",
+        s(&ft),
+        "--parent",
+        s(&d.join("base.safetensors")),
+    ]));
+    let stored = d.join("a\\b.safetensors.wdelta");
+    let copy = d.join("kept.safetensors");
+    std::fs::rename(&ft, &copy).unwrap();
+    ok(&run(&[
+        "delta",
+        "restore",
+        s(&stored),
+        "--parent",
+        s(&d.join("base.safetensors")),
+    ]));
+    same_bytes(&ft, &copy);
+}
+
+/// A fine-tune named by `REV:path` is recorded in the lossless header by its name in the
+/// repository, not by the temporary copy or LFS object its bytes were read from.
+#[test]
+fn a_rev_path_fine_tune_is_recorded_by_its_own_name() {
+    let repo = Repo::with_lfs(&["*.safetensors"]);
+    let work = repo.tmp.path().join("work");
+    make("safetensors", &work, &[]);
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    std::fs::copy(work.join("ft.safetensors"), repo.path("tuned.safetensors")).unwrap();
+    repo.commit_all("models");
+    for (ft, name) in [
+        ("HEAD:tuned.safetensors", "tuned.safetensors"),
+        ("tuned.safetensors", "tuned.safetensors"),
+    ] {
+        let out = repo.wi(&[
+            "delta",
+            "create",
+            "--base",
+            "HEAD:base.safetensors",
+            ft,
+            "-o",
+            "x.wdelta",
+        ]);
+        ok(&out);
+        let json: serde_json::Value = serde_json::from_str(&stdout(
+            &repo.wi(&["delta", "inspect", "--json", "x.wdelta"]),
+        ))
+        .unwrap();
+        assert_eq!(json["files"][0]["name"], name, "{ft}: {json}");
+        let out = repo.wi(&[
+            "delta",
+            "apply",
+            "--base",
+            "base.safetensors",
+            "x.wdelta",
+            "-o",
+            "r.safetensors",
+        ]);
+        ok(&out);
+        same_bytes(&repo.path("r.safetensors"), &work.join("ft.safetensors"));
+    }
+}
+
+/// Runs Python `source` in `dir`.
+fn run_python_source_in(dir: &Path, source: &str) {
+    let out = std::process::Command::new(common::python())
+        .current_dir(dir)
+        .args(["-c", source])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

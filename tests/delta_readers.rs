@@ -298,7 +298,8 @@ fn a_delta_in_a_clone_without_lfs_objects_is_read_from_the_lfs_server() {
 }
 
 /// A `.wdelta` named where something else is needed: the error names the argument as typed
-/// (`HEAD:model.safetensors.wdelta`), never the LFS object inside `.git`, and says what to do.
+/// (`HEAD:model.safetensors.wdelta`), never the LFS object inside `.git`, and says what to do;
+/// where a delta is a parent, it is one.
 #[test]
 fn errors_about_a_committed_delta_name_the_argument_and_what_to_do() {
     let (repo, _) = stored(SMALL, &[]);
@@ -312,23 +313,23 @@ fn errors_about_a_committed_delta_name_the_argument_and_what_to_do() {
         common::assert_contains(&err, &all);
         common::assert_lacks(&err, &[".git/", "/tmp", "lfs/objects"]);
     };
-    // A stored model onto a lossless delta, either strategy.
-    refused(
-        &["delta", "store", "model.safetensors", "--parent", arg],
-        &["delta restore", "--parent"],
-    );
-    refused(
-        &[
+    // A stored model onto a lossless delta, either strategy, is a chained delta now; its
+    // report names no path inside .git.
+    for extra in [&[][..], &["--strategy", "int4"][..]] {
+        let mut args = vec![
             "delta",
             "store",
-            "--strategy",
-            "int4",
             "model.safetensors",
             "--parent",
             arg,
-        ],
-        &["version 3", "delta restore"],
-    );
+            "-o",
+            "next.wdelta",
+        ];
+        args.extend_from_slice(extra);
+        let out = repo.wi(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        common::assert_lacks(&stdout(&out), &[".git/", "lfs/objects"]);
+    }
     // A delta given as a base, or where a model is compared.
     refused(
         &[

@@ -5,6 +5,8 @@ mod common;
 
 use common::delta::{encoded_as_defined, ok, pair, rebuilt_as_defined, s, same_tensors};
 use common::git::Repo;
+use std::path::Path;
+
 use common::{run, run_in, stderr, stdout};
 
 #[test]
@@ -302,4 +304,156 @@ fn a_signal_during_store_or_restore_leaves_no_temporary_copy() {
         libc::SIGINT,
     );
     assert!(!repo.path("model.safetensors").exists());
+}
+
+/// A lineage of lossless and lossy links in either order, each stored with `delta store
+/// --parent HEAD:model.safetensors.wdelta` and committed, pushed through a real LFS server
+/// (giftless) and cloned: every commit's model is restored in the clone, bit-exact where its
+/// link is lossless, and within the loss `store` recorded where it is lossy.
+#[test]
+fn a_mixed_lineage_is_stored_cloned_and_restored() {
+    let repo = Repo::with_lfs(&["*.safetensors", "*.wdelta"]);
+    let work = repo.tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    pair(&work, "32x16,7,3x4x5", "f32", 13, 3);
+    std::fs::write(repo.path(".gitignore"), "model.safetensors\n").unwrap();
+    std::fs::copy(work.join("base.safetensors"), repo.path("base.safetensors")).unwrap();
+    repo.git(&["add", ".gitattributes", ".gitignore", "base.safetensors"]);
+    repo.git(&["commit", "-q", "-m", "base"]);
+    // lossless onto the base, int4 onto the lossless delta, lossless onto the int4 one.
+    let steps: [(&str, &[&str]); 3] = [
+        ("base.safetensors", &[]),
+        ("HEAD:model.safetensors.wdelta", &["--strategy", "int4"]),
+        ("HEAD:model.safetensors.wdelta", &[]),
+    ];
+    let mut reports = Vec::new();
+    for (i, (parent, extra)) in steps.iter().enumerate() {
+        let ft = work.join(format!("ft{}.safetensors", i + 1));
+        std::fs::copy(&ft, repo.path("model.safetensors")).unwrap();
+        let mut args = vec!["delta", "store", "model.safetensors", "--parent", parent];
+        args.extend_from_slice(extra);
+        let out = repo.wi(&args);
+        ok(&out);
+        assert!(!stdout(&out).contains(".git/"), "{}", stdout(&out));
+        reports.push(stdout(&out));
+        repo.git(&["add", "model.safetensors.wdelta"]);
+        repo.git(&["commit", "-q", "-m", &format!("step {}", i + 1)]);
+    }
+    assert_eq!(reports.len(), 3);
+    assert!(reports[0].contains("strategy: lossless"), "{}", reports[0]);
+    assert!(reports[1].contains("approximate, int4"), "{}", reports[1]);
+    assert!(reports[2].contains("strategy: lossless"), "{}", reports[2]);
+    // The int4 link is made against the lossless link's rebuilt model, plain weights: its
+    // loss is measured and recorded.
+    let recorded: f64 = reports[1]
+        .lines()
+        .find_map(|l| l.strip_prefix("lossy: rebuilt vs fine-tune rel_l2 "))
+        .and_then(|rest| rest.split(',').next())
+        .expect("store reports the loss")
+        .parse()
+        .unwrap();
+
+    // Pushed to a bare repository and giftless; cloned, with every LFS object fetched.
+    let storage = repo.tmp.path().join("lfs-storage");
+    let bare = repo.tmp.path().join("bare.git");
+    repo.git(&["init", "-q", "--bare", "-b", "main", s(&bare)]);
+    let server = common::lfs_server::LfsServer::giftless(&storage, false);
+    repo.git(&["remote", "add", "origin", s(&bare)]);
+    repo.git(&["config", "lfs.url", &server.lfs_url()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    let clone = repo.tmp.path().join("clone");
+    let out = repo
+        .git_cmd_in(repo.tmp.path(), &["clone", "-q", s(&bare), "clone"])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    ok(&out);
+    repo.ok_in(&clone, &["config", "lfs.url", &server.lfs_url()]);
+    repo.ok_in(&clone, &["lfs", "install", "--local"]);
+    repo.ok_in(&clone, &["lfs", "fetch", "--all"]);
+    repo.ok_in(&clone, &["lfs", "checkout"]);
+    assert!(!clone.join("model.safetensors").exists());
+
+    // Step 3 (lossless on int4 on lossless): ft3's bytes, the lineage found in history.
+    let out = repo.wi_in(&clone, &["delta", "restore", "model.safetensors.wdelta"]);
+    ok(&out);
+    let text = stdout(&out);
+    assert!(text.contains("identical to the stored model"), "{text}");
+    assert_eq!(text.matches(" -> ").count(), 3, "{text}");
+    let same = |a: &Path, b: &Path| {
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{} vs {}",
+            a.display(),
+            b.display()
+        );
+    };
+    same(
+        &clone.join("model.safetensors"),
+        &work.join("ft3.safetensors"),
+    );
+    // Step 2 (int4): approximate, and as close to ft2 as store said.
+    repo.ok_in(
+        &clone,
+        &["checkout", "-q", "HEAD~1", "--", "model.safetensors.wdelta"],
+    );
+    repo.ok_in(&clone, &["lfs", "checkout"]);
+    let out = repo.wi_in(
+        &clone,
+        &[
+            "delta",
+            "restore",
+            "model.safetensors.wdelta",
+            "-o",
+            "step2.safetensors",
+        ],
+    );
+    ok(&out);
+    assert!(
+        stdout(&out).contains(": approximate, int4, 3 tensors"),
+        "{}",
+        stdout(&out)
+    );
+    let measured = common::run_python_source(
+        r"
+import sys
+import numpy as np
+from safetensors.numpy import load_file
+r, ft = load_file(sys.argv[1]), load_file(sys.argv[2])
+err = sum(float(np.sum((r[k].astype(np.float64) - ft[k]) ** 2)) for k in ft)
+norm = sum(float(np.sum(ft[k].astype(np.float64) ** 2)) for k in ft)
+print(np.sqrt(err / norm))
+",
+        &[
+            s(&clone.join("step2.safetensors")),
+            s(&work.join("ft2.safetensors")),
+        ],
+    );
+    let measured: f64 = stdout(&measured).trim().parse().unwrap();
+    assert!(recorded > 0.0, "{recorded}");
+    assert!(
+        (measured - recorded).abs() <= 5e-7 + recorded * 1e-3,
+        "rebuilt rel_l2 {measured}, recorded {recorded}"
+    );
+    // Step 1 (lossless on the base): ft1's bytes.
+    repo.ok_in(
+        &clone,
+        &["checkout", "-q", "HEAD~2", "--", "model.safetensors.wdelta"],
+    );
+    repo.ok_in(&clone, &["lfs", "checkout"]);
+    let out = repo.wi_in(
+        &clone,
+        &[
+            "delta",
+            "restore",
+            "model.safetensors.wdelta",
+            "-o",
+            "step1.safetensors",
+        ],
+    );
+    ok(&out);
+    same(
+        &clone.join("step1.safetensors"),
+        &work.join("ft1.safetensors"),
+    );
 }

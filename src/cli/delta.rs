@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use clap::{Subcommand, ValueEnum};
 
 use crate::delta::{
-    self, Created, DeltaError, Elem, EncodeOptions, Model, OpenDelta, OutDtype, RunOptions,
-    verify_lineage,
+    self, Delta, DeltaError, Elem, EncodeOptions, Made, Model, OutDtype, Rebuilt, RunOptions,
 };
-use crate::escape::{shown, shown_path, terminal_safe};
+use crate::escape::terminal_safe;
 use crate::formats::wdelta::Strategy;
 use crate::input::{LocalFile, Opener};
-use crate::output::{ColorChoice, Exit, Format, Output, write_stdout};
+use crate::output::{ColorChoice, Exit, Format, Output};
+use crate::render::delta::{DeltaApplied, DeltaCreated, DeltaVerified, Loss, Written};
 
 use super::error::Result;
 
@@ -279,18 +279,17 @@ pub(super) fn run(args: DeltaArgs, remote: &crate::git::RemoteOptions) -> Result
     }
 }
 
-fn say(text: String) -> Result<Exit> {
-    write_stdout(text.as_bytes())?;
+/// The text report of the commands without `--json`.
+fn text() -> Output {
+    Output::new(Format::Text, ColorChoice::Never)
+}
+
+fn printed(report: &dyn crate::render::report::Report) -> Result<Exit> {
+    text().print(report)?;
     Ok(Exit::Clean)
 }
 
-fn open_all(paths: &[PathBuf]) -> Result<Vec<OpenDelta>> {
-    Ok(paths
-        .iter()
-        .map(|p| OpenDelta::open(p))
-        .collect::<Result<_, DeltaError>>()?)
-}
-
+/// The deltas `--chain` and DELTA name, in order.
 fn lineage(chain: &[PathBuf], delta: Option<&PathBuf>) -> Result<Vec<PathBuf>> {
     let mut all = chain.to_vec();
     all.extend(delta.cloned());
@@ -300,68 +299,71 @@ fn lineage(chain: &[PathBuf], delta: Option<&PathBuf>) -> Result<Vec<PathBuf>> {
     Ok(all)
 }
 
-/// What `create` and `store` say of a lossy delta: approximate, by which strategy.
-fn created_summary(out: &Path, c: &Created, strategy: Strategy) -> String {
-    let ratio = if c.file_bytes > 0 {
-        c.dense_bytes as f64 / c.file_bytes as f64
-    } else {
-        0.0
-    };
-    format!(
-        "wrote {}: {}, {} tensors, {} bytes ({ratio:.2}x smaller than the fine-tuned weights)\nparent hash: {}\n",
-        shown_path(out),
-        delta::approximate(&[strategy.name()]),
-        c.tensors,
-        c.file_bytes,
-        c.parent_hash
-    )
+/// The options of the lossy strategy `--strategy` names (None: lossless, the default).
+fn lossy_options(encode: &EncodeArgs) -> Option<EncodeOptions> {
+    let lossy = encode.strategy.unwrap_or(StrategyArg::Lossless).lossy()?;
+    Some(encode.options(lossy))
 }
 
-fn lossless_summary(out: &Path, c: &delta::LosslessCreated) -> String {
-    let ratio = if c.file_bytes > 0 {
-        c.model_bytes as f64 / c.file_bytes as f64
-    } else {
-        0.0
-    };
-    format!(
-        "wrote {}: {} file{}, {} tensors ({} unchanged, {} changed, {} stored whole), {} bytes \
-         ({ratio:.2}x smaller than the fine-tuned files)\nstrategy: lossless (rebuilds the \
-         fine-tuned files byte for byte)\nparent hash: {}\n",
-        shown_path(out),
-        c.files,
-        if c.files == 1 { "" } else { "s" },
-        c.tensors,
-        c.unchanged,
-        c.changed,
-        c.whole,
-        c.file_bytes,
-        c.parent_hash
-    )
+fn loss_of(loss: &delta::UpdateLoss) -> Loss<'_> {
+    Loss {
+        rel_l2: loss.rel_l2,
+        update_lost: loss.update_lost,
+        most_lost: loss.worst(),
+        farthest: loss.largest_rel_l2(),
+        tensors: &loss.tensors,
+    }
 }
 
-/// What a lossy delta loses against the fine-tune, as `create`, `store` and `verify --against`
-/// print it.
-fn loss_summary(loss: &delta::UpdateLoss) -> String {
-    let mut s = format!(
-        "lossy: rebuilt vs fine-tune rel_l2 {:.6}, update lost {:.4} (‖rebuilt − ft‖ / ‖ft − base‖) \
-         over the model\n",
-        loss.rel_l2, loss.update_lost
-    );
-    // Two tensors, which may differ: a small update can be lost whole by a tensor that stays
-    // close to the fine-tune, while another with a large update is far from it.
-    if let Some((name, rel, lost)) = loss.worst() {
-        s.push_str(&format!(
-            "most update lost: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
-            shown(name)
-        ));
+/// The report of a delta written (by `store` when `stored`).
+fn created<'a>(out: &'a Path, made: &'a Made, stored: bool) -> DeltaCreated<'a> {
+    let written = match made {
+        Made::Lossless(c) => Written::Lossless {
+            parent_hash: &c.parent_hash,
+            files: c.files,
+            tensors: c.tensors,
+            unchanged: c.unchanged,
+            changed: c.changed,
+            whole: c.whole,
+            file_bytes: c.file_bytes,
+            model_bytes: c.model_bytes,
+        },
+        Made::Lossy { created, strategy } => Written::Lossy {
+            strategy: strategy.name(),
+            parent_hash: &created.parent_hash,
+            tensors: created.tensors,
+            file_bytes: created.file_bytes,
+            dense_bytes: created.dense_bytes,
+            loss: created.loss.as_ref().map(loss_of),
+            stored,
+        },
+    };
+    DeltaCreated { out, written }
+}
+
+fn applied<'a>(out: &'a Path, r: &'a Rebuilt, lineage: Option<&'a [String]>) -> DeltaApplied<'a> {
+    DeltaApplied {
+        out,
+        files: r.files,
+        bytes: r.bytes,
+        tensors: r.tensors,
+        base_hash: r.base_hash.as_deref(),
+        strategies: &r.strategies,
+        links: r.links,
+        lineage,
     }
-    if let Some((name, rel, lost)) = loss.largest_rel_l2() {
-        s.push_str(&format!(
-            "largest rel_l2: {} rel_l2 {rel:.6}, update lost {lost:.4}\n",
-            shown(name)
-        ));
+}
+
+/// The file name a lossless delta records for the model `spec` names, where `local` (its
+/// bytes) does not carry it: a `REV:path`'s blob copy or LFS object, a pointer's object.
+fn recorded_name(spec: &str, local: &LocalFile) -> Option<String> {
+    match crate::input::Input::parse(spec) {
+        crate::input::Input::Revision(rev_path) => Some(rev_path.file_name().to_owned()),
+        _ if local.path != Path::new(spec) => Path::new(spec)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned()),
+        _ => None,
     }
-    s
 }
 
 fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
@@ -378,36 +380,17 @@ fn create(a: CreateArgs, opener: &Opener<'_>) -> Result<Exit> {
 
 /// `create` of the files `base_file` and `ft_file` hold.
 fn create_from(a: &CreateArgs, base_file: &LocalFile, ft_file: &LocalFile) -> Result<Exit> {
-    // Exact by default, for every format lossless reads (GGUF, PyTorch, safetensors).
-    let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Lossless).lossy() else {
-        if let Some(first) = a.chain.first() {
-            return Err(DeltaError::LosslessUnsupported {
-                path: first.clone(),
-                what: "--chain: a lossless delta is made against plain weights; make a lossy \
-                       link of a chain with --strategy int4, sparse or quantized"
-                    .to_string(),
-            }
-            .into());
-        }
-        let base = Model::open_lossless(&base_file.path)?;
-        let ft = Model::open_lossless(&ft_file.path)?;
-        let c = delta::create_lossless(&base, &ft, &a.output, &a.run.options())?;
-        return say(lossless_summary(&a.output, &c));
-    };
-    let base = Model::open(&base_file.path)?;
-    let ft = Model::open(&ft_file.path)?;
-    let links = open_all(&a.chain)?;
-    let c = delta::create(
-        &base,
-        &links,
-        &ft,
+    let chain = delta::open_all(&a.chain)?;
+    let made = delta::create_delta(
+        &base_file.path,
+        chain,
+        &ft_file.path,
+        recorded_name(&a.finetuned, ft_file),
         &a.output,
-        &a.encode.options(lossy),
+        lossy_options(&a.encode).as_ref(),
         &a.run.options(),
     )?;
-    let mut text = created_summary(&a.output, &c, lossy);
-    text.push_str(&c.loss.as_ref().map(loss_summary).unwrap_or_default());
-    say(text)
+    printed(&created(&a.output, &made, false))
 }
 
 fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
@@ -421,80 +404,29 @@ fn apply(a: ApplyArgs, opener: &Opener<'_>) -> Result<Exit> {
 
 /// `apply` to the base `base_file` holds.
 fn apply_to(a: &ApplyArgs, base_file: &LocalFile) -> Result<Exit> {
-    let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
-    if let [one] = paths.as_slice()
-        && delta::is_lossless_file(one)
-    {
-        let base = Model::open_lossless(&base_file.path)?;
-        let r = delta::apply_lossless(
-            &base,
-            one,
-            &a.output,
-            a.rebuild.fsync,
-            &a.rebuild.run.options(),
-        )?;
-        return say(format!(
-            "wrote {}: {} file{}, {} bytes, identical to the fine-tuned model (lossless; base \
-             hash and every file's SHA-256 verified)\n",
-            shown_path(&a.output),
-            r.files.len(),
-            if r.files.len() == 1 { "" } else { "s" },
-            r.bytes
-        ));
-    }
-    let base = Model::open(&base_file.path)?;
-    // The checksums are verified alongside the work (before the output is renamed into place);
-    // a single delta is streamed, a lineage is read whole.
-    let r = if let [one] = paths.as_slice() {
-        delta::apply_file(
-            &base,
-            one,
-            &a.output,
-            a.rebuild.dtype.into(),
-            a.rebuild.fsync,
-            &a.rebuild.run.options(),
-        )?
-    } else {
-        let links = paths
-            .iter()
-            .map(|p| OpenDelta::open_deferred(p))
-            .collect::<Result<Vec<_>, DeltaError>>()?;
-        delta::apply(
-            &base,
-            &links,
-            &a.output,
-            a.rebuild.dtype.into(),
-            a.rebuild.fsync,
-            &a.rebuild.run.options(),
-        )?
-    };
-    say(format!(
-        "wrote {}: {}, {} tensors, {} bytes (base hash {}, {} delta{} verified)\n",
-        shown_path(&a.output),
-        delta::approximate(&r.strategies),
-        r.tensors,
-        r.file_bytes,
-        r.base_hash,
-        paths.len(),
-        if paths.len() == 1 { "" } else { "s" }
-    ))
+    let links = delta::open_all(&lineage(&a.lineage.chain, a.lineage.delta.as_ref())?)?;
+    let r = delta::apply_chain(
+        &base_file.path,
+        links,
+        &a.output,
+        a.rebuild.dtype.into(),
+        a.rebuild.fsync,
+        &a.rebuild.run.options(),
+    )?;
+    printed(&applied(&a.output, &r, None))
 }
 
 fn inspect(a: InspectArgs, output: Output) -> Result<Exit> {
-    use crate::render::report::{Delta, DeltaFile};
-    if delta::is_lossless_file(&a.delta) {
-        let (file, c) = delta::open_container(&a.delta)?;
-        delta::verify_lossless_checksum(&a.delta, &file, c.file_len)?;
-        output.print(&DeltaFile {
-            path: &a.delta,
-            delta: Delta::Lossless(&c),
-        })?;
-        return Ok(Exit::Clean);
-    }
-    let d = OpenDelta::open(&a.delta)?;
+    use crate::render::report::{Delta as Shown, DeltaFile};
+    let opened = delta::open(&a.delta)?;
+    opened.verify_checksum()?;
+    let shown = match &opened {
+        Delta::Lossless(d) => Shown::Lossless(&d.container),
+        Delta::Lossy(d) => Shown::Lossy(&d.file),
+    };
     output.print(&DeltaFile {
         path: &a.delta,
-        delta: Delta::Lossy(&d.file),
+        delta: shown,
     })?;
     Ok(Exit::Clean)
 }
@@ -502,113 +434,42 @@ fn inspect(a: InspectArgs, output: Output) -> Result<Exit> {
 fn verify(a: VerifyArgs, opener: &Opener<'_>) -> Result<Exit> {
     let paths = lineage(&a.lineage.chain, a.lineage.delta.as_ref())?;
     let base_file = opener.local_file(&a.lineage.base)?;
-    if let [one] = paths.as_slice()
-        && delta::is_lossless_file(one)
-    {
-        return verify_lossless(&a.lineage.base, &base_file.path, one);
-    }
-    let base = Model::open(&base_file.path)?;
-    let links = open_all(&paths)?;
+    let links = delta::open_all(&paths)?;
     // Verifying is this command's whole job: the base is hashed, never taken from the cache.
     let run = RunOptions {
         verify_base: true,
         ..a.run.options()
     };
-    let against = match &a.against {
-        Some(ft) if links.len() == 1 => {
+    let loss = match (&a.against, links.as_slice()) {
+        (None, _) | (Some(_), [Delta::Lossless(_)]) => None,
+        (Some(ft), [Delta::Lossy(one)]) => {
+            let base = Model::open(&base_file.path)?;
             let ft = Model::open(&opener.local_file(ft)?.path)?;
-            Some(delta::update_loss(&base, &links[0], &ft, &run)?)
+            Some(delta::update_loss(&base, one, &ft, &run)?)
         }
-        Some(_) => {
+        (Some(_), _) => {
             return Err(DeltaError::LosslessUnsupported {
                 path: paths[0].clone(),
                 what: "--against measures a single delta, not a chain".to_string(),
             }
             .into());
         }
-        None => None,
     };
-    match verify_lineage(&base, &links, false, &run) {
-        Ok(v) => {
-            let mut s = format!(
-                "ok: base {} has hash {}\n",
-                shown(&a.lineage.base),
-                v.base_hash
-            );
-            for (i, l) in links.iter().enumerate() {
-                s.push_str(&format!(
-                    "ok: {} applies (parent hash {})\n",
-                    shown_path(&l.path),
-                    if i == 0 {
-                        &v.base_hash
-                    } else {
-                        &v.link_hashes[i - 1]
-                    }
-                ));
-            }
-            if let Some(loss) = &against {
-                s.push_str(&loss_summary(loss));
-                s.push_str(&tensor_losses(loss, a.all));
-            }
-            say(s)
-        }
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    match delta::verify_chain(&base_file.path, &a.lineage.base, links, &here, &run) {
+        Ok(v) => printed(&DeltaVerified {
+            base: &a.lineage.base,
+            base_hash: &v.base_hash,
+            links: v
+                .links
+                .iter()
+                .map(|l| (l.path.as_path(), l.parent_hash.as_deref()))
+                .collect(),
+            loss: loss.as_ref().map(loss_of),
+            all: a.all,
+        }),
         Err(e) => {
             // The message shows its paths escaped; terminal_safe is the net for the rest.
-            let message = e.to_string();
-            eprintln!("weight-inspect: {}", terminal_safe(&message));
-            Ok(Exit::Found)
-        }
-    }
-}
-
-/// `verify --against`'s line per tensor; the tensors that lost nothing (rel_l2 and update
-/// lost both 0) are counted in one line unless `all`.
-fn tensor_losses(loss: &delta::UpdateLoss, all: bool) -> String {
-    let mut s = String::new();
-    let mut exact = 0usize;
-    for (name, rel, lost) in &loss.tensors {
-        if !all && *rel == 0.0 && *lost == 0.0 {
-            exact += 1;
-            continue;
-        }
-        s.push_str(&format!(
-            "tensor {}: rel_l2 {rel:.6}, update lost {lost:.4}\n",
-            shown(name)
-        ));
-    }
-    if exact > 0 {
-        s.push_str(&format!(
-            "{exact} other tensor{} lost nothing (rel_l2 0, update lost 0; --all lists them)\n",
-            if exact == 1 { "" } else { "s" }
-        ));
-    }
-    s
-}
-
-/// `verify` of a lossless delta: its checksum and its parent hash against the base.
-fn verify_lossless(shown_base: &str, base: &Path, one: &Path) -> Result<Exit> {
-    let outcome = (|| -> Result<String, DeltaError> {
-        let (file, c) = delta::open_container(one)?;
-        delta::verify_lossless_checksum(one, &file, c.file_len)?;
-        let model = Model::open_lossless(base)?;
-        let actual = model.parent_hash(|_| {})?;
-        if actual != c.header.parent_hash {
-            return Err(DeltaError::WrongParent {
-                delta: one.to_path_buf(),
-                parent: shown_base.to_string(),
-                expected: c.header.parent_hash.clone(),
-                actual,
-            });
-        }
-        Ok(actual)
-    })();
-    match outcome {
-        Ok(hash) => say(format!(
-            "ok: base {} has hash {hash}\nok: {} applies (lossless, checksum verified)\n",
-            shown(shown_base),
-            shown_path(one)
-        )),
-        Err(e) => {
             eprintln!("weight-inspect: {}", terminal_safe(&e.to_string()));
             Ok(Exit::Found)
         }
@@ -641,26 +502,15 @@ fn store_from(
     out: &Path,
 ) -> Result<Exit> {
     // Git gives back what was committed: lossless unless a lossy strategy is chosen.
-    let Some(lossy) = a.encode.strategy.unwrap_or(StrategyArg::Lossless).lossy() else {
-        let c = crate::delta::store_lossless(&finetuned.path, &parent.path, out, &a.run.options())?;
-        return say(lossless_summary(out, &c));
-    };
-    let c = crate::delta::store_as_delta(
+    let made = crate::git::store_delta(
         &finetuned.path,
+        recorded_name(&a.finetuned, finetuned),
         &parent.path,
         out,
-        &a.encode.options(lossy),
+        lossy_options(&a.encode).as_ref(),
         &a.run.options(),
     )?;
-    // Measured against plain weights (a parent that is a .wdelta is a chain: not measured).
-    let mut text = created_summary(out, &c, lossy);
-    text.push_str(&c.loss.as_ref().map(loss_summary).unwrap_or_default());
-    text.push_str(&format!(
-        "strategy: {} (lossy, chosen with --strategy: `delta restore` gives back an approximation \
-         of the stored model, not its bytes)\n",
-        lossy.name()
-    ));
-    say(text)
+    printed(&created(out, &made, true))
 }
 
 fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
@@ -681,16 +531,7 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         .as_deref()
         .map(|p| opener.local_file(p))
         .transpose()?;
-    if delta::is_lossless_file(&a.delta) {
-        return say(crate::delta::restore_lossless(
-            &a.delta,
-            parent.as_ref().map(|p| p.path.as_path()),
-            &out,
-            a.rebuild.fsync,
-            &a.rebuild.run.options(),
-        )?);
-    }
-    let r = crate::delta::restore_stored(
+    let r = crate::git::restore_delta(
         &a.delta,
         parent.as_ref().map(|p| p.path.as_path()),
         &out,
@@ -698,5 +539,5 @@ fn restore(a: RestoreArgs, opener: &Opener<'_>) -> Result<Exit> {
         a.rebuild.fsync,
         &a.rebuild.run.options(),
     )?;
-    say(r)
+    printed(&applied(&out, &r.rebuilt, Some(&r.lineage)))
 }

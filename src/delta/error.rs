@@ -16,9 +16,6 @@ pub enum DeltaError {
     /// Reading or writing a file, or parsing a model with the core's parsers.
     #[error(transparent)]
     Core(#[from] crate::error::Error),
-    /// Reading the repository a parent is looked for in.
-    #[error(transparent)]
-    Git(#[from] crate::git::GitError),
 
     // ---- .wdelta files ----
     /// A `.wdelta` file breaks a rule of the format.
@@ -257,24 +254,6 @@ pub enum DeltaError {
         shown_path(.0)
     )]
     NoOutputName(PathBuf),
-
-    // ---- finding parents in a repository ----
-    /// No model with the hash a delta names was found.
-    #[error(
-        "{}: no model with the parent hash {hash} was found ({}); give the parent with \
-         --parent FILE|REV:path{}",
-        shown_path(.delta),
-        searched_phrase(*searched),
-        absent_phrase(absent)
-    )]
-    ParentNotFound {
-        delta: PathBuf,
-        hash: String,
-        /// How many tracked model files were searched; None outside a repository.
-        searched: Option<usize>,
-        /// Tracked files whose LFS object is not present locally.
-        absent: Vec<String>,
-    },
 }
 
 impl DeltaError {
@@ -284,28 +263,6 @@ impl DeltaError {
             path: path.into(),
             source: Box::new(source),
         }
-    }
-}
-
-fn searched_phrase(searched: Option<usize>) -> String {
-    match searched {
-        None => "not inside a git repository, so there was nothing to search".to_string(),
-        Some(n) => format!("searched {n} tracked model files at HEAD and in its history"),
-    }
-}
-
-fn absent_phrase(absent: &[String]) -> String {
-    if absent.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
-            absent
-                .iter()
-                .map(|a| shown(a))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
     }
 }
 

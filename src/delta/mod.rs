@@ -10,8 +10,9 @@
 //! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
 //! ordered parallel map of `pipeline.rs`; `apply_stream.rs` applies one file in a single pass
 //! over each input, reading the `.wdelta` front to back with `stream.rs`; `outputs.rs` refuses
-//! an output that is an input; `base_hash.rs` remembers a base's hash between runs. `store.rs`
-//! keeps commits' weights as deltas in a git repository. `lossless/` is the byte-exact strategy
+//! an output that is an input; `base_hash.rs` remembers a base's hash between runs. `face.rs`
+//! is what the rest of the crate uses: one opened `.wdelta` of either strategy and lineages of
+//! mixed links, cut into runs of one strategy each. `lossless/` is the byte-exact strategy
 //! (format version 3) over safetensors, GGUF and PyTorch files. Every failure is a
 //! [`DeltaError`]. `blocks.rs` cuts a large tensor into blocks over the workers, in which
 //! `int4_blocks.rs`, `sparse_blocks.rs` and `quantized_blocks.rs` encode its delta; `spool.rs`
@@ -56,6 +57,7 @@ mod blocks;
 mod codec;
 mod create;
 mod error;
+mod face;
 mod int4_blocks;
 mod link_decoder;
 mod lossless;
@@ -68,29 +70,21 @@ mod reconstruct;
 mod safetensors_out;
 mod sparse_blocks;
 mod spool;
-mod store;
 mod stream;
 mod verify;
 
 // The face of the delta adapter: what the command line (and the tests) use.
-pub(crate) use apply::{OutDtype, apply};
-pub(crate) use apply_stream::apply_file;
+pub(crate) use apply::OutDtype;
 pub use codec::{EncodeOptions, decode, encode, entry_for};
-pub(crate) use create::{Created, create};
 pub use error::DeltaError;
-pub use lossless::{ChunkError as LosslessChunkError, decode_chunk as decode_lossless_chunk};
-pub(crate) use lossless::{
-    LosslessCreated, apply_lossless, create_lossless, is_lossless_file, open_container,
-    verify_checksum as verify_lossless_checksum,
+pub(crate) use face::{
+    Delta, Made, Rebuilt, apply_chain, create_delta, is_delta_file, lineage_hash, open, open_all,
+    verify_chain, weights_hash,
 };
+pub use lossless::{ChunkError as LosslessChunkError, decode_chunk as decode_lossless_chunk};
 pub(crate) use model::Elem;
 pub use model::Model;
 pub use open::OpenDelta;
 pub use pipeline::RunOptions;
-pub(crate) use store::{
-    approximate, restore as restore_stored, restore_lossless, store as store_as_delta,
-    store_lossless,
-};
 pub use verify::reconstruction_error;
-pub(crate) use verify::verify_lineage;
 pub(crate) use verify::{UpdateLoss, update_loss};

@@ -270,6 +270,9 @@ pub struct Model {
     pub format: Format,
     /// The index file of a sharded safetensors model.
     pub index_file: Option<PathBuf>,
+    /// The file's own name where `path` does not carry it (a `REV:path`'s blob copied to a
+    /// temporary file, or its LFS object): what a lossless delta records for it.
+    pub name: Option<String>,
     shards: Vec<Shard>,
 }
 
@@ -426,6 +429,7 @@ impl Model {
             metadata,
             format: artifact.format,
             index_file,
+            name: None,
             shards,
         })
     }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::escape::{escape_name, quoted, shown_path, terminal_safe};
+use crate::escape::{escape_name, quoted, shown, shown_path, terminal_safe};
 
 /// `REV:path` names something that is not a file (`found`: "does not exist", "is a
 /// directory", ...). `spec`, `path` and `place` are raw (shown escaped here); `detail` is
@@ -81,6 +81,57 @@ pub enum GitError {
     /// Reading a model (or a file) the repository led to.
     #[error(transparent)]
     Core(#[from] crate::error::Error),
+    /// Reading, applying or writing a delta of the store.
+    #[error(transparent)]
+    Delta(Box<crate::delta::DeltaError>),
+    #[error(transparent)]
+    ParentNotFound(Box<ParentNotFound>),
+}
+
+impl From<crate::delta::DeltaError> for GitError {
+    fn from(e: crate::delta::DeltaError) -> GitError {
+        GitError::Delta(Box::new(e))
+    }
+}
+
+/// `delta store`/`restore`: no model with the hash a delta names was found.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{}: no model with the parent hash {hash} was found ({}); give the parent with \
+     --parent FILE|REV:path{}",
+    shown_path(.delta),
+    searched_phrase(*searched),
+    absent_phrase(absent)
+)]
+pub struct ParentNotFound {
+    pub delta: PathBuf,
+    pub hash: String,
+    /// How many tracked model files were searched; None outside a repository.
+    pub searched: Option<usize>,
+    /// Tracked files whose LFS object is not present locally.
+    pub absent: Vec<String>,
+}
+
+fn searched_phrase(searched: Option<usize>) -> String {
+    match searched {
+        None => "not inside a git repository, so there was nothing to search".to_string(),
+        Some(n) => format!("searched {n} tracked model files at HEAD and in its history"),
+    }
+}
+
+fn absent_phrase(absent: &[String]) -> String {
+    if absent.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nLFS objects not present locally (git lfs fetch --all would get them): {}",
+            absent
+                .iter()
+                .map(|a| shown(a))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
 }
 
 /// Why textconv's `--tensor-hashes` rendering has no tensor digests (its `tensor-hashes: none

@@ -12,6 +12,7 @@ mod changes;
 mod compared;
 mod config;
 mod data_hashes;
+mod delta_store;
 mod driver;
 mod error;
 mod install;
@@ -30,10 +31,10 @@ mod values;
 
 // The face of the git adapter: what the other adapters and the command line use.
 pub(crate) use changes::{
-    FileChange, HistoryFile, PathFilter, Status, changed_files, changed_model_files,
-    files_in_history, head_entries,
+    FileChange, PathFilter, Status, changed_files, changed_model_files, head_entries,
 };
 pub(crate) use compared::{ComparedFile, Counts, compare_each, counts_text, short_hash};
+pub(crate) use delta_store::{restore as restore_delta, store as store_delta};
 pub(crate) use driver::run as run_diff_driver;
 pub(crate) use error::GitError;
 pub(crate) use install::{Mode, Scope, install as install_drivers, uninstall as uninstall_drivers};

@@ -5,6 +5,7 @@
 
 pub(crate) mod bytes;
 pub(crate) mod conversion;
+pub(crate) mod delta;
 pub(crate) mod enums;
 pub(crate) mod github;
 mod grouped;

@@ -303,8 +303,13 @@ fn plan_files(base: &Model, ft: &Model) -> Result<(Vec<LosslessFile>, Vec<Source
     }
     for shard in 0..ft.shard_count() {
         let (path, size) = ft.shard_file(shard)?;
+        // A single file given as REV:path is recorded by its name in the repository.
+        let name = match &ft.name {
+            Some(name) if ft.index_file.is_none() && ft.shard_count() == 1 => name.clone(),
+            _ => file_name(path),
+        };
         files.push(LosslessFile {
-            name: file_name(path),
+            name,
             size,
             sha256: String::new(),
             segments: plan_shard(base, ft, shard, size),

@@ -591,9 +591,15 @@ fn validate_header(h: &LosslessHeader) -> Result<(), LosslessError> {
     Ok(())
 }
 
-/// A file name without a directory: not empty, `.` or `..`, no separator or NUL.
+/// A file name without a directory: not empty, `.` or `..`, no separator of this platform
+/// or NUL (a backslash is a name's own character on Unix, as git and safetensors take it).
 fn is_plain_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| std::path::is_separator(c) || c == '\0')
 }
 
 /// Writes the container's tail: the chunk index, the header and its length. (The checksum is
