@@ -17,6 +17,18 @@ pub(super) enum QkvRegroup {
     PerKvGroup,
 }
 
+/// One source tensor the converter cuts into several GGUF tensors: its rows viewed as
+/// [groups, sum of the parts' rows, cols] (groups: heads or experts, from the GGUF's shapes),
+/// each part taking its slice of every group, in order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Split {
+    /// Source names ending so are split.
+    pub suffix: &'static str,
+    /// The parts' GGUF kinds (gguf-py `MODEL_TENSOR` names), in source row order, each with
+    /// whether the converter transposes its slice within each group.
+    pub into: &'static [(&'static str, bool)],
+}
+
 /// One architecture's deliberate transforms.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ArchTransforms {
@@ -32,6 +44,8 @@ pub(super) struct ArchTransforms {
     pub qkv_regroup: Option<(&'static [&'static str], QkvRegroup)>,
     /// Prefixes the converter removes from source names before mapping them.
     pub dropped_prefixes: &'static [&'static str],
+    /// Source tensors cut into several GGUF tensors.
+    pub splits: &'static [Split],
     /// The converter function this row mirrors.
     pub cite: &'static str,
 }
@@ -43,6 +57,7 @@ const NONE: ArchTransforms = ArchTransforms {
     transposed_suffixes: &[],
     qkv_regroup: None,
     dropped_prefixes: &[],
+    splits: &[],
     cite: "",
 };
 
@@ -78,6 +93,17 @@ pub(super) const TABLE: &[ArchTransforms] = &[
         arch: "deepseek",
         permute_qk: true,
         cite: "conversion/deepseek.py DeepseekModel.modify_tensors: DeepseekModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
+        arch: "deepseek2",
+        splits: &[Split {
+            suffix: ".self_attn.kv_b_proj.weight",
+            into: &[("ATTN_K_B", true), ("ATTN_V_B", false)],
+        }],
+        cite: "conversion/deepseek.py DeepseekV2Model.modify_tensors: kv_b_proj viewed (n_head_kv, \
+               qk_nope_head_dim + v_head_dim, kv_lora_rank), split into k_b (transposed per head) \
+               and v_b (DeepSeek-V2, V3)",
         ..NONE
     },
     ArchTransforms {
@@ -128,6 +154,23 @@ pub(super) const TABLE: &[ArchTransforms] = &[
         ..NONE
     },
     ArchTransforms {
+        arch: "granite",
+        permute_qk: true,
+        cite: "conversion/granite.py GraniteModel(LlamaModel).modify_tensors: LlamaModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
+        arch: "granitemoe",
+        permute_qk: true,
+        splits: &[Split {
+            suffix: ".block_sparse_moe.input_linear.weight",
+            into: &[("FFN_GATE_EXP", false), ("FFN_UP_EXP", false)],
+        }],
+        cite: "conversion/granite.py GraniteMoeModel(GraniteModel).modify_tensors: input_linear \
+               split into gate and up experts; LlamaModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
         arch: "llada",
         permute_qk: true,
         cite: "LLaDAModel.modify_tensors: LlamaModel.permute",
@@ -156,6 +199,12 @@ pub(super) const TABLE: &[ArchTransforms] = &[
         arch: "olmo",
         permute_qk: true,
         cite: "OlmoModel.modify_tensors: LlamaModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
+        arch: "smollm3",
+        permute_qk: true,
+        cite: "conversion/llama.py SmolLM3Model(LlamaModel).modify_tensors: LlamaModel.permute",
         ..NONE
     },
 ];
