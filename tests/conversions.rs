@@ -425,6 +425,24 @@ fn the_name_table_is_what_the_generator_writes() {
     );
 }
 
+/// The converter table is what the extractor reads from the vendored, pinned converter source.
+#[test]
+fn the_converter_table_is_what_the_extractor_writes() {
+    let out = common::run_python("gen_conversion_transforms.py", &[]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let committed =
+        std::fs::read_to_string(repo_root().join("src/conversion/converter_table.rs")).unwrap();
+    let generated = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        generated.matches("Converter { arch: ").count() > 100,
+        "{generated}"
+    );
+    assert!(
+        generated == committed,
+        "src/conversion/converter_table.rs differs from scripts/gen_conversion_transforms.py's output"
+    );
+}
+
 mod in_git {
     use super::*;
     use common::git::Repo;

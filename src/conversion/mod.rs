@@ -7,6 +7,8 @@
 //! what the source's config.json says with the GGUF's keys. The result is a [`Conversion`].
 
 mod compare;
+#[rustfmt::skip]
+mod converter_table;
 mod diagnose;
 mod error;
 mod layout;

@@ -17,6 +17,8 @@ pub(super) enum QkvRegroup {
     PerKvGroup,
 }
 
+use super::converter_table::CONVERTERS;
+
 /// One source tensor the converter cuts into several GGUF tensors: its rows viewed as
 /// [groups, sum of the parts' rows, cols] (groups: heads or experts, from the GGUF's shapes),
 /// each part taking its slice of every group, in order.
@@ -209,11 +211,35 @@ pub(super) const TABLE: &[ArchTransforms] = &[
     },
 ];
 
-/// The transforms of `arch`; the empty row (renames only) for one the table does not list.
+/// What the converter's modify_tensors chains show that the planner follows without a row:
+/// renames (the name table) and expert stacking.
+const FOLLOWED: &[&str] = &["rename", "stack"];
+
+/// The transforms of `arch`: its row; else, when every converter class of it permutes Q/K
+/// and does nothing the planner does not follow (read from the converter,
+/// [`CONVERTERS`]), a Q/K permutation row citing the class; else the empty row (renames only).
 pub(super) fn of(arch: &str) -> ArchTransforms {
-    TABLE
-        .binary_search_by(|t| t.arch.cmp(arch))
-        .map_or(ArchTransforms { arch: "", ..NONE }, |i| TABLE[i])
+    if let Ok(i) = TABLE.binary_search_by(|t| t.arch.cmp(arch)) {
+        return TABLE[i];
+    }
+    let mut classes = CONVERTERS.iter().filter(|c| c.arch == arch).peekable();
+    let first = classes.peek().copied();
+    if let Some(first) = first
+        && classes.all(|c| {
+            c.transforms.contains(&"permute_qk")
+                && c.transforms
+                    .iter()
+                    .all(|t| *t == "permute_qk" || FOLLOWED.contains(t))
+        })
+    {
+        return ArchTransforms {
+            arch: first.arch,
+            permute_qk: true,
+            cite: first.cite,
+            ..NONE
+        };
+    }
+    ArchTransforms { arch: "", ..NONE }
 }
 
 /// Source tensors the converter drops on purpose (buffers, derived values), with why. Names
@@ -300,6 +326,41 @@ mod tests {
         assert!(of("gemma2").plus_one_suffix.is_some());
         assert!(of("llama").permute_qk);
         assert_eq!(of("qwen2").arch, "");
+    }
+
+    /// Every hand-written row is backed by what the extractor read from the converter: the
+    /// architecture's classes show the transform the row undoes.
+    #[test]
+    fn the_table_agrees_with_the_converter() {
+        let mut checked = 0;
+        for row in TABLE {
+            let shown = |kind: &str| {
+                CONVERTERS
+                    .iter()
+                    .any(|c| c.arch == row.arch && c.transforms.contains(&kind))
+            };
+            let wanted = [
+                (row.permute_qk, "permute_qk"),
+                (row.plus_one_suffix.is_some(), "norm_offset"),
+                (!row.transposed_suffixes.is_empty(), "transpose"),
+                (row.qkv_regroup.is_some(), "reshape"),
+                (!row.splits.is_empty(), "split"),
+            ];
+            for (needed, kind) in wanted {
+                if needed {
+                    assert!(shown(kind), "{}: the converter shows no {kind}", row.arch);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= TABLE.len(), "{checked}");
+        // Read from the converter alone: Llama's derivatives permute.
+        assert!(of("smollm3").permute_qk && of("granite").permute_qk);
+        assert!(
+            CONVERTERS
+                .iter()
+                .any(|c| c.arch == "deepseek2" && c.transforms.contains(&"split"))
+        );
     }
 
     /// numpy, Falcon: qkv.view(kv, q/kv + 2, hd, n) → cat(q, k, v); Bloom the same with kv = heads.
