@@ -13,9 +13,10 @@ nearest base class's; MODEL_ARCH names come from gguf-py/gguf/constants.py. The 
 architecture:
   checked by a test     a committed conversion of it is compared in tests/conversions.rs
                         (tests/fixtures/conversions/manifest.json and zoo/manifest.json)
-  table-driven, untested  gguf-py's name table knows it (src/conversion/names_table.rs) and,
-                        where the converter transforms its tensors, src/conversion/transforms.rs
-                        lists it; no fixture yet
+  table-driven, untested  gguf-py's name table knows it (src/conversion/names_table.rs); what
+                        the converter does to its tensors (src/conversion/converter_table.rs,
+                        scripts/gen_conversion_transforms.py) is listed, "not classified" where
+                        it does arithmetic the extractor does not name; no fixture yet
   not supported (why)   a multimodal projector (mmproj: not a text model's weights) or an
                         architecture the name table lacks
 With --write the table replaces the text between the markers in docs/values.md; without it the
@@ -105,6 +106,11 @@ def main():
     name_table = rust_list("src/conversion/names_table.rs", r'\("([a-z0-9_\-]+)", &\["')
     transforms = rust_list("src/conversion/transforms.rs", r'arch: "([a-z0-9_\-]+)"')
     tested = tested_archs()
+    # what the converter's modify_tensors chains do (scripts/gen_conversion_transforms.py)
+    shown = {}
+    for arch, kinds in re.findall(r'Converter \{ arch: "([^"]+)",.*?transforms: &\[([^\]]*)\]',
+                                  (ROOT / "src/conversion/converter_table.rs").read_text(encoding="utf-8")):
+        shown.setdefault(arch, set()).update(re.findall(r'"([^"]+)"', kinds))
 
     rows = {}  # gguf arch -> (status, [HF architectures])
     for cls, (_, _, registered, _) in table.items():
@@ -124,8 +130,14 @@ def main():
         elif arch in tested:
             status = "checked by a test"
         elif arch in name_table:
-            status = ("table-driven, untested (name table and transform table)" if arch in transforms
-                      else "table-driven, untested (name table; no transform known)")
+            kinds = sorted(shown.get(arch, set()) - {"rename"})
+            seen = ", ".join(kinds) if kinds else "renames only"
+            if "arithmetic" in kinds:
+                status = f"table-driven, untested (not classified: the converter does arithmetic on tensors; it shows {seen})"
+            elif arch in transforms:
+                status = f"table-driven, untested (name table and transform table; the converter shows {seen}; no tiny model in the zoo yet)"
+            else:
+                status = f"table-driven, untested (name table; the converter shows {seen}; no tiny model in the zoo yet)"
         else:
             status = "not supported: the generated name table (scripts/gen_tensor_names.py, gguf-py of the test venv) has no entry"
         counts[status.split(" (")[0].split(":")[0]] = counts.get(status.split(" (")[0].split(":")[0], 0) + 1

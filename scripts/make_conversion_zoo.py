@@ -152,6 +152,24 @@ def zoo():
         "gpt_neox": (t.GPTNeoXConfig, t.GPTNeoXForCausalLM, ("bpe", None), dict(
             hidden_size=32, intermediate_size=64, num_attention_heads=4,
             max_position_embeddings=128, tie_word_embeddings=False), 1.0),
+        # Added after the first fifteen: a family's seed is its place in this dict.
+        "granite": (t.GraniteConfig, t.GraniteForCausalLM, ("bpe", None), dict(
+            hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=128, tie_word_embeddings=False), 1.0),
+        "granitemoe": (t.GraniteMoeConfig, t.GraniteMoeForCausalLM, ("bpe", None), dict(
+            hidden_size=32, intermediate_size=32, num_attention_heads=4, num_key_value_heads=2,
+            num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=128,
+            tie_word_embeddings=False), 1.0),
+        "smollm3": (t.SmolLM3Config, t.SmolLM3ForCausalLM, ("bpe", None), dict(
+            hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=128, tie_word_embeddings=False, pad_token_id=0), 1.0),
+        # layer 0 dense, layer 1 MoE (experts and the router's e_score_correction_bias)
+        "deepseek_v3": (t.DeepseekV3Config, t.DeepseekV3ForCausalLM, ("bpe", None), dict(
+            hidden_size=32, intermediate_size=64, moe_intermediate_size=32, num_attention_heads=4,
+            num_key_value_heads=4, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+            n_group=1, topk_group=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=16,
+            qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8, max_position_embeddings=128,
+            tie_word_embeddings=False, rope_scaling=None), 1.0),
     }
 
 
@@ -262,6 +280,16 @@ CORRUPTIONS = [
     ("qwen2", "qwen2-f32-attn_q-permuted.gguf", "blk.1.attn_q.weight",
      "q_proj with LlamaModel.permute applied (4 heads), which qwen2's converter does not apply",
      lambda d, ts: permute(d, 4)),
+    ("granite", "granite-f32-attn_q-not-permuted.gguf", "blk.0.attn_q.weight",
+     "the HF q_proj without the converter's Q/K permutation (4 heads)", lambda d, ts: unpermute(d, 4)),
+    ("smollm3", "smollm3-f32-attn_k-not-permuted.gguf", "blk.1.attn_k.weight",
+     "the HF k_proj without the converter's Q/K permutation (GQA: 2 kv heads)",
+     lambda d, ts: unpermute(d, 2)),
+    ("granitemoe", "granitemoe-f32-up-experts-swapped.gguf", "blk.1.ffn_up_exps.weight",
+     "experts 1 and 3 of the up half of input_linear swapped", lambda d, ts: swap_rows(d, 1, 3, 1)),
+    ("deepseek_v3", "deepseek_v3-f32-attn_v_b-from-layer-0.gguf", "blk.1.attn_v_b.weight",
+     "layer 0's v_b (blk.0.attn_v_b, cut from its kv_b_proj) in layer 1's place",
+     lambda d, ts: ts["blk.0.attn_v_b.weight"]),
     ("starcoder2", "starcoder2-f32-ffn_up-from-layer-0.gguf", "blk.1.ffn_up.weight",
      "layer 0's c_fc (blk.0.ffn_up) in layer 1's place", lambda d, ts: ts["blk.0.ffn_up.weight"]),
 ]
@@ -280,11 +308,16 @@ def main():
     if out.exists() and not only:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    # ZOO_ONLY=a,b remakes those families and keeps the rest of the manifest.
+    previous = json.loads((out / "manifest.json").read_text()) if only and (out / "manifest.json").is_file() else None
     spm_model = train_spm("bpe", 96, unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
     sources, conversions, failed = {}, [], {}
     for seed, (name, spec) in enumerate(zoo().items(), start=100):
         if only and name not in only:
             continue
+        shutil.rmtree(out / name, ignore_errors=True)
+        for f in out.glob(f"{name}-*.gguf"):
+            f.unlink()
         try:
             d, tok_kind = write_source(out, name, spec, spm_model, seed)
             for t in ["f32", "f16", "q8_0"]:
@@ -312,6 +345,14 @@ def main():
         r = g.GGUFReader(out / c["gguf"])
         c["architecture"] = r.fields["general.architecture"].contents()
         c["tensor_types"] = {t.name: t.tensor_type.name for t in r.tensors}
+    if previous:
+        for name, src in previous["sources"].items():
+            if name not in only:
+                sources.setdefault(name, src)
+        for name, why in previous.get("not_converted", {}).items():
+            if name not in only:
+                failed.setdefault(name, why)
+        conversions = [c for c in previous["conversions"] if c["source"] not in only] + conversions
     manifest = {
         "writer": {
             "llama_cpp_python": lcp,

@@ -425,6 +425,24 @@ fn the_name_table_is_what_the_generator_writes() {
     );
 }
 
+/// The converter table is what the extractor reads from the vendored, pinned converter source.
+#[test]
+fn the_converter_table_is_what_the_extractor_writes() {
+    let out = common::run_python("gen_conversion_transforms.py", &[]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let committed =
+        std::fs::read_to_string(repo_root().join("src/conversion/converter_table.rs")).unwrap();
+    let generated = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        generated.matches("Converter { arch: ").count() > 100,
+        "{generated}"
+    );
+    assert!(
+        generated == committed,
+        "src/conversion/converter_table.rs differs from scripts/gen_conversion_transforms.py's output"
+    );
+}
+
 mod in_git {
     use super::*;
     use common::git::Repo;
@@ -713,6 +731,22 @@ mod zoo {
             "the Q/K head permutation was applied, but the converter applies none",
         ),
         (
+            "granite-f32-attn_q-not-permuted.gguf",
+            "the Q/K head permutation is wrong",
+        ),
+        (
+            "smollm3-f32-attn_k-not-permuted.gguf",
+            "the Q/K head permutation is wrong",
+        ),
+        (
+            "granitemoe-f32-up-experts-swapped.gguf",
+            "experts 1 and 3 are swapped",
+        ),
+        (
+            "deepseek_v3-f32-attn_v_b-from-layer-0.gguf",
+            "it holds layer 0's tensor (model.layers.0.self_attn.kv_b_proj.weight)",
+        ),
+        (
             "starcoder2-f32-ffn_up-from-layer-0.gguf",
             "it holds layer 0's tensor (model.layers.0.mlp.c_fc.weight)",
         ),
@@ -741,6 +775,10 @@ mod zoo {
             "stablelm",
             "olmo2",
             "gptneox",
+            "granite",
+            "granitemoe",
+            "smollm3",
+            "deepseek2",
         ] {
             assert!(
                 archs.contains(arch),
@@ -795,7 +833,7 @@ mod zoo {
             }
         }
         // Every zoo conversion but the deliberately wrong ones.
-        assert_eq!(ran, 45, "zoo conversions checked");
+        assert_eq!(ran, 57, "zoo conversions checked");
     }
 
     #[test]
@@ -1030,6 +1068,68 @@ mod zoo {
         );
     }
 
+    /// One source tensor cut into several GGUF tensors, and several stacked into one, each
+    /// pair compared exactly in f32: DeepSeek-V3's kv_b_proj into attn_k_b (transposed per
+    /// head) and attn_v_b, its experts stacked, its router's e_score_correction_bias kept;
+    /// GraniteMoE's input_linear into gate and up experts.
+    #[test]
+    fn splits_and_merges_pair_both_ways_exactly() {
+        let expected: &[(&str, &str, &str, usize)] = &[
+            ("deepseek_v3", "blk.0.attn_k_b.weight", "split+transpose", 1),
+            ("deepseek_v3", "blk.1.attn_v_b.weight", "split", 1),
+            (
+                "deepseek_v3",
+                "blk.1.ffn_gate_exps.weight",
+                "stack_experts",
+                4,
+            ),
+            ("deepseek_v3", "blk.1.exp_probs_b.bias", "identity", 1),
+            ("granitemoe", "blk.0.ffn_gate_exps.weight", "split", 1),
+            ("granitemoe", "blk.1.ffn_up_exps.weight", "split", 1),
+        ];
+        let mut ran = 0;
+        for (family, target, transform, sources) in expected {
+            let (ours, code) = report(
+                &dir().join(family),
+                &dir().join(format!("{family}-f32.gguf")),
+                &[],
+            );
+            assert_eq!(code, 0, "{family}: {}", ours["summary"]);
+            let pair = ours["pairs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["target"] == *target)
+                .unwrap_or_else(|| panic!("{family}: no pair for {target}"));
+            assert_eq!(pair["transform"], *transform, "{pair}");
+            assert_eq!(
+                pair["sources"].as_array().unwrap().len(),
+                *sources,
+                "{pair}"
+            );
+            assert_eq!(pair["identical"], true, "{pair}");
+            assert_eq!(pair["rel_l2"], 0.0, "{pair}");
+            // Each source counted once however many pairs it is in.
+            assert_eq!(ours["paired_sources"], ours["source_tensors"], "{family}");
+            ran += 1;
+        }
+        assert_eq!(ran, 6);
+        // kv_b_proj is in both of its parts' pairs.
+        let (ours, _) = report(
+            &dir().join("deepseek_v3"),
+            &dir().join("deepseek_v3-q8_0.gguf"),
+            &[],
+        );
+        let kv_b: Vec<&str> = ours["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["sources"][0] == "model.layers.1.self_attn.kv_b_proj.weight")
+            .map(|p| p["target"].as_str().unwrap())
+            .collect();
+        assert_eq!(kv_b, ["blk.1.attn_k_b.weight", "blk.1.attn_v_b.weight"]);
+    }
+
     /// docs/values.md's coverage table (scripts/gen_conversion_coverage.py) marks every
     /// architecture a committed conversion checks as checked, and only those.
     #[test]
@@ -1087,12 +1187,14 @@ mod zoo {
             }
             for k in checks {
                 let known = (name == "gpt2-f32.gguf" && k["config_key"] == "n_inner")
-                    || (name == "falcon-f32.gguf" && k["config_key"] == "max_position_embeddings");
+                    || (name == "falcon-f32.gguf" && k["config_key"] == "max_position_embeddings")
+                    // DeepseekV2Model writes MLA as MQA: head_count_kv 1
+                    || (name == "deepseek_v3-f32.gguf" && k["config_key"] == "num_key_value_heads");
                 assert_eq!(k["equal"], !known, "{name}: {k}");
             }
         }
         // The zoo's float32 conversions, one per architecture.
-        assert_eq!(ran, 15, "configurations checked");
+        assert_eq!(ran, 19, "configurations checked");
     }
 
     #[test]

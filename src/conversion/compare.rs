@@ -34,8 +34,6 @@ struct Operand<'a> {
     bytes: TensorBytes<'a>,
     file: &'a ModelBytes,
     codec: Codec,
-    /// Elements per source row; for a transposed source, its row length.
-    cols: u64,
 }
 
 struct Work<'a> {
@@ -200,7 +198,7 @@ fn prepare<'a>(
     for part in &rows.parts {
         let available = element_count(source, &pair.sources[part.source]);
         let needed = if rows.transposed {
-            rows.cols * part.rows
+            (part.skip_rows + rows.cols) * part.rows
         } else {
             (part.rows + part.skip_rows) * rows.cols
         };
@@ -211,12 +209,6 @@ fn prepare<'a>(
                 needed,
             }));
         }
-    }
-    if rows.transposed
-        && let Some(first) = sources.first_mut()
-    {
-        // Source rows are the target's columns: a source row holds one element per target row.
-        first.cols = rows.parts[0].rows;
     }
     let source_dtype = source
         .artifact
@@ -265,12 +257,7 @@ fn operand<'a>(
     };
     let file = side.file_at(position)?;
     let bytes = tensor_bytes(file, name, info, &codec, side.view_at(position))?;
-    Ok(Some(Ok(Operand {
-        bytes,
-        file,
-        codec,
-        cols: 0,
-    })))
+    Ok(Some(Ok(Operand { bytes, file, codec })))
 }
 
 /// The sums of each work, in parallel over pieces of all of them.
@@ -424,10 +411,9 @@ fn fill_source(
 ) {
     let cols = work.rows.cols;
     if work.rows.transposed {
-        let source = &work.sources[0];
         for i in at..to {
-            let (row, col) = (i / cols, i % cols);
-            let element = col * source.cols + row;
+            let (s, element) = work.rows.transposed_element(i);
+            let source = &work.sources[s];
             let raw = source
                 .bytes
                 .elements(&source.codec, element, element + 1, scratch);

@@ -21,13 +21,27 @@ pub(super) struct RowMap {
     /// Elements per row, the same on both sides.
     pub cols: u64,
     pub parts: Vec<Part>,
-    /// The target is the source transposed (2-D only; one part, rows = source columns).
+    /// Each part is a block of source rows transposed: the part's `rows` target rows of `cols`
+    /// elements are source rows `skip_rows..skip_rows + cols`, each `rows` long, transposed (a
+    /// whole matrix: one part; a split transposed per head: one part per head).
     pub transposed: bool,
 }
 
 impl RowMap {
     pub(super) fn target_elements(&self) -> u64 {
         self.parts.iter().map(|p| p.rows).sum::<u64>() * self.cols
+    }
+
+    /// The source (index) and source element of target element `i` of a transposed map.
+    pub(super) fn transposed_element(&self, i: u64) -> (usize, u64) {
+        let (mut row, col) = (i / self.cols, i % self.cols);
+        for part in &self.parts {
+            if row < part.rows {
+                return (part.source, (part.skip_rows + col) * part.rows + row);
+            }
+            row -= part.rows;
+        }
+        unreachable!("element {i} past the parts (checked when the map was built)")
     }
 
     /// The source (index) and source row of target row `row`.

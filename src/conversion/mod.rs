@@ -7,6 +7,8 @@
 //! what the source's config.json says with the GGUF's keys. The result is a [`Conversion`].
 
 mod compare;
+#[rustfmt::skip]
+mod converter_table;
 mod diagnose;
 mod error;
 mod layout;
@@ -333,7 +335,13 @@ pub(crate) struct Summary {
 
 impl Conversion {
     pub(crate) fn summary(&self) -> Summary {
-        let paired_sources = self.pairs.iter().map(|p| p.sources.len()).sum();
+        // A split source is in several pairs: counted once.
+        let paired_sources = self
+            .pairs
+            .iter()
+            .flat_map(|p| &p.sources)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let identical = self.pairs.iter().filter(|p| p.identical()).count();
         let suspect = self.pairs.iter().filter(|p| p.suspect.is_some()).count();
         let mut changed: Vec<f64> = self

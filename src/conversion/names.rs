@@ -100,14 +100,18 @@ impl NameMap {
 }
 
 /// The renames `convert_hf_to_gguf.py` makes before mapping: BERT-family models drop their
-/// "bert." / "roberta." prefix, and old checkpoints' LayerNorm ".gamma" / ".beta" are
-/// ".weight" / ".bias".
+/// "bert." / "roberta." prefix, old checkpoints' LayerNorm ".gamma" / ".beta" are
+/// ".weight" / ".bias", and a MoE router's "e_score_correction_bias" is
+/// "e_score_correction.bias".
 fn converter_name(name: &str) -> String {
     let name = ["bert.", "roberta."]
         .iter()
         .find_map(|p| name.strip_prefix(p))
         .unwrap_or(name);
-    if let Some(stem) = name.strip_suffix(".gamma") {
+    if let Some(stem) = name.strip_suffix("e_score_correction_bias") {
+        // conversion/base.py: the router's bias is mapped as a `.bias` of e_score_correction
+        format!("{stem}e_score_correction.bias")
+    } else if let Some(stem) = name.strip_suffix(".gamma") {
         format!("{stem}.weight")
     } else if let Some(stem) = name.strip_suffix(".beta") {
         format!("{stem}.bias")

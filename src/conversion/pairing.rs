@@ -9,7 +9,7 @@ use super::error::{MAX_BLOCKS, PairingError};
 use super::layout::{Part, RowMap, permutable};
 use super::map_file::MapFile;
 use super::names::NameMap;
-use super::transforms::{self, ArchTransforms};
+use super::transforms::{self, ArchTransforms, Split};
 use crate::artifact::{Artifact, Format, TensorInfo, Value};
 
 /// What the comparison undoes for a pair.
@@ -31,6 +31,10 @@ pub(crate) enum Transform {
     Transpose,
     /// A Conv1D weight ([in, out]) the converter transposes (GPT-2).
     TransposeConv1d,
+    /// One slice of every group (head or expert) of one source tensor the converter cut into
+    /// several (DeepSeek's kv_b_proj into k_b and v_b, GraniteMoE's input_linear into gate and
+    /// up experts), transposed within each group or not.
+    Split { transposed: bool },
     /// The converter added 1 (Gemma's norm weights: the model computes `x * (1 + w)`).
     PlusOne,
     /// A fused QKV whose per-head (or per-group) q, k, v rows the converter regrouped into all
@@ -50,6 +54,8 @@ impl Transform {
             Transform::DropRows(n) => format!("drop_rows:{n}"),
             Transform::Transpose => "transpose".into(),
             Transform::TransposeConv1d => "transpose_conv1d".into(),
+            Transform::Split { transposed: false } => "split".into(),
+            Transform::Split { transposed: true } => "split+transpose".into(),
             Transform::PlusOne => "plus_one".into(),
             Transform::RegroupQkv => "regroup_qkv".into(),
         }
@@ -159,6 +165,7 @@ pub(super) fn plan(
         planner.route(name, map, names);
     }
     if names.is_some() {
+        planner.split_pairs();
         planner.fuse_qkv();
         planner.stack_experts();
     }
@@ -223,6 +230,7 @@ impl<'a> Planner<'a> {
             target,
             groups: BTreeMap::new(),
             experts: BTreeMap::new(),
+            splits: Vec::new(),
             plan: Plan {
                 paired_by: match table {
                     Some(t) => PairedBy::Table {
@@ -275,6 +283,12 @@ impl<'a> Planner<'a> {
             self.add(name.to_owned(), None, name, None);
             return;
         };
+        if let Some(split) = self.arch.splits.iter().find(|s| name.ends_with(s.suffix))
+            && let Some(bid) = block_of(name)
+        {
+            self.splits.push((name.to_owned(), *split, bid));
+            return;
+        }
         if let Some((stacked, expert)) = expert_of(name)
             && let Some(mapped) = names.get(&stacked)
         {
@@ -354,6 +368,8 @@ struct Planner<'a> {
     groups: BTreeMap<String, Vec<Member>>,
     /// Stacked target name → (expert, source name).
     experts: BTreeMap<String, Vec<(u64, String)>>,
+    /// Source tensors the converter splits: (source name, how, block).
+    splits: Vec<(String, Split, u64)>,
     plan: Plan,
     /// Q and KV head counts when the architecture's Q/K rows are permuted.
     heads: Option<(u64, u64)>,
@@ -643,6 +659,57 @@ impl Planner<'_> {
         }
     }
 
+    /// Each split source tensor paired with every part the converter cut from it.
+    fn split_pairs(&mut self) {
+        for (source, split, bid) in std::mem::take(&mut self.splits) {
+            let mut targets = Vec::with_capacity(split.into.len());
+            for (kind, transposed) in split.into {
+                let Some(name) = NameMap::gguf_name(kind, Some(bid)) else {
+                    continue;
+                };
+                let name = format!("{name}.weight");
+                match self.target_shape(&name) {
+                    Some(shape) => targets.push((name, shape, *transposed)),
+                    None => self.plan.dropped.push(Dropped {
+                        source: source.clone(),
+                        why: format!(
+                            "the converter splits it into {}; {name} is not in the converted model",
+                            split
+                                .into
+                                .iter()
+                                .map(|k| k.0)
+                                .collect::<Vec<_>>()
+                                .join(" + ")
+                        ),
+                    }),
+                }
+            }
+            if targets.len() != split.into.len() {
+                continue;
+            }
+            let shape = self.source_shape(&source);
+            match split_maps(&shape, &targets) {
+                Ok(maps) => {
+                    for ((target, _, transposed), rows) in targets.into_iter().zip(maps) {
+                        self.plan.pairs.push(PlannedPair {
+                            target,
+                            sources: vec![source.clone()],
+                            transform: Transform::Split { transposed },
+                            rows,
+                            heads: None,
+                            plus: 0.0,
+                        });
+                    }
+                }
+                Err(why) => {
+                    for (target, _, _) in targets {
+                        self.not_compared(Some(&target), vec![source.clone()], why.clone());
+                    }
+                }
+            }
+        }
+    }
+
     /// One source tensor per target tensor.
     fn single_pairs(&mut self) {
         let groups = std::mem::take(&mut self.groups);
@@ -906,6 +973,73 @@ fn single_map(
 
 /// Rows are everything after the first dimension; a vector with a permutation is a column of
 /// rows of one element (the permutation moves its elements).
+/// Groups a split may have (heads, experts): more is not a model's tensor.
+const MAX_SPLIT_GROUPS: u64 = 1 << 16;
+
+/// The row maps of a split's parts: `targets` (name, shape, transposed within each group) cut
+/// from a source of `shape`, all with the same group count (their first dimension when 3-D,
+/// else 1).
+fn split_maps(shape: &[u64], targets: &[(String, Vec<u64>, bool)]) -> Result<Vec<RowMap>, String> {
+    let cols = shape.last().copied().unwrap_or(0);
+    let mut groups = None;
+    let mut slices = Vec::with_capacity(targets.len());
+    for (name, t, transposed) in targets {
+        let (g, rows, inner) = match t[..] {
+            [g, a, b] => (g, a, b),
+            [a, b] => (1, a, b),
+            _ => return Err(format!("{name} {} is neither 2-D nor 3-D", show(t))),
+        };
+        // A part transposed within groups is [groups, cols, slice], else [groups, slice, cols].
+        let (slice, part_cols) = if *transposed {
+            (inner, rows)
+        } else {
+            (rows, inner)
+        };
+        if part_cols != cols || *groups.get_or_insert(g) != g || g == 0 || g > MAX_SPLIT_GROUPS {
+            return Err(format!(
+                "{name} {} is not a slice of {} in groups of rows {} long",
+                show(t),
+                show(shape),
+                cols
+            ));
+        }
+        slices.push(slice);
+    }
+    let groups = groups.unwrap_or(1);
+    let stride: u64 = slices.iter().sum();
+    if groups.checked_mul(stride).and_then(|r| r.checked_mul(cols)) != Some(elements(shape)) {
+        return Err(format!(
+            "its parts ({}) do not add up to {}",
+            targets
+                .iter()
+                .map(|t| show(&t.1))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            show(shape)
+        ));
+    }
+    let mut offset = 0;
+    let mut maps = Vec::with_capacity(targets.len());
+    for ((_, _, transposed), slice) in targets.iter().zip(&slices) {
+        let parts = (0..groups)
+            .map(|g| Part {
+                source: 0,
+                // transposed: each group's part is `cols` target rows of `slice` elements
+                rows: if *transposed { cols } else { *slice },
+                heads: None,
+                skip_rows: g * stride + offset,
+            })
+            .collect();
+        maps.push(RowMap {
+            cols: if *transposed { *slice } else { cols },
+            parts,
+            transposed: *transposed,
+        });
+        offset += slice;
+    }
+    Ok(maps)
+}
+
 fn first_dim(shape: &[u64], vector_as_column: bool) -> u64 {
     match shape {
         [] => 1,
@@ -971,6 +1105,37 @@ mod tests {
             ))
         );
         assert_eq!(expert_of("model.layers.0.mlp.gate_proj.weight"), None);
+    }
+
+    /// numpy, DeepSeek: kv_b.view(heads, nope + v, rank); k_b = [:, :nope].transpose(1, 2),
+    /// v_b = [:, nope:].
+    #[test]
+    fn a_split_takes_each_groups_slice() {
+        let (heads, nope, v, rank) = (2, 3, 2, 4);
+        let targets = [
+            ("k_b".to_owned(), vec![heads, rank, nope], true),
+            ("v_b".to_owned(), vec![heads, v, rank], false),
+        ];
+        let maps = split_maps(&[heads * (nope + v), rank], &targets).unwrap();
+        let k_b: Vec<u64> = (0..heads * rank * nope)
+            .map(|i| maps[0].transposed_element(i).1)
+            .collect();
+        let mut expected = Vec::new();
+        for h in 0..heads {
+            for r in 0..rank {
+                for n in 0..nope {
+                    expected.push((h * (nope + v) + n) * rank + r);
+                }
+            }
+        }
+        assert_eq!(k_b, expected);
+        let v_b: Vec<u64> = (0..heads * v).map(|r| maps[1].source_row(r).1).collect();
+        assert_eq!(v_b, [3, 4, 8, 9]);
+        let short = [("v_b".to_owned(), vec![heads, v, rank], false)];
+        let err = split_maps(&[heads * (nope + v), rank], &short).unwrap_err();
+        assert_eq!(err, "its parts ([2, 2, 4]) do not add up to [10, 4]");
+        let wide = [("v_b".to_owned(), vec![heads, v, rank + 1], false)];
+        assert!(split_maps(&[10, 4], &wide).is_err());
     }
 
     #[test]

@@ -17,6 +17,20 @@ pub(super) enum QkvRegroup {
     PerKvGroup,
 }
 
+use super::converter_table::CONVERTERS;
+
+/// One source tensor the converter cuts into several GGUF tensors: its rows viewed as
+/// [groups, sum of the parts' rows, cols] (groups: heads or experts, from the GGUF's shapes),
+/// each part taking its slice of every group, in order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Split {
+    /// Source names ending so are split.
+    pub suffix: &'static str,
+    /// The parts' GGUF kinds (gguf-py `MODEL_TENSOR` names), in source row order, each with
+    /// whether the converter transposes its slice within each group.
+    pub into: &'static [(&'static str, bool)],
+}
+
 /// One architecture's deliberate transforms.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ArchTransforms {
@@ -32,6 +46,8 @@ pub(super) struct ArchTransforms {
     pub qkv_regroup: Option<(&'static [&'static str], QkvRegroup)>,
     /// Prefixes the converter removes from source names before mapping them.
     pub dropped_prefixes: &'static [&'static str],
+    /// Source tensors cut into several GGUF tensors.
+    pub splits: &'static [Split],
     /// The converter function this row mirrors.
     pub cite: &'static str,
 }
@@ -43,6 +59,7 @@ const NONE: ArchTransforms = ArchTransforms {
     transposed_suffixes: &[],
     qkv_regroup: None,
     dropped_prefixes: &[],
+    splits: &[],
     cite: "",
 };
 
@@ -78,6 +95,17 @@ pub(super) const TABLE: &[ArchTransforms] = &[
         arch: "deepseek",
         permute_qk: true,
         cite: "conversion/deepseek.py DeepseekModel.modify_tensors: DeepseekModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
+        arch: "deepseek2",
+        splits: &[Split {
+            suffix: ".self_attn.kv_b_proj.weight",
+            into: &[("ATTN_K_B", true), ("ATTN_V_B", false)],
+        }],
+        cite: "conversion/deepseek.py DeepseekV2Model.modify_tensors: kv_b_proj viewed (n_head_kv, \
+               qk_nope_head_dim + v_head_dim, kv_lora_rank), split into k_b (transposed per head) \
+               and v_b (DeepSeek-V2, V3)",
         ..NONE
     },
     ArchTransforms {
@@ -128,6 +156,23 @@ pub(super) const TABLE: &[ArchTransforms] = &[
         ..NONE
     },
     ArchTransforms {
+        arch: "granite",
+        permute_qk: true,
+        cite: "conversion/granite.py GraniteModel(LlamaModel).modify_tensors: LlamaModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
+        arch: "granitemoe",
+        permute_qk: true,
+        splits: &[Split {
+            suffix: ".block_sparse_moe.input_linear.weight",
+            into: &[("FFN_GATE_EXP", false), ("FFN_UP_EXP", false)],
+        }],
+        cite: "conversion/granite.py GraniteMoeModel(GraniteModel).modify_tensors: input_linear \
+               split into gate and up experts; LlamaModel.permute",
+        ..NONE
+    },
+    ArchTransforms {
         arch: "llada",
         permute_qk: true,
         cite: "LLaDAModel.modify_tensors: LlamaModel.permute",
@@ -158,13 +203,43 @@ pub(super) const TABLE: &[ArchTransforms] = &[
         cite: "OlmoModel.modify_tensors: LlamaModel.permute",
         ..NONE
     },
+    ArchTransforms {
+        arch: "smollm3",
+        permute_qk: true,
+        cite: "conversion/llama.py SmolLM3Model(LlamaModel).modify_tensors: LlamaModel.permute",
+        ..NONE
+    },
 ];
 
-/// The transforms of `arch`; the empty row (renames only) for one the table does not list.
+/// What the converter's modify_tensors chains show that the planner follows without a row:
+/// renames (the name table) and expert stacking.
+const FOLLOWED: &[&str] = &["rename", "stack"];
+
+/// The transforms of `arch`: its row; else, when every converter class of it permutes Q/K
+/// and does nothing the planner does not follow (read from the converter,
+/// [`CONVERTERS`]), a Q/K permutation row citing the class; else the empty row (renames only).
 pub(super) fn of(arch: &str) -> ArchTransforms {
-    TABLE
-        .binary_search_by(|t| t.arch.cmp(arch))
-        .map_or(ArchTransforms { arch: "", ..NONE }, |i| TABLE[i])
+    if let Ok(i) = TABLE.binary_search_by(|t| t.arch.cmp(arch)) {
+        return TABLE[i];
+    }
+    let mut classes = CONVERTERS.iter().filter(|c| c.arch == arch).peekable();
+    let first = classes.peek().copied();
+    if let Some(first) = first
+        && classes.all(|c| {
+            c.transforms.contains(&"permute_qk")
+                && c.transforms
+                    .iter()
+                    .all(|t| *t == "permute_qk" || FOLLOWED.contains(t))
+        })
+    {
+        return ArchTransforms {
+            arch: first.arch,
+            permute_qk: true,
+            cite: first.cite,
+            ..NONE
+        };
+    }
+    ArchTransforms { arch: "", ..NONE }
 }
 
 /// Source tensors the converter drops on purpose (buffers, derived values), with why. Names
@@ -251,6 +326,41 @@ mod tests {
         assert!(of("gemma2").plus_one_suffix.is_some());
         assert!(of("llama").permute_qk);
         assert_eq!(of("qwen2").arch, "");
+    }
+
+    /// Every hand-written row is backed by what the extractor read from the converter: the
+    /// architecture's classes show the transform the row undoes.
+    #[test]
+    fn the_table_agrees_with_the_converter() {
+        let mut checked = 0;
+        for row in TABLE {
+            let shown = |kind: &str| {
+                CONVERTERS
+                    .iter()
+                    .any(|c| c.arch == row.arch && c.transforms.contains(&kind))
+            };
+            let wanted = [
+                (row.permute_qk, "permute_qk"),
+                (row.plus_one_suffix.is_some(), "norm_offset"),
+                (!row.transposed_suffixes.is_empty(), "transpose"),
+                (row.qkv_regroup.is_some(), "reshape"),
+                (!row.splits.is_empty(), "split"),
+            ];
+            for (needed, kind) in wanted {
+                if needed {
+                    assert!(shown(kind), "{}: the converter shows no {kind}", row.arch);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= TABLE.len(), "{checked}");
+        // Read from the converter alone: Llama's derivatives permute.
+        assert!(of("smollm3").permute_qk && of("granite").permute_qk);
+        assert!(
+            CONVERTERS
+                .iter()
+                .any(|c| c.arch == "deepseek2" && c.transforms.contains(&"split"))
+        );
     }
 
     /// numpy, Falcon: qkv.view(kv, q/kv + 2, hd, n) → cat(q, k, v); Bloom the same with kv = heads.
