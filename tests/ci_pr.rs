@@ -1088,5 +1088,21 @@ fn signatures_are_reported_per_model_and_judged_against_the_base() {
         "{signatures}"
     );
     assert!(summary.contains("no violations"), "{summary}");
+    let report: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(report["schema"], 1);
+    let signatures = &report["signatures"];
+    assert_eq!(signatures[0]["path"], "model/model.sig", "{signatures}");
+    assert!(
+        signatures[0]["signer"]
+            .as_str()
+            .unwrap()
+            .ends_with("(ECDSA P-256)"),
+        "{signatures}"
+    );
+    assert_eq!(
+        signatures[0]["files"],
+        json!(["model/model.safetensors", "model/model.sig"])
+    );
     assert_eq!(runs, 3);
 }

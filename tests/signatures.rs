@@ -1099,6 +1099,32 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
     repo.git(&["rm", "-q", "--cached", "model/extra.json"]);
     std::fs::remove_file(repo.path("model/extra.json")).unwrap();
 
+    // A signed file deleted without re-signing: the signature still lists it. `check
+    // --staged` (the native hook) and `check` of the work tree refuse it.
+    repo.git(&["rm", "-q", "model/config.json"]);
+    let deleted = "model/model.sig: signature: expected signed, as it is, in a model.sig by the \
+                   key in keys/publisher.pem; found model/config.json listed by model.sig but \
+                   deleted (signed by key ";
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &[deleted]);
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &[deleted]);
+    let refused = repo.try_git(&["commit", "-q", "-m", "a signed file deleted"]);
+    assert!(!refused.status.success(), "{}", combined(&refused));
+    // Re-signed without it: the deletion passes.
+    assert_success(
+        "re-sign without config.json",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    repo.git(&["add", "model"]);
+    assert_success(
+        "check --staged of the re-signed deletion",
+        &repo.wi(&["check", "--staged"]),
+    );
+    repo.git(&["reset", "-q", "--hard"]);
+
     // Signed by someone else: the signature does not verify against the policy's key.
     assert_success(
         "sign with another key",
