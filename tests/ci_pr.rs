@@ -126,12 +126,12 @@ Policy `.weight-inspect.toml`: **1 violation** in 1 of 3 files checked (1 brough
 
 **This fails the job** (`fail-on: violation`).
 
-| Status | File | Format | Structural hash (old → new) | Tensors +/−/~ | Metadata +/−/~ | Size (old → new) |
-| --- | --- | --- | --- | --- | --- | --- |
-| modified | `models/a.gguf` | gguf | `ba51f27b83d7` → `cf889b95ea66` | +1 −0 ~1 | +0 −0 ~1 | 2.2 KiB → 2.8 KiB |
-| renamed | `models/move.safetensors` → `models/moved.safetensors` | safetensors | `50b1b837fb2f` → `50b1b837fb2f` | +0 −0 ~0 | +0 −0 ~0 | 88 B → 88 B |
-| removed | `models/old.gguf` | gguf | `3fae55a215e3` → — | +0 −1 ~0 | +0 −1 ~0 | 2.1 KiB → — |
-| added | `models/v2,rc:50%.gguf` | gguf | — → `f4c25edd1213` | +1 −0 ~0 | +1 −0 ~0 | — → 1.1 KiB |
+| Status | File | Format | Structural hash (old → new) | Tensors +/−/~ | Metadata +/−/~ | Bytes | Size (old → new) |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| modified | `models/a.gguf` | gguf | `ba51f27b83d7` → `cf889b95ea66` | +1 −0 ~1 | +0 −0 ~1 | differ | 2.2 KiB → 2.8 KiB |
+| renamed | `models/move.safetensors` → `models/moved.safetensors` | safetensors | `50b1b837fb2f` → `50b1b837fb2f` | +0 −0 ~0 | +0 −0 ~0 | identical | 88 B → 88 B |
+| removed | `models/old.gguf` | gguf | `3fae55a215e3` → — | +0 −1 ~0 | +0 −1 ~0 | — | 2.1 KiB → — |
+| added | `models/v2,rc:50%.gguf` | gguf | — → `f4c25edd1213` | +1 −0 ~0 | +1 −0 ~0 | — | — → 1.1 KiB |
 
 ### Policy violations
 
@@ -376,10 +376,12 @@ fn a_summary_over_one_mib_is_truncated() {
             ),
         "{tail}"
     );
-    // The grouped diff is open (15 names, then "… 29984 more"), the list of every change
-    // folded under it and cut.
+    // The grouped diff is open (the zero-padded layers as one run, as written), the list of
+    // every change folded under it and cut.
     assert!(
-        summary.contains("\n  + … 29984 more\n"),
+        summary.contains(
+            "\n  + model.layers.000001–029999 self_attn.q_proj.lora_adapter.weight (29999 tensors)\n"
+        ),
         "{}",
         &summary[..4000]
     );
@@ -433,7 +435,7 @@ fn absent_lfs_objects_show_oid_and_size_changes() {
     let a_new = origin.lfs_oid("pr", "models/a.gguf");
     assert!(
         summary.contains(&format!(
-            "| modified | `models/a.gguf` | ? | `lfs:{}` (not fetched) → `lfs:{}` (not fetched) | ? | ? | 2.2 KiB → 2.8 KiB |",
+            "| modified | `models/a.gguf` | ? | `lfs:{}` (not fetched) → `lfs:{}` (not fetched) | ? | ? | — | 2.2 KiB → 2.8 KiB |",
             &a_old[..8],
             &a_new[..8]
         )),
@@ -982,4 +984,125 @@ fn a_multi_file_model_keeps_its_old_violation_across_a_retrained_shard() {
     let json: serde_json::Value =
         serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
     assert_eq!(json["violations"][0]["baseline"], "worse", "{json}");
+}
+
+/// A model signed with the policy's key on main, three pull requests: one changes a weight
+/// without re-signing (the signature is broken by that file, new, annotated there), one
+/// deletes a signed file without re-signing (listed by model.sig but deleted), one changes
+/// the weight and re-signs (valid, clean). The Model signatures section says each.
+#[test]
+fn signatures_are_reported_per_model_and_judged_against_the_base() {
+    use common::signing::{key_pair, p};
+    let repo = Repo::with_lfs(&["*.safetensors"]);
+    let (key, public) = key_pair(repo.tmp.path(), "publisher", "prime256v1");
+    std::fs::create_dir_all(repo.path("keys")).unwrap();
+    std::fs::copy(&public, repo.path("keys/publisher.pem")).unwrap();
+    repo.write(
+        ".weight-inspect.toml",
+        "[[rules]]\npaths = [\"model/**\"]\nsignature = { public_key = \"keys/publisher.pem\" }\n",
+    );
+    let weights = |fill: f64| {
+        json!({"model/model.safetensors": {"kind": "safetensors",
+            "tensors": [{"name": "w", "dtype": "float32", "shape": [8, 8], "fill": fill}]}})
+    };
+    repo.fixtures(weights(1.0));
+    repo.write("model/config.json", "{\"hidden_size\": 8}\n");
+    let signed = repo.wi(&["sign", "model", "--private-key", p(&key)]);
+    assert_eq!(code(&signed), 0, "{}", combined(&signed));
+    repo.commit_all("a signed model");
+    repo.git(&["branch", "-q", "-M", "main"]);
+
+    let section = |summary: &str| -> String {
+        let start = summary
+            .find("### Model signatures")
+            .unwrap_or_else(|| panic!("no signature section:\n{summary}"));
+        let rest = &summary[start..];
+        let end = rest[3..].find("\n### ").map_or(rest.len(), |i| i + 3);
+        rest[..end].to_owned()
+    };
+    let mut runs = 0;
+
+    // A weight changed, not re-signed.
+    repo.git(&["checkout", "-q", "-b", "broken", "main"]);
+    repo.fixtures(weights(2.0));
+    repo.commit_all("a weight changed, not re-signed");
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main", "--annotations"]);
+    runs += 1;
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let summary = read(&out.path().join("summary.md"));
+    let signatures = section(&summary);
+    assert!(
+        signatures.contains("| `model/model.sig` | key ")
+            && signatures.contains(
+                "(ECDSA P-256) | **broken by this change**: `model/model.safetensors`: changed since model/model.sig was signed"
+            ),
+        "{signatures}"
+    );
+    assert!(
+        summary.contains("**1 violation** in 1 of 1 file checked (1 brought by the change, 0 already at the base)")
+            || summary.contains("(1 brought by the change, 0 already at the base)"),
+        "{summary}"
+    );
+    let log = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        log.contains("::error file=model/model.safetensors,"),
+        "no annotation on the file that broke it:\n{log}"
+    );
+
+    // A signed file deleted, not re-signed.
+    repo.git(&["checkout", "-q", "-b", "deleted", "main"]);
+    repo.git(&["rm", "-q", "model/config.json"]);
+    repo.git(&["commit", "-q", "-m", "a signed file deleted, not re-signed"]);
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    runs += 1;
+    assert_eq!(code(&run), 1, "{}", combined(&run));
+    let summary = read(&out.path().join("summary.md"));
+    let signatures = section(&summary);
+    assert!(
+        signatures.contains(
+            "**broken by this change**: `model/model.sig`: model/config.json listed by model.sig but deleted (signed by key "
+        ),
+        "{signatures}"
+    );
+    assert!(
+        summary.contains("(1 brought by the change, 0 already at the base)"),
+        "{summary}"
+    );
+
+    // The weight changed and re-signed: valid, clean.
+    repo.git(&["checkout", "-q", "-b", "resigned", "main"]);
+    repo.fixtures(weights(2.0));
+    let signed = repo.wi(&["sign", "model", "--private-key", p(&key)]);
+    assert_eq!(code(&signed), 0, "{}", combined(&signed));
+    repo.commit_all("a weight changed and re-signed");
+    let out = tempfile::tempdir().unwrap();
+    let run = run_ci(&repo, out.path(), &["--base", "main"]);
+    runs += 1;
+    assert_eq!(code(&run), 0, "{}", combined(&run));
+    let summary = read(&out.path().join("summary.md"));
+    let signatures = section(&summary);
+    assert!(
+        signatures.contains("(ECDSA P-256) | valid: 2 judged files unchanged since signed |"),
+        "{signatures}"
+    );
+    assert!(summary.contains("no violations"), "{summary}");
+    let report: serde_json::Value =
+        serde_json::from_str(&read(&out.path().join("report.json"))).unwrap();
+    assert_eq!(report["schema"], 1);
+    let signatures = &report["signatures"];
+    assert_eq!(signatures[0]["path"], "model/model.sig", "{signatures}");
+    assert!(
+        signatures[0]["signer"]
+            .as_str()
+            .unwrap()
+            .ends_with("(ECDSA P-256)"),
+        "{signatures}"
+    );
+    assert_eq!(
+        signatures[0]["files"],
+        json!(["model/model.safetensors", "model/model.sig"])
+    );
+    assert_eq!(runs, 3);
 }

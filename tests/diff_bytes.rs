@@ -230,7 +230,7 @@ fn weight_only_and_truncated_commits_through_git() {
     assert_contains(
         &md,
         &[
-            "| +0 −0 ~0, tensor data differs |",
+            "| +0 −0 ~0 | +0 −0 ~0 | tensor data differs |",
             hint,
             "Policy `.weight-inspect.toml`: 1 file checked, no violations.",
         ],

@@ -688,18 +688,13 @@ fn a_signed_lfs_model_verifies_in_a_clone_without_objects() {
 }
 
 /// model-transparency's own signed test models (scripts/tests of sigstore/model-transparency,
-/// v0.2.0 to v1.1.0, every way), verified with the arguments its test scripts use; each with
-/// one byte changed, a file added or a file removed fails, naming the file. The directory is
-/// named by OMS_REFERENCE_TESTS (the files are not part of this repository). Key and
-/// certificate bundles of every release are also committed, made by the releases themselves:
-/// `every_model_signing_release_verifies` runs them on every test run; this one adds
-/// model-transparency's keyless bundles from the public Sigstore.
+/// v0.2.0 to v1.1.0, every way, vendored in `tests/fixtures/signatures/upstream/` with their
+/// licence), verified with the arguments its test scripts use; each with one byte changed, a
+/// file added or a file removed fails, naming the file. The keyless bundles verify offline
+/// against the Sigstore public-good root embedded in the binary.
 #[test]
-#[ignore = "needs model-transparency's scripts/tests: set OMS_REFERENCE_TESTS to that directory"]
 fn model_transparency_test_models_verify() {
-    let source = std::path::PathBuf::from(
-        std::env::var_os("OMS_REFERENCE_TESTS").expect("OMS_REFERENCE_TESTS"),
-    );
+    let source = common::repo_root().join("tests/fixtures/signatures/upstream");
     let tmp = tempfile::tempdir().unwrap();
     let status = std::process::Command::new("cp")
         .args(["-r", p(&source), p(&tmp.path().join("t"))])
@@ -710,7 +705,7 @@ fn model_transparency_test_models_verify() {
     let keys = dir.join("keys/certificate");
     let ca = keys.join("ca-cert.pem");
     let public = keys.join("signing-key-pub.pem");
-    let mut seen = 0;
+    let (mut seen, mut tampered) = (0, 0);
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         let Some((version, way)) = name.split_once('-').filter(|(v, _)| v.starts_with('v')) else {
@@ -748,9 +743,6 @@ fn model_transparency_test_models_verify() {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = wi(&dir, &argv);
         assert_success(&name, &out);
-        if single {
-            continue;
-        }
         // Tampering: one byte, a file added, a file removed.
         let file = case.join("signme-1");
         let original = std::fs::read(&file).unwrap();
@@ -759,8 +751,17 @@ fn model_transparency_test_models_verify() {
         std::fs::write(&file, &changed).unwrap();
         let out = wi(&dir, &argv);
         assert_eq!(code(&out), 1, "{name} changed: {}", combined(&out));
-        assert_contains(&stdout(&out), &["changed since signed (1):\n    signme-1"]);
+        // A single-file model's one resource is named by the path it was verified at.
+        let named = if single { p(&file) } else { "signme-1" };
+        assert_contains(
+            &stdout(&out),
+            &[&format!("changed since signed (1):\n    {named}")],
+        );
         std::fs::write(&file, &original).unwrap();
+        if single {
+            tampered += 1;
+            continue;
+        }
         std::fs::write(case.join("added"), b"x").unwrap();
         let out = wi(&dir, &argv);
         assert_eq!(code(&out), 1, "{name} added: {}", combined(&out));
@@ -774,6 +775,7 @@ fn model_transparency_test_models_verify() {
         assert_eq!(code(&out), 1, "{name} removed: {}", combined(&out));
         assert_contains(&stdout(&out), &["missing (1):\n    signme-1"]);
         std::fs::rename(case.join("moved-away"), &file).unwrap();
+        tampered += 1;
         if way == "sigstore" {
             // Another identity, another issuer.
             let mut other = argv.clone();
@@ -796,8 +798,9 @@ fn model_transparency_test_models_verify() {
         }
     }
     assert_eq!(
-        seen, 13,
-        "the thirteen signed test models of v0.2.0 to v1.1.0"
+        (seen, tampered),
+        (13, 13),
+        "the thirteen signed test models of v0.2.0 to v1.1.0, each verified and tampered with"
     );
 }
 
@@ -1096,6 +1099,32 @@ fn a_policy_signature_rule_gates_commits_and_ci() {
     repo.git(&["rm", "-q", "--cached", "model/extra.json"]);
     std::fs::remove_file(repo.path("model/extra.json")).unwrap();
 
+    // A signed file deleted without re-signing: the signature still lists it. `check
+    // --staged` (the native hook) and `check` of the work tree refuse it.
+    repo.git(&["rm", "-q", "model/config.json"]);
+    let deleted = "model/model.sig: signature: expected signed, as it is, in a model.sig by the \
+                   key in keys/publisher.pem; found model/config.json listed by model.sig but \
+                   deleted (signed by key ";
+    let out = repo.wi(&["check", "--staged"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &[deleted]);
+    let out = repo.wi(&["check"]);
+    assert_eq!(code(&out), 1, "{}", combined(&out));
+    assert_contains(&stdout(&out), &[deleted]);
+    let refused = repo.try_git(&["commit", "-q", "-m", "a signed file deleted"]);
+    assert!(!refused.status.success(), "{}", combined(&refused));
+    // Re-signed without it: the deletion passes.
+    assert_success(
+        "re-sign without config.json",
+        &repo.wi(&["sign", "model", "--private-key", p(&key)]),
+    );
+    repo.git(&["add", "model"]);
+    assert_success(
+        "check --staged of the re-signed deletion",
+        &repo.wi(&["check", "--staged"]),
+    );
+    repo.git(&["reset", "-q", "--hard"]);
+
     // Signed by someone else: the signature does not verify against the policy's key.
     assert_success(
         "sign with another key",
@@ -1207,7 +1236,11 @@ fn release_fixtures() -> Vec<ReleaseFixture> {
         names.sort();
         names
     };
-    for version in sorted(&root) {
+    // `upstream/` holds model-transparency's own test models, not a release's fixtures.
+    for version in sorted(&root)
+        .into_iter()
+        .filter(|d| !d.ends_with("upstream"))
+    {
         for way in sorted(&version) {
             let args: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(way.join("args.json")).unwrap()).unwrap();

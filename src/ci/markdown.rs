@@ -48,6 +48,7 @@ pub(crate) fn render(report: &CiReport, budget: usize) -> String {
         };
     }
     files_table(&mut w, report);
+    signatures_table(&mut w, report);
     training_table(&mut w, report);
     violations_table(&mut w, report);
     details(&mut w, report);
@@ -150,8 +151,8 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
         return;
     }
     let head = "\n| Status | File | Format | Structural hash (old → new) | Tensors +/−/~ \
-                | Metadata +/−/~ | Size (old → new) |\n\
-                | --- | --- | --- | --- | --- | --- | --- |\n";
+                | Metadata +/−/~ | Bytes | Size (old → new) |\n\
+                | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     // With --values, a "Weights" column.
     let weights = report.files.iter().any(|f| f.compared_weights);
     let head = if weights {
@@ -180,6 +181,66 @@ fn files_table(w: &mut Budgeted, report: &CiReport) {
             w.note(&format!(
                 "\n_{} not listed: {LIMIT_NOTE}; the JSON report lists every file._\n",
                 plural(report.files.len() - i, "more file", "more files")
+            ));
+            return;
+        }
+    }
+}
+
+/// The model signatures that cover the judged files: who signed each, and whether it still
+/// holds, or which file broke it — by this change, or already at the base.
+fn signatures_table(w: &mut Budgeted, report: &CiReport) {
+    if report.signatures.is_empty() {
+        return;
+    }
+    let head = "\n### Model signatures\n\n| Signature | Signed by | State |\n| --- | --- | --- |\n";
+    if !w.push(head) {
+        w.note(&format!(
+            "\n_The model signatures are left out: {LIMIT_NOTE}; see the JSON report._\n"
+        ));
+        return;
+    }
+    for (i, (path, state)) in report.signatures.iter().enumerate() {
+        let signer = match &state.signer {
+            Ok(signer) => markdown_cell(signer),
+            Err(why) => format!("does not verify: {}", markdown_cell(why)),
+        };
+        let broken = |brought: bool| -> Vec<String> {
+            report
+                .judged()
+                .filter(|(v, s)| {
+                    v.rule == "signature"
+                        && s.baseline.brought() == brought
+                        && (state.files.contains(&v.path) || v.path == *path)
+                })
+                .map(|(v, _)| format!("{}: {}", cell_code(&v.path), markdown_cell(&v.found)))
+                .collect()
+        };
+        let (new, old) = (broken(true), broken(false));
+        let mut parts = Vec::new();
+        if !new.is_empty() {
+            parts.push(format!("**broken by this change**: {}", new.join("; ")));
+        }
+        if !old.is_empty() {
+            parts.push(format!("broken already at the base: {}", old.join("; ")));
+        }
+        let text = if parts.is_empty() {
+            format!(
+                "valid: {} unchanged since signed",
+                plural(state.files.len(), "judged file", "judged files")
+            )
+        } else {
+            parts.join("<br>")
+        };
+        let row = format!("| {} | {signer} | {text} |\n", cell_code(path));
+        if !w.push(&row) {
+            w.note(&format!(
+                "\n_{} not listed: {LIMIT_NOTE}; see the JSON report._\n",
+                plural(
+                    report.signatures.len() - i,
+                    "more signature",
+                    "more signatures"
+                )
             ));
             return;
         }
@@ -255,17 +316,15 @@ fn file_row(f: &CiFile) -> String {
         ),
         Counts::Unknown => ("?".to_owned(), "?".to_owned()),
     };
-    // A weight-only change: equal structures, other bytes.
-    let tensors = match f.data {
-        Some(data) => format!("{tensors}, {data}"),
-        None => tensors,
-    };
+    // The bytes have a column of their own: a weight-only change (equal structures, other
+    // bytes) shows there, not as "+0 −0 ~0" alone.
     format!(
-        "| {} | {file} | {} | {} → {} | {tensors} | {metadata} | {} → {} |\n",
+        "| {} | {file} | {} | {} → {} | {tensors} | {metadata} | {} | {} → {} |\n",
         f.change.status.name(),
         markdown_cell(&f.format),
         hash(f.old.as_ref()),
         hash(f.new.as_ref()),
+        f.bytes,
         size(f.old.as_ref()),
         size(f.new.as_ref()),
     )
@@ -584,6 +643,7 @@ mod tests {
             violations: Vec::new(),
             standings: Vec::new(),
             unchecked: Vec::new(),
+            signatures: std::collections::BTreeMap::new(),
         }
     }
 

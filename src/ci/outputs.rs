@@ -40,6 +40,18 @@ struct JsonHead<'a> {
 struct JsonTail<'a> {
     violations: Vec<JudgedViolation<'a>>,
     unchecked: &'a [FileError],
+    /// The model signatures that cover the judged files (their violations are among
+    /// `violations`, rule `signature`).
+    signatures: Vec<SignatureJson<'a>>,
+}
+
+/// A signature: its path, who signed it or why it does not verify, the judged files it covers.
+#[derive(Serialize)]
+struct SignatureJson<'a> {
+    path: &'a str,
+    signer: Option<&'a str>,
+    refusal: Option<&'a str>,
+    files: Vec<&'a str>,
 }
 
 /// A violation with its standing against the base: `"baseline": "new" | "worse" |
@@ -78,6 +90,16 @@ pub(super) fn json(report: &CiReport, out: &mut dyn Write) -> Result<()> {
             })
             .collect(),
         unchecked: &report.unchecked,
+        signatures: report
+            .signatures
+            .iter()
+            .map(|(path, state)| SignatureJson {
+                path,
+                signer: state.signer.as_deref().ok(),
+                refusal: state.signer.as_ref().err().map(String::as_str),
+                files: state.files.iter().map(String::as_str).collect(),
+            })
+            .collect(),
     };
     let head = serde_json::to_string_pretty(&head).map_err(CiError::Serialize)?;
     let tail = serde_json::to_string_pretty(&tail).map_err(CiError::Serialize)?;

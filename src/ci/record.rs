@@ -23,6 +23,10 @@ pub(crate) struct CiFile {
     /// "tensor data differs" (or "bytes differ") when the structure is equal and the bytes are
     /// not: a weight-only change.
     pub data: Option<&'static str>,
+    /// How the two sides' bytes compare, for the files table's own column: "identical",
+    /// "differ" with the structure, [`CiFile::data`]'s words for a weight-only change, "not
+    /// compared", or "—" without two sides.
+    pub bytes: &'static str,
     /// The "weights" cell, with values or a reference.
     pub weights: Option<String>,
     /// Whether values or a conversion were compared (the table then has a "Weights" column).
@@ -102,6 +106,7 @@ impl CiFile {
             format: file.format(),
             counts: file.counts(),
             data: file.bytes.as_ref().and_then(crate::render::bytes::short),
+            bytes: bytes_cell(file.bytes.as_ref()),
             weights: file.weights(),
             compared_weights: file.values.is_some() || file.conversion.is_some(),
             counts_as_change: file.counts_as_change(),
@@ -124,6 +129,20 @@ impl CiFile {
         match self.data {
             Some(data) => format!("{counts}; {data}"),
             None => counts,
+        }
+    }
+}
+
+/// The files table's bytes cell.
+fn bytes_cell(outcome: Option<&crate::cmp::BytesOutcome>) -> &'static str {
+    use crate::cmp::BytesOutcome;
+    match outcome {
+        None => "—",
+        Some(BytesOutcome::Identical { .. }) => "identical",
+        Some(BytesOutcome::StructureDiffers) => "differ",
+        Some(BytesOutcome::NotCompared { .. }) => "not compared",
+        Some(outcome @ BytesOutcome::Differ(_)) => {
+            crate::render::bytes::short(outcome).unwrap_or("differ")
         }
     }
 }

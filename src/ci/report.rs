@@ -124,6 +124,16 @@ pub(crate) struct CiReport {
     pub standings: Vec<Standing>,
     /// Files the policy could not judge (e.g. LFS object not present locally).
     pub unchecked: Vec<FileError>,
+    /// The signatures (`signature` rules) that cover the judged files, by path.
+    pub signatures: std::collections::BTreeMap<String, SignatureState>,
+}
+
+/// A signature as the summary shows it: who signed it, and the judged files it covers (by
+/// path), whose `signature` violations say whether it still holds.
+pub(crate) struct SignatureState {
+    /// The signer, or why the signature does not verify.
+    pub signer: std::result::Result<String, String>,
+    pub files: std::collections::BTreeSet<String>,
 }
 
 /// Files of the structural report: models by their format's extension, and `.wdelta` files.
@@ -249,6 +259,7 @@ impl CiReport {
             violations: Vec::new(),
             standings: Vec::new(),
             unchecked: Vec::new(),
+            signatures: std::collections::BTreeMap::new(),
         };
         if let Some(loaded) = &policy {
             report.policy_changed = match &loaded.repo_path {
@@ -307,6 +318,7 @@ impl CiReport {
                     })
                 });
         subjects.extend(others);
+        self.deleted_signed(repo, loaded, filter, &mut subjects)?;
         subjects.sort_by(|a, b| a.path.cmp(&b.path));
         let head = self.head.commit.clone();
         let lookup = |p: &str| crate::git::tree_entry(repo, &head, p);
@@ -341,6 +353,19 @@ impl CiReport {
                 origin,
                 remote,
             };
+            // A signature that cannot be read is the violation's to say.
+            if let Ok(Some((sig, signer))) =
+                crate::policy::signature_state(&loaded.policy, &subject)
+            {
+                self.signatures
+                    .entry(sig)
+                    .or_insert_with(|| SignatureState {
+                        signer,
+                        files: std::collections::BTreeSet::new(),
+                    })
+                    .files
+                    .insert(path.clone());
+            }
             match crate::policy::evaluate(&loaded.policy, &subject) {
                 Ok(Some(mut found)) => {
                     self.checked += 1;
@@ -382,6 +407,56 @@ impl CiReport {
         }
         for (found, at_base) in judged {
             self.push_judged(found, &at_base);
+        }
+        Ok(())
+    }
+
+    /// A file the change deletes is judged through the signature files above it in the head
+    /// commit (which may still list it): they are judged with the files, when the change does
+    /// not already bring them.
+    fn deleted_signed(
+        &self,
+        repo: &gix::Repository,
+        loaded: &LoadedPolicy,
+        filter: &PathFilter,
+        subjects: &mut Vec<HeadFile>,
+    ) -> Result<()> {
+        let names = crate::policy::signature_files(&loaded.policy);
+        if names.is_empty() {
+            return Ok(());
+        }
+        let wanted = |path: &str| filter.matches(path) && loaded.policy.covers(path);
+        let removed =
+            crate::git::changed_files(repo, &self.base.commit, Some(&self.head.commit), &wanted)?
+                .into_iter()
+                .filter(|c| c.status == Status::Removed)
+                .filter_map(|c| c.old_path);
+        let mut candidates = std::collections::BTreeSet::new();
+        for path in removed {
+            candidates.extend(crate::policy::signature_paths_above(&path, &names));
+        }
+        for path in candidates {
+            if subjects.iter().any(|s| s.path == path) || !loaded.policy.covers(&path) {
+                continue;
+            }
+            let Some(crate::git::Entry::File(id)) = tree_entry(repo, &self.head.commit, &path)?
+            else {
+                continue;
+            };
+            let base = match tree_entry(repo, &self.base.commit, &path)? {
+                Some(crate::git::Entry::File(old)) => Some(BaseFile {
+                    path: path.clone(),
+                    id: old,
+                    link: false,
+                }),
+                _ => None,
+            };
+            subjects.push(HeadFile {
+                path,
+                id,
+                link: false,
+                base,
+            });
         }
         Ok(())
     }

@@ -39,6 +39,7 @@ pub(crate) use report::{
     CheckReport, FileError, Phrasing, Tally, plural, violation_annotation, violation_line,
 };
 pub(crate) use sarif::{Input as SarifInput, Level as SarifLevel, render as render_sarif};
+pub(crate) use signature::{signature_files, signature_paths_above, signature_state};
 pub(crate) use source::{Missing, PolicySource};
 pub(crate) use subject::{Origin, Subject, follow_committed_link, read_artifact};
 pub(crate) use workspace::Workspace;
@@ -75,7 +76,7 @@ pub(crate) fn run_check(
     policy_in_repo: Option<String>,
 ) -> Result<CheckReport> {
     let targets = if staged && paths.is_empty() && scope == Scope::Change {
-        ws.staged_change_targets()?
+        ws.staged_change_targets(&signature::signature_files(policy))?
     } else {
         ws.targets(staged, paths)?
     };

@@ -81,9 +81,11 @@ pub(crate) fn check(
         }
     };
     // The signature file itself is judged by whom it is from (a commit that re-signs a model
-    // with another key brings only it), not listed in its own manifest.
+    // with another key brings only it), and by the files it lists: one deleted without
+    // re-signing breaks it, though no file of the change is left to say so.
     if name == rule.file {
-        return Ok(None);
+        let deleted = deleted_resources(subject, &signed_dir, &signature)?;
+        return Ok(deleted_text(&deleted, &rule.file, &signer));
     }
     let relative = match signed_dir.as_str() {
         "" => subject.path.clone(),
@@ -109,6 +111,133 @@ pub(crate) fn check(
             "its LFS object is not here, and {sig} signs its bytes, not its pointer's oid"
         )),
     })
+}
+
+/// The files `signature` (in `dir`) lists that are not where it was read from (the commit,
+/// the index or the work tree), repository-relative, in the order listed.
+fn deleted_resources(
+    subject: &Subject<'_>,
+    dir: &str,
+    signature: &crate::formats::oms::Signature,
+) -> Result<Vec<String>> {
+    let mut deleted: Vec<String> = Vec::new();
+    // Shards list a file once per range.
+    let mut seen = std::collections::BTreeSet::new();
+    for resource in &signature.manifest.resources {
+        let name = resource.key.path.as_str();
+        // A single-file model's one resource is the file the signature was made for.
+        if name == "." || !seen.insert(name) {
+            continue;
+        }
+        let path = if dir.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{dir}/{name}")
+        };
+        let present = match &subject.origin {
+            Origin::Worktree { repo, file, .. } => {
+                let on_disk = match repo.and_then(|r| r.workdir()) {
+                    Some(root) => root.join(&path),
+                    None => file.parent().map(|d| d.join(name)).unwrap_or_default(),
+                };
+                std::fs::symlink_metadata(on_disk).is_ok()
+            }
+            Origin::Blob { repo, tree, .. } => match tree {
+                Some(rev) => crate::git::tree_entry(repo, rev, &path)?.is_some(),
+                None => {
+                    crate::git::index_entry(repo, &path, gix::index::entry::Stage::Unconflicted)?
+                        .is_some()
+                }
+            },
+            Origin::Refused(_) | Origin::Model(_) => true,
+        };
+        if !present {
+            deleted.push(path);
+        }
+    }
+    Ok(deleted)
+}
+
+/// The violation of a signature whose listed files were deleted, the first few named.
+pub(crate) fn deleted_text(deleted: &[String], file: &str, signer: &str) -> Option<String> {
+    const NAMED: usize = 5;
+    if deleted.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = deleted
+        .iter()
+        .take(NAMED)
+        .map(|d| shown(d).into_owned())
+        .collect();
+    if deleted.len() > NAMED {
+        names.push(format!("… {} more", deleted.len() - NAMED));
+    }
+    Some(format!(
+        "{} listed by {file} but deleted (signed by {signer}): re-sign the model",
+        names.join(", ")
+    ))
+}
+
+/// The signature that covers a judged file under its `signature` rule: the signature file's
+/// path and who signed it (or why it does not verify). None when no `signature` rule covers
+/// the file or no signature file is at or above it. `ci` shows these per model.
+pub(crate) fn signature_state(
+    policy: &super::Policy,
+    subject: &Subject<'_>,
+) -> Result<Option<(String, std::result::Result<String, String>)>> {
+    let Some(eff) = policy.effective(&subject.path) else {
+        return Ok(None);
+    };
+    let Some(rule) = eff.signature else {
+        return Ok(None);
+    };
+    if matches!(subject.origin, Origin::Model(_) | Origin::Refused(_)) {
+        return Ok(None);
+    }
+    let dir = subject.path.rsplit_once('/').map_or("", |(d, _)| d);
+    let Some((_, sig_path, bytes)) = find_signature(subject, dir, &rule.value.file)? else {
+        return Ok(None);
+    };
+    let signer = match crate::formats::oms::parse(bytes.bytes()) {
+        Ok(signature) => {
+            let trust = trust(&policy.source, rule.rule, subject, rule.value)?;
+            signer_of(&trust, &signature).map(|s| s.describe())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    Ok(Some((sig_path, signer)))
+}
+
+/// The signature files the policy's rules name (`model.sig` by default).
+pub(crate) fn signature_files(policy: &super::Policy) -> std::collections::BTreeSet<String> {
+    policy
+        .rules
+        .iter()
+        .filter_map(|r| r.settings.signature.as_ref().map(|s| s.file.clone()))
+        .collect()
+}
+
+/// Where a signature of `path` may be: each of `files` in its folder and every folder above,
+/// nearest first. A deleted file is judged through these: the signature that still lists it.
+pub(crate) fn signature_paths_above(
+    path: &str,
+    files: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut folder = path.rsplit_once('/').map_or("", |(d, _)| d);
+    loop {
+        for file in files {
+            out.push(if folder.is_empty() {
+                file.clone()
+            } else {
+                format!("{folder}/{file}")
+            });
+        }
+        if folder.is_empty() {
+            return out;
+        }
+        folder = folder.rsplit_once('/').map_or("", |(d, _)| d);
+    }
 }
 
 /// The nearest signature file at or above `dir`: the folder it signs, its path, its bytes.

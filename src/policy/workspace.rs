@@ -244,8 +244,12 @@ impl Workspace {
     /// What a commit brings: the staged files that differ from HEAD (added, modified, renamed
     /// to, or changed in type; every staged file before the first commit), and with them every
     /// file of a multi-file model one of whose files is among them, so that the model is judged
-    /// whole. Removed files bring nothing to judge.
-    pub(crate) fn staged_change_targets(&self) -> Result<Vec<Target>> {
+    /// whole. A removed file brings the signature files (of `signature_files`' names) in its
+    /// folder and above, which may still list it; nothing else of it is judged.
+    pub(crate) fn staged_change_targets(
+        &self,
+        signature_files: &std::collections::BTreeSet<String>,
+    ) -> Result<Vec<Target>> {
         let repo = self.repo()?;
         let entries = self.index_entries()?;
         let head = crate::git::head_entries(repo)?;
@@ -269,6 +273,27 @@ impl Workspace {
                 out.push(self.staged_target(path, *entry)?);
             }
         }
+        let staged = |p: &str| {
+            entries
+                .binary_search_by(|(e, _)| e.as_str().cmp(p))
+                .ok()
+                .map(|i| &entries[i])
+        };
+        let mut signatures = std::collections::BTreeSet::new();
+        for removed in head.keys().filter(|p| staged(p).is_none()) {
+            signatures.extend(super::signature::signature_paths_above(
+                removed,
+                signature_files,
+            ));
+        }
+        for path in signatures {
+            if let Some((path, entry)) = staged(&path)
+                && !changed(path, entry)
+            {
+                out.push(self.staged_target(path, *entry)?);
+            }
+        }
+        out.sort_by(|a, b| a.path().cmp(b.path()));
         Ok(out)
     }
 

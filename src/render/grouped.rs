@@ -80,13 +80,19 @@ fn dims(shape: &[u64]) -> String {
     format!("{shape:?}")
 }
 
-/// Whether a dot-separated component is a block number (no leading zeros: `007` is not a
-/// number a range could stand for).
+/// Whether a dot-separated component is a block number, zero-padded (`blk.007`) or not.
 fn is_block_number(part: &str) -> bool {
-    !part.is_empty()
-        && part.len() < 20
-        && part.bytes().all(|b| b.is_ascii_digit())
-        && (part == "0" || !part.starts_with('0'))
+    !part.is_empty() && part.len() < 20 && part.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The width a block number is padded to (`007` → 3), 0 for one written without leading
+/// zeros (`7`, `0`): `blk.00`…`blk.27` group as one run written `00–27`, apart from `blk.0`…
+fn padded_width(part: &str) -> usize {
+    if part.len() > 1 && part.starts_with('0') {
+        part.len()
+    } else {
+        0
+    }
 }
 
 /// The name with every block number blanked: names of one template differ only by numbers.
@@ -99,9 +105,13 @@ fn template(name: &str) -> String {
     parts.join(".")
 }
 
+/// A name split at its block number: the stem before it, the number, its digits as written,
+/// and the rest after it.
+type Split<'a> = (&'a str, u64, &'a str, &'a str);
+
 /// The name split at its `component`th dot-separated part, when that is a block number
-/// ("blk.12.attn_q.weight", 1 → ("blk", 12, "attn_q.weight")).
-fn split_at(name: &str, component: usize) -> Option<(&str, u64, &str)> {
+/// ("blk.12.attn_q.weight", 1 → ("blk", 12, "12", "attn_q.weight")).
+fn split_at(name: &str, component: usize) -> Option<Split<'_>> {
     if component == 0 {
         return None;
     }
@@ -116,6 +126,7 @@ fn split_at(name: &str, component: usize) -> Option<(&str, u64, &str)> {
             return Some((
                 stem,
                 part.parse().ok()?,
+                part,
                 rest.strip_prefix('.').unwrap_or(rest),
             ));
         }
@@ -161,18 +172,41 @@ struct RoleLine {
 type SharedLine<'a> = (Vec<&'a str>, &'a str);
 
 fn role_lines<'a>(names: impl Iterator<Item = &'a str>) -> Vec<RoleLine> {
-    // (stem, role) → blocks; names without a block stand alone.
-    let mut roles: BTreeMap<(&str, &str), (BTreeSet<u64>, &str)> = BTreeMap::new();
+    // (stem, padding, role) → blocks; names without a block stand alone.
+    let mut roles: BTreeMap<(&str, usize, &str), (BTreeSet<u64>, &str)> = BTreeMap::new();
     let names: Vec<&str> = names.collect();
     let components = block_components(&names);
+    let splits: Vec<(&str, Option<Split<'_>>)> = names
+        .iter()
+        .map(|&name| {
+            let split = components
+                .get(&template(name))
+                .and_then(|&component| split_at(name, component));
+            (name, split)
+        })
+        .collect();
+    // The widths each (stem, role) is zero-padded to: `blk.10` of `blk.00`…`blk.27` is one of
+    // that run, as its width says, not a number of its own.
+    let mut padded: BTreeSet<(&str, &str, usize)> = BTreeSet::new();
+    for (_, split) in &splits {
+        if let Some((stem, _, digits, rest)) = split
+            && padded_width(digits) > 0
+        {
+            padded.insert((stem, rest, digits.len()));
+        }
+    }
     let mut lines = Vec::new();
-    for name in names {
-        let block = components
-            .get(&template(name))
-            .and_then(|&component| split_at(name, component));
-        match block {
-            Some((stem, index, rest)) => {
-                let entry = roles.entry((stem, rest)).or_insert((BTreeSet::new(), name));
+    for (name, split) in splits {
+        match split {
+            Some((stem, index, digits, rest)) => {
+                let width = if padded.contains(&(stem, rest, digits.len())) {
+                    digits.len()
+                } else {
+                    0
+                };
+                let entry = roles
+                    .entry((stem, width, rest))
+                    .or_insert((BTreeSet::new(), name));
                 entry.0.insert(index);
                 entry.1 = entry.1.min(name);
             }
@@ -184,18 +218,19 @@ fn role_lines<'a>(names: impl Iterator<Item = &'a str>) -> Vec<RoleLine> {
         }
     }
     // Roles of one stem over the same blocks share a line.
-    let mut shared: BTreeMap<(&str, Vec<u64>), SharedLine<'_>> = BTreeMap::new();
-    for ((stem, rest), (blocks, first)) in roles {
+    let mut shared: BTreeMap<(&str, usize, Vec<u64>), SharedLine<'_>> = BTreeMap::new();
+    for ((stem, width, rest), (blocks, first)) in roles {
         let entry = shared
-            .entry((stem, blocks.into_iter().collect()))
+            .entry((stem, width, blocks.into_iter().collect()))
             .or_insert((Vec::new(), first));
         entry.0.push(rest);
         entry.1 = entry.1.min(first);
     }
-    for ((stem, blocks), (rests, first)) in shared {
+    for ((stem, width, blocks), (rests, first)) in shared {
+        let ranges = ranges_text(&blocks, width);
         let what = match rests_text(&rests) {
-            r if r.is_empty() => format!("{}.{}", shown(stem), ranges_text(&blocks)),
-            r => format!("{}.{} {r}", shown(stem), ranges_text(&blocks)),
+            r if r.is_empty() => format!("{}.{ranges}", shown(stem)),
+            r => format!("{}.{ranges} {r}", shown(stem)),
         };
         lines.push(RoleLine {
             what,
@@ -244,14 +279,15 @@ fn common_suffix<'a>(rests: &[&'a str]) -> &'a str {
     best
 }
 
-/// `0–27`; `0–79 (not 40–41)` for a few holes; `0–2, 4–9, 11–20` otherwise.
-fn ranges_text(blocks: &[u64]) -> String {
+/// `0–27`; `0–79 (not 40–41)` for a few holes; `0–2, 4–9, 11–20` otherwise; each number
+/// zero-padded to `width` as the names write it (`00–27`; 0 for no padding).
+fn ranges_text(blocks: &[u64], width: usize) -> String {
     let runs = runs(blocks);
     let text = |&(a, b): &(u64, u64)| {
         if a == b {
-            a.to_string()
+            format!("{a:0width$}")
         } else {
-            format!("{a}–{b}")
+            format!("{a:0width$}–{b:0width$}")
         }
     };
     let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
@@ -467,10 +503,13 @@ mod tests {
     fn names_split_at_the_number_they_vary_by() {
         assert_eq!(
             split_at("blk.12.attn_q.weight", 1),
-            Some(("blk", 12, "attn_q.weight"))
+            Some(("blk", 12, "12", "attn_q.weight"))
         );
-        assert_eq!(split_at("layers.7", 1), Some(("layers", 7, "")));
-        assert_eq!(split_at("blk.007.attn_q.weight", 1), None);
+        assert_eq!(split_at("layers.7", 1), Some(("layers", 7, "7", "")));
+        assert_eq!(
+            split_at("blk.007.attn_q.weight", 1),
+            Some(("blk", 7, "007", "attn_q.weight"))
+        );
         assert_eq!(split_at("token_embd.weight", 1), None);
         let names = [
             "optimizer_states.0.state.1.exp_avg",
@@ -485,11 +524,40 @@ mod tests {
 
     #[test]
     fn ranges_read_as_runs_with_their_holes() {
-        assert_eq!(ranges_text(&[0, 1, 2, 3]), "0–3");
-        assert_eq!(ranges_text(&[5]), "5");
+        assert_eq!(ranges_text(&[0, 1, 2, 3], 0), "0–3");
+        assert_eq!(ranges_text(&[5], 0), "5");
         let most: Vec<u64> = (0..80).filter(|n| !(40..=41).contains(n)).collect();
-        assert_eq!(ranges_text(&most), "0–79 (not 40–41)");
-        assert_eq!(ranges_text(&[0, 2, 4, 6, 8, 10]), "0, 2, 4, 6, …");
+        assert_eq!(ranges_text(&most, 0), "0–79 (not 40–41)");
+        assert_eq!(ranges_text(&[0, 2, 4, 6, 8, 10], 0), "0, 2, 4, 6, …");
+        assert_eq!(ranges_text(&[0, 1, 2, 27], 2), "00–02, 27");
+        assert_eq!(ranges_text(&[7], 3), "007");
+    }
+
+    /// Zero-padded block numbers group as one run, shown as written; the same numbers
+    /// written unpadded are another run.
+    #[test]
+    fn zero_padded_blocks_group_as_written() {
+        let padded: Vec<String> = (0..28)
+            .map(|i| format!("blk.{i:02}.attn_q.weight"))
+            .collect();
+        let lines = role_lines(padded.iter().map(String::as_str));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0].what, "blk.00–27 attn_q.weight");
+        assert_eq!(lines[0].tensors, 28);
+        let layers: Vec<String> = (0..12).map(|i| format!("layers.{i:03}")).collect();
+        let lines = role_lines(layers.iter().map(String::as_str));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0].what, "layers.000–011");
+        let mixed: Vec<String> = (0..4)
+            .map(|i| format!("blk.{i}.ffn.weight"))
+            .chain((0..4).map(|i| format!("blk.{i:02}.ffn.weight")))
+            .collect();
+        let mut whats: Vec<String> = role_lines(mixed.iter().map(String::as_str))
+            .into_iter()
+            .map(|l| l.what)
+            .collect();
+        whats.sort();
+        assert_eq!(whats, ["blk.00–03 ffn.weight", "blk.0–3 ffn.weight"]);
     }
 
     #[test]

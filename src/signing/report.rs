@@ -15,13 +15,19 @@ use crate::render::report::Report;
 /// `verify`'s report.
 pub(crate) struct VerifyReport<'a>(pub &'a Verdict);
 
-fn list_line(out: &mut String, label: &str, names: &[String]) {
+/// One list of files; a single-file model's one resource, named `.` in the signature, is
+/// shown by the path it was verified at.
+fn list_line(out: &mut String, label: &str, names: &[String], model: &str) {
     if names.is_empty() {
         return;
     }
     let _ = writeln!(out, "  {label} ({}):", names.len());
     for name in names {
-        let _ = writeln!(out, "    {}", shown(name));
+        if name == "." {
+            let _ = writeln!(out, "    {model}");
+        } else {
+            let _ = writeln!(out, "    {}", shown(name));
+        }
     }
 }
 
@@ -70,13 +76,20 @@ impl Report for VerifyReport<'_> {
             "  files: {} signed ({}){pointers}",
             v.resources, v.serialization
         );
-        list_line(&mut out, "changed since signed", &v.changed);
-        list_line(&mut out, "missing", &v.missing);
-        list_line(&mut out, "not covered by the signature", &v.not_covered);
+        let model = &v.model;
+        list_line(&mut out, "changed since signed", &v.changed, model);
+        list_line(&mut out, "missing", &v.missing, model);
+        list_line(
+            &mut out,
+            "not covered by the signature",
+            &v.not_covered,
+            model,
+        );
         list_line(
             &mut out,
             "needs its object (only its LFS pointer is here)",
             &v.needs_object,
+            model,
         );
         for r in &v.refused {
             let _ = writeln!(out, "  refused: {}: {}", shown(&r.name), r.reason);
