@@ -395,5 +395,26 @@ fn picklescan_corpus_dangerous_is_dangerous_here_and_fails_a_catch_all_rule() {
         }
     }
     assert_eq!((dangerous, benign), (94, 14));
+
+    // modelscan (PyPI) on the same corpus: every file it flags is one picklescan rates
+    // dangerous, so named dangerous here (above).
+    let models = common::run_python_source(
+        "import json, sys\n\
+         from modelscan.modelscan import ModelScan\n\
+         scan = ModelScan()\n\
+         scan.scan(sys.argv[1])\n\
+         print(json.dumps(sorted({str(i.details.source).split(':')[0]\n\
+         \x20   for i in scan.issues.all_issues})))\n",
+        &[here.to_str().unwrap()],
+    );
+    let flagged: Vec<String> =
+        serde_json::from_slice(&models.stdout).expect("modelscan's verdicts");
+    for path in &flagged {
+        assert!(
+            verdicts.get(path) == Some(&true),
+            "{path}: modelscan flags it; picklescan and weight-inspect do not"
+        );
+    }
+    assert_eq!(flagged.len(), 28, "{flagged:?}");
     assert!(!here.join("weight-inspect-canary").exists());
 }
