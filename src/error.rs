@@ -55,12 +55,14 @@ pub enum Error {
     /// named dangerous, never merely "not a model file", which a reviewer takes as harmless.
     #[error(
         "{}: unreadable, dangerous: it holds a pickle naming {globals}, which unpickling would \
-         call (none was imported or called); unreadable because: {source}",
+         call (none was imported or called){escaping}; unreadable because: {source}",
         shown_path(.path)
     )]
     UnreadableDangerous {
         path: PathBuf,
         globals: String,
+        /// `; path traversal: …` when zip members climb out of the extraction directory.
+        escaping: String,
         #[source]
         source: Box<Error>,
     },

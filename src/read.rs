@@ -194,6 +194,10 @@ fn dangerous_or(path: &Path, bytes: &[u8], error: Error) -> Error {
     Error::UnreadableDangerous {
         path: path.to_owned(),
         globals: dangerous.join(", "),
+        escaping: report
+            .escaping_note()
+            .map(|note| format!("; {note}"))
+            .unwrap_or_default(),
         source: Box::new(error),
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{code, combined, stdout};
+use common::{code, combined, stderr, stdout};
 use serde_json::Value;
 
 fn write_cases(dir: &Path, cases: &[&str]) {
@@ -220,6 +220,21 @@ fn plain_pickles_read_as_pickles_every_stream_scanned() {
         "{text}"
     );
     assert!(!text.contains("plain-dict.pkl:"), "{text}");
+    // The zip's member that climbs out of the extraction directory is named, in check's
+    // finding and in inspect's error.
+    let traversal = "path traversal: the archive's member \"../../evil.txt\" names a path outside";
+    assert!(
+        text.contains(&format!("found dangerous: posix.system; {traversal}")),
+        "{text}"
+    );
+    let out = common::run_in(Some(dir.path()), &["inspect", "pickles.zip"]);
+    assert_eq!(code(&out), 2, "{}", combined(&out));
+    assert!(
+        stderr(&out).contains("naming posix.system (os.system)")
+            && stderr(&out).contains(traversal),
+        "{}",
+        combined(&out)
+    );
 }
 
 #[test]
@@ -291,4 +306,115 @@ fn zip_flags_and_renamed_members_never_hide_a_payload() {
             "{file}: {text}"
         );
     }
+}
+
+/// picklescan's own test corpus (tests/fixtures/pytorch/picklescan: picklescan 1.0.5's
+/// tests/data and tests/data2, MIT, with its LICENSE), judged by picklescan itself (PyPI) and
+/// by weight-inspect: every file picklescan rates dangerous is named dangerous by `inspect`
+/// (a finding, or "unreadable, dangerous") and fails `check` under a rule with no keys; no
+/// file picklescan rates clean is called dangerous. The one 7z archive is compared by neither
+/// (picklescan needs py7zr for it; weight-inspect reads no 7z).
+#[test]
+fn picklescan_corpus_dangerous_is_dangerous_here_and_fails_a_catch_all_rule() {
+    let corpus = common::repo_root().join("tests/fixtures/pytorch/picklescan");
+    assert!(corpus.join("LICENSE").is_file());
+    let tmp = tempfile::tempdir().unwrap();
+    let here = tmp.path();
+    let mut files = Vec::new();
+    for folder in ["data", "data2"] {
+        std::fs::create_dir_all(here.join(folder)).unwrap();
+        for entry in std::fs::read_dir(corpus.join(folder)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            std::fs::copy(
+                corpus.join(folder).join(&name),
+                here.join(folder).join(&name),
+            )
+            .unwrap();
+            if !name.ends_with(".7z") {
+                files.push(format!("{folder}/{name}"));
+            }
+        }
+    }
+    files.sort();
+    assert_eq!(files.len(), 108, "{files:?}");
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| here.join(f).to_str().unwrap().to_owned())
+        .collect();
+    let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let scan = common::run_python_source(
+        "import json, sys\n\
+         from picklescan.scanner import scan_file_path\n\
+         print(json.dumps({p: scan_file_path(p).infected_files > 0 for p in sys.argv[1:]}))\n",
+        &args,
+    );
+    common::assert_success("picklescan", &scan);
+    let verdicts: std::collections::BTreeMap<String, bool> =
+        serde_json::from_slice(&scan.stdout).expect("picklescan's verdicts");
+    assert_eq!(verdicts.len(), files.len());
+
+    std::fs::write(
+        here.join(".weight-inspect.toml"),
+        "[[rules]]\npaths = [\"**\"]\n",
+    )
+    .unwrap();
+    let check = common::run_in(Some(here), &["check", "."]);
+    assert_eq!(code(&check), 1, "{}", combined(&check));
+    let check_text = stdout(&check);
+
+    let (mut dangerous, mut benign) = (0, 0);
+    for file in &files {
+        let rated = verdicts[here.join(file).to_str().unwrap()];
+        let out = common::run_in(Some(here), &["inspect", "--json", file]);
+        let named = match code(&out) {
+            0 => {
+                let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+                doc["findings"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f["tier"] == "dangerous"))
+            }
+            2 => stderr(&out).contains(": unreadable, dangerous: it holds a pickle naming"),
+            other => panic!("{file}: exit {other}: {}", combined(&out)),
+        };
+        let failed = check_text.contains(&format!("{file}: pickle_globals:"));
+        if rated {
+            dangerous += 1;
+            assert!(
+                named,
+                "{file}: picklescan: dangerous; inspect: {}",
+                combined(&out)
+            );
+            assert!(failed, "{file}: passes a catch-all rule:\n{check_text}");
+        } else {
+            benign += 1;
+            assert!(
+                !named && !failed,
+                "{file}: benign, called dangerous: {}",
+                combined(&out)
+            );
+        }
+    }
+    assert_eq!((dangerous, benign), (94, 14));
+
+    // modelscan (PyPI) on the same corpus: every file it flags is one picklescan rates
+    // dangerous, so named dangerous here (above).
+    let models = common::run_python_source(
+        "import json, sys\n\
+         from modelscan.modelscan import ModelScan\n\
+         scan = ModelScan()\n\
+         scan.scan(sys.argv[1])\n\
+         print(json.dumps(sorted({str(i.details.source).split(':')[0]\n\
+         \x20   for i in scan.issues.all_issues})))\n",
+        &[here.to_str().unwrap()],
+    );
+    let flagged: Vec<String> =
+        serde_json::from_slice(&models.stdout).expect("modelscan's verdicts");
+    for path in &flagged {
+        assert!(
+            verdicts.get(path) == Some(&true),
+            "{path}: modelscan flags it; picklescan and weight-inspect do not"
+        );
+    }
+    assert_eq!(flagged.len(), 28, "{flagged:?}");
+    assert!(!here.join("weight-inspect-canary").exists());
 }

@@ -72,10 +72,38 @@ print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     )
 }
 
-/// A pickle's budget (docs/pytorch.md): 32 bytes per byte of pickle + 64 MiB, plus the file's
-/// own pages and the process (64 MiB).
+/// A pickle's budget (docs/pytorch.md): 32 bytes per byte of pickle + 64 MiB, at most
+/// 512 MiB, plus the file's own pages and the process (64 MiB).
 fn pickle_bound(pickle_bytes: u64) -> u64 {
-    32 * pickle_bytes + 64 * MIB + pickle_bytes + 64 * MIB
+    (32 * pickle_bytes + 64 * MIB).min(512 * MIB) + pickle_bytes + 64 * MIB
+}
+
+/// Hostile pickles of each kind the symbolic machine allocates for: 2 million memo entries
+/// (distinct strings), string counts claiming 2^62 and 2^32 - 1 bytes, 10 million levels of
+/// nesting. Each stays within its bounded budget; the ones past it are refused by name.
+#[test]
+fn memo_strings_counts_and_nesting_are_bounded() {
+    let mut ran = 0;
+    for (file, refused) in [
+        ("hostile-memo-strings.pt", None),
+        ("hostile-unicode-count.pt", Some("runs past the end")),
+        ("hostile-unicode-count32.pt", Some("runs past the end")),
+        ("hostile-deep.pt", Some("WEIGHT_INSPECT_MAX_PICKLE_MEMORY")),
+        ("amplify-list.pt", Some("at most 536870912 bytes")),
+    ] {
+        let (code, _, err, rss) = run_measured(&["inspect", &case(file)]);
+        let bound = pickle_bound(20 * MB);
+        assert!(rss <= bound, "{file}: peak RSS {rss} > {bound}; {err}");
+        match refused {
+            None => assert_eq!(code, Some(0), "{file}: {err}"),
+            Some(why) => {
+                assert_eq!(code, Some(2), "{file}: {err}");
+                assert!(err.contains(file) && err.contains(why), "{file}: {err}");
+            }
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 5);
 }
 
 #[test]

@@ -521,6 +521,11 @@ fn pickle_globals(
     let listed = |list: Option<Sourced<'_, Vec<String>>>, g: &str| {
         list.is_some_and(|l| l.value.iter().any(|x| x == g))
     };
+    // Members that climb out of the extraction directory are named beside each global.
+    let escaping = report
+        .escaping_note()
+        .map(|note| format!("; {note}"))
+        .unwrap_or_default();
     let mut out = Vec::new();
     for global in &report.imports {
         if pytorch::is_expected_import(global) {
@@ -540,7 +545,7 @@ fn pickle_globals(
                          lets one through)",
                         tiers.join(", ")
                     ),
-                    format!("{tier}: {}", shown(global)),
+                    format!("{tier}: {}{escaping}", shown(global)),
                 )
                 .with_key(global),
             );

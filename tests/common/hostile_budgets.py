@@ -124,6 +124,18 @@ def main() -> None:
         "amplify-memo.pt": hp.checkpoint(b"\x80\x04}" + b"\x94" * (20 * MB) + b".", {}),
         "amplify-list.pt": hp.checkpoint(b"\x80\x02" + b"]" * (20 * MB) + b".", {}),
         "amplify-none.pt": hp.checkpoint(b"\x80\x02" + b"N" * (20 * MB) + b".", {}),
+        # 20 MB of memo entries: a distinct 6-byte SHORT_BINUNICODE, MEMOIZE'd, popped, over
+        # and over; then BINUNICODE8 counts claiming 2^62 and 2^32 - 1 bytes in a small file;
+        # then 20 MB of nesting (each EMPTY_LIST a level deeper, closed by APPENDs).
+        "hostile-memo-strings.pt": hp.checkpoint(
+            b"\x80\x04" + b"".join(b"\x8c\x06" + b"%06x" % i + b"\x940"
+                                   for i in range(20 * MB // 10)) + b"}.", {}),
+        "hostile-unicode-count.pt": hp.checkpoint(
+            b"\x80\x04\x8d" + (1 << 62).to_bytes(8, "little") + b"abc.", {}),
+        "hostile-unicode-count32.pt": hp.checkpoint(
+            b"\x80\x02X" + (2**32 - 1).to_bytes(4, "little") + b"abc.", {}),
+        "hostile-deep.pt": hp.checkpoint(
+            b"\x80\x02" + b"]" * (10 * MB) + b"a" * (10 * MB - 1) + b".", {}),
         # One list of 60k integers under 10k keys; one 1 MB string under 3000 keys.
         "shared-list.pt": hp.checkpoint(
             hp.torch_pickle({f"k{i}": shared_list for i in range(10_000)}), {}),

@@ -17,6 +17,24 @@ pub(crate) const BYTES_PER_PICKLE_BYTE: u64 = 32;
 /// Bytes of budget every pickle has, however short.
 pub(crate) const BASE_BYTES: u64 = 64 << 20;
 
+/// The environment variable that overrides [`DEFAULT_MAX_PICKLE_MEMORY`] (a count of bytes).
+pub(crate) const MAX_PICKLE_MEMORY_ENV: &str = "WEIGHT_INSPECT_MAX_PICKLE_MEMORY";
+
+/// Whatever its size, a pickle's budget is at most this (512 MiB): a pull request's 100 MB
+/// pickle must not hold gigabytes in CI, and the largest real training checkpoints' pickles
+/// (a few MB, optimizer state included) are charged far less.
+pub(crate) const DEFAULT_MAX_PICKLE_MEMORY: u64 = 512 << 20;
+
+/// The cap on every pickle's budget: `WEIGHT_INSPECT_MAX_PICKLE_MEMORY` when it is a whole
+/// number of bytes above 0, else [`DEFAULT_MAX_PICKLE_MEMORY`].
+pub(crate) fn max_pickle_memory() -> u64 {
+    std::env::var(MAX_PICKLE_MEMORY_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_MAX_PICKLE_MEMORY)
+}
+
 #[derive(Debug)]
 pub(super) struct Budget {
     limit: u64,
@@ -34,7 +52,8 @@ impl Budget {
         Budget {
             limit: (pickle_len as u64)
                 .saturating_mul(BYTES_PER_PICKLE_BYTE)
-                .saturating_add(base),
+                .saturating_add(base)
+                .min(max_pickle_memory()),
             spent: 0,
         }
     }
@@ -51,6 +70,8 @@ impl Budget {
                 limit: self.limit,
                 per_byte: BYTES_PER_PICKLE_BYTE,
                 base_mib: BASE_BYTES >> 20,
+                cap: max_pickle_memory(),
+                env: MAX_PICKLE_MEMORY_ENV,
             });
         }
         Ok(())

@@ -103,12 +103,14 @@ pub enum PytorchError {
     #[error(
         "the objects the pickle builds and the entries they expand to take more than {limit} \
          bytes, the budget of a pickle its size ({per_byte} bytes per byte of pickle + \
-         {base_mib} MiB)"
+         {base_mib} MiB, at most {cap} bytes; set {env} to a larger number of bytes to raise it)"
     )]
     OverBudget {
         limit: u64,
         per_byte: u64,
         base_mib: u64,
+        cap: u64,
+        env: &'static str,
     },
     #[error("legacy layout: {}", shown_message(.problem))]
     Legacy { problem: String },

@@ -48,6 +48,7 @@ impl Scanner {
             imports: self.imports,
             imports_omitted: self.omitted,
             incomplete,
+            escaping_members: Vec::new(),
         }
     }
 
@@ -174,6 +175,9 @@ pub struct PickleReport {
     /// Why the scan stopped early, if it did (a compressed member, a malformed stream...).
     /// The imports before that point are still reported.
     pub incomplete: Option<String>,
+    /// Zip members whose names climb out of the directory an archive is extracted to
+    /// (`../../x`, `/etc/x`): what unzipping it would write elsewhere (at most 16 listed).
+    pub escaping_members: Vec<String>,
 }
 
 impl PickleReport {
@@ -223,8 +227,47 @@ impl PickleReport {
         if let Some(why) = &self.incomplete {
             out.push_str(&format!(" (scan incomplete: {})", shown_message(why)));
         }
+        if let Some(note) = self.escaping_note() {
+            out.push_str(&format!("; {note}"));
+        }
         out
     }
+
+    /// What names members outside the extraction directory, or None when none does.
+    pub(crate) fn escaping_note(&self) -> Option<String> {
+        if self.escaping_members.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .escaping_members
+            .iter()
+            .map(|n| crate::escape::quoted(n))
+            .collect();
+        Some(format!(
+            "path traversal: the archive's member {} names a path outside the directory it is \
+             extracted to",
+            names.join(", ")
+        ))
+    }
+}
+
+/// Members named at most this many times in [`PickleReport::escaping_members`].
+const MAX_ESCAPING: usize = 16;
+
+/// The names of `members` that climb out of the extraction directory: a `..` component, an
+/// absolute path or a drive letter (zip readers that extract by name follow them).
+fn escaping(members: &[Member]) -> Vec<String> {
+    members
+        .iter()
+        .map(|m| m.name.as_str())
+        .filter(|name| {
+            name.starts_with(['/', '\\'])
+                || name.as_bytes().get(1) == Some(&b':')
+                || name.split(['/', '\\']).any(|part| part == "..")
+        })
+        .take(MAX_ESCAPING)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Recognizes a pickle checkpoint and scans it; None when `bytes` is not one.
@@ -241,14 +284,31 @@ pub fn sniff(bytes: &[u8]) -> Option<PickleReport> {
 /// garbage). None when nothing there reads as opcodes naming a global.
 pub(crate) fn scan_any(bytes: &[u8]) -> Option<PickleReport> {
     if let Some(report) = sniff(bytes) {
-        return Some(report);
+        // A member the directory names that cannot be read under that name (its local header
+        // renames it): its bytes, read by a reader of local headers, are scanned too.
+        let unread = matches!(report.container, Container::Zip { .. })
+            && report.incomplete.is_some()
+            && dangerous_imports(&report).is_empty();
+        let by_content = unread.then(|| scan_zip_by_content(bytes)).flatten();
+        return Some(by_content.unwrap_or(report));
     }
-    if !matches!(
-        bytes,
-        [0x80, 0..=5, ..] | [b'(' | b'c' | b'}' | b']' | b')' | b'i', ..]
-    ) {
+    if bytes.starts_with(b"PK\x03\x04") {
+        return scan_zip_by_content(bytes);
+    }
+    if bytes.starts_with(b"\x93NUMPY") {
+        return npy_object_pickle(bytes).and_then(scan_streams);
+    }
+    // A pickle of protocol 0 or 1 may start with most opcodes (`V`, `S`...), not with
+    // STACK_GLOBAL, which needs two values on the stack; a stream that names no global is not
+    // reported, so bytes that merely lex as opcodes name nothing.
+    if bytes.first() == Some(&0x93) {
         return None;
     }
+    scan_streams(bytes)
+}
+
+/// Every stream from the start of `bytes` up to where one breaks off, when some names a global.
+fn scan_streams(bytes: &[u8]) -> Option<PickleReport> {
     let mut scan = Scanner::default();
     let mut pos = 0;
     let mut incomplete = None;
@@ -402,12 +462,14 @@ fn sniff_zip(bytes: &[u8]) -> Option<PickleReport> {
                 .to_owned(),
         );
     }
-    Some(scan.finish(
+    let mut report = scan.finish(
         Container::Zip {
             entry: data_pkl.name.clone(),
         },
         incomplete,
-    ))
+    );
+    report.escaping_members = escaping(&entries);
+    Some(report)
 }
 
 /// The pickle members an archive's local headers hold, scanned, when its directory is
@@ -430,7 +492,55 @@ fn scan_local_pickles(bytes: &[u8], why: &str) -> Option<PickleReport> {
             let _ = scan.run(data, 0);
         }
     }
-    Some(scan.finish(Container::Zip { entry }, Some(why.to_owned())))
+    let mut report = scan.finish(Container::Zip { entry }, Some(why.to_owned()));
+    report.escaping_members = escaping(&locals);
+    Some(report)
+}
+
+/// A zip whose members are pickles by their bytes, not their names (`data.txt` holding a
+/// pickle, a directory that renames its member): every stored member whose data starts with
+/// PROTO is scanned, as a reader that unpickles it whatever its name would run it.
+fn scan_zip_by_content(bytes: &[u8]) -> Option<PickleReport> {
+    let locals = zip::local_headers(bytes)?;
+    let mut scan = Scanner::default();
+    let mut entry = None;
+    for member in &locals {
+        let Ok(data) = member.stored_data(bytes) else {
+            continue;
+        };
+        if matches!(data, [0x80, 2..=5, ..]) {
+            entry.get_or_insert_with(|| member.name.clone());
+            // What the stream names before it breaks off counts.
+            let _ = scan.run(data, 0);
+        }
+    }
+    let entry = entry?;
+    if scan.imports.is_empty() {
+        return None;
+    }
+    let mut report = scan.finish(
+        Container::Zip { entry },
+        Some("a member holds a pickle that its name does not announce".to_owned()),
+    );
+    report.escaping_members = escaping(&locals);
+    Some(report)
+}
+
+/// The pickle of a `.npy` array of Python objects (dtype `|O`): numpy's magic, a version, the
+/// header's length and text, then the pickle `numpy.load(allow_pickle=True)` unpickles.
+fn npy_object_pickle(bytes: &[u8]) -> Option<&[u8]> {
+    let rest = bytes.strip_prefix(b"\x93NUMPY")?;
+    let (header_len, start) = match rest {
+        [1, _, a, b, ..] => (usize::from(u16::from_le_bytes([*a, *b])), 10usize),
+        [2 | 3, _, a, b, c, d, ..] => (
+            usize::try_from(u32::from_le_bytes([*a, *b, *c, *d])).ok()?,
+            12,
+        ),
+        _ => return None,
+    };
+    let header = bytes.get(start..start.checked_add(header_len)?)?;
+    let object = header.windows(4).any(|w| w == b"'|O'");
+    object.then(|| &bytes[start + header_len..])
 }
 
 /// Whether a zip member is named as pickles are (`.pkl`, `.pickle`).
