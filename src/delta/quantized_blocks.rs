@@ -26,8 +26,12 @@ thread_local! {
 }
 
 /// The quantized arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
-    let shape = &inputs.base.tensors[inputs.name].shape;
+pub(super) fn encode(
+    inputs: &Inputs<'_>,
+    enc: &EncodeOptions,
+    spool_dir: Option<&Path>,
+) -> Encoded {
+    let shape = inputs.shape();
     let (rows, cols) = (
         quantized_rows(shape) as usize,
         quantized_cols(shape) as usize,
