@@ -106,6 +106,10 @@ pub(super) fn encode(
 /// Each row's scale: the float16 mean of its magnitudes, the sum numpy's pairwise summation.
 fn row_scales(inputs: &Inputs<'_>, rows: usize, cols: usize) -> Result<Vec<f16>> {
     let scale = |sum: f32| f16::from_f32((f64::from(sum) / cols as f64) as f32);
+    if cols == 0 {
+        // Rows of no values: a zero scale each, as the whole-tensor encoder gives them.
+        return Ok(vec![f16::ZERO; rows]);
+    }
     if cols > BLOCK {
         // Rows longer than a block: each summed in halves down to a block.
         return (0..rows)
