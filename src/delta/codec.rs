@@ -15,7 +15,7 @@ use half::f16;
 
 use crate::formats::wdelta::{
     ArrayDtype, DtypeName, OwnedArray, PackedShape, Params, Strategy, TensorArrays, TensorEntry,
-    index_iter, quantized_cols, quantized_rows,
+    index_iter, quantized_cols,
 };
 
 /// What to encode with.
@@ -140,7 +140,7 @@ fn encode_sparse(delta: &[f32], sparsity: f64) -> Vec<OwnedArray> {
 
 #[cfg(test)]
 fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
-    let rows = quantized_rows(shape) as usize;
+    let rows = crate::formats::wdelta::quantized_rows(shape) as usize;
     let cols = quantized_cols(shape) as usize;
     let mut scales = Vec::with_capacity(rows);
     let mut abs = vec![0f32; cols.min(delta.len())];
