@@ -15,7 +15,7 @@ use half::f16;
 
 use crate::formats::wdelta::{
     ArrayDtype, DtypeName, OwnedArray, PackedShape, Params, Strategy, TensorArrays, TensorEntry,
-    index_iter, quantized_cols, quantized_rows,
+    index_iter, quantized_cols,
 };
 
 /// What to encode with.
@@ -83,8 +83,16 @@ pub fn entry_for(shape: &[u64], opts: &EncodeOptions, base_dtype: Option<&str>) 
     }
 }
 
-/// Encodes the delta of one tensor (row-major, `delta.len()` = product of `shape`).
+/// Encodes the delta of one tensor (row-major, `delta.len()` = product of `shape`), with the
+/// one encoder `create` uses ([`super::blocks`]).
 pub fn encode(delta: &[f32], shape: &[u64], opts: &EncodeOptions) -> Vec<OwnedArray> {
+    super::blocks::encode_held(delta, shape, opts)
+}
+
+/// The whole tensor's delta encoded in memory, operation by operation as the reference: the
+/// oracle the tests hold the blocked encoder to, byte for byte.
+#[cfg(test)]
+pub(super) fn encode_whole(delta: &[f32], shape: &[u64], opts: &EncodeOptions) -> Vec<OwnedArray> {
     debug_assert_eq!(delta.len() as u64, shape.iter().product::<u64>());
     match opts.strategy {
         Strategy::Sparse => encode_sparse(delta, opts.sparsity),
@@ -102,6 +110,7 @@ fn array(field: &'static str, dtype: ArrayDtype, len: usize, data: Vec<u8>) -> O
     }
 }
 
+#[cfg(test)]
 fn indices_array(field: &'static str, idx: &[usize], wide: bool) -> OwnedArray {
     if wide {
         let data = idx.iter().flat_map(|&i| (i as i64).to_le_bytes()).collect();
@@ -118,6 +127,7 @@ fn f16_array(field: &'static str, vals: impl ExactSizeIterator<Item = f16>) -> O
     array(field, ArrayDtype::Float16, len, data)
 }
 
+#[cfg(test)]
 fn encode_sparse(delta: &[f32], sparsity: f64) -> Vec<OwnedArray> {
     let k = sparse_k(delta.len() as u64, sparsity) as usize;
     let idx = top_k_indices(delta, k);
@@ -128,8 +138,9 @@ fn encode_sparse(delta: &[f32], sparsity: f64) -> Vec<OwnedArray> {
     ]
 }
 
+#[cfg(test)]
 fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
-    let rows = quantized_rows(shape) as usize;
+    let rows = crate::formats::wdelta::quantized_rows(shape) as usize;
     let cols = quantized_cols(shape) as usize;
     let mut scales = Vec::with_capacity(rows);
     let mut abs = vec![0f32; cols.min(delta.len())];
@@ -295,6 +306,7 @@ impl MinMax {
     // Lane-wise indexing is what lets the compiler keep 8 independent min/max lanes.
     #[allow(clippy::needless_range_loop)]
     #[inline(always)]
+    #[cfg(test)]
     fn update(&mut self, seg: &[f32]) {
         let mut chunks = seg.chunks_exact(8);
         for c in &mut chunks {
@@ -386,6 +398,7 @@ struct NibblePacker {
 }
 
 impl NibblePacker {
+    #[cfg(test)]
     fn with_capacity(values: usize) -> Self {
         NibblePacker {
             out: Vec::with_capacity(values.div_ceil(2)),
@@ -450,12 +463,14 @@ impl NibblePacker {
     }
 }
 
+#[cfg(test)]
 avx2_twin! {
     /// int4's passes over the delta (top-k, min/max, quantization), compiled for AVX2 too.
     fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> = encode_int4_body;
 }
 
 #[inline(always)]
+#[cfg(test)]
 fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
     let n = delta.len();
     let k = int4_outliers(n as u64, outlier_fraction) as usize;
@@ -722,6 +737,7 @@ fn v2_quant_params(scale: f16, zero_point: f16) -> (f32, f32) {
 /// Calls `f` with the runs of values between the ascending `outliers` (one run more than
 /// there are outliers; runs may be empty).
 #[inline(always)]
+#[cfg(test)]
 fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])) {
     let mut start = 0;
     for &o in outliers.iter().chain(std::iter::once(&delta.len())) {
@@ -734,6 +750,7 @@ fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])
 /// sort order); ties at the threshold go to the lowest indices. The order is that of the bit
 /// pattern of |x| ([`magnitude_key`]), which is monotonic in the magnitude.
 #[inline(always)]
+#[cfg(test)]
 pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     let n = x.len();
     if k == 0 {
@@ -752,6 +769,7 @@ pub(super) fn magnitude_key(v: f32) -> u32 {
 }
 
 /// Values sampled (at a fixed stride) to guess a lower bound of the threshold.
+#[cfg(test)]
 const TOP_K_SAMPLES: usize = 4096;
 
 /// [`top_k_indices`] in one pass over `x` for the common case: a strided sample guesses a key
@@ -760,6 +778,7 @@ const TOP_K_SAMPLES: usize = 4096;
 /// The result is exact whatever the guess; None when fewer than `k` values reached it (the
 /// caller then selects over everything).
 #[inline(always)]
+#[cfg(test)]
 fn top_k_by_sample(x: &[f32], k: usize, mut rest: Option<&mut MinMax>) -> Option<Vec<usize>> {
     let n = x.len();
     if n < 4 * TOP_K_SAMPLES || k > n / 32 {
@@ -833,6 +852,7 @@ fn top_k_by_sample(x: &[f32], k: usize, mut rest: Option<&mut MinMax>) -> Option
 /// [`top_k_indices`] by radix selection on the keys: two histogram passes and one collecting
 /// pass, whatever the values.
 #[inline(always)]
+#[cfg(test)]
 fn top_k_radix(x: &[f32], k: usize) -> Vec<usize> {
     let mut hist = vec![0u64; 1 << 16];
     for &v in x {
@@ -1713,7 +1733,7 @@ mod tests {
                         outlier_fraction,
                         ..EncodeOptions::default()
                     };
-                    let whole = encode(x, &[n as u64], &opts);
+                    let whole = encode_whole(x, &[n as u64], &opts);
                     // The threshold's bucket collected by the first pass (a band guessed
                     // around it) or the second, or counted (a small cap).
                     for (cap, band) in [(u64::MAX, true), (u64::MAX, false), (64, true)] {
@@ -1735,6 +1755,88 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The one encoder (`blocks.rs`, as `create` drives it: blocks of `BLOCK`, pieces of
+    /// `PIECE`) gives the whole-tensor oracle's arrays byte for byte, for every strategy, on
+    /// tensors from empty to several blocks, rows longer than a block among them.
+    #[test]
+    fn the_blocked_encoder_is_the_whole_tensor_oracle() {
+        use crate::delta::blocks::{BLOCK, PIECE};
+        let shapes: Vec<Vec<u64>> = vec![
+            vec![0],
+            vec![1],
+            vec![],
+            vec![2],
+            vec![7],
+            vec![8],
+            vec![9],
+            vec![3, 5],
+            vec![0, 4],
+            vec![4, 0],
+            vec![2, 3, 7],
+            vec![64, 65],
+            vec![PIECE as u64 + 1],
+            vec![3, 33_335],
+            vec![100_003],
+            vec![1, BLOCK as u64 + 3],
+            vec![3, (BLOCK / 2) as u64 + 5],
+            vec![2 * BLOCK as u64 + 17],
+        ];
+        let options = [
+            (Strategy::Int4, 1, 0.01, 0.9),
+            (Strategy::Int4, 2, 0.01, 0.9),
+            (Strategy::Int4, 1, 0.2, 0.9),
+            (Strategy::Int4, 2, 1.0, 0.9),
+            (Strategy::Int4, 2, 0.0, 0.9),
+            (Strategy::Sparse, 1, 0.01, 0.9),
+            (Strategy::Sparse, 2, 0.01, 0.0),
+            (Strategy::Sparse, 2, 0.01, 0.999),
+            (Strategy::Quantized, 1, 0.01, 0.9),
+            (Strategy::Quantized, 2, 0.01, 0.9),
+        ];
+        let mut cases = 0;
+        for (t, shape) in shapes.iter().enumerate() {
+            let n = shape.iter().product::<u64>() as usize;
+            let [noise, striped, special] = test_deltas(n, 0x2545_f491_4f6c_dd1d + t as u64);
+            // One outlier far above the others, the rest equal: ties everywhere.
+            let mut single = vec![1e-3f32; n];
+            if let Some(x) = single.get_mut(n / 2) {
+                *x = -7.0;
+            }
+            let frozen = vec![0f32; n];
+            // Large tensors: the two kinds of values that differ most, to keep the test short.
+            let deltas = if n > BLOCK {
+                vec![&noise, &special]
+            } else {
+                vec![&noise, &striped, &special, &single, &frozen]
+            };
+            for x in deltas {
+                for &(strategy, version, outlier_fraction, sparsity) in &options {
+                    let opts = EncodeOptions {
+                        strategy,
+                        sparsity,
+                        outlier_fraction,
+                        version,
+                    };
+                    let whole = encode_whole(x, shape, &opts);
+                    let blocked = encode(x, shape, &opts);
+                    assert_eq!(whole.len(), blocked.len());
+                    for (a, b) in whole.iter().zip(&blocked) {
+                        assert!(
+                            a.field == b.field
+                                && a.dtype == b.dtype
+                                && a.shape == b.shape
+                                && a.data == b.data,
+                            "{} differs: {shape:?}, {opts:?}",
+                            a.field
+                        );
+                    }
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, (15 * 5 + 3 * 2) * options.len());
     }
 
     #[test]

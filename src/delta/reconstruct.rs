@@ -3,7 +3,7 @@
 
 use super::error::DeltaError;
 use super::link_decoder::StreamDecoder;
-use super::model::{CHUNK_ELEMS, Elem, Model, TensorSource};
+use super::model::{Elem, Model, TensorSource};
 use super::open::{OpenDelta, TensorPages};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -161,20 +161,6 @@ fn check_int_range(elem: Elem, name: &str, pos: usize, vals: &[i128], last: &[f3
                 dtype: elem.numpy_name(),
             });
         }
-    }
-    Ok(())
-}
-
-/// base + each link's delta, in float32, as the reference reconstructs (`base + delta`).
-pub(crate) fn reconstruct_into(
-    base: &Model,
-    links: &[OpenDelta],
-    name: &str,
-    out: &mut [f32],
-) -> Result<()> {
-    let mut r = Reconstructor::new(base, links, name)?;
-    for chunk in out.chunks_mut(CHUNK_ELEMS) {
-        r.next(chunk)?;
     }
     Ok(())
 }

@@ -373,10 +373,9 @@ pub(crate) fn update_loss(
             // tensor.
             let n = base.tensors[name].n_elements();
             let mut pages = delta.pages_of(name, n);
-            let b = BaseValues::Read(n);
             let mut decoder = delta.stream_decoder(name)?;
             let mut done = 0;
-            tensor_loss_sums(base, finetuned, name, b, |d| {
+            tensor_loss_sums(base, finetuned, name, n, |d| {
                 decoder.fill(d);
                 done += d.len();
                 pages.done_through(done);
@@ -537,51 +536,31 @@ impl LossSums {
     }
 }
 
-/// A tensor's base values for [`tensor_loss_sums`]: held, or read chunk by chunk.
-pub(crate) enum BaseValues<'a> {
-    Held(&'a [f32]),
-    /// Read from the base, the tensor's element count.
-    Read(usize),
-}
-
 /// One tensor's [`LossSums`]: `delta` (the decoded delta, chunk by chunk) added to the base
-/// values `b` as `apply` adds them, against the fine-tuned values read chunk by chunk.
+/// values, read chunk by chunk as the `n` fine-tuned ones, as `apply` adds them.
 pub(crate) fn tensor_loss_sums(
     base: &Model,
     ft: &Model,
     name: &str,
-    b: BaseValues<'_>,
+    n: usize,
     mut delta: impl FnMut(&mut [f32]),
 ) -> Result<LossSums> {
     let tb = &base.tensors[name];
     let elem = base.elem(name, tb)?;
     let tf = ft_tensor(ft, name)?;
-    let n = match b {
-        BaseValues::Held(b) => b.len(),
-        BaseValues::Read(n) => n,
-    };
     let len = CHUNK_ELEMS.min(n);
     let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
-    let mut read = match b {
-        BaseValues::Held(_) => Vec::new(),
-        BaseValues::Read(_) => vec![0f32; len],
-    };
+    let mut b = vec![0f32; len];
     let mut raw = Vec::new();
     let mut sums = LossSums::default();
     for at in (0..n).step_by(CHUNK_ELEMS) {
         let len = CHUNK_ELEMS.min(n - at);
-        let b = match b {
-            BaseValues::Held(b) => &b[at..at + len],
-            BaseValues::Read(_) => {
-                base.read_f32_into(name, tb, at, &mut read[..len])?;
-                &read[..len]
-            }
-        };
+        base.read_f32_into(name, tb, at, &mut b[..len])?;
         ft.read_f32_into(name, tf, at, &mut f[..len])?;
         delta(&mut d[..len]);
         loss_chunk(
             elem,
-            b,
+            &b[..len],
             &d[..len],
             &mut r[..len],
             &f[..len],
