@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::codec::RangeDecoder;
+use super::decode::RangeDecoder;
 use super::error::DeltaError;
 use crate::error::Error;
 use crate::formats::wdelta::{
