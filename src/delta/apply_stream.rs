@@ -24,7 +24,7 @@ use super::stream::{DeltaStream, Stop, TensorRecords};
 use super::verify::wrong_parent_of;
 use crate::error::Error;
 use crate::formats::wdelta::{
-    ArrayRef, Strategy, TensorArrays, TensorEntry, WdeltaError, validate_tensor,
+    ArrayDtype, ArrayRef, Strategy, TensorArrays, TensorEntry, WdeltaError, validate_tensor,
 };
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -35,6 +35,8 @@ const PIECE_ELEMS: usize = 1 << 20;
 /// One tensor's delta, shared by the pieces of the tensor.
 struct TensorDelta {
     records: TensorRecords,
+    /// Each record's dtype and where its data is in `records.bytes` (empty when streamed).
+    fields: Vec<(ArrayDtype, std::ops::Range<usize>)>,
     entry: TensorEntry,
     /// An int4 tensor whose outliers come with each piece (not in its records).
     outliers_streamed: bool,
@@ -44,10 +46,10 @@ impl TensorDelta {
     /// The tensor's decoder over the records held (those streamed come with each piece).
     fn decoder(&self) -> RangeDecoder<'_> {
         let arrays = TensorArrays {
-            fields: (self.records.slots.iter().enumerate())
-                .map(|(slot, r)| ArrayRef {
-                    dtype: r.as_ref().expect("validated").dtype,
-                    data: self.records.data(slot),
+            fields: (self.fields.iter())
+                .map(|(dtype, at)| ArrayRef {
+                    dtype: *dtype,
+                    data: &self.records.bytes[at.clone()],
                 })
                 .collect(),
         };
@@ -57,7 +59,7 @@ impl TensorDelta {
     /// The kept values (int4's outliers) a piece brings in its window, as they are in the
     /// file: `kept` indices, then their values; and the rest of the window.
     fn kept_in<'w>(&self, piece: &'w Piece) -> (Kept<'w>, &'w [u8]) {
-        let dtype = |slot: usize| self.records.slots[slot].as_ref().expect("validated").dtype;
+        let dtype = |slot: usize| self.fields[slot].0;
         let (width, value_width) = (dtype(0).size() as usize, dtype(1).size() as usize);
         let (indices, rest) = piece.window.split_at(piece.kept * width);
         let (values, rest) = rest.split_at(piece.kept * value_width);
@@ -287,6 +289,15 @@ fn read_inputs(
         let tail = records.tail;
         let mut records = records;
         let n = base.tensors[name.as_str()].n_elements();
+        // Before the spooled records are taken from them.
+        let fields = (records.slots.iter().enumerate())
+            .map(|(slot, r)| {
+                (
+                    r.as_ref().expect("validated").dtype,
+                    records.held_range(slot),
+                )
+            })
+            .collect();
         let spooled = std::mem::take(&mut records.spooled);
         let mut cursor = match entry.strategy() {
             Strategy::Sparse if tail.is_some() && spooled.len() == 1 => {
@@ -303,6 +314,7 @@ fn read_inputs(
         };
         let delta = Arc::new(TensorDelta {
             records,
+            fields,
             entry,
             outliers_streamed: !sparse && cursor.is_some(),
         });
@@ -588,8 +600,9 @@ impl Work {
         let decoder = delta.decoder();
         let window: &[u8] = match delta.records.tail {
             Some(_) => &piece.window,
-            None => RangeDecoder::range_field(delta.entry.strategy())
-                .map_or(&[][..], |slot| delta.records.data(slot)),
+            None => RangeDecoder::range_field(delta.entry.strategy()).map_or(&[][..], |slot| {
+                &delta.records.bytes[delta.fields[slot].1.clone()]
+            }),
         };
         let streamed = delta.records.tail.is_some() && delta.entry.strategy() == Strategy::Sparse;
         if delta.outliers_streamed || streamed {
