@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use super::codec::{self, EncodeOptions};
+use super::decode::Decoder;
 use super::error::DeltaError;
-use super::link_decoder::RangeDecoder;
 use super::model::{Elem, Model, TensorSource};
 use super::open::{OpenDelta, TensorPages};
 use super::spool::Array;
@@ -55,7 +55,7 @@ struct Models<'a> {
     base_t: &'a TensorSource,
     ft_t: &'a TensorSource,
     /// Each link of the chain's decoder.
-    links: Vec<RangeDecoder<'a>>,
+    links: Vec<Decoder<'a>>,
     /// Each link's pages of the tensor's records: those of a block are released when a pass
     /// is done with it, all of them when the inputs are dropped.
     pages: Vec<TensorPages<'a>>,

@@ -1,8 +1,8 @@
 //! Reconstruction, chunk by chunk: float32 base values plus each link's decoded delta, as the
 //! reference reconstructs (`base + delta`). Used by `create` (against a chain) and `apply`.
 
+use super::decode::Decoder;
 use super::error::DeltaError;
-use super::link_decoder::StreamDecoder;
 use super::model::{Elem, Model, TensorSource};
 use super::open::{OpenDelta, TensorPages};
 
@@ -13,7 +13,7 @@ pub(crate) struct Reconstructor<'a> {
     base: &'a Model,
     name: &'a str,
     t: &'a TensorSource,
-    decoders: Vec<StreamDecoder<'a>>,
+    decoders: Vec<Decoder<'a>>,
     /// Each link's pages of the tensor's records, released behind the decoders.
     pages: Vec<TensorPages<'a>>,
     pos: usize,
@@ -25,7 +25,7 @@ impl<'a> Reconstructor<'a> {
         let t = &base.tensors[name];
         let decoders = links
             .iter()
-            .map(|l| l.stream_decoder(name))
+            .map(|l| l.range_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(Reconstructor {
             base,
@@ -68,7 +68,7 @@ pub(crate) struct IntReconstructor<'a> {
     name: &'a str,
     t: &'a TensorSource,
     elem: Elem,
-    decoders: Vec<StreamDecoder<'a>>,
+    decoders: Vec<Decoder<'a>>,
     /// Each link's pages of the tensor's records, released behind the decoders.
     pages: Vec<TensorPages<'a>>,
     pos: usize,
@@ -81,7 +81,7 @@ impl<'a> IntReconstructor<'a> {
         let elem = base.elem(name, t)?;
         let decoders = links
             .iter()
-            .map(|l| l.stream_decoder(name))
+            .map(|l| l.range_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(IntReconstructor {
             base,

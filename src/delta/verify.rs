@@ -138,7 +138,7 @@ fn hash_streamed(
     let n = t.n_elements();
     let mut decoders = links
         .iter()
-        .map(|l| l.stream_decoder(name))
+        .map(|l| l.range_decoder(name))
         .collect::<Result<Vec<_>>>()?;
     let mut pages = super::reconstruct::pages_of(links, name, n);
     for h in hashers.iter_mut() {
@@ -217,7 +217,7 @@ pub fn reconstruction_error(
             let (tb, tf) = (&base.tensors[name], ft_tensor(finetuned, name)?);
             let n = tb.n_elements();
             let mut pages = delta.pages_of(name, n);
-            let mut decoder = delta.stream_decoder(name)?;
+            let mut decoder = delta.range_decoder(name)?;
             let len = CHUNK_ELEMS.min(n);
             let (mut b, mut f, mut d) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
             let mut s = (0f64, 0f64, 0f64, 0f64);
@@ -373,7 +373,7 @@ pub(crate) fn update_loss(
             // tensor.
             let n = base.tensors[name].n_elements();
             let mut pages = delta.pages_of(name, n);
-            let mut decoder = delta.stream_decoder(name)?;
+            let mut decoder = delta.range_decoder(name)?;
             let mut done = 0;
             tensor_loss_sums(base, finetuned, name, n, |d| {
                 decoder.fill(d);
