@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use super::apply::{Applied, OutDtype, apply, plan_output};
-use super::decode::{Kept, RangeDecoder};
+use super::codec::{self, RangeDecoder};
 use super::error::DeltaError;
 use super::model::{Elem, Model};
 use super::open::check_header_against_base;
@@ -23,9 +23,7 @@ use super::reconstruct::add_int_delta;
 use super::stream::{DeltaStream, Stop, TensorRecords};
 use super::verify::wrong_parent_of;
 use crate::error::Error;
-use crate::formats::wdelta::{
-    ArrayDtype, ArrayRef, Strategy, TensorArrays, TensorEntry, WdeltaError, validate_tensor,
-};
+use crate::formats::wdelta::{ArrayRef, Strategy, TensorArrays, WdeltaError, validate_tensor};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
@@ -35,36 +33,11 @@ const PIECE_ELEMS: usize = 1 << 20;
 /// One tensor's delta, shared by the pieces of the tensor.
 struct TensorDelta {
     records: TensorRecords,
-    /// Each record's dtype and where its data is in `records.bytes` (empty when streamed).
-    fields: Vec<(ArrayDtype, std::ops::Range<usize>)>,
-    entry: TensorEntry,
-    /// An int4 tensor whose outliers come with each piece (not in its records).
+    /// None for sparse, decoded from its records as they are (`codec::decode_sparse_range`).
+    decoder: Option<RangeDecoder>,
+    strategy: Strategy,
+    /// An int4 tensor whose outliers come with each piece (not in the decoder).
     outliers_streamed: bool,
-}
-
-impl TensorDelta {
-    /// The tensor's decoder over the records held (those streamed come with each piece).
-    fn decoder(&self) -> RangeDecoder<'_> {
-        let arrays = TensorArrays {
-            fields: (self.fields.iter())
-                .map(|(dtype, at)| ArrayRef {
-                    dtype: *dtype,
-                    data: &self.records.bytes[at.clone()],
-                })
-                .collect(),
-        };
-        RangeDecoder::new(&self.entry, &arrays)
-    }
-
-    /// The kept values (int4's outliers) a piece brings in its window, as they are in the
-    /// file: `kept` indices, then their values; and the rest of the window.
-    fn kept_in<'w>(&self, piece: &'w Piece) -> (Kept<'w>, &'w [u8]) {
-        let dtype = |slot: usize| self.fields[slot].0;
-        let (width, value_width) = (dtype(0).size() as usize, dtype(1).size() as usize);
-        let (indices, rest) = piece.window.split_at(piece.kept * width);
-        let (values, rest) = rest.split_at(piece.kept * value_width);
-        (Kept::raw(dtype(0), indices, values, value_width), rest)
-    }
 }
 
 /// A range of one tensor and the range field's bytes it needs.
@@ -285,19 +258,24 @@ fn read_inputs(
         if let Err(e) = validate_tensor(name, &entry, &records.slots, |r| records.held(r)) {
             return Err(stream.structure_error(e));
         }
+        let arrays = TensorArrays {
+            fields: records
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(slot, r)| ArrayRef {
+                    dtype: r.as_ref().expect("validated").dtype,
+                    data: records.data(slot),
+                })
+                .collect(),
+        };
+        // A sparse tensor's indices and values are used as they are in the records (12 bytes a
+        // kept value, not again decoded beside them).
         let sparse = entry.strategy() == Strategy::Sparse;
+        let decoder = (!sparse).then(|| RangeDecoder::new(&entry, &arrays));
         let tail = records.tail;
         let mut records = records;
         let n = base.tensors[name.as_str()].n_elements();
-        // Before the spooled records are taken from them.
-        let fields = (records.slots.iter().enumerate())
-            .map(|(slot, r)| {
-                (
-                    r.as_ref().expect("validated").dtype,
-                    records.held_range(slot),
-                )
-            })
-            .collect();
         let spooled = std::mem::take(&mut records.spooled);
         let mut cursor = match entry.strategy() {
             Strategy::Sparse if tail.is_some() && spooled.len() == 1 => {
@@ -312,13 +290,17 @@ fn read_inputs(
             _ if !spooled.is_empty() => return Err(Stop::NotStreamable),
             _ => None,
         };
+        // The decoder holds the small arrays decoded; the records' bytes are needed only when
+        // they hold the range field (it came before the others), or a sparse tensor's arrays.
+        if tail.is_some() || (!sparse && RangeDecoder::range_field(entry.strategy()).is_none()) {
+            records.bytes = Vec::new();
+        }
         let delta = Arc::new(TensorDelta {
             records,
-            fields,
-            entry,
+            decoder,
+            strategy: entry.strategy(),
             outliers_streamed: !sparse && cursor.is_some(),
         });
-        let decoder = delta.decoder();
         // The range field is read in order; neighbouring pieces may share a byte.
         let mut taken = 0usize;
         let mut last_byte = 0u8;
@@ -336,9 +318,9 @@ fn read_inputs(
                 outliers_before = cursor.handed;
                 kept = cursor.piece(stream, start + len, &mut window)?;
             }
-            if tail.is_some() && !sparse {
+            if let (Some(_), Some(decoder)) = (tail, &delta.decoder) {
                 let (from, to) = match &cursor {
-                    // The outliers are not in the records held: the cursor counted them.
+                    // The outliers are not in the decoder: the cursor counted them.
                     Some(c) => {
                         decoder.int4_range_bytes(start, start + len, outliers_before, c.handed)
                     }
@@ -579,6 +561,7 @@ struct Work {
     deltas: Vec<f32>,
     ints: Vec<i128>,
     bytes: Vec<u8>,
+    outliers: (Vec<usize>, Vec<f32>),
 }
 
 impl Work {
@@ -597,28 +580,41 @@ impl Work {
         let len = piece.len;
         self.deltas.resize(len, 0.0);
         let delta = &piece.delta;
-        let decoder = delta.decoder();
         let window: &[u8] = match delta.records.tail {
             Some(_) => &piece.window,
-            None => RangeDecoder::range_field(delta.entry.strategy()).map_or(&[][..], |slot| {
-                &delta.records.bytes[delta.fields[slot].1.clone()]
-            }),
+            None => match RangeDecoder::range_field(delta.strategy) {
+                Some(slot) => delta.records.data(slot),
+                None => &[],
+            },
         };
-        let streamed = delta.records.tail.is_some() && delta.entry.strategy() == Strategy::Sparse;
-        if delta.outliers_streamed || streamed {
-            // The piece's indices and values, then (int4) its `packed` bytes.
-            let (kept, packed) = delta.kept_in(piece);
-            let before = piece.outliers_before;
-            decoder.decode_kept(
-                piece.start,
-                kept,
-                before,
-                packed,
-                piece.window_from,
-                &mut self.deltas,
-            );
-        } else {
-            decoder.decode(piece.start, window, piece.window_from, &mut self.deltas);
+        match &delta.decoder {
+            Some(decoder) if delta.outliers_streamed => {
+                // The piece's outlier indices and values, then its `packed` bytes.
+                let dtype = delta.records.slots[0].as_ref().expect("validated").dtype;
+                let (indices, rest) = piece.window.split_at(piece.kept * dtype.size() as usize);
+                let (values, packed) = rest.split_at(piece.kept * 2);
+                decoder.decode_int4_with(
+                    piece.start,
+                    packed,
+                    piece.window_from,
+                    (dtype, indices, values),
+                    piece.outliers_before,
+                    &mut self.outliers,
+                    &mut self.deltas,
+                );
+            }
+            Some(decoder) => {
+                decoder.decode(piece.start, window, piece.window_from, &mut self.deltas);
+            }
+            None => {
+                let dtype = delta.records.slots[0].as_ref().expect("validated").dtype;
+                let (indices, values) = match delta.records.tail {
+                    // Streamed: the piece's indices, then its values.
+                    Some(_) => piece.window.split_at(piece.kept * dtype.size() as usize),
+                    None => (delta.records.data(0), delta.records.data(1)),
+                };
+                codec::decode_sparse_range(dtype, indices, values, piece.start, &mut self.deltas);
+            }
         }
         let base_at = piece.start * base_elem.size();
         self.bytes.resize(len * out_elem.size(), 0);

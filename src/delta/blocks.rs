@@ -1,25 +1,25 @@
-//! The one encoder of a tensor's delta, and what its strategies share (`int4_blocks.rs`,
-//! `sparse_blocks.rs`, `quantized_blocks.rs`): a tensor is cut into blocks of [`BLOCK`]
-//! elements that all workers share (a small one is one block), and its delta is computed again
-//! from the inputs in each pass that needs it (the previous values — the base, or its reconstruction
+//! What the encoders of a large tensor in blocks share (`int4_blocks.rs`, `sparse_blocks.rs`,
+//! `quantized_blocks.rs`): a float tensor of at least [`BLOCKED_MIN`] elements is cut into
+//! blocks of [`BLOCK`] elements that all workers share, and its delta is computed again from
+//! the inputs in each pass that needs it (the previous values — the base, or its reconstruction
 //! through a chain of deltas — and the fine-tune, read piece by piece), so the memory held is
 //! a few pieces per worker and the records, whatever the tensor's size.
 
-use std::path::Path;
-
-use super::codec::{self, EncodeOptions};
-use super::decode::Decoder;
+use super::codec;
 use super::error::DeltaError;
+use super::link_decoder::RangeDecoder;
 use super::model::{Elem, Model, TensorSource};
 use super::open::{OpenDelta, TensorPages};
 use super::spool::Array;
 use super::verify::{LOSS_BLOCK, LossSums};
-use crate::formats::wdelta::{OwnedArray, Strategy};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// Elements per block: one block of the loss sums, so that their bits do not depend on the cut.
 pub(super) const BLOCK: usize = LOSS_BLOCK;
+
+/// Tensors of at least this many elements are encoded in blocks.
+pub(super) const BLOCKED_MIN: usize = 1 << 22;
 
 /// Elements read and worked on per step: the buffers of a step stay in the core's cache
 /// between the passes over them. A multiple of 8 (quantized packs 8 signs a byte).
@@ -32,30 +32,22 @@ thread_local! {
     };
 }
 
+/// Whether tensor `name` is encoded in blocks: a float tensor of at least [`BLOCKED_MIN`]
+/// elements, with every strategy and option (what the passes hold does not grow with it).
+pub(super) fn applies(base: &Model, name: &str) -> bool {
+    let t = &base.tensors[name];
+    t.elem.is_some_and(Elem::is_float) && t.n_elements() >= BLOCKED_MIN
+}
+
 /// The inputs of one tensor's delta, readable at any range.
 pub(super) struct Inputs<'a> {
-    shape: &'a [u64],
-    n: usize,
-    from: From<'a>,
-}
-
-/// Where a tensor's delta comes from.
-enum From<'a> {
-    /// The previous values (the base, or its reconstruction through a chain) and the
-    /// fine-tune, read piece by piece.
-    Models(Models<'a>),
-    /// A delta held in memory ([`encode`]).
-    Held(&'a [f32]),
-}
-
-struct Models<'a> {
-    base: &'a Model,
-    ft: &'a Model,
-    name: &'a str,
+    pub(super) base: &'a Model,
+    pub(super) ft: &'a Model,
+    pub(super) name: &'a str,
     base_t: &'a TensorSource,
     ft_t: &'a TensorSource,
     /// Each link of the chain's decoder.
-    links: Vec<Decoder<'a>>,
+    links: Vec<RangeDecoder<'a>>,
     /// Each link's pages of the tensor's records: those of a block are released when a pass
     /// is done with it, all of them when the inputs are dropped.
     pages: Vec<TensorPages<'a>>,
@@ -82,53 +74,38 @@ impl<'a> Inputs<'a> {
             .map(|l| l.range_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(Inputs {
-            shape: &base_t.shape,
-            n: base_t.n_elements(),
-            from: From::Models(Models {
-                base,
-                ft,
-                name,
-                base_t,
-                ft_t,
-                links,
-                pages,
-            }),
+            base,
+            ft,
+            name,
+            base_t,
+            ft_t,
+            links,
+            pages,
         })
     }
 
     /// Elements of the tensor.
     pub(super) fn len(&self) -> usize {
-        self.n
+        self.base_t.n_elements()
     }
 
-    /// The tensor's shape.
-    pub(super) fn shape(&self) -> &[u64] {
-        self.shape
-    }
-
-    /// Against a plain base (the loss is measured), not a chain nor a held delta.
+    /// Against a plain base (the loss is measured), not a chain.
     pub(super) fn measured(&self) -> bool {
-        matches!(&self.from, From::Models(m) if m.links.is_empty())
+        self.links.is_empty()
     }
 
     /// The error of passes over these inputs that read different values.
     pub(super) fn changed(&self) -> DeltaError {
-        match &self.from {
-            From::Models(m) => DeltaError::InputsChanged {
-                base: m.base.shard_path(m.base_t).to_path_buf(),
-                finetuned: m.ft.shard_path(m.ft_t).to_path_buf(),
-                tensor: m.name.to_owned(),
-            },
-            From::Held(_) => unreachable!("a held delta does not change between passes"),
+        DeltaError::InputsChanged {
+            base: self.base.shard_path(self.base_t).to_path_buf(),
+            finetuned: self.ft.shard_path(self.ft_t).to_path_buf(),
+            tensor: self.name.to_owned(),
         }
     }
 
-    /// The base tensor's element type (a held delta's is float32).
+    /// The base tensor's element type.
     pub(super) fn elem(&self) -> Result<Elem> {
-        match &self.from {
-            From::Models(m) => m.base.elem(m.name, m.base_t),
-            From::Held(_) => Ok(Elem::F32),
-        }
+        self.base.elem(self.name, self.base_t)
     }
 
     /// The block starts of the tensor and the range of the block at a start.
@@ -139,44 +116,6 @@ impl<'a> Inputs<'a> {
         })
     }
 
-    /// Calls `work(delta, previous, fine-tune, scratch, start)` with the values of elements
-    /// `range`, piece by piece from `start`, in this worker's buffers (a held delta gives
-    /// zeros for the previous values and the fine-tune, which only the loss reads).
-    pub(super) fn with_delta(
-        &self,
-        range: std::ops::Range<usize>,
-        mut work: impl FnMut(&mut [f32], &[f32], &[f32], &mut [f32], usize),
-    ) -> Result<()> {
-        BUFFERS.with(|cell| {
-            let mut bufs = cell.borrow_mut();
-            for v in bufs.iter_mut() {
-                v.resize(PIECE, 0.0);
-            }
-            let [p, f, d, r] = &mut *bufs;
-            for at in range.clone().step_by(PIECE) {
-                let len = PIECE.min(range.end - at);
-                let (p, f, d, r) = (&mut p[..len], &mut f[..len], &mut d[..len], &mut r[..len]);
-                match &self.from {
-                    From::Models(m) => {
-                        m.read(at, p, f, r)?;
-                        codec::subtract_chunk(Some(p), f, d);
-                    }
-                    From::Held(x) => d.copy_from_slice(&x[at..at + len]),
-                }
-                work(d, p, f, r, at);
-            }
-            Ok::<_, DeltaError>(())
-        })?;
-        if let From::Models(m) = &self.from {
-            for pages in &m.pages {
-                pages.done_with(range.clone());
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Models<'_> {
     /// Reads elements `at..at + p.len()` of the previous values into `p` (`scratch` of the
     /// same length is used for the chain's deltas) and of the fine-tune into `f`.
     fn read(&self, at: usize, p: &mut [f32], f: &mut [f32], scratch: &mut [f32]) -> Result<()> {
@@ -192,37 +131,34 @@ impl Models<'_> {
         }
         self.ft.read_f32_into(self.name, self.ft_t, at, f)
     }
-}
 
-/// One tensor's arrays, held or spooled (in `spool_dir`; None holds them), and, against a plain base, its loss
-/// sums: every tensor's delta is encoded here, a tensor of at most [`BLOCK`] elements as one
-/// block.
-pub(super) fn encode_inputs(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: Option<&Path>,
-) -> Encoded {
-    match enc.strategy {
-        Strategy::Int4 => super::int4_blocks::encode(inputs, enc, spool_dir),
-        Strategy::Sparse => super::sparse_blocks::encode(inputs, enc, spool_dir),
-        Strategy::Quantized => super::quantized_blocks::encode(inputs, enc, spool_dir),
+    /// Calls `work(delta, previous, fine-tune, scratch, start)` with the values of elements
+    /// `range`, piece by piece from `start`, in this worker's buffers.
+    pub(super) fn with_delta(
+        &self,
+        range: std::ops::Range<usize>,
+        mut work: impl FnMut(&mut [f32], &[f32], &[f32], &mut [f32], usize),
+    ) -> Result<()> {
+        BUFFERS.with(|cell| {
+            let mut bufs = cell.borrow_mut();
+            for v in bufs.iter_mut() {
+                v.resize(PIECE, 0.0);
+            }
+            let [p, f, d, r] = &mut *bufs;
+            for at in range.clone().step_by(PIECE) {
+                let len = PIECE.min(range.end - at);
+                let (p, f, d, r) = (&mut p[..len], &mut f[..len], &mut d[..len], &mut r[..len]);
+                self.read(at, p, f, r)?;
+                codec::subtract_chunk(Some(p), f, d);
+                work(d, p, f, r, at);
+            }
+            Ok::<_, DeltaError>(())
+        })?;
+        for pages in &self.pages {
+            pages.done_with(range.clone());
+        }
+        Ok(())
     }
-}
-
-/// The arrays of a delta held in memory (row-major, `delta.len()` = product of `shape`).
-pub(super) fn encode_held(delta: &[f32], shape: &[u64], enc: &EncodeOptions) -> Vec<OwnedArray> {
-    debug_assert_eq!(delta.len() as u64, shape.iter().product::<u64>());
-    let inputs = Inputs {
-        shape,
-        n: delta.len(),
-        from: From::Held(delta),
-    };
-    let (arrays, _) = encode_inputs(&inputs, enc, None)
-        .expect("a held delta reads without error and its records stay in memory");
-    arrays
-        .into_iter()
-        .map(|a| a.into_held().expect("the records are held"))
-        .collect()
 }
 
 /// What the blocked encoders (int4, sparse, quantized) make of a tensor: its arrays, held or

@@ -14,14 +14,9 @@
 use half::f16;
 
 use crate::formats::wdelta::{
-    ArrayDtype, DtypeName, OwnedArray, PackedShape, Params, Strategy, TensorEntry, quantized_cols,
+    ArrayDtype, DtypeName, OwnedArray, PackedShape, Params, Strategy, TensorArrays, TensorEntry,
+    index_iter, quantized_cols, quantized_rows,
 };
-
-// Decoding lives in `decode.rs`; the encoders check what they wrote with it.
-pub use super::decode::decode;
-pub(super) use super::decode::{Decoder, RangeDecoder, int4_decode_range};
-#[cfg(test)]
-use {super::decode::f16_le, crate::formats::wdelta::TensorArrays};
 
 /// What to encode with.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,16 +83,8 @@ pub fn entry_for(shape: &[u64], opts: &EncodeOptions, base_dtype: Option<&str>) 
     }
 }
 
-/// Encodes the delta of one tensor (row-major, `delta.len()` = product of `shape`), with the
-/// one encoder `create` uses ([`super::blocks`]).
+/// Encodes the delta of one tensor (row-major, `delta.len()` = product of `shape`).
 pub fn encode(delta: &[f32], shape: &[u64], opts: &EncodeOptions) -> Vec<OwnedArray> {
-    super::blocks::encode_held(delta, shape, opts)
-}
-
-/// The whole tensor's delta encoded in memory, operation by operation as the reference: the
-/// oracle the tests hold the blocked encoder to, byte for byte.
-#[cfg(test)]
-pub(super) fn encode_whole(delta: &[f32], shape: &[u64], opts: &EncodeOptions) -> Vec<OwnedArray> {
     debug_assert_eq!(delta.len() as u64, shape.iter().product::<u64>());
     match opts.strategy {
         Strategy::Sparse => encode_sparse(delta, opts.sparsity),
@@ -115,7 +102,6 @@ fn array(field: &'static str, dtype: ArrayDtype, len: usize, data: Vec<u8>) -> O
     }
 }
 
-#[cfg(test)]
 fn indices_array(field: &'static str, idx: &[usize], wide: bool) -> OwnedArray {
     if wide {
         let data = idx.iter().flat_map(|&i| (i as i64).to_le_bytes()).collect();
@@ -132,7 +118,6 @@ fn f16_array(field: &'static str, vals: impl ExactSizeIterator<Item = f16>) -> O
     array(field, ArrayDtype::Float16, len, data)
 }
 
-#[cfg(test)]
 fn encode_sparse(delta: &[f32], sparsity: f64) -> Vec<OwnedArray> {
     let k = sparse_k(delta.len() as u64, sparsity) as usize;
     let idx = top_k_indices(delta, k);
@@ -143,9 +128,8 @@ fn encode_sparse(delta: &[f32], sparsity: f64) -> Vec<OwnedArray> {
     ]
 }
 
-#[cfg(test)]
 fn encode_quantized(delta: &[f32], shape: &[u64]) -> Vec<OwnedArray> {
-    let rows = crate::formats::wdelta::quantized_rows(shape) as usize;
+    let rows = quantized_rows(shape) as usize;
     let cols = quantized_cols(shape) as usize;
     let mut scales = Vec::with_capacity(rows);
     let mut abs = vec![0f32; cols.min(delta.len())];
@@ -311,7 +295,6 @@ impl MinMax {
     // Lane-wise indexing is what lets the compiler keep 8 independent min/max lanes.
     #[allow(clippy::needless_range_loop)]
     #[inline(always)]
-    #[cfg(test)]
     fn update(&mut self, seg: &[f32]) {
         let mut chunks = seg.chunks_exact(8);
         for c in &mut chunks {
@@ -403,7 +386,6 @@ struct NibblePacker {
 }
 
 impl NibblePacker {
-    #[cfg(test)]
     fn with_capacity(values: usize) -> Self {
         NibblePacker {
             out: Vec::with_capacity(values.div_ceil(2)),
@@ -468,14 +450,12 @@ impl NibblePacker {
     }
 }
 
-#[cfg(test)]
 avx2_twin! {
     /// int4's passes over the delta (top-k, min/max, quantization), compiled for AVX2 too.
     fn encode_int4(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> = encode_int4_body;
 }
 
 #[inline(always)]
-#[cfg(test)]
 fn encode_int4_body(delta: &[f32], outlier_fraction: f64, version: u32) -> Vec<OwnedArray> {
     let n = delta.len();
     let k = int4_outliers(n as u64, outlier_fraction) as usize;
@@ -742,7 +722,6 @@ fn v2_quant_params(scale: f16, zero_point: f16) -> (f32, f32) {
 /// Calls `f` with the runs of values between the ascending `outliers` (one run more than
 /// there are outliers; runs may be empty).
 #[inline(always)]
-#[cfg(test)]
 fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])) {
     let mut start = 0;
     for &o in outliers.iter().chain(std::iter::once(&delta.len())) {
@@ -755,7 +734,6 @@ fn for_each_segment(delta: &[f32], outliers: &[usize], mut f: impl FnMut(&[f32])
 /// sort order); ties at the threshold go to the lowest indices. The order is that of the bit
 /// pattern of |x| ([`magnitude_key`]), which is monotonic in the magnitude.
 #[inline(always)]
-#[cfg(test)]
 pub(super) fn top_k_indices(x: &[f32], k: usize) -> Vec<usize> {
     let n = x.len();
     if k == 0 {
@@ -774,7 +752,6 @@ pub(super) fn magnitude_key(v: f32) -> u32 {
 }
 
 /// Values sampled (at a fixed stride) to guess a lower bound of the threshold.
-#[cfg(test)]
 const TOP_K_SAMPLES: usize = 4096;
 
 /// [`top_k_indices`] in one pass over `x` for the common case: a strided sample guesses a key
@@ -783,7 +760,6 @@ const TOP_K_SAMPLES: usize = 4096;
 /// The result is exact whatever the guess; None when fewer than `k` values reached it (the
 /// caller then selects over everything).
 #[inline(always)]
-#[cfg(test)]
 fn top_k_by_sample(x: &[f32], k: usize, mut rest: Option<&mut MinMax>) -> Option<Vec<usize>> {
     let n = x.len();
     if n < 4 * TOP_K_SAMPLES || k > n / 32 {
@@ -857,7 +833,6 @@ fn top_k_by_sample(x: &[f32], k: usize, mut rest: Option<&mut MinMax>) -> Option
 /// [`top_k_indices`] by radix selection on the keys: two histogram passes and one collecting
 /// pass, whatever the values.
 #[inline(always)]
-#[cfg(test)]
 fn top_k_radix(x: &[f32], k: usize) -> Vec<usize> {
     let mut hist = vec![0u64; 1 << 16];
     for &v in x {
@@ -919,6 +894,509 @@ pub(super) fn f16_from_f64(x: f64) -> f16 {
     f16::from_f32(f32::from_bits(bits))
 }
 
+/// Decodes the delta of one tensor into `out` (length = product of the entry's shape, which
+/// the caller has checked against the base). The file was validated on read: lengths, dtypes
+/// and ascending in-range indices.
+pub fn decode(entry: &TensorEntry, arrays: &TensorArrays<'_>, out: &mut [f32]) {
+    Decoder::new(entry, arrays).fill(out);
+}
+
+/// Whether `idx` is what the format's reader accepts of indices into `n` values: strictly
+/// ascending, each below `n`. Asked of a decoder's own copy, so bytes of a mapped file written
+/// after they were validated cannot make the decoder index out of bounds.
+fn indices_fit(idx: &[usize], n: usize) -> bool {
+    idx.windows(2).all(|w| w[0] < w[1]) && idx.last().is_none_or(|&last| last < n)
+}
+
+/// Streaming decoder: [`Decoder::fill`] writes the next values of the delta, so a tensor can be
+/// decoded chunk by chunk without holding it whole.
+pub struct Decoder<'a> {
+    kind: DecoderKind<'a>,
+    /// Position of the next value.
+    pos: usize,
+}
+
+enum DecoderKind<'a> {
+    Sparse {
+        idx: Vec<usize>,
+        vals: &'a [u8],
+        next: usize,
+    },
+    Quantized {
+        cols: usize,
+        scales: &'a [u8],
+        signs: &'a [u8],
+    },
+    Int4 {
+        lut: [f32; 16],
+        packed: &'a [u8],
+        outliers: Vec<usize>,
+        vals: &'a [u8],
+        /// Next outlier.
+        next: usize,
+        /// Layout 1: nibble index of the next non-outlier.
+        nibble: usize,
+        all_positions: bool,
+    },
+}
+
+impl<'a> Decoder<'a> {
+    pub fn new(entry: &TensorEntry, arrays: &TensorArrays<'a>) -> Decoder<'a> {
+        let f = &arrays.fields;
+        let kind = match entry.params {
+            Params::Sparse { .. } => DecoderKind::Sparse {
+                idx: index_iter(f[0].dtype, f[0].data)
+                    .map(|i| i as usize)
+                    .collect(),
+                vals: f[1].data,
+                next: 0,
+            },
+            Params::Quantized { n_cols, .. } => DecoderKind::Quantized {
+                cols: n_cols as usize,
+                scales: f[0].data,
+                signs: f[1].data,
+            },
+            Params::Int4 { layout, .. } => DecoderKind::Int4 {
+                lut: dequant_table(f16_le(f[2].data), f16_le(f[3].data)),
+                packed: f[4].data,
+                outliers: index_iter(f[0].dtype, f[0].data)
+                    .map(|i| i as usize)
+                    .collect(),
+                vals: f[1].data,
+                next: 0,
+                nibble: 0,
+                all_positions: layout >= 2,
+            },
+        };
+        Decoder { kind, pos: 0 }
+    }
+
+    /// Whether its copy of the tensor's indices (sparse's, int4's outliers') still holds what
+    /// validation found, for a tensor of `n` values.
+    pub(super) fn indices_fit(&self, n: usize) -> bool {
+        match &self.kind {
+            DecoderKind::Sparse { idx, .. } => indices_fit(idx, n),
+            DecoderKind::Int4 { outliers, .. } => indices_fit(outliers, n),
+            DecoderKind::Quantized { .. } => true,
+        }
+    }
+
+    /// Writes the next `out.len()` values.
+    pub fn fill(&mut self, out: &mut [f32]) {
+        let start = self.pos;
+        let end = start + out.len();
+        match &mut self.kind {
+            DecoderKind::Sparse { idx, vals, next } => {
+                out.fill(0.0);
+                while *next < idx.len() && idx[*next] < end {
+                    out[idx[*next] - start] = f32_le(&vals[*next * 4..]);
+                    *next += 1;
+                }
+            }
+            DecoderKind::Quantized {
+                cols,
+                scales,
+                signs,
+            } => {
+                if *cols == 0 {
+                    return;
+                }
+                for (i, o) in (start..).zip(out.iter_mut()) {
+                    let s = f16_le(&scales[(i / *cols) * 2..]).to_f32();
+                    let bit = signs[i >> 3] & (0x80 >> (i & 7));
+                    // signs (+-1.0) * scale: -1.0 * s flips the sign bit only.
+                    *o = if bit != 0 { s } else { -s };
+                }
+            }
+            DecoderKind::Int4 {
+                lut,
+                packed,
+                outliers,
+                vals,
+                next,
+                nibble,
+                all_positions,
+            } => {
+                if *all_positions {
+                    unpack_run(lut, packed, start, out);
+                    while *next < outliers.len() && outliers[*next] < end {
+                        out[outliers[*next] - start] = f16_le(&vals[*next * 2..]).to_f32();
+                        *next += 1;
+                    }
+                } else {
+                    let mut i = start;
+                    while i < end {
+                        let stop = if *next < outliers.len() {
+                            outliers[*next].min(end)
+                        } else {
+                            end
+                        };
+                        unpack_run(lut, packed, *nibble, &mut out[i - start..stop - start]);
+                        *nibble += stop - i;
+                        i = stop;
+                        if i < end {
+                            out[i - start] = f16_le(&vals[*next * 2..]).to_f32();
+                            *next += 1;
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.pos = end;
+    }
+}
+
+/// One tensor's delta, ready to decode any range of its elements: the small arrays (outliers,
+/// indices, scales) are decoded once, and the array indexed by position — int4's `packed`,
+/// quantized's `packed_signs`, its "range field" — is given per range, so a reader streaming
+/// the file holds only the bytes of the range at hand. Decodes the same values as [`Decoder`].
+pub(super) struct RangeDecoder {
+    kind: RangeKind,
+}
+
+enum RangeKind {
+    Sparse {
+        idx: Vec<usize>,
+        vals: Vec<f32>,
+    },
+    Quantized {
+        cols: usize,
+        scales: Vec<f32>,
+    },
+    Int4 {
+        /// The dequantized value of each byte's two nibbles, high first.
+        pairs: Box<[[f32; 2]; 256]>,
+        outliers: Vec<usize>,
+        vals: Vec<f32>,
+        all_positions: bool,
+    },
+}
+
+impl RangeDecoder {
+    /// The slot (in the order of the strategy's fields) of the array indexed by position.
+    pub(super) fn range_field(strategy: Strategy) -> Option<usize> {
+        match strategy {
+            Strategy::Int4 => Some(4),
+            Strategy::Quantized => Some(1),
+            Strategy::Sparse => None,
+        }
+    }
+
+    /// From a tensor's arrays, validated as the format's reader does; the range field's data
+    /// is not read (it may be empty here).
+    pub(super) fn new(entry: &TensorEntry, arrays: &TensorArrays<'_>) -> RangeDecoder {
+        let f = &arrays.fields;
+        let f16s = |data: &[u8]| -> Vec<f32> {
+            data.chunks_exact(2).map(|c| f16_le(c).to_f32()).collect()
+        };
+        let indices = |a: &crate::formats::wdelta::ArrayRef<'_>| -> Vec<usize> {
+            index_iter(a.dtype, a.data).map(|i| i as usize).collect()
+        };
+        let kind = match entry.params {
+            Params::Sparse { .. } => RangeKind::Sparse {
+                idx: indices(&f[0]),
+                vals: f[1].data.chunks_exact(4).map(f32_le).collect(),
+            },
+            Params::Quantized { n_cols, .. } => RangeKind::Quantized {
+                cols: n_cols as usize,
+                scales: f16s(f[0].data),
+            },
+            Params::Int4 { layout, .. } => {
+                let lut = dequant_table(f16_le(f[2].data), f16_le(f[3].data));
+                let mut pairs = Box::new([[0f32; 2]; 256]);
+                for (b, p) in pairs.iter_mut().enumerate() {
+                    *p = [lut[b >> 4], lut[b & 0x0f]];
+                }
+                RangeKind::Int4 {
+                    pairs,
+                    outliers: indices(&f[0]),
+                    vals: f16s(f[1].data),
+                    all_positions: layout >= 2,
+                }
+            }
+        };
+        RangeDecoder { kind }
+    }
+
+    /// The bytes `from..to` of the range field that elements `start..end` need (consecutive
+    /// ranges share at most one byte).
+    pub(super) fn range_bytes(&self, start: usize, end: usize) -> (usize, usize) {
+        match &self.kind {
+            RangeKind::Sparse { .. } => (0, 0),
+            RangeKind::Quantized { .. } => (start / 8, end.div_ceil(8)),
+            RangeKind::Int4 {
+                outliers,
+                all_positions,
+                ..
+            } => {
+                let (a, b) = if *all_positions {
+                    (start, end)
+                } else {
+                    (nibble_of(outliers, start), nibble_of(outliers, end))
+                };
+                (a / 2, b.div_ceil(2))
+            }
+        }
+    }
+
+    /// [`RangeDecoder::range_bytes`] of an int4 tensor whose outliers are not in the decoder
+    /// (read beside it in order): `before_start` and `before_end` outliers are below `start`
+    /// and `end`.
+    pub(super) fn int4_range_bytes(
+        &self,
+        start: usize,
+        end: usize,
+        before_start: usize,
+        before_end: usize,
+    ) -> (usize, usize) {
+        let all = matches!(
+            self.kind,
+            RangeKind::Int4 {
+                all_positions: true,
+                ..
+            }
+        );
+        let (a, b) = if all {
+            (start, end)
+        } else {
+            (start - before_start, end - before_end)
+        };
+        (a / 2, b.div_ceil(2))
+    }
+
+    /// [`RangeDecoder::decode`] of an int4 tensor whose outliers are not in the decoder:
+    /// `outliers` (ascending) and `vals` those of the range, `before` below `start`. The
+    /// outliers' records as they are in the file: `dtype` indices, float16 values.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_int4_with(
+        &self,
+        start: usize,
+        window: &[u8],
+        window_from: usize,
+        (dtype, indices, values): (ArrayDtype, &[u8], &[u8]),
+        before: usize,
+        scratch: &mut (Vec<usize>, Vec<f32>),
+        out: &mut [f32],
+    ) {
+        let RangeKind::Int4 {
+            pairs,
+            all_positions,
+            ..
+        } = &self.kind
+        else {
+            unreachable!("an int4 tensor's decoder")
+        };
+        let (outliers, vals) = scratch;
+        outliers.clear();
+        outliers.extend(index_iter(dtype, indices).map(|i| i as usize));
+        vals.clear();
+        vals.extend(values.chunks_exact(2).map(|c| f16_le(c).to_f32()));
+        let nibble = if *all_positions {
+            start
+        } else {
+            start - before
+        };
+        int4_decode_range(
+            pairs,
+            *all_positions,
+            outliers,
+            vals,
+            start,
+            nibble - 2 * window_from,
+            window,
+            out,
+        );
+    }
+
+    /// Writes elements `start..start + out.len()` into `out`; `window` holds the range field's
+    /// bytes from `window_from` on, at least those [`RangeDecoder::range_bytes`] names.
+    pub(super) fn decode(&self, start: usize, window: &[u8], window_from: usize, out: &mut [f32]) {
+        let end = start + out.len();
+        match &self.kind {
+            RangeKind::Sparse { idx, vals } => {
+                out.fill(0.0);
+                let first = idx.partition_point(|&i| i < start);
+                for (&i, &v) in idx[first..].iter().zip(&vals[first..]) {
+                    if i >= end {
+                        break;
+                    }
+                    out[i - start] = v;
+                }
+            }
+            RangeKind::Quantized { cols, scales } => {
+                if *cols == 0 {
+                    return;
+                }
+                for (i, o) in (start..).zip(out.iter_mut()) {
+                    let s = scales[i / *cols];
+                    let bit = window[(i >> 3) - window_from] & (0x80 >> (i & 7));
+                    *o = if bit != 0 { s } else { -s };
+                }
+            }
+            RangeKind::Int4 {
+                pairs,
+                outliers,
+                vals,
+                all_positions,
+            } => {
+                let next = outliers.partition_point(|&o| o < start);
+                let nibble = if *all_positions { start } else { start - next };
+                int4_decode_range(
+                    pairs,
+                    *all_positions,
+                    &outliers[next..],
+                    &vals[next..],
+                    start,
+                    nibble - 2 * window_from,
+                    window,
+                    out,
+                );
+            }
+        }
+    }
+}
+
+/// Writes elements `start..start + out.len()` of an int4 delta into `out`: `outliers` and
+/// `vals` from the first outlier at or after `start` on (any after the range are not read),
+/// `window` the bytes of `packed` from the one holding nibble `nibble`, the first element's
+/// (of the first non-outlier from it on, in layout 1) on.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn int4_decode_range(
+    pairs: &[[f32; 2]; 256],
+    all_positions: bool,
+    outliers: &[usize],
+    vals: &[f32],
+    start: usize,
+    nibble: usize,
+    window: &[u8],
+    out: &mut [f32],
+) {
+    let end = start + out.len();
+    let mut next = 0;
+    if all_positions {
+        unpack_pairs(pairs, window, nibble, out);
+        while next < outliers.len() && outliers[next] < end {
+            out[outliers[next] - start] = vals[next];
+            next += 1;
+        }
+    } else {
+        let mut nibble = nibble;
+        let mut i = start;
+        while i < end {
+            let stop = if next < outliers.len() {
+                outliers[next].min(end)
+            } else {
+                end
+            };
+            unpack_pairs(pairs, window, nibble, &mut out[i - start..stop - start]);
+            nibble += stop - i;
+            i = stop;
+            if i < end {
+                out[i - start] = vals[next];
+                next += 1;
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Writes elements `start..start + out.len()` of a sparse delta into `out`, read from its raw
+/// `indices` (of `index_dtype`, validated: ascending, in range) and `values` records as they
+/// are in the file: the tensor's kept values are not held a second time, decoded. Decodes the
+/// same values as [`RangeDecoder`].
+pub(super) fn decode_sparse_range(
+    index_dtype: ArrayDtype,
+    indices: &[u8],
+    values: &[u8],
+    start: usize,
+    out: &mut [f32],
+) {
+    let width = if index_dtype == ArrayDtype::Int32 {
+        4
+    } else {
+        8
+    };
+    let index = |j: usize| -> usize {
+        let c = &indices[j * width..(j + 1) * width];
+        if width == 4 {
+            i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize
+        } else {
+            i64::from_le_bytes(c.try_into().expect("8 bytes")) as usize
+        }
+    };
+    let kept = indices.len() / width;
+    // The first kept index at or after `start`, by bisection over the raw records.
+    let (mut lo, mut hi) = (0, kept);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if index(mid) < start {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    out.fill(0.0);
+    let end = start + out.len();
+    for j in lo..kept {
+        let i = index(j);
+        if i >= end {
+            break;
+        }
+        out[i - start] = f32_le(&values[j * 4..]);
+    }
+}
+
+/// Layout 1: the nibble of element `p` (or of the first non-outlier after it) is `p` less the
+/// outliers before it.
+fn nibble_of(outliers: &[usize], p: usize) -> usize {
+    p - outliers.partition_point(|&o| o < p)
+}
+
+/// [`unpack_run`] through a table of both nibbles of each byte: one 8-byte copy per byte.
+fn unpack_pairs(pairs: &[[f32; 2]; 256], packed: &[u8], first: usize, out: &mut [f32]) {
+    let mut j = first;
+    let mut o = 0;
+    if j & 1 == 1 && !out.is_empty() {
+        out[0] = pairs[packed[j >> 1] as usize][1];
+        j += 1;
+        o = 1;
+    }
+    let n_pairs = (out.len() - o) / 2;
+    let bytes = &packed[j >> 1..(j >> 1) + n_pairs];
+    for (pair, &b) in out[o..o + 2 * n_pairs].chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&pairs[b as usize]);
+    }
+    o += 2 * n_pairs;
+    j += 2 * n_pairs;
+    if o < out.len() {
+        out[o] = pairs[packed[j >> 1] as usize][0];
+    }
+}
+
+/// Dequantizes the nibbles `first..first + out.len()` of `packed` into `out`, a byte (two
+/// values) at a time.
+fn unpack_run(lut: &[f32; 16], packed: &[u8], first: usize, out: &mut [f32]) {
+    let mut j = first;
+    let mut o = 0;
+    if j & 1 == 1 && !out.is_empty() {
+        out[0] = lut[(packed[j >> 1] & 0x0f) as usize];
+        j += 1;
+        o = 1;
+    }
+    let pairs = (out.len() - o) / 2;
+    let bytes = &packed[j >> 1..(j >> 1) + pairs];
+    for (pair, &b) in out[o..o + 2 * pairs].chunks_exact_mut(2).zip(bytes) {
+        pair[0] = lut[(b >> 4) as usize];
+        pair[1] = lut[(b & 0x0f) as usize];
+    }
+    o += 2 * pairs;
+    j += 2 * pairs;
+    if o < out.len() {
+        out[o] = lut[(packed[j >> 1] >> 4) as usize];
+    }
+}
+
 /// q / 15 * float32(float64(scale) * 15) + float32(zero_point), all in float32, for q in 0..16:
 /// `quantized / 15.0 * (scale * 15.0) + zero_point` in the reference.
 pub(super) fn dequant_table(scale: f16, zero_point: f16) -> [f32; 16] {
@@ -929,6 +1407,14 @@ pub(super) fn dequant_table(scale: f16, zero_point: f16) -> [f32; 16] {
         *v = (q as f32 / 15.0f32) * s15 + zp;
     }
     t
+}
+
+fn f32_le(c: &[u8]) -> f32 {
+    f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+}
+
+fn f16_le(c: &[u8]) -> f16 {
+    f16::from_bits(u16::from_le_bytes([c[0], c[1]]))
 }
 
 #[cfg(test)]
@@ -945,6 +1431,36 @@ mod tests {
                     data: &a.data,
                 })
                 .collect(),
+        }
+    }
+
+    /// A decoder's copy of its indices is checked as the file's reader checks them: a mapped
+    /// file written after validation must not make a decoder index out of bounds.
+    #[test]
+    fn a_decoders_indices_are_checked_on_its_copy() {
+        let n = 1000usize;
+        let delta: Vec<f32> = (0..n).map(|i| ((i * 7919) % 997) as f32 * 1e-5).collect();
+        for strategy in [Strategy::Sparse, Strategy::Int4] {
+            let opts = EncodeOptions {
+                strategy,
+                outlier_fraction: 0.02,
+                ..Default::default()
+            };
+            let shape = [n as u64];
+            let entry = entry_for(&shape, &opts, Some("float32"));
+            let mut arrays = encode(&delta, &shape, &opts);
+            let refs = refs_of(&arrays);
+            assert!(Decoder::new(&entry, &refs).indices_fit(n), "{strategy:?}");
+            assert!(
+                !Decoder::new(&entry, &refs).indices_fit(n - 500),
+                "{strategy:?}"
+            );
+            // The first two indices swapped: no longer strictly ascending.
+            let width = arrays[0].dtype.size() as usize;
+            let (a, b) = arrays[0].data.split_at_mut(width);
+            a.swap_with_slice(&mut b[..width]);
+            let refs = refs_of(&arrays);
+            assert!(!Decoder::new(&entry, &refs).indices_fit(n), "{strategy:?}");
         }
     }
 
@@ -1197,7 +1713,7 @@ mod tests {
                         outlier_fraction,
                         ..EncodeOptions::default()
                     };
-                    let whole = encode_whole(x, &[n as u64], &opts);
+                    let whole = encode(x, &[n as u64], &opts);
                     // The threshold's bucket collected by the first pass (a band guessed
                     // around it) or the second, or counted (a small cap).
                     for (cap, band) in [(u64::MAX, true), (u64::MAX, false), (64, true)] {
@@ -1221,88 +1737,6 @@ mod tests {
         }
     }
 
-    /// The one encoder (`blocks.rs`, as `create` drives it: blocks of `BLOCK`, pieces of
-    /// `PIECE`) gives the whole-tensor oracle's arrays byte for byte, for every strategy, on
-    /// tensors from empty to several blocks, rows longer than a block among them.
-    #[test]
-    fn the_blocked_encoder_is_the_whole_tensor_oracle() {
-        use crate::delta::blocks::{BLOCK, PIECE};
-        let shapes: Vec<Vec<u64>> = vec![
-            vec![0],
-            vec![1],
-            vec![],
-            vec![2],
-            vec![7],
-            vec![8],
-            vec![9],
-            vec![3, 5],
-            vec![0, 4],
-            vec![4, 0],
-            vec![2, 3, 7],
-            vec![64, 65],
-            vec![PIECE as u64 + 1],
-            vec![3, 33_335],
-            vec![100_003],
-            vec![1, BLOCK as u64 + 3],
-            vec![3, (BLOCK / 2) as u64 + 5],
-            vec![2 * BLOCK as u64 + 17],
-        ];
-        let options = [
-            (Strategy::Int4, 1, 0.01, 0.9),
-            (Strategy::Int4, 2, 0.01, 0.9),
-            (Strategy::Int4, 1, 0.2, 0.9),
-            (Strategy::Int4, 2, 1.0, 0.9),
-            (Strategy::Int4, 2, 0.0, 0.9),
-            (Strategy::Sparse, 1, 0.01, 0.9),
-            (Strategy::Sparse, 2, 0.01, 0.0),
-            (Strategy::Sparse, 2, 0.01, 0.999),
-            (Strategy::Quantized, 1, 0.01, 0.9),
-            (Strategy::Quantized, 2, 0.01, 0.9),
-        ];
-        let mut cases = 0;
-        for (t, shape) in shapes.iter().enumerate() {
-            let n = shape.iter().product::<u64>() as usize;
-            let [noise, striped, special] = test_deltas(n, 0x2545_f491_4f6c_dd1d + t as u64);
-            // One outlier far above the others, the rest equal: ties everywhere.
-            let mut single = vec![1e-3f32; n];
-            if let Some(x) = single.get_mut(n / 2) {
-                *x = -7.0;
-            }
-            let frozen = vec![0f32; n];
-            // Large tensors: the two kinds of values that differ most, to keep the test short.
-            let deltas = if n > BLOCK {
-                vec![&noise, &special]
-            } else {
-                vec![&noise, &striped, &special, &single, &frozen]
-            };
-            for x in deltas {
-                for &(strategy, version, outlier_fraction, sparsity) in &options {
-                    let opts = EncodeOptions {
-                        strategy,
-                        sparsity,
-                        outlier_fraction,
-                        version,
-                    };
-                    let whole = encode_whole(x, shape, &opts);
-                    let blocked = encode(x, shape, &opts);
-                    assert_eq!(whole.len(), blocked.len());
-                    for (a, b) in whole.iter().zip(&blocked) {
-                        assert!(
-                            a.field == b.field
-                                && a.dtype == b.dtype
-                                && a.shape == b.shape
-                                && a.data == b.data,
-                            "{} differs: {shape:?}, {opts:?}",
-                            a.field
-                        );
-                    }
-                    cases += 1;
-                }
-            }
-        }
-        assert_eq!(cases, (15 * 5 + 3 * 2) * options.len());
-    }
-
     #[test]
     fn f16_from_f64_rounds_once() {
         // Halfway between two f16 values in f32, but above it in f64: must round up.
@@ -1313,6 +1747,106 @@ mod tests {
         assert_eq!(f16_from_f64(lo + ulp / 2.0), f16::from_f32(1.0));
         assert_eq!(f16_from_f64(0.1).to_bits(), 0x2e66);
         assert_eq!(f16_from_f64(-1e9), f16::NEG_INFINITY);
+    }
+
+    #[test]
+    fn sparse_ranges_from_the_raw_records_match_whole_decoding() {
+        let n = 10_007usize;
+        let delta: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 997) as f32 * 1e-5 - 5e-3)
+            .collect();
+        for (sparsity, wide) in [(0.9, true), (0.5, false), (0.999, true)] {
+            let opts = EncodeOptions {
+                strategy: Strategy::Sparse,
+                sparsity,
+                ..EncodeOptions::default()
+            };
+            let arrays = encode(&delta, &[n as u64], &opts);
+            let entry = entry_for(&[n as u64], &opts, None);
+            let mut whole = vec![0f32; n];
+            decode(&entry, &refs_of(&arrays), &mut whole);
+            // Int32 indices as version 1 files from elsewhere may hold them.
+            let (dtype, indices) = if wide {
+                (ArrayDtype::Int64, arrays[0].data.clone())
+            } else {
+                let narrow = arrays[0]
+                    .data
+                    .chunks_exact(8)
+                    .flat_map(|c| (i64::from_le_bytes(c.try_into().unwrap()) as i32).to_le_bytes())
+                    .collect();
+                (ArrayDtype::Int32, narrow)
+            };
+            for piece in [1usize, 7, 1000, 4096, n] {
+                let mut got = vec![f32::NAN; n];
+                for start in (0..n).step_by(piece) {
+                    let end = (start + piece).min(n);
+                    decode_sparse_range(
+                        dtype,
+                        &indices,
+                        &arrays[1].data,
+                        start,
+                        &mut got[start..end],
+                    );
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&whole),
+                    "sparsity {sparsity}, pieces of {piece}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn range_decoding_matches_whole_decoding_for_any_split() {
+        // Outliers at the start, the end and side by side; sizes odd and even.
+        for n in [1usize, 2, 7, 1000, 1001] {
+            let mut delta: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919) % 997) as f32 * 1e-5 - 5e-3)
+                .collect();
+            delta[0] = 1.0;
+            delta[n - 1] = -1.0;
+            if n > 10 {
+                delta[5] = 0.5;
+                delta[6] = -0.5;
+            }
+            for version in [1, 2] {
+                for strategy in [Strategy::Sparse, Strategy::Quantized, Strategy::Int4] {
+                    let opts = EncodeOptions {
+                        strategy,
+                        version,
+                        outlier_fraction: 0.02,
+                        ..Default::default()
+                    };
+                    let shape = [n as u64];
+                    let entry = entry_for(&shape, &opts, Some("float32"));
+                    let arrays = encode(&delta, &shape, &opts);
+                    let refs = refs_of(&arrays);
+                    let mut whole = vec![0f32; n];
+                    decode(&entry, &refs, &mut whole);
+                    let ranged = RangeDecoder::new(&entry, &refs);
+                    let field = RangeDecoder::range_field(strategy);
+                    for step in [1usize, 2, 3, 64, 333, n] {
+                        let mut got = vec![0f32; n];
+                        for start in (0..n).step_by(step) {
+                            let end = (start + step).min(n);
+                            let (from, to) = ranged.range_bytes(start, end);
+                            let window = match field {
+                                Some(f) => &arrays[f].data[from..to],
+                                None => &[][..],
+                            };
+                            ranged.decode(start, window, from, &mut got[start..end]);
+                        }
+                        let same = got
+                            .iter()
+                            .zip(&whole)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{strategy:?} v{version} n={n} step={step}");
+                    }
+                }
+            }
+        }
     }
 
     /// 10 rows of 100 whose magnitudes are all distinct (so top-k has one answer) and grow by

@@ -11,16 +11,25 @@ use super::model::{CHUNK_ELEMS, Elem, Model, structure_differences};
 use super::open::OpenDelta;
 use super::outputs::refuse_output_among_inputs;
 use super::pipeline::{RunOptions, ordered_parallel};
-use super::reconstruct::IntReconstructor;
-use super::spool::Array;
-use super::verify::{LossSums, LossTally, UpdateLoss, verify_lineage};
+use super::reconstruct::{IntReconstructor, reconstruct_into};
+use super::spool::{Array, held};
+use super::verify::{
+    BaseValues, LossSums, LossTally, UpdateLoss, tensor_loss_sums, verify_lineage,
+};
 use crate::error::Error;
 use crate::formats::wdelta::{
-    ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, TensorArrays, WdeltaWriter,
-    header_json, header_json_in_room, widest_loss,
+    ArrayRef, Header, OwnedArray, PREAMBLE_LEN, SUPPORTED_VERSIONS, Strategy, TensorArrays,
+    WdeltaWriter, header_json, header_json_in_room, widest_loss,
 };
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
+
+thread_local! {
+    /// Per-worker buffer for a tensor's delta in `create`.
+    static DELTA_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per-worker buffer for a tensor's base values, kept while the loss is measured.
+    static BASE_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Fine-tune bytes encoded between two starts of the delta's writeback.
 const WRITEBACK_EVERY: u64 = 64 << 20;
@@ -113,7 +122,7 @@ pub(crate) fn create(
             ordered_parallel::<_, DeltaError>(
                 names.len(),
                 run.threads(),
-                |i| encode_tensor(base, links, ft, names[i], enc, spool_dir),
+                |i| encode_tensor(base, links, ft, names[i], enc, measure, spool_dir),
                 |i, (len, arrays, sums): (u64, Vec<Array>, Option<LossSums>)| {
                     if let Some(sums) = sums {
                         tally.push(names[i], sums);
@@ -190,28 +199,90 @@ pub(crate) fn create(
 }
 
 /// One tensor's records, its length in the fine-tune, and (`measure`, against a plain base)
-/// the sums of its loss, from the one encoder ([`super::blocks`]).
+/// the sums of its loss: in blocks over the workers when it is large, else whole.
 fn encode_tensor(
     base: &Model,
     links: &[OpenDelta],
     ft: &Model,
     name: &str,
     enc: &EncodeOptions,
+    measure: bool,
     spool_dir: &Path,
 ) -> Result<(u64, Vec<Array>, Option<LossSums>)> {
-    let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
-    let (mut arrays, sums) = super::blocks::encode_inputs(&inputs, enc, Some(spool_dir))?;
-    let t = &base.tensors[name];
-    if t.elem.is_some_and(|e| !e.is_float()) {
-        // Integer tensors are checked against the records as written: held for the check.
-        let held = arrays
-            .into_iter()
-            .map(Array::into_held)
-            .collect::<Result<Vec<_>>>()?;
-        check_integers_exact(base, links, ft, name, &t.shape, enc, &held)?;
-        arrays = super::spool::held(held);
+    let tf = &ft.tensors[name];
+    if super::blocks::applies(base, name) {
+        // Large: in blocks over the workers, memory bounded by the block size.
+        let inputs = super::blocks::Inputs::new(base, links, ft, name)?;
+        let (arrays, sums) = match enc.strategy {
+            Strategy::Int4 => super::int4_blocks::encode(&inputs, enc, spool_dir)?,
+            Strategy::Sparse => super::sparse_blocks::encode(&inputs, enc, spool_dir)?,
+            Strategy::Quantized => super::quantized_blocks::encode(&inputs, enc, spool_dir)?,
+        };
+        return Ok((tf.len as u64, arrays, sums));
     }
-    Ok((ft.tensors[name].len as u64, arrays, sums))
+    let n = tf.n_elements();
+    // The delta buffer is reused across tensors: fresh gigabyte allocations
+    // cost a page fault per 4 KiB.
+    let mut scratch = DELTA_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if scratch.len() < n {
+        scratch.resize(n, 0.0);
+    }
+    let d = &mut scratch[..n];
+    // Against a plain base its values are kept for the loss: read where they
+    // are kept, the delta computed beside them. Through a chain, the delta is
+    // computed in place over the reconstruction.
+    let kept = if measure {
+        let mut b = BASE_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        if b.len() < n {
+            b.resize(n, 0.0);
+        }
+        reconstruct_into(base, links, name, &mut b[..n])?;
+        subtract_from_finetuned(ft, name, Some(&b[..n]), d)?;
+        Some(b)
+    } else {
+        reconstruct_into(base, links, name, d)?;
+        subtract_from_finetuned(ft, name, None, d)?;
+        None
+    };
+    let t = &base.tensors[name];
+    let arrays = codec::encode(d, &t.shape, enc);
+    DELTA_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    if t.elem.is_some_and(|e| !e.is_float()) {
+        check_integers_exact(base, links, ft, name, &t.shape, enc, &arrays)?;
+    }
+    let sums = match kept {
+        Some(b) => {
+            let mut decoder = decoder_of(&t.shape, enc, &arrays);
+            let sums = tensor_loss_sums(base, ft, name, BaseValues::Held(&b[..n]), |d| {
+                decoder.fill(d);
+            });
+            BASE_SCRATCH.with(|s| *s.borrow_mut() = b);
+            Some(sums?)
+        }
+        None => None,
+    };
+    Ok((tf.len as u64, held(arrays), sums))
+}
+
+/// `d` = the fine-tuned values of tensor `name` − the previous ones (`prev`, or `d` itself
+/// when None), read chunk by chunk. Equal bits are no change (NaN − NaN would poison
+/// quantized's row scale and int4's range).
+fn subtract_from_finetuned(
+    ft: &Model,
+    name: &str,
+    prev: Option<&[f32]>,
+    d: &mut [f32],
+) -> Result<()> {
+    let tf = &ft.tensors[name];
+    let mut buf = vec![0f32; CHUNK_ELEMS.min(d.len())];
+    for (ci, chunk) in d.chunks_mut(CHUNK_ELEMS).enumerate() {
+        let start = ci * CHUNK_ELEMS;
+        let f = &mut buf[..chunk.len()];
+        ft.read_f32_into(name, tf, start, f)?;
+        let p = prev.map(|p| &p[start..start + chunk.len()]);
+        codec::subtract_chunk(p, f, chunk);
+    }
+    Ok(())
 }
 
 /// A decoder of the arrays just encoded for a tensor of `shape`, as `apply` decodes them.

@@ -25,11 +25,7 @@ use crate::formats::wdelta::ArrayDtype;
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
 
 /// The int4 arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: Option<&Path>,
-) -> Encoded {
+pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
     let n = inputs.len();
     let (starts, _) = inputs.blocks();
     let (top, settled) = settle(inputs, &starts, n, enc)?;
@@ -281,7 +277,7 @@ struct Spools {
 }
 
 impl Spools {
-    fn new(dir: Option<&Path>) -> Spools {
+    fn new(dir: &Path) -> Spools {
         Spools {
             idx: Spool::new(dir),
             vals: Spool::new(dir),

@@ -3,9 +3,8 @@
 //! and the Python package deltatensors (format version 1); version 2 adds the base dtype and a
 //! more accurate int4 layout. See docs/wdelta.md.
 //!
-//! [`crate::formats::wdelta`] reads and writes the container, [`codec`] encodes one tensor,
-//! `decode.rs` decodes any range of one (every command's one decoder) and [`model`] reads
-//! safetensors weights. Over whole models: `open.rs` opens a
+//! [`crate::formats::wdelta`] reads and writes the container, [`codec`] encodes and decodes one
+//! tensor and [`model`] reads safetensors weights. Over whole models: `open.rs` opens a
 //! `.wdelta` and checks it against a base, `create.rs` makes a delta, `apply.rs` rebuilds a
 //! model, `verify.rs` checks a lineage of hashes and measures the reconstruction error, and
 //! `reconstruct.rs` is the float32 reconstruction `create` and `apply` share, all over the
@@ -57,10 +56,10 @@ mod base_hash;
 mod blocks;
 mod codec;
 mod create;
-mod decode;
 mod error;
 mod face;
 mod int4_blocks;
+mod link_decoder;
 mod lossless;
 mod model;
 mod open;

@@ -22,10 +22,13 @@ use sha2::{Digest, Sha256};
 use super::base_hash::Stamps;
 use super::codec;
 use super::error::DeltaError;
+use super::link_decoder::{Int4InPlace, RangeDecoder, SparseInPlace, StreamDecoder};
 use super::model::Model;
 use crate::error::Error;
 use crate::escape::shown;
-use crate::formats::wdelta::{self as format, TensorArrays, TensorEntry, WdeltaError, WdeltaFile};
+use crate::formats::wdelta::{
+    self as format, Strategy, TensorArrays, TensorEntry, WdeltaError, WdeltaFile,
+};
 use crate::mapped::GuardedMap;
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -175,9 +178,10 @@ impl OpenDelta {
         Ok(decoder)
     }
 
-    /// Err ([`DeltaError::InputChanged`]) unless the tensor's indices still hold what
-    /// validation found (a mapped file may have been written in place since). Reads them all:
-    /// [`OpenDelta::range_decoder`] does not, and decodes zeros from indices that do not fit.
+    /// Err ([`DeltaError::InputChanged`]) unless a codec decoder's copy of a tensor's indices
+    /// still holds what validation found: a mapped file written in place after it was
+    /// validated could otherwise make the decoder index out of bounds. (The decoders of
+    /// [`super::link_decoder`] read them in place, and skip an index out of range.)
     fn fits(&self, indices_fit: bool) -> Result<()> {
         if indices_fit {
             return Ok(());
@@ -187,11 +191,38 @@ impl OpenDelta {
         })
     }
 
-    /// A decoder of one tensor's delta, any range or front to back, its arrays read in place
-    /// (their pages are not all read when it is made).
-    pub(crate) fn range_decoder(&self, name: &str) -> Result<codec::Decoder<'_>> {
+    /// A decoder of one tensor's delta front to back, reading a sparse tensor's arrays in
+    /// place.
+    pub(crate) fn stream_decoder(&self, name: &str) -> Result<StreamDecoder<'_>> {
         let (entry, arrays) = self.tensor(name)?;
-        Ok(codec::Decoder::new(entry, &arrays))
+        Ok(match entry.strategy() {
+            Strategy::Sparse => StreamDecoder::Sparse {
+                arrays: SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]),
+                next: 0,
+                pos: 0,
+            },
+            Strategy::Int4 => StreamDecoder::Int4 {
+                decoder: Int4InPlace::new(entry, &arrays),
+                pos: 0,
+            },
+            Strategy::Quantized => StreamDecoder::Codec(codec::Decoder::new(entry, &arrays)),
+        })
+    }
+
+    /// A decoder of any range of one tensor's delta, reading a sparse tensor's arrays in place.
+    pub(super) fn range_decoder(&self, name: &str) -> Result<RangeDecoder<'_>> {
+        let (entry, arrays) = self.tensor(name)?;
+        Ok(match entry.strategy() {
+            Strategy::Sparse => {
+                RangeDecoder::Sparse(SparseInPlace::new(&arrays.fields[0], &arrays.fields[1]))
+            }
+            Strategy::Int4 => RangeDecoder::Int4(Int4InPlace::new(entry, &arrays)),
+            strategy => {
+                let field = codec::RangeDecoder::range_field(strategy)
+                    .map_or(&[][..], |i| arrays.fields[i].data);
+                RangeDecoder::Codec(codec::RangeDecoder::new(entry, &arrays), field)
+            }
+        })
     }
 
     /// One tensor's header entry and its array records.

@@ -26,12 +26,8 @@ thread_local! {
 }
 
 /// The quantized arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: Option<&Path>,
-) -> Encoded {
-    let shape = inputs.shape();
+pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
+    let shape = &inputs.base.tensors[inputs.name].shape;
     let (rows, cols) = (
         quantized_rows(shape) as usize,
         quantized_cols(shape) as usize,
@@ -106,10 +102,6 @@ pub(super) fn encode(
 /// Each row's scale: the float16 mean of its magnitudes, the sum numpy's pairwise summation.
 fn row_scales(inputs: &Inputs<'_>, rows: usize, cols: usize) -> Result<Vec<f16>> {
     let scale = |sum: f32| f16::from_f32((f64::from(sum) / cols as f64) as f32);
-    if cols == 0 {
-        // Rows of no values: a zero scale each, as the whole-tensor encoder gives them.
-        return Ok(vec![f16::ZERO; rows]);
-    }
     if cols > BLOCK {
         // Rows longer than a block: each summed in halves down to a block.
         return (0..rows)

@@ -1,9 +1,9 @@
 //! Reconstruction, chunk by chunk: float32 base values plus each link's decoded delta, as the
 //! reference reconstructs (`base + delta`). Used by `create` (against a chain) and `apply`.
 
-use super::decode::Decoder;
 use super::error::DeltaError;
-use super::model::{Elem, Model, TensorSource};
+use super::link_decoder::StreamDecoder;
+use super::model::{CHUNK_ELEMS, Elem, Model, TensorSource};
 use super::open::{OpenDelta, TensorPages};
 
 type Result<T, E = DeltaError> = std::result::Result<T, E>;
@@ -13,7 +13,7 @@ pub(crate) struct Reconstructor<'a> {
     base: &'a Model,
     name: &'a str,
     t: &'a TensorSource,
-    decoders: Vec<Decoder<'a>>,
+    decoders: Vec<StreamDecoder<'a>>,
     /// Each link's pages of the tensor's records, released behind the decoders.
     pages: Vec<TensorPages<'a>>,
     pos: usize,
@@ -25,7 +25,7 @@ impl<'a> Reconstructor<'a> {
         let t = &base.tensors[name];
         let decoders = links
             .iter()
-            .map(|l| l.range_decoder(name))
+            .map(|l| l.stream_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(Reconstructor {
             base,
@@ -68,7 +68,7 @@ pub(crate) struct IntReconstructor<'a> {
     name: &'a str,
     t: &'a TensorSource,
     elem: Elem,
-    decoders: Vec<Decoder<'a>>,
+    decoders: Vec<StreamDecoder<'a>>,
     /// Each link's pages of the tensor's records, released behind the decoders.
     pages: Vec<TensorPages<'a>>,
     pos: usize,
@@ -81,7 +81,7 @@ impl<'a> IntReconstructor<'a> {
         let elem = base.elem(name, t)?;
         let decoders = links
             .iter()
-            .map(|l| l.range_decoder(name))
+            .map(|l| l.stream_decoder(name))
             .collect::<Result<Vec<_>>>()?;
         Ok(IntReconstructor {
             base,
@@ -161,6 +161,20 @@ fn check_int_range(elem: Elem, name: &str, pos: usize, vals: &[i128], last: &[f3
                 dtype: elem.numpy_name(),
             });
         }
+    }
+    Ok(())
+}
+
+/// base + each link's delta, in float32, as the reference reconstructs (`base + delta`).
+pub(crate) fn reconstruct_into(
+    base: &Model,
+    links: &[OpenDelta],
+    name: &str,
+    out: &mut [f32],
+) -> Result<()> {
+    let mut r = Reconstructor::new(base, links, name)?;
+    for chunk in out.chunks_mut(CHUNK_ELEMS) {
+        r.next(chunk)?;
     }
     Ok(())
 }

@@ -57,11 +57,7 @@ pub(super) enum Rule {
 }
 
 /// The sparse arrays of the tensor and, against a plain base, its loss sums.
-pub(super) fn encode(
-    inputs: &Inputs<'_>,
-    enc: &EncodeOptions,
-    spool_dir: Option<&Path>,
-) -> Encoded {
+pub(super) fn encode(inputs: &Inputs<'_>, enc: &EncodeOptions, spool_dir: &Path) -> Encoded {
     let n = inputs.len();
     let k = codec::sparse_k(n as u64, enc.sparsity);
     let (starts, block_of) = inputs.blocks();
@@ -239,17 +235,6 @@ pub(super) fn top_k(
     with_rest: bool,
     band: Option<(u32, u32)>,
 ) -> Result<TopK> {
-    if k == 0 {
-        // An empty tensor: nothing to select.
-        return Ok(TopK {
-            rule: Rule::Bucket {
-                bucket: u32::MAX,
-                kept: Vec::new(),
-            },
-            kept: vec![0; starts.len()],
-            rest: Rest::EMPTY,
-        });
-    }
     let (mut high, mut banded) = first_pass(src, starts, with_rest, band)?;
     if band.is_some() && high.iter().sum::<u64>() < k {
         // The threshold is below the band, whose pass counted only what is at or above it.

@@ -22,18 +22,17 @@ const COPY_STEP: usize = 1 << 20;
 
 /// Data appended in order, in memory or in a temporary file.
 pub(super) struct Spool {
-    /// None: held whatever the size.
-    dir: Option<PathBuf>,
+    dir: PathBuf,
     held: Vec<u8>,
     file: Option<File>,
     len: u64,
 }
 
 impl Spool {
-    /// An empty spool whose file, if it needs one, goes in `dir` (None: never a file).
-    pub(super) fn new(dir: Option<&Path>) -> Spool {
+    /// An empty spool whose file, if it needs one, goes in `dir`.
+    pub(super) fn new(dir: &Path) -> Spool {
         Spool {
-            dir: dir.map(Path::to_path_buf),
+            dir: dir.to_path_buf(),
             held: Vec::new(),
             file: None,
             len: 0,
@@ -45,29 +44,19 @@ impl Spool {
     }
 
     pub(super) fn push(&mut self, bytes: &[u8]) -> Result<()> {
-        if self.file.is_none()
-            && self.held.len() + bytes.len() > HELD_AT_MOST
-            && let Some(dir) = &self.dir
-        {
-            let failed = |e| Error::io(dir, e);
-            let mut file = tempfile::tempfile_in(dir).map_err(failed)?;
+        if self.file.is_none() && self.held.len() + bytes.len() > HELD_AT_MOST {
+            let failed = |e| Error::io(&self.dir, e);
+            let mut file = tempfile::tempfile_in(&self.dir).map_err(failed)?;
             file.write_all(&self.held).map_err(failed)?;
             self.held = Vec::new();
             self.file = Some(file);
         }
         match &mut self.file {
-            Some(file) => file
-                .write_all(bytes)
-                .map_err(|e| Error::io(self.dir_path(), e))?,
+            Some(file) => file.write_all(bytes).map_err(|e| Error::io(&self.dir, e))?,
             None => self.held.extend_from_slice(bytes),
         }
         self.len += bytes.len() as u64;
         Ok(())
-    }
-
-    /// The directory of the spool's file, for its errors.
-    fn dir_path(&self) -> &Path {
-        self.dir.as_deref().unwrap_or(Path::new("."))
     }
 
     /// Gives the data in order, a step at a time.
@@ -80,7 +69,7 @@ impl Spool {
         while at < self.len {
             let n = buf.len().min((self.len - at) as usize);
             file.read_exact_at(&mut buf[..n], at)
-                .map_err(|e| Error::io(self.dir_path(), e))?;
+                .map_err(|e| Error::io(&self.dir, e))?;
             put(&buf[..n])?;
             at += n as u64;
         }
@@ -120,33 +109,6 @@ impl Array {
                     .record_framing(tensor, field, *dtype, shape, data.len())
                     .map_err(io)?;
                 data.copy_to(|b| writer.record_data(b).map_err(io))
-            }
-        }
-    }
-}
-
-impl Array {
-    /// The record with its data in memory (read back from the spool's file if it has one).
-    pub(super) fn into_held(self) -> Result<OwnedArray> {
-        match self {
-            Array::Held(a) => Ok(a),
-            Array::Spooled {
-                field,
-                dtype,
-                shape,
-                data,
-            } => {
-                let mut bytes = Vec::new();
-                data.copy_to(|b| {
-                    bytes.extend_from_slice(b);
-                    Ok(())
-                })?;
-                Ok(OwnedArray {
-                    field,
-                    dtype,
-                    shape,
-                    data: bytes,
-                })
             }
         }
     }

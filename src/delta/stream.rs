@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::decode::RangeDecoder;
+use super::codec::RangeDecoder;
 use super::error::DeltaError;
 use crate::error::Error;
 use crate::formats::wdelta::{
@@ -87,16 +87,11 @@ pub(crate) struct Spooled {
 impl TensorRecords {
     /// The data of the record in `slot` (empty for the tail, which is not held).
     pub(crate) fn data(&self, slot: usize) -> &[u8] {
-        &self.bytes[self.held_range(slot)]
-    }
-
-    /// Where in `bytes` the data of the record in `slot` is (empty when it is not held).
-    pub(crate) fn held_range(&self, slot: usize) -> std::ops::Range<usize> {
         let streamed = self.tail.is_some_and(|(t, _)| t == slot)
             || self.spooled.iter().any(|s| s.slot == slot);
         match &self.slots[slot] {
-            Some(r) if !streamed => r.data_offset..r.data_offset + r.data_len,
-            _ => 0..0,
+            Some(r) if !streamed => &self.bytes[r.data_offset..r.data_offset + r.data_len],
+            _ => &[],
         }
     }
 

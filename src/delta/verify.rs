@@ -138,7 +138,7 @@ fn hash_streamed(
     let n = t.n_elements();
     let mut decoders = links
         .iter()
-        .map(|l| l.range_decoder(name))
+        .map(|l| l.stream_decoder(name))
         .collect::<Result<Vec<_>>>()?;
     let mut pages = super::reconstruct::pages_of(links, name, n);
     for h in hashers.iter_mut() {
@@ -217,7 +217,7 @@ pub fn reconstruction_error(
             let (tb, tf) = (&base.tensors[name], ft_tensor(finetuned, name)?);
             let n = tb.n_elements();
             let mut pages = delta.pages_of(name, n);
-            let mut decoder = delta.range_decoder(name)?;
+            let mut decoder = delta.stream_decoder(name)?;
             let len = CHUNK_ELEMS.min(n);
             let (mut b, mut f, mut d) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
             let mut s = (0f64, 0f64, 0f64, 0f64);
@@ -373,9 +373,10 @@ pub(crate) fn update_loss(
             // tensor.
             let n = base.tensors[name].n_elements();
             let mut pages = delta.pages_of(name, n);
-            let mut decoder = delta.range_decoder(name)?;
+            let b = BaseValues::Read(n);
+            let mut decoder = delta.stream_decoder(name)?;
             let mut done = 0;
-            tensor_loss_sums(base, finetuned, name, n, |d| {
+            tensor_loss_sums(base, finetuned, name, b, |d| {
                 decoder.fill(d);
                 done += d.len();
                 pages.done_through(done);
@@ -536,31 +537,51 @@ impl LossSums {
     }
 }
 
+/// A tensor's base values for [`tensor_loss_sums`]: held, or read chunk by chunk.
+pub(crate) enum BaseValues<'a> {
+    Held(&'a [f32]),
+    /// Read from the base, the tensor's element count.
+    Read(usize),
+}
+
 /// One tensor's [`LossSums`]: `delta` (the decoded delta, chunk by chunk) added to the base
-/// values, read chunk by chunk as the `n` fine-tuned ones, as `apply` adds them.
+/// values `b` as `apply` adds them, against the fine-tuned values read chunk by chunk.
 pub(crate) fn tensor_loss_sums(
     base: &Model,
     ft: &Model,
     name: &str,
-    n: usize,
+    b: BaseValues<'_>,
     mut delta: impl FnMut(&mut [f32]),
 ) -> Result<LossSums> {
     let tb = &base.tensors[name];
     let elem = base.elem(name, tb)?;
     let tf = ft_tensor(ft, name)?;
+    let n = match b {
+        BaseValues::Held(b) => b.len(),
+        BaseValues::Read(n) => n,
+    };
     let len = CHUNK_ELEMS.min(n);
     let (mut f, mut d, mut r) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
-    let mut b = vec![0f32; len];
+    let mut read = match b {
+        BaseValues::Held(_) => Vec::new(),
+        BaseValues::Read(_) => vec![0f32; len],
+    };
     let mut raw = Vec::new();
     let mut sums = LossSums::default();
     for at in (0..n).step_by(CHUNK_ELEMS) {
         let len = CHUNK_ELEMS.min(n - at);
-        base.read_f32_into(name, tb, at, &mut b[..len])?;
+        let b = match b {
+            BaseValues::Held(b) => &b[at..at + len],
+            BaseValues::Read(_) => {
+                base.read_f32_into(name, tb, at, &mut read[..len])?;
+                &read[..len]
+            }
+        };
         ft.read_f32_into(name, tf, at, &mut f[..len])?;
         delta(&mut d[..len]);
         loss_chunk(
             elem,
-            &b[..len],
+            b,
             &d[..len],
             &mut r[..len],
             &f[..len],

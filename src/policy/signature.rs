@@ -182,7 +182,7 @@ pub(crate) fn deleted_text(deleted: &[String], file: &str, signer: &str) -> Opti
 /// path and who signed it (or why it does not verify). None when no `signature` rule covers
 /// the file or no signature file is at or above it. `ci` shows these per model.
 pub(crate) fn signature_state(
-    policy: &super::Policy,
+    policy: &super::config::Policy,
     subject: &Subject<'_>,
 ) -> Result<Option<(String, std::result::Result<String, String>)>> {
     let Some(eff) = policy.effective(&subject.path) else {
@@ -209,7 +209,9 @@ pub(crate) fn signature_state(
 }
 
 /// The signature files the policy's rules name (`model.sig` by default).
-pub(crate) fn signature_files(policy: &super::Policy) -> std::collections::BTreeSet<String> {
+pub(crate) fn signature_files(
+    policy: &super::config::Policy,
+) -> std::collections::BTreeSet<String> {
     policy
         .rules
         .iter()

@@ -25,7 +25,7 @@ pub(crate) use header::max_tensors;
 pub use header::parse_header;
 pub(crate) use lossless::LosslessError;
 pub use read::WdeltaFile;
-pub(crate) use read::{check_record_size, validate_tensor, verify_checksum};
+pub(crate) use read::{check_record_size, index_iter, validate_tensor, verify_checksum};
 pub(crate) use summary::DeltaSummary;
 pub(crate) use types::{
     ArrayDtype, ArrayRef, CHECKSUM_LEN, DtypeName, MAGIC, PREAMBLE_LEN, PackedShape, Params,
